@@ -1,0 +1,6 @@
+"""`python -m nodecheck` is the `nodecheck` command."""
+import sys
+
+from nodecheck.cli import main
+
+sys.exit(main())

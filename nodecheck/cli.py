@@ -1,0 +1,84 @@
+"""Command line: parses arguments, calls the runner, prints, sets the exit code. No logic lives here."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_CODES = """exit codes:
+  0   every node passed
+  1   warnings only
+  2   at least one failure (a node was judged unfit)
+  3   could not judge (error, timeout, unreachable or skipped) and no failure
+  64  bad input: inventory, playbook or arguments (nothing was run)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):              # bad arguments are bad input: 64, not argparse's 2
+        self.print_usage(sys.stderr)
+        self.exit(64, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="nodecheck", description="Prove GPU cluster nodes are fit to run a distributed "
+                "job before it starts, and say which node is not and why.",
+                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    run = sub.add_parser("run", help="run a playbook on the inventory's nodes", epilog=EXIT_CODES,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
+    run.add_argument("--playbook", default="default", help="shipped playbook name or a path (default: default)")
+    run.add_argument("--nodes", metavar="HOSTLIST", help="only these inventory nodes, e.g. 'gpu[001-004]'")
+    run.add_argument("--format", choices=["table", "json"], default="table",
+                     help="stdout: the human table (default) or exactly one JSON document")
+    run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    run.add_argument("--fanout", type=_positive_int, default=64, help="nodes checked at once (default 64)")
+    run.add_argument("--deadline", type=_positive_float, metavar="SECONDS",
+                     help="bound on the whole run; overrides the playbook's deadline_s")
+    run.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="SSH connect + handshake + auth timeout per node (default 10)")
+    run.add_argument("--accept-new-host-keys", action="store_true",
+                     help="trust-on-first-use: accept and record unknown host keys (a changed key is "
+                          "still refused). Default: strict known_hosts checking")
+    run.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
+    sub.add_parser("checks", help="list every check with its description and parameters")
+    return p
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.version:
+        from nodecheck import __version__
+        print(f"nodecheck {__version__}")
+        return 0
+    if args.command is None:
+        build_parser().print_help()
+        return 64
+    from nodecheck.errors import ConfigError     # imported late: --help must start fast
+    try:
+        if args.command == "checks":
+            from nodecheck.commands import list_checks
+            print(list_checks(), end="")
+            return 0
+        from nodecheck.commands import run_command
+        return run_command(args)
+    except ConfigError as e:
+        print(f"nodecheck: error: {e}", file=sys.stderr)
+        return 64
+    except KeyboardInterrupt:
+        print("nodecheck: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,119 @@
+"""Core value types shared by every stage: nodes, probes, captures, statuses, verdicts, results."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str                                  # the name Slurm and the operator use: "gpu017"
+    address: str                               # what SSH dials; defaults to the name
+    port: int = 22
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    ssh_config: str | None = None
+    labels: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One command to run on a node. argv is never a shell string: quoting happens once, in transport."""
+    name: str                                  # also the capture file name in the report
+    argv: tuple[str, ...]
+    timeout_s: float = 30.0
+    stdin: str | None = None
+    ok_exit_codes: frozenset[int] = frozenset({0})   # exit codes the judge can still read
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:                # there is no "0 = forever"
+            raise ValueError(f"probe {self.name}: timeout_s must be > 0")
+
+
+class Outcome(Enum):
+    EXITED = "exited"                          # ran to completion, any exit code
+    TIMEOUT = "timeout"                        # started, killed at its timeout or the run deadline
+    UNREACHABLE = "unreachable"                # connect, auth or host-key failure: nothing ran
+    SKIPPED = "skipped"                        # never started: the run deadline had passed
+
+
+@dataclass(frozen=True)
+class Capture:
+    node: str
+    probe: str
+    argv: tuple[str, ...]
+    outcome: Outcome
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    detail: str = ""                           # "host key mismatch", "connect timeout after 10 s"
+
+
+class Status(Enum):
+    PASS = "pass"
+    WARN = "warn"
+    SKIPPED = "skipped"                        # planned but not run (deadline, disabled)
+    ERROR = "error"                            # ran but could not be judged
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    FAIL = "fail"                              # judged and found bad
+
+    @property
+    def healthy(self) -> bool:                 # the ONLY place that says what counts as healthy
+        return self in (Status.PASS, Status.WARN)
+
+    @property
+    def rank(self) -> int:
+        return SEVERITY.index(self)
+
+
+SEVERITY = (Status.PASS, Status.WARN, Status.SKIPPED, Status.ERROR,
+            Status.TIMEOUT, Status.UNREACHABLE, Status.FAIL)
+
+
+def worst(statuses: Iterable[Status]) -> Status:
+    """The most severe status; nothing judged is not healthy, so worst([]) is ERROR."""
+    ranked = [s.rank for s in statuses]
+    return SEVERITY[max(ranked)] if ranked else Status.ERROR
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a judge returns; it knows nothing about nodes or transport."""
+    status: Status
+    message: str                               # "mlx5_2/1: rate 100 Gb/s, expected >= 400 Gb/s"
+    subject: str = ""                          # sub-entity: "mlx5_2/1", "GPU3"; "" = the whole node
+    observed: Mapping[str, object] = field(default_factory=dict)
+    expected: Mapping[str, object] = field(default_factory=dict)
+    excerpt: str = ""                          # the raw lines that justify it (bounded)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    node: str
+    probe: str
+    argv: tuple[str, ...]
+    exit_code: int | None
+    capture_path: str                          # path of the full output inside the report dir
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A verdict with its context, as the runner stores it."""
+    check: str                                 # "ib.ports"
+    nodes: tuple[str, ...]                     # who it is about: one node, a pair, the drifting nodes
+    verdict: Verdict
+    evidence: tuple[Evidence, ...] = ()
+
+
+EXCERPT_MAX_CHARS = 2000                       # keeps reports readable when a tool dumps megabytes
+
+
+def excerpt(text: str, max_chars: int = EXCERPT_MAX_CHARS) -> str:
+    """The head of a raw output, bounded, marking what was cut."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n… [{len(text) - max_chars} more characters]"

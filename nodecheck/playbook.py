@@ -1,0 +1,121 @@
+"""playbooks/*.yml → Playbook: which checks run, with validated parameters, timeouts and a deadline."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodecheck.errors import ConfigError
+from nodecheck.model import Node, Probe
+from nodecheck.registry import CheckSpec, all_checks
+from nodecheck.yamlsrc import Located, load_file, pydantic_error
+
+DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
+SHIPPED = Path(__file__).resolve().parent.parent / "playbooks"
+
+
+class Select(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    labels: list[str] = []                     # a node runs the playbook if it has all of them
+
+
+class PlaybookFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[1] = 1
+    description: str = ""
+    deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0)
+    select: Select = Select()
+    checks: dict[str, Optional[dict]]
+
+
+class CheckOptions(BaseModel):
+    """Keys every check block accepts besides its own parameters."""
+    model_config = ConfigDict(extra="allow")
+    timeout_s: Optional[float] = Field(None, gt=0)   # overrides each of the check's probe timeouts
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    spec: CheckSpec
+    params: BaseModel
+    probes: tuple[Probe, ...]
+
+
+@dataclass(frozen=True)
+class Playbook:
+    name: str
+    path: str
+    sha256: str
+    description: str
+    deadline_s: float
+    select_labels: frozenset[str]
+    checks: tuple[PlannedCheck, ...]
+
+    def selects(self, node: Node) -> bool:
+        return self.select_labels <= node.labels
+
+
+def search_path() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("NODECHECK_PLAYBOOK_PATH", "").split(":") if p]
+    return extra + [Path("playbooks"), Path("/etc/nodecheck/playbooks"), SHIPPED]
+
+
+def resolve(name_or_path: str) -> Path:
+    """A path if it looks like one, else the first playbooks/<name>.yml on the search path."""
+    if "/" in name_or_path or name_or_path.endswith((".yml", ".yaml")):
+        return Path(name_or_path)
+    for folder in search_path():
+        candidate = folder / f"{name_or_path}.yml"
+        if candidate.is_file():
+            return candidate
+    known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.yml")})
+    close = difflib.get_close_matches(name_or_path, known, n=1)
+    raise ConfigError(f"no playbook named {name_or_path!r}", file="--playbook",
+                      hint=(f"did you mean {close[0]!r}? " if close else "")
+                      + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path")
+
+
+def load_playbook(name_or_path: str) -> Playbook:
+    path = resolve(name_or_path)
+    src = load_file(path)
+    if not isinstance(src.data, dict):
+        raise src.error((), "a playbook is a mapping with a 'checks:' key", hint="see playbooks/default.yml")
+    try:
+        book = PlaybookFile.model_validate(src.data)
+    except ValidationError as e:
+        raise pydantic_error(src, (), e, model=PlaybookFile) from None
+    checks = tuple(c for c in (_plan_check(src, name, block) for name, block in book.checks.items()) if c)
+    if not checks:
+        raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
+    return Playbook(name=path.stem, path=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+                    description=book.description, deadline_s=book.deadline_s,
+                    select_labels=frozenset(book.select.labels), checks=checks)
+
+
+def _plan_check(src: Located, name: str, block: Optional[dict]) -> PlannedCheck | None:
+    registry = all_checks()
+    loc = ("checks", name)
+    if name not in registry:
+        close = difflib.get_close_matches(name, list(registry), n=1)
+        raise src.error(loc, f"unknown check {name!r}",
+                        hint=(f"did you mean {close[0]!r}? " if close else "")
+                        + "`nodecheck checks` lists every check")
+    spec = registry[name]
+    try:
+        options = CheckOptions.model_validate(block or {})
+        params = spec.params.model_validate(options.model_extra or {})
+    except ValidationError as e:
+        raise pydantic_error(src, loc, e, what=f" (check {name})", model=spec.params) from None
+    if not options.enabled:
+        return None
+    probes = spec.probes_for(params)
+    if options.timeout_s is not None:
+        probes = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in probes)
+    return PlannedCheck(spec, params, probes)

@@ -1,0 +1,75 @@
+"""The Report aggregate: results of one run, per-node gate statuses, exit code; pure data."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from nodecheck.model import SEVERITY, Capture, CheckResult, Status, worst
+
+REPORT_VERSION = 1
+
+# Nagios-compatible, as gcm: monitoring and schedulers read these.
+EXIT_PASS, EXIT_WARN, EXIT_FAIL, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3, 64
+
+
+def exit_code_for(status: Status) -> int:
+    if status is Status.PASS:
+        return EXIT_PASS
+    if status is Status.WARN:
+        return EXIT_WARN
+    if status is Status.FAIL:
+        return EXIT_FAIL
+    return EXIT_UNKNOWN                        # could not judge: never reported as healthy
+
+
+@dataclass(frozen=True)
+class Report:
+    run_id: str                                # "20261129T101500Z_default"
+    playbook: str
+    playbook_path: str
+    playbook_sha256: str
+    inventory: str | None                      # None with --local
+    started: datetime
+    finished: datetime
+    deadline_s: float
+    complete: bool                             # False: the run deadline cut or skipped something
+    nodes: tuple[tuple[str, str], ...]         # (name, address), inventory order
+    results: tuple[CheckResult, ...]
+    captures: tuple[Capture, ...] = ()
+    nodecheck_version: str = ""
+
+    def results_for(self, node: str) -> list[CheckResult]:
+        return [r for r in self.results if node in r.nodes]
+
+    def node_status(self, node: str) -> Status:
+        """A node with no result is ERROR, never PASS (worst([]) is ERROR)."""
+        return worst(r.verdict.status for r in self.results_for(node))
+
+    @property
+    def node_names(self) -> list[str]:
+        return [name for name, _ in self.nodes]
+
+    @property
+    def status(self) -> Status:
+        return worst(self.node_status(n) for n in self.node_names)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.status)
+
+    def summary(self) -> dict[str, int]:
+        """How many nodes ended in each status, in severity order, zeros left out."""
+        counts = Counter(self.node_status(n) for n in self.node_names)
+        return {s.value: counts[s] for s in SEVERITY if counts[s]}
+
+
+def capture_relpath(node: str, probe: str, stream: str = "stdout") -> str:
+    """Where a probe's raw output lives inside the report directory."""
+    suffix = ".txt" if stream == "stdout" else ".stderr.txt"
+    return f"captures/{_safe(node)}/{_safe(probe)}{suffix}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"

@@ -1,0 +1,95 @@
+"""Report ⇄ JSON (report_version 1); `load(dump(r)) == r` holds, so sweeps can diff old reports."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.report import REPORT_VERSION, Report, capture_relpath
+
+
+def to_dict(report: Report) -> dict:
+    return {
+        "report_version": REPORT_VERSION,
+        "run_id": report.run_id,
+        "status": report.status.value,
+        "exit_code": report.exit_code,
+        "complete": report.complete,
+        "playbook": report.playbook,
+        "playbook_path": report.playbook_path,
+        "playbook_sha256": report.playbook_sha256,
+        "inventory": report.inventory,
+        "started": _ts(report.started),
+        "finished": _ts(report.finished),
+        "deadline_s": report.deadline_s,
+        "nodecheck_version": report.nodecheck_version,
+        "summary": report.summary(),
+        "nodes": [{"node": name, "address": address, "status": report.node_status(name).value,
+                   "healthy": report.node_status(name).healthy,
+                   "results": [_result(r) for r in report.results_for(name)]}
+                  for name, address in report.nodes],
+        "captures": [_capture(c) for c in report.captures],
+    }
+
+
+def dumps(report: Report) -> str:
+    return json.dumps(to_dict(report), indent=2, sort_keys=False, default=str) + "\n"
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _result(r: CheckResult) -> dict:
+    v = r.verdict
+    return {"check": r.check, "status": v.status.value, "subject": v.subject, "message": v.message,
+            "observed": dict(v.observed), "expected": dict(v.expected), "excerpt": v.excerpt,
+            "nodes": list(r.nodes),
+            "evidence": [{"node": e.node, "probe": e.probe, "argv": list(e.argv),
+                          "exit_code": e.exit_code, "capture": e.capture_path} for e in r.evidence]}
+
+
+def _capture(c: Capture) -> dict:
+    return {"node": c.node, "probe": c.probe, "argv": list(c.argv), "outcome": c.outcome.value,
+            "exit_code": c.exit_code, "duration_s": round(c.duration_s, 4), "detail": c.detail,
+            "stdout": capture_relpath(c.node, c.probe),
+            "stderr": capture_relpath(c.node, c.probe, "stderr") if c.stderr else None}
+
+
+def from_dict(d: dict, captures_text: dict | None = None) -> Report:
+    """Rebuild a Report; capture texts are files beside report.json, passed in when wanted."""
+    if d.get("report_version") != REPORT_VERSION:
+        raise ValueError(f"report_version {d.get('report_version')!r}, this nodecheck reads {REPORT_VERSION}")
+    results, seen = [], set()
+    for node in d["nodes"]:
+        for r in node["results"]:
+            key = json.dumps(r, sort_keys=True)   # a multi-node result is listed under each node
+            if key not in seen:
+                seen.add(key)
+                results.append(_load_result(r))
+    texts = captures_text or {}
+    caps = tuple(Capture(c["node"], c["probe"], tuple(c["argv"]), Outcome(c["outcome"]), c["exit_code"],
+                         *texts.get((c["node"], c["probe"]), ("", "")), c["duration_s"], c["detail"])
+                 for c in d.get("captures", []))
+    return Report(run_id=d["run_id"], playbook=d["playbook"], playbook_path=d["playbook_path"],
+                  playbook_sha256=d["playbook_sha256"], inventory=d["inventory"],
+                  started=_parse_ts(d["started"]), finished=_parse_ts(d["finished"]),
+                  deadline_s=d["deadline_s"], complete=d["complete"],
+                  nodes=tuple((n["node"], n["address"]) for n in d["nodes"]), results=tuple(results),
+                  captures=caps, nodecheck_version=d.get("nodecheck_version", ""))
+
+
+def loads(text: str) -> Report:
+    return from_dict(json.loads(text))
+
+
+def _load_result(r: dict) -> CheckResult:
+    verdict = Verdict(Status(r["status"]), r["message"], r["subject"], r["observed"], r["expected"],
+                      r["excerpt"])
+    evidence = tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"])
+                     for e in r["evidence"])
+    return CheckResult(r["check"], tuple(r["nodes"]), verdict, evidence)
+
+
+def _parse_ts(s: str) -> datetime:
+    return datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")

@@ -1,0 +1,48 @@
+"""Write a run's report directory atomically: reports/<UTC>_<playbook>/{report.json,summary.txt,captures/}."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from nodecheck.report import Report, capture_relpath
+from nodecheck.report.json import dumps
+
+
+def store(report: Report, summary_text: str, output_dir: str | Path) -> Path:
+    """Everything is written into a hidden temporary directory, then renamed into place:
+    a reader (or a crash) never sees a half-written report."""
+    root = Path(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{report.run_id}-", dir=root))
+    try:
+        _write(tmp / "report.json", dumps(report))
+        _write(tmp / "summary.txt", summary_text)
+        for c in report.captures:
+            _write(tmp / capture_relpath(c.node, c.probe), c.stdout)
+            if c.stderr:
+                _write(tmp / capture_relpath(c.node, c.probe, "stderr"), c.stderr)
+        os.chmod(tmp, 0o755)                   # mkdtemp makes it 0700
+        return _publish(tmp, root, report.run_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _publish(tmp: Path, root: Path, run_id: str) -> Path:
+    """Rename to the run id; two runs in the same second get -2, -3 … rather than overwriting."""
+    for n in range(1, 1000):
+        final = root / (run_id if n == 1 else f"{run_id}-{n}")
+        try:
+            os.rename(tmp, final)              # atomic; fails if final exists and is not empty
+            return final
+        except OSError:
+            if not final.exists():
+                raise
+    raise FileExistsError(f"too many reports named {run_id} in {root}")

@@ -1,0 +1,96 @@
+"""The human report: identical outcomes grouped under folded node lists, worst first, then the gate."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ClusterShell.NodeSet import NodeSet
+from tabulate import tabulate
+
+from nodecheck.model import CheckResult, Status, worst
+from nodecheck.report import Report
+
+REASON_MAX_CHARS = 300                         # one readable line per unhealthy node
+DETAIL_WIDTH = 100                             # wrap long messages so the table fits a terminal
+
+
+def render(report: Report, report_dir: str | None = None) -> str:
+    parts = [_header(report), _outcomes(report)]
+    unhealthy = _unhealthy(report)
+    if unhealthy:
+        parts.append(unhealthy)
+    parts.append(_footer(report, report_dir))
+    return "\n\n".join(parts) + "\n"
+
+
+def fold(nodes) -> str:
+    return str(NodeSet.fromlist(list(nodes)))
+
+
+def _header(r: Report) -> str:
+    return (f"nodecheck {r.nodecheck_version}  playbook {r.playbook}  {len(r.nodes)} nodes  "
+            f"started {r.started:%Y-%m-%d %H:%M:%S}Z  took {(r.finished - r.started).total_seconds():.1f} s")
+
+
+def _outcomes(r: Report) -> str:
+    """Rows of (nodes, status, check, message): a check that passed on a node is one row per node
+    (its verdicts summarised); every non-passing verdict is its own row. Identical rows fold."""
+    addresses = dict(r.nodes)
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for node in r.node_names:
+        by_check: dict[str, list[CheckResult]] = defaultdict(list)
+        for res in r.results_for(node):
+            by_check[res.check].append(res)
+        for check, results in by_check.items():
+            for key in _rows(node, addresses[node], check, results):
+                groups[key].append(node)
+    rows = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, kv[0][1], NodeSet.fromlist(kv[1]).__str__()))
+    table = [[fold(nodes), status.value, check, _fill(msg, nodes, addresses)]
+             for (status, check, msg), nodes in rows]
+    return tabulate(table, headers=["nodes", "status", "check", "detail"], tablefmt="simple",
+                    maxcolwidths=[None, None, None, DETAIL_WIDTH])
+
+
+def _rows(node: str, address: str, check: str, results: list[CheckResult]) -> list[tuple]:
+    statuses = [res.verdict.status for res in results]
+    if worst(statuses) is Status.PASS:
+        return [(Status.PASS, check, f"{len(results)} of {len(results)} pass")]
+    # the node's own name and address are templated so that the same failure on many nodes folds
+    return [(res.verdict.status, check, _template(res.verdict.message, node, address))
+            for res in results if res.verdict.status is not Status.PASS]
+
+
+def _template(message: str, node: str, address: str) -> str:
+    message = message.replace(address, "{address}") if address else message
+    return message.replace(node, "{node}")
+
+
+def _fill(template: str, nodes: list[str], addresses: dict) -> str:
+    if len(nodes) == 1:
+        return template.replace("{address}", addresses[nodes[0]]).replace("{node}", nodes[0])
+    return template.replace("{address}", "<address>").replace("{node}", "<node>")
+
+
+def _unhealthy(r: Report) -> str:
+    lines = []
+    for node in r.node_names:
+        status = r.node_status(node)
+        if status.healthy:
+            continue
+        reasons = [f"{res.check}: {res.verdict.message}" for res in r.results_for(node)
+                   if not res.verdict.status.healthy] or ["no check ran"]
+        text = "; ".join(reasons)
+        if len(text) > REASON_MAX_CHARS:
+            text = text[:REASON_MAX_CHARS - 1] + "…"
+        lines.append([node, status.value, text])
+    return "unhealthy nodes:\n" + tabulate(lines, tablefmt="plain") if lines else ""
+
+
+def _footer(r: Report, report_dir: str | None) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in r.summary().items())
+    lines = [f"{len(r.nodes)} nodes: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
+    if not r.complete:
+        lines.append(f"INCOMPLETE: the run deadline ({r.deadline_s:g} s) cut or skipped probes; "
+                     "results shown are partial.")
+    if report_dir:
+        lines.append(f"report: {report_dir}")
+    return "\n".join(lines)

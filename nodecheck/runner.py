@@ -1,0 +1,99 @@
+"""One run: plan probes per node, fan out, route outcomes to statuses, call judges, build the Report."""
+from __future__ import annotations
+
+import time
+import traceback
+from datetime import datetime, timezone
+from typing import Callable, Mapping, Sequence
+
+from nodecheck import __version__
+from nodecheck.errors import ParseError
+from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Probe, Status, Verdict,
+                             excerpt)
+from nodecheck.playbook import PlannedCheck, Playbook
+from nodecheck.report import Report, capture_relpath
+from nodecheck.transport import Transport
+from nodecheck.transport.fanout import run_probes
+
+
+def plan_probes(checks: Sequence[PlannedCheck]) -> tuple[Probe, ...]:
+    """The distinct probes of a playbook: a probe two checks share runs once per node."""
+    by_name: dict[str, Probe] = {}
+    for check in checks:
+        for probe in check.probes:
+            have = by_name.get(probe.name)
+            if have is not None and have.argv != probe.argv:
+                raise ValueError(f"probe {probe.name!r} means two commands: {have.argv} vs {probe.argv}")
+            if have is None or probe.timeout_s > have.timeout_s:
+                by_name[probe.name] = probe
+    return tuple(by_name.values())
+
+
+def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fanout: int,
+        deadline_s: float | None = None, inventory: str | None = None,
+        on_node_done: Callable[[str], None] | None = None) -> Report:
+    started = datetime.now(timezone.utc)
+    deadline_s = deadline_s or playbook.deadline_s
+    probes = plan_probes(playbook.checks)
+    out = run_probes(transport, {n: probes for n in nodes}, fanout=fanout,
+                     deadline=time.monotonic() + deadline_s, on_node_done=on_node_done)
+    results = [r for node in nodes for check in playbook.checks
+               for r in judge_node(check, node.name, out.captures)]
+    return Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
+                  playbook_path=playbook.path, playbook_sha256=playbook.sha256, inventory=inventory,
+                  started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
+                  complete=not out.deadline_hit, nodes=tuple((n.name, n.address) for n in nodes),
+                  results=tuple(results), captures=tuple(out.captures.values()),
+                  nodecheck_version=__version__)
+
+
+def judge_node(check: PlannedCheck, node: str,
+               captures: Mapping[tuple[str, str], Capture]) -> list[CheckResult]:
+    """A check's results on one node; only output that ran to completion reaches the judge."""
+    mine = {p.name: captures[(node, p.name)] for p in check.probes}
+    evidence = tuple(Evidence(node, c.probe, c.argv, c.exit_code, capture_relpath(node, c.probe))
+                     for c in mine.values())
+    verdicts = [blocked] if (blocked := _blocked(check, mine)) else _judge(check, mine)
+    return [CheckResult(check.spec.name, (node,), v, evidence) for v in verdicts]
+
+
+def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | None:
+    """The outcome that stops judging, most decisive first: unreachable, skipped, timeout, bad exit."""
+    by_outcome = {c.outcome: c for c in captures.values()}
+    if c := by_outcome.get(Outcome.UNREACHABLE):
+        return Verdict(Status.UNREACHABLE, f"unreachable: {c.detail}")
+    if c := by_outcome.get(Outcome.SKIPPED):
+        return Verdict(Status.SKIPPED, f"{c.probe} not run: {c.detail}")
+    if c := by_outcome.get(Outcome.TIMEOUT):
+        return Verdict(Status.TIMEOUT, f"{' '.join(c.argv)} timed out: {c.detail}",
+                       observed={"duration_s": round(c.duration_s, 2)},
+                       excerpt=excerpt(c.stdout + c.stderr))
+    probes = {p.name: p for p in check.probes}
+    for c in captures.values():
+        if c.exit_code not in probes[c.probe].ok_exit_codes:
+            return _bad_exit(c)
+    return None
+
+
+def _bad_exit(c: Capture) -> Verdict:
+    tool = c.argv[0]
+    if c.exit_code == 127:
+        message = f"{tool} not found on the node (exit 127)"
+    elif c.exit_code == 126:
+        message = f"{tool} found but not executable (exit 126)"
+    else:
+        first = next((ln.strip() for ln in c.stderr.splitlines() if ln.strip()), "no stderr")
+        message = f"{' '.join(c.argv)} exited {c.exit_code}: {first}"
+    return Verdict(Status.ERROR, message, observed={"exit_code": c.exit_code},
+                   expected={"exit_code": 0}, excerpt=excerpt(c.stderr + c.stdout))
+
+
+def _judge(check: PlannedCheck, captures: Mapping[str, Capture]) -> list[Verdict]:
+    try:
+        verdicts = list(check.spec.judge(captures, check.params))
+    except ParseError as e:
+        return [Verdict(Status.ERROR, f"cannot read {e.tool} output: {e.reason}", excerpt=e.excerpt)]
+    except Exception as e:                     # a judge bug must not take the other nodes' reports down
+        return [Verdict(Status.ERROR, f"internal error in {check.spec.name}: {type(e).__name__}: {e}",
+                        excerpt=excerpt(traceback.format_exc()))]
+    return verdicts or [Verdict(Status.ERROR, f"{check.spec.name} produced no verdict")]

@@ -1,0 +1,92 @@
+"""Named threshold bands with units in the caller's keys; each judges one value into a Verdict."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from nodecheck.model import Status, Verdict
+
+
+def fmt(value: Any) -> str:
+    """Numbers without float noise: 400.0 → '400', 0.125 → '0.125'."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class _Band(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Floor(_Band):
+    """Higher is better: below fail_below fails, below warn_below warns."""
+    fail_below: float
+    warn_below: Optional[float] = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Floor":
+        if self.warn_below is not None and self.warn_below < self.fail_below:
+            raise ValueError(f"warn_below ({fmt(self.warn_below)}) must be >= fail_below "
+                             f"({fmt(self.fail_below)})")
+        return self
+
+    def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
+        seen = f"{what} {fmt(value)} {unit}"
+        observed, expected = {what: value}, {"min": self.fail_below}
+        if value < self.fail_below:
+            return Verdict(Status.FAIL, f"{seen}, expected >= {fmt(self.fail_below)} {unit}",
+                           subject, observed, expected)
+        if self.warn_below is not None and value < self.warn_below:
+            return Verdict(Status.WARN, f"{seen}, expected >= {fmt(self.warn_below)} {unit}",
+                           subject, observed, {"min": self.warn_below})
+        return Verdict(Status.PASS, f"{seen} (>= {fmt(self.warn_below or self.fail_below)} {unit})",
+                       subject, observed, expected)
+
+
+class Ceiling(_Band):
+    """Lower is better: above fail_above fails, above warn_above warns."""
+    fail_above: float
+    warn_above: Optional[float] = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Ceiling":
+        if self.warn_above is not None and self.warn_above > self.fail_above:
+            raise ValueError(f"warn_above ({fmt(self.warn_above)}) must be <= fail_above "
+                             f"({fmt(self.fail_above)})")
+        return self
+
+    def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
+        seen = f"{what} {fmt(value)} {unit}"
+        observed, expected = {what: value}, {"max": self.fail_above}
+        if value > self.fail_above:
+            return Verdict(Status.FAIL, f"{seen}, expected <= {fmt(self.fail_above)} {unit}",
+                           subject, observed, expected)
+        if self.warn_above is not None and value > self.warn_above:
+            return Verdict(Status.WARN, f"{seen}, expected <= {fmt(self.warn_above)} {unit}",
+                           subject, observed, {"max": self.warn_above})
+        limit = self.fail_above if self.warn_above is None else self.warn_above
+        return Verdict(Status.PASS, f"{seen} (<= {fmt(limit)} {unit})", subject, observed, expected)
+
+
+class Exact(_Band):
+    """The value must equal the pinned one."""
+    value: Any
+
+    def judge(self, value: Any, *, what: str, unit: str = "", subject: str = "") -> Verdict:
+        u = f" {unit}" if unit else ""
+        if value != self.value:
+            return Verdict(Status.FAIL, f"{what} {fmt(value)}{u}, expected {fmt(self.value)}{u}",
+                           subject, {what: value}, {what: self.value})
+        return Verdict(Status.PASS, f"{what} {fmt(value)}{u}", subject, {what: value}, {what: self.value})
+
+
+class OneOf(_Band):
+    """The value must be one of the allowed ones."""
+    values: tuple[Any, ...]
+
+    def judge(self, value: Any, *, what: str, unit: str = "", subject: str = "") -> Verdict:
+        allowed = ", ".join(fmt(v) for v in self.values)
+        if value not in self.values:
+            return Verdict(Status.FAIL, f"{what} {fmt(value)}, expected one of {allowed}",
+                           subject, {what: value}, {what: list(self.values)})
+        return Verdict(Status.PASS, f"{what} {fmt(value)}", subject, {what: value},
+                       {what: list(self.values)})

@@ -1,0 +1,46 @@
+"""How probes reach nodes: a Transport opens a Session per node; sessions return Captures, never raise.
+
+Remote conditions (refused, timed out, auth or host-key failure, a hung or missing tool) come back as
+Capture outcomes with a detail, so fan-out code needs no per-host try/except.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Protocol
+
+from nodecheck.model import Capture, Node, Outcome, Probe
+
+# A remote `timeout` outlives the client's own timeout by this much: the client decides, and the
+# remote one only makes sure a hung tool does not linger on the node after we hung up.
+REMOTE_KILL_GRACE_S = 5
+
+
+class Session(Protocol):
+    def run(self, probe: Probe, timeout_s: float) -> Capture: ...
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    def connect(self, node: Node, timeout_s: float) -> Session: ...
+
+
+def remote_command(probe: Probe, timeout_s: float) -> str:
+    """The one place where argv becomes a shell string: every word is quoted with shlex.
+
+    LC_ALL=C keeps tool output in the language the parsers read."""
+    kill_after = int(timeout_s) + REMOTE_KILL_GRACE_S
+    return shlex.join(["env", "LC_ALL=C", "timeout", "-k", "2", str(kill_after), *probe.argv])
+
+
+class FailedSession:
+    """A node we could not reach: every probe comes back UNREACHABLE with the same reason."""
+
+    def __init__(self, node: Node, detail: str) -> None:
+        self.node, self.detail = node, detail
+
+    def run(self, probe: Probe, timeout_s: float) -> Capture:
+        return Capture(self.node.name, probe.name, probe.argv, Outcome.UNREACHABLE, None, "", "",
+                       0.0, self.detail)
+
+    def close(self) -> None:
+        pass

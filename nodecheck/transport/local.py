@@ -1,0 +1,48 @@
+"""Run probes on this machine with no SSH (prolog mode, --local); same interface as the SSH transport."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from nodecheck.model import Capture, Node, Outcome, Probe
+
+
+class LocalTransport:
+    def connect(self, node: Node, timeout_s: float) -> "LocalSession":
+        return LocalSession(node)
+
+
+class LocalSession:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def run(self, probe: Probe, timeout_s: float) -> Capture:
+        started = time.monotonic()
+        env = dict(os.environ, LC_ALL="C")
+        try:
+            # a new session, so a timeout can kill the tool and everything it started
+            proc = subprocess.Popen(probe.argv, stdin=subprocess.PIPE if probe.stdin else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                    start_new_session=True, text=True, errors="replace")
+        except FileNotFoundError:
+            return self._capture(probe, Outcome.EXITED, 127, "", f"{probe.argv[0]}: command not found", started)
+        except PermissionError as e:
+            return self._capture(probe, Outcome.EXITED, 126, "", f"{probe.argv[0]}: {e.strerror}", started)
+        try:
+            out, err = proc.communicate(probe.stdin, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
+                                 f"no answer within {timeout_s:g} s; killed")
+        return self._capture(probe, Outcome.EXITED, proc.returncode, out, err, started)
+
+    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: str, err: str,
+                 started: float, detail: str = "") -> Capture:
+        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out, err,
+                       time.monotonic() - started, detail)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,26 @@
+"""Test helpers: read the copied corpus under tests/data and build the captures a judge receives."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodecheck.model import Capture, Outcome, Probe
+
+DATA = Path(__file__).parent / "data"
+
+
+def data(path: str) -> str:
+    """A file under tests/data, exactly as stored ("ibstat/x.txt"); no newline translation."""
+    with open(DATA / path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def data_files(tool: str) -> list[str]:
+    """Every file under tests/data/<tool>, as paths relative to tests/data, sorted."""
+    return sorted(f"{tool}/{p.name}" for p in (DATA / tool).iterdir() if p.is_file())
+
+
+def captures(probe: Probe, stdout: str, exit_code: int = 0, node: str = "node001") -> dict[str, Capture]:
+    """What the runner hands a judge after `probe` ran to completion on `node`."""
+    capture = Capture(node=node, probe=probe.name, argv=probe.argv, outcome=Outcome.EXITED,
+                      exit_code=exit_code, stdout=stdout, stderr="", duration_s=0.0)
+    return {probe.name: capture}

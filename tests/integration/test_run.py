@@ -1,0 +1,148 @@
+"""`nodecheck run` end to end over real SSH against the simulated cluster (8 real sshd nodes)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.scenarios import DEMO, IBSTAT_HEALTHY, Hang, Replay, apply
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FAST = """\
+version: 1
+deadline_s: 60
+checks:
+  ib.ports: {timeout_s: %s, expected_ports: 8, min_rate_gbps: 400}
+"""
+
+
+def playbook(tmp_path, timeout_s=2):
+    p = tmp_path / "fast.yml"
+    p.write_text(FAST % timeout_s)
+    return str(p)
+
+
+def nodecheck(*args, timeout=120):
+    """Run the real CLI in a child process; returns (exit code, stdout, stderr, wall seconds)."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+
+
+def run_json(cluster, tmp_path, *extra, inventory=None, timeout_s=2):
+    code, out, err, wall = nodecheck("run", str(inventory or cluster.inventory_path), "--format", "json",
+                                     "--playbook", playbook(tmp_path, timeout_s),
+                                     "--output-dir", str(tmp_path / "reports"), *extra)
+    assert code != 64, err
+    return code, json.loads(out), wall
+
+
+def by_node(doc):
+    return {n["node"]: n for n in doc["nodes"]}
+
+
+def failing(node):
+    return [(r["subject"], r["message"]) for r in node["results"] if r["status"] == "fail"]
+
+
+def test_the_demo_layout_gives_exactly_the_expected_statuses(cluster, tmp_path):
+    apply(cluster, DEMO)
+    code, doc, wall = run_json(cluster, tmp_path)
+    nodes = by_node(doc)
+    assert {n: v["status"] for n, v in nodes.items()} == {
+        "node1": "pass", "node2": "pass", "node3": "fail", "node4": "pass",
+        "node5": "fail", "node6": "timeout", "node7": "error", "node8": "unreachable"}
+    assert (code, doc["status"], doc["complete"]) == (2, "fail", True)
+    assert failing(nodes["node3"]) == [("mlx5_3/1", "mlx5_3/1: Down/Polling, expected Active/LinkUp")]
+    assert failing(nodes["node5"]) == [("mlx5_5/1", "mlx5_5/1 rate 200 Gb/s, expected >= 400 Gb/s")]
+    assert len(nodes["node1"]["results"]) == 8
+    assert [r["message"] for r in nodes["node7"]["results"]] == ["ibstat not found on the node (exit 127)"]
+    assert nodes["node8"]["results"][0]["message"].startswith("unreachable: connection refused by 127.0.1.8:22")
+    assert nodes["node6"]["results"][0]["message"] == "ibstat timed out: no answer within 2 s"
+    assert wall < 10                                           # the hang costs its timeout, not more
+
+
+def test_a_hung_tool_times_out_within_its_timeout_and_does_not_linger(cluster, tmp_path):
+    apply(cluster, {n: [Hang("ibstat")] if n == "node6" else [Replay("ibstat", IBSTAT_HEALTHY)]
+                    for n in cluster.nodes})
+    code, doc, _ = run_json(cluster, tmp_path, timeout_s=1)
+    [hung] = [c for c in doc["captures"] if c["node"] == "node6"]
+    assert hung["outcome"] == "timeout" and 1.0 <= hung["duration_s"] < 2.0
+    assert (code, by_node(doc)["node6"]["status"]) == (3, "timeout")
+    # the remote `timeout` wrapper ends the orphaned tool a few seconds after the client gave up
+    deadline = time.monotonic() + 15
+    while _sleepers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _sleepers() == []
+
+
+def _sleepers():
+    out = subprocess.run(["pgrep", "-f", "^sleep 3600$"], capture_output=True, text=True).stdout
+    return out.split()
+
+
+def test_all_healthy_passes_with_exit_0_and_a_folded_table(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    code, out, err, _ = nodecheck("run", str(cluster.inventory_path), "--playbook", playbook(tmp_path),
+                                  "--output-dir", str(tmp_path / "reports"))
+    assert code == 0, out + err
+    assert "node[1-8]  pass      ib.ports  8 of 8 pass" in out
+    assert "8 nodes: 8 pass. Status PASS (exit 0)." in out
+    [report] = list((tmp_path / "reports").iterdir())
+    assert (report / "captures/node5/ibstat.txt").read_bytes() == (DATA / IBSTAT_HEALTHY).read_bytes()
+    assert json.loads((report / "report.json").read_text())["status"] == "pass"
+
+
+def test_a_node_with_a_changed_host_key_runs_nothing(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    marker = tmp_path / "ran-on-node2"
+    cluster.fake_script("node2", "ibstat", f"touch {marker}; cat {DATA / IBSTAT_HEALTHY}")
+    cluster.rekey("node2")
+    code, doc, _ = run_json(cluster, tmp_path)
+    node2 = by_node(doc)["node2"]
+    assert node2["status"] == "unreachable"
+    assert "host key MISMATCH for node2" in node2["results"][0]["message"]
+    assert not marker.exists()                                 # nothing was executed on it
+    assert [n for n, v in by_node(doc).items() if v["status"] != "pass"] == ["node2"]
+    assert code == 3
+
+
+def test_unknown_host_keys_are_refused_unless_trust_on_first_use(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    known = tmp_path / "known_hosts"
+    lines = cluster.known_hosts.read_text().splitlines()
+    known.write_text("\n".join(ln for ln in lines if not ln.startswith("node1,")) + "\n")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(cluster.inventory_path.read_text().replace(str(cluster.known_hosts), str(known)))
+    code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)
+    assert by_node(doc)["node1"]["status"] == "unreachable" and code == 3
+    assert "not in" in by_node(doc)["node1"]["results"][0]["message"]
+    code, doc, _ = run_json(cluster, tmp_path, "--accept-new-host-keys", inventory=inventory)
+    assert (code, doc["status"]) == (0, "pass")
+    assert any(ln.startswith("node1,127.0.1.1 ssh-ed25519 ") for ln in known.read_text().splitlines())
+    code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)   # strict again: now known
+    assert (code, doc["status"]) == (0, "pass")
+
+
+def test_the_deadline_bounds_the_run_and_still_writes_a_partial_report(cluster, tmp_path):
+    apply(cluster, {n: [Hang("ibstat")] for n in cluster.nodes})
+    code, doc, wall = run_json(cluster, tmp_path, "--deadline", "3", "--fanout", "2", timeout_s=30)
+    assert wall < 3 + 4                                        # the deadline, plus start-up and report
+    assert (code, doc["complete"]) == (3, False)
+    statuses = {n: v["status"] for n, v in by_node(doc).items()}
+    assert statuses == {"node1": "timeout", "node2": "timeout", **{f"node{i}": "skipped" for i in range(3, 9)}}
+    assert "stopped at the run deadline" in by_node(doc)["node1"]["results"][0]["message"]
+    [report] = list((tmp_path / "reports").iterdir())
+    assert json.loads((report / "report.json").read_text())["complete"] is False
+
+
+def test_nodes_restricts_the_run(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    code, doc, _ = run_json(cluster, tmp_path, "--nodes", "node[2-3]")
+    assert (code, list(by_node(doc))) == (0, ["node2", "node3"])

@@ -1,0 +1,370 @@
+"""parse_ibstat / parse_ibstatus / parse_ibstat_p on every copied corpus file, with exact facts per file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DATA, data, data_files
+from nodecheck.errors import ParseError
+from nodecheck.parsers.ibstat import IbstatFacts, parse_ibstat, parse_ibstat_p, parse_ibstatus
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+TOOLS = ("ibstat", "ibstatus", "ibstat-p")
+FATAL = "ibstatus/debian-infiniband-diags-44-no-devices-fatal-exit255.txt"
+H100_NDR = "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
+
+
+@dataclass(frozen=True)
+class Expect:
+    ports: tuple[tuple, ...]                   # (where, state, physical state, rate, link layer, base lid)
+    cas: dict[str, tuple]                      # name → (ca_type, firmware); ibstatus: (None, None)
+    incomplete: tuple[str, ...] = ()
+
+
+CX7, CX6DX_38, CX6DX_39 = ("MT4129", "28.39.1002"), ("MT4125", "22.38.1002"), ("MT4125", "22.39.1002")
+NO_CA_FACTS = (None, None)
+
+IBSTAT = {
+    "ibstat/cn-notes-cx6-mt4123-ethernet-down-disabled-partial.txt": Expect(
+        ports=(("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0),),
+        cas={"mlx5_1": ("MT4123", "20.35.2000")}),
+    "ibstat/gpud-h100-cx7-roce-12ca-down-polling-disabled.txt": Expect(
+        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
+               ("mlx5_10/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_11/1", "Down", "Polling", 40, "Ethernet", 0),
+               ("mlx5_2/1", "Active", "LinkUp", 100, "Ethernet", 0),
+               ("mlx5_3/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_4/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_5/1", "Down", "Disabled", 40, "Ethernet", 0),
+               ("mlx5_6/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_7/1", "Active", "LinkUp", 100, "Ethernet", 0),
+               ("mlx5_8/1", "Active", "LinkUp", 100, "Ethernet", 0),
+               ("mlx5_9/1", "Active", "LinkUp", 400, "Ethernet", 0)),
+        cas={"mlx5_0": CX7, "mlx5_1": CX6DX_39, "mlx5_10": CX7, "mlx5_11": CX7, "mlx5_2": CX6DX_39,
+             "mlx5_3": CX7, "mlx5_4": CX7, "mlx5_5": CX7, "mlx5_6": CX7, "mlx5_7": CX6DX_39,
+             "mlx5_8": CX6DX_39, "mlx5_9": CX7}),
+    H100_NDR: Expect(
+        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "InfiniBand", 75),
+               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
+               ("mlx5_10/1", "Active", "LinkUp", 400, "InfiniBand", 828),
+               ("mlx5_11/1", "Active", "LinkUp", 400, "InfiniBand", 944),
+               ("mlx5_2/1", "Down", "Disabled", 40, "Ethernet", 0),
+               ("mlx5_3/1", "Active", "LinkUp", 400, "InfiniBand", 143),
+               ("mlx5_4/1", "Active", "LinkUp", 400, "InfiniBand", 343),
+               ("mlx5_5/1", "Active", "LinkUp", 400, "InfiniBand", 454),
+               ("mlx5_6/1", "Active", "LinkUp", 400, "InfiniBand", 597),
+               ("mlx5_7/1", "Down", "Disabled", 40, "Ethernet", 0),
+               ("mlx5_8/1", "Down", "Disabled", 40, "Ethernet", 0),
+               ("mlx5_9/1", "Active", "LinkUp", 400, "InfiniBand", 771)),
+        cas={"mlx5_0": CX7, "mlx5_1": CX6DX_38, "mlx5_10": CX7, "mlx5_11": CX7, "mlx5_2": CX6DX_38,
+             "mlx5_3": CX7, "mlx5_4": CX7, "mlx5_5": CX7, "mlx5_6": CX7, "mlx5_7": CX6DX_38,
+             "mlx5_8": CX6DX_38, "mlx5_9": CX7}),
+    "ibstat/linux-rdma-ml-mlx4-connectx3-ib-down-polling-eth-disabled.txt": Expect(
+        ports=(("mlx4_0/1", "Down", "Polling", 10, "InfiniBand", 0),
+               ("mlx4_0/2", "Down", "Disabled", 40, "Ethernet", 0)),
+        cas={"mlx4_0": ("MT4099", "2.42.5000")}),
+    "ibstat/lustreperfmon-27-cx6-hdr-ib-active-and-disabled-truncated.txt": Expect(
+        ports=(("mlx5_4/1", "Active", "LinkUp", 200, "InfiniBand", 90),
+               ("mlx5_2/1", "Down", "Disabled", 10, "InfiniBand", 65535)),
+        cas={"mlx5_4": ("MT4123", "20.26.4012"), "mlx5_2": ("MT4123", "20.26.4012"),
+             "mlx5_0": ("MT4123", "20.26.4012")},
+        incomplete=("mlx5_0: output ends before any port",)),
+    "ibstat/network-operator-249-cx6-vf-down-linkup-lid65535.txt": Expect(
+        ports=(("mlx5_7/1", "Down", "LinkUp", 200, "InfiniBand", 65535),),
+        cas={"mlx5_7": ("MT4124", "20.28.4000")}),
+}
+# the derived files are the H100 NDR recording with one edit each (tests/data/SOURCES.md)
+IBSTAT["ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"] = Expect(
+    ports=tuple(("mlx5_3/1", "Down", "Polling", 400, "InfiniBand", 143) if row[0] == "mlx5_3/1" else row
+                for row in IBSTAT[H100_NDR].ports),
+    cas=IBSTAT[H100_NDR].cas)
+IBSTAT["ibstat/derived-h100-ndr-mlx5_5-rate-200.txt"] = Expect(
+    ports=tuple(("mlx5_5/1", "Active", "LinkUp", 200, "InfiniBand", 454) if row[0] == "mlx5_5/1" else row
+                for row in IBSTAT[H100_NDR].ports),
+    cas=IBSTAT[H100_NDR].cas)
+
+HDR_IB = tuple((f"mlx5_{i}/1", "Active", "LinkUp", 200, "InfiniBand", lid) for i, lid in
+               enumerate((0x33bf, 0x33be, 0x33cb, 0x33dc, 0x33f5, 0x33f4, 0x33f6, 0x33f9)))
+IBSTATUS = {
+    "ibstatus/cn-blog-nfsrdma-roce-down-disabled-and-active-tabs.txt": Expect(
+        ports=(("mlx5_0/1", "Down", "Disabled", 100, "Ethernet", 0),
+               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0)),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+    "ibstatus/cn-notes-cx6-hdr-ethernet-both-down.txt": Expect(
+        ports=(("mlx5_0/1", "Down", "Disabled", 200, "Ethernet", 0),
+               ("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0)),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+    "ibstatus/gpud-a100-hdr-8ib-plus-ethernet-unknown-gid.txt": Expect(
+        ports=HDR_IB + (("mlx5_8/1", "Active", "LinkUp", 40, "Ethernet", 0),),
+        cas={f"mlx5_{i}": NO_CA_FACTS for i in range(9)}),
+    "ibstatus/infiniband_exporter-issue26-ndr-400-ethernet-roce.txt": Expect(
+        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
+               ("mlx5_1/1", "Active", "LinkUp", 400, "Ethernet", 0)),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+    "ibstatus/ml2014-mlx4-fdr-dualport-ib.txt": Expect(
+        ports=(("mlx4_0/1", "Active", "LinkUp", 56, "InfiniBand", 7),
+               ("mlx4_0/2", "Active", "LinkUp", 56, "InfiniBand", 6)),
+        cas={"mlx4_0": NO_CA_FACTS}),
+}
+IBSTAT_P = {
+    "ibstat-p/opensm-notes-ibstat-p-two-port-guids.txt": ("0x248a070300d2c691", "0x248a070300d2c692"),
+    "ibstat-p/ts2-notes-ibstat-p-single-guid.txt": ("0x002590ffff2e4f6d",),
+}
+PARSERS = {"ibstat": parse_ibstat, "ibstatus": parse_ibstatus}
+
+
+def _rows(facts: IbstatFacts) -> tuple[tuple, ...]:
+    return tuple((p.where, p.state, p.physical_state, p.rate_gbps, p.link_layer, p.base_lid)
+                 for p in facts.ports)
+
+
+def _assert_facts(facts: IbstatFacts, want: Expect) -> None:
+    assert len(facts.ports) == len(want.ports) > 0
+    assert _rows(facts) == want.ports
+    assert facts.ca_names == tuple(want.cas)
+    assert {ca.name: (ca.ca_type, ca.firmware) for ca in facts.cas} == want.cas
+    for port in facts.ports:                   # each port carries its CA's facts and its own lines
+        assert (port.ca_type, port.firmware) == want.cas[port.ca]
+        assert f"'{port.ca}'" in port.raw.splitlines()[0]
+    assert [str(gap) for gap in facts.incomplete] == list(want.incomplete)
+
+
+# -- every file has an exact expectation, and every corpus file has a copy here ------------------
+
+def test_every_data_file_has_an_expectation():
+    on_disk = {path for tool in TOOLS for path in data_files(tool)}
+    expected = set(IBSTAT) | set(IBSTATUS) | set(IBSTAT_P) | {FATAL}
+    assert on_disk == expected
+    assert len(on_disk) == 16
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out next to the project")
+@pytest.mark.parametrize("tool", TOOLS)
+def test_every_corpus_file_is_copied_byte_for_byte(tool):
+    originals = sorted((CORPUS / tool).iterdir())
+    assert originals
+    for original in originals:
+        assert (DATA / tool / original.name).read_bytes() == original.read_bytes(), original.name
+
+
+def test_every_data_file_has_a_source_line():
+    sources = data("SOURCES.md")
+    files = [path for tool in TOOLS for path in data_files(tool)]
+    assert all(f"- `{path}` - " in sources for path in files)
+    assert sources.count("DERIVED from") == 2
+
+
+# -- exact facts per file -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", sorted(IBSTAT))
+def test_ibstat_file_gives_exact_facts(path):
+    _assert_facts(parse_ibstat(data(path)), IBSTAT[path])
+
+
+@pytest.mark.parametrize("path", sorted(IBSTATUS))
+def test_ibstatus_file_gives_exact_facts(path):
+    _assert_facts(parse_ibstatus(data(path)), IBSTATUS[path])
+
+
+@pytest.mark.parametrize("path", sorted(IBSTAT_P))
+def test_ibstat_p_file_gives_port_guids(path):
+    assert parse_ibstat_p(data(path)) == IBSTAT_P[path]
+
+
+def test_h100_ndr_port_and_ca_details():
+    facts = parse_ibstat(data(H100_NDR))
+    ca, port = facts.cas[0], facts.ports[0]
+    assert (ca.node_type, ca.declared_ports, ca.hardware_version) == ("CA", 1, "0")
+    assert (ca.node_guid, ca.system_guid) == ("0x946dae0300cde72c", "0x946dae0300cde72c")
+    assert (port.sm_lid, port.lmc, port.capability_mask) == (334, 0, "0xa751e848")
+    assert (port.port_guid, port.default_gid) == ("0x946dae0300cde72c", None)
+    assert port.raw.splitlines() == ["CA 'mlx5_0'", "\tPort 1:", "\t\tState: Active",
+                                     "\t\tPhysical state: LinkUp", "\t\tRate: 400", "\t\tBase lid: 75",
+                                     "\t\tLMC: 0", "\t\tSM lid: 334", "\t\tCapability mask: 0xa751e848",
+                                     "\t\tPort GUID: 0x946dae0300cde72c", "\t\tLink layer: InfiniBand"]
+
+
+def test_ibstatus_keeps_gid_and_hex_lids():
+    facts = parse_ibstatus(data("ibstatus/gpud-a100-hdr-8ib-plus-ethernet-unknown-gid.txt"))
+    assert len(facts.ports) == 9
+    first, ethernet = facts.ports[0], facts.ports[8]
+    assert (first.base_lid, first.sm_lid) == (0x33bf, 1)
+    assert first.default_gid == "fe80:0000:0000:0000:0015:5dff:fd34:11eb"
+    assert (ethernet.default_gid, ethernet.port_guid, ethernet.lmc) == ("unknown", None, None)
+    assert ethernet.raw.splitlines()[0] == "Infiniband device 'mlx5_8' port 1 status:"
+
+
+def test_truncated_lustreperfmon_gap_carries_the_cut_lines():
+    facts = parse_ibstat(data("ibstat/lustreperfmon-27-cx6-hdr-ib-active-and-disabled-truncated.txt"))
+    (gap,) = facts.incomplete
+    assert (gap.subject, gap.reason) == ("mlx5_0", "output ends before any port")
+    assert gap.raw.splitlines()[0] == "CA 'mlx5_0'"
+    assert gap.raw.splitlines()[-1] == "\tNode GUID: 0x0c42a1030017c090"
+    assert facts.cas[2].declared_ports == 1
+
+
+# -- output that is not ibstat's: ParseError with an excerpt ---------------------------------------
+
+NOT_OUTPUT = {
+    "empty": "",
+    "blank lines": "\n \n\t\n",
+    "prose": "the quick brown fox\njumps over\n",
+    "binary junk": "\x00\x01\xff\ufffd\n\x7f",
+    "a lone colon line": "key: value\n",
+    "half a header": "CA 'mlx5_",
+}
+
+
+@pytest.mark.parametrize("parse", [parse_ibstat, parse_ibstatus], ids=["ibstat", "ibstatus"])
+@pytest.mark.parametrize("name", sorted(NOT_OUTPUT))
+def test_non_output_raises_parse_error(parse, name):
+    with pytest.raises(ParseError) as caught:
+        parse(NOT_OUTPUT[name])
+    assert caught.value.excerpt == NOT_OUTPUT[name]
+
+
+@pytest.mark.parametrize("parse", [parse_ibstat, parse_ibstatus], ids=["ibstat", "ibstatus"])
+def test_no_devices_fatal_error_raises_parse_error(parse):
+    with pytest.raises(ParseError) as caught:
+        parse(data(FATAL))
+    assert "'Fatal error:  No devices'" in caught.value.reason
+    assert caught.value.excerpt == "Fatal error:  No devices\n"
+
+
+def test_each_format_is_refused_by_the_other_parser():
+    with pytest.raises(ParseError, match="Infiniband device"):
+        parse_ibstatus(data(H100_NDR))
+    with pytest.raises(ParseError, match="CA 'name'"):
+        parse_ibstat(data("ibstatus/ml2014-mlx4-fdr-dualport-ib.txt"))
+
+
+def test_garbage_line_inside_a_port_raises_parse_error():
+    text = data(H100_NDR).replace("\t\tLMC: 0\n", "\t\t#### ???\n", 1)
+    with pytest.raises(ParseError, match="unexpected line '#### \\?\\?\\?'"):
+        parse_ibstat(text)
+
+
+def test_two_outputs_run_together_raise_parse_error():
+    with pytest.raises(ParseError, match="CA 'mlx5_0' appears twice"):
+        parse_ibstat(data(H100_NDR) + "\n" + data(H100_NDR))
+    ibstatus = data("ibstatus/ml2014-mlx4-fdr-dualport-ib.txt")
+    with pytest.raises(ParseError, match="'mlx4_0' port 1 appears twice"):
+        parse_ibstatus(ibstatus + "\n" + ibstatus)
+
+
+def test_huge_garbage_gives_a_bounded_reason_and_excerpt():
+    with pytest.raises(ParseError) as caught:
+        parse_ibstat("x" * 100_000)
+    assert caught.value.reason.endswith("… (100000 characters)")
+    assert len(caught.value.reason) < 150
+    assert len(caught.value.excerpt) < 2100
+
+
+@pytest.mark.parametrize("text", ["", "\n", "0x248a070300d2c691\nmlx5_0\n", "0x248a07\n"])
+def test_ibstat_p_refuses_non_guids(text):
+    with pytest.raises(ParseError):
+        parse_ibstat_p(text)
+
+
+# -- cut-off output: the complete ports plus what is missing, never a default -----------------------
+
+def _cut_after(text: str, line: str) -> str:
+    """The text up to and including the first line that ends with `line`."""
+    end = text.index(line) + len(line)
+    return text[:end]
+
+
+def test_port_cut_before_its_state_lines_is_incomplete():
+    facts = parse_ibstat(_cut_after(data(H100_NDR), "CA 'mlx5_10'\n\tCA type: MT4129\n\tNumber of ports: 1\n"
+                                                     "\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
+                                                     "\tNode GUID: 0x946dae0300cde884\n"
+                                                     "\tSystem image GUID: 0x946dae0300cde884\n\tPort 1:\n"))
+    assert [p.where for p in facts.ports] == ["mlx5_0/1", "mlx5_1/1"]
+    assert [str(g) for g in facts.incomplete] == [
+        "mlx5_10/1: port block has no State, Physical state, Rate, Link layer line"]
+
+
+def test_port_cut_inside_its_link_layer_value_is_incomplete():
+    text = data(H100_NDR)
+    facts = parse_ibstat(text[:text.index("InfiniBand", text.index("CA 'mlx5_10'")) + len("Infini")])
+    assert len(facts.ports) == 2
+    assert [str(g) for g in facts.incomplete] == [
+        "mlx5_10/1: Link layer 'Infini' is not InfiniBand or Ethernet"]
+
+
+def test_two_port_ca_cut_after_one_port_is_incomplete():
+    text = data("ibstat/linux-rdma-ml-mlx4-connectx3-ib-down-polling-eth-disabled.txt")
+    facts = parse_ibstat(text[:text.index("        Port 2:")])     # space-indented as stored
+    assert [p.where for p in facts.ports] == ["mlx4_0/1"]
+    assert [str(g) for g in facts.incomplete] == ["mlx4_0: output ends after 1 of 2 ports"]
+
+
+def test_cut_inside_a_header_line_is_recorded():
+    text = data(H100_NDR)
+    facts = parse_ibstat(text[:text.index("CA 'mlx5_10'") + len("CA 'mlx")])
+    assert len(facts.ports) == 2
+    assert [str(g) for g in facts.incomplete] == ["output ends mid-line: \"CA 'mlx\""]
+
+
+def test_ibstatus_block_cut_before_link_layer_is_incomplete():
+    text = data("ibstatus/ml2014-mlx4-fdr-dualport-ib.txt")
+    facts = parse_ibstatus(text[:text.rindex("        link_layer:")])
+    assert [p.where for p in facts.ports] == ["mlx4_0/1"]
+    assert [str(g) for g in facts.incomplete] == ["mlx4_0/2: port block has no link_layer line"]
+
+
+@pytest.mark.parametrize("path", sorted(IBSTAT) + sorted(IBSTATUS))
+def test_every_prefix_gives_true_ports_or_parse_error(path):
+    """Cut a recording at every character: what is reported is exactly what the whole output says."""
+    text, parse = data(path), PARSERS[path.split("/")[0]]
+    whole = {port.where: port for port in parse(text).ports}
+    judged = 0
+    for end in range(len(text)):
+        try:
+            facts = parse(text[:end])
+        except ParseError:
+            continue
+        assert all(whole[port.where] == port for port in facts.ports), end
+        lost = set(whole) - {port.where for port in facts.ports}
+        cut_at_line_end = text[:end].endswith(("\n", "InfiniBand", "Ethernet"))
+        assert facts.incomplete or not lost or cut_at_line_end, end     # a lost port is never silent mid-line
+        judged += 1
+    assert judged > len(text) * 0.9
+
+
+# -- values ibstat prints that the corpus does not show (edits of a recording) ----------------------
+
+def test_rate_spellings_and_old_link_layer_word():
+    """ibstat.c prints "2.5" for 1x SDR and "<n> (FDR10)" for FDR10; libibumad prints "IB" when sysfs
+    has no link_layer file."""
+    text = data("ibstat/network-operator-249-cx6-vf-down-linkup-lid65535.txt")
+    for printed, rate in (("2.5", 2.5), ("40 (FDR10)", 40.0)):
+        (port,) = parse_ibstat(text.replace("Rate: 200", f"Rate: {printed}")).ports
+        assert port.rate_gbps == rate
+    (port,) = parse_ibstat(text.replace("Link layer: InfiniBand", "Link layer: IB")).ports
+    assert port.link_layer == "InfiniBand"
+
+
+def test_unreadable_rate_makes_the_port_incomplete():
+    text = data("ibstat/network-operator-249-cx6-vf-down-linkup-lid65535.txt")
+    facts = parse_ibstat(text.replace("Rate: 200", "Rate: fast"))
+    assert facts.ca_names == ("mlx5_7",)
+    assert facts.ports == ()
+    assert [str(g) for g in facts.incomplete] == ["mlx5_7/1: Rate 'fast' is not a rate"]
+
+
+def test_ibstatus_state_without_an_ibstat_word_keeps_the_sysfs_word():
+    text = data("ibstatus/ml2014-mlx4-fdr-dualport-ib.txt").replace("4: ACTIVE", "5: ACTIVE_DEFER", 1)
+    ports = parse_ibstatus(text).ports
+    assert [(p.state, p.physical_state) for p in ports] == [("ACTIVE_DEFER", "LinkUp"), ("Active", "LinkUp")]
+
+
+def test_switch_header_is_read_as_a_node():
+    text = data("ibstat/network-operator-249-cx6-vf-down-linkup-lid65535.txt")
+    text = text.replace("CA 'mlx5_7'", "Switch 'sw1'").replace("CA type:", "Switch type:")
+    facts = parse_ibstat(text)
+    assert [(ca.name, ca.node_type, ca.ca_type) for ca in facts.cas] == [("sw1", "Switch", "MT4124")]
+    assert [p.where for p in facts.ports] == ["sw1/1"]

@@ -1,0 +1,103 @@
+"""CLI wiring: exit codes, bad input is 64 and runs nothing, --local and --format json end to end."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nodecheck.cli import main
+
+DATA = Path(__file__).parent / "data"
+HEALTHY = DATA / "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
+DOWN = DATA / "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"
+
+
+@pytest.fixture
+def fake_ibstat(tmp_path, monkeypatch):
+    """An `ibstat` first on PATH that replays a recording (or hangs / exits as told)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+    def install(body):
+        tool = bin_dir / "ibstat"
+        tool.write_text("#!/bin/sh\n" + body + "\n")
+        tool.chmod(0o755)
+    return install
+
+
+def test_help_documents_the_exit_codes():
+    out = subprocess.run([sys.executable, "-m", "nodecheck", "run", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    for line in ("0   every node passed", "2   at least one failure", "64  bad input"):
+        assert line in out.stdout
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["run"], "an inventory (hosts.yml) is required"),
+    (["run", "--fanout", "0", "x.yml"], "must be >= 1"),
+    (["run", "--format", "xml", "x.yml"], "invalid choice"),
+    (["run", "nope.yml"], "nope.yml: cannot read"),
+    (["run", "--local", "--playbook", "defualt"], "did you mean 'default'"),
+    (["run", "--local", "--nodes", "gpu1"], "--local runs on this machine only"),
+])
+def test_bad_input_exits_64_and_says_why(argv, fragment, capsys, tmp_path):
+    assert exit_code(argv + ["--output-dir", str(tmp_path / "reports")]) == 64
+    assert fragment in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()              # nothing was run, nothing was written
+
+
+def test_an_unknown_subcommand_exits_64(capsys):
+    assert exit_code(["frobnicate"]) == 64
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def exit_code(argv):
+    try:
+        return main(argv)
+    except SystemExit as e:                                 # argparse exits itself
+        return e.code
+
+
+def test_local_run_prints_one_json_document_and_stores_the_report(fake_ibstat, tmp_path, capsys):
+    fake_ibstat(f"cat '{HEALTHY}'")
+    code = main(["run", "--local", "--playbook", "demo", "--format", "json", "--output-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    doc = json.loads(out.out)                                # exactly one document on stdout
+    assert (code, doc["status"], doc["complete"]) == (0, "pass", True)
+    [node] = doc["nodes"]
+    assert len(node["results"]) == 8 and {r["status"] for r in node["results"]} == {"pass"}
+    [report_dir] = [p for p in tmp_path.iterdir() if p.name != "bin"]
+    assert report_dir.name.endswith("_demo")
+    assert (report_dir / "captures" / node["node"] / "ibstat.txt").read_bytes() == HEALTHY.read_bytes()
+    assert f"report: {report_dir}" in out.err
+
+
+@pytest.mark.parametrize("body, code, status", [
+    (f"cat '{DOWN}'", 2, "fail"),
+    ("exit 3", 3, "error"),
+    ("sleep 30", 3, "timeout"),
+])
+def test_local_run_exit_codes(fake_ibstat, tmp_path, capsys, body, code, status):
+    fake_ibstat(body)
+    book = tmp_path / "fast.yml"
+    book.write_text("checks:\n  ib.ports: {timeout_s: 0.5, expected_ports: 8, min_rate_gbps: 400}\n")
+    assert main(["run", "--local", "--playbook", str(book), "--output-dir", str(tmp_path / "r")]) == code
+    text = capsys.readouterr().out
+    assert f"Status {status.upper()} (exit {code})" in text
+
+
+def test_local_run_with_a_missing_tool_is_an_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))                # no ibstat anywhere
+    assert main(["run", "--local", "--playbook", "demo", "--output-dir", str(tmp_path / "r")]) == 3
+    assert "ibstat not found on the node (exit 127)" in capsys.readouterr().out
+
+
+def test_checks_lists_every_check_with_its_parameters(capsys):
+    assert main(["checks"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ib.ports  (node)  Every judged HCA port is Active/LinkUp")
+    for param in ("link_layer", "min_rate_gbps", "expected_ports", "devices", "timeout_s"):
+        assert f"    {param} " in out

@@ -1,0 +1,106 @@
+"""Reports: JSON round-trips, the table folds identical outcomes, the store is atomic."""
+import json
+import os
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.report import Report
+from nodecheck.report import json as report_json
+from nodecheck.report import table
+from nodecheck.report.store import store
+
+T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=timezone.utc)
+
+
+def result(node, status, message, subject=""):
+    ev = (Evidence(node, "ibstat", ("ibstat",), 0, f"captures/{node}/ibstat.txt"),)
+    return CheckResult("ib.ports", (node,), Verdict(status, message, subject, {"rate_gbps": 400.0},
+                                                    {"min": 400.0}, "raw"), ev)
+
+
+def sample(n=6, complete=True):
+    names = [f"gpu{i:03d}" for i in range(1, n + 1)]
+    results = [result(x, Status.PASS, f"{x} ok", "mlx5_0/1") for x in names[:-2]]
+    results += [result(names[-2], Status.FAIL, "mlx5_3/1: Down/Polling, expected Active/LinkUp", "mlx5_3/1"),
+                result(names[-1], Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{n}:22")]
+    caps = tuple(Capture(x, "ibstat", ("ibstat",), Outcome.EXITED, 0, "CA 'mlx5_0'\n", "warn\n", 0.1)
+                 for x in names[:-1])
+    return Report("20261129T090000Z_default", "default", "playbooks/default.yml", "ab" * 32, "hosts.yml",
+                  T0, T0 + timedelta(seconds=2), 120.0, complete,
+                  tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)), tuple(results), caps, "0.1.0")
+
+
+def test_json_has_the_documented_schema():
+    d = json.loads(report_json.dumps(sample()))
+    assert (d["report_version"], d["status"], d["exit_code"], d["complete"]) == (1, "fail", 2, True)
+    assert d["started"] == "2026-11-29T09:00:00.000000Z"
+    assert d["summary"] == {"pass": 4, "unreachable": 1, "fail": 1}
+    assert [n["status"] for n in d["nodes"]] == ["pass"] * 4 + ["fail", "unreachable"]
+    r = d["nodes"][4]["results"][0]
+    assert {k: r[k] for k in ("check", "status", "subject")} == {"check": "ib.ports", "status": "fail",
+                                                                "subject": "mlx5_3/1"}
+    assert r["observed"] == {"rate_gbps": 400.0} and r["evidence"][0]["capture"] == "captures/gpu005/ibstat.txt"
+
+
+def test_json_round_trips():
+    original = sample()
+    loaded = report_json.loads(report_json.dumps(original))
+    assert loaded.results == original.results
+    assert (loaded.started, loaded.nodes, loaded.status) == (original.started, original.nodes, original.status)
+    assert [(c.node, c.outcome) for c in loaded.captures] == [(c.node, c.outcome) for c in original.captures]
+
+
+def test_table_folds_identical_outcomes_worst_first():
+    text = table.render(sample(), "reports/x")
+    lines = text.splitlines()
+    rows = [ln for ln in lines if ln.startswith("gpu")]
+    assert rows[0].split()[:3] == ["gpu005", "fail", "ib.ports"]
+    assert rows[1].split()[:3] == ["gpu006", "unreachable", "ib.ports"]
+    assert rows[2].split()[:3] == ["gpu[001-004]", "pass", "ib.ports"]
+    assert "unhealthy nodes:" in text and "gpu006  unreachable  ib.ports: unreachable: connection refused by 10.0.0.6:22" in text
+    assert "6 nodes: 4 pass, 1 unreachable, 1 fail. Status FAIL (exit 2)." in text
+    assert "report: reports/x" in text
+
+
+def test_the_same_failure_on_many_nodes_is_one_row_even_with_per_node_addresses():
+    names = [f"n{i}" for i in range(1, 5)]
+    results = tuple(result(x, Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{i}:22")
+                    for i, x in enumerate(names, 1))
+    r = Report("id", "p", "p", "", None, T0, T0, 1.0, True,
+               tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)), results)
+    rows = [ln for ln in table.render(r).splitlines() if ln.startswith("n[")]
+    assert rows == ["n[1-4]   unreachable  ib.ports  unreachable: connection refused by <address>:22"]
+
+
+def test_an_incomplete_report_says_so():
+    assert "INCOMPLETE: the run deadline (120 s)" in table.render(sample(complete=False))
+
+
+def test_store_writes_the_whole_report_atomically(tmp_path):
+    report = sample()
+    where = store(report, "summary\n", tmp_path)
+    assert where == tmp_path / "20261129T090000Z_default"
+    assert json.loads((where / "report.json").read_text())["run_id"] == report.run_id
+    assert (where / "summary.txt").read_text() == "summary\n"
+    assert (where / "captures/gpu001/ibstat.txt").read_text() == "CA 'mlx5_0'\n"
+    assert (where / "captures/gpu001/ibstat.stderr.txt").read_text() == "warn\n"
+    assert sorted(os.listdir(tmp_path)) == ["20261129T090000Z_default"]        # no temporary left
+    second = store(report, "again\n", tmp_path)
+    assert second.name == "20261129T090000Z_default-2"
+    assert (where / "summary.txt").read_text() == "summary\n"                     # not overwritten
+
+
+def test_a_failed_store_leaves_nothing_behind(tmp_path, monkeypatch):
+    import nodecheck.report.store as st
+
+    def broken(path, text):
+        if path.name == "summary.txt":
+            raise OSError(28, "No space left on device")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.setattr(st, "_write", broken)
+    with pytest.raises(OSError):
+        store(sample(), "s", tmp_path)
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,40 @@
+"""Threshold bands: boundaries, messages with units, and validation at construction."""
+import pytest
+from pydantic import ValidationError
+
+from nodecheck.model import Status
+from nodecheck.thresholds import Ceiling, Exact, Floor, OneOf
+
+
+@pytest.mark.parametrize("value, status, message", [
+    (299.9, Status.FAIL, "rate 299.9 Gb/s, expected >= 300 Gb/s"),
+    (300, Status.WARN, "rate 300 Gb/s, expected >= 360 Gb/s"),
+    (360, Status.PASS, "rate 360 Gb/s (>= 360 Gb/s)"),
+])
+def test_floor_boundaries(value, status, message):
+    v = Floor(fail_below=300, warn_below=360).judge(value, what="rate", unit="Gb/s", subject="mlx5_0/1")
+    assert (v.status, v.message, v.subject) == (status, message, "mlx5_0/1")
+
+
+@pytest.mark.parametrize("value, status", [(0, Status.PASS), (1, Status.WARN), (100, Status.WARN),
+                                           (101, Status.FAIL)])
+def test_ceiling_boundaries(value, status):
+    v = Ceiling(fail_above=100, warn_above=0).judge(value, what="SymbolErrorCounter", unit="errors")
+    assert v.status is status
+
+
+def test_bands_in_the_wrong_order_are_rejected_when_loaded():
+    with pytest.raises(ValidationError, match="warn_below .* must be >= fail_below"):
+        Floor(fail_below=300, warn_below=200)
+    with pytest.raises(ValidationError, match="warn_above .* must be <= fail_above"):
+        Ceiling(fail_above=1, warn_above=5)
+    with pytest.raises(ValidationError):
+        Floor(fail_below="fast")
+
+
+def test_exact_and_one_of():
+    assert Exact(value="550.90.07").judge("550.90.07", what="driver").status is Status.PASS
+    v = Exact(value="550.90.07").judge("550.54.15", what="driver")
+    assert (v.status, v.message) == (Status.FAIL, "driver 550.54.15, expected 550.90.07")
+    v = OneOf(values=("2.21.5", "2.23.4")).judge("2.18.1", what="NCCL")
+    assert (v.status, v.message) == (Status.FAIL, "NCCL 2.18.1, expected one of 2.21.5, 2.23.4")
