@@ -24,6 +24,7 @@ from nodecheck.transport import FailedSession, remote_command
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # a runaway tool must not exhaust the client's memory
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+MAX_JUMP_HOPS = 4
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 
 
@@ -76,11 +77,10 @@ class SshTransport:
             return self._configs[path]
 
     # -- connection -----------------------------------------------------------------------------
-    def _open(self, target: dict, timeout_s: float) -> tuple[paramiko.Transport, list]:
-        hops: list = []
-        sock = self._socket(target, timeout_s, hops)
+    def _open(self, target: dict, timeout_s: float, depth: int = 0) -> tuple[paramiko.Transport, list]:
+        hops: list = []                        # jump-host transports this connection rides on
+        sock = self._socket(target, timeout_s, hops, depth)
         t = paramiko.Transport(sock)
-        hops.append(t)
         try:
             t.banner_timeout = t.handshake_timeout = t.auth_timeout = timeout_s
             known = self._known_hosts(target["known_hosts"])
@@ -92,15 +92,17 @@ class SshTransport:
             self._verify_host_key(t.get_remote_server_key(), known, names, target)
             self._authenticate(t, target)
         except BaseException:
-            for h in reversed(hops):
+            for h in [t, *reversed(hops)]:
                 h.close()
             raise
-        return t, hops[:-1]
+        return t, hops
 
-    def _socket(self, target: dict, timeout_s: float, hops: list):
+    def _socket(self, target: dict, timeout_s: float, hops: list, depth: int):
         if target["proxyjump"] and target["proxyjump"].lower() != "none":
-            jump = _parse_jump(target["proxyjump"].split(",")[0], target)
-            jt, jhops = self._open(jump, timeout_s)
+            if depth >= MAX_JUMP_HOPS:
+                raise paramiko.SSHException(f"more than {MAX_JUMP_HOPS} ProxyJump hops (a loop?)")
+            jump = self._target(_jump_node(target["proxyjump"].split(",")[0], target["node"]))
+            jt, jhops = self._open(jump, timeout_s, depth + 1)
             hops.extend(jhops + [jt])
             return jt.open_channel("direct-tcpip", (target["host"], target["port"]), ("127.0.0.1", 0),
                                    timeout=timeout_s)
@@ -253,13 +255,13 @@ def _append_known_host(path: str, names: list[str], key: paramiko.PKey) -> None:
         f.write(f"{','.join(names)} {key.get_name()} {key.get_base64()}\n")
 
 
-def _parse_jump(spec: str, via: dict) -> dict:
-    """A ProxyJump hop '[user@]host[:port]'; it is verified against the same known_hosts."""
+def _jump_node(spec: str, via: Node) -> Node:
+    """A ProxyJump hop '[user@]host[:port]', resolved through the same ssh_config and verified
+    against the same known_hosts as the node behind it."""
     user, _, hostport = spec.rpartition("@")
     host, _, port = hostport.partition(":")
-    node = Node(name=host, address=host, port=int(port or 22))
-    return dict(via, node=node, host=host, port=node.port, user=user or via["user"],
-                proxyjump=None, proxycommand=None)
+    return Node(name=host, address=host, port=int(port or 22), user=user or None,
+                identity_file=via.identity_file, known_hosts=via.known_hosts, ssh_config=via.ssh_config)
 
 
 def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> str:

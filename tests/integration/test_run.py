@@ -75,7 +75,8 @@ def test_a_hung_tool_times_out_within_its_timeout_and_does_not_linger(cluster, t
     [hung] = [c for c in doc["captures"] if c["node"] == "node6"]
     assert hung["outcome"] == "timeout" and 1.0 <= hung["duration_s"] < 2.0
     assert (code, by_node(doc)["node6"]["status"]) == (3, "timeout")
-    # the remote `timeout` wrapper ends the orphaned tool a few seconds after the client gave up
+    assert len(_sleepers()) == 1                               # the hung tool outlived the client's timeout...
+    # ...and the remote `timeout` wrapper ends it a few seconds after the client gave up
     deadline = time.monotonic() + 15
     while _sleepers() and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -83,8 +84,16 @@ def test_a_hung_tool_times_out_within_its_timeout_and_does_not_linger(cluster, t
 
 
 def _sleepers():
-    out = subprocess.run(["pgrep", "-f", "^sleep 3600$"], capture_output=True, text=True).stdout
-    return out.split()
+    """Live `sleep 3600` processes (the hang fake) anywhere on this machine."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == b"sleep\x003600\x00" \
+                    and "\nState:\tZ" not in (proc / "status").read_text():
+                found.append(proc.name)
+        except OSError:                                        # the process ended while we looked
+            pass
+    return found
 
 
 def test_all_healthy_passes_with_exit_0_and_a_folded_table(cluster, tmp_path):
@@ -146,3 +155,19 @@ def test_nodes_restricts_the_run(cluster, tmp_path):
     apply(cluster, "ib-healthy")
     code, doc, _ = run_json(cluster, tmp_path, "--nodes", "node[2-3]")
     assert (code, list(by_node(doc))) == (0, ["node2", "node3"])
+
+
+def test_ssh_config_resolves_names_keys_and_a_proxyjump(cluster, tmp_path):
+    """Nodes named only by name: HostName, User, IdentityFile and known_hosts come from ssh_config,
+    and node2 is reached through node1 (ProxyJump), both host keys verified."""
+    apply(cluster, "ib-healthy")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host node2\n  ProxyJump node1\n\n{cluster.ssh_config.read_text()}")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"defaults: {{ssh_config: {config}}}\nnodes:\n  node[1-3]:\n")
+    code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)
+    assert (code, [n["status"] for n in doc["nodes"]]) == (0, ["pass", "pass", "pass"])
+    assert [n["address"] for n in doc["nodes"]] == ["node1", "node2", "node3"]
+    cluster.stop("node1")                                      # the jump host is gone: node2 too
+    code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)
+    assert [n["status"] for n in doc["nodes"]] == ["unreachable", "unreachable", "pass"]

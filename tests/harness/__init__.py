@@ -1,0 +1,1 @@
+"""nodecheck's simulated cluster (real sshd per node, fake GPU/IB tools). See README.md here."""

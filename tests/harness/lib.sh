@@ -1,0 +1,39 @@
+# Shell helpers shared by tests/run_all.sh, tests/harness/demo.sh and tests/harness/netns.sh.
+# Source it; it defines functions only (no side effects).
+#
+#   nc_netns_create NAME [NET]   private network namespace: lo up, NET.0/24 (default 127.0.1) on lo
+#   nc_netns_delete NAME         delete it (no error if absent)
+#   nc_in_netns NAME CMD...      run CMD inside it (nsenter --net, NOT `ip netns exec`)
+#
+# Why nsenter: `ip netns exec` also remounts /sys, and slurmd dies without /sys/fs/cgroup.
+# Why NET.0/24 on lo: 127.0.0.0/8 is already routed on lo, but glibc's AI_ADDRCONFIG ignores
+# 127.0.0.1, and slurmctld/srun fail in a namespace that has nothing else (RECIPE §3.1).
+
+NC_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+NC_HARNESS=$NC_REPO_ROOT/tests/harness
+
+nc_die() { echo "error: $*" >&2; exit 1; }
+
+nc_require_root() {
+  [ "$(id -u)" = 0 ] || nc_die "${1:-this script} must run as root (try: sudo bash ${1:-$0})"
+}
+
+nc_netns_create() {
+  local name=$1 net=${2:-${NODECHECK_HARNESS_NET:-127.0.1}}
+  [[ $name =~ ^[A-Za-z0-9_.-]+$ ]] || nc_die "bad netns name: $name"
+  # a namespace of that name can only be a leftover of a dead run (names carry a pid)
+  [ -e "/run/netns/$name" ] && ip netns del "$name" 2>/dev/null
+  ip netns add "$name" || nc_die "ip netns add $name failed"
+  ip -n "$name" link set lo up
+  ip -n "$name" addr add "$net.0/24" dev lo
+}
+
+nc_netns_delete() {
+  [ -e "/run/netns/$1" ] || return 0
+  ip netns del "$1" 2>/dev/null || true
+}
+
+nc_in_netns() {
+  local name=$1; shift
+  nsenter --net="/run/netns/$name" "$@"
+}

@@ -1,0 +1,194 @@
+"""Named fault layouts for the simulated cluster: which fake each node gets.
+
+A layout maps a node name to one action or a list of actions:
+    Replay(tool, data_file, exit_code=0, stderr_file=None)   the tool prints a recorded output
+    Exit(tool, code, stderr_text="")                         the tool fails
+    Hang(tool)                                               the tool never answers
+    Missing(tool)                                            the tool is not installed (no fake)
+    Unreachable()                                            the node's sshd is stopped
+    RekeyHost()                                              the node presents a new host key
+Relative data files are under tests/data/. A scenario in SCENARIOS is a layout, or a function
+from the node list to a layout (for any cluster size).
+
+    apply(cluster, DEMO)                          # reset the cluster, then install the layout
+    python tests/harness/scenarios.py --state-dir S apply demo      # same, from a shell
+    python tests/harness/scenarios.py list
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Union
+
+try:
+    from .cluster import SimCluster
+except ImportError:                      # run as a script: tests/harness is sys.path[0]
+    from cluster import SimCluster       # type: ignore[no-redef]
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+IBSTAT_HEALTHY = "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
+IBSTAT_PORT_DOWN = "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"
+IBSTAT_LOW_RATE = "ibstat/derived-h100-ndr-mlx5_5-rate-200.txt"
+
+
+@dataclass(frozen=True)
+class Replay:
+    tool: str
+    data_file: str
+    exit_code: int = 0
+    stderr_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Exit:
+    tool: str
+    code: int
+    stderr_text: str = ""
+
+
+@dataclass(frozen=True)
+class Hang:
+    tool: str
+
+
+@dataclass(frozen=True)
+class Missing:
+    tool: str
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    pass
+
+
+@dataclass(frozen=True)
+class RekeyHost:
+    pass
+
+
+Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost]
+Layout = Mapping[str, Union[Action, list]]
+
+# The README demo: 8 nodes, ib.ports with expected_ports 8, min_rate_gbps 400, ibstat timeout 5 s.
+DEMO: dict[str, list[Action]] = {
+    "node1": [Replay("ibstat", IBSTAT_HEALTHY)],
+    "node2": [Replay("ibstat", IBSTAT_HEALTHY)],
+    "node3": [Replay("ibstat", IBSTAT_PORT_DOWN)],     # one IB port down (Polling)
+    "node4": [Replay("ibstat", IBSTAT_HEALTHY)],
+    "node5": [Replay("ibstat", IBSTAT_LOW_RATE)],      # one link at 200 Gb/s
+    "node6": [Hang("ibstat")],                         # ibstat hangs: timeout
+    "node7": [Missing("ibstat")],                      # ibstat not installed
+    "node8": [Unreachable()],                          # sshd down
+}
+DEMO_EXPECTED = {  # what nodecheck should say about each DEMO node
+    "node1": "pass", "node2": "pass", "node4": "pass",
+    "node3": "fail: mlx5_3 port down", "node5": "fail: mlx5_5 rate 200 < 400 Gb/s",
+    "node6": "timeout", "node7": "error: ibstat not found (exit 127)", "node8": "unreachable",
+}
+
+
+def _tiled(layout: Mapping[str, list]) -> Callable[[list[str]], dict]:
+    """Repeat an 8-node layout over any number of nodes (node9 gets node1's setup, ...)."""
+    base = [layout[k] for k in sorted(layout, key=lambda k: int(k[4:]))]
+    return lambda nodes: {n: base[i % len(base)] for i, n in enumerate(nodes)}
+
+
+SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
+    "demo": DEMO,
+    "clean": {},                                                       # no fakes at all
+    "ib-healthy": lambda nodes: {n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes},
+    "demo-tiled": _tiled(DEMO),                                        # DEMO's mix at any size
+}
+
+
+def layout_for(name: str, nodes: list[str]) -> Layout:
+    try:
+        sc = SCENARIOS[name]
+    except KeyError:
+        raise KeyError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}") from None
+    return sc(nodes) if callable(sc) else sc
+
+
+def _data(path: str) -> Path:
+    p = Path(path)
+    p = p if p.is_absolute() else DATA / p
+    if not p.is_file():
+        raise FileNotFoundError(f"scenario data file missing: {p}")
+    return p
+
+
+def apply(cluster: SimCluster, layout: Layout | str) -> None:
+    """Reset the cluster (no fakes, all nodes up, original host keys), then install `layout`.
+    Nodes the layout does not name stay clean. `layout` may be a SCENARIOS name."""
+    if isinstance(layout, str):
+        layout = layout_for(layout, cluster.nodes)
+    unknown = sorted(set(layout) - set(cluster.nodes))
+    if unknown:
+        raise ValueError(f"layout names nodes the cluster does not have: {', '.join(unknown)}")
+    plan = {node: acts if isinstance(acts, (list, tuple)) else [acts] for node, acts in layout.items()}
+    for acts in plan.values():                       # fail before touching the cluster
+        for a in acts:
+            if isinstance(a, Replay):
+                _data(a.data_file)
+                if a.stderr_file:
+                    _data(a.stderr_file)
+    cluster.reset()
+    for node, acts in plan.items():
+        for a in acts:
+            if isinstance(a, Replay):
+                cluster.fake_replay(node, a.tool, _data(a.data_file), a.exit_code,
+                                    _data(a.stderr_file) if a.stderr_file else None)
+            elif isinstance(a, Exit):
+                cluster.fake_exit(node, a.tool, a.code, a.stderr_text)
+            elif isinstance(a, Hang):
+                cluster.fake_hang(node, a.tool)
+            elif isinstance(a, Missing):
+                cluster.remove_tool(node, a.tool)
+            elif isinstance(a, Unreachable):
+                cluster.stop(node)
+            elif isinstance(a, RekeyHost):
+                cluster.rekey(node)
+            else:
+                raise TypeError(f"{node}: unknown action {a!r}")
+
+
+def describe(layout: Layout) -> str:
+    lines = []
+    for node in sorted(layout, key=lambda k: int(k[4:]) if k[4:].isdigit() else 0):
+        acts = layout[node] if isinstance(layout[node], (list, tuple)) else [layout[node]]
+        text = ", ".join(
+            f"{a.tool}: replay {Path(a.data_file).name}" if isinstance(a, Replay)
+            else f"{a.tool}: exits {a.code}" if isinstance(a, Exit)
+            else f"{a.tool}: hangs" if isinstance(a, Hang)
+            else f"{a.tool}: not installed" if isinstance(a, Missing)
+            else "sshd stopped (unreachable)" if isinstance(a, Unreachable)
+            else "new host key (known_hosts mismatch)" for a in acts) or "no fakes"
+        lines.append(f"  {node:8} {text}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Install a named fault scenario on a running SimCluster.")
+    ap.add_argument("--state-dir", help="cluster state dir (default $NODECHECK_HARNESS_DIR)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("apply")
+    a.add_argument("scenario", choices=sorted(SCENARIOS))
+    a.add_argument("-q", "--quiet", action="store_true")
+    sub.add_parser("list")
+    args = ap.parse_args(argv)
+    if args.cmd == "list":
+        print("\n".join(SCENARIOS))
+        return 0
+    cluster = SimCluster(state_dir=args.state_dir)
+    layout = layout_for(args.scenario, cluster.nodes)
+    apply(cluster, layout)
+    if not args.quiet:
+        print(f"scenario {args.scenario}:\n{describe(layout)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+#!/bin/bash
+# Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
+#  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux python3-venv
+#    (--no-install-recommends; apt is kept from starting the system sshd while installing)
+#  * /run/sshd (sshd's privilege-separation dir)
+#  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
+#    simulated node, where /root is hidden) with `pip install -e '.[test]'`, re-run only when
+#    pyproject.toml changes.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+nc_require_root "tests/harness/setup.sh"
+cd "$NC_REPO_ROOT"
+export DEBIAN_FRONTEND=noninteractive
+
+pkgs=()
+[ -x /usr/sbin/sshd ] || pkgs+=(openssh-server)
+command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || pkgs+=(openssh-client)
+command -v pdsh >/dev/null || pkgs+=(pdsh)
+command -v ip >/dev/null || pkgs+=(iproute2)
+command -v unshare >/dev/null && command -v nsenter >/dev/null || pkgs+=(util-linux)
+if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
+if [ ! -x .venv/bin/python ]; then
+  [ -n "$PY" ] || pkgs+=(python3)
+  { [ -n "$PY" ] && "$PY" -c 'import ensurepip, venv' 2>/dev/null; } || pkgs+=(python3-venv)
+fi
+if ((${#pkgs[@]})); then
+  echo "setup: apt-get install ${pkgs[*]}"
+  cleanup_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then   # no daemon may start from a package's postinst
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    cleanup_policy=1
+  fi
+  rc=0
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${pkgs[@]}"; } \
+    >/tmp/nodecheck-apt.log 2>&1 || rc=$?
+  [ -z "$cleanup_policy" ] || rm -f /usr/sbin/policy-rc.d
+  ((rc == 0)) || { tail -n 20 /tmp/nodecheck-apt.log >&2; nc_die "apt-get failed (log: /tmp/nodecheck-apt.log)"; }
+  [ -x /usr/bin/python3 ] && PY=/usr/bin/python3 || PY=$(command -v python3)
+fi
+mkdir -p /run/sshd
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.nodecheck-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -I -c 'import nodecheck, pytest' 2>/dev/null; then
+  echo "setup: pip install -e '.[test]'"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' >/tmp/nodecheck-pip.log 2>&1 \
+    || { tail -n 20 /tmp/nodecheck-pip.log >&2; nc_die "pip install failed (log: /tmp/nodecheck-pip.log)"; }
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,318 @@
+#!/bin/bash
+# nodecheck's simulated cluster: N "GPU nodes", each a real OpenSSH sshd (root only).
+#
+#   ssh_nodes.sh up N            node1..nodeN (N <= 254) at $NET.1..$NET.N:$PORT; refuses if already up
+#   ssh_nodes.sh down            stop every process started on any node, remove the state dir
+#   ssh_nodes.sh stop NODE       "power off" NODE: kill its sshd and everything running on it
+#   ssh_nodes.sh start NODE      start a stopped NODE again (same host key)
+#   ssh_nodes.sh rekey NODE      give NODE a NEW host key and restart its sshd; known_hosts keeps
+#                                the old key, so strict clients now see a host-key mismatch
+#   ssh_nodes.sh restore-key NODE  undo rekey
+#   ssh_nodes.sh reset           start stopped nodes and undo every rekey (fake tools: see cluster.py)
+#   ssh_nodes.sh status          one line per node: name address state pid
+#   ssh_nodes.sh pid NODE        sshd pid (run a daemon "on" the node: nsenter -t PID -u -m CMD)
+#   NODE is "node3" or "3".
+#
+# Environment (read by `up`, then remembered in $S/harness.env for the other commands):
+#   NODECHECK_HARNESS_DIR   state dir S   (default ${TMPDIR:-/tmp}/nodecheck-harness)
+#   NODECHECK_HARNESS_NET   first 3 octets (default 127.0.1)   NODECHECK_HARNESS_PORT (default 22)
+#
+# Node i runs `sshd -f $S/nodes/nodei/sshd_config` inside its own UTS + mount namespace, where
+# `hostname` is nodei, /root is $S/nodes/nodei/home (a clean home) and /usr/local/sbin is
+# $S/nodes/nodei/bin: an executable put there is that node's fake tool (first in root's PATH),
+# for ssh sessions and for anything else started in the namespace (e.g. a Slurm prolog).
+# Client side files: $S/id_ed25519, $S/authorized_keys, $S/known_hosts, $S/ssh_config,
+# $S/hosts.yml (nodecheck inventory), $S/env.sh (exports for pdsh/ssh). /etc/hosts is not touched.
+# Processes are tracked by each node's mount-namespace id ($S/nodes/nodei/mntns), so `down` and
+# `stop` also end sessions and hung fake tools, not just the sshd listener.
+set -euo pipefail
+
+S=${NODECHECK_HARNESS_DIR:-${TMPDIR:-/tmp}/nodecheck-harness}
+S=$(realpath -m -- "$S")
+SSHD=/usr/sbin/sshd
+MARK=.nodecheck-harness
+
+die() { echo "ssh_nodes.sh: $*" >&2; exit 1; }
+
+load_env() {   # the settings `up` used
+  [ -f "$S/harness.env" ] || die "no simulated cluster at $S (run: up N)"
+  # shellcheck disable=SC1091
+  . "$S/harness.env"
+}
+
+node_index() {   # node3 | 3 -> 3, validated against N
+  local a=${1:-}; a=${a#node}
+  [[ $a =~ ^[1-9][0-9]*$ ]] && ((a <= N)) || die "no such node: ${1:-<missing>} (have node1..node$N)"
+  echo "$a"
+}
+
+alive() {   # pid exists and is not a zombie (PID 1 here reaps orphans late)
+  local line
+  [ -n "${1:-}" ] && read -r line 2>/dev/null < "/proc/$1/stat" || return 1
+  line=${line##*) }
+  [ "${line%% *}" != Z ]
+}
+
+sshd_pid() {   # prints the node's running sshd pid, or fails
+  local p=
+  read -r p 2>/dev/null < "$S/nodes/node$1/sshd.pid" || true
+  alive "$p" && echo "$p"
+}
+
+ns_id() { stat -L -c %i "/proc/$1/ns/mnt"; }
+
+# All nodes must listen in the network namespace `up` ran in (usually a private one, see
+# lib.sh). NETPFX enters it when a later command (start, reset) runs from elsewhere.
+NETPFX=()
+find_netns() {
+  local i p
+  [ "$(stat -L -c %i /proc/$$/ns/net)" = "$NETNS" ] && return 0
+  for ((i = 1; i <= N; i++)); do
+    p=$(sshd_pid "$i") || continue
+    if [ "$(stat -L -c %i "/proc/$p/ns/net" 2>/dev/null)" = "$NETNS" ]; then
+      NETPFX=(nsenter "--net=/proc/$p/ns/net"); return 0
+    fi
+  done
+  die "run this in the network namespace the cluster was started in (every node is stopped, none to enter)"
+}
+
+# Kill every process whose mount namespace id is one of "$@", TERM first, then KILL.
+kill_namespaces() {
+  (($#)) || return 0
+  local want=" $* " self_ns init_ns line pid ns pids tries sig=TERM
+  self_ns=$(ns_id $$); init_ns=$(ns_id 1 2>/dev/null || echo none)   # /proc/1 may be unreadable
+  [[ $want == *" $self_ns "* || $want == *" $init_ns "* ]] && die "refusing to kill the host's mount namespace"
+  for ((tries = 1; tries <= 60; tries++)); do
+    pids=()
+    while read -r ns line; do
+      pid=${line#/proc/}; pid=${pid%%/*}
+      [[ $want == *" $ns "* ]] && ((pid != $$ && pid != 1)) && alive "$pid" && pids+=("$pid")
+    done < <(stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null || true)
+    ((${#pids[@]})) || return 0
+    ((tries < 40)) || sig=KILL   # about 2 s of grace for TERM
+    kill -s $sig "${pids[@]}" 2>/dev/null || true
+    sleep 0.05
+  done
+  die "processes still running after SIGKILL: ${pids[*]}"
+}
+
+start_node() {   # launch node $1's sshd in fresh UTS + mount namespaces (no wait)
+  local i=$1 d=$S/nodes/node$1
+  rm -f "$d/sshd.pid" "$d/mntns" "$d/stopped"
+  : > "$d/sshd.log"; : > "$d/start.log"
+  # sshd daemonizes itself once its host key is loaded; stdio never points at the caller's pipes
+  "${NETPFX[@]}" unshare --uts --mount --propagation private /bin/sh -c \
+    'hostname "$1" && mount --bind "$2/home" /root && mount --bind "$2/bin" /usr/local/sbin &&
+     exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"' \
+    sh "node$i" "$d" "$SSHD" </dev/null >>"$d/start.log" 2>&1 || echo "exit $?" >>"$d/start.log"
+}
+
+# Wait until each node in "$@" wrote its pid file (= listen socket bound). A node whose sshd
+# wrote anything to its log before that failed (LogLevel ERROR; the log is new at start_node).
+# EARLY_FAIL=0: a restarted sshd's log may hold older session errors, so only time out.
+EARLY_FAIL=1
+wait_nodes() {
+  local i p ns left=("$@") next t self_ns failed=()
+  self_ns=$(ns_id $$)
+  for ((t = 0; t < 400 && ${#left[@]}; t++)); do   # up to 20 s
+    next=()
+    for i in "${left[@]}"; do
+      p=; read -r p 2>/dev/null < "$S/nodes/node$i/sshd.pid" || true
+      if [ -n "$p" ] && alive "$p"; then
+        ns=$(ns_id "$p") || { next+=("$i"); continue; }
+        [ "$ns" != "$self_ns" ] || die "node$i sshd is not in its own mount namespace"
+        echo "$ns" > "$S/nodes/node$i/mntns"
+      elif ((EARLY_FAIL)) && { [ -s "$S/nodes/node$i/start.log" ] || [ -s "$S/nodes/node$i/sshd.log" ]; }; then
+        failed+=("$i")   # sshd failed before daemonizing, or logged an error (LogLevel ERROR) after
+      else
+        next+=("$i")
+      fi
+    done
+    left=("${next[@]}")
+    ((${#left[@]})) && sleep 0.05
+  done
+  failed+=("${left[@]}")
+  for i in "${failed[@]}"; do
+    echo "node$i ($NET.$i:$PORT) did not start: $(cat "$S/nodes/node$i/start.log" "$S/nodes/node$i/sshd.log" 2>/dev/null | tr '\n' ' ')" >&2
+  done
+  ((${#failed[@]} == 0)) || exit 1
+}
+
+host_key_line() {   # known_hosts line for node $1
+  local i=$1 names
+  if [ "$PORT" = 22 ]; then names="node$i,$NET.$i"; else names="[node$i]:$PORT,[$NET.$i]:$PORT"; fi
+  local type key
+  read -r type key _ < "$S/nodes/node$i/ssh_host_ed25519_key.pub"
+  echo "$names $type $key"
+}
+
+keygen() { ssh-keygen -q -t ed25519 -N '' -C "$2" -f "$1" </dev/null >/dev/null; }
+
+up() {
+  local n=${1:-} i d
+  NET=${NODECHECK_HARNESS_NET:-127.0.1}
+  PORT=${NODECHECK_HARNESS_PORT:-22}
+  [[ $n =~ ^[1-9][0-9]*$ ]] && ((n <= 254)) || die "N must be 1..254, got '${n}'"
+  [[ $NET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] || die "NODECHECK_HARNESS_NET must look like 127.0.1, got '$NET'"
+  [[ $PORT =~ ^[1-9][0-9]*$ ]] && ((PORT <= 65535)) || die "bad NODECHECK_HARNESS_PORT '$PORT'"
+  [ "$(id -u)" = 0 ] || die "must run as root (it starts sshd in new namespaces)"
+  [ -x "$SSHD" ] || die "$SSHD not found (apt-get install openssh-server; or run tests/harness/setup.sh)"
+  command -v unshare >/dev/null && command -v ssh-keygen >/dev/null || die "need unshare and ssh-keygen"
+  case "$S/" in /root/*|/usr/local/sbin/*) die "state dir $S would be hidden inside the nodes (/root and /usr/local/sbin are per-node)";; esac
+  [ -e "$S/$MARK" ] && die "already up (or left over) at $S (run: down)"
+  if [ -e "$S" ] && [ -n "$(ls -A "$S")" ] && [ ! -e "$S/$MARK" ]; then die "$S exists and is not empty"; fi
+  mkdir -p "$S/nodes" /run/sshd
+  chmod 700 "$S"
+  : > "$S/$MARK"
+  trap 'rc=$?; if ((rc)); then echo "up failed; cleaning up" >&2; down >/dev/null 2>&1 || true; fi' EXIT
+
+  keygen "$S/id_ed25519" nodecheck-harness
+  cp "$S/id_ed25519.pub" "$S/authorized_keys"
+  for ((i = 1; i <= n; i++)); do   # host keys: ssh-keygen in parallel (process start-up dominates)
+    d=$S/nodes/node$i
+    mkdir -p "$d/bin" "$d/home" "$d/data"
+    keygen "$d/ssh_host_ed25519_key" "node$i" &
+    ((i % 16)) || wait
+  done
+  wait
+  printf 'N=%s\nNET=%s\nPORT=%s\nNETNS=%s\n' "$n" "$NET" "$PORT" "$(stat -L -c %i /proc/$$/ns/net)" > "$S/harness.env"
+
+  {
+    printf 'Host node* %s.*\n' "$NET"
+    printf '  User root\n  Port %s\n  IdentityFile %s/id_ed25519\n  IdentitiesOnly yes\n' "$PORT" "$S"
+    printf '  UserKnownHostsFile %s/known_hosts\n  GlobalKnownHostsFile /dev/null\n' "$S"
+    printf '  StrictHostKeyChecking yes\n  BatchMode yes\n  ConnectTimeout 5\n'
+    for ((i = 1; i <= n; i++)); do printf 'Host node%s\n  HostName %s.%s\n' "$i" "$NET" "$i"; done
+  } > "$S/ssh_config"
+  : > "$S/known_hosts"
+  for ((i = 1; i <= n; i++)); do
+    [ -s "$S/nodes/node$i/ssh_host_ed25519_key.pub" ] || die "ssh-keygen failed for node$i"
+    host_key_line "$i" >> "$S/known_hosts"
+    d=$S/nodes/node$i
+    printf '%s\n' "ListenAddress $NET.$i:$PORT" "HostKey $d/ssh_host_ed25519_key" \
+      "PidFile $d/sshd.pid" "AuthorizedKeysFile $S/authorized_keys" \
+      "PermitRootLogin prohibit-password" "PasswordAuthentication no" \
+      "KbdInteractiveAuthentication no" "UsePAM no" \
+      "StrictModes no" "UseDNS no" "MaxStartups 300" "MaxSessions 100" "LogLevel ERROR" \
+      "Subsystem sftp internal-sftp" \
+      "SetEnv NODECHECK_FAKE_NODE=node$i NODECHECK_FAKE_DIR=$d" > "$d/sshd_config"
+  done
+  {
+    echo "# nodecheck inventory of the simulated cluster (tests/harness/ssh_nodes.sh)"
+    echo "defaults:"
+    echo "  user: root"
+    echo "  port: $PORT"
+    echo "  identity_file: $S/id_ed25519"
+    echo "  known_hosts: $S/known_hosts"
+    echo "nodes:"
+    if ((n == 1)); then
+      printf '  node1:\n    address: %s.1\n' "$NET"
+    else
+      printf '  node[1-%s]:\n    address: %s.[1-%s]\n' "$n" "$NET" "$n"
+    fi
+  } > "$S/hosts.yml"
+  cat > "$S/env.sh" <<EOF
+# source me: plain ssh/pdsh against the simulated cluster
+export NODECHECK_HARNESS_DIR='$S'
+export PDSH_RCMD_TYPE=ssh
+export PDSH_SSH_ARGS_APPEND='-F $S/ssh_config'
+EOF
+
+  for ((i = 1; i <= n; i++)); do start_node "$i" & ((i % 8)) || wait; done; wait
+  wait_nodes $(seq 1 "$n")
+  echo "up: $n nodes at $NET.1-$n:$PORT, state $S (ssh -F $S/ssh_config node1 hostname)"
+}
+
+down() {
+  local f ids=() stopped=0
+  [ -e "$S" ] || { echo "down: nothing at $S"; return 0; }
+  [ -e "$S/$MARK" ] || die "$S was not made by ssh_nodes.sh; not touching it"
+  local d p self_ns; self_ns=$(ns_id $$)
+  for d in "$S"/nodes/node*; do
+    if [ -s "$d/mntns" ]; then ids+=("$(cat "$d/mntns")")
+    elif p=$(cat "$d/sshd.pid" 2>/dev/null) && alive "$p" && f=$(ns_id "$p") && [ "$f" != "$self_ns" ]; then
+      ids+=("$f")   # started by an interrupted `up`, never recorded
+    else continue; fi
+    stopped=$((stopped + 1))
+  done
+  kill_namespaces "${ids[@]}"
+  rm -rf -- "$S"
+  echo "down: stopped $stopped nodes, removed $S"
+}
+
+stop_node() {
+  local i; i=$(node_index "$1")
+  local d=$S/nodes/node$i
+  [ -s "$d/mntns" ] && kill_namespaces "$(cat "$d/mntns")"
+  rm -f "$d/sshd.pid" "$d/mntns"
+  : > "$d/stopped"
+}
+
+start_one() {
+  local i; i=$(node_index "$1")
+  sshd_pid "$i" >/dev/null && die "node$i is already running"
+  find_netns
+  start_node "$i"
+  wait_nodes "$i"
+}
+
+hup_node() {   # sshd re-executes itself on SIGHUP (re-reads config and host key), same namespaces
+  local i=$1 p d=$S/nodes/node$1
+  p=$(sshd_pid "$i") || return 0   # stopped: the new key is used at the next start
+  rm -f "$d/sshd.pid"
+  kill -HUP "$p"
+  EARLY_FAIL=0 wait_nodes "$i"
+}
+
+rekey() {
+  local i; i=$(node_index "$1")
+  local k=$S/nodes/node$i/ssh_host_ed25519_key
+  if [ ! -e "$k.orig" ]; then mv "$k" "$k.orig"; mv "$k.pub" "$k.orig.pub"; else rm -f "$k" "$k.pub"; fi
+  keygen "$k" "node$i-rekeyed"
+  hup_node "$i"
+}
+
+restore_key() {
+  local i; i=$(node_index "$1")
+  local k=$S/nodes/node$i/ssh_host_ed25519_key
+  [ -e "$k.orig" ] || return 0
+  mv -f "$k.orig" "$k"; mv -f "$k.orig.pub" "$k.pub"
+  hup_node "$i"
+}
+
+reset() {
+  local i k starts=()
+  for ((i = 1; i <= N; i++)); do
+    k=$S/nodes/node$i/ssh_host_ed25519_key
+    if ! sshd_pid "$i" >/dev/null; then
+      [ -e "$k.orig" ] && { mv -f "$k.orig" "$k"; mv -f "$k.orig.pub" "$k.pub"; }
+      [ -s "$S/nodes/node$i/mntns" ] && kill_namespaces "$(cat "$S/nodes/node$i/mntns")"
+      ((${#starts[@]})) || find_netns
+      start_node "$i"; starts+=("$i")
+    elif [ -e "$k.orig" ]; then
+      restore_key "$i"
+    fi
+  done
+  ((${#starts[@]} == 0)) || wait_nodes "${starts[@]}"
+}
+
+status() {
+  local i p
+  for ((i = 1; i <= N; i++)); do
+    if p=$(sshd_pid "$i"); then echo "node$i $NET.$i:$PORT up $p"; else echo "node$i $NET.$i:$PORT down -"; fi
+  done
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  up) [ $# -eq 1 ] || die "usage: up N"; up "$1" ;;
+  down) down ;;
+  stop) load_env; stop_node "${1:-}" ;;
+  start) load_env; start_one "${1:-}" ;;
+  rekey) load_env; rekey "${1:-}" ;;
+  restore-key) load_env; restore_key "${1:-}" ;;
+  reset) load_env; reset ;;
+  status) load_env; status ;;
+  pid) load_env; i=$(node_index "${1:-}"); sshd_pid "$i" || die "node$i is not running" ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

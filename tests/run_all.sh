@@ -1,0 +1,38 @@
+#!/bin/bash
+# THE test command:  sudo bash tests/run_all.sh [pytest args...]   (or as root: bash tests/run_all.sh)
+#
+# 1. tests/harness/setup.sh: apt packages if missing, /run/sshd, .venv with nodecheck[test]
+# 2. a private network namespace (loopback only, 127.0.1.0/24 on lo): every simulated node
+#    listens there, nothing is reachable from outside and nothing collides with host services
+# 3. .venv/bin/python -m pytest -q "$@" inside it; the integration tests' session fixture brings
+#    the 8-node simulated cluster up and down (state dir: $NODECHECK_TEST_HARNESS_DIR, set here)
+# 4. always: stop whatever the tests left running, delete the namespace and the temp dir.
+# Exit code: pytest's; "no tests collected" (5) counts as a failure.
+set -euo pipefail
+. "$(dirname "$0")/harness/lib.sh"
+nc_require_root "tests/run_all.sh"
+cd "$NC_REPO_ROOT"
+
+bash tests/harness/setup.sh
+
+NS=nodecheck-test-$$
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-test.XXXXXX")
+export NODECHECK_TEST_HARNESS_DIR=$TMP/sim
+cleanup() {
+  NODECHECK_HARNESS_DIR=$NODECHECK_TEST_HARNESS_DIR bash tests/harness/ssh_nodes.sh down >/dev/null 2>&1 \
+    || echo "warning: cleaning up the simulated cluster failed ($NODECHECK_TEST_HARNESS_DIR)" >&2
+  nc_netns_delete "$NS"
+  rm -rf -- "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+nc_netns_create "$NS"
+
+rc=0
+nc_in_netns "$NS" .venv/bin/python -m pytest -q "$@" || rc=$?
+if ((rc == 5)); then
+  echo "run_all.sh: pytest collected no tests; that is a failure" >&2
+  rc=1
+fi
+exit "$rc"
