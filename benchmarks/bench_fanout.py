@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,7 +56,7 @@ def pdsh_run(cluster: SimCluster, fanout: int, stdout: str) -> dict:
     n = len(cluster.nodes)
     argv = ["pdsh", "-R", "ssh", "-f", str(fanout), "-w", f"node[1-{n}]", "ibstat"]
     r = measure_wait4(argv, env, stdout=stdout)
-    answered = {line.split(":", 1)[0] for line in Path(stdout).read_text().splitlines() if ":" in line}
+    answered = set(re.findall(r"^(node\d+): ", Path(stdout).read_text(), re.M))
     assert r["rc"] == 0 and len(answered) == n, f"pdsh: rc {r['rc']}, {len(answered)}/{n} nodes answered"
     return r
 
@@ -81,9 +83,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--fanout", type=int, default=64)
     ap.add_argument("--json", help="also write the raw figures here")
+    ap.add_argument("--state-dir", help="where the simulated cluster lives (default: a temp dir)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodecheck-bench-"))
-    cluster = SimCluster(state_dir=work / "sim")
+    cluster = SimCluster(state_dir=args.state_dir or work / "sim")
     t = time.monotonic()
     cluster.up(args.nodes)
     up_s = time.monotonic() - t
@@ -99,6 +102,7 @@ def main() -> int:
         help_times = startup(20)
     finally:
         cluster.down()
+        shutil.rmtree(work, ignore_errors=True)
     result = {"nodes": args.nodes, "repeat": args.repeat, "fanout": args.fanout, "cluster_up_s": up_s,
               "nodecheck": summarise(nc_rows, args.nodes), "pdsh": summarise(pdsh_rows, args.nodes),
               "nodecheck_runs": nc_rows, "pdsh_runs": pdsh_rows,

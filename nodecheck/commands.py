@@ -37,14 +37,14 @@ def run_command(args: Namespace) -> int:
     with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
                             inventory=args.inventory, on_node_done=tick)
-    summary = table.render(report)
+    summary, as_json = table.render(report), report_json.dumps(report)
     try:
-        where = str(store(report, summary, args.output_dir))
+        where = str(store(report, summary, args.output_dir, as_json))
     except OSError as e:
         print(f"nodecheck: error: could not write the report under {args.output_dir}: {e}", file=sys.stderr)
         where = None
     if args.format == "json":
-        sys.stdout.write(report_json.dumps(report))
+        sys.stdout.write(as_json)
         if where:
             print(f"report: {where}", file=sys.stderr)
     else:

@@ -10,27 +10,11 @@
 # Exit code: pytest's; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 . "$(dirname "$0")/harness/lib.sh"
-nc_require_root "tests/run_all.sh"
-cd "$NC_REPO_ROOT"
-
-bash tests/harness/setup.sh
-
-NS=nodecheck-test-$$
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-test.XXXXXX")
-export NODECHECK_TEST_HARNESS_DIR=$TMP/sim
-cleanup() {
-  NODECHECK_HARNESS_DIR=$NODECHECK_TEST_HARNESS_DIR bash tests/harness/ssh_nodes.sh down >/dev/null 2>&1 \
-    || echo "warning: cleaning up the simulated cluster failed ($NODECHECK_TEST_HARNESS_DIR)" >&2
-  nc_netns_delete "$NS"
-  rm -rf -- "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-nc_netns_create "$NS"
+nc_sandbox tests/run_all.sh test
+export NODECHECK_TEST_HARNESS_DIR=$NC_TMP/sim
 
 rc=0
-nc_in_netns "$NS" .venv/bin/python -m pytest -q "$@" || rc=$?
+nc_in_netns "$NC_NS" .venv/bin/python -m pytest -q "$@" || rc=$?
 if ((rc == 5)); then
   echo "run_all.sh: pytest collected no tests; that is a failure" >&2
   rc=1

@@ -10,14 +10,15 @@ from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
 
 
-def store(report: Report, summary_text: str, output_dir: str | Path) -> Path:
+def store(report: Report, summary_text: str, output_dir: str | Path, report_json: str | None = None) -> Path:
     """Everything is written into a hidden temporary directory, then renamed into place:
-    a reader (or a crash) never sees a half-written report."""
+    a reader (or a crash) never sees a half-written report. `report_json`, when the caller has
+    already rendered it, saves rendering a large report twice."""
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{report.run_id}-", dir=root))
     try:
-        _write(tmp / "report.json", dumps(report))
+        _write(tmp / "report.json", report_json or dumps(report))
         _write(tmp / "summary.txt", summary_text)
         for c in report.captures:
             _write(tmp / capture_relpath(c.node, c.probe), c.stdout)

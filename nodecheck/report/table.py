@@ -27,7 +27,7 @@ def fold(nodes) -> str:
 
 
 def _header(r: Report) -> str:
-    return (f"nodecheck {r.nodecheck_version}  playbook {r.playbook}  {len(r.nodes)} nodes  "
+    return (f"nodecheck {r.nodecheck_version}  playbook {r.playbook}  {_nodes(len(r.nodes))}  "
             f"started {r.started:%Y-%m-%d %H:%M:%S}Z  took {(r.finished - r.started).total_seconds():.1f} s")
 
 
@@ -87,10 +87,14 @@ def _unhealthy(r: Report) -> str:
 
 def _footer(r: Report, report_dir: str | None) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in r.summary().items())
-    lines = [f"{len(r.nodes)} nodes: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
+    lines = [f"{_nodes(len(r.nodes))}: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
     if not r.complete:
         lines.append(f"INCOMPLETE: the run deadline ({r.deadline_s:g} s) cut or skipped probes; "
                      "results shown are partial.")
     if report_dir:
         lines.append(f"report: {report_dir}")
     return "\n".join(lines)
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"

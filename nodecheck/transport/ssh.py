@@ -9,6 +9,7 @@ is honoured when the inventory names one; its StrictHostKeyChecking is not: stri
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import select
 import socket
@@ -28,8 +29,26 @@ MAX_JUMP_HOPS = 4
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 
 
+# paramiko reports connection trouble through logging too; our outcomes carry it instead, and a
+# handler keeps Python's last-resort logger from printing it over the report.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
 class HostKeyRejected(Exception):
     pass
+
+
+class HandshakeTimeout(Exception):
+    pass
+
+
+def _server_key(t: paramiko.Transport, timeout_s: float) -> paramiko.PKey:
+    """start_client(timeout=…) returns silently when the timeout expires; a session without a
+    server key is a handshake that never finished."""
+    try:
+        return t.get_remote_server_key()
+    except paramiko.SSHException:
+        raise t.get_exception() or HandshakeTimeout() from None
 
 
 class SshTransport:
@@ -89,7 +108,7 @@ class SshTransport:
             if key_types:                      # ask for the key type we can verify, as OpenSSH does
                 t.get_security_options().key_types = key_types
             t.start_client(timeout=timeout_s)
-            self._verify_host_key(t.get_remote_server_key(), known, names, target)
+            self._verify_host_key(_server_key(t, timeout_s), known, names, target)
             self._authenticate(t, target)
         except BaseException:
             for h in [t, *reversed(hops)]:
@@ -268,8 +287,12 @@ def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> 
     where = f"{target['host']}:{target['port']}"
     if isinstance(e, HostKeyRejected):
         return str(e)
+    if isinstance(e, HandshakeTimeout) or _banner_timeout(e):
+        return f"{where}: no SSH handshake within {timeout_s:g} s (something listens there but does not speak SSH)"
     if isinstance(e, paramiko.BadHostKeyException):
         return f"host key MISMATCH for {target['node'].name}: {e}"
+    if isinstance(e, paramiko.SSHException) and "protocol banner" in str(e):
+        return f"{where} closed the connection before its SSH banner (sshd MaxStartups or a TCP wrapper?)"
     if isinstance(e, (socket.timeout, TimeoutError)):
         return f"connect timeout after {timeout_s:g} s to {where}"
     if isinstance(e, ConnectionRefusedError):
@@ -285,3 +308,10 @@ def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> 
     if isinstance(e, paramiko.SSHException):
         return f"SSH error with {where}: {e}"
     return f"cannot connect to {where}: {type(e).__name__}: {e}"
+
+
+def _banner_timeout(e: BaseException) -> bool:
+    """paramiko's banner reader raises 'Error reading SSH protocol banner' for a timeout and for
+    a closed connection alike; the exception it was handling tells them apart."""
+    return isinstance(e, paramiko.SSHException) and "protocol banner" in str(e) \
+        and isinstance(e.__context__, (socket.timeout, TimeoutError))

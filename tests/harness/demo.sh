@@ -13,35 +13,19 @@
 #   node8              unreachable (its sshd is stopped)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-nc_require_root "tests/harness/demo.sh"
-cd "$NC_REPO_ROOT"
+nc_sandbox tests/harness/demo.sh demo
+export NODECHECK_HARNESS_DIR=$NC_TMP/sim
 
-bash tests/harness/setup.sh
-
-NS=nodecheck-demo-$$
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-demo.XXXXXX")
-export NODECHECK_HARNESS_DIR=$TMP/sim
-cleanup() {
-  bash tests/harness/ssh_nodes.sh down >/dev/null 2>&1 \
-    || echo "warning: stopping the simulated cluster failed ($NODECHECK_HARNESS_DIR)" >&2
-  nc_netns_delete "$NS"
-  rm -rf -- "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-nc_netns_create "$NS"
-
-nc_in_netns "$NS" bash tests/harness/ssh_nodes.sh up 8 >/dev/null
+nc_in_netns "$NC_NS" bash tests/harness/ssh_nodes.sh up 8 >/dev/null
 # narration goes to stderr, so stdout is nodecheck's alone (e.g. with --format json)
 {
   echo "Simulated cluster: 8 nodes, each a real sshd with its own host key (127.0.1.1-8:22, private network namespace)"
-  nc_in_netns "$NS" .venv/bin/python tests/harness/scenarios.py --state-dir "$NODECHECK_HARNESS_DIR" apply demo
+  nc_in_netns "$NC_NS" .venv/bin/python tests/harness/scenarios.py --state-dir "$NODECHECK_HARNESS_DIR" apply demo
   echo
   echo "\$ nodecheck run $NODECHECK_HARNESS_DIR/hosts.yml --playbook demo $*"
 } >&2
 rc=0
-nc_in_netns "$NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo "$@" || rc=$?
+nc_in_netns "$NC_NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo "$@" || rc=$?
 echo >&2
 case $rc in
   0) why="every node passed - NOT what this demo should give (node3 and node5 are broken)" ;;

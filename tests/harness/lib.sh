@@ -37,3 +37,26 @@ nc_in_netns() {
   local name=$1; shift
   nsenter --net="/run/netns/$name" "$@"
 }
+
+# The common start of every entry script (tests, demo, benchmark): root, the repo root as cwd,
+# setup.sh, a private network namespace $NC_NS and a temp dir $NC_TMP. On exit, whatever
+# simulated cluster lives in $NC_TMP/sim is stopped, then the namespace and the temp dir go.
+nc_sandbox() {
+  local script=$1 label=$2
+  nc_require_root "$script"
+  cd "$NC_REPO_ROOT"
+  bash tests/harness/setup.sh
+  NC_NS=nodecheck-$label-$$
+  NC_TMP=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-$label.XXXXXX")
+  trap nc_sandbox_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  nc_netns_create "$NC_NS"
+}
+
+nc_sandbox_cleanup() {
+  NODECHECK_HARNESS_DIR=$NC_TMP/sim bash "$NC_HARNESS/ssh_nodes.sh" down >/dev/null 2>&1 \
+    || echo "warning: stopping the simulated cluster failed ($NC_TMP/sim)" >&2
+  nc_netns_delete "$NC_NS"
+  rm -rf -- "$NC_TMP"
+}

@@ -71,16 +71,18 @@ def test_the_demo_layout_gives_exactly_the_expected_statuses(cluster, tmp_path):
 def test_a_hung_tool_times_out_within_its_timeout_and_does_not_linger(cluster, tmp_path):
     apply(cluster, {n: [Hang("ibstat")] if n == "node6" else [Replay("ibstat", IBSTAT_HEALTHY)]
                     for n in cluster.nodes})
+    earlier = set(_sleepers())                                 # hung fakes of earlier tests may still live
     code, doc, _ = run_json(cluster, tmp_path, timeout_s=1)
     [hung] = [c for c in doc["captures"] if c["node"] == "node6"]
     assert hung["outcome"] == "timeout" and 1.0 <= hung["duration_s"] < 2.0
     assert (code, by_node(doc)["node6"]["status"]) == (3, "timeout")
-    assert len(_sleepers()) == 1                               # the hung tool outlived the client's timeout...
+    ours = set(_sleepers()) - earlier
+    assert len(ours) == 1                                      # the hung tool outlived the client's timeout...
     # ...and the remote `timeout` wrapper ends it a few seconds after the client gave up
     deadline = time.monotonic() + 15
-    while _sleepers() and time.monotonic() < deadline:
+    while ours & set(_sleepers()) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _sleepers() == []
+    assert not ours & set(_sleepers())
 
 
 def _sleepers():
@@ -171,3 +173,32 @@ def test_ssh_config_resolves_names_keys_and_a_proxyjump(cluster, tmp_path):
     cluster.stop("node1")                                      # the jump host is gone: node2 too
     code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)
     assert [n["status"] for n in doc["nodes"]] == ["unreachable", "unreachable", "pass"]
+
+
+def test_auth_failure_and_a_silent_server_are_unreachable_with_the_reason(cluster, tmp_path):
+    """A key the nodes do not accept, and a port that accepts TCP but never speaks SSH: both end as
+    UNREACHABLE with their reason, the silent one within --connect-timeout."""
+    import socket
+    import subprocess as sp
+    apply(cluster, "ib-healthy")
+    stranger = tmp_path / "stranger_key"
+    sp.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    silent = socket.create_server(("127.0.1.100", 0))           # listens, never sends a banner
+    port = silent.getsockname()[1]
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        cluster.inventory_path.read_text()
+        + f"  node1x: {{address: 127.0.1.1, identity_file: {stranger}}}\n"
+        + f"  mute: {{address: 127.0.1.100, port: {port}}}\n")
+    try:
+        code, doc, wall = run_json(cluster, tmp_path, "--nodes", "node1,node1x,mute",
+                                   "--connect-timeout", "2", inventory=inventory)
+    finally:
+        silent.close()
+    nodes = by_node(doc)
+    assert [nodes[n]["status"] for n in ("node1", "node1x", "mute")] == ["pass", "unreachable", "unreachable"]
+    assert nodes["node1x"]["results"][0]["message"].startswith(
+        f"unreachable: authentication failed for root@127.0.1.1 (tried {stranger})")
+    assert nodes["mute"]["results"][0]["message"].startswith(
+        f"unreachable: 127.0.1.100:{port}: no SSH handshake within 2 s")
+    assert wall < 2 + 4 and code == 3
