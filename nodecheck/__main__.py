@@ -1,6 +1,4 @@
 """`python -m nodecheck` is the `nodecheck` command."""
-import sys
+from nodecheck.cli import entry
 
-from nodecheck.cli import main
-
-sys.exit(main())
+entry()
