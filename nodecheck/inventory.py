@@ -47,6 +47,9 @@ def load_inventory(path: str | Path) -> list[Node]:
         raise pydantic_error(src, (), e, model=InventoryFile) from None
     if not inv.nodes:
         raise src.error(("nodes",), "no nodes in the inventory", hint="add at least one node under 'nodes:'")
+    _check_files(src, ("defaults",), inv.defaults)
+    for pattern, entry in inv.nodes.items():
+        _check_files(src, ("nodes", pattern), entry or NodeEntry())
     nodes: list[Node] = []
     seen: dict[str, int | None] = {}
     for pattern, entry in inv.nodes.items():
@@ -79,6 +82,16 @@ def _expand(src: Located, pattern: str, entry: NodeEntry, defaults: NodeSettings
                  ssh_config=_path(base, entry.ssh_config or defaults.ssh_config),
                  labels=frozenset(defaults.labels) | frozenset(entry.labels))
             for name, address in zip(names, addresses)]
+
+
+def _check_files(src: Located, loc: tuple, settings: NodeSettings) -> None:
+    """Files every connection needs must exist; known_hosts may not yet (trust-on-first-use)."""
+    base = Path(src.file).parent
+    for key in ("identity_file", "ssh_config"):
+        value = getattr(settings, key)
+        if value and not Path(_path(base, value)).is_file():
+            raise src.error(loc + (key,), f"{key} {value!r} does not exist (resolved to {_path(base, value)})",
+                            hint="fix the path; relative paths are relative to the inventory file")
 
 
 def _hostlist(src: Located, loc: tuple, text: str, what: str) -> list[str]:

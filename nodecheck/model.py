@@ -37,6 +37,7 @@ class Outcome(Enum):
     TIMEOUT = "timeout"                        # started, killed at its timeout or the run deadline
     UNREACHABLE = "unreachable"                # connect, auth or host-key failure: nothing ran
     SKIPPED = "skipped"                        # never started: the run deadline had passed
+    FAILED = "failed"                          # nodecheck itself failed to run it (an internal error)
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ def judge_node(check: PlannedCheck, node: str,
 def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | None:
     """The outcome that stops judging, most decisive first: unreachable, skipped, timeout, bad exit."""
     by_outcome = {c.outcome: c for c in captures.values()}
+    if c := by_outcome.get(Outcome.FAILED):
+        return Verdict(Status.ERROR, f"nodecheck could not run {c.probe}: {c.detail}")
     if c := by_outcome.get(Outcome.UNREACHABLE):
         return Verdict(Status.UNREACHABLE, f"unreachable: {c.detail}")
     if c := by_outcome.get(Outcome.SKIPPED):

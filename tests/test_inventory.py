@@ -22,20 +22,31 @@ nodes:
 """
 
 
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    """A HOME holding the files the documented shape names (~/.ssh/id_ed25519, ~/.ssh/config)."""
+    ssh = tmp_path / "home" / ".ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "id_ed25519").write_text("key")
+    (ssh / "config").write_text("")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
 def write(tmp_path, text, name="hosts.yml"):
     p = tmp_path / name
     p.write_text(textwrap.dedent(text))
     return p
 
 
-def test_the_documented_shape_expands_to_nine_nodes(tmp_path):
+def test_the_documented_shape_expands_to_nine_nodes(tmp_path, home):
     nodes = load_inventory(write(tmp_path, ISSUE_SHAPE))
     assert [n.name for n in nodes] == [f"gpu00{i}" for i in range(1, 10)]
     assert [n.address for n in nodes] == [f"10.1.0.{i}" for i in range(1, 10)]
     first, last = nodes[0], nodes[-1]
     assert (first.port, first.user, last.port) == (22, "root", 2222)
     assert first.labels == {"gpu", "h100", "ndr"} and last.labels == {"gpu"}
-    assert first.identity_file.endswith("/.ssh/id_ed25519") and not first.identity_file.startswith("~")
+    assert first.identity_file == str(home / ".ssh/id_ed25519")
 
 
 def test_a_node_without_address_is_dialled_by_name_and_relative_paths_follow_the_file(tmp_path):
@@ -61,6 +72,9 @@ def test_a_node_without_address_is_dialled_by_name_and_relative_paths_follow_the
     ("defaults:\n  user: root\n", 1, "missing required key 'nodes'", "add nodes"),
     ("nodes: {}\n", 1, "no nodes in the inventory", "at least one"),
     ("- gpu1\n", 1, "a mapping with a 'nodes:' key", "README"),
+    ("defaults:\n  identity_file: /nonexistent/key\nnodes:\n  gpu1:\n", 2,
+     "identity_file '/nonexistent/key' does not exist", "relative to the inventory"),
+    ("nodes:\n  gpu1:\n    ssh_config: missing_config\n", 3, "ssh_config 'missing_config' does not exist", ""),
 ])
 def test_inventory_errors_name_file_line_and_fix(tmp_path, text, line, fragment, hint):
     path = write(tmp_path, text)

@@ -131,3 +131,19 @@ def test_a_node_with_no_result_is_an_error():
 
 def test_a_probe_shared_by_two_checks_runs_once(book):
     assert plan_probes(book.checks + book.checks) == (ibstat_probe(book),)
+
+
+def test_a_transport_bug_is_an_error_on_that_node_not_a_timeout_or_a_crash(book):
+    p = ibstat_probe(book)
+
+    class Broken(ReplayTransport):
+        def connect(self, node, timeout_s):
+            if node.name == "node2":
+                raise RuntimeError("bug in a transport")
+            return super().connect(node, timeout_s)
+    answers = {(n.name, "ibstat"): exited(n.name, p, HEALTHY) for n in nodes(3)}
+    report = run(book, nodes(3), Broken(answers), fanout=2)
+    assert statuses(report) == {"node1": "pass", "node2": "error", "node3": "pass"}
+    [r] = report.results_for("node2")
+    assert r.verdict.message == "nodecheck could not run ibstat: internal error: RuntimeError: bug in a transport"
+    assert report.complete

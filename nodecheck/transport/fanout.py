@@ -50,6 +50,10 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
                 return
             try:
                 _run_node(transport, node, work[node], deadline, record)
+            except Exception as e:             # a bug here must not pass for a deadline or vanish
+                with lock:
+                    for probe in work[node]:
+                        captures.setdefault((node.name, probe.name), _failed(node, probe, e))
             finally:
                 finished.release()
                 if on_node_done:
@@ -97,6 +101,11 @@ def _run_node(transport: Transport, node: Node, probes: Sequence[Probe], deadlin
 def _skipped(node: Node, probe: Probe) -> Capture:
     return Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
                    "not started: the run deadline had passed")
+
+
+def _failed(node: Node, probe: Probe, e: Exception) -> Capture:
+    return Capture(node.name, probe.name, probe.argv, Outcome.FAILED, None, "", "", 0.0,
+                   f"internal error: {type(e).__name__}: {e}")
 
 
 def _deadline_capture(node: Node, probe: Probe) -> Capture:

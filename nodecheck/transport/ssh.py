@@ -65,8 +65,9 @@ class SshTransport:
 
     def connect(self, node: Node, timeout_s: float) -> "SshSession | FailedSession":
         timeout_s = min(timeout_s, self.connect_timeout_s)
-        target = self._target(node)
+        target = {"node": node, "host": node.address, "port": node.port, "user": node.user}
         try:
+            target = self._target(node)
             transport, hops = self._open(target, timeout_s)
         except Exception as e:                 # every connect problem is an outcome, not a crash
             return FailedSession(node, describe_connect_error(e, target, timeout_s))
