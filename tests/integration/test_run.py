@@ -74,7 +74,7 @@ def test_a_hung_tool_times_out_within_its_timeout_and_does_not_linger(cluster, t
     earlier = set(_sleepers())                                 # hung fakes of earlier tests may still live
     code, doc, _ = run_json(cluster, tmp_path, timeout_s=1)
     [hung] = [c for c in doc["captures"] if c["node"] == "node6"]
-    assert hung["outcome"] == "timeout" and 1.0 <= hung["duration_s"] < 2.0
+    assert hung["outcome"] == "timeout" and 1.0 <= hung["duration_s"] < 3.0   # its 1 s, plus slack for load
     assert (code, by_node(doc)["node6"]["status"]) == (3, "timeout")
     ours = set(_sleepers()) - earlier
     assert len(ours) == 1                                      # the hung tool outlived the client's timeout...
@@ -201,4 +201,4 @@ def test_auth_failure_and_a_silent_server_are_unreachable_with_the_reason(cluste
         f"unreachable: authentication failed for root@127.0.1.1 (tried {stranger})")
     assert nodes["mute"]["results"][0]["message"].startswith(
         f"unreachable: 127.0.1.100:{port}: no SSH handshake within 2 s")
-    assert wall < 2 + 4 and code == 3
+    assert wall < 2 + 6 and code == 3                          # the 2 s connect timeout bounds it
