@@ -1,8 +1,11 @@
 """What each subcommand does, between argument parsing (cli.py) and the runner."""
 from __future__ import annotations
 
+import signal
 import socket
 import sys
+import threading
+from contextlib import contextmanager
 from argparse import Namespace
 
 from nodecheck.errors import ConfigError
@@ -34,9 +37,13 @@ def run_command(args: Namespace) -> int:
     if not nodes:
         raise ConfigError(f"no selected node has the labels {sorted(playbook.select_labels)} "
                           f"that playbook {playbook.name} selects", file=playbook.path)
-    with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick:
+    _ensure_open_files(args.fanout)
+    with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
+            _stop_on_signals() as stop:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                            inventory=args.inventory, on_node_done=tick)
+                            inventory=args.inventory, on_node_done=tick, stop=stop)
+    for warning in getattr(transport, "warnings", lambda: [])():
+        print(f"nodecheck: warning: {warning}", file=sys.stderr)
     summary, as_json = table.render(report), report_json.dumps(report)
     try:
         where = str(store(report, summary, args.output_dir, as_json))
@@ -48,7 +55,7 @@ def run_command(args: Namespace) -> int:
         if where:
             print(f"report: {where}", file=sys.stderr)
     else:
-        sys.stdout.write(table.render(report, where))
+        sys.stdout.write(summary + (f"report: {where}\n" if where else ""))
     # a report that could not be kept is not a clean bill of health
     return report.exit_code if where or report.exit_code else EXIT_UNKNOWN
 
@@ -85,6 +92,45 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+@contextmanager
+def _stop_on_signals():
+    """SIGTERM (Slurm, systemd, timeout(1)) or a first Ctrl-C ends the run early and the partial
+    report is still written; a second signal acts as usual."""
+    stop = threading.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def handler(signum, frame):
+        stop.set()
+        for s in signals:
+            signal.signal(s, previous[s])
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield stop
+    finally:
+        for s in signals:
+            signal.signal(s, previous[s])
+
+
+# Per node in flight: the TCP socket, paramiko's wake-up pipe pair for the channel, and headroom.
+FDS_PER_CONNECTION = 4
+FDS_RESERVED = 64                              # stdio, report files, libraries
+
+
+def _ensure_open_files(fanout: int) -> None:
+    """Running out of file descriptors would turn healthy nodes UNREACHABLE; raise the soft
+    limit if we may, else refuse the fan-out before anything runs."""
+    import resource
+    need = fanout * FDS_PER_CONNECTION + FDS_RESERVED
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise ConfigError(f"--fanout {fanout} needs about {need} open files, but the hard limit is {hard}",
+                          file="arguments", hint=f"lower --fanout to {max(1, (hard - FDS_RESERVED) // FDS_PER_CONNECTION)} "
+                                                 "or raise `ulimit -Hn`")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 def list_checks() -> str:

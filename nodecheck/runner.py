@@ -1,6 +1,7 @@
 """One run: plan probes per node, fan out, route outcomes to statuses, call judges, build the Report."""
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -31,20 +32,20 @@ def plan_probes(checks: Sequence[PlannedCheck]) -> tuple[Probe, ...]:
 
 def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fanout: int,
         deadline_s: float | None = None, inventory: str | None = None,
-        on_node_done: Callable[[str], None] | None = None) -> Report:
+        on_node_done: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> Report:
     started = datetime.now(timezone.utc)
     deadline_s = deadline_s or playbook.deadline_s
     probes = plan_probes(playbook.checks)
     out = run_probes(transport, {n: probes for n in nodes}, fanout=fanout,
-                     deadline=time.monotonic() + deadline_s, on_node_done=on_node_done)
+                     deadline=time.monotonic() + deadline_s, on_node_done=on_node_done, stop=stop)
     results = [r for node in nodes for check in playbook.checks
                for r in judge_node(check, node.name, out.captures)]
     return Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
                   playbook_path=playbook.path, playbook_sha256=playbook.sha256, inventory=inventory,
                   started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
-                  complete=not out.deadline_hit, nodes=tuple((n.name, n.address) for n in nodes),
+                  complete=not out.incomplete, nodes=tuple((n.name, n.address) for n in nodes),
                   results=tuple(results), captures=tuple(out.captures.values()),
-                  nodecheck_version=__version__)
+                  nodecheck_version=__version__, incomplete_reason=out.incomplete)
 
 
 def judge_node(check: PlannedCheck, node: str,

@@ -53,7 +53,7 @@ def test_json_round_trips():
 
 
 def test_table_folds_identical_outcomes_worst_first():
-    text = table.render(sample(), "reports/x")
+    text = table.render(sample())
     lines = text.splitlines()
     rows = [ln for ln in lines if ln.startswith("gpu")]
     assert rows[0].split()[:3] == ["gpu005", "fail", "ib.ports"]
@@ -61,7 +61,6 @@ def test_table_folds_identical_outcomes_worst_first():
     assert rows[2].split()[:3] == ["gpu[001-004]", "pass", "ib.ports"]
     assert "unhealthy nodes:" in text and "gpu006  unreachable  ib.ports: unreachable: connection refused by 10.0.0.6:22" in text
     assert "6 nodes: 4 pass, 1 unreachable, 1 fail. Status FAIL (exit 2)." in text
-    assert "report: reports/x" in text
 
 
 def test_the_same_failure_on_many_nodes_is_one_row_even_with_per_node_addresses():
@@ -75,7 +74,7 @@ def test_the_same_failure_on_many_nodes_is_one_row_even_with_per_node_addresses(
 
 
 def test_an_incomplete_report_says_so():
-    assert "INCOMPLETE: the run deadline (120 s)" in table.render(sample(complete=False))
+    assert "INCOMPLETE: the run deadline was reached (deadline 120 s)" in table.render(sample(complete=False))
 
 
 def test_store_writes_the_whole_report_atomically(tmp_path):
@@ -104,3 +103,21 @@ def test_a_failed_store_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         store(sample(), "s", tmp_path)
     assert os.listdir(tmp_path) == []
+
+
+def test_templating_replaces_whole_names_only():
+    """n1's "peer n10" and n2's "peer n20" are different failures, not one "peer <node>0"."""
+    results = (result("n1", Status.FAIL, "peer n10 down"), result("n2", Status.FAIL, "peer n20 down"))
+    r = Report("id", "p", "p", "", None, T0, T0, 1.0, True, (("n1", "10.0.0.1"), ("n2", "10.0.0.2")), results)
+    lines = table.render(r).splitlines()
+    assert "n1       fail      ib.ports  peer n10 down" in lines
+    assert "n2       fail      ib.ports  peer n20 down" in lines
+
+
+def test_a_killed_runs_old_temporary_is_cleaned_up_but_a_fresh_one_is_left(tmp_path):
+    old, fresh = tmp_path / ".tmp-old-run", tmp_path / ".tmp-running-now"
+    old.mkdir()
+    fresh.mkdir()
+    os.utime(old, (0, 0))
+    store(sample(), "s", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-running-now", "20261129T090000Z_default"]

@@ -1,4 +1,5 @@
 """Runner: remote outcomes become statuses, only completed output reaches a judge, never a false PASS."""
+import threading
 import time
 from pathlib import Path
 
@@ -147,3 +148,33 @@ def test_a_transport_bug_is_an_error_on_that_node_not_a_timeout_or_a_crash(book)
     [r] = report.results_for("node2")
     assert r.verdict.message == "nodecheck could not run ibstat: internal error: RuntimeError: bug in a transport"
     assert report.complete
+
+
+def test_connects_that_ignore_their_timeout_cannot_stretch_the_run_past_deadline_plus_grace(book, monkeypatch):
+    import nodecheck.transport.fanout as fanout
+    monkeypatch.setattr(fanout, "STRAGGLER_GRACE_S", 0.5)
+    p = ibstat_probe(book)
+
+    class Stuck(ReplayTransport):
+        def connect(self, node, timeout_s):      # ignores timeout_s, a little longer for each node
+            time.sleep(0.4 + 0.4 * int(node.name[4:]))
+            return super().connect(node, timeout_s)
+    answers = {(n.name, "ibstat"): exited(n.name, p, HEALTHY) for n in nodes(6)}
+    started = time.monotonic()
+    report = run(book, nodes(6), Stuck(answers), fanout=6, deadline_s=0.3)
+    assert time.monotonic() - started < 0.3 + 0.5 + 0.3
+    assert set(statuses(report).values()) <= {"timeout", "skipped"} and not report.complete
+    assert report.incomplete_reason == "the run deadline was reached"
+
+
+def test_a_stop_request_ends_the_run_early_with_a_partial_report(book):
+    p = ibstat_probe(book)
+    answers = {("node1", "ibstat"): exited("node1", p, HEALTHY), ("node2", "ibstat"): hang,
+               ("node3", "ibstat"): exited("node3", p, HEALTHY)}
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()        # what the SIGTERM handler does
+    started = time.monotonic()
+    report = run(book, nodes(3), ReplayTransport(answers), fanout=1, deadline_s=30, stop=stop)
+    assert time.monotonic() - started < 3
+    assert statuses(report) == {"node1": "pass", "node2": "timeout", "node3": "skipped"}
+    assert (report.complete, report.incomplete_reason) == (False, "stopped by a signal")

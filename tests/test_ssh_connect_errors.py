@@ -67,3 +67,14 @@ def test_a_closed_port_is_refused_and_every_probe_reports_it():
 def test_a_name_that_does_not_resolve():
     session = SshTransport().connect(Node("ghost", "no-such-host.invalid"), 5)
     assert session.detail.startswith("cannot resolve no-such-host.invalid")
+
+
+def test_a_slow_resolver_is_bounded_by_the_connect_timeout(monkeypatch):
+    def slow_getaddrinfo(*args, **kwargs):
+        time.sleep(5)
+        raise socket.gaierror("never")
+    monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
+    started = time.monotonic()
+    session = SshTransport(connect_timeout_s=0.5).connect(Node("n1", "slow.example"), 30)
+    assert time.monotonic() - started < 1.5
+    assert session.detail == "resolving slow.example took longer than the connect timeout (0.5 s)"

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 
 from nodecheck.model import SEVERITY, Capture, CheckResult, Status, worst
@@ -34,24 +35,38 @@ class Report:
     started: datetime
     finished: datetime
     deadline_s: float
-    complete: bool                             # False: the run deadline cut or skipped something
+    complete: bool                             # False: the deadline (or a signal) cut or skipped something
     nodes: tuple[tuple[str, str], ...]         # (name, address), inventory order
     results: tuple[CheckResult, ...]
     captures: tuple[Capture, ...] = ()
     nodecheck_version: str = ""
+    incomplete_reason: str = ""                # "the run deadline was reached", "stopped by a signal"
 
     def results_for(self, node: str) -> list[CheckResult]:
-        return [r for r in self.results if node in r.nodes]
+        return self._by_node.get(node, [])
 
     def node_status(self, node: str) -> Status:
         """A node with no result is ERROR, never PASS (worst([]) is ERROR)."""
-        return worst(r.verdict.status for r in self.results_for(node))
+        return self._status.get(node, Status.ERROR)
+
+    @cached_property
+    def _by_node(self) -> dict[str, list[CheckResult]]:
+        """Results indexed once: reports of thousands of nodes must not be quadratic to render."""
+        index: dict[str, list[CheckResult]] = defaultdict(list)
+        for r in self.results:
+            for node in r.nodes:
+                index[node].append(r)
+        return dict(index)
+
+    @cached_property
+    def _status(self) -> dict[str, Status]:
+        return {node: worst(r.verdict.status for r in results) for node, results in self._by_node.items()}
 
     @property
     def node_names(self) -> list[str]:
         return [name for name, _ in self.nodes]
 
-    @property
+    @cached_property
     def status(self) -> Status:
         return worst(self.node_status(n) for n in self.node_names)
 

@@ -15,6 +15,7 @@ def to_dict(report: Report) -> dict:
         "status": report.status.value,
         "exit_code": report.exit_code,
         "complete": report.complete,
+        "incomplete_reason": report.incomplete_reason,
         "playbook": report.playbook,
         "playbook_path": report.playbook_path,
         "playbook_sha256": report.playbook_sha256,
@@ -76,7 +77,8 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
                   started=_parse_ts(d["started"]), finished=_parse_ts(d["finished"]),
                   deadline_s=d["deadline_s"], complete=d["complete"],
                   nodes=tuple((n["node"], n["address"]) for n in d["nodes"]), results=tuple(results),
-                  captures=caps, nodecheck_version=d.get("nodecheck_version", ""))
+                  captures=caps, nodecheck_version=d.get("nodecheck_version", ""),
+                  incomplete_reason=d.get("incomplete_reason", ""))
 
 
 def loads(text: str) -> Report:

@@ -1,6 +1,7 @@
 """The human report: identical outcomes grouped under folded node lists, worst first, then the gate."""
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from ClusterShell.NodeSet import NodeSet
@@ -13,12 +14,12 @@ REASON_MAX_CHARS = 300                         # one readable line per unhealthy
 DETAIL_WIDTH = 100                             # wrap long messages so the table fits a terminal
 
 
-def render(report: Report, report_dir: str | None = None) -> str:
+def render(report: Report) -> str:
     parts = [_header(report), _outcomes(report)]
     unhealthy = _unhealthy(report)
     if unhealthy:
         parts.append(unhealthy)
-    parts.append(_footer(report, report_dir))
+    parts.append(_footer(report))
     return "\n\n".join(parts) + "\n"
 
 
@@ -60,8 +61,11 @@ def _rows(node: str, address: str, check: str, results: list[CheckResult]) -> li
 
 
 def _template(message: str, node: str, address: str) -> str:
-    message = message.replace(address, "{address}") if address else message
-    return message.replace(node, "{node}")
+    """Whole-word replacement only: node "n1" must not turn "n10" or "mlx5_n1" into a template."""
+    for value, slot in ((address, "{address}"), (node, "{node}")):
+        if value:
+            message = re.sub(rf"(?<![\w.-]){re.escape(value)}(?![\w-]|\.\w)", slot, message)
+    return message
 
 
 def _fill(template: str, nodes: list[str], addresses: dict) -> str:
@@ -85,14 +89,13 @@ def _unhealthy(r: Report) -> str:
     return "unhealthy nodes:\n" + tabulate(lines, tablefmt="plain") if lines else ""
 
 
-def _footer(r: Report, report_dir: str | None) -> str:
+def _footer(r: Report) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in r.summary().items())
     lines = [f"{_nodes(len(r.nodes))}: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
     if not r.complete:
-        lines.append(f"INCOMPLETE: the run deadline ({r.deadline_s:g} s) cut or skipped probes; "
+        why = r.incomplete_reason or "the run deadline was reached"
+        lines.append(f"INCOMPLETE: {why} (deadline {r.deadline_s:g} s); probes were cut or skipped, "
                      "results shown are partial.")
-    if report_dir:
-        lines.append(f"report: {report_dir}")
     return "\n".join(lines)
 
 

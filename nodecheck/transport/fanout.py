@@ -1,7 +1,8 @@
 """Bounded fan-out: every node's probes over one session, at most `fanout` nodes at once, one deadline.
 
 Workers are daemon threads, not a ThreadPoolExecutor: an SSH library stuck past every timeout must
-not keep the process alive at exit, and the run must report at its deadline whatever has come back.
+not keep the process alive at exit, and the run must report at its deadline (or when it is told to
+stop) whatever has come back.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from nodecheck.transport import Transport
 
 DEFAULT_FANOUT = 64                            # as clush: enough for speed, gentle on sshd MaxStartups
 STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker
+STOP_GRACE_S = 1.0                             # after a stop request, how long running probes may finish
+POLL_S = 0.2                                   # how often the waiting thread looks at the stop request
 
 Captures = dict[tuple[str, str], Capture]      # (node, probe) -> Capture
 
@@ -23,24 +26,43 @@ Captures = dict[tuple[str, str], Capture]      # (node, probe) -> Capture
 @dataclass
 class FanoutResult:
     captures: Captures
-    deadline_hit: bool                         # some probe was skipped or cut short by the run deadline
+    incomplete: str                            # why probes were skipped or cut short; "" if none were
+
+
+class _Run:
+    """The shared state of one fan-out: results, the deadline and the stop request."""
+
+    def __init__(self, work: Mapping[Node, Sequence[Probe]], deadline: float, stop: threading.Event) -> None:
+        self.work, self.deadline, self.stop = work, deadline, stop
+        self.captures: Captures = {}
+        self.started: set[str] = set()         # nodes a worker has taken up
+        self.lock = threading.Lock()
+        self.incomplete = ""
+
+    def record(self, capture: Capture, cut_short: bool = False) -> None:
+        with self.lock:
+            self.captures.setdefault((capture.node, capture.probe), capture)
+            if cut_short and not self.incomplete:
+                self.incomplete = self.why_cut()
+
+    def why_cut(self) -> str:
+        return "stopped by a signal" if self.stop.is_set() else "the run deadline was reached"
+
+    def left(self) -> float:
+        """Seconds a probe may still take: none once the deadline passed or a stop was asked."""
+        return 0.0 if self.stop.is_set() else self.deadline - time.monotonic()
 
 
 def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fanout: int,
-               deadline: float, on_node_done: Callable[[str], None] | None = None) -> FanoutResult:
-    """Run each node's probes in order over one session; `deadline` is a time.monotonic() value."""
+               deadline: float, on_node_done: Callable[[str], None] | None = None,
+               stop: threading.Event | None = None) -> FanoutResult:
+    """Run each node's probes in order over one session; `deadline` is a time.monotonic() value.
+    Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back."""
+    run = _Run(work, deadline, stop or threading.Event())
     todo: queue.Queue = queue.Queue()
     for node in work:
         todo.put(node)
-    captures: Captures = {}
-    lock = threading.Lock()
     finished = threading.Semaphore(0)
-    state = {"deadline_hit": False}
-
-    def record(capture: Capture, cut_by_deadline: bool) -> None:
-        with lock:
-            captures[(capture.node, capture.probe)] = capture
-            state["deadline_hit"] |= cut_by_deadline
 
     def worker() -> None:
         while True:
@@ -48,12 +70,13 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
                 node = todo.get_nowait()
             except queue.Empty:
                 return
+            with run.lock:
+                run.started.add(node.name)
             try:
-                _run_node(transport, node, work[node], deadline, record)
+                _run_node(transport, node, run)
             except Exception as e:             # a bug here must not pass for a deadline or vanish
-                with lock:
-                    for probe in work[node]:
-                        captures.setdefault((node.name, probe.name), _failed(node, probe, e))
+                for probe in work[node]:
+                    run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
             finally:
                 finished.release()
                 if on_node_done:
@@ -61,56 +84,65 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
 
     for _ in range(max(1, min(fanout, len(work)))):
         threading.Thread(target=worker, daemon=True, name="nodecheck-fanout").start()
-    for _ in work:
-        if not finished.acquire(timeout=max(0.0, deadline - time.monotonic()) + STRAGGLER_GRACE_S):
-            break
-    with lock:                                 # anything still missing is reported, never dropped
+    _wait(run, finished, len(work))
+    with run.lock:                             # anything still missing is reported, never dropped
         for node, probes in work.items():
             for probe in probes:
-                if (node.name, probe.name) not in captures:
-                    captures[(node.name, probe.name)] = _deadline_capture(node, probe)
-                    state["deadline_hit"] = True
-        return FanoutResult(dict(captures), state["deadline_hit"])
+                if (node.name, probe.name) not in run.captures:
+                    run.captures[(node.name, probe.name)] = _unfinished(node, probe, run)
+                    run.incomplete = run.incomplete or run.why_cut()
+        return FanoutResult(dict(run.captures), run.incomplete)
 
 
-def _run_node(transport: Transport, node: Node, probes: Sequence[Probe], deadline: float,
-              record: Callable[[Capture, bool], None]) -> None:
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
+def _wait(run: _Run, finished: threading.Semaphore, count: int) -> None:
+    """Until every node is done, or the deadline plus one grace, or a stop plus a short grace."""
+    give_up = run.deadline + STRAGGLER_GRACE_S     # one grace for the whole run, not one per node
+    for _ in range(count):
+        while not finished.acquire(timeout=POLL_S):
+            now = time.monotonic()
+            if now >= give_up:
+                return
+            if run.stop.is_set():
+                give_up = min(give_up, now + STOP_GRACE_S)
+
+
+def _run_node(transport: Transport, node: Node, run: _Run) -> None:
+    probes = run.work[node]
+    if run.left() <= 0:
         for probe in probes:
-            record(_skipped(node, probe), True)
+            run.record(_skipped(node, probe, run), cut_short=True)
         return
-    session = transport.connect(node, remaining)
+    session = transport.connect(node, run.left())
     try:
         for probe in probes:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                record(_skipped(node, probe), True)
+            left = run.left()
+            if left <= 0:
+                run.record(_skipped(node, probe, run), cut_short=True)
                 continue
-            budget = min(probe.timeout_s, remaining)
+            budget = min(probe.timeout_s, left)
             capture = session.run(probe, budget)
             cut = capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s
             if cut:
                 capture = _with_detail(capture, f"stopped at the run deadline after {budget:.1f} s "
                                                 f"(probe timeout {probe.timeout_s:g} s)")
-            record(capture, cut)
+            run.record(capture, cut_short=cut)
     finally:
         session.close()
 
 
-def _skipped(node: Node, probe: Probe) -> Capture:
-    return Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
-                   "not started: the run deadline had passed")
+def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:
+    if node.name not in run.started:           # still queued behind other nodes: never began
+        return _skipped(node, probe, run)
+    return _capture(node, probe, Outcome.TIMEOUT,
+                    f"still running when {run.why_cut()} (connection or command did not return)")
 
 
-def _failed(node: Node, probe: Probe, e: Exception) -> Capture:
-    return Capture(node.name, probe.name, probe.argv, Outcome.FAILED, None, "", "", 0.0,
-                   f"internal error: {type(e).__name__}: {e}")
+def _skipped(node: Node, probe: Probe, run: _Run) -> Capture:
+    return _capture(node, probe, Outcome.SKIPPED, f"not started: {run.why_cut()}")
 
 
-def _deadline_capture(node: Node, probe: Probe) -> Capture:
-    return Capture(node.name, probe.name, probe.argv, Outcome.TIMEOUT, None, "", "", 0.0,
-                   "still running at the run deadline (connection or command did not return)")
+def _capture(node: Node, probe: Probe, outcome: Outcome, detail: str) -> Capture:
+    return Capture(node.name, probe.name, probe.argv, outcome, None, "", "", 0.0, detail)
 
 
 def _with_detail(c: Capture, detail: str) -> Capture:

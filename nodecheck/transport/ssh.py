@@ -9,8 +9,10 @@ is honoured when the inventory names one; its StrictHostKeyChecking is not: stri
 from __future__ import annotations
 
 import getpass
+import ipaddress
 import logging
 import os
+import re
 import select
 import socket
 import threading
@@ -21,6 +23,8 @@ import paramiko
 
 from nodecheck.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import FailedSession, remote_command
+from nodecheck.transport.known_hosts import KnownHosts, node_names
+from nodecheck.transport.known_hosts import Verdict as KeyVerdict
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # a runaway tool must not exhaust the client's memory
@@ -42,7 +46,54 @@ class HandshakeTimeout(Exception):
     pass
 
 
-def _server_key(t: paramiko.Transport, timeout_s: float) -> paramiko.PKey:
+def _left(end: float) -> float:
+    """Seconds left before `end`; none left is a timeout, whichever stage we are at."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("connect timeout")
+    return left
+
+
+def _tcp_connect(host: str, port: int, end: float) -> socket.socket:
+    """socket.create_connection, but name resolution is bounded too: getaddrinfo has no timeout
+    and a slow resolver would otherwise hold a fan-out worker far past the connect timeout."""
+    last: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in _resolve(host, port, end):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(_left(end))
+            sock.connect(address)
+            return sock
+        except OSError as e:
+            sock.close()
+            last = e
+    raise last
+
+
+def _resolve(host: str, port: int, end: float) -> list:
+    try:
+        ipaddress.ip_address(host)             # a literal address needs no resolver
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except ValueError:
+        pass
+    answer: dict = {}
+
+    def lookup() -> None:
+        try:
+            answer["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            answer["error"] = e
+    worker = threading.Thread(target=lookup, daemon=True, name="nodecheck-resolve")
+    worker.start()
+    worker.join(_left(end))
+    if "error" in answer:
+        raise answer["error"]
+    if "infos" not in answer:
+        raise socket.timeout(f"resolving {host} took longer than the connect timeout")
+    return answer["infos"]
+
+
+def _server_key(t: paramiko.Transport) -> paramiko.PKey:
     """start_client(timeout=…) returns silently when the timeout expires; a session without a
     server key is a handshake that never finished."""
     try:
@@ -59,16 +110,20 @@ class SshTransport:
         self.accept_new = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self._lock = threading.Lock()
-        self._known: dict[str, paramiko.HostKeys] = {}
+        self._known: dict[str, KnownHosts] = {}
         self._keys: dict[str, paramiko.PKey] = {}
         self._configs: dict[str, paramiko.SSHConfig] = {}
+        self._agent: paramiko.Agent | bool | None = None       # None: not asked yet
 
     def connect(self, node: Node, timeout_s: float) -> "SshSession | FailedSession":
+        """One bound for everything a connection takes: name resolution, every ProxyJump hop,
+        TCP, banner, key exchange and authentication share the same end time."""
         timeout_s = min(timeout_s, self.connect_timeout_s)
+        end = time.monotonic() + timeout_s
         target = {"node": node, "host": node.address, "port": node.port, "user": node.user}
         try:
             target = self._target(node)
-            transport, hops = self._open(target, timeout_s)
+            transport, hops = self._open(target, end)
         except Exception as e:                 # every connect problem is an outcome, not a crash
             return FailedSession(node, describe_connect_error(e, target, timeout_s))
         return SshSession(node, transport, hops)
@@ -97,19 +152,20 @@ class SshTransport:
             return self._configs[path]
 
     # -- connection -----------------------------------------------------------------------------
-    def _open(self, target: dict, timeout_s: float, depth: int = 0) -> tuple[paramiko.Transport, list]:
+    def _open(self, target: dict, end: float, depth: int = 0) -> tuple[paramiko.Transport, list]:
         hops: list = []                        # jump-host transports this connection rides on
-        sock = self._socket(target, timeout_s, hops, depth)
+        sock = self._socket(target, end, hops, depth)
         t = paramiko.Transport(sock)
         try:
-            t.banner_timeout = t.handshake_timeout = t.auth_timeout = timeout_s
+            t.banner_timeout = t.handshake_timeout = t.auth_timeout = _left(end)
             known = self._known_hosts(target["known_hosts"])
-            names = host_key_names(target)
-            key_types = _known_key_types(known, names)
+            names = node_names(target["node"].name, target["host"], target["port"])
+            key_types = known.key_types_for(names)
             if key_types:                      # ask for the key type we can verify, as OpenSSH does
                 t.get_security_options().key_types = key_types
-            t.start_client(timeout=timeout_s)
-            self._verify_host_key(_server_key(t, timeout_s), known, names, target)
+            t.start_client(timeout=_left(end))
+            self._verify_host_key(_server_key(t), known, names, target)
+            t.auth_timeout = _left(end)
             self._authenticate(t, target)
         except BaseException:
             for h in [t, *reversed(hops)]:
@@ -117,58 +173,50 @@ class SshTransport:
             raise
         return t, hops
 
-    def _socket(self, target: dict, timeout_s: float, hops: list, depth: int):
+    def _socket(self, target: dict, end: float, hops: list, depth: int):
         if target["proxyjump"] and target["proxyjump"].lower() != "none":
             if depth >= MAX_JUMP_HOPS:
                 raise paramiko.SSHException(f"more than {MAX_JUMP_HOPS} ProxyJump hops (a loop?)")
             jump = self._target(_jump_node(target["proxyjump"].split(",")[0], target["node"]))
-            jt, jhops = self._open(jump, timeout_s, depth + 1)
+            jt, jhops = self._open(jump, end, depth + 1)
             hops.extend(jhops + [jt])
             return jt.open_channel("direct-tcpip", (target["host"], target["port"]), ("127.0.0.1", 0),
-                                   timeout=timeout_s)
+                                   timeout=_left(end))
         if target["proxycommand"] and target["proxycommand"].lower() != "none":
             return paramiko.ProxyCommand(target["proxycommand"])
-        return socket.create_connection((target["host"], target["port"]), timeout=timeout_s)
+        return _tcp_connect(target["host"], target["port"], end)
 
-    def _known_hosts(self, path: str) -> paramiko.HostKeys:
+    def _known_hosts(self, path: str) -> KnownHosts:
+        """One parsed store per known_hosts file (plus the system-wide one), shared by all nodes."""
         path = os.path.expanduser(path)
         with self._lock:
             if path not in self._known:
-                keys = paramiko.HostKeys()
-                for f in (GLOBAL_KNOWN_HOSTS, path):
-                    if os.path.exists(f):
-                        keys.load(f)
-                self._known[path] = keys
+                self._known[path] = KnownHosts([GLOBAL_KNOWN_HOSTS, path], writable=path)
             return self._known[path]
 
-    def _verify_host_key(self, key: paramiko.PKey, known: paramiko.HostKeys, names: list[str],
+    def _verify_host_key(self, key: paramiko.PKey, known: KnownHosts, names: list[list[str]],
                          target: dict) -> None:
-        offered = f"{key.get_name()} {key.fingerprint}"
+        """Nothing runs on a node until this passes: a revoked or changed key never does; an
+        unknown one only with trust-on-first-use, which records it."""
+        result = known.check(names, key)
+        if result.verdict is KeyVerdict.MATCH:
+            return
+        if result.verdict is KeyVerdict.UNKNOWN and self.accept_new:
+            known.add([n for group in names for n in group], key)
+            return
+        hint = ("; add a verified key, or opt into trust-on-first-use with --accept-new-host-keys"
+                if result.verdict is KeyVerdict.UNKNOWN else "")
+        raise HostKeyRejected(result.detail + hint)
+
+    def warnings(self) -> list[str]:
+        """What the operator should know about the files read: unusable known_hosts lines, …"""
         with self._lock:
-            entries = [known.lookup(n) for n in names]
-            recorded = [e[key.get_name()] for e in entries if e and key.get_name() in e]
-            if any(k == key for k in recorded):
-                return
-            if recorded:
-                raise HostKeyRejected(
-                    f"host key MISMATCH for {names[0]}: offered {offered}, {target['known_hosts']} has "
-                    f"a different key (reinstalled node or man-in-the-middle); verify it, then update known_hosts")
-            if any(entries):
-                raise HostKeyRejected(
-                    f"host key type {key.get_name()} for {names[0]} not in {target['known_hosts']} "
-                    f"(it lists other types); verify and add it")
-            if not self.accept_new:
-                raise HostKeyRejected(
-                    f"host key for {names[0]} not in {target['known_hosts']} (offered {offered}); "
-                    f"add a verified key, or opt into trust-on-first-use with --accept-new-host-keys")
-            known.add(",".join(names), key.get_name(), key)
-            _append_known_host(target["known_hosts"], names, key)
+            return [w for store in self._known.values() for w in store.warnings]
 
     def _authenticate(self, t: paramiko.Transport, target: dict) -> None:
         tried: list[str] = []
         keys = [(p, self._private_key(p)) for p in target["identities"]]
-        if os.environ.get("SSH_AUTH_SOCK"):
-            keys += [("ssh-agent", k) for k in paramiko.Agent().get_keys()]
+        keys += [("ssh-agent", k) for k in self._agent_keys()]
         for label, key in keys:
             try:
                 t.auth_publickey(target["user"], key)
@@ -178,6 +226,13 @@ class SshTransport:
         raise paramiko.AuthenticationException(
             f"authentication failed for {target['user']}@{target['host']} "
             f"(tried {', '.join(tried) or 'no keys: set identity_file'})")
+
+    def _agent_keys(self) -> tuple:
+        """The ssh-agent's keys, asked for once per run (not once per node)."""
+        with self._lock:
+            if self._agent is None:
+                self._agent = paramiko.Agent() if os.environ.get("SSH_AUTH_SOCK") else False
+            return self._agent.get_keys() if self._agent else ()
 
     def _private_key(self, path: str) -> paramiko.PKey:
         path = os.path.expanduser(path)
@@ -206,12 +261,12 @@ class SshSession:
         try:
             chan = self.t.open_session(timeout=timeout_s)
         except Exception as e:                 # the connection died between probes
-            return self._capture(probe, Outcome.UNREACHABLE, None, b"", b"", started,
+            return self._capture(probe, Outcome.UNREACHABLE, None, _Capped(), _Capped(), started,
                                  f"connection lost before {probe.name}: {e or type(e).__name__}")
         try:
             return self._exec(chan, probe, timeout_s, started)
         except (OSError, EOFError, paramiko.SSHException) as e:
-            return self._capture(probe, Outcome.UNREACHABLE, None, b"", b"", started,
+            return self._capture(probe, Outcome.UNREACHABLE, None, _Capped(), _Capped(), started,
                                  f"connection lost during {probe.name}: {e or type(e).__name__}")
         finally:
             chan.close()
@@ -223,56 +278,60 @@ class SshSession:
         if probe.stdin:
             chan.sendall(probe.stdin.encode())
         chan.shutdown_write()
-        out, err = bytearray(), bytearray()
+        out, err = _Capped(), _Capped()
         while True:
             while chan.recv_ready():
-                _append(out, chan.recv(65536))
+                out.add(chan.recv(65536))
             while chan.recv_stderr_ready():
-                _append(err, chan.recv_stderr(65536))
+                err.add(chan.recv_stderr(65536))
             if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
-                return self._capture(probe, Outcome.EXITED, chan.recv_exit_status(), out, err, started)
+                return self._finished(probe, chan.recv_exit_status(), out, err, started)
             remaining = end - time.monotonic()
             if remaining <= 0:
                 return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
                                      f"no answer within {timeout_s:g} s")
             select.select([chan], [], [], min(remaining, 0.25))
 
-    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: bytes, err: bytes,
+    def _finished(self, probe: Probe, code: int, out: "_Capped", err: "_Capped", started: float) -> Capture:
+        stderr = err.text()
+        if code == 127 and _wrapper_missing(stderr):
+            return self._capture(probe, Outcome.FAILED, code, out, err, started,
+                                 "the node lacks coreutils `env`/`timeout`, which bound every remote "
+                                 f"command: {stderr.strip()[:200]}")
+        return self._capture(probe, Outcome.EXITED, code, out, err, started)
+
+    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: "_Capped", err: "_Capped",
                  started: float, detail: str = "") -> Capture:
-        return Capture(self.node.name, probe.name, probe.argv, outcome, code,
-                       out.decode(errors="replace"), err.decode(errors="replace"),
-                       time.monotonic() - started, detail)
+        cut = [f"{name} cut at {MAX_CAPTURE_BYTES >> 20} MiB ({b.dropped} bytes dropped)"
+               for name, b in (("stdout", out), ("stderr", err)) if b.dropped]
+        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
+                       time.monotonic() - started, "; ".join([d for d in (detail, *cut) if d]))
 
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:
             t.close()
 
 
-def _append(buf: bytearray, data: bytes) -> None:
-    room = MAX_CAPTURE_BYTES - len(buf)
-    if room > 0:
-        buf.extend(data[:room])
+class _Capped:
+    """An output buffer that keeps the first MAX_CAPTURE_BYTES and counts what it dropped."""
+
+    def __init__(self) -> None:
+        self.buf, self.dropped = bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        room = max(0, MAX_CAPTURE_BYTES - len(self.buf))
+        self.buf.extend(data[:room])
+        self.dropped += max(0, len(data) - room)
+
+    def text(self) -> str:
+        return self.buf.decode(errors="replace")
 
 
-def host_key_names(target: dict) -> list[str]:
-    """known_hosts names that may vouch for this node: its name and its address, OpenSSH-style."""
-    hosts = dict.fromkeys([target["node"].name, target["host"]])
-    port = target["port"]
-    return [h if port == 22 else f"[{h}]:{port}" for h in hosts]
-
-
-def _known_key_types(known: paramiko.HostKeys, names: list[str]) -> list[str]:
-    supported = paramiko.Transport._preferred_keys
-    types = {t for n in names for t in (known.lookup(n) or {})}
-    return [t for t in supported if t in types]
-
-
-def _append_known_host(path: str, names: list[str], key: paramiko.PKey) -> None:
-    path = os.path.expanduser(path)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a") as f:
-        f.write(f"{','.join(names)} {key.get_name()} {key.get_base64()}\n")
+def _wrapper_missing(stderr: str) -> bool:
+    """Exit 127 from `env`/`timeout` themselves, not from the tool they were asked to run
+    (coreutils timeout says "failed to run command 'ibstat'" when the tool is missing)."""
+    return "failed to run command" not in stderr and re.search(r"\b(env|timeout)\b", stderr) is not None
 
 
 def _jump_node(spec: str, via: Node) -> Node:
@@ -294,6 +353,8 @@ def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> 
         return f"host key MISMATCH for {target['node'].name}: {e}"
     if isinstance(e, paramiko.SSHException) and "protocol banner" in str(e):
         return f"{where} closed the connection before its SSH banner (sshd MaxStartups or a TCP wrapper?)"
+    if isinstance(e, (socket.timeout, TimeoutError)) and str(e).startswith("resolving"):
+        return f"{e} ({timeout_s:g} s)"
     if isinstance(e, (socket.timeout, TimeoutError)):
         return f"connect timeout after {timeout_s:g} s to {where}"
     if isinstance(e, ConnectionRefusedError):

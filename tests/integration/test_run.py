@@ -133,7 +133,7 @@ def test_unknown_host_keys_are_refused_unless_trust_on_first_use(cluster, tmp_pa
     inventory.write_text(cluster.inventory_path.read_text().replace(str(cluster.known_hosts), str(known)))
     code, doc, _ = run_json(cluster, tmp_path, inventory=inventory)
     assert by_node(doc)["node1"]["status"] == "unreachable" and code == 3
-    assert "not in" in by_node(doc)["node1"]["results"][0]["message"]
+    assert "no known_hosts entry for node1 or 127.0.1.1" in by_node(doc)["node1"]["results"][0]["message"]
     code, doc, _ = run_json(cluster, tmp_path, "--accept-new-host-keys", inventory=inventory)
     assert (code, doc["status"]) == (0, "pass")
     assert any(ln.startswith("node1,127.0.1.1 ssh-ed25519 ") for ln in known.read_text().splitlines())
@@ -186,19 +186,52 @@ def test_auth_failure_and_a_silent_server_are_unreachable_with_the_reason(cluste
     silent = socket.create_server(("127.0.1.100", 0))           # listens, never sends a banner
     port = silent.getsockname()[1]
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        cluster.inventory_path.read_text()
-        + f"  node1x: {{address: 127.0.1.1, identity_file: {stranger}}}\n"
-        + f"  mute: {{address: 127.0.1.100, port: {port}}}\n")
+    inventory.write_text(f"defaults: {{user: root, known_hosts: {cluster.known_hosts}}}\nnodes:\n"
+                         f"  node1x: {{address: 127.0.1.1, identity_file: {stranger}}}\n"
+                         f"  mute: {{address: 127.0.1.100, port: {port}, identity_file: {stranger}}}\n")
     try:
-        code, doc, wall = run_json(cluster, tmp_path, "--nodes", "node1,node1x,mute",
-                                   "--connect-timeout", "2", inventory=inventory)
+        code, doc, wall = run_json(cluster, tmp_path, "--connect-timeout", "2", inventory=inventory)
     finally:
         silent.close()
     nodes = by_node(doc)
-    assert [nodes[n]["status"] for n in ("node1", "node1x", "mute")] == ["pass", "unreachable", "unreachable"]
+    assert [nodes[n]["status"] for n in ("node1x", "mute")] == ["unreachable", "unreachable"]
     assert nodes["node1x"]["results"][0]["message"].startswith(
         f"unreachable: authentication failed for root@127.0.1.1 (tried {stranger})")
     assert nodes["mute"]["results"][0]["message"].startswith(
         f"unreachable: 127.0.1.100:{port}: no SSH handshake within 2 s")
     assert wall < 2 + 6 and code == 3                          # the 2 s connect timeout bounds it
+
+
+def test_sigterm_ends_the_run_early_and_still_writes_a_partial_report(cluster, tmp_path):
+    """Slurm or systemd stopping nodecheck must not lose what it already knows."""
+    apply(cluster, {n: [Hang("ibstat")] if n in ("node2", "node3") else [Replay("ibstat", IBSTAT_HEALTHY)]
+                    for n in cluster.nodes})
+    proc = subprocess.Popen([sys.executable, "-m", "nodecheck", "run", str(cluster.inventory_path),
+                             "--format", "json", "--playbook", playbook(tmp_path, 60),
+                             "--output-dir", str(tmp_path / "reports")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)                                            # the healthy nodes have answered by now
+    started = time.monotonic()
+    proc.send_signal(15)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - started < 5
+    doc = json.loads(out)
+    assert (proc.returncode, doc["complete"], doc["incomplete_reason"]) == (3, False, "stopped by a signal")
+    statuses = {n: v["status"] for n, v in by_node(doc).items()}
+    assert statuses == {**{f"node{i}": "pass" for i in (1, 4, 5, 6, 7, 8)}, "node2": "timeout", "node3": "timeout"}
+    [report] = list((tmp_path / "reports").iterdir())
+    assert json.loads((report / "report.json").read_text())["incomplete_reason"] == "stopped by a signal"
+
+
+def test_trust_on_first_use_through_a_jump_host_records_each_host_once(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    known = tmp_path / "known_hosts"
+    config = tmp_path / "ssh_config"
+    config.write_text("Host node2 node3 node4 node5\n  ProxyJump node1\n\n"
+                      + cluster.ssh_config.read_text().replace(str(cluster.known_hosts), str(known)))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(f"defaults: {{ssh_config: {config}}}\nnodes:\n  node[2-5]:\n")
+    code, doc, _ = run_json(cluster, tmp_path, "--accept-new-host-keys", inventory=inventory)
+    assert (code, doc["status"]) == (0, "pass")
+    hosts = sorted(line.split()[0] for line in known.read_text().splitlines())
+    assert hosts == [f"node{i},127.0.1.{i}" for i in range(1, 6)]   # the jump host once, not 4 times
