@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 EXIT_CODES = """exit codes:
@@ -10,6 +11,13 @@ EXIT_CODES = """exit codes:
   2   at least one failure (a node was judged unfit)
   3   could not judge (error, timeout, unreachable or skipped) and no failure
   64  bad input: inventory, playbook or arguments (nothing was run)"""
+
+# Bounds on numeric arguments: a typo (1e10, inf) is bad input, not an OverflowError mid-run.
+# Kept here, not imported, because --help must not import pydantic; MAX_DEADLINE_S equals
+# nodecheck.playbook.MAX_DEADLINE_S (a test holds them together).
+MAX_DEADLINE_S = 86_400.0                      # a day: far beyond any pre-job check
+MAX_CONNECT_TIMEOUT_S = 600.0                  # an SSH handshake slower than 10 minutes is a dead node
+MAX_FANOUT = 4096                              # each node in flight holds a thread and an SSH connection
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,15 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
     run.add_argument("--playbook", default="default", help="shipped playbook name or a path (default: default)")
-    run.add_argument("--nodes", metavar="HOSTLIST", help="only these inventory nodes, e.g. 'gpu[001-004]'")
+    run.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST",
+                     help="only these inventory nodes, e.g. 'gpu[001-004]'")
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
-    run.add_argument("--fanout", type=_positive_int, default=64, help="nodes checked at once (default 64)")
-    run.add_argument("--deadline", type=_positive_float, metavar="SECONDS",
+    run.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=64, help="nodes checked at once (default 64)")
+    run.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
                      help="bound on the whole run; overrides the playbook's deadline_s")
-    run.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
-                     help="SSH connect + handshake + auth timeout per node (default 10)")
+    run.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
+                     metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
     run.add_argument("--accept-new-host-keys", action="store_true",
                      help="trust-on-first-use: accept and record unknown host keys (a changed key is "
                           "still refused). Default: strict known_hosts checking")
@@ -45,18 +54,43 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+def _positive_int(high: int):
+    """An argparse type: a whole number in 1..high."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high}, got {text}")
+        return value
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+def _positive_float(high: float):
+    """An argparse type: a finite number of seconds in (0, high]; inf and nan are typos, not 'forever'."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number of seconds, got {text}")
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"must be <= {high:g} seconds, got {text}")
+        return value
+    return parse
+
+
+def _hostlist(text: str) -> str:
+    """An argparse type: --nodes "" (an unset shell variable) must not mean every node."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name at least one node, got an empty hostlist")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

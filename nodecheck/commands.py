@@ -15,10 +15,11 @@ from nodecheck.model import Node
 def run_command(args: Namespace) -> int:
     from nodecheck import runner
     from nodecheck.inventory import load_inventory, select
-    from nodecheck.playbook import load_playbook
+    from nodecheck.playbook import load_playbook, split_selected
     from nodecheck.report import EXIT_UNKNOWN
     from nodecheck.report import json as report_json
     from nodecheck.report import table
+    from nodecheck.report.table import fold
     from nodecheck.report.store import store
 
     playbook = load_playbook(args.playbook)
@@ -33,7 +34,11 @@ def run_command(args: Namespace) -> int:
                               hint="nodecheck run hosts.yml")
         nodes = select(load_inventory(args.inventory), args.nodes)
         transport = _ssh_transport(args)
-    nodes = [n for n in nodes if playbook.selects(n)]
+    nodes, excluded = split_selected(playbook, nodes)
+    if args.nodes and excluded:                # asked for by name: leaving them out would hide them
+        raise ConfigError(f"{fold(n.name for n in excluded)} lack the labels {sorted(playbook.select_labels)} "
+                          f"that playbook {playbook.name} selects", file="--nodes",
+                          hint="drop them from --nodes, or use a playbook that selects them")
     if not nodes:
         raise ConfigError(f"no selected node has the labels {sorted(playbook.select_labels)} "
                           f"that playbook {playbook.name} selects", file=playbook.path)
@@ -41,7 +46,8 @@ def run_command(args: Namespace) -> int:
     with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
             _stop_on_signals() as stop:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                            inventory=args.inventory, on_node_done=tick, stop=stop)
+                            inventory=args.inventory, on_node_done=tick, stop=stop,
+                            excluded=[n.name for n in excluded])
     for warning in getattr(transport, "warnings", lambda: [])():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     summary, as_json = table.render(report), report_json.dumps(report)

@@ -1,10 +1,12 @@
 """hosts.yml → [Node]: hostlists expanded with ClusterShell, every error placed at file:line."""
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Optional
 
-from ClusterShell.NodeSet import NodeSet, NodeSetException
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.errors import ConfigError
@@ -13,12 +15,17 @@ from nodecheck.yamlsrc import Located, load_file, pydantic_error
 
 DEFAULT_SSH_PORT = 22
 
+# ClusterShell materialises every name of a hostlist, so a typo like gpu[1-100000000] costs
+# gigabytes and minutes before anything runs. The largest GPU clusters are tens of thousands of
+# nodes; a bigger hostlist (one entry, the whole inventory, or --nodes) is a mistake.
+MAX_NODES = 100_000
+
 
 class NodeSettings(BaseModel):
     """Keys allowed under `defaults:` and under each node entry."""
     model_config = ConfigDict(extra="forbid")
     user: Optional[str] = None
-    port: Optional[int] = Field(None, ge=1, le=65535)
+    port: Optional[int] = Field(None, ge=1, le=65535, strict=True)   # strict: `port: true` is not 1
     identity_file: Optional[str] = None
     known_hosts: Optional[str] = None
     ssh_config: Optional[str] = None
@@ -38,6 +45,9 @@ class InventoryFile(BaseModel):
 def load_inventory(path: str | Path) -> list[Node]:
     """Every node of the inventory, in hostlist order; raises ConfigError naming file:line."""
     src = load_file(path)
+    if src.data is None:
+        raise src.error((), "empty file: an inventory is a mapping with a 'nodes:' key",
+                        hint="see README, 'hosts.yml reference'")
     if not isinstance(src.data, dict):
         raise src.error((), "an inventory is a mapping with a 'nodes:' key",
                         hint="see README, 'hosts.yml reference'")
@@ -52,21 +62,47 @@ def load_inventory(path: str | Path) -> list[Node]:
         _check_files(src, ("nodes", pattern), entry or NodeEntry())
     nodes: list[Node] = []
     seen: dict[str, int | None] = {}
+    machines: dict[tuple, Node] = {}           # (address, port) -> the node that dials it
     for pattern, entry in inv.nodes.items():
+        line = src.line(("nodes", pattern))
+        size = size_bound(str(pattern))
+        if size <= MAX_NODES < len(nodes) + size:  # an entry too big alone is told so as it expands
+            raise src.error(("nodes", pattern), f"the inventory names more than {MAX_NODES:,} nodes",
+                            hint="check the hostlist ranges for a typo, or split the inventory")
         for node in _expand(src, pattern, entry or NodeEntry(), inv.defaults):
             if node.name in seen:
                 raise src.error(("nodes", pattern), f"duplicate node {node.name!r} "
                                 f"(already defined at line {seen[node.name]})",
                                 hint="each node may appear in one entry only")
-            seen[node.name] = src.line(("nodes", pattern))
+            _check_machine(src, pattern, node, machines, seen)
+            seen[node.name] = line
             nodes.append(node)
     return nodes
+
+
+def _check_machine(src: Located, pattern: str, node: Node, machines: dict, lines: dict) -> None:
+    """Two names for one (address, port) would check one machine twice and report it twice."""
+    key = (_canonical(node.address), node.port)
+    other = machines.setdefault(key, node)
+    if other is not node:
+        raise src.error(("nodes", pattern),
+                        f"node {node.name!r} dials {node.address}:{node.port}, as node {other.name!r} "
+                        f"(line {lines[other.name]}) does",
+                        hint="one machine, one entry: remove one of them or fix its address or port")
+
+
+def _canonical(address: str) -> str:
+    """fd00::1 and FD00:0::1 are one IP address; host names compare without case."""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return address.lower()
 
 
 def _expand(src: Located, pattern: str, entry: NodeEntry, defaults: NodeSettings) -> list[Node]:
     names = _hostlist(src, ("nodes", pattern), str(pattern), "node name")
     addresses = names
-    if entry.address:
+    if entry.address is not None:              # `address: ""` is an error, not "dial the name"
         addresses = _hostlist(src, ("nodes", pattern, "address"), entry.address, "address")
         if len(addresses) != len(names):
             raise src.error(("nodes", pattern, "address"),
@@ -97,14 +133,56 @@ def _check_files(src: Located, loc: tuple, settings: NodeSettings) -> None:
 def _hostlist(src: Located, loc: tuple, text: str, what: str) -> list[str]:
     if ":" in text and "[" not in text:        # an IPv6 literal is one address, not a hostlist
         return [text]
+    size = size_bound(text)
+    if size > MAX_NODES:
+        raise src.error(loc, f"{what} hostlist {text!r} names {size:,} nodes, more than {MAX_NODES:,}",
+                        hint="check the range for a typo, e.g. gpu[001-128]")
     try:
-        expanded = list(NodeSet(text))
+        expanded = list(_nodeset(text))
     except (NodeSetException, ValueError) as e:
         raise src.error(loc, f"bad hostlist {text!r} for {what}: {e}",
                         hint="use Slurm hostlist syntax, e.g. gpu[001-008,010]") from None
     if not expanded:
         raise src.error(loc, f"empty hostlist {text!r}", hint="name at least one node")
     return expanded
+
+
+def _nodeset(text: str) -> NodeSet:
+    """Slurm hostlist syntax only: without RESOLVER_NOGROUP, ClusterShell reads `@name` as a group
+    and resolves it by running the shell commands of the local groups.conf."""
+    return NodeSet(text, resolver=RESOLVER_NOGROUP)
+
+
+# a bracket group of a hostlist, and one of its ranges: "7", "001-128", "1-99/2"
+_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
+_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*(?:/\s*(\d+)\s*)?)?")
+_TERM_SEPARATORS = re.compile(r"[,!&^](?![^\[]*\])")     # outside brackets: union and set operators
+_HUGE = 10 ** 15                               # a bound for numbers too long to be a real range
+
+
+def size_bound(text: str) -> int:
+    """At most how many names a hostlist expands to, from its text, without expanding it.
+
+    A guard, not a parser: in each term the sizes of its bracket groups multiply, the terms add
+    up (an upper bound also for the ! & ^ operators), and anything else counts as one name,
+    left for ClusterShell to accept or reject."""
+    total = 0
+    for term in _TERM_SEPARATORS.split(text):
+        size = 1
+        for group in _BRACKETS.findall(term):
+            size *= sum(_range_size(item) for item in group.split(","))
+        total += size
+    return total
+
+
+def _range_size(item: str) -> int:
+    match = _RANGE.fullmatch(item)
+    if not match:
+        return 1
+    low, high, step = match.group(1), match.group(2) or match.group(1), match.group(3) or "1"
+    if max(len(low), len(high), len(step)) > 15:   # int() of thousands of digits is refused
+        return _HUGE
+    return abs(int(high) - int(low)) // max(int(step), 1) + 1
 
 
 def _path(base: Path, value: str | None) -> str | None:
@@ -119,12 +197,16 @@ def select(nodes: list[Node], hostlist: str | None, source: str = "--nodes") -> 
     """The inventory nodes named by a hostlist (e.g. --nodes 'gpu[001-004]'), in inventory order."""
     if not hostlist:
         return nodes
+    size = size_bound(hostlist)
+    if size > MAX_NODES:
+        raise ConfigError(f"hostlist {hostlist!r} names {size:,} nodes, more than {MAX_NODES:,}",
+                          file=source, hint="check the range for a typo, e.g. gpu[001-004]")
     try:
-        wanted = NodeSet(hostlist)
+        wanted = _nodeset(hostlist)
     except (NodeSetException, ValueError) as e:
         raise ConfigError(f"bad hostlist {hostlist!r}: {e}", file=source,
                           hint="use Slurm hostlist syntax, e.g. gpu[001-004]") from None
-    known = NodeSet.fromlist(n.name for n in nodes)
+    known = NodeSet.fromlist((n.name for n in nodes), resolver=RESOLVER_NOGROUP)
     missing = wanted - known
     if missing:
         raise ConfigError(f"{missing} not in the inventory", file=source,

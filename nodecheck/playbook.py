@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,15 @@ from nodecheck.registry import CheckSpec, all_checks
 from nodecheck.yamlsrc import Located, load_file, pydantic_error
 
 DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
-SHIPPED = Path(__file__).resolve().parent.parent / "playbooks"
+# Upper bounds, so a typo (1e10) or .inf is an error at load time, not an OverflowError when the
+# runner adds it to the clock: a day is far beyond any pre-job check or probe.
+MAX_DEADLINE_S = 86_400.0
+MAX_TIMEOUT_S = 86_400.0
+# Shipped playbooks: playbooks/ beside the package in a source checkout; installed, pyproject maps
+# them into the package as nodecheck/playbooks/.
+SHIPPED = next((p for p in (Path(__file__).resolve().parent / "playbooks",
+                            Path(__file__).resolve().parent.parent / "playbooks") if p.is_dir()),
+               Path(__file__).resolve().parent / "playbooks")
 
 
 class Select(BaseModel):
@@ -29,7 +36,9 @@ class PlaybookFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
     description: str = ""
-    deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0)
+    # strict: `deadline_s: true` is not 1 s; a YAML int (120) is still accepted for a float
+    deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False,
+                              strict=True)
     select: Select = Select()
     checks: dict[str, Optional[dict]]
 
@@ -37,7 +46,8 @@ class PlaybookFile(BaseModel):
 class CheckOptions(BaseModel):
     """Keys every check block accepts besides its own parameters."""
     model_config = ConfigDict(extra="allow")
-    timeout_s: Optional[float] = Field(None, gt=0)   # overrides each of the check's probe timeouts
+    timeout_s: Optional[float] = Field(None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
+                                       strict=True)  # overrides each of the check's probe timeouts
     enabled: bool = True
 
 
@@ -85,6 +95,9 @@ def resolve(name_or_path: str) -> Path:
 def load_playbook(name_or_path: str) -> Playbook:
     path = resolve(name_or_path)
     src = load_file(path)
+    if src.data is None:
+        raise src.error((), "empty file: a playbook is a mapping with a 'checks:' key",
+                        hint="see playbooks/default.yml")
     if not isinstance(src.data, dict):
         raise src.error((), "a playbook is a mapping with a 'checks:' key", hint="see playbooks/default.yml")
     try:
@@ -94,9 +107,18 @@ def load_playbook(name_or_path: str) -> Playbook:
     checks = tuple(c for c in (_plan_check(src, name, block) for name, block in book.checks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
-    return Playbook(name=path.stem, path=str(path), sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+    return Playbook(name=path.stem, path=str(path), sha256=src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
                     select_labels=frozenset(book.select.labels), checks=checks)
+
+
+def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], list[Node]]:
+    """(the nodes the playbook's `select:` labels take, the ones they leave out), each in order.
+
+    Lets the caller tell an operator that a node named with --nodes will not be checked."""
+    selected = [n for n in nodes if playbook.selects(n)]
+    excluded = [n for n in nodes if not playbook.selects(n)]
+    return selected, excluded
 
 
 def _plan_check(src: Located, name: str, block: Optional[dict]) -> PlannedCheck | None:

@@ -32,7 +32,9 @@ def plan_probes(checks: Sequence[PlannedCheck]) -> tuple[Probe, ...]:
 
 def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fanout: int,
         deadline_s: float | None = None, inventory: str | None = None,
-        on_node_done: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> Report:
+        on_node_done: Callable[[str], None] | None = None, stop: threading.Event | None = None,
+        excluded: Sequence[str] = ()) -> Report:
+    """`excluded`: inventory nodes the playbook's select left out; the report names them."""
     started = datetime.now(timezone.utc)
     deadline_s = deadline_s or playbook.deadline_s
     probes = plan_probes(playbook.checks)
@@ -45,7 +47,8 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                   started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
                   complete=not out.incomplete, nodes=tuple((n.name, n.address) for n in nodes),
                   results=tuple(results), captures=tuple(out.captures.values()),
-                  nodecheck_version=__version__, incomplete_reason=out.incomplete)
+                  nodecheck_version=__version__, incomplete_reason=out.incomplete,
+                  excluded=tuple(excluded))
 
 
 def judge_node(check: PlannedCheck, node: str,

@@ -1,7 +1,9 @@
 """Load a YAML file keeping the line of every key, so config errors can name file:line."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import hashlib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,12 +15,17 @@ from nodecheck.errors import ConfigError
 
 Loc = tuple  # a path into the document: ("nodes", "gpu[001-008]", "address")
 
+# PyYAML's composer recurses once per nesting level, so a hostile depth ends in RecursionError;
+# inventories and playbooks are at most 5 levels deep, so this bound is far from any real file.
+MAX_DEPTH = 50
+
 
 @dataclass(frozen=True)
 class Located:
     data: Any
     file: str
     lines: dict                                # Loc -> 1-based line
+    sha256: str = ""                           # of the bytes parsed, so nobody has to read twice
 
     def line(self, loc: Loc) -> int | None:
         """The line of the deepest known prefix of loc (a missing key points at its parent)."""
@@ -32,52 +39,186 @@ class Located:
 
 
 def load_file(path: str | Path) -> Located:
+    """The file parsed; unreadable, binary or non-UTF-8 files are ConfigErrors like bad YAML."""
     path = Path(path)
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a file", file=str(path),
+                          hint="give the path of the YAML file itself") from None
     except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror}", file=str(path),
+        raise ConfigError(f"cannot read: {e.strerror or e}", file=str(path),
                           hint="check the path and its permissions") from None
-    return load_text(text, str(path))
+    try:
+        text = raw.decode("utf-8")             # explicit: the locale's encoding is not the file's
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=str(path),
+                          line=raw.count(b"\n", 0, e.start) + 1,
+                          hint="is this the right file? save it as plain UTF-8 text") from None
+    return dataclasses.replace(load_text(text, str(path)), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def load_text(text: str, file: str) -> Located:
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = _Loader(text)                 # the reader rejects control characters right here
         node = loader.get_single_node()
-        lines: dict = {}
-        data = _walk(loader, node, (), lines, file) if node is not None else None
+        walker = _Walker(loader, file)
+        data = walker.walk(node, ()) if node is not None else None
+    except _TooDeep as e:
+        raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                          line=e.problem_mark.line + 1,
+                          hint="inventories and playbooks are a few levels deep; check the brackets") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise ConfigError(f"malformed YAML: {e.problem or e.context}",
                           file=file, line=mark.line + 1 if mark else None,
                           hint="check indentation, colons and quoting on that line") from None
+    except yaml.reader.ReaderError as e:
+        raise ConfigError(f"character #x{e.character:04x} is not allowed in YAML",
+                          file=file, line=text.count("\n", 0, e.position) + 1,
+                          hint="is this a binary file? write control characters as escapes "
+                               "in a double-quoted string") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"malformed YAML: {e}", file=file) from None
+    except RecursionError:                     # a backstop: depth and alias cycles are caught above
+        raise ConfigError("nested too deeply or a recursive alias", file=file,
+                          hint="an alias (*name) cannot refer to a value that encloses it") from None
     finally:
-        loader.dispose()
-    return Located(data, file, lines)
+        if loader is not None:
+            loader.dispose()
+    return Located(data, file, walker.lines)
 
 
-def _walk(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, lines: dict, file: str) -> Any:
-    lines.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)           # resolves YAML merge keys (<<)
+class _TooDeep(yaml.MarkedYAMLError):
+    """Raised by _Loader at MAX_DEPTH; a MarkedYAMLError so it carries the line."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses to compose nodes more than MAX_DEPTH levels deep."""
+    depth = 0
+
+    def compose_node(self, parent, index):
+        if self.depth >= MAX_DEPTH:
+            raise _TooDeep(problem="too deep", problem_mark=self.peek_event().start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+MERGE_TAG = "tag:yaml.org,2002:merge"          # a plain `<<` key
+VALUE_TAG = "tag:yaml.org,2002:value"          # a plain `=` key: PyYAML treats it as the string "="
+_KINDS = {type(None): "null", bool: "a boolean", int: "a number", float: "a number"}
+
+
+class _Walker:
+    """Node graph → plain data, recording the line of every key.
+
+    Each node becomes one value however many aliases name it, so a document of nested aliases
+    (a "billion laughs") costs what it is written in, not what it expands to, and an alias inside
+    its own anchor is a ConfigError, not an endless recursion."""
+
+    def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
+        self.loader, self.file, self.lines = loader, file, {}
+        self.values: dict[int, Any] = {}       # id(node) -> its value, for the next alias of it
+        self.pairs: dict[int, list] = {}       # id(mapping node) -> its pairs, merges resolved
+        self.walking: set[int] = set()         # nodes entered and not left: meeting one is a cycle
+        self.merging: set[int] = set()
+
+    def walk(self, node: yaml.Node, loc: Loc) -> Any:
+        self.lines.setdefault(loc, node.start_mark.line + 1)
+        if id(node) not in self.values:
+            self._enter(node, self.walking)
+            if isinstance(node, yaml.MappingNode):
+                value: Any = self._mapping(node, loc)
+            elif isinstance(node, yaml.SequenceNode):
+                value = [self.walk(item, loc + (i,)) for i, item in enumerate(node.value)]
+            else:
+                value = self._scalar(node)
+            self.walking.discard(id(node))
+            self.values[id(node)] = value
+        return self.values[id(node)]
+
+    def _enter(self, node: yaml.Node, entered: set) -> None:
+        if id(node) in entered:
+            raise ConfigError("recursive alias: a value contains an alias of itself", file=self.file,
+                              line=node.start_mark.line + 1,
+                              hint="an alias (*name) cannot refer to a value that encloses it")
+        entered.add(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
         out: dict = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)) or isinstance(key, bool):
-                key = str(key)
-            if key in out:
-                raise ConfigError(f"duplicate key {key!r} (first at line {lines[loc + (key,)]})",
-                                  file=file, line=key_node.start_mark.line + 1,
-                                  hint="each key may appear once; merge the two entries")
-            lines[loc + (key,)] = key_node.start_mark.line + 1
-            out[key] = _walk(loader, value_node, loc + (key,), lines, file)
+        for key, key_node, value_node in self._pairs(node):
+            self.lines[loc + (key,)] = key_node.start_mark.line + 1
+            out[key] = self.walk(value_node, loc + (key,))
         return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(loader, item, loc + (i,), lines, file) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+
+    def _pairs(self, node: yaml.MappingNode) -> list:
+        """(key, key node, value node) of a mapping: the pairs its merge keys (<<) bring in, each
+        key once, then its own, which override them. Done here rather than by PyYAML's
+        flatten_mapping, which copies merged pairs (repeated merges grow exponentially), edits the
+        nodes, and leaves an overridden key looking like a duplicate."""
+        if id(node) in self.pairs:
+            return self.pairs[id(node)]
+        self._enter(node, self.merging)
+        merged: dict = {}
+        own: dict = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE_TAG:
+                for source in self._merge_sources(value_node):
+                    for pair in self._pairs(source):
+                        merged.setdefault(pair[0], pair)   # in `<<: [*a, *b]` a's keys win
+                continue
+            key = self._key(key_node)
+            if key in own:
+                raise ConfigError(f"duplicate key {key!r} (first at line {own[key][1].start_mark.line + 1})",
+                                  file=self.file, line=key_node.start_mark.line + 1,
+                                  hint="each key may appear once; merge the two entries")
+            own[key] = (key, key_node, value_node)
+        self.merging.discard(id(node))
+        pairs = [p for key, p in merged.items() if key not in own] + list(own.values())
+        self.pairs[id(node)] = pairs
+        return pairs
+
+    def _merge_sources(self, node: yaml.Node) -> list:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                raise ConfigError("a merge key (<<) takes a mapping or a list of mappings",
+                                  file=self.file, line=source.start_mark.line + 1,
+                                  hint="write <<: *name, where &name marks a mapping")
+        return sources
+
+    def _key(self, node: yaml.Node) -> str:
+        """A mapping key, which must be a string: YAML reads bare `123`, `yes`, `~` as a number,
+        a boolean, null, and turning those back into text would silently rename the key."""
+        line = node.start_mark.line + 1
+        if not isinstance(node, yaml.ScalarNode):
+            raise ConfigError(f"a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'} "
+                              "cannot be a key", file=self.file, line=line,
+                              hint="keys are names: quote it if it is one, or fix the indentation")
+        if node.tag == VALUE_TAG:
+            return node.value
+        key = self._scalar(node)
+        if isinstance(key, str):
+            return key
+        if not node.value:
+            raise ConfigError("empty key", file=self.file, line=line,
+                              hint="give the key a name; quote it if it is meant to be empty: \"\":")
+        kind = _KINDS.get(type(key), f"a {type(key).__name__}")
+        raise ConfigError(f"key {node.value!r} is read by YAML as {kind}, not a name",
+                          file=self.file, line=line, hint=f'quote it: "{node.value}":')
+
+    def _scalar(self, node: yaml.Node) -> Any:
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, KeyError, TypeError, OverflowError) as e:    # e.g. the date 2024-13-45
+            tag = node.tag.rsplit(":", 1)[-1]
+            why = "" if isinstance(e, KeyError) else f": {e}"            # a KeyError says only the key
+            raise ConfigError(f"cannot read {node.value!r} as a {tag}{why}", file=self.file,
+                              line=node.start_mark.line + 1, hint="quote it if it is text") from None
 
 
 def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",

@@ -49,6 +49,44 @@ def test_bad_input_exits_64_and_says_why(argv, fragment, capsys, tmp_path):
     assert not (tmp_path / "reports").exists()              # nothing was run, nothing was written
 
 
+@pytest.mark.parametrize("argv, fragment", [
+    (["--deadline", "inf"], "argument --deadline: must be a finite number of seconds, got inf"),
+    (["--deadline", "nan"], "must be a finite number"),
+    (["--deadline", "1e10"], "argument --deadline: must be <= 86400 seconds"),
+    (["--deadline", "soon"], "must be a number of seconds, got 'soon'"),
+    (["--connect-timeout", "nan"], "argument --connect-timeout: must be a finite number"),
+    (["--connect-timeout=-inf"], "must be a finite number"),
+    (["--connect-timeout", "601"], "argument --connect-timeout: must be <= 600 seconds"),
+    (["--fanout", "4097"], "argument --fanout: must be <= 4096"),
+    (["--fanout", "1e3"], "argument --fanout: must be a whole number, got '1e3'"),
+    (["--nodes", ""], "argument --nodes: must name at least one node"),
+])
+def test_bad_argument_values_exit_64_before_anything_is_read(argv, fragment, capsys, tmp_path):
+    assert exit_code(["run", "hosts.yml"] + argv + ["--output-dir", str(tmp_path / "reports")]) == 64
+    assert fragment in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_the_largest_accepted_values_parse():
+    from nodecheck.cli import build_parser
+    args = build_parser().parse_args(["run", "h.yml", "--deadline", "86400", "--connect-timeout", "600",
+                                      "--fanout", "4096"])
+    assert (args.deadline, args.connect_timeout, args.fanout) == (86400.0, 600.0, 4096)
+
+
+def test_the_cli_deadline_bound_is_the_playbook_one():
+    from nodecheck import cli, playbook
+    assert cli.MAX_DEADLINE_S == playbook.MAX_DEADLINE_S
+
+
+def test_a_huge_nodes_hostlist_is_refused_not_expanded(tmp_path, capsys):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("nodes:\n  gpu1: {}\n")
+    argv = ["run", str(inventory), "--nodes", "x[1-100000000]", "--output-dir", str(tmp_path / "reports")]
+    assert exit_code(argv) == 64
+    assert "--nodes: hostlist 'x[1-100000000]' names 100,000,000 nodes, more than 100,000" in capsys.readouterr().err
+
+
 def test_an_unknown_subcommand_exits_64(capsys):
     assert exit_code(["frobnicate"]) == 64
     assert "invalid choice" in capsys.readouterr().err

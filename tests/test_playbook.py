@@ -1,11 +1,13 @@
 """Playbooks: shipped ones load; parameters are validated at load time with file:line errors."""
+import hashlib
 import textwrap
 
 import pytest
 
 from nodecheck.errors import ConfigError
 from nodecheck.model import Node
-from nodecheck.playbook import SHIPPED, load_playbook, resolve
+from nodecheck.playbook import (MAX_DEADLINE_S, MAX_TIMEOUT_S, SHIPPED, load_playbook, resolve,
+                                split_selected)
 
 
 def write(tmp_path, text):
@@ -29,17 +31,18 @@ def test_default_playbook_runs_ib_ports_with_its_timeout():
 
 
 def test_timeout_and_params_apply(tmp_path):
-    book = load_playbook(str(write(tmp_path, """\
+    path = write(tmp_path, """\
         version: 1
         deadline_s: 30
         select: {labels: [gpu]}
         checks:
           ib.ports: {timeout_s: 2.5, expected_ports: 4, devices: [mlx5_0]}
-        """)))
+        """)
+    book = load_playbook(str(path))
     [check] = book.checks
     assert check.probes[0].timeout_s == 2.5
     assert (check.params.expected_ports, check.params.devices) == (4, ["mlx5_0"])
-    assert book.deadline_s == 30 and len(book.sha256) == 64
+    assert book.deadline_s == 30 and book.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert book.selects(Node("a", "a", labels=frozenset({"gpu", "h100"})))
     assert not book.selects(Node("b", "b"))
 
@@ -51,12 +54,26 @@ def test_timeout_and_params_apply(tmp_path):
     ("checks:\n  ib.ports:\n    link_layer: IB\n", 3, "link_layer", ""),
     ("checks:\n  ib.ports:\n    timeout_s: 0\n", 3, "timeout_s", ""),
     ("checks:\n  ib.ports:\n    expected_ports: -1\n", 3, "expected_ports", ""),
+    ("checks:\n  ib.ports:\n    min_rate_gbps: .inf\n", 3, "min_rate_gbps", ""),
     ("deadline_s: -5\nchecks:\n  ib.ports: {}\n", 1, "deadline_s", ""),
     ("version: 2\nchecks:\n  ib.ports: {}\n", 1, "version", ""),
     ("checks: {}\n", 1, "no enabled checks", "nodecheck checks"),
     ("checks:\n  ib.ports: {enabled: false}\n", 1, "no enabled checks", ""),
     ("chekcs:\n  ib.ports: {}\n", 1, "unknown key 'chekcs'", "did you mean 'checks'"),
     ("checks:\n  ib.ports: {\n", 3, "malformed YAML", ""),
+    # finite and bounded: .inf would overflow the runner's clock arithmetic
+    ("deadline_s: .inf\nchecks:\n  ib.ports: {}\n", 1, "deadline_s: Input should be a finite number", ""),
+    ("deadline_s: .nan\nchecks:\n  ib.ports: {}\n", 1, "finite number", ""),
+    (f"deadline_s: {MAX_DEADLINE_S + 1:g}\nchecks:\n  ib.ports: {{}}\n", 1, "less than or equal to 86400", ""),
+    ("checks:\n  ib.ports:\n    timeout_s: .inf\n", 3, "timeout_s: Input should be a finite number", ""),
+    (f"checks:\n  ib.ports:\n    timeout_s: {MAX_TIMEOUT_S + 1:g}\n", 3, "less than or equal to 86400", ""),
+    # a boolean is not a number
+    ("deadline_s: true\nchecks:\n  ib.ports: {}\n", 1, "deadline_s: Input should be a valid number, got True", ""),
+    ("checks:\n  ib.ports:\n    timeout_s: true\n", 3, "timeout_s: Input should be a valid number, got True", ""),
+    ("checks:\n  ib.ports:\n    expected_ports: true\n", 3, "expected_ports: Input should be a valid integer", ""),
+    # keys are names
+    ("checks:\n  ib.ports:\n    ~: 1\n", 3, "key '~' is read by YAML as null", "quote it"),
+    ("checks:\n  123: {}\n", 2, "key '123' is read by YAML as a number", "quote it"),
 ])
 def test_playbook_errors_name_file_line_and_fix(tmp_path, text, line, fragment, hint):
     path = write(tmp_path, text)
@@ -66,6 +83,42 @@ def test_playbook_errors_name_file_line_and_fix(tmp_path, text, line, fragment, 
     assert (err.file, err.line) == (str(path), line), str(err)
     assert fragment in err.message
     assert hint in err.hint
+
+
+def test_a_yaml_int_is_fine_for_a_float_field(tmp_path):
+    book = load_playbook(str(write(tmp_path, """\
+        deadline_s: 120
+        checks:
+          ib.ports: {timeout_s: 5, min_rate_gbps: 400}
+        """)))
+    assert book.deadline_s == 120.0 and book.checks[0].probes[0].timeout_s == 5.0
+    assert book.checks[0].params.min_rate_gbps == 400.0
+
+
+@pytest.mark.parametrize("text", ["", "# to do\n"])
+def test_an_empty_playbook_file_says_so(tmp_path, text):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_playbook(str(path))
+    assert (caught.value.file, caught.value.line) == (str(path), None)
+    assert caught.value.message.startswith("empty file")
+
+
+def test_a_directory_is_not_a_playbook(tmp_path):
+    folder = tmp_path / "site.yml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="is a directory, not a file"):
+        load_playbook(str(folder))
+
+
+def test_split_selected_keeps_order_and_returns_what_select_leaves_out(tmp_path):
+    book = load_playbook(str(write(tmp_path, "select: {labels: [gpu, ndr]}\nchecks:\n  ib.ports: {}\n")))
+    gpu = frozenset({"gpu", "ndr", "h100"})
+    nodes = [Node("a", "a", labels=gpu), Node("b", "b", labels=frozenset({"gpu"})), Node("c", "c"),
+             Node("d", "d", labels=gpu)]
+    selected, excluded = split_selected(book, nodes)
+    assert [n.name for n in selected] == ["a", "d"] and [n.name for n in excluded] == ["b", "c"]
+    assert split_selected(book, []) == ([], [])
 
 
 def test_an_unknown_playbook_name_suggests_a_shipped_one():

@@ -23,7 +23,7 @@ class IbPorts(BaseModel):
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
         "InfiniBand", description="which ports are judged: InfiniBand, Ethernet (RoCE) or any")
     min_rate_gbps: Optional[float] = Field(
-        None, gt=0, strict=True,
+        None, gt=0, strict=True, allow_inf_nan=False,
         description="fail a judged port whose rate is below this, in Gb/s (400 = NDR 4x, 200 = HDR 4x); "
                     "unset: the rate is reported, not judged")
     expected_ports: Optional[int] = Field(

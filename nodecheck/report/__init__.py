@@ -41,6 +41,7 @@ class Report:
     captures: tuple[Capture, ...] = ()
     nodecheck_version: str = ""
     incomplete_reason: str = ""                # "the run deadline was reached", "stopped by a signal"
+    excluded: tuple[str, ...] = ()             # inventory nodes the playbook's select left out
 
     def results_for(self, node: str) -> list[CheckResult]:
         return self._by_node.get(node, [])

@@ -25,6 +25,7 @@ def to_dict(report: Report) -> dict:
         "deadline_s": report.deadline_s,
         "nodecheck_version": report.nodecheck_version,
         "summary": report.summary(),
+        "excluded_nodes": list(report.excluded),
         "nodes": [{"node": name, "address": address, "status": report.node_status(name).value,
                    "healthy": report.node_status(name).healthy,
                    "results": [_result(r) for r in report.results_for(name)]}
@@ -78,7 +79,8 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
                   deadline_s=d["deadline_s"], complete=d["complete"],
                   nodes=tuple((n["node"], n["address"]) for n in d["nodes"]), results=tuple(results),
                   captures=caps, nodecheck_version=d.get("nodecheck_version", ""),
-                  incomplete_reason=d.get("incomplete_reason", ""))
+                  incomplete_reason=d.get("incomplete_reason", ""),
+                  excluded=tuple(d.get("excluded_nodes", ())))
 
 
 def loads(text: str) -> Report:

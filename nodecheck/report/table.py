@@ -92,6 +92,8 @@ def _unhealthy(r: Report) -> str:
 def _footer(r: Report) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in r.summary().items())
     lines = [f"{_nodes(len(r.nodes))}: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
+    if r.excluded:
+        lines.append(f"Not checked: {fold(r.excluded)} (not selected by playbook {r.playbook}).")
     if not r.complete:
         why = r.incomplete_reason or "the run deadline was reached"
         lines.append(f"INCOMPLETE: {why} (deadline {r.deadline_s:g} s); probes were cut or skipped, "

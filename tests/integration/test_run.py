@@ -235,3 +235,20 @@ def test_trust_on_first_use_through_a_jump_host_records_each_host_once(cluster, 
     assert (code, doc["status"]) == (0, "pass")
     hosts = sorted(line.split()[0] for line in known.read_text().splitlines())
     assert hosts == [f"node{i},127.0.1.{i}" for i in range(1, 6)]   # the jump host once, not 4 times
+
+
+def test_nodes_a_playbook_does_not_select_are_named_not_silently_dropped(cluster, tmp_path):
+    apply(cluster, "ib-healthy")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(cluster.inventory_path.read_text().replace(
+        "nodes:\n", "nodes:\n  node8: {address: 127.0.1.8, labels: [gppu]}\n", 1).replace("node[1-8]", "node[1-7]")
+        .replace("127.0.1.[1-8]", "127.0.1.[1-7]") + "    labels: [gpu]\n")
+    book = tmp_path / "gpu.yml"
+    book.write_text("select: {labels: [gpu]}\nchecks:\n  ib.ports: {timeout_s: 2}\n")
+    code, out, err, _ = nodecheck("run", str(inventory), "--playbook", str(book), "--format", "json",
+                                  "--output-dir", str(tmp_path / "reports"))
+    doc = json.loads(out)
+    assert (code, doc["excluded_nodes"], len(doc["nodes"])) == (0, ["node8"], 7)
+    code, out, err, _ = nodecheck("run", str(inventory), "--playbook", str(book), "--nodes", "node[7-8]",
+                                  "--output-dir", str(tmp_path / "reports"))
+    assert code == 64 and "node8 lack the labels ['gpu'] that playbook gpu selects" in err
