@@ -46,3 +46,11 @@ def test_local_timeout_kills_the_tool_and_its_children(tmp_path):
 def test_a_failed_session_reports_every_probe_unreachable_with_its_reason():
     c = FailedSession(NODE, "connection refused").run(Probe("p", ("x",), 1), 1)
     assert (c.outcome, c.detail, c.exit_code) == (Outcome.UNREACHABLE, "connection refused", None)
+
+
+def test_local_output_is_capped_and_the_cut_is_said(monkeypatch):
+    import nodecheck.transport.local as local
+    monkeypatch.setattr(local, "MAX_CAPTURE_BYTES", 10)
+    c = run_local(Probe("p", ("sh", "-c", "printf '%030d' 0"), 5))
+    assert (len(c.stdout), c.exit_code) == (10, 0)
+    assert c.detail.startswith("stdout cut at")

@@ -13,6 +13,7 @@ from nodecheck.model import Capture, Node, Outcome, Probe
 # A remote `timeout` outlives the client's own timeout by this much: the client decides, and the
 # remote one only makes sure a hung tool does not linger on the node after we hung up.
 REMOTE_KILL_GRACE_S = 5
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # per stream: a runaway tool must not exhaust the client
 
 
 class Session(Protocol):

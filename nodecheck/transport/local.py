@@ -7,6 +7,9 @@ import subprocess
 import time
 
 from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.transport import MAX_CAPTURE_BYTES
+
+KILL_WAIT_S = 2.0                              # after SIGKILL, how long to collect what was printed
 
 
 class LocalTransport:
@@ -34,15 +37,22 @@ class LocalSession:
             out, err = proc.communicate(probe.stdin, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            try:                               # a child that left the group may hold the pipes open
+                out, err = proc.communicate(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
             return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
                                  f"no answer within {timeout_s:g} s; killed")
         return self._capture(probe, Outcome.EXITED, proc.returncode, out, err, started)
 
     def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: str, err: str,
                  started: float, detail: str = "") -> Capture:
-        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out, err,
-                       time.monotonic() - started, detail)
+        # the same cap as over SSH, so a report never depends on which transport ran the probe
+        cut = [f"{name} cut at {MAX_CAPTURE_BYTES >> 20} MiB" for name, text in (("stdout", out), ("stderr", err))
+               if len(text) > MAX_CAPTURE_BYTES]
+        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out[:MAX_CAPTURE_BYTES],
+                       err[:MAX_CAPTURE_BYTES], time.monotonic() - started,
+                       "; ".join([d for d in (detail, *cut) if d]))
 
     def close(self) -> None:
         pass

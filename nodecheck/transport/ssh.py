@@ -22,12 +22,11 @@ from pathlib import Path
 import paramiko
 
 from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import FailedSession, remote_command
+from nodecheck.transport import MAX_CAPTURE_BYTES, FailedSession, remote_command
 from nodecheck.transport.known_hosts import KnownHosts, node_names
 from nodecheck.transport.known_hosts import Verdict as KeyVerdict
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
-MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # a runaway tool must not exhaust the client's memory
 GLOBAL_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 MAX_JUMP_HOPS = 4
 DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
