@@ -5,24 +5,37 @@ import signal
 import socket
 import sys
 import threading
-from contextlib import contextmanager
 from argparse import Namespace
+from contextlib import contextmanager
 
 from nodecheck.errors import ConfigError
 from nodecheck.model import Node
 
 
 def run_command(args: Namespace) -> int:
+    """`nodecheck run`: validate everything, run, then report; returns the exit code."""
     from nodecheck import runner
-    from nodecheck.inventory import load_inventory, select
-    from nodecheck.playbook import load_playbook, split_selected
-    from nodecheck.report import EXIT_UNKNOWN
-    from nodecheck.report import json as report_json
-    from nodecheck.report import table
-    from nodecheck.report.table import fold
-    from nodecheck.report.store import store
+    from nodecheck.playbook import load_playbook
 
     playbook = load_playbook(args.playbook)
+    nodes, excluded, transport = _targets(args, playbook)
+    _ensure_open_files(args.fanout)
+    with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
+            _stop_on_signals() as stop:
+        report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
+                            inventory=args.inventory, on_node_done=tick, stop=stop,
+                            excluded=[n.name for n in excluded])
+    for warning in getattr(transport, "warnings", lambda: [])():
+        print(f"nodecheck: warning: {warning}", file=sys.stderr)
+    return _publish(report, args)
+
+
+def _targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], object]:
+    """The nodes to run on, those the playbook leaves out, and the transport that reaches them."""
+    from nodecheck.inventory import load_inventory, select
+    from nodecheck.playbook import split_selected
+    from nodecheck.report.table import fold
+
     if args.local:
         if args.inventory or args.nodes:
             raise ConfigError("--local runs on this machine only: give no inventory and no --nodes",
@@ -32,8 +45,7 @@ def run_command(args: Namespace) -> int:
         if not args.inventory:
             raise ConfigError("an inventory (hosts.yml) is required unless --local", file="arguments",
                               hint="nodecheck run hosts.yml")
-        nodes = select(load_inventory(args.inventory), args.nodes)
-        transport = _ssh_transport(args)
+        nodes, transport = select(load_inventory(args.inventory), args.nodes), _ssh_transport(args)
     nodes, excluded = split_selected(playbook, nodes)
     if args.nodes and excluded:                # asked for by name: leaving them out would hide them
         raise ConfigError(f"{fold(n.name for n in excluded)} lack the labels {sorted(playbook.select_labels)} "
@@ -42,14 +54,16 @@ def run_command(args: Namespace) -> int:
     if not nodes:
         raise ConfigError(f"no selected node has the labels {sorted(playbook.select_labels)} "
                           f"that playbook {playbook.name} selects", file=playbook.path)
-    _ensure_open_files(args.fanout)
-    with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
-            _stop_on_signals() as stop:
-        report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                            inventory=args.inventory, on_node_done=tick, stop=stop,
-                            excluded=[n.name for n in excluded])
-    for warning in getattr(transport, "warnings", lambda: [])():
-        print(f"nodecheck: warning: {warning}", file=sys.stderr)
+    return nodes, excluded, transport
+
+
+def _publish(report, args: Namespace) -> int:
+    """Store the report, print it in the asked format; the exit code follows the report."""
+    from nodecheck.report import EXIT_UNKNOWN
+    from nodecheck.report import json as report_json
+    from nodecheck.report import table
+    from nodecheck.report.store import store
+
     summary, as_json = table.render(report), report_json.dumps(report)
     try:
         where = str(store(report, summary, args.output_dir, as_json))

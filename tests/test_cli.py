@@ -139,3 +139,13 @@ def test_checks_lists_every_check_with_its_parameters(capsys):
     assert out.startswith("ib.ports  (node)  Every judged HCA port is Active/LinkUp")
     for param in ("link_layer", "min_rate_gbps", "expected_ports", "devices", "timeout_s"):
         assert f"    {param} " in out
+
+
+def test_a_report_that_cannot_be_written_is_not_a_clean_bill_of_health(fake_ibstat, tmp_path, capsys):
+    fake_ibstat(f"cat '{HEALTHY}'")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    assert main(["run", "--local", "--playbook", "demo", "--output-dir", str(blocker / "reports")]) == 3
+    out = capsys.readouterr()
+    assert "could not write the report under" in out.err
+    assert "Status PASS (exit 0)" in out.out              # the verdicts themselves are still shown
