@@ -70,14 +70,16 @@ def _publish(report, args: Namespace) -> int:
     except OSError as e:
         print(f"nodecheck: error: could not write the report under {args.output_dir}: {e}", file=sys.stderr)
         where = None
+    # a report that could not be kept is not a clean bill of health
+    code = report.exit_code if where or report.exit_code else EXIT_UNKNOWN
     if args.format == "json":
         sys.stdout.write(as_json)
         if where:
             print(f"report: {where}", file=sys.stderr)
     else:
-        sys.stdout.write(summary + (f"report: {where}\n" if where else ""))
-    # a report that could not be kept is not a clean bill of health
-    return report.exit_code if where or report.exit_code else EXIT_UNKNOWN
+        sys.stdout.write(summary + (f"report: {where}\n" if where else
+                                    f"report: NOT WRITTEN (see the error above); exit {code}\n"))
+    return code
 
 
 def _this_node() -> Node:

@@ -149,3 +149,4 @@ def test_a_report_that_cannot_be_written_is_not_a_clean_bill_of_health(fake_ibst
     out = capsys.readouterr()
     assert "could not write the report under" in out.err
     assert "Status PASS (exit 0)" in out.out              # the verdicts themselves are still shown
+    assert "report: NOT WRITTEN (see the error above); exit 3" in out.out
