@@ -19,7 +19,8 @@ def run_command(args: Namespace) -> int:
 
     playbook = load_playbook(args.playbook)
     nodes, excluded, transport = _targets(args, playbook)
-    _ensure_open_files(args.fanout)
+    if not args.local:
+        _ensure_open_files(min(args.fanout, len(nodes)))
     with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
             _stop_on_signals() as stop:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,

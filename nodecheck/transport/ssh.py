@@ -45,6 +45,15 @@ class HandshakeTimeout(Exception):
     pass
 
 
+def _try_key(t: paramiko.Transport, user: str, key: paramiko.PKey, end: float) -> bool:
+    t.auth_timeout = _left(end)                # each attempt gets what is left, not a fresh bound
+    try:
+        t.auth_publickey(user, key)
+        return True
+    except paramiko.AuthenticationException:
+        return False
+
+
 def _left(end: float) -> float:
     """Seconds left before `end`; none left is a timeout, whichever stage we are at."""
     left = end - time.monotonic()
@@ -112,7 +121,6 @@ class SshTransport:
         self._known: dict[str, KnownHosts] = {}
         self._keys: dict[str, paramiko.PKey] = {}
         self._configs: dict[str, paramiko.SSHConfig] = {}
-        self._agent: paramiko.Agent | bool | None = None       # None: not asked yet
 
     def connect(self, node: Node, timeout_s: float) -> "SshSession | FailedSession":
         """One bound for everything a connection takes: name resolution, every ProxyJump hop,
@@ -164,8 +172,7 @@ class SshTransport:
                 t.get_security_options().key_types = key_types
             t.start_client(timeout=_left(end))
             self._verify_host_key(_server_key(t), known, names, target)
-            t.auth_timeout = _left(end)
-            self._authenticate(t, target)
+            self._authenticate(t, target, end)
         except BaseException:
             for h in [t, *reversed(hops)]:
                 h.close()
@@ -212,26 +219,26 @@ class SshTransport:
         with self._lock:
             return [w for store in self._known.values() for w in store.warnings]
 
-    def _authenticate(self, t: paramiko.Transport, target: dict) -> None:
+    def _authenticate(self, t: paramiko.Transport, target: dict, end: float) -> None:
+        """Identity files first, then the ssh-agent's keys; every attempt within the connect bound."""
         tried: list[str] = []
-        keys = [(p, self._private_key(p)) for p in target["identities"]]
-        keys += [("ssh-agent", k) for k in self._agent_keys()]
-        for label, key in keys:
-            try:
-                t.auth_publickey(target["user"], key)
+        for path in target["identities"]:
+            if _try_key(t, target["user"], self._private_key(path), end):
                 return
-            except paramiko.AuthenticationException:
-                tried.append(label)
+            tried.append(path)
+        if os.environ.get("SSH_AUTH_SOCK"):
+            # one agent connection per node: paramiko's agent socket is not safe to share between
+            # threads (concurrent signing requests interleave and hang)
+            agent = paramiko.Agent()
+            try:
+                if any(_try_key(t, target["user"], key, end) for key in agent.get_keys()):
+                    return
+                tried.append("ssh-agent")
+            finally:
+                agent.close()
         raise paramiko.AuthenticationException(
             f"authentication failed for {target['user']}@{target['host']} "
-            f"(tried {', '.join(tried) or 'no keys: set identity_file'})")
-
-    def _agent_keys(self) -> tuple:
-        """The ssh-agent's keys, asked for once per run (not once per node)."""
-        with self._lock:
-            if self._agent is None:
-                self._agent = paramiko.Agent() if os.environ.get("SSH_AUTH_SOCK") else False
-            return self._agent.get_keys() if self._agent else ()
+            f"(tried {', '.join(tried) or 'no keys: set identity_file or run an ssh-agent'})")
 
     def _private_key(self, path: str) -> paramiko.PKey:
         path = os.path.expanduser(path)
@@ -290,7 +297,7 @@ class SshSession:
             if remaining <= 0:
                 return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
                                      f"no answer within {timeout_s:g} s")
-            select.select([chan], [], [], min(remaining, 0.25))
+            _wait_readable(chan, min(remaining, 0.25))
 
     def _finished(self, probe: Probe, code: int, out: "_Capped", err: "_Capped", started: float) -> Capture:
         stderr = err.text()
@@ -310,6 +317,13 @@ class SshSession:
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:
             t.close()
+
+
+def _wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:
+    """poll(), not select(): with a large fan-out, descriptors pass 1023 and select() refuses them."""
+    poller = select.poll()
+    poller.register(chan.fileno(), select.POLLIN)
+    poller.poll(timeout_s * 1000)
 
 
 class _Capped:

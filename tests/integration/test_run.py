@@ -27,11 +27,11 @@ def playbook(tmp_path, timeout_s=2):
     return str(p)
 
 
-def nodecheck(*args, timeout=120):
+def nodecheck(*args, timeout=120, env=None):
     """Run the real CLI in a child process; returns (exit code, stdout, stderr, wall seconds)."""
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
 
@@ -252,3 +252,49 @@ def test_nodes_a_playbook_does_not_select_are_named_not_silently_dropped(cluster
     code, out, err, _ = nodecheck("run", str(inventory), "--playbook", str(book), "--nodes", "node[7-8]",
                                   "--output-dir", str(tmp_path / "reports"))
     assert code == 64 and "node8 lack the labels ['gpu'] that playbook gpu selects" in err
+
+
+def test_agent_only_authentication_works_at_full_fanout(cluster, tmp_path):
+    """The usual operator setup: no identity file, keys in an ssh-agent, many nodes at once."""
+    apply(cluster, "ib-healthy")
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        env = dict(os.environ, SSH_AUTH_SOCK=str(sock), HOME=str(tmp_path / "home"))
+        subprocess.run(["ssh-add", "-q", str(cluster.identity_file)], env=env, check=True)
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text(f"defaults: {{user: root, known_hosts: {cluster.known_hosts}}}\n"
+                             "nodes:\n  node[1-8]:\n    address: 127.0.1.[1-8]\n")
+        code, out, err, _ = nodecheck("run", str(inventory), "--fanout", "8", "--format", "json",
+                                      "--playbook", playbook(tmp_path), "--output-dir", str(tmp_path / "r"),
+                                      env=env)
+    finally:
+        agent.kill()
+        agent.wait()
+    doc = json.loads(out)
+    assert (code, [n["status"] for n in doc["nodes"]]) == (0, ["pass"] * 8), err
+
+
+def test_descriptors_above_1023_do_not_break_a_session(cluster, tmp_path):
+    """A large fan-out raises the open-file limit; waiting on a channel must not use select()."""
+    import resource
+
+    from nodecheck.model import Node, Probe
+    from nodecheck.transport.ssh import SshTransport
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    filler = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        node = Node("node1", "127.0.1.1", user="root", identity_file=str(cluster.identity_file),
+                    known_hosts=str(cluster.known_hosts))
+        session = SshTransport().connect(node, 10)
+        capture = session.run(Probe("hostname", ("hostname",), 10), 10)
+        session.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (capture.outcome.value, capture.exit_code, capture.stdout) == ("exited", 0, "node1\n")
