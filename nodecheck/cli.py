@@ -17,6 +17,7 @@ EXIT_CODES = """exit codes:
 # nodecheck.playbook.MAX_DEADLINE_S (a test holds them together).
 MAX_DEADLINE_S = 86_400.0                      # a day: far beyond any pre-job check
 MAX_CONNECT_TIMEOUT_S = 600.0                  # an SSH handshake slower than 10 minutes is a dead node
+DEFAULT_FANOUT = 64                            # as clush: enough for speed, gentle on sshd MaxStartups
 MAX_FANOUT = 4096                              # each node in flight holds a thread and an SSH connection
 
 
@@ -41,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
-    run.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=64, help="nodes checked at once (default 64)")
+    run.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
+                     help=f"nodes checked at once (default {DEFAULT_FANOUT})")
     run.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
                      help="bound on the whole run; overrides the playbook's deadline_s")
     run.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,

@@ -1,6 +1,5 @@
 """known_hosts parsing and host-key verdicts: every line counts, the node's name decides, TOFU writes once."""
 import base64
-import os
 import threading
 
 import paramiko

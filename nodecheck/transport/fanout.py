@@ -15,7 +15,6 @@ from typing import Callable, Mapping, Sequence
 from nodecheck.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import Transport
 
-DEFAULT_FANOUT = 64                            # as clush: enough for speed, gentle on sshd MaxStartups
 STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker
 STOP_GRACE_S = 1.0                             # after a stop request, how long running probes may finish
 POLL_S = 0.2                                   # how often the waiting thread looks at the stop request

@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from harness.scenarios import DEMO, IBSTAT_HEALTHY, Hang, Replay, apply
 
