@@ -165,12 +165,21 @@ def list_checks() -> str:
             default = "required" if info.is_required() else f"default {info.default!r}"
             lines.append(f"    {field:<16} {_type_name(info.annotation):<28} {default:<24} "
                          f"{info.description or ''}".rstrip())
-        lines.append(f"    {'timeout_s':<16} {'number > 0':<28} {'probe default':<24} "
-                     f"per-probe timeout for this check")
-        lines.append(f"    {'enabled':<16} {'bool':<28} {'default True':<24} false turns the check off")
+        lines.append(f"    {'timeout_s':<16} {'number':<28} {'probe default':<24} "
+                     f"per-probe timeout for this check, seconds (0 < timeout_s <= 86400)")
+        lines.append(f"    {'enabled':<16} {'true|false':<28} {'default True':<24} false turns the check off")
     return "\n".join(lines) + "\n"
 
 
 def _type_name(annotation) -> str:
-    text = str(annotation).replace("typing.", "")
-    return text.replace("<class '", "").replace("'>", "")
+    """A parameter's type as an operator reads it: "InfiniBand|Ethernet|any", "number", "list of text"."""
+    import typing
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return "|".join(str(a) for a in args)
+    if origin is typing.Union:                 # Optional[X]: the default says it may be unset
+        return " or ".join(_type_name(a) for a in args if a is not type(None))
+    if origin is list:
+        return f"list of {_type_name(args[0])}" if args else "list"
+    names = {float: "number", int: "integer", str: "text", bool: "true|false"}
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
