@@ -35,25 +35,55 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     run = sub.add_parser("run", help="run a playbook on the inventory's nodes", epilog=EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
     run.add_argument("--playbook", default="default", help="shipped playbook name or a path (default: default)")
-    run.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST",
-                     help="only these inventory nodes, e.g. 'gpu[001-004]'")
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
-    run.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
-                     help=f"nodes checked at once (default {DEFAULT_FANOUT})")
-    run.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
-                     help="bound on the whole run; overrides the playbook's deadline_s")
-    run.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
-                     metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
-    run.add_argument("--accept-new-host-keys", action="store_true",
-                     help="trust-on-first-use: accept and record unknown host keys (a changed key is "
-                          "still refused). Default: strict known_hosts checking")
-    run.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
+    _target_args(run)
+    facts = sub.add_parser("facts", help="print every node's gathered facts (GPUs, versions, HCAs, "
+                           "image digest) without judging them")
+    facts.add_argument("--format", choices=["table", "json"], default="table",
+                       help="stdout: one line per node (default) or the full facts as JSON")
+    _image_args(facts)
+    _target_args(facts)
+    base = sub.add_parser("baseline", help="print the pins (expect: values) a known-good set of nodes "
+                          "agrees on, as a YAML file a playbook can include", epilog=BASELINE_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    _image_args(base)
+    _target_args(base)
     sub.add_parser("checks", help="list every check with its description and parameters")
     return p
+
+
+BASELINE_EPILOG = """example:
+  nodecheck baseline hosts.yml --nodes 'gpu[001-016]' --image registry.local/train:24.10 > pins.yml
+  # then in the playbook:  include: [pins.yml]
+exit codes: 0 every fact agreed and was read on every node; 2 some fact was not pinned (the
+nodes disagree or a node could not be read: see the comments in the output and stderr); 64 bad input"""
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    """Which nodes, and how to reach them: shared by run, facts and baseline."""
+    p.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
+    p.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST",
+                   help="only these inventory nodes, e.g. 'gpu[001-004]'")
+    p.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
+                   help=f"nodes checked at once (default {DEFAULT_FANOUT})")
+    p.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
+                   help="bound on the whole run; overrides the playbook's deadline_s")
+    p.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
+                   metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
+    p.add_argument("--accept-new-host-keys", action="store_true",
+                   help="trust-on-first-use: accept and record unknown host keys (a changed key is "
+                        "still refused). Default: strict known_hosts checking")
+    p.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
+
+
+def _image_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--image", metavar="REF", help="also read this container image's digest "
+                   "(registry reference, or a .sqsh/.sif path)")
+    p.add_argument("--runtime", choices=["auto", "docker", "podman", "enroot", "apptainer"], default="auto",
+                   help="container runtime for --image (default: auto)")
 
 
 def _positive_int(high: int):
@@ -110,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             from nodecheck.commands import list_checks
             print(list_checks(), end="")
             return 0
-        from nodecheck.commands import run_command
-        return run_command(args)
+        from nodecheck import commands
+        return {"run": commands.run_command, "facts": commands.facts_command,
+                "baseline": commands.baseline_command}[args.command](args)
     except ConfigError as e:
         print(f"nodecheck: error: {e}", file=sys.stderr)
         return 64

@@ -31,22 +31,114 @@ def run_command(args: Namespace) -> int:
     return _publish(report, args)
 
 
-def _targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], object]:
-    """The nodes to run on, those the playbook leaves out, and the transport that reaches them."""
-    from nodecheck.inventory import load_inventory, select
-    from nodecheck.playbook import split_selected
+FACTS_DEADLINE_S = 300.0                       # facts/baseline without --deadline
+
+
+def facts_command(args: Namespace) -> int:
+    """`nodecheck facts`: every node's facts, unjudged; exit 3 if some could not be read."""
+    import json
+    from nodecheck import facts
+
+    g = _gather(args)
+    data = facts.all_facts(g)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(_facts_table(data, g.value_checks))
+    unread = any("error" in (v if isinstance(v, dict) else {}) for node in data["nodes"].values()
+                 for v in [node["gpu"], node["hca"], *node["values"].values()])
+    if g.incomplete:
+        print(f"nodecheck: warning: incomplete: {g.incomplete}", file=sys.stderr)
+    return 3 if unread or g.incomplete else 0
+
+
+def baseline_command(args: Namespace) -> int:
+    """`nodecheck baseline`: the pins the nodes agree on, as an includable YAML file on stdout."""
+    from datetime import datetime, timezone
+    from nodecheck import facts
     from nodecheck.report.table import fold
+
+    g = _gather(args)
+    base = facts.baseline(g)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [f"# Written by `nodecheck baseline` at {when} from {fold(g.nodes)}"
+             + (f" ({args.inventory})" if args.inventory else "") + ".",
+             "# Include it from a playbook:  include: [this-file.yml]", "version: 1", "checks:"]
+    for name, value in base.pins.items():
+        extra = ""
+        if name == "container.digest" and g.image is not None:
+            extra = f"image: {_yaml_str(g.image.image)}, " + \
+                (f"runtime: {g.image.runtime}, " if g.image.runtime != "auto" else "")
+        lines.append(f"  {name}: {{{extra}expect: {_yaml_str(value)}}}")
+    if not base.pins:
+        lines[-1] = "checks: {}"
+    for name, why in base.disagreements.items():
+        lines.append(f"# not pinned, the nodes disagree: {name}: {why}")
+        print(f"nodecheck: {name} not pinned: the nodes disagree: {why}", file=sys.stderr)
+    for name, why in base.unreadable.items():
+        lines.append(f"# not pinned, not read on every node: {name}: {why}")
+        print(f"nodecheck: {name} not pinned: {why}", file=sys.stderr)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if base.clean and not g.incomplete else 2
+
+
+def _yaml_str(value: str) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)   # a JSON string is a valid YAML double-quoted scalar
+
+
+def _gather(args: Namespace):
+    from nodecheck import facts
+    from nodecheck.checks.container import ContainerDigest
+    from pydantic import ValidationError
+
+    image = None
+    if args.image:
+        try:
+            image = ContainerDigest(image=args.image, runtime=args.runtime)
+        except ValidationError as e:
+            raise ConfigError(f"--image: {e.errors()[0]['msg']}", file="arguments") from None
+    nodes, transport = _reach(args)
+    if not args.local:
+        _ensure_open_files(min(args.fanout, len(nodes)))
+    with _stop_on_signals() as stop:
+        return facts.gather(nodes, transport, fanout=args.fanout,
+                            deadline_s=args.deadline or FACTS_DEADLINE_S, image=image, stop=stop)
+
+
+def _facts_table(data: dict, value_checks) -> str:
+    from tabulate import tabulate
+    columns = [c for c in value_checks if c not in ("nccl.settings",)]
+    rows = []
+    for node, facts in data["nodes"].items():
+        gpu = facts["gpu"]
+        gpus = "error" if "error" in gpu else f"{len(gpu['gpus'])} ({gpu['source']})"
+        cells = [v if isinstance(v, str) else "error" for v in (facts["values"][c] for c in columns)]
+        rows.append([node, gpus, *cells])
+    return tabulate(rows, headers=["node", "gpus", *columns], tablefmt="simple") + "\n"
+
+
+def _reach(args: Namespace) -> tuple[list[Node], object]:
+    """The nodes named by the arguments and the transport that reaches them."""
+    from nodecheck.inventory import load_inventory, select
 
     if args.local:
         if args.inventory or args.nodes:
             raise ConfigError("--local runs on this machine only: give no inventory and no --nodes",
                               file="arguments")
-        nodes, transport = [_this_node()], _local_transport()
-    else:
-        if not args.inventory:
-            raise ConfigError("an inventory (hosts.yml) is required unless --local", file="arguments",
-                              hint="nodecheck run hosts.yml")
-        nodes, transport = select(load_inventory(args.inventory), args.nodes), _ssh_transport(args)
+        return [_this_node()], _local_transport()
+    if not args.inventory:
+        raise ConfigError("an inventory (hosts.yml) is required unless --local", file="arguments",
+                          hint=f"nodecheck {args.command} hosts.yml")
+    return select(load_inventory(args.inventory), args.nodes), _ssh_transport(args)
+
+
+def _targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], object]:
+    """The nodes to run on, those the playbook leaves out, and the transport that reaches them."""
+    from nodecheck.playbook import split_selected
+    from nodecheck.report.table import fold
+
+    nodes, transport = _reach(args)
     nodes, excluded = split_selected(playbook, nodes)
     if args.nodes and excluded:                # asked for by name: leaving them out would hide them
         raise ConfigError(f"{fold(n.name for n in excluded)} lack the labels {sorted(playbook.select_labels)} "

@@ -26,6 +26,9 @@ class Probe:
     timeout_s: float = 30.0
     stdin: str | None = None
     ok_exit_codes: frozenset[int] = frozenset({0})   # exit codes the judge can still read
+    # "module:function" the local transport may call in-process instead of spawning argv (the
+    # NVML probe in prolog mode); it returns the stdout text or raises RunArgvInstead
+    local_call: str | None = None
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:                # there is no "0 = forever"

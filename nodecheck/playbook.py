@@ -40,6 +40,15 @@ class PlaybookFile(BaseModel):
     deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False,
                               strict=True)
     select: Select = Select()
+    include: list[str] = []                    # pins files (nodecheck baseline), relative to this file
+    checks: dict[str, Optional[dict]]
+
+
+class IncludeFile(BaseModel):
+    """A file a playbook includes: checks blocks only (what `nodecheck baseline` writes)."""
+    model_config = ConfigDict(extra="forbid")
+    version: Literal[1] = 1
+    description: str = ""
     checks: dict[str, Optional[dict]]
 
 
@@ -104,7 +113,15 @@ def load_playbook(name_or_path: str) -> Playbook:
         book = PlaybookFile.model_validate(src.data)
     except ValidationError as e:
         raise pydantic_error(src, (), e, model=PlaybookFile) from None
-    checks = tuple(c for c in (_plan_check(src, name, block) for name, block in book.checks.items()) if c)
+    blocks: dict[str, list[tuple[Located, dict]]] = {}
+    for name, block in book.checks.items():
+        blocks.setdefault(name, []).append((src, block or {}))
+    for index, included in enumerate(book.include):
+        inc = _load_include(src, path, index, included)
+        for name, block in inc.data["checks"].items():
+            # the playbook's own keys win over an included pin file's
+            blocks.setdefault(name, []).insert(0, (inc, block or {}))
+    checks = tuple(c for c in (_plan_check(name, parts) for name, parts in blocks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
     return Playbook(name=path.stem, path=str(path), sha256=src.sha256,
@@ -121,20 +138,48 @@ def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], l
     return selected, excluded
 
 
-def _plan_check(src: Located, name: str, block: Optional[dict]) -> PlannedCheck | None:
+def _load_include(src: Located, path: Path, index: int, included: str) -> Located:
+    target = (path.parent / included) if not Path(included).is_absolute() else Path(included)
+    if not target.is_file():
+        raise src.error(("include", index), f"included file {included!r} not found (looked at {target})",
+                        hint="paths are relative to the playbook; `nodecheck baseline` writes one")
+    inc = load_file(target)
+    if not isinstance(inc.data, dict):
+        raise inc.error((), "an included file is a mapping with a 'checks:' key",
+                        hint="as `nodecheck baseline` writes it")
+    try:
+        IncludeFile.model_validate(inc.data)
+    except ValidationError as e:
+        raise pydantic_error(inc, (), e, model=IncludeFile) from None
+    return inc
+
+
+def _plan_check(name: str, parts: list[tuple[Located, dict]]) -> PlannedCheck | None:
+    """`parts`: the check's blocks, included files first, the playbook's last (its keys win)."""
     registry = all_checks()
     loc = ("checks", name)
+    src = parts[-1][0]
     if name not in registry:
         close = difflib.get_close_matches(name, list(registry), n=1)
         raise src.error(loc, f"unknown check {name!r}",
                         hint=(f"did you mean {close[0]!r}? " if close else "")
                         + "`nodecheck checks` lists every check")
     spec = registry[name]
+    block: dict = {}
+    origin: dict[str, Located] = {}
+    for part_src, part in parts:
+        if not isinstance(part, dict):
+            raise part_src.error(loc, f"check {name}: expected a mapping of parameters",
+                                 hint="e.g. {drift: fail}, or nothing")
+        block.update(part)
+        origin.update({key: part_src for key in part})
     try:
-        options = CheckOptions.model_validate(block or {})
+        options = CheckOptions.model_validate(block)
         params = spec.params.model_validate(options.model_extra or {})
     except ValidationError as e:
-        raise pydantic_error(src, loc, e, what=f" (check {name})", model=spec.params) from None
+        first = e.errors()[0]["loc"] if e.errors() else ()
+        where = origin.get(str(first[0]), src) if first else src
+        raise pydantic_error(where, loc, e, what=f" (check {name})", model=spec.params) from None
     if not options.enabled:
         return None
     probes = spec.probes_for(params)

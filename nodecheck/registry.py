@@ -7,22 +7,28 @@ from typing import Callable, Iterator, Mapping, Sequence, Union
 from nodecheck.model import Capture, Probe, Verdict
 
 Captures = Mapping[str, Capture]               # a node's captures, keyed by probe name
+# scope "node": judge(captures, params) -> Verdicts about that node.
+# scope "fleet": judge({node: captures}, params) -> (nodes, Verdict) pairs; it sees every node whose
+# probes ran to completion at once, so it can compare them (drift).
 Judge = Callable[[Captures, object], Iterator[Verdict]]
+FleetJudge = Callable[[Mapping[str, Captures], object], Iterator[tuple[tuple[str, ...], Verdict]]]
+SCOPES = ("node", "fleet")
 ProbeList = Union[Sequence[Probe], Callable[[object], Sequence[Probe]]]
 
 
 @dataclass(frozen=True)
 class CheckSpec:
     name: str                                  # "ib.ports"
-    judge: Judge
+    judge: Union[Judge, FleetJudge]
     probes: ProbeList                          # static, or a function of the validated params
     params: type                               # a pydantic model: the playbook block is validated by it
-    scope: str = "node"                        # "node" now; "fleet" and "pair" arrive with drift/fabric
+    scope: str = "node"                        # "node" or "fleet"; "pair" arrives with the fabric checks
 
     @property
     def description(self) -> str:
-        """The first line of the judge's docstring: what `nodecheck checks` prints."""
-        return (self.judge.__doc__ or "").strip().splitlines()[0] if self.judge.__doc__ else ""
+        """The first paragraph of the judge's docstring, on one line: what `nodecheck checks` prints."""
+        doc = (self.judge.__doc__ or "").strip()
+        return " ".join(doc.split("\n\n")[0].split())
 
     def probes_for(self, params: object) -> tuple[Probe, ...]:
         return tuple(self.probes(params) if callable(self.probes) else self.probes)
@@ -33,7 +39,10 @@ CHECKS: dict[str, CheckSpec] = {}
 
 def check(name: str, *, probes: ProbeList, params: type, scope: str = "node"):
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
-    def register(judge: Judge) -> Judge:
+    if scope not in SCOPES:
+        raise ValueError(f"check {name}: scope must be one of {SCOPES}, got {scope!r}")
+
+    def register(judge):
         if name in CHECKS:
             raise ValueError(f"check {name} registered twice")
         CHECKS[name] = CheckSpec(name, judge, probes, params, scope)

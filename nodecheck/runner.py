@@ -40,8 +40,11 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
     probes = plan_probes(playbook.checks)
     out = run_probes(transport, {n: probes for n in nodes}, fanout=fanout,
                      deadline=time.monotonic() + deadline_s, on_node_done=on_node_done, stop=stop)
-    results = [r for node in nodes for check in playbook.checks
-               for r in judge_node(check, node.name, out.captures)]
+    names = [n.name for n in nodes]
+    results = [r for node in names for check in playbook.checks if check.spec.scope == "node"
+               for r in judge_node(check, node, out.captures)]
+    results += [r for check in playbook.checks if check.spec.scope == "fleet"
+                for r in judge_fleet(check, names, out.captures)]
     return Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
                   playbook_path=playbook.path, playbook_sha256=playbook.sha256, inventory=inventory,
                   started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
@@ -59,6 +62,44 @@ def judge_node(check: PlannedCheck, node: str,
                      for c in mine.values())
     verdicts = [blocked] if (blocked := _blocked(check, mine)) else _judge(check, mine)
     return [CheckResult(check.spec.name, (node,), v, evidence) for v in verdicts]
+
+
+def judge_fleet(check: PlannedCheck, nodes: Sequence[str],
+                captures: Mapping[tuple[str, str], Capture]) -> list[CheckResult]:
+    """A cross-node check: nodes whose probes did not complete get their own result; the judge
+    sees the rest together. Every node ends with at least one result, never silence."""
+    name = check.spec.name
+    results: list[CheckResult] = []
+    ready: dict[str, dict[str, Capture]] = {}
+    evidence: dict[str, tuple[Evidence, ...]] = {}
+    for node in nodes:
+        mine = {p.name: captures[(node, p.name)] for p in check.probes}
+        evidence[node] = tuple(Evidence(node, c.probe, c.argv, c.exit_code, capture_relpath(node, c.probe))
+                               for c in mine.values())
+        if blocked := _blocked(check, mine):
+            results.append(CheckResult(name, (node,), blocked, evidence[node]))
+        else:
+            ready[node] = mine
+    if not ready:
+        return results
+    try:
+        grouped = list(check.spec.judge(ready, check.params))
+    except Exception as e:                     # a judge bug must not take the report down
+        verdict = Verdict(Status.ERROR, f"internal error in {name}: {type(e).__name__}: {e}",
+                          excerpt=excerpt(traceback.format_exc()))
+        grouped = [(tuple(ready), verdict)]
+    judged: set[str] = set()
+    for group, verdict in grouped:
+        group = tuple(n for n in group if n in ready)
+        judged.update(group)
+        results.append(CheckResult(name, group, verdict,
+                                   tuple(e for n in group for e in evidence[n])))
+    forgotten = [n for n in ready if n not in judged]
+    if forgotten:
+        results.append(CheckResult(name, tuple(forgotten),
+                                   Verdict(Status.ERROR, f"{name} produced no verdict for these nodes"),
+                                   tuple(e for n in forgotten for e in evidence[n])))
+    return results
 
 
 def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | None:

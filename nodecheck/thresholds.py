@@ -1,9 +1,9 @@
 """Named threshold bands with units in the caller's keys; each judges one value into a Verdict."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
 from nodecheck.model import Status, Verdict
 
@@ -90,3 +90,12 @@ class OneOf(_Band):
                            subject, {what: value}, {what: list(self.values)})
         return Verdict(Status.PASS, f"{what} {fmt(value)}", subject, {what: value},
                        {what: list(self.values)})
+
+
+def _off_is_false(value: Any) -> Any:
+    # YAML 1.1 reads a bare `off` as false; `drift: off` must mean "off", not a type error
+    return "off" if value is False else value
+
+
+# What a finding does to the verdict: fail, warn, or not judged. `off` may be written bare in YAML.
+Action = Annotated[Literal["fail", "warn", "off"], BeforeValidator(_off_is_false)]

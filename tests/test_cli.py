@@ -136,7 +136,10 @@ def test_local_run_with_a_missing_tool_is_an_error(tmp_path, capsys, monkeypatch
 def test_checks_lists_every_check_with_its_parameters(capsys):
     assert main(["checks"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("ib.ports  (node)  Every judged HCA port is Active/LinkUp")
+    assert "\nib.ports  (node)  Every judged HCA port is Active/LinkUp" in out
+    assert "\nnccl.version  (fleet)  The NCCL library the loader resolves" in out
+    assert "gpu.health  (node)  Per GPU: ECC, retired pages, row remaps, throttling, persistence, " \
+           "PCIe link, NVLinks, temperature and power limit" in out
     for param in ("link_layer", "min_rate_gbps", "expected_ports", "devices", "timeout_s"):
         assert f"    {param} " in out
 

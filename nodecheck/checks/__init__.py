@@ -1,2 +1,6 @@
 """The checks nodecheck knows; importing this package registers them (this list is the table of contents)."""
-from nodecheck.checks import ib  # noqa: F401
+from nodecheck.checks import ib  # noqa: F401  ib.ports
+from nodecheck.checks import gpu  # noqa: F401  gpu.count, gpu.health, gpu.processes, gpu.driver, cuda.version
+from nodecheck.checks import kernel  # noqa: F401  gpu.xid, node.oom
+from nodecheck.checks import versions  # noqa: F401  kernel.version, os.release, ofed.version, nccl.*, hca.firmware
+from nodecheck.checks import container  # noqa: F401  container.digest

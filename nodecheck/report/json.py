@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from ClusterShell.NodeSet import NodeSet
+
 from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
@@ -28,7 +30,7 @@ def to_dict(report: Report) -> dict:
         "excluded_nodes": list(report.excluded),
         "nodes": [{"node": name, "address": address, "status": report.node_status(name).value,
                    "healthy": report.node_status(name).healthy,
-                   "results": [_result(r) for r in report.results_for(name)]}
+                   "results": [_result(r, name) for r in report.results_for(name)]}
                   for name, address in report.nodes],
         "captures": [_capture(c) for c in report.captures],
     }
@@ -42,13 +44,17 @@ def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _result(r: CheckResult) -> dict:
+def _result(r: CheckResult, node: str) -> dict:
+    """One result as listed under `node`. A cross-node result (drift) is listed under each node of
+    its group, with the group folded ("gpu[001-510]") and only this node's evidence, so a report
+    on thousands of nodes stays linear in size."""
     v = r.verdict
     return {"check": r.check, "status": v.status.value, "subject": v.subject, "message": v.message,
             "observed": dict(v.observed), "expected": dict(v.expected), "excerpt": v.excerpt,
-            "nodes": list(r.nodes),
+            "group": fold(r.nodes), "group_size": len(r.nodes),
             "evidence": [{"node": e.node, "probe": e.probe, "argv": list(e.argv),
-                          "exit_code": e.exit_code, "capture": e.capture_path} for e in r.evidence]}
+                          "exit_code": e.exit_code, "capture": e.capture_path}
+                         for e in r.evidence if e.node == node]}
 
 
 def _capture(c: Capture) -> dict:
@@ -62,13 +68,13 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
     """Rebuild a Report; capture texts are files beside report.json, passed in when wanted."""
     if d.get("report_version") != REPORT_VERSION:
         raise ValueError(f"report_version {d.get('report_version')!r}, this nodecheck reads {REPORT_VERSION}")
-    results, seen = [], set()
+    merged: dict[str, tuple[dict, list]] = {}
     for node in d["nodes"]:
         for r in node["results"]:
-            key = json.dumps(r, sort_keys=True)   # a multi-node result is listed under each node
-            if key not in seen:
-                seen.add(key)
-                results.append(_load_result(r))
+            # a cross-node result is listed under each node of its group, with that node's evidence
+            key = json.dumps({k: v for k, v in r.items() if k != "evidence"}, sort_keys=True)
+            merged.setdefault(key, (r, []))[1].extend(r["evidence"])
+    results = [_load_result(r, evidence) for r, evidence in merged.values()]
     texts = captures_text or {}
     caps = tuple(Capture(c["node"], c["probe"], tuple(c["argv"]), Outcome(c["outcome"]), c["exit_code"],
                          *texts.get((c["node"], c["probe"]), ("", "")), c["duration_s"], c["detail"])
@@ -87,12 +93,16 @@ def loads(text: str) -> Report:
     return from_dict(json.loads(text))
 
 
-def _load_result(r: dict) -> CheckResult:
+def _load_result(r: dict, evidence: list) -> CheckResult:
     verdict = Verdict(Status(r["status"]), r["message"], r["subject"], r["observed"], r["expected"],
                       r["excerpt"])
-    evidence = tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"])
-                     for e in r["evidence"])
-    return CheckResult(r["check"], tuple(r["nodes"]), verdict, evidence)
+    return CheckResult(r["check"], tuple(NodeSet(r["group"])), verdict,
+                       tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"])
+                             for e in evidence))
+
+
+def fold(nodes) -> str:
+    return str(NodeSet.fromlist(list(nodes)))
 
 
 def _parse_ts(s: str) -> datetime:

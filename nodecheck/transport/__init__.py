@@ -45,3 +45,8 @@ class FailedSession:
 
     def close(self) -> None:
         pass
+
+
+class RunArgvInstead(Exception):
+    """Raised by a probe's in-process function (Probe.local_call) when the command must answer
+    instead, e.g. NVML is not importable in this process; the message says why."""

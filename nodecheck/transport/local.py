@@ -1,10 +1,13 @@
 """Run probes on this machine with no SSH (prolog mode, --local); same interface as the SSH transport."""
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
+import threading
 import time
+import traceback
 
 from nodecheck.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import MAX_CAPTURE_BYTES
@@ -22,6 +25,42 @@ class LocalSession:
         self.node = node
 
     def run(self, probe: Probe, timeout_s: float) -> Capture:
+        if probe.local_call:
+            capture = self._call(probe, timeout_s)
+            if capture is not None:
+                return capture
+        return self._spawn(probe, timeout_s)
+
+    def _call(self, probe: Probe, timeout_s: float) -> Capture | None:
+        """Run the probe's in-process function in a thread bounded by the timeout; None: it asked
+        for the command instead (e.g. NVML is not importable here, so nvidia-smi must answer)."""
+        from nodecheck.transport import RunArgvInstead
+        started, box = time.monotonic(), {}
+
+        def call() -> None:
+            try:
+                module, _, name = probe.local_call.partition(":")
+                box["out"] = getattr(importlib.import_module(module), name)()
+            except RunArgvInstead as e:
+                box["instead"] = str(e)
+            except Exception:                  # reported as nodecheck's own failure, never a pass
+                box["error"] = traceback.format_exc()
+        # a daemon thread: a call stuck in the driver (a GPU fallen off the bus) cannot block exit
+        worker = threading.Thread(target=call, name=f"local-{probe.name}", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if worker.is_alive():
+            return self._capture(probe, Outcome.TIMEOUT, None, "", "", started,
+                                 f"in-process {probe.local_call} gave no answer within {timeout_s:g} s")
+        if "instead" in box:
+            return None
+        if "error" in box:
+            return self._capture(probe, Outcome.FAILED, None, "", box["error"], started,
+                                 f"in-process {probe.local_call} failed: "
+                                 f"{box['error'].strip().splitlines()[-1]}")
+        return self._capture(probe, Outcome.EXITED, 0, box["out"], "", started)
+
+    def _spawn(self, probe: Probe, timeout_s: float) -> Capture:
         started = time.monotonic()
         env = dict(os.environ, LC_ALL="C")
         try:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "ssh_nodes.sh"
+FAKE_PYNVML = HERE.parent / "fakes" / "pynvml.py"
 _TOOL = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
@@ -171,6 +173,27 @@ class SimCluster:
         """`tool` on `node` is the given /bin/sh script body (for fakes that need logic)."""
         return self._write_tool(node, tool, "script", [body])
 
+    def fake_replay_by_args(self, node: str, tool: str, cases: "list[tuple[str, str | os.PathLike]]",
+                            otherwise_exit: int = 2) -> Path:
+        """`tool` on `node` prints the data file of the first case whose shell pattern matches its
+        arguments ("$*"), e.g. [("--query-gpu=*", f1), ("-q", f2)]; no match: exit otherwise_exit."""
+        lines = ['case "$*" in']
+        for i, (pattern, data_file) in enumerate(cases):
+            if "'" in pattern or ")" in pattern:
+                raise ValueError(f"bad pattern {pattern!r}")
+            data = self._copy_data(node, tool, f"case{i}", Path(data_file).read_bytes())
+            lines.append(f"  {pattern}) cat {shlex.quote(str(data))}; exit 0 ;;")
+        lines += [f'  *) echo "fake {tool}: no canned output for: $*" >&2; exit {int(otherwise_exit)} ;;', "esac"]
+        return self._write_tool(node, tool, "replay by arguments", lines)
+
+    def fake_nvml(self, node: str, state_file: str | os.PathLike) -> Path:
+        """nvidia-ml-py is "installed" on the node: the fake pynvml module (tests/fakes/pynvml.py)
+        goes into the node's python3 site dir with `state_file` as its GPU state."""
+        site = self.node_dir(node) / "py"
+        _atomic_write(site / "pynvml.py", FAKE_PYNVML.read_bytes(), 0o644)
+        _atomic_write(site / "nvml_state.json", Path(state_file).read_bytes(), 0o644)
+        return site
+
     def remove_tool(self, node: str, tool: str) -> None:
         """The tool is missing on the node again (a shell answers exit 127)."""
         self._check_tool(tool)
@@ -183,9 +206,14 @@ class SimCluster:
         """Remove every fake tool (of one node, or of all nodes)."""
         for n in [node] if node else self.nodes:
             d = self.node_dir(n)
-            for sub in ("bin", "data"):
+            for sub in ("bin", "data", "py"):
+                if not (d / sub).is_dir():
+                    continue
                 for f in (d / sub).iterdir():
-                    f.unlink()
+                    if f.is_dir():
+                        shutil.rmtree(f)       # python's __pycache__
+                    else:
+                        f.unlink()
 
     def tools(self, node: str) -> list[str]:
         return sorted(p.name for p in (self.node_dir(node) / "bin").iterdir())

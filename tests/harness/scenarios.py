@@ -69,7 +69,22 @@ class RekeyHost:
     pass
 
 
-Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost]
+@dataclass(frozen=True)
+class Nvml:
+    """nvidia-ml-py is installed on the node (the fake pynvml) with this GPU state file."""
+    state_file: str
+
+
+@dataclass(frozen=True)
+class Script:
+    """The tool is this /bin/sh script body (fakes that need logic, e.g. a readlink that
+    resolves one library name and hands everything else to the real one)."""
+    tool: str
+    body: str
+    what: str = "script"
+
+
+Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script]
 Layout = Mapping[str, Union[Action, list]]
 
 # The README demo: 8 nodes, ib.ports with expected_ports 8, min_rate_gbps 400, ibstat timeout 5 s.
@@ -96,11 +111,55 @@ def _tiled(layout: Mapping[str, list]) -> Callable[[list[str]], dict]:
     return lambda nodes: {n: base[i % len(base)] for i, n in enumerate(nodes)}
 
 
+# ---- GPU health and version/image drift (issue 3) --------------------------------------------
+NVML_STATES = Path(__file__).resolve().parents[1] / "fakes" / "nvml_states"
+NVML_HEALTHY = str(NVML_STATES / "h100x8-healthy.json")
+NVML_REMAP_PENDING = str(NVML_STATES / "h100x8-row-remap-pending.json")
+NVML_LEFTOVER = str(NVML_STATES / "h100x8-leftover-process.json")
+DMESG_CLEAN = "scenarios/derived-dmesg-T-nvrm-gpu-at-no-xid.txt"
+DMESG_FALLEN_OFF_BUS = "dmesg-xid/nvsentinel-155-fallen-off-bus-multiline-no-xid-570.txt"
+DMESG_OOM = "dmesg-oom/docker-for-linux-1001-syslog-prefixed-global-oom-killed-process-truncated.txt"
+LDCONFIG_NCCL = "scenarios/ldconfig-p-libnccl-deb.txt"
+OFED_INFO = "scenarios/ofed_info-s-mlnx-23.07.txt"
+IMAGE = "b10s/test:app4"                       # the image of the real `docker inspect` recording
+DOCKER_INSPECT = "scenarios/docker-image-inspect-b10s-test-app4.txt"
+DOCKER_INSPECT_STALE = "scenarios/derived-docker-image-inspect-b10s-test-app4-stale.txt"
+NCCL_GOOD, NCCL_STALE = "2.29.2", "2.21.5"
+
+
+def nccl_readlink(version: str) -> Script:
+    """readlink -f resolves the cached libnccl.so.2 to this versioned file, as the deb's symlink
+    does; any other path goes to the real readlink."""
+    return Script("readlink", 'case "$*" in\n'
+                  f'  *libnccl.so.2) echo /lib/x86_64-linux-gnu/libnccl.so.{version} ;;\n'
+                  '  *) exec /usr/bin/readlink "$@" ;;\nesac', f"libnccl.so.2 -> {version}")
+
+
+def gpu_node(nvml: str = NVML_HEALTHY, dmesg: str = DMESG_CLEAN, nccl: str = NCCL_GOOD,
+             docker: str = DOCKER_INSPECT) -> list[Action]:
+    """A healthy 8x H100 node: NVML, kernel log, NCCL, OFED, HCAs and the job's image."""
+    return [Nvml(nvml), Replay("dmesg", dmesg), Replay("ldconfig", LDCONFIG_NCCL), nccl_readlink(nccl),
+            Replay("ofed_info", OFED_INFO), Replay("ibstat", IBSTAT_HEALTHY), Replay("docker", docker)]
+
+
+GPU_FLEET: dict[str, list[Action]] = {
+    "node1": gpu_node(),
+    "node2": gpu_node(nccl=NCCL_STALE),                     # a different NCCL (stale image's host)
+    "node3": gpu_node(docker=DOCKER_INSPECT_STALE),         # a different image digest
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING),             # GPU3: row remap pending
+    "node5": gpu_node(nvml=NVML_LEFTOVER),                  # GPU5: leftover python3, 40 GiB
+    "node6": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS),          # Xid 79: GPU fallen off the bus
+    "node7": gpu_node(dmesg=DMESG_OOM),                     # OOM kills in the log: warn
+    "node8": gpu_node(),
+}
+
 SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
     "demo": DEMO,
     "clean": {},                                                       # no fakes at all
     "ib-healthy": lambda nodes: {n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes},
     "demo-tiled": _tiled(DEMO),                                        # DEMO's mix at any size
+    "gpu-fleet": GPU_FLEET,                                            # issue 3: one fault per node
+    "gpu-healthy": lambda nodes: {n: gpu_node() for n in nodes},
 }
 
 
@@ -147,6 +206,10 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
                 cluster.fake_hang(node, a.tool)
             elif isinstance(a, Missing):
                 cluster.remove_tool(node, a.tool)
+            elif isinstance(a, Nvml):
+                cluster.fake_nvml(node, a.state_file)
+            elif isinstance(a, Script):
+                cluster.fake_script(node, a.tool, a.body)
             elif isinstance(a, Unreachable):
                 cluster.stop(node)
             elif isinstance(a, RekeyHost):
@@ -164,6 +227,8 @@ def describe(layout: Layout) -> str:
             else f"{a.tool}: exits {a.code}" if isinstance(a, Exit)
             else f"{a.tool}: hangs" if isinstance(a, Hang)
             else f"{a.tool}: not installed" if isinstance(a, Missing)
+            else f"pynvml: {Path(a.state_file).name}" if isinstance(a, Nvml)
+            else f"{a.tool}: {a.what}" if isinstance(a, Script)
             else "sshd stopped (unreachable)" if isinstance(a, Unreachable)
             else "new host key (known_hosts mismatch)" for a in acts) or "no fakes"
         lines.append(f"  {node:8} {text}")

@@ -21,6 +21,8 @@
 # `hostname` is nodei, /root is $S/nodes/nodei/home (a clean home) and /usr/local/sbin is
 # $S/nodes/nodei/bin: an executable put there is that node's fake tool (first in root's PATH),
 # for ssh sessions and for anything else started in the namespace (e.g. a Slurm prolog).
+# /usr/local/lib/python3.X/dist-packages is $S/nodes/nodei/py: a fake python module (pynvml) put
+# there is importable by the node's python3 only.
 # Client side files: $S/id_ed25519, $S/authorized_keys, $S/known_hosts, $S/ssh_config,
 # $S/hosts.yml (nodecheck inventory), $S/env.sh (exports for pdsh/ssh). /etc/hosts is not touched.
 # Processes are tracked by each node's mount-namespace id ($S/nodes/nodei/mntns), so `down` and
@@ -103,8 +105,9 @@ start_node() {   # launch node $1's sshd in fresh UTS + mount namespaces (no wai
   # sshd daemonizes itself once its host key is loaded; stdio never points at the caller's pipes
   "${NETPFX[@]}" unshare --uts --mount --propagation private /bin/sh -c \
     'hostname "$1" && mount --bind "$2/home" /root && mount --bind "$2/bin" /usr/local/sbin &&
+     { [ -z "$4" ] || mount --bind "$2/py" "$4"; } &&
      exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"' \
-    sh "node$i" "$d" "$SSHD" </dev/null >>"$d/start.log" 2>&1 || echo "exit $?" >>"$d/start.log"
+    sh "node$i" "$d" "$SSHD" "${PYSITE:-}" </dev/null >>"$d/start.log" 2>&1 || echo "exit $?" >>"$d/start.log"
 }
 
 # Wait until each node in "$@" wrote its pid file (= listen socket bound). A node whose sshd
@@ -170,12 +173,16 @@ up() {
   cp "$S/id_ed25519.pub" "$S/authorized_keys"
   for ((i = 1; i <= n; i++)); do   # host keys: ssh-keygen in parallel (process start-up dominates)
     d=$S/nodes/node$i
-    mkdir -p "$d/bin" "$d/home" "$d/data"
+    mkdir -p "$d/bin" "$d/home" "$d/data" "$d/py"
     keygen "$d/ssh_host_ed25519_key" "node$i" &
     ((i % 16)) || wait
   done
   wait
-  printf 'N=%s\nNET=%s\nPORT=%s\nNETNS=%s\n' "$n" "$NET" "$PORT" "$(stat -L -c %i /proc/$$/ns/net)" > "$S/harness.env"
+  # the nodes' python3 site dir for local packages: a per-node directory is mounted over it, so a
+  # fake nvidia-ml-py (pynvml) can be installed on one node only (empty = not installed)
+  PYSITE=$(/usr/bin/python3 -c 'import sys; print(next((p for p in sys.path if p.startswith("/usr/local/lib/python3") and p.endswith("-packages")), ""))' 2>/dev/null || true)
+  [ -z "$PYSITE" ] || mkdir -p "$PYSITE"
+  printf 'N=%s\nNET=%s\nPORT=%s\nNETNS=%s\nPYSITE=%s\n' "$n" "$NET" "$PORT" "$(stat -L -c %i /proc/$$/ns/net)" "$PYSITE" > "$S/harness.env"
 
   {
     printf 'Host node* %s.*\n' "$NET"

@@ -1,0 +1,345 @@
+"""GPU health from NVML (or nvidia-smi when NVML cannot answer): count, hardware health, leftover
+processes, and the driver/CUDA versions that must match across nodes."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nodecheck.checks.values import value_check
+from nodecheck.crossnode import PinOrDrift
+from nodecheck.errors import ParseError
+from nodecheck.model import Probe, Status, Verdict
+from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
+from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, gpu_facts_from_nvidia_smi
+from nodecheck.parsers.nvml import parse_nvml_probe
+from nodecheck.parsers.sections import split_sections
+from nodecheck.registry import Captures, check
+from nodecheck.thresholds import Action, Ceiling, Floor, fmt
+
+NVML_PROBE_SCRIPT = (Path(__file__).resolve().parent.parent / "probes" / "nvml_probe.py").read_text()
+UNAVAILABLE = "nodecheck-nvml-unavailable:"    # what the NVML probe prints before exiting 3
+
+# python3 reads the NVML probe from stdin. Exit 3 means NVML could not answer (no nvidia-ml-py, no
+# driver): then nvidia-smi answers instead, each query in its own section, and the facts say so.
+GPU_SCRIPT = f"""
+if command -v python3 >/dev/null 2>&1; then
+  python3 -
+  rc=$?
+  [ "$rc" -eq 3 ] || exit "$rc"
+else
+  echo "{UNAVAILABLE} python3 not found"
+fi
+section() {{ n=$1; shift; echo "@@nodecheck begin $n"; "$@" 2>&1; echo "@@nodecheck end $n rc=$?"; }}
+section query-gpu nvidia-smi --query-gpu={",".join(QUERY_GPU_FIELDS)} --format=csv,noheader,nounits
+section compute-apps nvidia-smi --query-compute-apps={",".join(COMPUTE_APPS_FIELDS)} --format=csv,noheader,nounits
+section q nvidia-smi -q
+section nvlink nvidia-smi nvlink -s
+exit 0
+"""
+GPU = Probe("gpu", ("sh", "-c", GPU_SCRIPT, "nodecheck-gpu"), timeout_s=30, stdin=NVML_PROBE_SCRIPT,
+            local_call="nodecheck.probes.local:nvml")
+
+
+def parse_gpu_probe(text: str) -> GpuFacts:
+    """The GPU probe's output: NVML's JSON, or the nvidia-smi sections after the unavailable line."""
+    if text.lstrip().startswith("{"):
+        return parse_nvml_probe(text)
+    first = text.split("\n", 1)[0]
+    if not first.startswith(UNAVAILABLE):
+        raise ParseError("gpu probe", "neither NVML JSON nor the nvidia-smi fallback", text)
+    note = "NVML unavailable (" + first[len(UNAVAILABLE):].strip() + "); read from nvidia-smi"
+    sections = split_sections(text, "gpu probe")
+    query = sections.require("query-gpu", "nvidia-smi --query-gpu")
+    if not query.ok:
+        # nvidia-smi's own words are the diagnosis: "couldn't communicate with the NVIDIA driver",
+        # "GPU has fallen off the bus" (exit 15), "Driver/library version mismatch" (exit 18)
+        said = next((ln.strip() for ln in query.text.splitlines() if ln.strip()), "no output")
+        raise ParseError("nvidia-smi", f"exit {query.rc}: {said}", query.text)
+
+    def ok(name: str) -> str | None:
+        section = sections.get(name)
+        return section.text if section is not None and section.ok else None
+    return gpu_facts_from_nvidia_smi(query_gpu=query.text, compute_apps=ok("compute-apps"), q=ok("q"),
+                                     nvlink=ok("nvlink"), note=note)
+
+
+def gpu_facts(out: Captures) -> GpuFacts:
+    return parse_gpu_probe(out[GPU.name].stdout)
+
+
+def _source(facts: GpuFacts) -> str:
+    return "NVML" if facts.source == "nvml" else "nvidia-smi"
+
+
+# ---- gpu.count --------------------------------------------------------------------------------
+
+class GpuCount(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    expect: int = Field(..., ge=0, strict=True, description="how many GPUs the node must show (8 on HGX)")
+    name: Optional[str] = Field(None, description="every GPU's product name must be this "
+                                "(e.g. \"NVIDIA H100 80GB HBM3\"); unset: not judged")
+
+
+@check("gpu.count", probes=[GPU], params=GpuCount)
+def gpu_count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
+    """The node shows the expected number of GPUs (of the expected model)."""
+    facts = gpu_facts(out)
+    seen = len(facts.gpus)
+    observed = {"gpus": seen, "pci": [g.pci_bus_id for g in facts.gpus], "source": facts.source}
+    if seen != want.expect:
+        listed = ", ".join(g.pci_bus_id or g.label for g in facts.gpus) or "none"
+        yield Verdict(Status.FAIL, f"{seen} GPUs visible to {_source(facts)}, expected {want.expect} "
+                                   f"(seen: {listed})", "", observed, {"gpus": want.expect})
+    else:
+        yield Verdict(Status.PASS, f"{seen} GPUs ({_source(facts)})", "", observed, {"gpus": want.expect})
+    if want.name is not None:
+        for gpu in facts.gpus:
+            if gpu.name != want.name:
+                yield Verdict(Status.FAIL, f"{gpu.label}: {gpu.name}, expected {want.name}", gpu.label,
+                              {"name": gpu.name}, {"name": want.name})
+
+
+# ---- gpu.health -------------------------------------------------------------------------------
+
+_STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+
+
+class GpuHealth(BaseModel):
+    """Thresholds for gpu.health; every aspect is its own verdict per GPU."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ecc_uncorrectable_volatile: Ceiling = Field(
+        Ceiling(fail_above=0), description="uncorrectable ECC errors since the driver loaded")
+    ecc_uncorrectable_aggregate: Optional[Ceiling] = Field(
+        None, description="lifetime uncorrectable ECC errors; unset: not judged (remapped rows tell "
+                          "whether they were repaired)")
+    ecc_mode: Action = Field("warn", description="ECC must be enabled (datacenter GPUs)")
+    retired_pages_pending: Action = Field("fail", description="a page retirement waits for a reset")
+    remap_pending: Action = Field("fail", description="a row remap waits for a GPU reset (Ampere+)")
+    remap_failure: Action = Field("fail", description="a row remap failed: the GPU needs replacing")
+    throttle_fail: list[str] = Field(
+        ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"],
+        description="clock-event reasons that fail the GPU")
+    throttle_warn: list[str] = Field(["sw_thermal_slowdown"], description="clock-event reasons that warn")
+    persistence: Action = Field("warn", description="persistence mode must be on (else every job "
+                                "pays driver start-up, and NVML state is lost between jobs)")
+    pcie: Action = Field("fail", description="PCIe link below its maximum width/generation while "
+                         "busy; an idle GPU lowers its link on purpose, so idle only warns on width")
+    nvlink: Action = Field("fail", description="every NVLink of the GPU must be active")
+    expected_nvlinks: Optional[int] = Field(None, ge=0, strict=True,
+                                            description="active NVLinks each GPU must have (18 on H100 SXM)")
+    temperature_c: Optional[Ceiling] = Field(None, description="GPU temperature, °C")
+    power_limit_w: Optional[Floor] = Field(None, description="enforced power limit, W: a capped GPU "
+                                           "slows the whole job")
+
+    @model_validator(mode="after")
+    def _known_reasons(self) -> "GpuHealth":
+        for reason in (*self.throttle_fail, *self.throttle_warn):
+            if reason not in CLOCK_EVENT_REASONS:
+                raise ValueError(f"unknown clock-event reason {reason!r}; known: {', '.join(CLOCK_EVENT_REASONS)}")
+        return self
+
+
+@check("gpu.health", probes=[GPU], params=GpuHealth)
+def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
+    """Per GPU: ECC, retired pages, row remaps, throttling, persistence, PCIe link, NVLinks,
+    temperature and power limit — each its own verdict naming the GPU."""
+    facts = gpu_facts(out)
+    if not facts.gpus:
+        yield Verdict(Status.ERROR, f"{_source(facts)} lists no GPU: nothing to judge")
+        return
+    for gap in facts.gaps:
+        yield Verdict(Status.ERROR, f"not read: {gap}", _gap_subject(gap))
+    for gpu in facts.gpus:
+        verdicts = list(_gpu_verdicts(gpu, want))
+        bad = [v for v in verdicts if v.status is not Status.PASS]
+        yield from bad
+        if not verdicts:
+            yield Verdict(Status.ERROR, f"{gpu.label}: {_source(facts)} reported none of the health facts",
+                          gpu.label)
+        elif not bad:
+            observed = {k: val for v in verdicts for k, val in v.observed.items()}
+            yield Verdict(Status.PASS, f"{gpu.label}: " + "; ".join(v.message for v in verdicts),
+                          gpu.label, observed)
+
+
+def _gap_subject(gap: str) -> str:
+    head = gap.split(" ", 1)[0]
+    return head if head.startswith("GPU") else ""
+
+
+def _gpu_verdicts(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
+    g = gpu.label
+    if gpu.ecc_uncorrectable_volatile is not None:
+        v = want.ecc_uncorrectable_volatile.judge(gpu.ecc_uncorrectable_volatile, what=f"{g}: volatile "
+                                                  "uncorrectable ECC errors", unit="", subject=g)
+        yield _short(v, "ECC 0") if v.status is Status.PASS else v
+    if want.ecc_uncorrectable_aggregate is not None and gpu.ecc_uncorrectable_aggregate is not None:
+        v = want.ecc_uncorrectable_aggregate.judge(gpu.ecc_uncorrectable_aggregate, what=f"{g}: lifetime "
+                                                   "uncorrectable ECC errors", unit="", subject=g)
+        yield _short(v, f"lifetime ECC {gpu.ecc_uncorrectable_aggregate}") if v.status is Status.PASS else v
+    if want.ecc_mode != "off" and gpu.ecc_enabled is not None:
+        yield (_ok(g, "ECC on") if gpu.ecc_enabled else
+               Verdict(_STATUS[want.ecc_mode], f"{g}: ECC disabled, expected enabled", g,
+                       {"ecc_enabled": False}, {"ecc_enabled": True}))
+    if want.retired_pages_pending != "off" and gpu.retired_pages_pending is not None:
+        yield (Verdict(_STATUS[want.retired_pages_pending], f"{g}: page retirement pending (reset the GPU)",
+                       g, {"retired_pages_pending": True}, {"retired_pages_pending": False})
+               if gpu.retired_pages_pending else _ok(g, "no retirement pending"))
+    rows = gpu.remapped_rows
+    if rows is not None:
+        counts = f"correctable {_n(rows.correctable)}, uncorrectable {_n(rows.uncorrectable)}"
+        seen = {"remap_pending": rows.pending, "remap_failure": rows.failure,
+                "remapped_correctable": rows.correctable, "remapped_uncorrectable": rows.uncorrectable}
+        if want.remap_failure != "off" and rows.failure:
+            yield Verdict(_STATUS[want.remap_failure], f"{g}: row remapping failed ({counts}); replace the GPU",
+                          g, seen, {"remap_failure": False})
+        if want.remap_pending != "off" and rows.pending:
+            yield Verdict(_STATUS[want.remap_pending], f"{g}: row remap pending ({counts}); reset the GPU "
+                          "before the next job", g, seen, {"remap_pending": False})
+        if not rows.pending and not rows.failure and rows.pending is not None:
+            yield _ok(g, "no remap pending")
+    if gpu.clock_event_reasons is not None:
+        yield from _throttle(gpu, want)
+    if want.persistence != "off" and gpu.persistence_mode is not None:
+        yield (_ok(g, "persistence on") if gpu.persistence_mode else
+               Verdict(_STATUS[want.persistence], f"{g}: persistence mode off, expected on", g,
+                       {"persistence_mode": False}, {"persistence_mode": True}))
+    if want.pcie != "off":
+        yield from _pcie(gpu, want)
+    if want.nvlink != "off":
+        yield from _nvlink(gpu, want)
+    if want.temperature_c is not None and gpu.temperature_c is not None:
+        v = want.temperature_c.judge(gpu.temperature_c, what=f"{g}: temperature", unit="°C", subject=g)
+        yield _short(v, f"{fmt(gpu.temperature_c)} °C") if v.status is Status.PASS else v
+    if want.power_limit_w is not None and gpu.power_limit_w is not None:
+        v = want.power_limit_w.judge(gpu.power_limit_w, what=f"{g}: power limit", unit="W", subject=g)
+        yield _short(v, f"power limit {fmt(gpu.power_limit_w)} W") if v.status is Status.PASS else v
+
+
+def _throttle(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
+    g, active = gpu.label, gpu.clock_event_reasons or frozenset()
+    found = False
+    for reasons, status in ((want.throttle_fail, Status.FAIL), (want.throttle_warn, Status.WARN)):
+        hit = sorted(r for r in active if r in reasons)
+        if hit:
+            found = True
+            yield Verdict(status, f"{g}: clocks held down by {', '.join(hit)}", g,
+                          {"clock_event_reasons": sorted(active)}, {"clock_event_reasons_not": list(reasons)})
+    if not found:
+        yield _ok(g, "no throttling")
+
+
+def _pcie(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
+    g = gpu.label
+    width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
+    gen, gen_max = gpu.pcie_gen_current, gpu.pcie_gen_max
+    if None in (width, width_max, gen, gen_max):
+        return
+    # NVIDIA: current gen/width "may be reduced when the GPU is not in use" (power saving)
+    idle = "gpu_idle" in (gpu.clock_event_reasons or ())
+    seen = {"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width, "pcie_width_max": width_max,
+            "idle": idle}
+    expected = {"pcie_gen": gen_max, "pcie_width": width_max}
+    if width < width_max:
+        status = Status.WARN if idle else _STATUS[want.pcie]
+        note = " while idle; re-check under load" if idle else ""
+        yield Verdict(status, f"{g}: PCIe link x{width}, expected x{width_max}{note}", g, seen, expected)
+    elif gen < gen_max and not idle:
+        yield Verdict(_STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU busy)", g,
+                      seen, expected)
+    else:
+        yield _ok(g, f"PCIe gen{gen_max} x{width_max}" + (" (idle: gen not judged)" if gen < gen_max else ""))
+
+
+def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
+    g = gpu.label
+    if gpu.nvlinks is None:
+        if want.expected_nvlinks:
+            yield Verdict(Status.ERROR, f"{g}: NVLink state not reported, expected {want.expected_nvlinks} "
+                          "active links", g)
+        return
+    down = [link.link for link in gpu.nvlinks if link.active is False]
+    active = sum(1 for link in gpu.nvlinks if link.active)
+    seen = {"nvlinks_active": active, "nvlinks_down": down}
+    if down:
+        yield Verdict(_STATUS[want.nvlink], f"{g}: NVLink {', '.join(map(str, down))} down "
+                      f"({active} of {len(gpu.nvlinks)} active)", g, seen, {"nvlinks_down": []})
+    if want.expected_nvlinks is not None and active != want.expected_nvlinks:
+        yield Verdict(_STATUS[want.nvlink], f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}",
+                      g, seen, {"nvlinks_active": want.expected_nvlinks})
+    elif not down and gpu.nvlinks:
+        yield _ok(g, f"{active} NVLinks active")
+
+
+def _ok(subject: str, text: str) -> Verdict:
+    return Verdict(Status.PASS, text, subject)
+
+
+def _short(v: Verdict, text: str) -> Verdict:
+    return Verdict(v.status, text, v.subject, v.observed, v.expected)
+
+
+def _n(value) -> str:
+    return "?" if value is None else str(value)
+
+
+# ---- gpu.processes ----------------------------------------------------------------------------
+
+class GpuProcesses(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_memory_used_mib: float = Field(
+        1024, ge=0, allow_inf_nan=False,
+        description="GPU memory in use above this fails even with no process visible (a process in "
+                    "another PID namespace, a leaked context)")
+    ignore: list[str] = Field([], description="process names that may stay (e.g. a monitoring agent)")
+
+
+@check("gpu.processes", probes=[GPU], params=GpuProcesses)
+def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
+    """No compute process is left on any GPU and no GPU memory is held before the job starts."""
+    facts = gpu_facts(out)
+    if not facts.gpus:
+        yield Verdict(Status.ERROR, f"{_source(facts)} lists no GPU: nothing to judge")
+        return
+    for gpu in facts.gpus:
+        g = gpu.label
+        if gpu.processes is None:
+            yield Verdict(Status.ERROR, f"{g}: compute processes not reported by {_source(facts)}", g)
+            continue
+        left = [p for p in gpu.processes if p.name not in want.ignore]
+        for p in left:
+            mem = "memory unknown" if p.used_memory_mib is None else f"{fmt(p.used_memory_mib)} MiB"
+            yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}", g,
+                          {"pid": p.pid, "process": p.name, "used_memory_mib": p.used_memory_mib},
+                          {"processes": []})
+        used = gpu.memory_used_mib
+        if not left and used is not None and used > want.max_memory_used_mib:
+            yield Verdict(Status.FAIL, f"{g}: {fmt(used)} MiB GPU memory in use with no process visible, "
+                          f"expected <= {fmt(want.max_memory_used_mib)} MiB", g,
+                          {"memory_used_mib": used}, {"max_memory_used_mib": want.max_memory_used_mib})
+        elif not left:
+            mem = "" if used is None else f", {fmt(used)} MiB used"
+            yield Verdict(Status.PASS, f"{g}: no compute process{mem}", g)
+
+
+# ---- versions the GPU stack reports ------------------------------------------------------------
+
+@value_check("gpu.driver", what="NVIDIA driver", probes=[GPU],
+             doc="The NVIDIA driver version is pinned and/or the same on every node.")
+def gpu_driver(out: Captures, _want: PinOrDrift) -> str:
+    facts = gpu_facts(out)
+    if not facts.driver_version:
+        raise ParseError("gpu probe", f"{_source(facts)} did not report the driver version")
+    return facts.driver_version
+
+
+@value_check("cuda.version", what="CUDA driver API", probes=[GPU],
+             doc="The CUDA version the driver supports is pinned and/or the same on every node.")
+def cuda_version(out: Captures, _want: PinOrDrift) -> str:
+    facts = gpu_facts(out)
+    if not facts.cuda_driver_version:
+        raise ParseError("gpu probe", f"{_source(facts)} did not report the CUDA driver version")
+    return facts.cuda_driver_version

@@ -1,0 +1,40 @@
+"""Register "one value per node, all nodes agree or match a pin" checks from a per-node reader."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Sequence
+
+from nodecheck.crossnode import PinOrDrift, gather, judge_values
+from nodecheck.model import Probe
+from nodecheck.registry import Captures, check
+
+Reader = Callable[[Captures, PinOrDrift], str]
+
+
+@dataclass(frozen=True)
+class ValueCheck:
+    """What `nodecheck baseline` and `nodecheck facts` need to read the same value a check judges."""
+    name: str                                  # "nccl.version"
+    what: str                                  # "NCCL": the word messages start with
+    probes: Callable[[PinOrDrift], Sequence[Probe]]
+    read: Reader
+
+
+VALUE_CHECKS: dict[str, ValueCheck] = {}
+
+
+def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc: str) -> Callable:
+    """Decorate a reader `(captures, params) -> value` (raising Absent or ParseError) to register
+    a fleet check that pins and/or compares that value across the run's nodes."""
+    def register(read: Reader) -> Reader:
+        def judge(by_node: Mapping[str, Captures], want: PinOrDrift) -> Iterator:
+            values, problems = gather(by_node, lambda out: read(out, want), what=what)
+            yield from problems
+            yield from judge_values(values, want, what=what)
+        judge.__doc__ = doc
+        judge.__name__ = name.replace(".", "_")
+        check(name, probes=probes, params=params, scope="fleet")(judge)
+        probe_list = probes if callable(probes) else (lambda _params, _p=tuple(probes): _p)
+        VALUE_CHECKS[name] = ValueCheck(name, what, probe_list, read)
+        return read
+    return register

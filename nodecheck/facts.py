@@ -1,0 +1,147 @@
+"""Gather and read every node's facts (GPU, versions, HCAs, image digest) without judging them:
+what `nodecheck facts` prints and what `nodecheck baseline` turns into pins."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from nodecheck.checks.container import ContainerDigest, container_probes
+from nodecheck.checks.gpu import GPU, parse_gpu_probe
+from nodecheck.checks.ib import IBSTAT
+from nodecheck.checks.values import VALUE_CHECKS
+from nodecheck.crossnode import Absent, PinOrDrift, fold, group_by_value
+from nodecheck.errors import ParseError
+from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.parsers.ibstat import parse_ibstat
+from nodecheck.transport import Transport
+from nodecheck.transport.fanout import run_probes
+
+ANY = PinOrDrift(drift="fail")                 # readers ignore their params except container.digest
+
+
+@dataclasses.dataclass(frozen=True)
+class Gathered:
+    nodes: tuple[str, ...]
+    captures: Mapping[tuple[str, str], Capture]
+    probes: tuple[Probe, ...]
+    value_checks: tuple[str, ...]
+    image: ContainerDigest | None
+    incomplete: str
+
+
+def value_params(name: str, image: ContainerDigest | None) -> PinOrDrift:
+    return image if name == "container.digest" else ANY
+
+
+def gather(nodes: Sequence[Node], transport: Transport, *, fanout: int, deadline_s: float,
+           image: ContainerDigest | None = None, stop=None) -> Gathered:
+    """Run every fact probe once per node (the container probe only when an image is given)."""
+    names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
+    probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT)}
+    for name in names:
+        for p in VALUE_CHECKS[name].probes(value_params(name, image)):
+            probes[p.name] = p
+    out = run_probes(transport, {n: tuple(probes.values()) for n in nodes}, fanout=fanout,
+                     deadline=time.monotonic() + deadline_s, stop=stop)
+    return Gathered(tuple(n.name for n in nodes), out.captures, tuple(probes.values()), names, image,
+                    out.incomplete)
+
+
+def _blocked(c: Capture) -> str | None:
+    if c.outcome is not Outcome.EXITED:
+        return f"{c.outcome.value}: {c.detail}" if c.detail else c.outcome.value
+    if c.exit_code != 0:
+        first = next((ln for ln in (c.stderr + c.stdout).splitlines() if ln.strip()), "")
+        return f"{c.argv[0]} exited {c.exit_code}: {first.strip()}"
+    return None
+
+
+def read_value(g: Gathered, node: str, name: str) -> tuple[str | None, str | None]:
+    """(value, None) or (None, why not)."""
+    check = VALUE_CHECKS[name]
+    params = value_params(name, g.image)
+    mine = {p.name: g.captures[(node, p.name)] for p in check.probes(params)}
+    for c in mine.values():
+        if why := _blocked(c):
+            return None, why
+    try:
+        return check.read(mine, params), None
+    except Absent as e:
+        return None, f"absent: {e}"
+    except ParseError as e:
+        return None, f"cannot read {e.tool} output: {e.reason}"
+
+
+def _read(g: Gathered, node: str, probe: Probe, parse: Callable[[str], Any]) -> Any:
+    c = g.captures[(node, probe.name)]
+    if why := _blocked(c):
+        return {"error": why}
+    try:
+        return _plain(parse(c.stdout))
+    except ParseError as e:
+        return {"error": f"cannot read {e.tool} output: {e.reason}"}
+
+
+def node_facts(g: Gathered, node: str) -> dict[str, Any]:
+    values = {}
+    for name in g.value_checks:
+        value, why = read_value(g, node, name)
+        values[name] = value if why is None else {"error": why}
+    return {"values": values,
+            "gpu": _read(g, node, GPU, parse_gpu_probe),
+            "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas)}
+
+
+def all_facts(g: Gathered) -> dict[str, Any]:
+    return {"nodes": {n: node_facts(g, n) for n in g.nodes},
+            "incomplete": g.incomplete or None}
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, tuples, sets and datetimes as JSON-ready values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    pins: dict[str, str]                       # check → the value every node agrees on
+    disagreements: dict[str, str]              # check → "2.23.4 on node[1-3], 2.21.5 on node4"
+    unreadable: dict[str, str]                 # check → "node4: cannot read ..."
+
+    @property
+    def clean(self) -> bool:
+        return not self.disagreements and not self.unreadable
+
+
+def baseline(g: Gathered) -> Baseline:
+    """The pins a known-good set of nodes agrees on; anything they disagree on is not pinned."""
+    pins, disagree, unreadable = {}, {}, {}
+    for name in g.value_checks:
+        values, problems = {}, []
+        for node in g.nodes:
+            value, why = read_value(g, node, name)
+            if why is None:
+                values[node] = value
+            else:
+                problems.append((node, why))
+        if problems:
+            unreadable[name] = "; ".join(f"{n}: {why}" for n, why in problems[:5]) + \
+                (f"; and {len(problems) - 5} more nodes" if len(problems) > 5 else "")
+        groups = group_by_value(values)
+        if len(groups) == 1 and not problems:
+            pins[name] = next(iter(groups))
+        elif len(groups) > 1:
+            disagree[name] = ", ".join(f"{v} on {fold(n)}" for v, n in groups.items())
+    return Baseline(pins, disagree, unreadable)

@@ -1,0 +1,353 @@
+"""Parse container image facts (inspect JSON, digest tables, sha256sum, enroot list, pyxis log lines)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from nodecheck.errors import ParseError
+
+# re.ASCII throughout: a str pattern's \d and \w also match other scripts' characters.
+_HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_REPO_DIGEST = re.compile(r"([^@\s\[\]\"]+)@(sha256:[0-9a-f]{64})", re.ASCII)
+# `docker images --digests` prints the whole "sha256:<64 hex>"; crictl cuts it to 13 hex and drops
+# the algorithm (cri-tools#1366). Anything shorter than docker's 12-hex short ID is not a digest.
+_TRUNCATED_DIGEST = re.compile(r"[0-9a-f]{12,63}", re.ASCII)
+# columns of a table are separated by tabwriter padding (2+ spaces) or tabs; cells such as
+# "3 hours ago" and "5.9 MiB" hold single spaces
+_CELL_SEPARATOR = re.compile(r"\t+| {2,}")
+
+# Missing-image messages, docker then podman (the reference is group 1):
+#   docker 1.x-20.x CLI       "Error: No such image: REF"               (gitlab-ci-local#655)
+#   docker CLI, daemon text   "Error response from daemon: No such image: REF"   (python-on-whales#557)
+#   `docker inspect` untyped  "Error: No such image or container: REF"  (moby#18424)
+#   podman-hpc `inspect`      "Error: no such object: REF"              (NERSC/podman-hpc#148)
+_DOCKER_MISSING = re.compile(
+    r"Error(?: response from daemon)?: (?:No such image(?: or container)?|no such object): (\S+)")
+# podman wraps its cause: "Error: inspecting object: unable to inspect "REF": failed to find image
+# REF: REF: image not known"; the reference is always the segment just before "image not known"
+_PODMAN_MISSING = re.compile(r"Error: (?:.*: )?([^\s:][^\s]*?): image not known")
+# podman logs through logrus on stderr ("WARN[0000] ..."), which the probe captures with stdout;
+# warnings and info say nothing about the image, while "ERRO[...]" lines are errors like any other
+_LOGRUS_NOTICE = re.compile(r"(?:WARN|INFO|DEBU)\[\d+\] .*", re.ASCII)
+
+# pyxis writes through Slurm's logger: "error: pyxis: <message>". Lines it relays from enroot's
+# log are indented under "pyxis:" (pyxis prints "pyxis:     %s" for each enroot log line).
+_PYXIS_ERROR = re.compile(r"error: pyxis:(?P<body>.*)")
+_SLURMD_PREFIX = re.compile(                 # slurmd.log: "[2025-11-06T20:36:19.163] [19.0] "
+    r"\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:\[(?P<step>[^\]\s]+)\] )?", re.ASCII)
+_SYSLOG_PREFIX = re.compile(                 # journal: "Feb 22 17:46:38 host slurmd[13562]: "
+    r"(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ \S+: ", re.ASCII)
+_ISO_SYSLOG_PREFIX = re.compile(             # rsyslog RFC 3339: "2024-03-09T17:46:38.1+00:00 host x: "
+    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) \S+ \S+: ", re.ASCII)
+
+# the columns each `images --digests` layout must have, by header name
+_TABLE_COLUMNS = {
+    "docker": ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "SIZE"),     # docker and nerdctl
+    "crictl": ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
+}
+# Rows that arrive without their header (a `| grep` of the table, as in cri-tools#1366) are read
+# by cell count: crictl prints 5 cells, docker and nerdctl 6 (CREATED sits before SIZE).
+_HEADERLESS = {5: ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
+               6: ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE")}
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    image_id: str                              # "sha256:<64 hex>"; podman's bare hex gets the prefix
+    repo_digests: tuple[str, ...]              # "registry/repo@sha256:<64 hex>", as printed
+    repo_tags: tuple[str, ...]                 # "ubuntu:22.04"
+
+
+@dataclass(frozen=True)
+class ImageMissing:
+    """The runtime answered that the image is not there: a fact to judge, not an unreadable output."""
+    reference: str                             # as the error names it: "docker.io/x/y:1.0"
+    message: str                               # the error line as printed
+
+
+@dataclass(frozen=True)
+class ImageRow:
+    repository: str | None                     # None where the table prints "<none>"
+    tag: str | None                            # None where the table prints "<none>"
+    digest: str | None                         # "sha256:<64 hex>", crictl's cut form, or None ("<none>")
+    image_id: str                              # short form as printed: 12 hex (docker), 13 (crictl)
+    size: str                                  # as printed: "5.6MB", "5.9 MiB", "20B"
+    digest_truncated: bool                     # crictl's 13-hex form: compare by prefix only
+
+
+@dataclass(frozen=True)
+class Sha256Sums:
+    sums: dict[str, str]                       # path → 64 lowercase hex
+    missing: tuple[str, ...]                   # "No such file or directory"
+    unreadable: dict[str, str]                 # path → sha256sum's reason ("Permission denied", ...)
+
+
+@dataclass(frozen=True)
+class PyxisError:
+    time: str | None                           # as printed: "2025-11-06T20:36:19.163", "Feb 22 17:46:38"
+    step: str | None                           # slurmd.log's step id: "19.0"; None elsewhere
+    message: str                               # after "pyxis:", leading indentation removed
+    raw: str                                   # the whole line
+    from_enroot_log: bool                      # a line pyxis relays from enroot's log ("[ERROR] URL ...")
+
+
+def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
+    """`docker/podman image inspect IMAGE` JSON, or ImageMissing when the runtime has no such image."""
+    tool = "image inspect"
+    json_lines, missing = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        found = _missing(stripped)
+        if found:
+            missing.append(found)
+        elif _LOGRUS_NOTICE.fullmatch(stripped):
+            continue
+        elif stripped.startswith(("Error", "ERRO[")):    # not "no such image": daemon down, ...
+            raise ParseError(tool, f"unexpected error line {_quote(stripped)}", text)
+        else:
+            json_lines.append(line)
+    if missing:                                # the job needs the image; the first one missing decides
+        return missing[0]
+    body = "\n".join(json_lines).strip()
+    if not body:
+        raise ParseError(tool, "empty output", text)
+    try:
+        data = json.loads(body)
+    except ValueError as why:
+        raise ParseError(tool, f"not JSON: {why}", text) from None
+    if not isinstance(data, list):
+        raise ParseError(tool, "expected a JSON array of images", text)
+    if not data:
+        # docker and podman print "[]" with the error on stderr; without that line the reference
+        # that is missing is unknown, so this is not a fact a judge can name
+        raise ParseError(tool, "empty array and no 'No such image' line (was stderr captured?)", text)
+    return tuple(_image_record(item, text) for item in data)
+
+
+def parse_repo_digests_template(text: str) -> tuple[str, ...]:
+    """`--format '{{.RepoDigests}}'` ("[a@sha256:.. b@sha256:..]") or `{{json .RepoDigests}}`."""
+    tool = "image inspect --format RepoDigests"
+    value = text.strip()
+    if not value:
+        raise ParseError(tool, "empty output", text)
+    if value == "null":                        # {{json}} of a nil slice (moby#45556)
+        return ()
+    if value.startswith('["') or value == "[]":
+        try:
+            items = json.loads(value)
+        except ValueError as why:
+            raise ParseError(tool, f"not JSON: {why}", text) from None
+        if not all(isinstance(item, str) for item in items):
+            raise ParseError(tool, "JSON array holds a non-string", text)
+    elif value.startswith("[") and value.endswith("]"):
+        items = value[1:-1].split()            # Go prints a []string as "[a b c]"
+    else:
+        raise ParseError(tool, f"expected '[...]', got {_quote(value)}", text)
+    for item in items:
+        if not _REPO_DIGEST.fullmatch(item):
+            raise ParseError(tool, f"not a repo digest: {_quote(item)}", text)
+    return tuple(items)
+
+
+def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
+    """Rows of `docker images --digests`, `nerdctl images --digests` or `crictl images --digests`."""
+    tool = "images --digests"
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ParseError(tool, "empty output", text)
+    header = _cells(lines[0])
+    if header[:1] in (("REPOSITORY",), ("IMAGE",)) and "TAG" in header:
+        names, rows = header, lines[1:]
+        required = _TABLE_COLUMNS["docker" if header[0] == "REPOSITORY" else "crictl"]
+        lacking = [column for column in required if column not in names]
+        if lacking:                            # e.g. `docker images` run without --digests
+            raise ParseError(tool, f"header lacks {', '.join(lacking)}", text)
+    else:
+        names, rows = (), lines
+    result = []
+    for line in rows:
+        cells = _cells(line)
+        columns = names or _HEADERLESS.get(len(cells))
+        if columns is None:
+            raise ParseError(tool, f"headerless row of {len(cells)} cells: {_quote(line.strip())}", text)
+        if len(cells) != len(columns):
+            raise ParseError(tool, f"row has {len(cells)} cells for {len(columns)} columns: "
+                             f"{_quote(line.strip())}", text)
+        row = dict(zip(columns, cells))
+        digest, truncated = _table_digest(row["DIGEST"], tool, text)
+        result.append(ImageRow(
+            repository=_none(row.get("REPOSITORY", row.get("IMAGE"))), tag=_none(row["TAG"]),
+            digest=digest, image_id=row["IMAGE ID"], size=row["SIZE"], digest_truncated=truncated))
+    return tuple(result)
+
+
+def digest_of(record: ImageRecord, reference: str) -> str | None:
+    """The "sha256:…" digest of the record's first repo digest in the reference's repository, else None."""
+    found = digests_of(record, reference)
+    return found[0] if found else None
+
+
+def digests_of(record: ImageRecord, reference: str) -> tuple[str, ...]:
+    """Every "sha256:…" digest the record holds for the reference's repository (podman lists the
+    manifest list's and the platform manifest's digest for one repository)."""
+    wanted = _repository(reference)
+    found = []
+    for entry in record.repo_digests:
+        match = _REPO_DIGEST.fullmatch(entry)
+        if match and _repository(match[1]) == wanted:
+            found.append(match[2])
+    return tuple(found)
+
+
+def parse_sha256sum(text: str) -> Sha256Sums:
+    """`sha256sum FILE...` (GNU or --tag lines, with stderr): sums, missing and unreadable paths."""
+    tool = "sha256sum"
+    sums: dict[str, str] = {}
+    missing: list[str] = []
+    unreadable: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        entry = _sum_line(line)
+        if entry is not None:
+            path, digest = entry
+            if sums.get(path, digest) != digest:
+                raise ParseError(tool, f"two different sums for {_quote(path)}", text)
+            sums[path] = digest
+            continue
+        error = re.fullmatch(r"sha256sum: (.+): ([^:]+)", line)
+        if not error:
+            raise ParseError(tool, f"unexpected line {_quote(line)}", text)
+        if error[2] == "No such file or directory":
+            missing.append(error[1])
+        else:
+            unreadable[error[1]] = error[2]
+    if not (sums or missing or unreadable):
+        raise ParseError(tool, "empty output", text)
+    return Sha256Sums(sums, tuple(missing), unreadable)
+
+
+def parse_enroot_list(text: str) -> tuple[str, ...]:
+    """Names from `enroot list` (one per line) or `enroot list --fancy` (NAME column); () if none."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].split()[:2] == ["NAME", "SIZE"]:
+        # --fancy: a container's extra processes continue on lines that start with spaces
+        return tuple(line.split()[0] for line in lines[1:] if not line[0].isspace())
+    for line in lines:
+        # enroot prints the bare directory names; indentation or spaces mean another output
+        if line != line.strip() or len(line.split()) != 1:
+            raise ParseError("enroot list", f"not a container name: {_quote(line)}", text)
+    return tuple(lines)
+
+
+def parse_pyxis_log(text: str) -> tuple[PyxisError, ...]:
+    """Every "error: pyxis:" line in slurmd.log, journal or srun/slurmstepd output; () when there are none."""
+    found = []
+    for line in text.splitlines():
+        # searched, not anchored: journal and log prefixes vary, and pasted logs carry markup
+        match = _PYXIS_ERROR.search(line)
+        if not match:
+            continue
+        body = match["body"]
+        time = step = None
+        prefix = _SLURMD_PREFIX.match(line) or _ISO_SYSLOG_PREFIX.match(line) or _SYSLOG_PREFIX.match(line)
+        if prefix:
+            time, step = prefix["time"], prefix.groupdict().get("step")
+        found.append(PyxisError(time=time, step=step, message=body.strip(), raw=line,
+                                from_enroot_log=body.startswith("  ")))
+    return tuple(found)
+
+
+def _missing(line: str) -> ImageMissing | None:
+    match = _DOCKER_MISSING.fullmatch(line) or _PODMAN_MISSING.fullmatch(line)
+    return ImageMissing(match[1].strip('"'), line) if match else None
+
+
+def _image_record(item: object, text: str) -> ImageRecord:
+    tool = "image inspect"
+    if not isinstance(item, dict):
+        raise ParseError(tool, "array item is not an object", text)
+    image_id = item.get("Id")
+    if not isinstance(image_id, str):
+        raise ParseError(tool, "image has no \"Id\" string", text)
+    if _HEX64.fullmatch(image_id):             # podman prints the config digest without "sha256:"
+        image_id = f"sha256:{image_id}"
+    if not _IMAGE_ID.fullmatch(image_id):
+        raise ParseError(tool, f"\"Id\" is not sha256:<64 hex>: {_quote(image_id)}", text)
+    digests = _string_list(item, "RepoDigests", text)
+    for entry in digests:
+        if not _REPO_DIGEST.fullmatch(entry):
+            raise ParseError(tool, f"not a repo digest: {_quote(entry)}", text)
+    return ImageRecord(image_id, digests, _string_list(item, "RepoTags", text))
+
+
+def _string_list(item: dict, key: str, text: str) -> tuple[str, ...]:
+    if key not in item:
+        raise ParseError("image inspect", f"image has no {key!r}", text)
+    value = item[key]
+    if value is None:                          # Engine API 1.43 returns null for none (moby#45556)
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParseError("image inspect", f"{key!r} is not a list of strings", text)
+    return tuple(value)
+
+
+def _cells(line: str) -> tuple[str, ...]:
+    return tuple(cell for cell in _CELL_SEPARATOR.split(line.strip()) if cell)
+
+
+def _none(cell: str) -> str | None:
+    return None if cell == "<none>" else cell
+
+
+def _table_digest(cell: str, tool: str, text: str) -> tuple[str | None, bool]:
+    if cell == "<none>":
+        return None, False
+    if _IMAGE_ID.fullmatch(cell):
+        return cell, False
+    if _TRUNCATED_DIGEST.fullmatch(cell):
+        return cell, True
+    raise ParseError(tool, f"not a digest: {_quote(cell)}", text)
+
+
+def _repository(reference: str) -> str:
+    """The full repository a reference names: "ubuntu:22.04" → "docker.io/library/ubuntu"."""
+    name = reference.split("@", 1)[0]
+    if name.rfind(":") > name.rfind("/"):      # a tag; a ':' before the last '/' is a registry port
+        name = name[:name.rfind(":")]
+    first, _, rest = name.partition("/")
+    # docker's rule: the first component is a registry only if it has a '.' or ':' or is localhost
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        domain, path = first, rest
+    else:
+        domain, path = "docker.io", name
+    if domain == "index.docker.io":
+        domain = "docker.io"
+    if domain == "docker.io" and "/" not in path:
+        path = f"library/{path}"
+    return f"{domain}/{path}"
+
+
+def _sum_line(line: str) -> tuple[str, str] | None:
+    """(path, digest) of a GNU ("hex  path", "hex *path") or --tag ("SHA256 (path) = hex") line."""
+    # GNU coreutils starts a line with '\' when the name holds a newline or backslash, and escapes them
+    escaped = line.startswith("\\")
+    body = line[1:] if escaped else line
+    gnu = re.fullmatch(r"([0-9a-f]{64}) [ *](.+)", body, re.ASCII)
+    tag = re.fullmatch(r"SHA256 \((.+)\) = ([0-9a-f]{64})", body, re.ASCII)
+    if gnu:
+        path, digest = gnu[2], gnu[1]
+    elif tag:
+        path, digest = tag[1], tag[2]
+    else:
+        return None
+    if escaped:
+        path = re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r", "\\": "\\"}.get(m[1], m[0]), path)
+    return path, digest
+
+
+def _quote(value: str, limit: int = 60) -> str:
+    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

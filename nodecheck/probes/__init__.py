@@ -1,0 +1,1 @@
+"""Self-contained probe scripts sent to nodes (stdin of `python3 -`) or run in-process with --local."""

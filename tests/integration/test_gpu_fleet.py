@@ -1,0 +1,179 @@
+"""GPU health and version/image drift end to end: real sshd nodes, the real NVML probe over stdin
+against the fake nvidia-ml-py, recorded kernel logs, ldconfig, ofed_info, ibstat and docker outputs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from harness.scenarios import (DOCKER_INSPECT, GPU_FLEET, IMAGE, NCCL_GOOD, NCCL_STALE, apply, gpu_node)
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+PLAYBOOK = f"""\
+version: 1
+deadline_s: 60
+checks:
+  gpu.count: {{expect: 8, name: "NVIDIA H100 80GB HBM3"}}
+  gpu.health: {{expected_nvlinks: 18, power_limit_w: {{fail_below: 700}}}}
+  gpu.processes: {{}}
+  gpu.xid: {{}}
+  node.oom: {{since: boot}}
+  gpu.driver: {{}}
+  cuda.version: {{}}
+  nccl.version: {{}}
+  nccl.settings: {{}}
+  ofed.version: {{}}
+  hca.firmware: {{}}
+  kernel.version: {{}}
+  os.release: {{}}
+  container.digest: {{image: "{IMAGE}"}}
+"""
+DIGEST = "sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1"
+STALE_DIGEST = "sha256:0c9d4b3a8e2f11d6a7b5c4e3f2a1908d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a29"
+
+
+def nodecheck(*args, timeout=120):
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+
+
+def run(cluster, tmp_path, *extra, playbook_text=PLAYBOOK):
+    book = tmp_path / "gpu.yml"
+    book.write_text(playbook_text)
+    code, out, err, wall = nodecheck("run", str(cluster.inventory_path), "--playbook", str(book),
+                                     "--format", "json", "--output-dir", str(tmp_path / "reports"), *extra)
+    assert code != 64, err
+    return code, json.loads(out), wall
+
+
+def unhealthy(doc) -> dict[str, list[tuple[str, str, str]]]:
+    """{node: [(status, check, message)]} of every non-passing result."""
+    return {n["node"]: [(r["status"], r["check"], r["message"]) for r in n["results"] if r["status"] != "pass"]
+            for n in doc["nodes"] if any(r["status"] != "pass" for r in n["results"])}
+
+
+def test_exactly_the_broken_nodes_fail_with_exact_messages(cluster, tmp_path):
+    apply(cluster, GPU_FLEET)
+    code, doc, wall = run(cluster, tmp_path)
+    assert (code, doc["status"], doc["complete"]) == (2, "fail", True)
+    assert {n["node"]: n["status"] for n in doc["nodes"]} == {
+        "node1": "pass", "node2": "fail", "node3": "fail", "node4": "fail", "node5": "fail",
+        "node6": "fail", "node7": "warn", "node8": "pass"}
+    bad = unhealthy(doc)
+    assert bad["node2"] == [("fail", "nccl.version", f"NCCL {NCCL_STALE} on node2, expected {NCCL_GOOD} (7 nodes)")]
+    assert bad["node3"] == [("fail", "container.digest",
+                             f"image digest {STALE_DIGEST} on node3, expected {DIGEST} (7 nodes)")]
+    assert bad["node4"] == [("fail", "gpu.health", "GPU3: row remap pending (correctable 0, uncorrectable 4); "
+                                                   "reset the GPU before the next job")]
+    assert bad["node5"] == [("fail", "gpu.processes", "GPU5: leftover process pid 48213 python3 using 40960 MiB")]
+    [(status, check, message)] = bad["node6"]
+    assert (status, check) == ("fail", "gpu.xid")
+    assert message.startswith("Xid 79 on PCI:0000:b3:00: GPU has fallen off the bus (from the kernel's "
+                              "message; no Xid line) (1x, last ")
+    assert bad["node7"] == [
+        ("warn", "node.oom", "OOM killed python3 2x since boot (last 2026-05-15 23:09:30Z, pid 15783, global)"),
+        ("warn", "node.oom", "OOM killed (resolved) 2x since boot (last 2026-05-15 23:09:30Z, pid 15934, global)")]
+    # the healthy nodes were judged on everything, from NVML (not the nvidia-smi fallback)
+    node1 = next(n for n in doc["nodes"] if n["node"] == "node1")
+    assert {r["check"] for r in node1["results"]} == set(yaml.safe_load(PLAYBOOK)["checks"])
+    count = next(r for r in node1["results"] if r["check"] == "gpu.count")
+    assert count["message"] == "8 GPUs (NVML)"
+    health = [r for r in node1["results"] if r["check"] == "gpu.health"]
+    assert len(health) == 8 and health[3]["message"].startswith("GPU3: ECC 0; ECC on;")
+    assert "18 NVLinks active" in health[3]["message"]
+    assert wall < 20
+
+
+def test_a_tie_asks_for_a_pin_instead_of_guessing(cluster, tmp_path):
+    apply(cluster, {"node1": gpu_node(), "node2": gpu_node(nccl=NCCL_STALE)})
+    code, doc, _ = run(cluster, tmp_path, "--nodes", "node[1-2]")
+    results = [r for n in doc["nodes"] for r in n["results"] if r["check"] == "nccl.version"]
+    assert [r["status"] for r in results] == ["error", "error"]
+    assert results[0]["message"] == (f"NCCL: no majority among {NCCL_GOOD} on node1, {NCCL_STALE} on node2; "
+                                     "pin the right one with expect: in the playbook")
+    assert results[0]["group"] == "node[1-2]"
+    assert code == 3                                        # nothing failed, but it could not judge
+
+
+def test_a_pin_is_the_reference_even_against_the_majority(cluster, tmp_path):
+    apply(cluster, GPU_FLEET)
+    text = PLAYBOOK.replace("  nccl.version: {}", f'  nccl.version: {{expect: "{NCCL_STALE}"}}')
+    code, doc, _ = run(cluster, tmp_path, playbook_text=text)
+    nccl = {n["node"]: [r for r in n["results"] if r["check"] == "nccl.version"][0] for n in doc["nodes"]}
+    assert nccl["node2"]["status"] == "pass"
+    assert nccl["node1"]["message"] == (f"NCCL {NCCL_GOOD} on node[1,3-8], expected {NCCL_STALE} "
+                                        "(pinned; 1 node)")
+
+
+def test_facts_shows_each_node_and_its_source(cluster, tmp_path):
+    apply(cluster, GPU_FLEET)
+    code, out, err, _ = nodecheck("facts", str(cluster.inventory_path), "--format", "json", "--image", IMAGE)
+    assert code == 0, err
+    facts = json.loads(out)["nodes"]
+    assert list(facts) == cluster.nodes
+    assert facts["node2"]["values"]["nccl.version"] == NCCL_STALE
+    assert facts["node1"]["values"]["nccl.version"] == NCCL_GOOD
+    assert facts["node3"]["values"]["container.digest"] == STALE_DIGEST
+    assert facts["node1"]["values"]["ofed.version"] == "MLNX_OFED_LINUX-23.07-0.5.1.2"
+    assert facts["node1"]["values"]["hca.firmware"] == "MT4125 22.38.1002, MT4129 28.39.1002"
+    gpu = facts["node4"]["gpu"]
+    assert (gpu["source"], gpu["driver_version"], gpu["cuda_driver_version"]) == ("nvml", "550.90.07", "12.4")
+    assert gpu["gpus"][3]["remapped_rows"] == {"correctable": 0, "uncorrectable": 4, "pending": True,
+                                               "failure": False}
+
+
+def test_baseline_of_good_nodes_pins_what_they_agree_on_and_the_pins_catch_the_rest(cluster, tmp_path):
+    apply(cluster, GPU_FLEET)
+    code, out, err, _ = nodecheck("baseline", str(cluster.inventory_path), "--nodes", "node[1,8]",
+                                  "--image", IMAGE)
+    assert code == 0, err
+    pins = yaml.safe_load(out)
+    assert pins["checks"]["nccl.version"] == {"expect": NCCL_GOOD}
+    assert pins["checks"]["container.digest"] == {"image": IMAGE, "expect": DIGEST}
+    assert pins["checks"]["gpu.driver"] == {"expect": "550.90.07"}
+    assert set(pins["checks"]) >= {"cuda.version", "ofed.version", "hca.firmware", "kernel.version",
+                                   "os.release", "nccl.settings"}
+    (tmp_path / "pins.yml").write_text(out)
+    # a playbook that includes the pins: only two nodes run, so without pins a 1:1 split would tie
+    book = "version: 1\ninclude: [pins.yml]\nchecks:\n  nccl.version: {drift: off}\n"
+    (tmp_path / "pinned.yml").write_text(book)
+    code, out, err, _ = nodecheck("run", str(cluster.inventory_path), "--playbook", str(tmp_path / "pinned.yml"),
+                                  "--nodes", "node[2-3]", "--format", "json",
+                                  "--output-dir", str(tmp_path / "reports"))
+    assert code == 2, err
+    bad = unhealthy(json.loads(out))
+    assert bad["node2"] == [("fail", "nccl.version", f"NCCL {NCCL_STALE} on node2, expected {NCCL_GOOD} "
+                                                     "(pinned; 1 node)")]
+    assert bad["node3"] == [("fail", "container.digest", f"image digest {STALE_DIGEST} on node3, expected "
+                                                         f"{DIGEST} (pinned; 1 node)")]
+
+
+def test_baseline_refuses_to_pin_what_the_nodes_disagree_on(cluster, tmp_path):
+    apply(cluster, GPU_FLEET)
+    code, out, err, _ = nodecheck("baseline", str(cluster.inventory_path), "--image", IMAGE)
+    assert code == 2
+    pins = yaml.safe_load(out)
+    assert "nccl.version" not in pins["checks"] and "container.digest" not in pins["checks"]
+    assert pins["checks"]["gpu.driver"] == {"expect": "550.90.07"}
+    assert f"# not pinned, the nodes disagree: nccl.version: {NCCL_GOOD} on node[1,3-8], {NCCL_STALE} on node2" in out
+    assert "nccl.version not pinned: the nodes disagree" in err
+
+
+def test_a_missing_image_fails_that_node_only(cluster, tmp_path):
+    from harness.scenarios import Replay
+    layout = {n: gpu_node() for n in cluster.nodes}
+    layout["node4"] = [a for a in gpu_node() if getattr(a, "tool", "") != "docker"] + [
+        Replay("docker", "scenarios/docker-image-inspect-missing-stdout.txt", exit_code=1,
+               stderr_file="scenarios/derived-docker-image-inspect-missing-stderr.txt")]
+    apply(cluster, layout)
+    text = "version: 1\nchecks:\n  container.digest: {image: \"%s\"}\n" % IMAGE
+    code, doc, _ = run(cluster, tmp_path, playbook_text=text)
+    assert unhealthy(doc) == {"node4": [("fail", "container.digest",
+                                         f"{IMAGE} not present in docker (the job would pull it or fail)")]}
+    assert code == 2
