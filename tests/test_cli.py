@@ -11,6 +11,7 @@ from nodecheck.cli import main
 
 DATA = Path(__file__).parent / "data"
 HEALTHY = DATA / "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
+IB_ONLY = str(DATA / "playbooks" / "ib-only.yml")
 DOWN = DATA / "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"
 
 
@@ -101,14 +102,14 @@ def exit_code(argv):
 
 def test_local_run_prints_one_json_document_and_stores_the_report(fake_ibstat, tmp_path, capsys):
     fake_ibstat(f"cat '{HEALTHY}'")
-    code = main(["run", "--local", "--playbook", "demo", "--format", "json", "--output-dir", str(tmp_path)])
+    code = main(["run", "--local", "--playbook", IB_ONLY, "--format", "json", "--output-dir", str(tmp_path)])
     out = capsys.readouterr()
     doc = json.loads(out.out)                                # exactly one document on stdout
     assert (code, doc["status"], doc["complete"]) == (0, "pass", True)
     [node] = doc["nodes"]
     assert len(node["results"]) == 8 and {r["status"] for r in node["results"]} == {"pass"}
     [report_dir] = [p for p in tmp_path.iterdir() if p.name != "bin"]
-    assert report_dir.name.endswith("_demo")
+    assert report_dir.name.endswith("_ib-only")
     assert (report_dir / "captures" / node["node"] / "ibstat.txt").read_bytes() == HEALTHY.read_bytes()
     assert f"report: {report_dir}" in out.err
 
@@ -129,7 +130,7 @@ def test_local_run_exit_codes(fake_ibstat, tmp_path, capsys, body, code, status)
 
 def test_local_run_with_a_missing_tool_is_an_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))                # no ibstat anywhere
-    assert main(["run", "--local", "--playbook", "demo", "--output-dir", str(tmp_path / "r")]) == 3
+    assert main(["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(tmp_path / "r")]) == 3
     assert "ibstat not found on the node (exit 127)" in capsys.readouterr().out
 
 
@@ -148,7 +149,7 @@ def test_a_report_that_cannot_be_written_is_not_a_clean_bill_of_health(fake_ibst
     fake_ibstat(f"cat '{HEALTHY}'")
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
-    assert main(["run", "--local", "--playbook", "demo", "--output-dir", str(blocker / "reports")]) == 3
+    assert main(["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(blocker / "reports")]) == 3
     out = capsys.readouterr()
     assert "could not write the report under" in out.err
     assert "Status PASS (exit 0)" in out.out              # the verdicts themselves are still shown

@@ -22,12 +22,91 @@ def test_every_shipped_playbook_loads(name):
     assert book.name == name and book.checks and book.deadline_s > 0
 
 
-def test_default_playbook_runs_ib_ports_with_its_timeout():
+def test_default_playbook_runs_ib_ports_with_its_timeout_and_the_gpu_and_drift_checks():
     book = load_playbook("default")
-    [check] = book.checks
-    assert check.spec.name == "ib.ports"
+    by_name = {c.spec.name: c for c in book.checks}
+    check = by_name["ib.ports"]
     assert [(p.name, p.argv, p.timeout_s) for p in check.probes] == [("ibstat", ("ibstat",), 10.0)]
     assert check.params.min_rate_gbps == 400
+    assert {"gpu.health", "gpu.processes", "gpu.xid", "node.oom", "gpu.driver", "nccl.version"} <= set(by_name)
+    assert by_name["nccl.version"].spec.scope == "fleet" and by_name["nccl.version"].params.drift == "fail"
+
+
+@pytest.mark.parametrize("name, gpu, links", [("a100-sxm4-80gb-8", "NVIDIA A100-SXM4-80GB", 12),
+                                              ("h100-sxm-8", "NVIDIA H100 80GB HBM3", 18),
+                                              ("h200-sxm-8", "NVIDIA H200", 18),
+                                              ("b200-8", "NVIDIA B200", 18)])
+def test_node_profiles_expect_their_hardware(name, gpu, links):
+    by_name = {c.spec.name: c for c in load_playbook(name).checks}
+    assert (by_name["gpu.count"].params.expect, by_name["gpu.count"].params.name) == (8, gpu)
+    assert by_name["gpu.health"].params.expected_nvlinks == links
+    assert by_name["ib.ports"].params.expected_ports == 8
+
+
+PINS = """\
+    # Written by `nodecheck baseline`
+    version: 1
+    checks:
+      nccl.version: {expect: "2.23.4"}
+      container.digest: {image: "registry.local/train:24.10", expect: "sha256:%s"}
+    """ % ("a" * 64)
+
+
+def test_include_merges_pins_and_the_playbook_keys_win(tmp_path):
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS))
+    path = write(tmp_path, """\
+        version: 1
+        include: [pins.yml]
+        checks:
+          nccl.version: {drift: warn}
+          container.digest: {expect: "sha256:%s"}
+        """ % ("b" * 64))
+    by_name = {c.spec.name: c for c in load_playbook(str(path)).checks}
+    assert (by_name["nccl.version"].params.expect, by_name["nccl.version"].params.drift) == ("2.23.4", "warn")
+    digest = by_name["container.digest"].params
+    assert (digest.image, digest.expect) == ("registry.local/train:24.10", "sha256:" + "b" * 64)
+
+
+def test_an_error_in_an_included_file_names_that_file_and_line(tmp_path):
+    (tmp_path / "pins.yml").write_text("version: 1\nchecks:\n  nccl.version: {expect: 2.23}\n")
+    path = write(tmp_path, "version: 1\ninclude: [pins.yml]\nchecks:\n  nccl.version: {drift: fail}\n")
+    with pytest.raises(ConfigError) as e:
+        load_playbook(str(path))
+    assert str(e.value).startswith(f"{tmp_path / 'pins.yml'}:3: checks.nccl.version.expect")
+    assert 'quote the version' in str(e.value)
+
+
+def test_an_error_in_the_playbook_still_names_the_playbook(tmp_path):
+    (tmp_path / "pins.yml").write_text("version: 1\nchecks:\n  nccl.version: {expect: \"2.23.4\"}\n")
+    path = write(tmp_path, "version: 1\ninclude: [pins.yml]\nchecks:\n  nccl.version: {drift: sometimes}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:4: checks.nccl.version.drift"):
+        load_playbook(str(path))
+
+
+@pytest.mark.parametrize("pins, message", [
+    (None, "included file 'pins.yml' not found"),
+    ("checks:\n  nccl.versoin: {}\n", "unknown check 'nccl.versoin'"),
+    ("include: [x.yml]\nchecks: {}\n", "unknown key 'include'"),
+    ("- a\n", "an included file is a mapping"),
+])
+def test_bad_includes_are_bad_input(tmp_path, pins, message):
+    if pins is not None:
+        (tmp_path / "pins.yml").write_text(pins)
+    path = write(tmp_path, "version: 1\ninclude: [pins.yml]\nchecks:\n  gpu.driver: {}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_playbook(str(path))
+
+
+def test_drift_off_may_be_written_bare_in_yaml(tmp_path):
+    path = write(tmp_path, 'version: 1\nchecks:\n  nccl.version: {expect: "2.23.4", drift: off}\n')
+    [check] = load_playbook(str(path)).checks
+    assert check.params.drift == "off"
+
+
+def test_a_version_check_with_nothing_to_judge_is_refused(tmp_path):
+    path = write(tmp_path, "version: 1\nchecks:\n  nccl.version: {drift: off}\n")
+    with pytest.raises(ConfigError, match="nothing to judge"):
+        load_playbook(str(path))
 
 
 def test_timeout_and_params_apply(tmp_path):

@@ -19,7 +19,7 @@ DOWN = (DATA / "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt").read_text()
 
 @pytest.fixture
 def book():
-    return load_playbook("demo")
+    return load_playbook(str(DATA / "playbooks" / "ib-only.yml"))
 
 
 def nodes(n):

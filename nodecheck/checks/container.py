@@ -113,6 +113,9 @@ def container_digest(out: Captures, want: ContainerDigest) -> str:
     if runtime == "file":
         section = sections.require("sha256", "sha256sum")
         sums = parse_sha256sum(section.text)
+        if want.image in sums.unreadable:
+            # the file is there but cannot be read ("Permission denied"): not judged, never "absent"
+            raise ParseError("sha256sum", f"{want.image}: {sums.unreadable[want.image]}", section.text)
         if want.image in sums.missing or (section.rc != 0 and want.image not in sums.sums):
             raise Absent(f"{want.image} not present on the node")
         if want.image not in sums.sums:

@@ -174,11 +174,11 @@ def _gpu_verdicts(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     g = gpu.label
     if gpu.ecc_uncorrectable_volatile is not None:
         v = want.ecc_uncorrectable_volatile.judge(gpu.ecc_uncorrectable_volatile, what=f"{g}: volatile "
-                                                  "uncorrectable ECC errors", unit="", subject=g)
+                                                  "uncorrectable ECC", unit="errors", subject=g)
         yield _short(v, "ECC 0") if v.status is Status.PASS else v
     if want.ecc_uncorrectable_aggregate is not None and gpu.ecc_uncorrectable_aggregate is not None:
         v = want.ecc_uncorrectable_aggregate.judge(gpu.ecc_uncorrectable_aggregate, what=f"{g}: lifetime "
-                                                   "uncorrectable ECC errors", unit="", subject=g)
+                                                   "uncorrectable ECC", unit="errors", subject=g)
         yield _short(v, f"lifetime ECC {gpu.ecc_uncorrectable_aggregate}") if v.status is Status.PASS else v
     if want.ecc_mode != "off" and gpu.ecc_enabled is not None:
         yield (_ok(g, "ECC on") if gpu.ecc_enabled else
@@ -251,7 +251,9 @@ def _pcie(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
         yield Verdict(_STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU busy)", g,
                       seen, expected)
     else:
-        yield _ok(g, f"PCIe gen{gen_max} x{width_max}" + (" (idle: gen not judged)" if gen < gen_max else ""))
+        # the link as it is: an idle GPU at gen4 of 5 must not read as "gen5"
+        yield _ok(g, f"PCIe gen{gen} x{width}" + (f" (max gen{gen_max}; idle: gen not judged)"
+                                                  if gen < gen_max else ""))
 
 
 def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
@@ -310,19 +312,25 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
             yield Verdict(Status.ERROR, f"{g}: compute processes not reported by {_source(facts)}", g)
             continue
         left = [p for p in gpu.processes if p.name not in want.ignore]
+        kept = sorted({p.name for p in gpu.processes if p.name in want.ignore})
         for p in left:
             mem = "memory unknown" if p.used_memory_mib is None else f"{fmt(p.used_memory_mib)} MiB"
             yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}", g,
                           {"pid": p.pid, "process": p.name, "used_memory_mib": p.used_memory_mib},
                           {"processes": []})
         used = gpu.memory_used_mib
-        if not left and used is not None and used > want.max_memory_used_mib:
-            yield Verdict(Status.FAIL, f"{g}: {fmt(used)} MiB GPU memory in use with no process visible, "
-                          f"expected <= {fmt(want.max_memory_used_mib)} MiB", g,
+        # what the ignored processes hold is theirs to hold; the rest has no visible owner
+        owned = sum(p.used_memory_mib or 0.0 for p in gpu.processes if p.name in want.ignore)
+        orphan = None if used is None else used - owned
+        besides = f" besides the ignored {', '.join(kept)}" if kept else ""
+        if not left and orphan is not None and orphan > want.max_memory_used_mib:
+            yield Verdict(Status.FAIL, f"{g}: {fmt(orphan)} MiB GPU memory in use with no process visible"
+                          f"{besides}, expected <= {fmt(want.max_memory_used_mib)} MiB", g,
                           {"memory_used_mib": used}, {"max_memory_used_mib": want.max_memory_used_mib})
         elif not left:
             mem = "" if used is None else f", {fmt(used)} MiB used"
-            yield Verdict(Status.PASS, f"{g}: no compute process{mem}", g)
+            also = f" (ignored: {', '.join(kept)})" if kept else ""
+            yield Verdict(Status.PASS, f"{g}: no compute process{also}{mem}", g)
 
 
 # ---- versions the GPU stack reports ------------------------------------------------------------

@@ -38,8 +38,15 @@ def _outcomes(r: Report) -> str:
     addresses = dict(r.nodes)
     groups: dict[tuple, list[str]] = defaultdict(list)
     for node in r.node_names:
+        results = r.results_for(node)
+        blocked = _one_reason(results)
+        if blocked is not None:                # unreachable: one row, not one per check
+            status, message = blocked
+            groups[(status, f"all {len(_checks(results))} checks",
+                    _template(message, node, addresses[node]))].append(node)
+            continue
         by_check: dict[str, list[CheckResult]] = defaultdict(list)
-        for res in r.results_for(node):
+        for res in results:
             by_check[res.check].append(res)
         for check, results in by_check.items():
             for key in _rows(node, addresses[node], check, results):
@@ -74,14 +81,35 @@ def _fill(template: str, nodes: list[str], addresses: dict) -> str:
     return template.replace("{address}", "<address>").replace("{node}", "<node>")
 
 
+def _checks(results: list[CheckResult]) -> list[str]:
+    return list(dict.fromkeys(res.check for res in results))
+
+
+def _one_reason(results: list[CheckResult]) -> tuple[Status, str] | None:
+    """(status, message) when every result of a node is the same UNREACHABLE/SKIPPED verdict."""
+    if len(results) < 2:
+        return None
+    first = results[0].verdict
+    if first.status not in (Status.UNREACHABLE, Status.SKIPPED):
+        return None
+    if all(res.verdict.status is first.status and res.verdict.message == first.message for res in results):
+        return first.status, first.message
+    return None
+
+
 def _unhealthy(r: Report) -> str:
     lines = []
     for node in r.node_names:
         status = r.node_status(node)
         if status.healthy:
             continue
-        reasons = [f"{res.check}: {res.verdict.message}" for res in r.results_for(node)
-                   if not res.verdict.status.healthy] or ["no check ran"]
+        results = r.results_for(node)
+        blocked = _one_reason(results)
+        if blocked is not None:
+            reasons = [f"all {len(_checks(results))} checks: {blocked[1]}"]
+        else:
+            reasons = [f"{res.check}: {res.verdict.message}" for res in results
+                       if not res.verdict.status.healthy] or ["no check ran"]
         text = "; ".join(reasons)
         if len(text) > REASON_MAX_CHARS:
             text = text[:REASON_MAX_CHARS - 1] + "…"

@@ -5,12 +5,16 @@
 # gives the nodes the DEMO faults (tests/harness/scenarios.py), runs
 #   nodecheck run <state>/hosts.yml --playbook demo
 # prints its report, tears everything down, and exits with nodecheck's exit code.
-#   node1 node2 node4  healthy: 8 NDR InfiniBand ports at 400 Gb/s
-#   node3              one IB port down (Polling)
-#   node5              one link at 200 Gb/s
-#   node6              ibstat hangs (timeout after 5 s)
-#   node7              ibstat is not installed
-#   node8              unreachable (its sshd is stopped)
+# Each node is an 8x H100 node: GPUs behind a fake nvidia-ml-py (the real NVML probe runs over SSH
+# stdin), recorded ibstat / dmesg / ldconfig / ofed_info / docker outputs. One fault per node:
+#   node1  healthy
+#   node2  a different NCCL than the other nodes (2.21.5 vs 2.29.2)    -> nccl.version fail
+#   node3  one IB port down (Polling)                                  -> ib.ports fail
+#   node4  GPU3 has a row remap pending                                -> gpu.health fail
+#   node5  the job's image has another digest (stale image)            -> container.digest fail
+#   node6  ibstat hangs                                                -> timeout after 5 s
+#   node7  a GPU fell off the bus (kernel log)                         -> gpu.xid fail (Xid 79)
+#   node8  unreachable (its sshd is stopped)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 nc_sandbox tests/harness/demo.sh demo
@@ -28,10 +32,10 @@ rc=0
 nc_in_netns "$NC_NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo "$@" || rc=$?
 echo >&2
 case $rc in
-  0) why="every node passed - NOT what this demo should give (node3 and node5 are broken)" ;;
-  1) why="warnings only - NOT what this demo should give (node3 and node5 should fail)" ;;
-  2) why="at least one node failed a check - as expected: node3 (IB port down) and node5 (200 Gb/s link) are unfit; node6-8 could not be judged (timeout, missing ibstat, unreachable)" ;;
-  3) why="could not judge some nodes and nothing failed - NOT what this demo should give (node3 and node5 should fail)" ;;
+  0) why="every node passed - NOT what this demo should give (node2-5 and node7 are broken)" ;;
+  1) why="warnings only - NOT what this demo should give (node2-5 and node7 should fail)" ;;
+  2) why="at least one node failed a check - as expected: node2 (NCCL drift), node3 (IB port down), node4 (row remap pending), node5 (stale image) and node7 (GPU fell off the bus) are unfit; node6 timed out and node8 is unreachable; node1 passed" ;;
+  3) why="could not judge some nodes and nothing failed - NOT what this demo should give (node2-5 and node7 should fail)" ;;
   64) why="bad input (inventory, playbook or arguments); nothing was run" ;;
   *) why="unexpected exit code: nodecheck itself failed" ;;
 esac

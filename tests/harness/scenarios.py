@@ -87,8 +87,8 @@ class Script:
 Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script]
 Layout = Mapping[str, Union[Action, list]]
 
-# The README demo: 8 nodes, ib.ports with expected_ports 8, min_rate_gbps 400, ibstat timeout 5 s.
-DEMO: dict[str, list[Action]] = {
+# ib.ports alone (tests/data/playbooks/ib-only.yml: 8 ports, 400 Gb/s, ibstat timeout 5 s).
+IB_DEMO: dict[str, list[Action]] = {
     "node1": [Replay("ibstat", IBSTAT_HEALTHY)],
     "node2": [Replay("ibstat", IBSTAT_HEALTHY)],
     "node3": [Replay("ibstat", IBSTAT_PORT_DOWN)],     # one IB port down (Polling)
@@ -98,7 +98,7 @@ DEMO: dict[str, list[Action]] = {
     "node7": [Missing("ibstat")],                      # ibstat not installed
     "node8": [Unreachable()],                          # sshd down
 }
-DEMO_EXPECTED = {  # what nodecheck should say about each DEMO node
+IB_DEMO_EXPECTED = {  # what nodecheck should say about each IB_DEMO node
     "node1": "pass", "node2": "pass", "node4": "pass",
     "node3": "fail: mlx5_3 port down", "node5": "fail: mlx5_5 rate 200 < 400 Gb/s",
     "node6": "timeout", "node7": "error: ibstat not found (exit 127)", "node8": "unreachable",
@@ -153,11 +153,30 @@ GPU_FLEET: dict[str, list[Action]] = {
     "node8": gpu_node(),
 }
 
+def _with(actions: list[Action], *replace: Action) -> list[Action]:
+    """A node's actions with those of the same tool swapped for `replace`."""
+    tools = {getattr(a, "tool", None) for a in replace}
+    return [a for a in actions if getattr(a, "tool", None) not in tools] + list(replace)
+
+
+# The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check.
+DEMO: dict[str, list[Action]] = {
+    "node1": gpu_node(),                                                # healthy
+    "node2": gpu_node(nccl=NCCL_STALE),                                 # NCCL differs from the rest
+    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)),    # one IB port down (Polling)
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING),                         # GPU3 row remap pending
+    "node5": gpu_node(docker=DOCKER_INSPECT_STALE),                     # stale image digest
+    "node6": _with(gpu_node(), Hang("ibstat")),                        # ibstat hangs: timeout
+    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS),                      # a GPU fell off the bus (Xid 79)
+    "node8": [Unreachable()],                                           # sshd down
+}
+
 SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
     "demo": DEMO,
+    "ib-demo": IB_DEMO,
     "clean": {},                                                       # no fakes at all
     "ib-healthy": lambda nodes: {n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes},
-    "demo-tiled": _tiled(DEMO),                                        # DEMO's mix at any size
+    "demo-tiled": _tiled(IB_DEMO),                                     # IB_DEMO's mix at any size
     "gpu-fleet": GPU_FLEET,                                            # issue 3: one fault per node
     "gpu-healthy": lambda nodes: {n: gpu_node() for n in nodes},
 }

@@ -177,3 +177,26 @@ def test_a_missing_image_fails_that_node_only(cluster, tmp_path):
     assert unhealthy(doc) == {"node4": [("fail", "container.digest",
                                          f"{IMAGE} not present in docker (the job would pull it or fail)")]}
     assert code == 2
+
+
+def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_path):
+    from harness.scenarios import DEMO
+    apply(cluster, DEMO)
+    code, out, err, wall = nodecheck("run", str(cluster.inventory_path), "--playbook", "demo",
+                                     "--output-dir", str(tmp_path / "reports"))
+    assert code == 2, err
+    unhealthy_lines = out.split("unhealthy nodes:\n")[1].split("\n\n")[0].splitlines()
+    reasons = {line.split()[0]: line.split(None, 2)[2] for line in unhealthy_lines if line.startswith("node")}
+    assert reasons == {
+        "node2": f"nccl.version: NCCL {NCCL_STALE} on node2, expected {NCCL_GOOD} (6 nodes)",
+        "node3": "ib.ports: mlx5_3/1: Down/Polling, expected Active/LinkUp",
+        "node4": "gpu.health: GPU3: row remap pending (correctable 0, uncorrectable 4); reset the GPU before "
+                 "the next job",
+        "node5": f"container.digest: image digest {STALE_DIGEST} on node5, expected {DIGEST} (6 nodes)",
+        "node6": "ib.ports: ibstat timed out: no answer within 5 s; hca.firmware: ibstat timed out: no answer "
+                 "within 5 s",
+        "node7": reasons["node7"],
+        "node8": "all 13 checks: unreachable: connection refused by 127.0.1.8:22 (no sshd listening)",
+    }
+    assert reasons["node7"].startswith("gpu.xid: Xid 79 on PCI:0000:b3:00: GPU has fallen off the bus")
+    assert "8 nodes: 1 pass, 1 timeout, 1 unreachable, 5 fail. Status FAIL (exit 2)." in out

@@ -155,7 +155,7 @@ def test_pdsh_with_the_ssh_config(cluster):
 
 
 def test_demo_scenario(cluster):
-    scenarios.apply(cluster, "demo")
+    scenarios.apply(cluster, "ib-demo")
     st = cluster.status()
     assert [n for n, up in st.items() if not up] == ["node8"]
     healthy = (scenarios.DATA / scenarios.IBSTAT_HEALTHY).read_text()

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 
-from harness.scenarios import DEMO, IBSTAT_HEALTHY, Hang, Replay, apply
+from harness.scenarios import IB_DEMO, IBSTAT_HEALTHY, Hang, Replay, apply
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FAST = """\
@@ -51,7 +51,7 @@ def failing(node):
 
 
 def test_the_demo_layout_gives_exactly_the_expected_statuses(cluster, tmp_path):
-    apply(cluster, DEMO)
+    apply(cluster, IB_DEMO)
     code, doc, wall = run_json(cluster, tmp_path)
     nodes = by_node(doc)
     assert {n: v["status"] for n, v in nodes.items()} == {

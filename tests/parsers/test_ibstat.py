@@ -154,7 +154,17 @@ def test_every_data_file_has_a_source_line():
     sources = data("SOURCES.md")
     files = [path for tool in TOOLS for path in data_files(tool)]
     assert all(f"- `{path}` - " in sources for path in files)
-    assert sources.count("DERIVED from") == 2
+
+
+def test_every_test_data_file_is_sourced_and_derived_ones_say_so():
+    """Every file under tests/data has its line in SOURCES.md; an edited copy (derived-*) says
+    DERIVED there, and nothing else does."""
+    sources = data("SOURCES.md").splitlines()
+    files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    assert len(files) > 50
+    for path in files:
+        [line] = [ln for ln in sources if ln.startswith(f"- `{path}` - ")]
+        assert ("DERIVED" in line) == Path(path).name.startswith("derived-"), line
 
 
 # -- exact facts per file -------------------------------------------------------------------------
