@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from harness.cluster import SimCluster  # noqa: E402
 from harness.scenarios import apply  # noqa: E402
 
+IB_ONLY = str(Path(__file__).resolve().parents[1] / "tests" / "data" / "playbooks" / "ib-only.yml")
 PDSH_KEX = "-o KexAlgorithms=curve25519-sha256"  # OpenSSH's default sntrup761 KEX costs ~65 ms CPU per connection
 
 
@@ -42,7 +43,8 @@ def measure_wait4(argv: list[str], env: dict | None = None, stdout=subprocess.DE
 
 
 def nodecheck_run(cluster: SimCluster, fanout: int, out_dir: Path, stdout: str) -> dict:
-    argv = [sys.executable, "-m", "nodecheck", "run", str(cluster.inventory_path), "--playbook", "default",
+    # ib.ports alone: the same single ibstat per node that pdsh runs
+    argv = [sys.executable, "-m", "nodecheck", "run", str(cluster.inventory_path), "--playbook", IB_ONLY,
             "--fanout", str(fanout), "--format", "json", "--output-dir", str(out_dir)]
     r = measure_wait4(argv, stdout=stdout)
     doc = json.loads(Path(stdout).read_text())
