@@ -91,6 +91,8 @@ def judge_fleet(check: PlannedCheck, nodes: Sequence[str],
     judged: set[str] = set()
     for group, verdict in grouped:
         group = tuple(n for n in group if n in ready)
+        if not group:                          # about no node we judged: nowhere to list it
+            continue
         judged.update(group)
         results.append(CheckResult(name, group, verdict,
                                    tuple(e for n in group for e in evidence[n])))
@@ -112,7 +114,7 @@ def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | 
     if c := by_outcome.get(Outcome.SKIPPED):
         return Verdict(Status.SKIPPED, f"{c.probe} not run: {c.detail}")
     if c := by_outcome.get(Outcome.TIMEOUT):
-        return Verdict(Status.TIMEOUT, f"{' '.join(c.argv)} timed out: {c.detail}",
+        return Verdict(Status.TIMEOUT, f"{_command(c)} timed out: {c.detail}",
                        observed={"duration_s": round(c.duration_s, 2)},
                        excerpt=excerpt(c.stdout + c.stderr))
     probes = {p.name: p for p in check.probes}
@@ -122,15 +124,23 @@ def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | 
     return None
 
 
+def _command(c: Capture) -> str:
+    """How a message names what ran: the command line, or for a probe script, the probe."""
+    if len(c.argv) > 2 and c.argv[1] == "-c" and c.argv[0] in ("sh", "bash"):
+        return f"{c.probe} probe"              # the script itself is in the capture, not the message
+    return " ".join(c.argv)
+
+
 def _bad_exit(c: Capture) -> Verdict:
     tool = c.argv[0]
-    if c.exit_code == 127:
+    script = len(c.argv) > 2 and c.argv[1] == "-c"
+    if c.exit_code == 127 and not script:
         message = f"{tool} not found on the node (exit 127)"
-    elif c.exit_code == 126:
+    elif c.exit_code == 126 and not script:
         message = f"{tool} found but not executable (exit 126)"
-    else:
+    else:                                      # a probe script's own exit: its stderr says why
         first = next((ln.strip() for ln in c.stderr.splitlines() if ln.strip()), "no stderr")
-        message = f"{' '.join(c.argv)} exited {c.exit_code}: {first}"
+        message = f"{_command(c)} exited {c.exit_code}: {first}"
     return Verdict(Status.ERROR, message, observed={"exit_code": c.exit_code},
                    expected={"exit_code": 0}, excerpt=excerpt(c.stderr + c.stdout))
 

@@ -269,10 +269,11 @@ def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     if down:
         yield Verdict(_STATUS[want.nvlink], f"{g}: NVLink {', '.join(map(str, down))} down "
                       f"({active} of {len(gpu.nvlinks)} active)", g, seen, {"nvlinks_down": []})
-    if want.expected_nvlinks is not None and active != want.expected_nvlinks:
+    elif want.expected_nvlinks is not None and active != want.expected_nvlinks:
+        # links that are down already explain a shortfall; this is for links that are missing
         yield Verdict(_STATUS[want.nvlink], f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}",
                       g, seen, {"nvlinks_active": want.expected_nvlinks})
-    elif not down and gpu.nvlinks:
+    elif gpu.nvlinks:
         yield _ok(g, f"{active} NVLinks active")
 
 

@@ -12,7 +12,7 @@ from nodecheck.errors import ParseError
 from nodecheck.model import Probe
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.sections import Sections, split_sections
-from nodecheck.parsers.versions import (parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env,
+from nodecheck.parsers.versions import (_is_64bit, parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env,
                                         parse_nccl_header, parse_ofed_info, parse_os_release,
                                         parse_uname_r)
 from nodecheck.registry import Captures
@@ -107,6 +107,14 @@ def nccl_version(out: Captures, _want: PinOrDrift) -> str:
                          + ", ".join(libs.conflicting), "\n".join(str(lib) for lib in libs.libs))
     if libs.version:
         return libs.version
+    unversioned = [lib for lib in libs.libs if lib.soname == "libnccl.so.2" and _is_64bit(lib.arch)]
+    if unversioned:
+        # the loader does find it (a pip wheel's single file, or a target readlink could not
+        # resolve): the version is unknown, which is not the same as NCCL missing
+        lib = unversioned[0]
+        where = lib.path if lib.target in (None, lib.path) else f"{lib.path} -> {lib.target}"
+        raise ParseError("ldconfig -p", f"libnccl.so.2 is in the loader cache ({where}) but its file name "
+                         "carries no version", "\n".join(str(lib) for lib in libs.libs))
     header = sections.get("nccl-header")
     header_version = parse_nccl_header(header.text) if header is not None and header.ok else None
     seen = f" (nccl.h says {header_version})" if header_version else ""

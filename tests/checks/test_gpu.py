@@ -544,3 +544,17 @@ def test_gpu_probe_sends_the_nvml_script_on_stdin_and_falls_back_in_its_argv():
 def test_process_fixture_is_what_the_facts_say(tmp_path):
     facts = parse_gpu_probe(nvml_stdout(LEFTOVER))
     assert facts.gpus[5].processes == (GpuProcess(48213, process_name(48213, "python3"), 40960.0),)
+
+
+def test_health_one_link_down_with_expected_nvlinks_is_one_verdict_not_two(tmp_path):
+    out = nvml_out(tmp_path, _nvlink_down)
+    verdicts = [v for v in gpu_health(out, GpuHealth(expected_nvlinks=18)) if v.status is not PASS]
+    assert [(v.subject, v.message) for v in verdicts] == [("GPU2", "GPU2: NVLink 5 down (17 of 18 active)")]
+
+
+def test_health_links_missing_entirely_fail_on_the_count(tmp_path):
+    def fewer(state):
+        state["gpus"][4]["nvlink_states"] = [1] * 12
+    out = nvml_out(tmp_path, fewer)
+    verdicts = [v for v in gpu_health(out, GpuHealth(expected_nvlinks=18)) if v.status is not PASS]
+    assert [(v.status, v.message) for v in verdicts] == [(FAIL, "GPU4: 12 NVLinks active, expected 18")]
