@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import traceback
 from collections import defaultdict
-from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 from ClusterShell.NodeSet import NodeSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -32,7 +32,18 @@ class PinOrDrift(BaseModel):
     expect: Optional[Union[str, list[str]]] = Field(
         None, description="the pinned value, or a list of allowed values (nodecheck baseline writes these)")
     drift: Action = Field(
-        "fail", description="all nodes of the run must agree: fail, warn, or off")
+        "fail", description="all nodes of the run must agree: fail, warn, or off (default: fail; off "
+                            "when expect: is given, so a list of allowed values allows each of them)")
+    absent: Literal["fail", "warn"] = Field(
+        "fail", description="a node without the thing at all (no host NCCL, image not pulled): fail or warn")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drift_default(cls, data):
+        # a pin already says what is right; comparing nodes on top of it is opt-in
+        if isinstance(data, dict) and "drift" not in data:
+            data = {**data, "drift": "off" if data.get("expect") is not None else "fail"}
+        return data
 
     @field_validator("expect", mode="before")
     @classmethod
@@ -76,21 +87,30 @@ def group_by_value(values: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
     return {v: tuple(n) for v, n in sorted(groups.items(), key=lambda kv: -len(kv[1]))}
 
 
-def strict_majority(groups: Mapping[str, Sequence[str]]) -> str | None:
-    """The value more than half the nodes share, else None."""
-    total = sum(len(n) for n in groups.values())
+def strict_majority(groups: Mapping[str, Sequence[str]], total: int | None = None) -> str | None:
+    """The value more than half the nodes share, else None. `total` counts nodes that did not
+    vote too (unreadable ones): a majority of the readable few is not a majority of the run."""
+    total = max(total or 0, sum(len(n) for n in groups.values()))
     for value, nodes in groups.items():
         if 2 * len(nodes) > total:
             return value
     return None
 
 
+DESCRIBE_MAX_GROUPS = 5                        # a message names the largest groups, then counts the rest
+
+
 def describe(groups: Mapping[str, Sequence[str]]) -> str:
-    return ", ".join(f"{value} on {fold(nodes)}" for value, nodes in groups.items())
+    items = list(groups.items())
+    text = ", ".join(f"{value} on {fold(nodes)}" for value, nodes in items[:DESCRIBE_MAX_GROUPS])
+    if len(items) > DESCRIBE_MAX_GROUPS:
+        rest = items[DESCRIBE_MAX_GROUPS:]
+        text += f" and {len(rest)} more values on {sum(len(n) for _, n in rest)} nodes"
+    return text
 
 
 def gather(by_node: Mapping[str, object], read: Callable[[object], str],
-           *, what: str) -> tuple[dict[str, str], list[Grouped]]:
+           *, what: str, absent: str = "fail") -> tuple[dict[str, str], list[Grouped]]:
     """Each node's value via `read`; a node whose output cannot be read gets its own ERROR, a node
     without the thing gets its own FAIL, and neither takes part in the vote."""
     values: dict[str, str] = {}
@@ -99,7 +119,8 @@ def gather(by_node: Mapping[str, object], read: Callable[[object], str],
         try:
             values[node] = read(out)
         except Absent as e:
-            problems.append(((node,), Verdict(Status.FAIL, str(e), observed={what: None})))
+            status = Status.FAIL if absent == "fail" else Status.WARN
+            problems.append(((node,), Verdict(status, str(e), observed={what: None})))
         except ParseError as e:
             problems.append(((node,), Verdict(Status.ERROR, f"cannot read {e.tool} output: {e.reason}",
                                               excerpt=e.excerpt)))
@@ -110,8 +131,10 @@ def gather(by_node: Mapping[str, object], read: Callable[[object], str],
     return values, problems
 
 
-def judge_values(values: Mapping[str, str], want: PinOrDrift, *, what: str) -> Iterator[Grouped]:
-    """Pinned values first (each node outside the allowed set fails), then drift among the rest."""
+def judge_values(values: Mapping[str, str], want: PinOrDrift, *, what: str,
+                 total: int | None = None) -> Iterator[Grouped]:
+    """Pinned values first (each node outside the allowed set fails), then drift among the rest.
+    `total`: the nodes the judge saw, readable or not (the majority is of those)."""
     allowed = want.allowed
     groups = group_by_value(values)
     voting = dict(values)
@@ -131,12 +154,16 @@ def judge_values(values: Mapping[str, str], want: PinOrDrift, *, what: str) -> I
             yield nodes, Verdict(Status.PASS, f"{what} {value} ({note}; {_count(nodes)})",
                                  observed={what: value}, expected={what: list(allowed)})
         return
-    reference = strict_majority(voters)
+    reference = strict_majority(voters, total if not allowed else None)
     if reference is None:                      # a tie is not something to guess about
         nodes = tuple(voting)
-        yield nodes, Verdict(Status.ERROR, f"{what}: no majority among {describe(voters)}; "
-                                           "pin the right one with expect: in the playbook",
-                             observed={what: {v: list(n) for v, n in voters.items()}})
+        unread = (total or 0) - len(values)
+        note = f" ({_count_n(unread)} could not be read)" if unread > 0 else ""
+        # with drift: warn the operator said disagreement only warns; a tie is disagreement too
+        status = Status.ERROR if want.drift == "fail" else Status.WARN
+        yield nodes, Verdict(status, f"{what}: no majority among {describe(voters)}{note}; "
+                                     "pin the right one with expect: in the playbook",
+                             observed={what: {v: fold(n) for v, n in voters.items()}})
         return
     agree = voters[reference]
     status = Status.FAIL if want.drift == "fail" else Status.WARN
@@ -160,6 +187,10 @@ def _off_pin(what: str, value: str, nodes: Sequence[str], allowed: Sequence[str]
         expected = "one of " + ", ".join(allowed) + " (allowed)"
     return Verdict(Status.FAIL, f"{what} {value} on {fold(nodes)}, expected {expected}",
                    observed={what: value}, expected={what: list(allowed)})
+
+
+def _count_n(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
 
 
 def _count(nodes: Sequence[str]) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,15 +117,17 @@ def load_playbook(name_or_path: str) -> Playbook:
     blocks: dict[str, list[tuple[Located, dict]]] = {}
     for name, block in book.checks.items():
         blocks.setdefault(name, []).append((src, block or {}))
+    digest = hashlib.sha256(src.sha256.encode())
     for index, included in enumerate(book.include):
         inc = _load_include(src, path, index, included)
+        digest.update(inc.sha256.encode())     # the report's sha256 changes when a pin file does
         for name, block in inc.data["checks"].items():
             # the playbook's own keys win over an included pin file's
             blocks.setdefault(name, []).insert(0, (inc, block or {}))
     checks = tuple(c for c in (_plan_check(name, parts) for name, parts in blocks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
-    return Playbook(name=path.stem, path=str(path), sha256=src.sha256,
+    return Playbook(name=path.stem, path=str(path), sha256=digest.hexdigest() if book.include else src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
                     select_labels=frozenset(book.select.labels), checks=checks)
 
@@ -136,6 +139,11 @@ def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], l
     selected = [n for n in nodes if playbook.selects(n)]
     excluded = [n for n in nodes if not playbook.selects(n)]
     return selected, excluded
+
+
+# An included file only pins values (what `nodecheck baseline` writes); it must not be able to turn a
+# check off or loosen a threshold behind the playbook's back.
+INCLUDE_KEYS = {"expect", "image", "runtime"}
 
 
 def _load_include(src: Located, path: Path, index: int, included: str) -> Located:
@@ -151,6 +159,12 @@ def _load_include(src: Located, path: Path, index: int, included: str) -> Locate
         IncludeFile.model_validate(inc.data)
     except ValidationError as e:
         raise pydantic_error(inc, (), e, model=IncludeFile) from None
+    for name, block in inc.data["checks"].items():
+        for key in (block or {}) if isinstance(block, dict) else ():
+            if key not in INCLUDE_KEYS:
+                raise inc.error(("checks", name, key), f"an included file may only pin values: {key!r} is "
+                                f"not one of {', '.join(sorted(INCLUDE_KEYS))}",
+                                hint="set thresholds, drift, timeout_s and enabled in the playbook itself")
     return inc
 
 

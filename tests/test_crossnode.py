@@ -68,10 +68,36 @@ def test_pin_nobody_has():
 
 def test_allowed_list_then_drift_among_the_allowed():
     values = fleet(5, "A", gpu001="B", gpu002="Z")
-    results = by_status(judge_values(values, PinOrDrift(expect=["A", "B"]), what="v"))
+    results = by_status(judge_values(values, PinOrDrift(expect=["A", "B"], drift="fail"), what="v"))
     messages = sorted(v.message for _, v in results[Status.FAIL])
     assert messages == ["v B on gpu001, expected A (3 nodes)",
                         "v Z on gpu002, expected one of A, B (allowed)"]
+
+
+def test_an_allowed_list_alone_allows_each_value():
+    values = fleet(3, "A", gpu003="B")
+    results = by_status(judge_values(values, PinOrDrift(expect=["A", "B"]), what="v"))
+    assert set(results) == {Status.PASS}
+
+
+def test_unreadable_nodes_count_against_the_majority():
+    values = fleet(2, "A", gpu003="B")
+    [(nodes, v)] = list(judge_values(values, PinOrDrift(), what="v", total=4))
+    assert v.status is Status.ERROR and "(1 node could not be read)" in v.message
+    # 3 of 5 is still a strict majority with one node unread
+    statuses = {n: v.status for n, v in judge_values(fleet(3, "A", gpu004="B"), PinOrDrift(), what="v", total=5)}
+    assert statuses == {("gpu001", "gpu002", "gpu003"): Status.PASS, ("gpu004",): Status.FAIL}
+
+
+def test_a_tie_under_drift_warn_only_warns():
+    [(_, v)] = list(judge_values({"a": "1", "b": "2"}, PinOrDrift(drift="warn"), what="v"))
+    assert v.status is Status.WARN and "no majority" in v.message
+
+
+def test_a_tie_message_names_the_largest_groups_and_counts_the_rest():
+    values = {f"n{i}": f"v{i}" for i in range(1, 9)}
+    [(_, v)] = list(judge_values(values, PinOrDrift(), what="x"))
+    assert "v1 on n1, v2 on n2, v3 on n3, v4 on n4, v5 on n5 and 3 more values on 3 nodes" in v.message
 
 
 def test_drift_warn_and_drift_off():

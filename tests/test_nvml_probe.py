@@ -7,8 +7,10 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -29,7 +31,8 @@ UNAVAILABLE = "nodecheck-nvml-unavailable: "
 pytestmark = pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
 
 
-def run_probe(state: Path | None, pythonpath: str | None = str(FAKES)) -> subprocess.CompletedProcess:
+def run_probe(state: Path | None, pythonpath: str | None = str(FAKES),
+              cwd: Path | str = "/") -> subprocess.CompletedProcess:
     """The probe as nodecheck runs it on a node: the script is stdin of `python3 -`, in a clean env."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
     if pythonpath is not None:
@@ -37,7 +40,7 @@ def run_probe(state: Path | None, pythonpath: str | None = str(FAKES)) -> subpro
     if state is not None:
         env["NODECHECK_FAKE_NVML_STATE"] = str(state)
     return subprocess.run([SYSTEM_PYTHON, "-"], input=PROBE.read_text(), capture_output=True, text=True,
-                          env=env, cwd="/", timeout=60)
+                          env=env, cwd=str(cwd), timeout=60)
 
 
 def probe_facts(state: Path) -> GpuFacts:
@@ -86,12 +89,22 @@ def healthy(**gpu_changes: dict) -> GpuFacts:
 
 
 def expected_process_name(pid: int, fallback: str) -> str:
-    """The probe reads /proc/<pid>/comm first; pid 48213 does not exist on a default test machine."""
+    """The probe reads /proc/<pid>/comm first (argv[0]'s basename where that extends a 15-character
+    comm); pid 48213 does not exist on a default test machine."""
     try:
         with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip() or fallback
+            comm = f.read().strip()
     except OSError:
         return fallback
+    if len(comm) == 15:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0].decode("utf-8", "replace").rstrip("/").rsplit("/", 1)[-1]
+        except OSError:
+            argv0 = ""
+        if len(argv0) > 15 and argv0.startswith(comm):
+            return argv0
+    return comm or fallback
 
 
 # --- the three shipped states, through the real script ------------------------------------------
@@ -275,6 +288,208 @@ def test_collect_shuts_nvml_down_when_counting_fails(fake_pynvml: ModuleType, mo
     assert fake_pynvml._init_count == 0
 
 
+# --- older drivers: a function missing from libnvidia-ml falls back to its older variant ------------------
+def test_clock_event_reasons_fall_back_on_a_driver_before_535(tmp_path: Path) -> None:
+    state = write_state(tmp_path, lambda s: s.update(missing_functions=["nvmlDeviceGetCurrentClocksEventReasons"]))
+    result = run_probe(state)
+    assert json.loads(result.stdout)["errors"] == []
+    assert parse_nvml_probe(result.stdout) == healthy()
+
+
+def test_versioned_functions_fall_back_to_the_older_symbol(tmp_path: Path) -> None:
+    # a driver before 510: no _v3 processes (the unversioned wrapper raises NVMLLibraryMismatchError), no _v2 CUDA
+    def change(state: dict) -> None:
+        state["missing_functions"] = ["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlSystemGetCudaDriverVersion_v2",
+                                      "nvmlDeviceGetCurrentClocksEventReasons"]
+    result = run_probe(write_state(tmp_path, change))
+    assert json.loads(result.stdout)["errors"] == []
+    assert parse_nvml_probe(result.stdout) == healthy()
+    leftover = json.loads(LEFTOVER.read_text())
+    leftover["missing_functions"] = ["nvmlDeviceGetComputeRunningProcesses_v3"]
+    path = tmp_path / "leftover.json"
+    path.write_text(json.dumps(leftover))
+    process = GpuProcess(pid=48213, name=expected_process_name(48213, "python3"), used_memory_mib=40960.0)
+    assert probe_facts(path) == healthy(GPU5={"processes": (process,), "memory_used_mib": 40960.0})
+
+
+def test_every_variant_missing_is_a_gap_naming_the_last_tried(tmp_path: Path) -> None:
+    state = write_state(tmp_path, lambda s: s.update(missing_functions=[
+        "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion",
+        "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"]))
+    result = run_probe(state)
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["cuda_driver_version"] is None
+    assert doc["errors"][0] == {"gpu": None, "field": "cuda_driver_version",
+                                "error": "nvmlSystemGetCudaDriverVersion: Function Not Found"}
+    assert [e for e in doc["errors"] if e["gpu"] == 0] == [
+        {"gpu": 0, "field": "clock_event_reasons",
+         "error": "nvmlDeviceGetCurrentClocksThrottleReasons: Function Not Found"},
+        {"gpu": 0, "field": "processes",
+         "error": "nvmlDeviceGetComputeRunningProcesses: NVMLLibraryMismatchError: Unversioned function called "
+                  "and the pyNVML version does not match the NVML lib version. Either use matching pyNVML and "
+                  "NVML lib versions or use a versioned function such as nvmlDeviceGetComputeRunningProcesses_v2"}]
+    facts = parse_nvml_probe(result.stdout)
+    assert all(g.clock_event_reasons is None and g.processes is None for g in facts.gpus)
+    assert len(facts.gaps) == 1 + 2 * 8
+
+
+def test_an_old_pynvml_without_the_versioned_wrappers(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodecheck.probes import nvml_probe
+    monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(LEFTOVER))
+    expected = nvml_probe.collect()
+    # an nvidia-ml-py before 11.5: its unversioned wrapper calls the unversioned symbol (v1 struct)
+    monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetComputeRunningProcesses",
+                        lambda handle: fake_pynvml._compute_processes(handle, "nvmlDeviceGetComputeRunningProcesses"))
+    for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+                 "nvmlDeviceGetCurrentClocksEventReasons", "nvmlSystemGetCudaDriverVersion_v2",
+                 "NVMLLibraryMismatchError", "NVMLError_FunctionNotFound"):
+        monkeypatch.delattr(fake_pynvml, name)
+    assert nvml_probe.collect() == expected
+    assert expected["errors"] == [] and expected["gpus"][5]["processes"][0]["pid"] == 48213
+
+
+def test_an_attribute_error_inside_pynvml_falls_back_too(fake_pynvml: ModuleType,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodecheck.probes import nvml_probe
+    monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
+    expected = nvml_probe.collect()
+
+    def broken(handle):
+        raise AttributeError("module 'ctypes' has no attribute 'c_nvmlClocksEventReasons'")
+    monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetCurrentClocksEventReasons", broken)
+    assert nvml_probe.collect() == expected
+
+
+def test_not_supported_on_the_newer_variant_does_not_fall_back(fake_pynvml: ModuleType,
+                                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nodecheck.probes import nvml_probe
+    state = write_state(tmp_path, lambda s: s["gpus"][0]["not_supported"].append("nvmlDeviceGetCurrentClocksEventReasons"))
+    monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(state))
+    result = nvml_probe.collect()
+    assert result["gpus"][0]["clock_event_reasons"] is None and result["errors"] == []
+    assert result["gpus"][1]["clock_event_reasons"] == ["gpu_idle"]
+
+
+# --- sys.path: a stray module in the SSH user's home directory cannot shadow the real one -----------------
+def test_a_stray_json_or_pynvml_in_the_current_directory_is_ignored(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "json.py").write_text("raise RuntimeError('stray json.py imported')\n")
+    (home / "pynvml.py").write_text("raise RuntimeError('stray pynvml.py imported')\n")
+    result = run_probe(HEALTHY, cwd=home)
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout + result.stderr
+    assert parse_nvml_probe(result.stdout) == healthy()
+    # the same directory named on PYTHONPATH by another spelling is dropped too (its pynvml would win)
+    result = run_probe(HEALTHY, pythonpath=f"{home}/.:{FAKES}", cwd=home)
+    assert (result.returncode, result.stderr) == (0, ""), result.stdout + result.stderr
+    assert parse_nvml_probe(result.stdout) == healthy()
+
+
+def test_drop_cwd_from_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from nodecheck.probes import nvml_probe
+    (tmp_path / "link").symlink_to(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", ".", "./", str(tmp_path), str(tmp_path / "link"), str(other),
+                                      "/nonexistent/dir", "/usr/lib"])
+    original = sys.path
+    nvml_probe._drop_cwd_from_sys_path()
+    assert sys.path is original                        # edited in place
+    assert sys.path == [str(other), "/nonexistent/dir", "/usr/lib"]
+
+
+def test_importing_the_probe_leaves_sys_path_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --local imports the probe into nodecheck's own process: only `python3 -` cleans sys.path
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    before = list(sys.path)
+    spec = importlib.util.spec_from_file_location("nvml_probe_copy", PROBE)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    assert sys.path == before
+
+
+# --- NVLink: an old pynvml's NVML_NVLINK_MAX_LINKS does not cap the count ------------------------------
+@pytest.mark.parametrize("constant", [6, 12, 18, 36, None])
+def test_nvlinks_are_counted_past_an_old_pynvml_constant(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                        constant: int | None) -> None:
+    from nodecheck.probes import nvml_probe
+    monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
+    if constant is None:
+        monkeypatch.delattr(fake_pynvml, "NVML_NVLINK_MAX_LINKS")
+    else:
+        monkeypatch.setattr(fake_pynvml, "NVML_NVLINK_MAX_LINKS", constant)
+    result = nvml_probe.collect()
+    assert result["errors"] == []
+    assert all(gpu["nvlinks"] == [{"link": n, "active": True} for n in range(18)] for gpu in result["gpus"])
+
+
+# --- process names: comm, argv[0] where comm is cut at 15 characters, NVML's name without /proc ---------
+def test_a_pid_without_proc_entry_is_named_by_nvml(tmp_path: Path) -> None:
+    # no pid exceeds PID_MAX_LIMIT (2**22): /proc/99999999 never exists
+    state = write_state(tmp_path, lambda s: s["gpus"][0].update(
+        processes=[{"pid": 99999999, "name": "a-long-training-job-name", "usedGpuMemory": 2 ** 30}]))
+    facts = probe_facts(state)
+    assert facts.gpus[0].processes == (GpuProcess(99999999, "a-long-training-job-name", 1024.0),)
+
+
+def test_a_long_process_name_is_read_from_argv0(tmp_path: Path) -> None:
+    program = tmp_path / "nodecheck-long-sleeper-name"          # comm: "nodecheck-long-"
+    shutil.copy("/bin/sleep", program)
+    sleeper = subprocess.Popen([str(program), "60"])
+    try:
+        deadline = time.monotonic() + 10
+        while True:                                               # comm changes at the child's exec
+            with open(f"/proc/{sleeper.pid}/comm") as f:
+                comm = f.read().strip()
+            if comm == "nodecheck-long-" or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        assert comm == "nodecheck-long-"
+        state = write_state(tmp_path, lambda s: s["gpus"][0].update(
+            processes=[{"pid": sleeper.pid, "name": "from-nvml", "usedGpuMemory": None}]))
+        facts = probe_facts(state)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert facts.gpus[0].processes == (GpuProcess(sleeper.pid, "nodecheck-long-sleeper-name", None),)
+
+
+@pytest.mark.parametrize("comm, cmdline, name", [
+    ("nodecheck-long-", b"/opt/bin/nodecheck-long-sleeper\0--flag\0", "nodecheck-long-sleeper"),
+    ("nodecheck-long-", b"nodecheck-long-sleeper\0", "nodecheck-long-sleeper"),
+    ("nodecheck-long-", b"/usr/bin/python3\0train.py\0", "nodecheck-long-"),    # renamed by prctl: keep comm
+    ("nodecheck-long-", b"", "nodecheck-long-"),                                # kernel thread, zombie
+    ("nodecheck-long-", None, "nodecheck-long-"),                               # cmdline unreadable
+    ("nodecheck-long", b"/opt/bin/nodecheck-long-sleeper\0", "nodecheck-long"),  # 14 characters: not cut
+    ("nodecheck-long-", b"/opt/bin/nodecheck-long-\0", "nodecheck-long-"),
+])
+def test_process_name_from_comm_and_cmdline(fake_pynvml: ModuleType, tmp_path: Path, comm: str,
+                                            cmdline: bytes | None, name: str) -> None:
+    from nodecheck.probes import nvml_probe
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "comm").write_text(comm + "\n")
+    if cmdline is not None:
+        (tmp_path / "4242" / "cmdline").write_bytes(cmdline)
+    assert nvml_probe._Collector(fake_pynvml, proc=str(tmp_path)).process_name(4242) == name
+
+
+# --- MIG mode ----------------------------------------------------------------------------------------
+def test_mig_mode_is_reported_per_gpu(tmp_path: Path) -> None:
+    def change(state: dict) -> None:
+        state["gpus"][0]["mig_mode"] = [1, 1]
+        state["gpus"][1]["mig_mode"] = [0, 1]                 # enabling is pending: current mode is off
+        state["gpus"][2]["mig_mode"] = [1, 0]
+        state["gpus"][3]["errors"] = {"nvmlDeviceGetMigMode": "NoPermission"}
+    result = run_probe(write_state(tmp_path, change))
+    doc = json.loads(result.stdout)
+    assert [gpu["mig_mode"] for gpu in doc["gpus"]] == [True, False, True, None, None, None, None, None]
+    assert doc["errors"] == [{"gpu": 3, "field": "mig_mode", "error": "Insufficient Permissions"}]
+    # the parser ignores the key: still the healthy facts, with the one gap
+    assert parse_nvml_probe(result.stdout) == dataclasses.replace(healthy(), gaps=("GPU3 mig_mode: Insufficient Permissions",))
+
+
 # --- the script stays runnable on old nodes ----------------------------------------------------------
 def test_probe_parses_as_python_3_6() -> None:
     ast.parse(PROBE.read_text(), filename=str(PROBE), feature_version=(3, 6))
@@ -289,4 +504,4 @@ def test_probe_imports_only_stdlib_and_pynvml() -> None:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module != "__future__", ast.dump(node)
             imported.add(node.module.split(".")[0])
-    assert imported == {"json", "sys", "pynvml"}
+    assert imported == {"json", "sys", "pynvml", "posix", "nt"}     # posix/nt: builtin, for the sys.path clean-up

@@ -97,6 +97,23 @@ def test_bad_includes_are_bad_input(tmp_path, pins, message):
         load_playbook(str(path))
 
 
+@pytest.mark.parametrize("block, key", [("{enabled: false}", "enabled"), ("{ignore: [79, 48]}", "ignore"),
+                                        ("{expect: \"2.23.4\", drift: off}", "drift")])
+def test_an_included_file_may_only_pin_values(tmp_path, block, key):
+    (tmp_path / "pins.yml").write_text(f"version: 1\nchecks:\n  gpu.xid: {block}\n")
+    path = write(tmp_path, "version: 1\ninclude: [pins.yml]\nchecks:\n  gpu.xid: {}\n")
+    with pytest.raises(ConfigError, match=rf"pins.yml:3: an included file may only pin values: '{key}'"):
+        load_playbook(str(path))
+
+
+def test_the_playbook_hash_covers_its_included_files(tmp_path):
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS))
+    path = write(tmp_path, "version: 1\ninclude: [pins.yml]\nchecks:\n  gpu.driver: {}\n")
+    before = load_playbook(str(path)).sha256
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS).replace("2.23.4", "2.21.5"))
+    assert load_playbook(str(path)).sha256 != before
+
+
 def test_drift_off_may_be_written_bare_in_yaml(tmp_path):
     path = write(tmp_path, 'version: 1\nchecks:\n  nccl.version: {expect: "2.23.4", drift: off}\n')
     [check] = load_playbook(str(path)).checks

@@ -14,7 +14,7 @@ from nodecheck.checks.values import value_check
 from nodecheck.crossnode import Absent, PinOrDrift
 from nodecheck.errors import ParseError
 from nodecheck.model import Probe
-from nodecheck.parsers.containers import (ImageMissing, digest_of, parse_enroot_list, parse_image_inspect,
+from nodecheck.parsers.containers import (ImageMissing, digests_of, parse_enroot_list, parse_image_inspect,
                                           parse_sha256sum)
 from nodecheck.parsers.sections import split_sections
 from nodecheck.registry import Captures
@@ -87,7 +87,7 @@ def container_probes(want: ContainerDigest) -> list[Probe]:
 _HEX64 = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-@value_check("container.digest", what="image digest", probes=container_probes, params=ContainerDigest,
+@value_check("container.digest", what="image", probes=container_probes, params=ContainerDigest,
              doc="The job's container image is on every node, with the pinned digest and/or the same "
                  "digest everywhere.")
 def container_digest(out: Captures, want: ContainerDigest) -> str:
@@ -108,8 +108,11 @@ def container_digest(out: Captures, want: ContainerDigest) -> str:
         if not parsed:
             raise ParseError(f"{runtime} image inspect", "no image in the output", section.text)
         record = parsed[0]
-        # the registry digest identifies the content everywhere; a locally built image has only its ID
-        return digest_of(record, want.image) or record.image_id
+        # The image ID (the config's sha256) is the same wherever the same image sits, however it
+        # was pulled; repo digests are not (a manifest list's and a platform manifest's digest, in
+        # an order that depends on the pull). A pin may still name a repo digest this image has.
+        pinned = [d for d in digests_of(record, want.image) if d in want.allowed]
+        return pinned[0] if pinned else record.image_id
     if runtime == "file":
         section = sections.require("sha256", "sha256sum")
         sums = parse_sha256sum(section.text)

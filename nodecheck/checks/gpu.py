@@ -97,13 +97,22 @@ def gpu_count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
     if want.name is not None:
         for gpu in facts.gpus:
             if gpu.name != want.name:
-                yield Verdict(Status.FAIL, f"{gpu.label}: {gpu.name}, expected {want.name}", gpu.label,
+                seen = gpu.name if gpu.name is not None else "product name not reported"
+                yield Verdict(Status.FAIL, f"{gpu.label}: {seen}, expected {want.name}", gpu.label,
                               {"name": gpu.name}, {"name": want.name})
 
 
 # ---- gpu.health -------------------------------------------------------------------------------
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
+
+
+# facts gpu.health can insist on (Gpu field names)
+REQUIRABLE = {"ecc_uncorrectable_volatile": "volatile ECC error count", "ecc_enabled": "ECC mode",
+              "retired_pages_pending": "pending page retirement", "remapped_rows": "remapped rows",
+              "clock_event_reasons": "clock-event reasons", "persistence_mode": "persistence mode",
+              "pcie_width_current": "PCIe link", "nvlinks": "NVLink state", "temperature_c": "temperature",
+              "power_limit_w": "power limit"}
 
 
 class GpuHealth(BaseModel):
@@ -130,9 +139,20 @@ class GpuHealth(BaseModel):
     nvlink: Action = Field("fail", description="every NVLink of the GPU must be active")
     expected_nvlinks: Optional[int] = Field(None, ge=0, strict=True,
                                             description="active NVLinks each GPU must have (18 on H100 SXM)")
+    require: list[str] = Field(
+        ["ecc_uncorrectable_volatile", "clock_event_reasons"],
+        description="facts that must be reported for a GPU to pass (a source that says nothing about "
+                    "them proves nothing); add remapped_rows on Ampere and newer")
     temperature_c: Optional[Ceiling] = Field(None, description="GPU temperature, °C")
     power_limit_w: Optional[Floor] = Field(None, description="enforced power limit, W: a capped GPU "
                                            "slows the whole job")
+
+    @model_validator(mode="after")
+    def _known_facts(self) -> "GpuHealth":
+        for name in self.require:
+            if name not in REQUIRABLE:
+                raise ValueError(f"require: unknown fact {name!r}; known: {', '.join(REQUIRABLE)}")
+        return self
 
     @model_validator(mode="after")
     def _known_reasons(self) -> "GpuHealth":
@@ -154,6 +174,12 @@ def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
         yield Verdict(Status.ERROR, f"not read: {gap}", _gap_subject(gap))
     for gpu in facts.gpus:
         verdicts = list(_gpu_verdicts(gpu, want))
+        missing = [name for name in want.require if getattr(gpu, name) is None]
+        if missing:
+            verdicts.append(Verdict(Status.ERROR, f"{gpu.label}: {', '.join(REQUIRABLE[m] for m in missing)} "
+                                    f"not reported by {_source(facts)}; the playbook requires "
+                                    f"{'it' if len(missing) == 1 else 'them'} to judge the GPU", gpu.label,
+                                    {"missing": missing}, {"require": list(want.require)}))
         bad = [v for v in verdicts if v.status is not Status.PASS]
         yield from bad
         if not verdicts:
@@ -226,7 +252,8 @@ def _throttle(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
         hit = sorted(r for r in active if r in reasons)
         if hit:
             found = True
-            yield Verdict(status, f"{g}: clocks held down by {', '.join(hit)}", g,
+            yield Verdict(status, f"{g}: clocks held down by {', '.join(hit)}, expected none of "
+                          f"{', '.join(reasons)}", g,
                           {"clock_event_reasons": sorted(active)}, {"clock_event_reasons_not": list(reasons)})
     if not found:
         yield _ok(g, "no throttling")
@@ -238,22 +265,25 @@ def _pcie(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     gen, gen_max = gpu.pcie_gen_current, gpu.pcie_gen_max
     if None in (width, width_max, gen, gen_max):
         return
-    # NVIDIA: current gen/width "may be reduced when the GPU is not in use" (power saving)
-    idle = "gpu_idle" in (gpu.clock_event_reasons or ())
+    # NVIDIA: current gen/width "may be reduced when the GPU is not in use" (power saving), so a low
+    # link is only a fault on a GPU known to be busy; None: the source did not say whether it idles
+    idle = None if gpu.clock_event_reasons is None else "gpu_idle" in gpu.clock_event_reasons
     seen = {"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width, "pcie_width_max": width_max,
             "idle": idle}
     expected = {"pcie_gen": gen_max, "pcie_width": width_max}
     if width < width_max:
-        status = Status.WARN if idle else _STATUS[want.pcie]
-        note = " while idle; re-check under load" if idle else ""
+        status = _STATUS[want.pcie] if idle is False else Status.WARN
+        note = {True: " while idle; re-check under load", None: " (idle state unknown); re-check under load",
+                False: ""}[idle]
         yield Verdict(status, f"{g}: PCIe link x{width}, expected x{width_max}{note}", g, seen, expected)
-    elif gen < gen_max and not idle:
-        yield Verdict(_STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU busy)", g,
+    elif gen < gen_max and idle is False:
+        yield Verdict(_STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU not idle)", g,
                       seen, expected)
+    elif gen < gen_max:
+        why = "idle" if idle else "idle state unknown"
+        yield _ok(g, f"PCIe gen{gen} x{width} (max gen{gen_max}; {why}: gen not judged)")
     else:
-        # the link as it is: an idle GPU at gen4 of 5 must not read as "gen5"
-        yield _ok(g, f"PCIe gen{gen} x{width}" + (f" (max gen{gen_max}; idle: gen not judged)"
-                                                  if gen < gen_max else ""))
+        yield _ok(g, f"PCIe gen{gen_max} x{width_max}")
 
 
 def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
@@ -316,7 +346,7 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
         kept = sorted({p.name for p in gpu.processes if p.name in want.ignore})
         for p in left:
             mem = "memory unknown" if p.used_memory_mib is None else f"{fmt(p.used_memory_mib)} MiB"
-            yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}", g,
+            yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}, expected none", g,
                           {"pid": p.pid, "process": p.name, "used_memory_mib": p.used_memory_mib},
                           {"processes": []})
         used = gpu.memory_used_mib
@@ -328,8 +358,12 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
             yield Verdict(Status.FAIL, f"{g}: {fmt(orphan)} MiB GPU memory in use with no process visible"
                           f"{besides}, expected <= {fmt(want.max_memory_used_mib)} MiB", g,
                           {"memory_used_mib": used}, {"max_memory_used_mib": want.max_memory_used_mib})
+        elif not left and used is None:
+            # "no process" is only half the promise: held memory is the other half
+            yield Verdict(Status.ERROR, f"{g}: GPU memory in use not reported by {_source(facts)}; cannot "
+                          "tell whether memory is held", g)
         elif not left:
-            mem = "" if used is None else f", {fmt(used)} MiB used"
+            mem = f", {fmt(used)} MiB used"
             also = f" (ignored: {', '.join(kept)})" if kept else ""
             yield Verdict(Status.PASS, f"{g}: no compute process{also}{mem}", g)
 

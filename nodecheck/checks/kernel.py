@@ -80,8 +80,8 @@ class OomParams(Window):
     status: Literal["fail", "warn"] = Field("warn", description="what an OOM kill in the window means")
 
 
-def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str]:
-    """(parsed log, the node's clock, which source was read)."""
+def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str, float | None]:
+    """(parsed log, the node's clock, which source was read, the node's uptime in seconds)."""
     text = out[KERNEL_LOG.name].stdout
     sections = split_sections(text, "kernel log probe")
     clock = _CLOCK.match(sections.facts.get("clock", ""))
@@ -97,10 +97,35 @@ def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str]:
             if log.lines == 0:
                 # a running kernel always has messages: an empty log means we read nothing
                 raise ParseError(tool, "the kernel log is empty: nothing could be read", section.text)
-            return log, now, tool
+            return log, now, tool, uptime
     tried = [s for s in ("dmesg", "journal") if sections.get(s) is not None]
     said = "; ".join(f"{s} exit {sections.get(s).rc}: {sections.get(s).text.strip()[:200]}" for s in tried)
     raise ParseError("kernel log", f"could not read the kernel log ({said or 'no output'})", text)
+
+
+BOOT_SLACK_S = 120.0                           # a log that starts this soon after boot is the whole boot
+
+
+def _coverage(log: KernelLog, now: datetime | None, uptime_s: float | None, window: Window,
+              source: str) -> Verdict | None:
+    """A WARN when the log provably starts after the window does (a wrapped ring buffer): no
+    events found in it is then not the same as no events."""
+    if now is None:
+        return None
+    boot = now - timedelta(seconds=uptime_s) if uptime_s is not None else None
+    start = boot if window.seconds is None else now - timedelta(seconds=window.seconds)
+    if start is None:
+        return None
+    first = log.first_time
+    if log.first_uptime_s is not None and boot is not None:
+        first = min(first, boot + timedelta(seconds=log.first_uptime_s)) if first else \
+            boot + timedelta(seconds=log.first_uptime_s)
+    if first is None or first <= start + timedelta(seconds=BOOT_SLACK_S):
+        return None
+    return Verdict(Status.WARN, f"{source} reaches back only to {first:%Y-%m-%d %H:%M:%SZ}, but the window "
+                   f"starts {start:%Y-%m-%d %H:%M:%SZ} ({_window_text(window)}): older events are not "
+                   "seen (the ring buffer wrapped; a persistent journal keeps the whole boot)", "kernel log",
+                   {"log_starts": first.isoformat()}, {"log_starts_by": start.isoformat()})
 
 
 def _in_window(time: datetime | None, now: datetime | None, window: Window) -> bool:
@@ -117,7 +142,9 @@ def _window_text(window: Window) -> str:
 @check("gpu.xid", probes=[KERNEL_LOG], params=XidParams)
 def gpu_xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
     """NVIDIA Xid events in the kernel log within the window, classified by what they require."""
-    log, now, source = read_kernel_log(out)
+    log, now, source, uptime = read_kernel_log(out)
+    if (partial := _coverage(log, now, uptime, want, source)) is not None:
+        yield partial
     for bad in log.unreadable:
         yield Verdict(Status.ERROR, f"unreadable Xid line: {bad.reason}", excerpt=excerpt(bad.raw))
     events = [e for e in log.xids if _in_window(e.time, now, want)]
@@ -151,7 +178,9 @@ def gpu_xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
 def node_oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
     """OOM kills in the kernel log within the window (a leftover of the last job, or a node short
     of memory)."""
-    log, now, source = read_kernel_log(out)
+    log, now, source, uptime = read_kernel_log(out)
+    if (partial := _coverage(log, now, uptime, want, source)) is not None:
+        yield partial
     kills = [k for k in log.ooms if _in_window(k.time, now, want)]
     if not kills:
         yield Verdict(Status.PASS, f"no OOM kills {_window_text(want)} ({source}, {log.lines} lines)",
@@ -165,6 +194,7 @@ def node_oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
         when = f"last {last.time:%Y-%m-%d %H:%M:%SZ}" if last.time else "time unknown"
         scope = f"cgroup {last.cgroup}" if last.cgroup else last.scope
         yield Verdict(Status.FAIL if want.status == "fail" else Status.WARN,
-                      f"OOM killed {process} {len(same)}x {_window_text(want)} ({when}, pid {last.pid}, {scope})",
+                      f"OOM killed {process} {len(same)}x {_window_text(want)} ({when}, pid {last.pid}, {scope}), "
+                      "expected none",
                       process, {"oom_kills": len(same), "process": process, "pid": last.pid},
                       {"oom_kills": 0}, excerpt("\n".join(k.raw for k in same[-3:])))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from nodecheck.crossnode import PinOrDrift, gather, judge_values
-from nodecheck.model import Probe
+from nodecheck.model import Probe, Status
 from nodecheck.registry import Captures, check
 
 Reader = Callable[[Captures, PinOrDrift], str]
@@ -28,9 +28,11 @@ def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc:
     a fleet check that pins and/or compares that value across the run's nodes."""
     def register(read: Reader) -> Reader:
         def judge(by_node: Mapping[str, Captures], want: PinOrDrift) -> Iterator:
-            values, problems = gather(by_node, lambda out: read(out, want), what=what)
+            values, problems = gather(by_node, lambda out: read(out, want), what=what, absent=want.absent)
             yield from problems
-            yield from judge_values(values, want, what=what)
+            # unreadable nodes may hold any value: the reference must be a majority with them counted
+            unread = sum(1 for _, v in problems if v.status is Status.ERROR)
+            yield from judge_values(values, want, what=what, total=len(values) + unread)
         judge.__doc__ = doc
         judge.__name__ = name.replace(".", "_")
         check(name, probes=probes, params=params, scope="fleet")(judge)

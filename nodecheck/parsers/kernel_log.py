@@ -116,6 +116,10 @@ class KernelLog:
     unreadable: tuple[Unreadable, ...]
     lines: int               # lines read
     timestamps: str          # "iso", "uptime", "ctime", "syslog", "journal", "none" or "mixed"
+    # the earliest time any line can be placed at: how far back the log reaches (a wrapped ring
+    # buffer starts after boot); None when no line carries a usable time
+    first_time: datetime | None = None
+    first_uptime_s: float | None = None   # the first "[ 12.345]" stamp, seconds after boot
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,11 @@ def parse_kernel_log(text: str, *, now: datetime | None = None, uptime_s: float 
             context = _oom_context(line.message, context)
         i += used
     cut = bool(text) and not text.endswith(("\n", "\r"))
+    times = [ln.time for ln in lines if ln.time is not None]
+    first_uptime = next((float(m.group("s")) for raw in raw_lines[:50]
+                         if (m := _UPTIME.search(raw[:40])) is not None), None)
     return KernelLog(tuple(_drop_echoed_79(xids)), tuple(ooms), tuple(unreadable), len(raw_lines),
-                     _timestamp_form(lines, cut))
+                     _timestamp_form(lines, cut), min(times) if times else None, first_uptime)
 
 
 # -- line prefixes and times ------------------------------------------------------------------------

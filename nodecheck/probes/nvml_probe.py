@@ -6,12 +6,55 @@ sends this file as the stdin of `python3 -` to nodes that do not have nodecheck 
 
 Output (stdout, exit 0): one JSON object, schema 1 (see collect()). Every per-GPU query is wrapped on
 its own: NotSupported reads null; any other error reads null and adds an entry to "errors", so one
-failing field never loses the others.
+failing field never loses the others. A function that this driver's libnvidia-ml lacks
+(FunctionNotFound) falls back to its older variant where there is one (see _Collector.call()).
 Unavailable (stdout, exit 3): one line `nodecheck-nvml-unavailable: <reason>` when pynvml cannot be
 imported, nvmlInit fails or the GPUs cannot be counted; the caller falls back to nvidia-smi.
 """
-import json
+# sys is builtin: no file on sys.path can shadow it
 import sys
+
+
+def _drop_cwd_from_sys_path():
+    """Remove '' / '.' / any entry naming the current directory from sys.path, in place.
+
+    `python3 -` puts '' (the current directory: the SSH user's home) first on sys.path, so a stray
+    json.py or pynvml.py there would shadow the real module. Runs before any other import, with only
+    builtin modules (posix/nt are compiled in, never looked up on sys.path).
+    """
+    try:
+        import posix as _osmod
+    except ImportError:                        # not a POSIX Python
+        try:
+            import nt as _osmod
+        except ImportError:
+            _osmod = None
+    here = None
+    if _osmod is not None:
+        try:
+            here = _osmod.stat(".")
+        except Exception:                      # the current directory was removed
+            here = None
+    kept = []
+    for entry in sys.path:
+        if entry in ("", "."):
+            continue
+        if here is not None and isinstance(entry, str):
+            try:
+                st = _osmod.stat(entry)
+            except Exception:                  # missing or unreadable: cannot be the current directory
+                st = None
+            if st is not None and here.st_ino and (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino):
+                continue
+        kept.append(entry)
+    sys.path[:] = kept
+
+
+if __name__ == "__main__":                     # run as a script (`python3 -`), not imported by --local
+    _drop_cwd_from_sys_path()
+
+# after the sys.path clean-up, on purpose
+import json
 
 SCHEMA = 1
 UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"
@@ -20,6 +63,13 @@ EXIT_UNAVAILABLE = 3
 # nvmlReturn_t codes (nvml.h), used when an old pynvml lacks the NVMLError_* subclass.
 _ERROR_INVALID_ARGUMENT = 2
 _ERROR_NOT_SUPPORTED = 3
+_ERROR_FUNCTION_NOT_FOUND = 13
+# nvml.h NVML_NVLINK_MAX_LINKS is 18 since Hopper; old pynvml copies say 6 or 12, newer ones 36
+_NVLINK_MAX_LINKS_FLOOR = 18
+# /proc/<pid>/comm holds at most TASK_COMM_LEN - 1 characters
+_COMM_MAX = 15
+# nvml.h NVML_DEVICE_MIG_ENABLE
+_MIG_ENABLE = 1
 
 # (name in nodecheck.parsers.gpu.CLOCK_EVENT_REASONS, pynvml constant names new and old, nvml.h bit).
 # pynvml for drivers >= 535 names them nvmlClocksEventReason*, older ones nvmlClocksThrottleReason*;
@@ -49,8 +99,20 @@ GPU_FIELDS = (
     "retired_pages_pending", "retired_pages_dbe", "retired_pages_sbe", "remapped_rows",
     "clock_event_reasons", "temperature_c", "power_draw_w", "power_limit_w",
     "memory_used_mib", "memory_total_mib", "pcie_gen_current", "pcie_gen_max",
-    "pcie_width_current", "pcie_width_max", "nvlinks", "processes",
+    "pcie_width_current", "pcie_width_max", "nvlinks", "processes", "mig_mode",
 )
+
+# Versioned functions, newest first: each older one is tried when the newer is missing from this
+# pynvml (AttributeError) or from this driver's libnvidia-ml (FunctionNotFound, or the
+# NVMLLibraryMismatchError that nvidia-ml-py's unversioned wrappers turn it into).
+_CLOCK_EVENT_REASONS_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons",      # driver >= 535
+                                  "nvmlDeviceGetCurrentClocksThrottleReasons")
+_CUDA_DRIVER_VERSION_FUNCTIONS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
+# nvidia-ml-py >= 11.5: the unversioned wrapper calls _v3 only (driver >= 510); older drivers have _v2
+# (>= 450), and the unversioned C symbol (v1 struct) everywhere, which older pynvml calls unversioned
+_COMPUTE_PROCESSES_FUNCTIONS = ("nvmlDeviceGetComputeRunningProcesses_v3",
+                                "nvmlDeviceGetComputeRunningProcesses_v2",
+                                "nvmlDeviceGetComputeRunningProcesses")
 
 _MIB = float(2 ** 20)
 
@@ -75,8 +137,9 @@ def _const(nv, names, literal):
 
 
 class _Collector(object):
-    def __init__(self, nv):
+    def __init__(self, nv, proc="/proc"):
         self.nv = nv
+        self.proc = proc
         self.errors = []
 
     def _is(self, exc, class_name, code):
@@ -91,35 +154,58 @@ class _Collector(object):
     def invalid_argument(self, exc):
         return self._is(exc, "NVMLError_InvalidArgument", _ERROR_INVALID_ARGUMENT)
 
+    def function_missing(self, exc):
+        """The called function is missing below pynvml: try the older variant."""
+        if isinstance(exc, AttributeError):
+            return True
+        mismatch = getattr(self.nv, "NVMLLibraryMismatchError", None)
+        if isinstance(mismatch, type) and isinstance(exc, mismatch):
+            return True
+        return self._is(exc, "NVMLError_FunctionNotFound", _ERROR_FUNCTION_NOT_FOUND)
+
+    def message(self, exc):
+        if isinstance(exc, self.nv.NVMLError):
+            return str(exc)
+        return "%s: %s" % (type(exc).__name__, exc)
+
     def error(self, gpu, fields, exc):
-        message = str(exc)
-        if not isinstance(exc, self.nv.NVMLError):
-            message = "%s: %s" % (type(exc).__name__, message)
+        message = self.message(exc)
         for field in fields:
             self.errors.append({"gpu": gpu, "field": field, "error": message})
 
-    def call(self, gpu, fields, function_name, *args):
+    def call(self, gpu, fields, function_names, *args):
         """(ok, value) of pynvml.<function_name>(*args); not ok means every field in `fields` is null.
 
-        NotSupported is silent; any other failure, a missing function included, is one "errors"
-        entry per field.
+        `function_names` is one name or a tuple, newest variant first: a function missing from
+        pynvml or from the driver (see function_missing()) moves on to the next one. NotSupported is
+        silent; any other failure, every variant missing included, is one "errors" entry per field.
         """
-        try:
-            function = getattr(self.nv, function_name)
-        except AttributeError:
-            for field in fields:
-                self.errors.append({"gpu": gpu, "field": field,
-                                    "error": "pynvml has no %s" % function_name})
-            return False, None
-        try:
-            return True, function(*args)
-        except self.nv.NVMLError as exc:
-            if not self.not_supported(exc):
-                self.error(gpu, fields, exc)
-            return False, None
-        except Exception as exc:               # a pynvml/driver mismatch must not lose the other fields
-            self.error(gpu, fields, exc)
-            return False, None
+        if isinstance(function_names, str):
+            function_names = (function_names,)
+        absent, missing_error = [], None
+        for function_name in function_names:
+            function = getattr(self.nv, function_name, None)
+            if function is None:
+                absent.append(function_name)
+                continue
+            try:
+                return True, function(*args)
+            except Exception as exc:           # a pynvml/driver mismatch must not lose the other fields
+                if self.function_missing(exc):
+                    missing_error = "%s: %s" % (function_name, self.message(exc))
+                    continue
+                if not (isinstance(exc, self.nv.NVMLError) and self.not_supported(exc)):
+                    self.error(gpu, fields, exc)
+                return False, None
+        if missing_error is None:
+            message = "pynvml has no %s" % " or ".join(absent)
+        else:
+            message = missing_error
+            if absent:
+                message += "; pynvml has no %s" % " or ".join(absent)
+        for field in fields:
+            self.errors.append({"gpu": gpu, "field": field, "error": message})
+        return False, None
 
     def field(self, gpu, out, field, function_name, args, convert):
         ok, value = self.call(gpu, (field,), function_name, *args)
@@ -180,10 +266,7 @@ class _Collector(object):
 
         self.field(index, out, "remapped_rows", "nvmlDeviceGetRemappedRows", h, _remapped_rows)
 
-        reasons_function = "nvmlDeviceGetCurrentClocksEventReasons"
-        if not hasattr(nv, reasons_function):
-            reasons_function = "nvmlDeviceGetCurrentClocksThrottleReasons"
-        self.field(index, out, "clock_event_reasons", reasons_function, h,
+        self.field(index, out, "clock_event_reasons", _CLOCK_EVENT_REASONS_FUNCTIONS, h,
                    lambda mask: _reason_names(nv, mask))
 
         sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
@@ -204,7 +287,9 @@ class _Collector(object):
         self.field(index, out, "pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h, int)
 
         out["nvlinks"] = self.nvlinks(index, handle)
-        self.field(index, out, "processes", "nvmlDeviceGetComputeRunningProcesses", h, self.processes)
+        self.field(index, out, "processes", _COMPUTE_PROCESSES_FUNCTIONS, h, self.processes)
+        # [current, pending]; NotSupported (no MIG on this GPU) reads null
+        self.field(index, out, "mig_mode", "nvmlDeviceGetMigMode", h, lambda mode: mode[0] == _MIG_ENABLE)
         return out
 
     def nvlinks(self, index, handle):
@@ -215,8 +300,12 @@ class _Collector(object):
             self.errors.append({"gpu": index, "field": "nvlinks",
                                 "error": "pynvml has no nvmlDeviceGetNvLinkState"})
             return None
+        try:
+            max_links = max(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 0)), _NVLINK_MAX_LINKS_FLOOR)
+        except (TypeError, ValueError):
+            max_links = _NVLINK_MAX_LINKS_FLOOR
         links = []
-        for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+        for link in range(max_links):          # old pynvml's 6 or 12 would miss H100's 18 links
             try:
                 active = bool(function(handle, link))
             except nv.NVMLError as exc:
@@ -245,10 +334,15 @@ class _Collector(object):
         return out
 
     def process_name(self, pid):
+        """/proc/<pid>/comm, or argv[0]'s longer basename where comm is cut at 15; else NVML's name."""
         try:
-            with open("/proc/%d/comm" % pid) as f:
+            with open("%s/%d/comm" % (self.proc, pid)) as f:
                 name = f.read().strip()
             if name:
+                if len(name) == _COMM_MAX:
+                    longer = self.argv0_name(pid)
+                    if longer is not None and len(longer) > len(name) and longer.startswith(name):
+                        return longer
                 return name
         except (IOError, OSError, UnicodeDecodeError):
             pass
@@ -257,6 +351,16 @@ class _Collector(object):
             return name or None
         except Exception:
             return None
+
+    def argv0_name(self, pid):
+        """The basename of /proc/<pid>/cmdline's argv[0], or None."""
+        try:
+            with open("%s/%d/cmdline" % (self.proc, pid), "rb") as f:
+                argv0 = f.read().split(b"\0", 1)[0]
+        except OSError:
+            return None
+        name = argv0.decode("utf-8", "replace").rstrip("/").rsplit("/", 1)[-1]
+        return name or None
 
 
 def _remapped_rows(rows):
@@ -300,10 +404,8 @@ def collect():
             raise NvmlUnavailable("nvmlDeviceGetCount failed: %s" % (exc,)) from None
         result = {"schema": SCHEMA, "source": "nvml"}
         result["driver_version"] = collector.system("driver_version", "nvmlSystemGetDriverVersion", _text)
-        cuda_function = "nvmlSystemGetCudaDriverVersion_v2"
-        if not hasattr(nv, cuda_function):
-            cuda_function = "nvmlSystemGetCudaDriverVersion"
-        result["cuda_driver_version"] = collector.system("cuda_driver_version", cuda_function, _cuda_version)
+        result["cuda_driver_version"] = collector.system("cuda_driver_version", _CUDA_DRIVER_VERSION_FUNCTIONS,
+                                                         _cuda_version)
         result["nvml_version"] = collector.system("nvml_version", "nvmlSystemGetNVMLVersion", _text)
         result["gpus"] = [collector.gpu(index) for index in range(count)]
         result["errors"] = collector.errors

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from nodecheck.model import SEVERITY, Capture, CheckResult, Status, worst
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2                             # 2: cross-node results carry group/group_size
 
 # Nagios-compatible, as gcm: monitoring and schedulers read these.
 EXIT_PASS, EXIT_WARN, EXIT_FAIL, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3, 64

@@ -11,6 +11,7 @@ from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
 
 def to_dict(report: Report) -> dict:
+    shared = _Shared()
     return {
         "report_version": REPORT_VERSION,
         "run_id": report.run_id,
@@ -30,7 +31,7 @@ def to_dict(report: Report) -> dict:
         "excluded_nodes": list(report.excluded),
         "nodes": [{"node": name, "address": address, "status": report.node_status(name).value,
                    "healthy": report.node_status(name).healthy,
-                   "results": [_result(r, name) for r in report.results_for(name)]}
+                   "results": [_result(r, name, shared) for r in report.results_for(name)]}
                   for name, address in report.nodes],
         "captures": [_capture(c) for c in report.captures],
     }
@@ -44,17 +45,39 @@ def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _result(r: CheckResult, node: str) -> dict:
+class _Shared:
+    """What a cross-node result's entries share, computed once per result rather than once per
+    node of its group (a drift verdict over 1000 nodes is listed 1000 times)."""
+
+    def __init__(self) -> None:
+        self._fold: dict[int, str] = {}
+        self._evidence: dict[int, dict[str, list]] = {}
+
+    def fold(self, r: CheckResult) -> str:
+        if id(r) not in self._fold:
+            self._fold[id(r)] = fold(r.nodes)
+        return self._fold[id(r)]
+
+    def evidence(self, r: CheckResult, node: str) -> list:
+        if id(r) not in self._evidence:
+            by_node: dict[str, list] = {}
+            for e in r.evidence:
+                by_node.setdefault(e.node, []).append(
+                    {"node": e.node, "probe": e.probe, "argv": list(e.argv), "exit_code": e.exit_code,
+                     "capture": e.capture_path})
+            self._evidence[id(r)] = by_node
+        return self._evidence[id(r)].get(node, [])
+
+
+def _result(r: CheckResult, node: str, shared: _Shared) -> dict:
     """One result as listed under `node`. A cross-node result (drift) is listed under each node of
     its group, with the group folded ("gpu[001-510]") and only this node's evidence, so a report
     on thousands of nodes stays linear in size."""
     v = r.verdict
     return {"check": r.check, "status": v.status.value, "subject": v.subject, "message": v.message,
             "observed": dict(v.observed), "expected": dict(v.expected), "excerpt": v.excerpt,
-            "group": fold(r.nodes), "group_size": len(r.nodes),
-            "evidence": [{"node": e.node, "probe": e.probe, "argv": list(e.argv),
-                          "exit_code": e.exit_code, "capture": e.capture_path}
-                         for e in r.evidence if e.node == node]}
+            "group": shared.fold(r), "group_size": len(r.nodes),
+            "evidence": shared.evidence(r, node)}
 
 
 def _capture(c: Capture) -> dict:

@@ -26,6 +26,9 @@ MISSING = data("scenarios/docker-image-inspect-missing-stdout.txt") + data(
     "scenarios/derived-docker-image-inspect-missing-stderr.txt")
 DIGEST = "sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1"
 STALE_DIGEST = "sha256:0c9d4b3a8e2f11d6a7b5c4e3f2a1908d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a29"
+# the image IDs (config digests) of the same two recordings: what nodes are compared by
+IMAGE_ID = "sha256:2082abcb0e0a78964ad616b21c3b2af7c905dc33ce9d1316f0c7bddef787148e"
+STALE_ID = "sha256:5f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4"
 SQSH = "/shared/images/pytorch-24.10.sqsh"
 SQSH_SUM = "3f4d6c1e0b8a9f2d7e5c4b3a29180f7e6d5c4b3a291807f6e5d4c3b2a1908f7e"     # constructed
 NODES = tuple(f"node{i}" for i in range(1, 7))
@@ -60,15 +63,15 @@ def test_docker_digest_agreement_stale_node_and_missing_image():
     want = ContainerDigest(image=IMAGE)
     assert fleet(want, [docker(INSPECT), docker(INSPECT), docker(STALE), docker(MISSING, 1)]) == [
         (("node4",), FAIL, "b10s/test:app4 not present in docker (the job would pull it or fail)"),
-        (("node1", "node2"), PASS, f"image digest {DIGEST} (majority: 2 of 3 nodes)"),
-        (("node3",), FAIL, f"image digest {STALE_DIGEST} on node3, expected {DIGEST} (2 nodes)")]
+        (("node1", "node2"), PASS, f"image {IMAGE_ID} (majority: 2 of 3 nodes)"),
+        (("node3",), FAIL, f"image {STALE_ID} on node3, expected {IMAGE_ID} (2 nodes)")]
 
 
 def test_docker_digest_pinned():
     want = ContainerDigest(image=IMAGE, expect=DIGEST)
     assert fleet(want, [docker(INSPECT), docker(STALE, runtime="podman")]) == [
-        (("node2",), FAIL, f"image digest {STALE_DIGEST} on node2, expected {DIGEST} (pinned; 1 node)"),
-        (("node1",), PASS, f"image digest {DIGEST} (pinned; 1 node)")]
+        (("node2",), FAIL, f"image {STALE_ID} on node2, expected {DIGEST} (pinned; 1 node)"),
+        (("node1",), PASS, f"image {DIGEST} (pinned; 1 node)")]
 
 
 def test_no_runtime_and_missing_runtime_fail_their_node():
@@ -77,13 +80,13 @@ def test_no_runtime_and_missing_runtime_fail_their_node():
                         docker(INSPECT)]) == [
         (("node1",), FAIL, "b10s/test:app4: no container runtime (docker, podman) on the node"),
         (("node2",), FAIL, "b10s/test:app4: podman not installed on the node"),
-        (("node3",), PASS, f"image digest {DIGEST} (the only node judged; nothing to compare with)")]
+        (("node3",), PASS, f"image {IMAGE_ID} (the only node judged; nothing to compare with)")]
 
 
 def test_a_locally_built_image_compares_by_its_id():
     local = INSPECT.replace('"b10s/test@sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1"', "")
     assert fleet(ContainerDigest(image=IMAGE), [docker(local)]) == [
-        (("node1",), PASS, "image digest sha256:2082abcb0e0a78964ad616b21c3b2af7c905dc33ce9d1316f0c7bddef787148e "
+        (("node1",), PASS, "image sha256:2082abcb0e0a78964ad616b21c3b2af7c905dc33ce9d1316f0c7bddef787148e "
                            "(the only node judged; nothing to compare with)")]
 
 
@@ -112,8 +115,16 @@ def test_sqsh_file_by_sha256sum():
                         sha256(f"sha256sum: {SQSH}: Permission denied\n", 1)]) == [
         (("node4",), FAIL, f"{SQSH} not present on the node"),
         (("node5",), ERROR, f"cannot read sha256sum output: {SQSH}: Permission denied"),
-        (("node1", "node2"), PASS, f"image digest sha256:{SQSH_SUM} (majority: 2 of 3 nodes)"),
-        (("node3",), FAIL, f"image digest sha256:{other} on node3, expected sha256:{SQSH_SUM} (2 nodes)")]
+        # 2 of 3 readable nodes agree, but node5 could hold either value: no majority of the run
+        (("node1", "node2", "node3"), ERROR, f"image: no majority among sha256:{SQSH_SUM} on "
+                                             f"node[1-2], sha256:{other} on node3 (1 node could not be read); "
+                                             "pin the right one with expect: in the playbook")]
+    pinned = ContainerDigest(image=SQSH, expect=f"sha256:{SQSH_SUM}")
+    assert fleet(pinned, [sha256(f"{SQSH_SUM}  {SQSH}\n"), sha256(f"{SQSH_SUM}  {SQSH}\n"),
+                          sha256(f"{other}  {SQSH}\n"),
+                          sha256(f"sha256sum: {SQSH}: Permission denied\n", 1)])[-2:] == [
+        (("node3",), FAIL, f"image sha256:{other} on node3, expected sha256:{SQSH_SUM} (pinned; 2 nodes)"),
+        (("node1", "node2"), PASS, f"image sha256:{SQSH_SUM} (pinned; 2 nodes)")]
 
 
 def test_sif_for_apptainer_and_sqsh_for_enroot_are_files():
@@ -132,8 +143,9 @@ def test_enroot_container_presence():
         (("node2",), FAIL, "enroot container pytorch not present on the node"),
         (("node3",), FAIL, "pytorch: enroot not installed on the node"),
         (("node4",), ERROR, "cannot read enroot list output: exit 1"),
-        (("node1",), PASS, "image digest present (enroot container; pin a .sqsh file to compare content) "
-                           "(the only node judged; nothing to compare with)")]
+        (("node1",), ERROR, "image: no majority among present (enroot container; pin a .sqsh file to "
+                            "compare content) on node1 (1 node could not be read); pin the right one with "
+                            "expect: in the playbook")]
 
 
 # -- the image parameter ----------------------------------------------------------------------------------------
@@ -205,7 +217,7 @@ def test_docker_receives_the_image_as_one_argument_after_double_dash(bin_dir, tm
     # the same run, judged: a plain reference gets the registry digest
     capture = _run(ContainerDigest(image=IMAGE))
     assert fleet(ContainerDigest(image=IMAGE), [capture.stdout]) == [
-        (("node1",), PASS, f"image digest {DIGEST} (the only node judged; nothing to compare with)")]
+        (("node1",), PASS, f"image {IMAGE_ID} (the only node judged; nothing to compare with)")]
 
 
 @pytest.mark.skipif(not os.access("/bin/sh", os.X_OK), reason="no /bin/sh")
@@ -228,6 +240,6 @@ def test_a_real_sqsh_file_is_hashed_on_the_node(bin_dir, tmp_path):
     want = ContainerDigest(image=str(image))
     expected = "sha256:" + hashlib.sha256(image.read_bytes()).hexdigest()
     assert fleet(want, [_run(want).stdout]) == [
-        (("node1",), PASS, f"image digest {expected} (the only node judged; nothing to compare with)")]
+        (("node1",), PASS, f"image {expected} (the only node judged; nothing to compare with)")]
     gone = ContainerDigest(image=str(tmp_path / "images" / "gone.sqsh"))
     assert fleet(gone, [_run(gone).stdout]) == [(("node1",), FAIL, f"{gone.image} not present on the node")]

@@ -180,9 +180,9 @@ def _nvlink_down(state: dict) -> None:
 
 ASPECTS = {
     "nvlink-5-down": (_nvlink_down, {}, 2, FAIL, "GPU2: NVLink 5 down (17 of 18 active)"),
-    "hw-slowdown": (gpu(1, clock_event_reasons=0x8), {}, 1, FAIL, "GPU1: clocks held down by hw_slowdown"),
+    "hw-slowdown": (gpu(1, clock_event_reasons=0x8), {}, 1, FAIL, "GPU1: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown"),
     "sw-thermal-warns": (gpu(1, clock_event_reasons=0x20 | 0x1), {}, 1, WARN,
-                         "GPU1: clocks held down by sw_thermal_slowdown"),
+                         "GPU1: clocks held down by sw_thermal_slowdown, expected none of sw_thermal_slowdown"),
     "ecc-volatile-2": (lambda s: s["gpus"][3]["ecc_errors"].update(uncorrected_volatile=2), {}, 3, FAIL,
                        "GPU3: volatile uncorrectable ECC 2 errors, expected <= 0 errors"),
     "ecc-disabled": (gpu(5, ecc_mode=[0, 0]), {}, 5, WARN, "GPU5: ECC disabled, expected enabled"),
@@ -194,7 +194,7 @@ ASPECTS = {
     "pcie-width-busy-warn": (gpu(1, pcie_width_current=8, clock_event_reasons=0), {"pcie": "warn"}, 1, WARN,
                              "GPU1: PCIe link x8, expected x16"),
     "pcie-gen-busy": (gpu(6, pcie_gen_current=4, clock_event_reasons=0), {}, 6, FAIL,
-                      "GPU6: PCIe gen 4, expected gen 5 (GPU busy)"),
+                      "GPU6: PCIe gen 4, expected gen 5 (GPU not idle)"),
     "remap-failure": (gpu(0, remapped_rows=[0, 3, 0, 1]), {}, 0, FAIL,
                       "GPU0: row remapping failed (correctable 0, uncorrectable 3); replace the GPU"),
     "remap-pending": (gpu(0, remapped_rows=[1, 4, 1, 0]), {}, 0, FAIL,
@@ -234,8 +234,8 @@ def test_health_two_problems_on_one_gpu_are_two_verdicts(tmp_path):
     assert [(v.subject, v.status, v.message) for v in verdicts[:4]] == [
         ("GPU0", FAIL, "GPU0: row remapping failed (correctable 0, uncorrectable 3); replace the GPU"),
         ("GPU0", FAIL, "GPU0: row remap pending (correctable 0, uncorrectable 3); reset the GPU before the next job"),
-        ("GPU0", FAIL, "GPU0: clocks held down by hw_slowdown"),
-        ("GPU0", WARN, "GPU0: clocks held down by sw_thermal_slowdown")]
+        ("GPU0", FAIL, "GPU0: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown"),
+        ("GPU0", WARN, "GPU0: clocks held down by sw_thermal_slowdown, expected none of sw_thermal_slowdown")]
     assert [(v.subject, v.status) for v in verdicts[4:]] == [(f"GPU{i}", PASS) for i in range(1, 8)]
 
 
@@ -304,7 +304,8 @@ def test_health_a_lost_gpu_is_an_error_never_a_pass(tmp_path):
     verdicts = health(nvml_out(tmp_path, gpu(7, errors={"nvmlDeviceGetHandleByIndex": "GpuIsLost"})))
     assert [(v.status, v.subject, v.message) for v in verdicts if v.status is not PASS] == [
         (ERROR, "GPU7", "not read: GPU7 handle: GPU is lost"),
-        (ERROR, "GPU7", "GPU7: NVML reported none of the health facts")]
+        (ERROR, "GPU7", "GPU7: volatile ECC error count, clock-event reasons not reported by NVML; the "
+                        "playbook requires them to judge the GPU")]
     assert [v.subject for v in verdicts if v.status is PASS] == [f"GPU{i}" for i in range(7)]
 
 
@@ -353,9 +354,13 @@ def test_health_on_the_nvidia_smi_fallback():
         (ERROR, "GPU0", "not read: GPU0 remapped rows: no -q output"),
         (ERROR, "GPU1", "not read: GPU1 remapped rows: no -q output"),
         (FAIL, "GPU0", "GPU0: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active)"),
+        # without -q nvidia-smi says nothing about throttling: that GPU is not passed on faith
+        (ERROR, "GPU0", "GPU0: clock-event reasons not reported by nvidia-smi; the playbook requires it "
+                        "to judge the GPU"),
         (FAIL, "GPU1", "GPU1: volatile uncorrectable ECC 2 errors, expected <= 0 errors"),
-        (FAIL, "GPU1", "GPU1: PCIe gen 1, expected gen 5 (GPU busy)"),
-        (FAIL, "GPU1", "GPU1: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active)")]
+        (FAIL, "GPU1", "GPU1: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active)"),
+        (ERROR, "GPU1", "GPU1: clock-event reasons not reported by nvidia-smi; the playbook requires it "
+                        "to judge the GPU")]
 
 
 # -- gpu.processes ----------------------------------------------------------------------------------
@@ -373,7 +378,7 @@ def test_processes_a_leftover_process_fails_its_gpu(tmp_path):
     name = process_name(48213, "python3")
     verdicts = _processes(captures(GPU, nvml_stdout(LEFTOVER)))
     assert [(v.subject, v.status) for v in verdicts] == [(f"GPU{i}", FAIL if i == 5 else PASS) for i in range(8)]
-    assert verdicts[5].message == f"GPU5: leftover process pid 48213 {name} using 40960 MiB"
+    assert verdicts[5].message == f"GPU5: leftover process pid 48213 {name} using 40960 MiB, expected none"
     assert verdicts[5].observed == {"pid": 48213, "process": name, "used_memory_mib": 40960.0}
     assert verdicts[5].expected == {"processes": []}
 
@@ -411,7 +416,7 @@ def test_processes_a_process_with_unknown_memory_still_fails(tmp_path):
     out = nvml_out(tmp_path, gpu(0, processes=[{"pid": 1, "name": "agent", "usedGpuMemory": None}]))
     verdicts = _processes(out)
     assert (verdicts[0].status, verdicts[0].subject, verdicts[0].message) == (
-        FAIL, "GPU0", f"GPU0: leftover process pid 1 {process_name(1, 'agent')} using memory unknown")
+        FAIL, "GPU0", f"GPU0: leftover process pid 1 {process_name(1, 'agent')} using memory unknown, expected none")
 
 
 def test_processes_not_reported_is_an_error(tmp_path):
@@ -431,7 +436,7 @@ def test_processes_from_the_fallback_attribute_compute_apps_by_uuid():
     verdicts = _processes(captures(GPU, fallback_stdout(compute_apps=apps)))
     assert [(v.status, v.subject, v.message) for v in verdicts] == [
         (PASS, "GPU0", "GPU0: no compute process, 0 MiB used"),
-        (FAIL, "GPU1", "GPU1: leftover process pid 3051 python3 using 1010 MiB")]
+        (FAIL, "GPU1", "GPU1: leftover process pid 3051 python3 using 1010 MiB, expected none")]
 
 
 # -- parse_gpu_probe: NVML JSON, the nvidia-smi fallback, and what cannot be read --------------------
@@ -558,3 +563,14 @@ def test_health_links_missing_entirely_fail_on_the_count(tmp_path):
     out = nvml_out(tmp_path, fewer)
     verdicts = [v for v in gpu_health(out, GpuHealth(expected_nvlinks=18)) if v.status is not PASS]
     assert [(v.status, v.message) for v in verdicts] == [(FAIL, "GPU4: 12 NVLinks active, expected 18")]
+
+
+def test_pcie_with_the_idle_state_unknown_judges_neither_gen_nor_width_as_a_fault():
+    from nodecheck.checks.gpu import _pcie
+    from nodecheck.parsers.gpu import Gpu
+    low_gen = Gpu(index=2, pcie_gen_current=1, pcie_gen_max=5, pcie_width_current=16, pcie_width_max=16)
+    assert [(v.status, v.message) for v in _pcie(low_gen, GpuHealth())] == [
+        (PASS, "PCIe gen1 x16 (max gen5; idle state unknown: gen not judged)")]
+    narrow = Gpu(index=2, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=8, pcie_width_max=16)
+    assert [(v.status, v.message) for v in _pcie(narrow, GpuHealth())] == [
+        (WARN, "GPU2: PCIe link x8, expected x16 (idle state unknown); re-check under load")]

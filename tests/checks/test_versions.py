@@ -191,8 +191,8 @@ def test_nccl_settings_compare_conf_env_and_plugin():
     outputs = [versions_out(conf=conf), versions_out(conf=conf, env="NCCL_IB_GID_INDEX=0\n"),
                versions_out(conf=conf, libs=plugin)]
     # three different settings: no majority to call the odd one out
-    assert fleet("nccl.settings", outputs, drift="warn") == [
-        (NODES, ERROR, "NCCL settings: no majority among "
+    assert fleet("nccl.settings", outputs, drift="warn") == [      # drift: warn, so the tie only warns
+        (NODES, WARN, "NCCL settings: no majority among "
                        "NCCL_IB_GID_INDEX=3; NCCL_IB_HCA=mlx5; net plugin none on node1, "
                        "NCCL_IB_GID_INDEX=0; NCCL_IB_HCA=mlx5; net plugin none on node2, "
                        "NCCL_IB_GID_INDEX=3; NCCL_IB_HCA=mlx5; net plugin libnccl-net.so on node3; "

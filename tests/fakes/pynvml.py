@@ -5,6 +5,15 @@ calls nodecheck's NVML probe makes; see tests/fakes/README.md for what is faked,
 schema. The state is read at nvmlInit(): $NODECHECK_FAKE_NVML_STATE, else `nvml_state.json` next to
 this file (so the harness can drop this module and a state into a node's site-packages).
 
+Beyond tests/fakes/README.md's schema, the state may carry:
+- top-level "missing_functions": [C symbol names] that this "driver's" libnvidia-ml lacks: calling a
+  wrapper that needs one raises NVMLError_FunctionNotFound, as nvidia-ml-py's _nvmlGetFunctionPointer
+  does on an older driver (e.g. "nvmlDeviceGetCurrentClocksEventReasons" before driver 535); the
+  unversioned nvmlDeviceGetComputeRunningProcesses turns a missing _v3 into NVMLLibraryMismatchError,
+  as nvidia-ml-py's throwOnVersionMismatch does;
+- per GPU "mig_mode": [current, pending] (NVML_DEVICE_MIG_DISABLE/ENABLE); absent or null:
+  nvmlDeviceGetMigMode raises NotSupported (a GPU without MIG).
+
 Plain Python 3 (no annotations, no newer syntax): it runs under whatever python3 a node has.
 """
 import json
@@ -25,6 +34,8 @@ NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
 NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
 NVML_NVLINK_MAX_LINKS = 18
+NVML_DEVICE_MIG_DISABLE = 0x0
+NVML_DEVICE_MIG_ENABLE = 0x1
 NVML_DEVICE_PCI_BUS_ID_FMT = "%08X:%02X:%02X.0"
 
 nvmlClocksEventReasonGpuIdle = 0x1
@@ -105,6 +116,10 @@ def nvmlErrorString(result):
     return _ERROR_STRINGS.get(result, "Unknown Error")
 
 
+class NVMLLibraryMismatchError(Exception):
+    """nvidia-ml-py raises this (not an NVMLError) from an unversioned wrapper whose symbol is missing."""
+
+
 # --- errors: NVMLError(value) maps to its NVMLError_<CamelName> subclass, as in nvidia-ml-py ------
 class NVMLError(Exception):
     _valClassMapping = dict()
@@ -148,6 +163,7 @@ NVMLError_Uninitialized = NVMLError._valClassMapping[NVML_ERROR_UNINITIALIZED]
 NVMLError_InvalidArgument = NVMLError._valClassMapping[NVML_ERROR_INVALID_ARGUMENT]
 NVMLError_NotSupported = NVMLError._valClassMapping[NVML_ERROR_NOT_SUPPORTED]
 NVMLError_LibraryNotFound = NVMLError._valClassMapping[NVML_ERROR_LIBRARY_NOT_FOUND]
+NVMLError_FunctionNotFound = NVMLError._valClassMapping[NVML_ERROR_FUNCTION_NOT_FOUND]
 NVMLError_DriverNotLoaded = NVMLError._valClassMapping[NVML_ERROR_DRIVER_NOT_LOADED]
 NVMLError_GpuIsLost = NVMLError._valClassMapping[NVML_ERROR_GPU_IS_LOST]
 NVMLError_Unknown = NVMLError._valClassMapping[NVML_ERROR_UNKNOWN]
@@ -210,13 +226,36 @@ def _check_init():
         raise NVMLError(NVML_ERROR_UNINITIALIZED)
 
 
-def _gpu(handle, function_name):
-    """The state of the GPU behind `handle`, raising what the state says `function_name` raises."""
+def _symbol(symbol):
+    """nvidia-ml-py's _nvmlGetFunctionPointer: FunctionNotFound where the state's driver lacks it."""
     _check_init()
+    if symbol in (_state.get("missing_functions") or ()):
+        raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
+
+
+def _throw_on_version_mismatch(func):
+    """nvidia-ml-py's throwOnVersionMismatch decorator for unversioned wrappers."""
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except NVMLError_FunctionNotFound:
+            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
+                                           "match the NVML lib version. Either use matching pyNVML and "
+                                           "NVML lib versions or use a versioned function such as "
+                                           + func.__name__ + "_v2")
+    wrapper.__name__ = func.__name__
+    return wrapper
+
+
+def _gpu(handle, function_name, *also_scripted_as):
+    """The state of the GPU behind `handle`, raising what the state says `function_name` (or one of
+    `also_scripted_as`: the unversioned name of a versioned wrapper) raises."""
+    _symbol(function_name)
     if not isinstance(handle, c_nvmlDevice_t):
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
     gpu = _state["gpus"][handle._index]
-    _raise_if_scripted(gpu, function_name)
+    for name in (function_name,) + also_scripted_as:
+        _raise_if_scripted(gpu, name)
     return gpu
 
 
@@ -250,27 +289,27 @@ def nvmlShutdown():
 
 # --- system queries --------------------------------------------------------------------------
 def nvmlSystemGetDriverVersion():
-    _check_init()
+    _symbol("nvmlSystemGetDriverVersion")
     return _state["driver_version"]
 
 
 def nvmlSystemGetCudaDriverVersion():
-    _check_init()
+    _symbol("nvmlSystemGetCudaDriverVersion")
     return _state["cuda_driver_version"]
 
 
 def nvmlSystemGetCudaDriverVersion_v2():
-    _check_init()
+    _symbol("nvmlSystemGetCudaDriverVersion_v2")
     return _state["cuda_driver_version"]
 
 
 def nvmlSystemGetNVMLVersion():
-    _check_init()
+    _symbol("nvmlSystemGetNVMLVersion")
     return _state["nvml_version"]
 
 
 def nvmlSystemGetProcessName(pid):
-    _check_init()
+    _symbol("nvmlSystemGetProcessName")
     for gpu in _state["gpus"]:
         for process in gpu.get("processes") or ():
             if process["pid"] == pid:
@@ -279,7 +318,7 @@ def nvmlSystemGetProcessName(pid):
 
 
 def nvmlDeviceGetCount():
-    _check_init()
+    _symbol("nvmlDeviceGetCount")
     return len(_state["gpus"])
 
 
@@ -401,13 +440,34 @@ def nvmlDeviceGetNvLinkState(handle, link):
     states = _gpu(handle, "nvmlDeviceGetNvLinkState").get("nvlink_states")
     if states is None:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)       # a GPU without NVLink
-    if not 0 <= link < min(len(states), NVML_NVLINK_MAX_LINKS):
+    if not 0 <= link < len(states):                    # the driver's limit, not pynvml's constant
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
     return states[link]                                 # NVML_FEATURE_ENABLED / _DISABLED
 
 
-def nvmlDeviceGetComputeRunningProcesses(handle):
-    processes = _gpu(handle, "nvmlDeviceGetComputeRunningProcesses").get("processes") or []
+def _compute_processes(handle, symbol):
+    # "not_supported"/"errors" scripted under the unversioned name apply to every variant
+    processes = _gpu(handle, symbol, "nvmlDeviceGetComputeRunningProcesses").get("processes") or []
     return [c_nvmlProcessInfo_t(pid=p["pid"], usedGpuMemory=p.get("usedGpuMemory"),
                                 gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
             for p in processes]
+
+
+def nvmlDeviceGetComputeRunningProcesses_v2(handle):
+    return _compute_processes(handle, "nvmlDeviceGetComputeRunningProcesses_v2")
+
+
+def nvmlDeviceGetComputeRunningProcesses_v3(handle):
+    return _compute_processes(handle, "nvmlDeviceGetComputeRunningProcesses_v3")
+
+
+@_throw_on_version_mismatch
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    return nvmlDeviceGetComputeRunningProcesses_v3(handle)          # as nvidia-ml-py >= 11.5
+
+
+def nvmlDeviceGetMigMode(handle):
+    mode = _gpu(handle, "nvmlDeviceGetMigMode").get("mig_mode")
+    if mode is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)       # a GPU without MIG
+    return [int(mode[0]), int(mode[1])]                 # [current, pending]
