@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a playbook on the inventory's nodes", epilog=EXIT_CODES,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--playbook", default="default", help="shipped playbook name or a path (default: default)")
+    run.add_argument("--pins", action="append", default=[], metavar="FILE",
+                     help="include this pins file (what `nodecheck baseline` writes) in the playbook; "
+                          "may be given more than once")
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")

@@ -17,7 +17,7 @@ def run_command(args: Namespace) -> int:
     from nodecheck import runner
     from nodecheck.playbook import load_playbook
 
-    playbook = load_playbook(args.playbook)
+    playbook = load_playbook(args.playbook, tuple(args.pins))
     nodes, excluded, transport = _targets(args, playbook)
     if not args.local:
         _ensure_open_files(min(args.fanout, len(nodes)))
@@ -46,7 +46,7 @@ def facts_command(args: Namespace) -> int:
     else:
         sys.stdout.write(_facts_table(data, g.value_checks))
     unread = any("error" in (v if isinstance(v, dict) else {}) for node in data["nodes"].values()
-                 for v in [node["gpu"], node["hca"], *node["values"].values()])
+                 for v in [node["gpu"], node["hca"], node["kernel_log"], *node["values"].values()])
     if g.incomplete:
         print(f"nodecheck: warning: incomplete: {g.incomplete}", file=sys.stderr)
     return 3 if unread or g.incomplete else 0

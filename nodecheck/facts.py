@@ -10,6 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 from nodecheck.checks.container import ContainerDigest, container_probes
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
+from nodecheck.checks.kernel import KERNEL_LOG, read_kernel_log
 from nodecheck.checks.values import VALUE_CHECKS
 from nodecheck.crossnode import Absent, PinOrDrift, fold, group_by_value
 from nodecheck.errors import ParseError
@@ -39,7 +40,7 @@ def gather(nodes: Sequence[Node], transport: Transport, *, fanout: int, deadline
            image: ContainerDigest | None = None, stop=None) -> Gathered:
     """Run every fact probe once per node (the container probe only when an image is given)."""
     names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
-    probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT)}
+    probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG)}
     for name in names:
         for p in VALUE_CHECKS[name].probes(value_params(name, image)):
             probes[p.name] = p
@@ -91,7 +92,17 @@ def node_facts(g: Gathered, node: str) -> dict[str, Any]:
         values[name] = value if why is None else {"error": why}
     return {"values": values,
             "gpu": _read(g, node, GPU, parse_gpu_probe),
-            "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas)}
+            "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas),
+            "kernel_log": _read(g, node, KERNEL_LOG, _kernel_log)}
+
+
+def _kernel_log(text: str) -> dict[str, Any]:
+    """Every Xid and OOM kill the node's kernel log holds, unjudged (no window applied)."""
+    log, now, source, uptime = read_kernel_log({KERNEL_LOG.name: Capture("", KERNEL_LOG.name, KERNEL_LOG.argv,
+                                                                          Outcome.EXITED, 0, text, "", 0.0)})
+    return {"source": source, "lines": log.lines, "node_clock": now, "uptime_s": uptime,
+            "first_time": log.first_time, "xids": log.xids, "ooms": log.ooms,
+            "unreadable": log.unreadable}
 
 
 def all_facts(g: Gathered) -> dict[str, Any]:

@@ -102,7 +102,9 @@ def resolve(name_or_path: str) -> Path:
                       + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path")
 
 
-def load_playbook(name_or_path: str) -> Playbook:
+def load_playbook(name_or_path: str, pins: tuple[str, ...] = ()) -> Playbook:
+    """`pins`: more include files from the command line (`--pins`), relative to the current
+    directory, so a shipped profile can take an operator's pins unchanged."""
     path = resolve(name_or_path)
     src = load_file(path)
     if src.data is None:
@@ -118,7 +120,12 @@ def load_playbook(name_or_path: str) -> Playbook:
     for name, block in book.checks.items():
         blocks.setdefault(name, []).append((src, block or {}))
     digest = hashlib.sha256(src.sha256.encode())
-    for index, included in enumerate(book.include):
+    for pin in pins:
+        if not Path(pin).is_file():
+            raise ConfigError(f"pins file {pin!r} not found", file="--pins",
+                              hint="`nodecheck baseline hosts.yml > pins.yml` writes one")
+    extra = [(i, str(Path(p).resolve())) for i, p in enumerate(pins)]
+    for index, included in [*enumerate(book.include), *extra]:
         inc = _load_include(src, path, index, included)
         digest.update(inc.sha256.encode())     # the report's sha256 changes when a pin file does
         for name, block in inc.data["checks"].items():
@@ -127,7 +134,8 @@ def load_playbook(name_or_path: str) -> Playbook:
     checks = tuple(c for c in (_plan_check(name, parts) for name, parts in blocks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
-    return Playbook(name=path.stem, path=str(path), sha256=digest.hexdigest() if book.include else src.sha256,
+    return Playbook(name=path.stem, path=str(path),
+                    sha256=digest.hexdigest() if book.include or pins else src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
                     select_labels=frozenset(book.select.labels), checks=checks)
 

@@ -228,3 +228,16 @@ def test_a_playbook_on_the_search_path_is_found_by_name(tmp_path, monkeypatch):
     (tmp_path / "site.yml").write_text("checks:\n  ib.ports: {}\n")
     monkeypatch.setenv("NODECHECK_PLAYBOOK_PATH", str(tmp_path))
     assert resolve("site") == tmp_path / "site.yml"
+
+
+def test_pins_from_the_command_line_apply_to_a_shipped_profile(tmp_path, monkeypatch):
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS))
+    monkeypatch.chdir(tmp_path)
+    book = load_playbook("h100-sxm-8", ("pins.yml",))
+    by_name = {c.spec.name: c for c in book.checks}
+    assert by_name["nccl.version"].params.expect == "2.23.4"
+    assert by_name["nccl.version"].params.absent == "warn"          # the profile's own key stays
+    assert by_name["container.digest"].params.image == "registry.local/train:24.10"
+    assert book.sha256 != load_playbook("h100-sxm-8").sha256
+    with pytest.raises(ConfigError, match="--pins: pins file 'nope.yml' not found"):
+        load_playbook("h100-sxm-8", ("nope.yml",))

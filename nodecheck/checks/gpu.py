@@ -38,7 +38,8 @@ section q nvidia-smi -q
 section nvlink nvidia-smi nvlink -s
 exit 0
 """
-GPU = Probe("gpu", ("sh", "-c", GPU_SCRIPT, "nodecheck-gpu"), timeout_s=30, stdin=NVML_PROBE_SCRIPT,
+# 60 s: without persistence mode each nvidia-smi call of the fallback re-initialises every GPU
+GPU = Probe("gpu", ("sh", "-c", GPU_SCRIPT, "nodecheck-gpu"), timeout_s=60, stdin=NVML_PROBE_SCRIPT,
             local_call="nodecheck.probes.local:nvml")
 
 
@@ -342,8 +343,8 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
         if gpu.processes is None:
             yield Verdict(Status.ERROR, f"{g}: compute processes not reported by {_source(facts)}", g)
             continue
-        left = [p for p in gpu.processes if p.name not in want.ignore]
-        kept = sorted({p.name for p in gpu.processes if p.name in want.ignore})
+        left = [p for p in gpu.processes if not _ignored(p.name, want.ignore)]
+        kept = sorted({p.name for p in gpu.processes if _ignored(p.name, want.ignore)})
         for p in left:
             mem = "memory unknown" if p.used_memory_mib is None else f"{fmt(p.used_memory_mib)} MiB"
             yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}, expected none", g,
@@ -351,7 +352,7 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
                           {"processes": []})
         used = gpu.memory_used_mib
         # what the ignored processes hold is theirs to hold; the rest has no visible owner
-        owned = sum(p.used_memory_mib or 0.0 for p in gpu.processes if p.name in want.ignore)
+        owned = sum(p.used_memory_mib or 0.0 for p in gpu.processes if _ignored(p.name, want.ignore))
         orphan = None if used is None else used - owned
         besides = f" besides the ignored {', '.join(kept)}" if kept else ""
         if not left and orphan is not None and orphan > want.max_memory_used_mib:
@@ -366,6 +367,16 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
             mem = f", {fmt(used)} MiB used"
             also = f" (ignored: {', '.join(kept)})" if kept else ""
             yield Verdict(Status.PASS, f"{g}: no compute process{also}{mem}", g)
+
+
+COMM_MAX = 15                                  # Linux truncates /proc/<pid>/comm to 15 characters
+
+
+def _ignored(name: str, ignore: list[str]) -> bool:
+    """nvidia-smi names a process by its path, NVML (via /proc comm) by up to 15 characters of its
+    base name: "dcgm-exporter" in the ignore list matches "/usr/bin/dcgm-exporter" and "dcgm-exporte"."""
+    base = name.rsplit("/", 1)[-1]
+    return any(base == want or (len(base) == COMM_MAX and want.startswith(base)) for want in ignore)
 
 
 # ---- versions the GPU stack reports ------------------------------------------------------------

@@ -574,3 +574,11 @@ def test_pcie_with_the_idle_state_unknown_judges_neither_gen_nor_width_as_a_faul
     narrow = Gpu(index=2, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=8, pcie_width_max=16)
     assert [(v.status, v.message) for v in _pcie(narrow, GpuHealth())] == [
         (WARN, "GPU2: PCIe link x8, expected x16 (idle state unknown); re-check under load")]
+
+
+@pytest.mark.parametrize("name, ignored", [("/usr/bin/dcgm-exporter", True), ("dcgm-exporter", True),
+                                           ("nv-hostengine-x", False), ("nodecheck-long-s", False),
+                                           ("nodecheck-long-", True), ("python3", False)])
+def test_processes_ignore_matches_paths_and_truncated_comm_names(name, ignored):
+    from nodecheck.checks.gpu import _ignored
+    assert _ignored(name, ["dcgm-exporter", "nodecheck-long-sleeper"]) is ignored

@@ -134,6 +134,10 @@ def test_facts_shows_each_node_and_its_source(cluster, tmp_path):
     assert (gpu["source"], gpu["driver_version"], gpu["cuda_driver_version"]) == ("nvml", "550.90.07", "12.4")
     assert gpu["gpus"][3]["remapped_rows"] == {"correctable": 0, "uncorrectable": 4, "pending": True,
                                                "failure": False}
+    [xid] = facts["node6"]["kernel_log"]["xids"]
+    assert (xid["code"], xid["pci"], xid["inferred"]) == (79, "0000:b3:00", True)
+    assert [k["process"] for k in facts["node7"]["kernel_log"]["ooms"]] == ["python3", "(resolved)"] * 2
+    assert facts["node1"]["kernel_log"]["xids"] == [] and facts["node1"]["kernel_log"]["source"] == "dmesg"
 
 
 def test_baseline_of_good_nodes_pins_what_they_agree_on_and_the_pins_catch_the_rest(cluster, tmp_path):
