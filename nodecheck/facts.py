@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from nodecheck.checks.container import ContainerDigest, container_probes
+from nodecheck.checks.container import ContainerDigest
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.kernel import KERNEL_LOG, read_kernel_log

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.scenarios import (DOCKER_INSPECT, GPU_FLEET, IMAGE, NCCL_GOOD, NCCL_STALE, apply, gpu_node)
+from harness.scenarios import (GPU_FLEET, IMAGE, NCCL_GOOD, NCCL_STALE, apply, gpu_node)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 PLAYBOOK = f"""\

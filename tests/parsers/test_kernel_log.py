@@ -3,15 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import DATA, data, data_files
+from tests.helpers import data, data_files
 from nodecheck.parsers.kernel_log import KernelLog, OomKill, Unreadable, XidEvent, parse_kernel_log
 from nodecheck.parsers.xid_codes import UNKNOWN, XID_ACTIONS, classify
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 TOOLS = ("dmesg-xid", "dmesg-oom")
 UTC = timezone.utc
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -93,15 +91,6 @@ def test_every_data_file_has_an_expectation():
     assert on_disk == set(FILES)
     assert len(on_disk) == 7
 
-
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out next to the project")
-@pytest.mark.parametrize("tool", TOOLS)
-def test_every_corpus_file_is_copied_byte_for_byte(tool):
-    originals = sorted((CORPUS / tool).iterdir())
-    assert originals
-    assert sorted(p.name for p in (DATA / tool).iterdir()) == [p.name for p in originals]
-    for original in originals:
-        assert (DATA / tool / original.name).read_bytes() == original.read_bytes(), original.name
 
 
 def test_every_data_file_has_a_source_line():

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import DATA, data, data_files
+from tests.helpers import data, data_files
 from nodecheck.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvidia_smi import (
@@ -14,7 +13,6 @@ from nodecheck.parsers.nvidia_smi import (
     gpus_from_query_gpu, normalise_bus_id, parse_compute_apps, parse_nvlink_remote, parse_nvlink_status,
     parse_q, parse_query_gpu, parse_table, parse_topo)
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 TOOLS = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-csv", "nvidia-smi-topo", "nvidia-smi-nvlink")
 
 MIG_FRAGMENT = "nvidia-smi/nvitop-8-mig-devices-table-fragment.txt"
@@ -120,15 +118,6 @@ def test_every_data_file_has_an_expectation():
     assert on_disk == expected
     assert len(on_disk) == 15
 
-
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out next to the project")
-@pytest.mark.parametrize("tool", TOOLS)
-def test_every_corpus_file_is_copied_byte_for_byte(tool):
-    originals = sorted((CORPUS / tool).iterdir())
-    assert originals
-    assert sorted(p.name for p in (DATA / tool).iterdir()) == [p.name for p in originals]
-    for original in originals:
-        assert (DATA / tool / original.name).read_bytes() == original.read_bytes(), original.name
 
 
 def test_every_data_file_has_a_source_line():
