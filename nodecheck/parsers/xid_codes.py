@@ -14,9 +14,11 @@ from typing import Mapping
 # restarting the application (the Xid is usually the previous job's own fault, e.g. an illegal
 # address), since the GPU itself is not known to be bad.
 #
-# 92 (high single-bit ECC rate) is "warn": the errors were corrected, and whether the memory is
-# failing is decided by the row-remapper / retired-page counters, which the GPU check reads itself;
-# failing a node on a corrected-error rate alone would drain healthy GPUs. 145 is logged as
+# 92 (high single-bit ECC rate) is "fail", as the project's GPU-health issue specifies for 92-95:
+# a GPU that corrects errors at a high rate is one step from an uncorrectable one, and a pre-job
+# gate errs on the side of the job. The errors were corrected, though, and the row-remapper /
+# retired-page counters (which gpu.health reads) decide whether memory is failing, so a fleet
+# that drains too eagerly on it can set `gpu.xid: {warn: [92]}` in its playbook. 145 is logged as
 # "Nonfatal" by the driver, but stays "fail" with the rest of the NVLink range: a link that logged
 # it is degraded for an NVLink-bound job, and one bad link slows the whole collective.
 XID_ACTIONS: Mapping[int, tuple[str, str]] = MappingProxyType({
@@ -36,7 +38,7 @@ XID_ACTIONS: Mapping[int, tuple[str, str]] = MappingProxyType({
     69: ("warn", "graphics engine class error"),
     74: ("fail", "NVLink error"),
     79: ("fail", "GPU has fallen off the bus"),
-    92: ("warn", "high single-bit ECC error rate (corrected)"),
+    92: ("fail", "high single-bit ECC error rate (corrected)"),
     94: ("fail", "contained ECC error"),
     95: ("fail", "uncontained ECC error"),
     109: ("warn", "context switch timeout"),
