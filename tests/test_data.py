@@ -31,10 +31,11 @@ def test_every_corpus_file_is_copied_byte_for_byte(tool):
 
 def test_every_test_data_file_is_sourced_and_derived_ones_say_so():
     """Every file under tests/data has its line in SOURCES.md; an edited copy (derived-*) says
-    DERIVED there, and nothing else does."""
+    DERIVED there and a made-up one (constructed-*) CONSTRUCTED, and nothing else does."""
     sources = data("SOURCES.md").splitlines()
     files = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
     assert len(files) > 50
     for path in files:
         [line] = [ln for ln in sources if ln.startswith(f"- `{path}` - ")]
         assert ("DERIVED" in line) == Path(path).name.startswith("derived-"), line
+        assert ("CONSTRUCTED" in line) == Path(path).name.startswith("constructed-"), line

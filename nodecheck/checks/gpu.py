@@ -137,9 +137,11 @@ class GpuHealth(BaseModel):
                                 "pays driver start-up, and NVML state is lost between jobs)")
     pcie: Action = Field("fail", description="PCIe link below its maximum width/generation while "
                          "busy; an idle GPU lowers its link on purpose, so idle only warns on width")
-    nvlink: Action = Field("fail", description="every NVLink of the GPU must be active")
+    nvlink: Action = Field("fail", description="NVLinks down: with expected_nvlinks, fewer active links "
+                           "than that; without it, any link the GPU lists as inactive")
     expected_nvlinks: Optional[int] = Field(None, ge=0, strict=True,
-                                            description="active NVLinks each GPU must have (18 on H100 SXM)")
+                                            description="active NVLinks each GPU must have (18 on H100 SXM; "
+                                                        "fewer on PCIe cards with NVLink bridges)")
     require: list[str] = Field(
         ["ecc_uncorrectable_volatile", "clock_event_reasons"],
         description="facts that must be reported for a GPU to pass (a source that says nothing about "
@@ -297,13 +299,18 @@ def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     down = [link.link for link in gpu.nvlinks if link.active is False]
     active = sum(1 for link in gpu.nvlinks if link.active)
     seen = {"nvlinks_active": active, "nvlinks_down": down}
-    if down:
+    listed = f" (down: {', '.join(map(str, down))})" if down else ""
+    if want.expected_nvlinks is not None:
+        # the count decides: a GPU on PCIe NVLink bridges lists links that are simply not wired
+        if active < want.expected_nvlinks:
+            yield Verdict(_STATUS[want.nvlink], f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}"
+                          f"{listed}", g, seen, {"nvlinks_active": want.expected_nvlinks})
+        else:
+            yield _ok(g, f"{active} NVLinks active")
+    elif down:
         yield Verdict(_STATUS[want.nvlink], f"{g}: NVLink {', '.join(map(str, down))} down "
-                      f"({active} of {len(gpu.nvlinks)} active)", g, seen, {"nvlinks_down": []})
-    elif want.expected_nvlinks is not None and active != want.expected_nvlinks:
-        # links that are down already explain a shortfall; this is for links that are missing
-        yield Verdict(_STATUS[want.nvlink], f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}",
-                      g, seen, {"nvlinks_active": want.expected_nvlinks})
+                      f"({active} of {len(gpu.nvlinks)} active; set expected_nvlinks if not all are wired)",
+                      g, seen, {"nvlinks_down": []})
     elif gpu.nvlinks:
         yield _ok(g, f"{active} NVLinks active")
 

@@ -179,7 +179,7 @@ def _nvlink_down(state: dict) -> None:
 
 
 ASPECTS = {
-    "nvlink-5-down": (_nvlink_down, {}, 2, FAIL, "GPU2: NVLink 5 down (17 of 18 active)"),
+    "nvlink-5-down": (_nvlink_down, {}, 2, FAIL, "GPU2: NVLink 5 down (17 of 18 active; set expected_nvlinks if not all are wired)"),
     "hw-slowdown": (gpu(1, clock_event_reasons=0x8), {}, 1, FAIL, "GPU1: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown"),
     "sw-thermal-warns": (gpu(1, clock_event_reasons=0x20 | 0x1), {}, 1, WARN,
                          "GPU1: clocks held down by sw_thermal_slowdown, expected none of sw_thermal_slowdown"),
@@ -202,7 +202,7 @@ ASPECTS = {
     "remap-pending-warn": (gpu(0, remapped_rows=[1, 4, 1, 0]), {"remap_pending": "warn"}, 0, WARN,
                            "GPU0: row remap pending (correctable 1, uncorrectable 4); reset the GPU before the next job"),
     "retired-pages-pending": (_retired_pending, {}, 7, FAIL, "GPU7: page retirement pending (reset the GPU)"),
-    "nvlink-down-warn": (_nvlink_down, {"nvlink": "warn"}, 2, WARN, "GPU2: NVLink 5 down (17 of 18 active)"),
+    "nvlink-down-warn": (_nvlink_down, {"nvlink": "warn"}, 2, WARN, "GPU2: NVLink 5 down (17 of 18 active; set expected_nvlinks if not all are wired)"),
 }
 
 
@@ -353,12 +353,12 @@ def test_health_on_the_nvidia_smi_fallback():
     assert [(v.status, v.subject, v.message) for v in verdicts] == [
         (ERROR, "GPU0", "not read: GPU0 remapped rows: no -q output"),
         (ERROR, "GPU1", "not read: GPU1 remapped rows: no -q output"),
-        (FAIL, "GPU0", "GPU0: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active)"),
+        (FAIL, "GPU0", "GPU0: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active; set expected_nvlinks if not all are wired)"),
         # without -q nvidia-smi says nothing about throttling: that GPU is not passed on faith
         (ERROR, "GPU0", "GPU0: clock-event reasons not reported by nvidia-smi; the playbook requires it "
                         "to judge the GPU"),
         (FAIL, "GPU1", "GPU1: volatile uncorrectable ECC 2 errors, expected <= 0 errors"),
-        (FAIL, "GPU1", "GPU1: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active)"),
+        (FAIL, "GPU1", "GPU1: NVLink 4, 5, 10, 11, 16, 17 down (12 of 18 active; set expected_nvlinks if not all are wired)"),
         (ERROR, "GPU1", "GPU1: clock-event reasons not reported by nvidia-smi; the playbook requires it "
                         "to judge the GPU")]
 
@@ -554,7 +554,7 @@ def test_process_fixture_is_what_the_facts_say(tmp_path):
 def test_health_one_link_down_with_expected_nvlinks_is_one_verdict_not_two(tmp_path):
     out = nvml_out(tmp_path, _nvlink_down)
     verdicts = [v for v in gpu_health(out, GpuHealth(expected_nvlinks=18)) if v.status is not PASS]
-    assert [(v.subject, v.message) for v in verdicts] == [("GPU2", "GPU2: NVLink 5 down (17 of 18 active)")]
+    assert [(v.subject, v.message) for v in verdicts] == [("GPU2", "GPU2: 17 NVLinks active, expected 18 (down: 5)")]
 
 
 def test_health_links_missing_entirely_fail_on_the_count(tmp_path):
@@ -582,3 +582,16 @@ def test_pcie_with_the_idle_state_unknown_judges_neither_gen_nor_width_as_a_faul
 def test_processes_ignore_matches_paths_and_truncated_comm_names(name, ignored):
     from nodecheck.checks.gpu import _ignored
     assert _ignored(name, ["dcgm-exporter", "nodecheck-long-sleeper"]) is ignored
+
+
+def test_nvlink_on_pcie_bridges_is_judged_by_the_expected_count():
+    # the HPE DL380a H100 PCIe recording: 18 links listed, 12 wired (4, 5, 10, 11, 16, 17 inactive)
+    from nodecheck.checks.gpu import _nvlink
+    from nodecheck.parsers.nvidia_smi import parse_nvlink_status
+    from nodecheck.parsers.gpu import Gpu
+    links = parse_nvlink_status(data(NVLINK_S))
+    gpu0 = Gpu(index=0, nvlinks=links[0])
+    assert [(v.status, v.message) for v in _nvlink(gpu0, GpuHealth(expected_nvlinks=12))] == [
+        (PASS, "12 NVLinks active")]
+    assert [(v.status, v.message) for v in _nvlink(gpu0, GpuHealth(expected_nvlinks=18))] == [
+        (FAIL, "GPU0: 12 NVLinks active, expected 18 (down: 4, 5, 10, 11, 16, 17)")]

@@ -182,7 +182,8 @@ class SimCluster:
             if "'" in pattern or ")" in pattern:
                 raise ValueError(f"bad pattern {pattern!r}")
             data = self._copy_data(node, tool, f"case{i}", Path(data_file).read_bytes())
-            lines.append(f"  {pattern}) cat {shlex.quote(str(data))}; exit 0 ;;")
+            # a space in a case pattern must be escaped; * and ? stay globs
+            lines.append(f"  {pattern.replace(' ', chr(92) + ' ')}) cat {shlex.quote(str(data))}; exit 0 ;;")
         lines += [f'  *) echo "fake {tool}: no canned output for: $*" >&2; exit {int(otherwise_exit)} ;;', "esac"]
         return self._write_tool(node, tool, "replay by arguments", lines)
 

@@ -84,7 +84,14 @@ class Script:
     what: str = "script"
 
 
-Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script]
+@dataclass(frozen=True)
+class ReplayByArgs:
+    """The tool prints the data file of the first (shell pattern, file) case its arguments match."""
+    tool: str
+    cases: tuple[tuple[str, str], ...]
+
+
+Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script, ReplayByArgs]
 Layout = Mapping[str, Union[Action, list]]
 
 # ib.ports alone (tests/data/playbooks/ib-only.yml: 8 ports, 400 Gb/s, ibstat timeout 5 s).
@@ -152,6 +159,15 @@ GPU_FLEET: dict[str, list[Action]] = {
     "node7": gpu_node(dmesg=DMESG_OOM),                     # OOM kills in the log: warn
     "node8": gpu_node(),
 }
+
+# nvidia-smi for a node where NVML cannot answer (no nvidia-ml-py): the GPU probe falls back to it
+NVIDIA_SMI_FALLBACK = ReplayByArgs("nvidia-smi", (
+    ("--query-gpu=*", "scenarios/constructed-nvidia-smi-query-gpu-h100pcie-2gpu.csv"),
+    ("--query-compute-apps=*", "scenarios/empty.txt"),
+    ("-q", "nvidia-smi-q/gpud-pr80-remapped-rows-uncorrectable-4-pending-yes.txt"),
+    ("nvlink -s", "nvidia-smi-nvlink/hpe-dl380a-h100pcie-nvlink-s-inactive-links.txt"),
+))
+
 
 def _with(actions: list[Action], *replace: Action) -> list[Action]:
     """A node's actions with those of the same tool swapped for `replace`."""
@@ -229,6 +245,8 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
                 cluster.fake_nvml(node, a.state_file)
             elif isinstance(a, Script):
                 cluster.fake_script(node, a.tool, a.body)
+            elif isinstance(a, ReplayByArgs):
+                cluster.fake_replay_by_args(node, a.tool, [(pattern, _data(f)) for pattern, f in a.cases])
             elif isinstance(a, Unreachable):
                 cluster.stop(node)
             elif isinstance(a, RekeyHost):
@@ -248,6 +266,7 @@ def describe(layout: Layout) -> str:
             else f"{a.tool}: not installed" if isinstance(a, Missing)
             else f"pynvml: {Path(a.state_file).name}" if isinstance(a, Nvml)
             else f"{a.tool}: {a.what}" if isinstance(a, Script)
+            else f"{a.tool}: replay by arguments ({len(a.cases)} cases)" if isinstance(a, ReplayByArgs)
             else "sshd stopped (unreachable)" if isinstance(a, Unreachable)
             else "new host key (known_hosts mismatch)" for a in acts) or "no fakes"
         lines.append(f"  {node:8} {text}")

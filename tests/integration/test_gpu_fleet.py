@@ -212,3 +212,29 @@ def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_p
     }
     assert reasons["node7"].startswith("gpu.xid: Xid 79 on PCI:0000:b3:00: GPU has fallen off the bus")
     assert "8 nodes: 1 pass, 1 timeout, 1 unreachable, 5 fail. Status FAIL (exit 2)." in out
+
+
+def test_without_nvidia_ml_py_the_probe_falls_back_to_nvidia_smi_and_says_so(cluster, tmp_path):
+    from harness.scenarios import NVIDIA_SMI_FALLBACK
+    apply(cluster, {"node1": [NVIDIA_SMI_FALLBACK]})       # python3 is there, pynvml is not
+    text = 'version: 1\nchecks:\n  gpu.count: {expect: 2, name: "NVIDIA H100 PCIe"}\n' \
+           "  gpu.health: {expected_nvlinks: 12, require: [ecc_uncorrectable_volatile, remapped_rows]}\n" \
+           "  gpu.processes: {}\n"
+    code, doc, _ = run(cluster, tmp_path, "--nodes", "node1", playbook_text=text)
+    results = [(r["check"], r["status"], r["message"]) for r in doc["nodes"][0]["results"]]
+    assert ("gpu.count", "pass", "2 GPUs (nvidia-smi)") in results
+    # the -q recording (gpud PR 80) shows a pending remap; a headerless excerpt is GPU 0's
+    assert ("gpu.health", "fail", "GPU0: row remap pending (correctable 0, uncorrectable 4); reset the GPU "
+                                  "before the next job") in results
+    # GPU 1's remapped rows are not in that excerpt: the playbook requires them, so no pass
+    assert ("gpu.health", "error", "GPU1: remapped rows not reported by nvidia-smi; the playbook requires it "
+                                   "to judge the GPU") in results
+    assert [m for c, s, m in results if c == "gpu.processes"] == [
+        "GPU0: no compute process, 0 MiB used", "GPU1: no compute process, 0 MiB used"]
+    assert code == 2
+    code, out, err, _ = nodecheck("facts", str(cluster.inventory_path), "--nodes", "node1", "--format", "json")
+    gpu = json.loads(out)["nodes"]["node1"]["gpu"]
+    assert (gpu["source"], gpu["driver_version"], len(gpu["gpus"])) == ("nvidia-smi", "535.104.05", 2)
+    assert gpu["source_note"] == ("NVML unavailable (cannot import pynvml (nvidia-ml-py): ModuleNotFoundError: "
+                                  "No module named 'pynvml'); read from nvidia-smi")
+    assert gpu["gpus"][0]["nvlinks"][4] == {"link": 4, "active": False, "speed_gbps": None}
