@@ -46,7 +46,7 @@ def facts_command(args: Namespace) -> int:
     else:
         sys.stdout.write(_facts_table(data, g.value_checks))
     unread = any("error" in (v if isinstance(v, dict) else {}) for node in data["nodes"].values()
-                 for v in [node["gpu"], node["hca"], node["kernel_log"], *node["values"].values()])
+                 for v in [node["gpu"], node["hca"], node["kernel_log"], node["nccl"], *node["values"].values()])
     if g.incomplete:
         print(f"nodecheck: warning: incomplete: {g.incomplete}", file=sys.stderr)
     return 3 if unread or g.incomplete else 0
@@ -63,7 +63,8 @@ def baseline_command(args: Namespace) -> int:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [f"# Written by `nodecheck baseline` at {when} from {fold(g.nodes)}"
              + (f" ({args.inventory})" if args.inventory else "") + ".",
-             "# Include it from a playbook:  include: [this-file.yml]", "version: 1", "checks:"]
+             "# Use it:  nodecheck run hosts.yml --playbook PLAYBOOK --pins THIS-FILE.yml",
+             "# or in a playbook:  include: [THIS-FILE.yml]", "version: 1", "checks:"]
     for name, value in base.pins.items():
         extra = ""
         if name == "container.digest" and g.image is not None:

@@ -11,6 +11,9 @@ from nodecheck.checks.container import ContainerDigest
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.kernel import KERNEL_LOG, read_kernel_log
+from nodecheck.checks.versions import VERSIONS
+from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.versions import parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env, parse_nccl_header
 from nodecheck.checks.values import VALUE_CHECKS
 from nodecheck.crossnode import Absent, PinOrDrift, fold, group_by_value
 from nodecheck.errors import ParseError
@@ -26,7 +29,6 @@ ANY = PinOrDrift(drift="fail")                 # readers ignore their params exc
 class Gathered:
     nodes: tuple[str, ...]
     captures: Mapping[tuple[str, str], Capture]
-    probes: tuple[Probe, ...]
     value_checks: tuple[str, ...]
     image: ContainerDigest | None
     incomplete: str
@@ -40,13 +42,13 @@ def gather(nodes: Sequence[Node], transport: Transport, *, fanout: int, deadline
            image: ContainerDigest | None = None, stop=None) -> Gathered:
     """Run every fact probe once per node (the container probe only when an image is given)."""
     names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
-    probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG)}
+    probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG, VERSIONS)}
     for name in names:
         for p in VALUE_CHECKS[name].probes(value_params(name, image)):
             probes[p.name] = p
     out = run_probes(transport, {n: tuple(probes.values()) for n in nodes}, fanout=fanout,
                      deadline=time.monotonic() + deadline_s, stop=stop)
-    return Gathered(tuple(n.name for n in nodes), out.captures, tuple(probes.values()), names, image,
+    return Gathered(tuple(n.name for n in nodes), out.captures, names, image,
                     out.incomplete)
 
 
@@ -93,7 +95,25 @@ def node_facts(g: Gathered, node: str) -> dict[str, Any]:
     return {"values": values,
             "gpu": _read(g, node, GPU, parse_gpu_probe),
             "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas),
-            "kernel_log": _read(g, node, KERNEL_LOG, _kernel_log)}
+            "kernel_log": _read(g, node, KERNEL_LOG, _kernel_log),
+            "nccl": _read(g, node, VERSIONS, _nccl)}
+
+
+def _nccl(text: str) -> dict[str, Any]:
+    """What the node has of NCCL: the libraries the loader cache resolves, the header's version
+    (NCCL_VERSION_CODE) where one is installed, net plugins, nccl.conf and NCCL_* settings."""
+    sections = split_sections(text, "versions probe")
+
+    def ok(name: str) -> str | None:
+        section = sections.get(name)
+        return section.text if section is not None and section.ok else None
+    libs = parse_ldconfig_nccl(ok("nccl-libs") or "")
+    header = ok("nccl-header")
+    return {"libraries": libs.libs, "version": libs.version, "conflicting": libs.conflicting,
+            "net_plugins": libs.net_plugins,
+            "header_version": parse_nccl_header(header) if header else None,
+            "header_path": sections.facts.get("nccl-header-path"),
+            "nccl_conf": parse_nccl_conf(ok("nccl-conf") or ""), "env": parse_nccl_env(ok("nccl-env") or "")}
 
 
 def _kernel_log(text: str) -> dict[str, Any]:

@@ -138,6 +138,9 @@ def test_facts_shows_each_node_and_its_source(cluster, tmp_path):
     assert (xid["code"], xid["pci"], xid["inferred"]) == (79, "0000:b3:00", True)
     assert [k["process"] for k in facts["node7"]["kernel_log"]["ooms"]] == ["python3", "(resolved)"] * 2
     assert facts["node1"]["kernel_log"]["xids"] == [] and facts["node1"]["kernel_log"]["source"] == "dmesg"
+    nccl = facts["node2"]["nccl"]
+    assert (nccl["version"], nccl["net_plugins"], nccl["header_version"]) == (NCCL_STALE, [], None)
+    assert nccl["libraries"][0]["target"] == f"/lib/x86_64-linux-gnu/libnccl.so.{NCCL_STALE}"
 
 
 def test_baseline_of_good_nodes_pins_what_they_agree_on_and_the_pins_catch_the_rest(cluster, tmp_path):
