@@ -77,6 +77,7 @@ class Playbook:
     deadline_s: float
     select_labels: frozenset[str]
     checks: tuple[PlannedCheck, ...]
+    includes: tuple[tuple[str, str], ...] = ()     # (path, sha256) of each pins file, in load order
 
     def selects(self, node: Node) -> bool:
         return self.select_labels <= node.labels
@@ -125,19 +126,32 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = ()) -> Playbook:
             raise ConfigError(f"pins file {pin!r} not found", file="--pins",
                               hint="`nodecheck baseline hosts.yml > pins.yml` writes one")
     extra = [(i, str(Path(p).resolve())) for i, p in enumerate(pins)]
+    pinned: dict[tuple[str, str], tuple[Located, object]] = {}
+    included_files: list[tuple[str, str]] = []
     for index, included in [*enumerate(book.include), *extra]:
-        inc = _load_include(src, path, index, included)
+        inc = _load_include(src, path, index, included, listed={n: b or {} for n, b in book.checks.items()})
         digest.update(inc.sha256.encode())     # the report's sha256 changes when a pin file does
+        included_files.append((inc.file, inc.sha256))
         for name, block in inc.data["checks"].items():
-            # the playbook's own keys win over an included pin file's
-            blocks.setdefault(name, []).insert(0, (inc, block or {}))
+            for key, value in (block or {}).items():
+                # two pin files that disagree: which one is right is the operator's call, not ours
+                if (name, key) in pinned and pinned[(name, key)][1] != value:
+                    other = pinned[(name, key)][0]
+                    raise inc.error(("checks", name, key), f"{name}.{key} is pinned to {value!r} here and to "
+                                    f"{pinned[(name, key)][1]!r} in {other.file}",
+                                    hint="keep one pins file per fleet, or remove the stale pin")
+                pinned[(name, key)] = (inc, value)
+            # pin files come before the playbook's own block: the playbook's keys win
+            parts = blocks.setdefault(name, [])
+            parts.insert(len(parts) - 1 if name in book.checks else len(parts), (inc, block or {}))
     checks = tuple(c for c in (_plan_check(name, parts) for name, parts in blocks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
     return Playbook(name=path.stem, path=str(path),
                     sha256=digest.hexdigest() if book.include or pins else src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
-                    select_labels=frozenset(book.select.labels), checks=checks)
+                    select_labels=frozenset(book.select.labels), checks=checks,
+                    includes=tuple(included_files))
 
 
 def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], list[Node]]:
@@ -154,7 +168,7 @@ def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], l
 INCLUDE_KEYS = {"expect", "image", "runtime"}
 
 
-def _load_include(src: Located, path: Path, index: int, included: str) -> Located:
+def _load_include(src: Located, path: Path, index: int, included: str, listed: dict[str, dict]) -> Located:
     target = (path.parent / included) if not Path(included).is_absolute() else Path(included)
     if not target.is_file():
         raise src.error(("include", index), f"included file {included!r} not found (looked at {target})",
@@ -168,11 +182,19 @@ def _load_include(src: Located, path: Path, index: int, included: str) -> Locate
     except ValidationError as e:
         raise pydantic_error(inc, (), e, model=IncludeFile) from None
     for name, block in inc.data["checks"].items():
-        for key in (block or {}) if isinstance(block, dict) else ():
+        for key, value in block.items() if isinstance(block, dict) else ():
             if key not in INCLUDE_KEYS:
                 raise inc.error(("checks", name, key), f"an included file may only pin values: {key!r} is "
                                 f"not one of {', '.join(sorted(INCLUDE_KEYS))}",
                                 hint="set thresholds, drift, timeout_s and enabled in the playbook itself")
+            # for a check the playbook lists, the pin must be about the same image the same way (it
+            # must not, say, turn a digest comparison into enroot's presence-only check)
+            own = listed.get(name)
+            mine = None if own is None else own.get(key, "auto" if key == "runtime" else None)
+            if key in ("image", "runtime") and mine is not None and mine != value:
+                raise inc.error(("checks", name, key), f"{name}.{key} is {value!r} here but {mine!r} in the "
+                                "playbook: these pins are for another image or runtime",
+                                hint="write the pins again with `nodecheck baseline --image ... --runtime ...`")
     return inc
 
 

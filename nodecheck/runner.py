@@ -51,7 +51,7 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                   complete=not out.incomplete, nodes=tuple((n.name, n.address) for n in nodes),
                   results=tuple(results), captures=tuple(out.captures.values()),
                   nodecheck_version=__version__, incomplete_reason=out.incomplete,
-                  excluded=tuple(excluded))
+                  excluded=tuple(excluded), playbook_includes=playbook.includes)
 
 
 def judge_node(check: PlannedCheck, node: str,

@@ -1,6 +1,7 @@
 """Playbooks: shipped ones load; parameters are validated at load time with file:line errors."""
 import hashlib
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -241,3 +242,30 @@ def test_pins_from_the_command_line_apply_to_a_shipped_profile(tmp_path, monkeyp
     assert book.sha256 != load_playbook("h100-sxm-8").sha256
     with pytest.raises(ConfigError, match="--pins: pins file 'nope.yml' not found"):
         load_playbook("h100-sxm-8", ("nope.yml",))
+
+
+def test_pins_for_another_image_or_runtime_are_refused(tmp_path):
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS).replace("expect:", "runtime: enroot, expect:"))
+    path = write(tmp_path, 'version: 1\ninclude: [pins.yml]\nchecks:\n'
+                           '  container.digest: {image: "registry.local/train:24.10"}\n')
+    with pytest.raises(ConfigError, match="container.digest.runtime is 'enroot' here but 'auto' in the playbook"):
+        load_playbook(str(path))
+    (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS))
+    path = write(tmp_path, 'version: 1\ninclude: [pins.yml]\nchecks:\n'
+                           '  container.digest: {image: "registry.local/train:25.01"}\n')
+    with pytest.raises(ConfigError, match="container.digest.image is 'registry.local/train:24.10' here"):
+        load_playbook(str(path))
+
+
+def test_two_pin_files_that_disagree_are_bad_input_and_the_report_names_both(tmp_path):
+    (tmp_path / "a.yml").write_text('version: 1\nchecks:\n  nccl.version: {expect: "2.23.4"}\n')
+    (tmp_path / "b.yml").write_text('version: 1\nchecks:\n  nccl.version: {expect: "2.21.5"}\n')
+    path = write(tmp_path, "version: 1\ninclude: [a.yml]\nchecks:\n  gpu.driver: {}\n")
+    with pytest.raises(ConfigError, match=r"b.yml:3: nccl.version.expect is pinned to '2.21.5' here and to "
+                                          r"'2.23.4' in .*a.yml"):
+        load_playbook(str(path), (str(tmp_path / "b.yml"),))
+    (tmp_path / "b.yml").write_text('version: 1\nchecks:\n  kernel.version: {expect: "6.8.0"}\n')
+    book = load_playbook(str(path), (str(tmp_path / "b.yml"),))
+    assert [Path(p).name for p, _ in book.includes] == ["a.yml", "b.yml"]
+    assert {c.spec.name: c.params.expect for c in book.checks if c.spec.name != "gpu.driver"} == {
+        "nccl.version": "2.23.4", "kernel.version": "6.8.0"}

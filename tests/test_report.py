@@ -121,3 +121,17 @@ def test_a_killed_runs_old_temporary_is_cleaned_up_but_a_fresh_one_is_left(tmp_p
     os.utime(old, (0, 0))
     store(sample(), "s", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-running-now", "20261129T090000Z_default"]
+
+
+def test_the_same_verdict_twice_on_one_node_survives_a_round_trip():
+    from datetime import datetime, timezone
+    from nodecheck.model import CheckResult, Status, Verdict
+    from nodecheck.report import Report
+    from nodecheck.report import json as report_json
+    twice = CheckResult("gpu.xid", ("n1",), Verdict(Status.ERROR, "unreadable Xid line: cut short"))
+    group = CheckResult("nccl.version", ("n1", "n2"), Verdict(Status.PASS, "NCCL 2.23.4 (all 2 nodes agree)"))
+    now = datetime(2026, 11, 29, tzinfo=timezone.utc)
+    report = Report("r", "p", "p", "0" * 64, None, now, now, 10, True, (("n1", "a1"), ("n2", "a2")),
+                    (twice, twice, group))
+    back = report_json.loads(report_json.dumps(report))
+    assert back.results == (twice, twice, group)

@@ -177,7 +177,7 @@ def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
         yield Verdict(Status.ERROR, f"not read: {gap}", _gap_subject(gap))
     for gpu in facts.gpus:
         verdicts = list(_gpu_verdicts(gpu, want))
-        missing = [name for name in want.require if getattr(gpu, name) is None]
+        missing = [name for name in want.require if not _reported(gpu, name)]
         if missing:
             verdicts.append(Verdict(Status.ERROR, f"{gpu.label}: {', '.join(REQUIRABLE[m] for m in missing)} "
                                     f"not reported by {_source(facts)}; the playbook requires "
@@ -192,6 +192,20 @@ def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
             observed = {k: val for v in verdicts for k, val in v.observed.items()}
             yield Verdict(Status.PASS, f"{gpu.label}: " + "; ".join(v.message for v in verdicts),
                           gpu.label, observed)
+
+
+def _reported(gpu: Gpu, name: str) -> bool:
+    """Whether the source reported enough of a required fact for its verdict to mean something."""
+    if name == "ecc_uncorrectable_volatile" and gpu.ecc_enabled is False:
+        return True                            # no counts without ECC; ecc_mode judges that instead
+    if name == "remapped_rows":
+        rows = gpu.remapped_rows
+        return rows is not None and rows.pending is not None and rows.failure is not None
+    if name == "pcie_width_current":
+        return None not in (gpu.pcie_width_current, gpu.pcie_width_max, gpu.pcie_gen_current, gpu.pcie_gen_max)
+    if name == "nvlinks":
+        return gpu.nvlinks is not None and all(link.active is not None for link in gpu.nvlinks)
+    return getattr(gpu, name) is not None
 
 
 def _gap_subject(gap: str) -> str:

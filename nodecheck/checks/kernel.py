@@ -39,8 +39,9 @@ class Window(BaseModel):
     @field_validator("since")
     @classmethod
     def _since(cls, value: str) -> str:
-        if value != "boot" and not _SINCE.match(value):
-            raise ValueError(f"since must be boot or a duration like 30m, 24h, 7d; got {value!r}")
+        match = _SINCE.match(value)
+        if value != "boot" and (not match or int(match.group(1)) == 0):
+            raise ValueError(f"since must be boot or a positive duration like 30m, 24h, 7d; got {value!r}")
         return value
 
     @property
@@ -116,15 +117,19 @@ def _coverage(log: KernelLog, now: datetime | None, uptime_s: float | None, wind
     start = boot if window.seconds is None else now - timedelta(seconds=window.seconds)
     if start is None:
         return None
+    if boot is not None and start < boot:
+        start = boot                           # nothing before this boot can be in its log
     first = log.first_time
     if log.first_uptime_s is not None and boot is not None:
         first = min(first, boot + timedelta(seconds=log.first_uptime_s)) if first else \
             boot + timedelta(seconds=log.first_uptime_s)
     if first is None or first <= start + timedelta(seconds=BOOT_SLACK_S):
         return None
+    why = ("the ring buffer wrapped; a persistent journal keeps the whole boot" if source == "dmesg"
+           else "the journal was rotated or is volatile")
     return Verdict(Status.WARN, f"{source} reaches back only to {first:%Y-%m-%d %H:%M:%SZ}, but the window "
                    f"starts {start:%Y-%m-%d %H:%M:%SZ} ({_window_text(window)}): older events are not "
-                   "seen (the ring buffer wrapped; a persistent journal keeps the whole boot)", "kernel log",
+                   f"seen ({why})", "kernel log",
                    {"log_starts": first.isoformat()}, {"log_starts_by": start.isoformat()})
 
 
@@ -145,7 +150,8 @@ def gpu_xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
     log, now, source, uptime = read_kernel_log(out)
     if (partial := _coverage(log, now, uptime, want, source)) is not None:
         yield partial
-    for bad in log.unreadable:
+    unreadable = [bad for bad in log.unreadable if bad.kind == "xid"]
+    for bad in unreadable:
         yield Verdict(Status.ERROR, f"unreadable Xid line: {bad.reason}", excerpt=excerpt(bad.raw))
     events = [e for e in log.xids if _in_window(e.time, now, want)]
     grouped: dict[tuple[str, int], list] = defaultdict(list)
@@ -167,7 +173,7 @@ def gpu_xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
                       {"xid": code, "count": len(same), "pci": pci, "pid": last.pid, "process": last.process,
                        "time": last.time.isoformat() if last.time else None},
                       {"xid": None}, excerpt("\n".join(e.raw for e in same[-3:])))
-    if not judged and not log.unreadable:
+    if not judged and not unreadable:
         ignored = len(events)
         note = f" ({ignored} ignored by the playbook)" if ignored else ""
         yield Verdict(Status.PASS, f"no Xid events {_window_text(want)} ({source}, {log.lines} lines){note}",
@@ -181,10 +187,15 @@ def node_oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
     log, now, source, uptime = read_kernel_log(out)
     if (partial := _coverage(log, now, uptime, want, source)) is not None:
         yield partial
+    unreadable = [bad for bad in log.unreadable if bad.kind == "oom"]
+    for bad in unreadable:                     # a kill we cannot read is not "no kill"
+        yield Verdict(Status.ERROR, f"unreadable OOM kill line: {bad.reason}", excerpt=excerpt(bad.raw))
     kills = [k for k in log.ooms if _in_window(k.time, now, want)]
-    if not kills:
+    if not kills and not unreadable:
         yield Verdict(Status.PASS, f"no OOM kills {_window_text(want)} ({source}, {log.lines} lines)",
                       observed={"oom_kills": 0})
+        return
+    if not kills:
         return
     by_process: dict[str, list] = defaultdict(list)
     for k in kills:

@@ -125,13 +125,13 @@ def nccl_version(out: Captures, _want: PinOrDrift) -> str:
 def nccl_settings_value(out: Captures) -> str:
     """/etc/nccl.conf, NCCL_* environment and net plugins, as one comparable line."""
     sections = _sections(out)
-    conf = sections.get("nccl-conf")
-    settings = dict(parse_nccl_conf(conf.text)) if conf is not None and conf.ok else {}
-    env = sections.get("nccl-env")
-    if env is not None and env.ok:
-        settings.update(parse_nccl_env(env.text))   # the environment overrides nccl.conf, as in NCCL
-    libs_section = sections.get("nccl-libs")
-    plugins = parse_ldconfig_nccl(libs_section.text).net_plugins if libs_section and libs_section.ok else ()
+
+    def text(name: str, tool: str) -> str:
+        # absent (no /etc/nccl.conf) is empty; present but failed is unread, never "no settings"
+        return _ok_text(sections, name, tool) if sections.get(name) is not None else ""
+    settings = dict(parse_nccl_conf(text("nccl-conf", "/etc/nccl.conf")))
+    settings.update(parse_nccl_env(_ok_text(sections, "nccl-env", "env")))   # the environment overrides
+    plugins = parse_ldconfig_nccl(_ok_text(sections, "nccl-libs", "ldconfig -p")).net_plugins
     parts = [f"{k}={v}" for k, v in sorted(settings.items())]
     parts.append("net plugin " + (", ".join(sorted(plugins)) if plugins else "none"))
     return "; ".join(parts)

@@ -107,6 +107,7 @@ class OomKill:
 class Unreadable:
     raw: str
     reason: str
+    kind: str = "xid"        # "xid" or "oom": which check cannot judge it
 
 
 @dataclass(frozen=True)
@@ -384,7 +385,7 @@ def _killed(line: _Line, context: _OomContext) -> OomKill | Unreadable:
     """One kill per "Killed process" line; the lines before it may name its scope and cgroup."""
     match = _KILLED.match(line.message)
     if not match:
-        return Unreadable(line.raw, f"OOM kill line not in a known form: {_quote(line.message)}")
+        return Unreadable(line.raw, f"OOM kill line not in a known form: {_quote(line.message)}", "oom")
     pid = int(match["pid"])
     scope = _SCOPES[match["msg"]] if match["msg"] else context.scope
     cgroup = context.cgroup

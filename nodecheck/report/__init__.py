@@ -42,6 +42,7 @@ class Report:
     nodecheck_version: str = ""
     incomplete_reason: str = ""                # "the run deadline was reached", "stopped by a signal"
     excluded: tuple[str, ...] = ()             # inventory nodes the playbook's select left out
+    playbook_includes: tuple[tuple[str, str], ...] = ()   # (path, sha256) of its pins files
 
     def results_for(self, node: str) -> list[CheckResult]:
         return self._by_node.get(node, [])

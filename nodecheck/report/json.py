@@ -1,4 +1,5 @@
-"""Report ⇄ JSON (report_version 1); `load(dump(r)) == r` holds, so sweeps can diff old reports."""
+"""Report ⇄ JSON (report_version 2). loads(dumps(r)) gives back r's results (a cross-node group in
+NodeSet order), so sweeps can diff old reports."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,8 @@ def to_dict(report: Report) -> dict:
         "incomplete_reason": report.incomplete_reason,
         "playbook": report.playbook,
         "playbook_path": report.playbook_path,
-        "playbook_sha256": report.playbook_sha256,
+        "playbook_sha256": report.playbook_sha256,     # covers the pins files below too
+        "playbook_includes": [{"path": path, "sha256": sha} for path, sha in report.playbook_includes],
         "inventory": report.inventory,
         "started": _ts(report.started),
         "finished": _ts(report.finished),
@@ -91,12 +93,15 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
     """Rebuild a Report; capture texts are files beside report.json, passed in when wanted."""
     if d.get("report_version") != REPORT_VERSION:
         raise ValueError(f"report_version {d.get('report_version')!r}, this nodecheck reads {REPORT_VERSION}")
-    merged: dict[str, tuple[dict, list]] = {}
+    merged: dict[tuple[str, int], tuple[dict, list]] = {}
     for node in d["nodes"]:
+        seen: dict[str, int] = {}
         for r in node["results"]:
-            # a cross-node result is listed under each node of its group, with that node's evidence
+            # a cross-node result is listed under each node of its group, with that node's evidence;
+            # the same verdict twice on one node is two results, so it is counted per node
             key = json.dumps({k: v for k, v in r.items() if k != "evidence"}, sort_keys=True)
-            merged.setdefault(key, (r, []))[1].extend(r["evidence"])
+            nth = seen[key] = seen.get(key, -1) + 1
+            merged.setdefault((key, nth), (r, []))[1].extend(r["evidence"])
     results = [_load_result(r, evidence) for r, evidence in merged.values()]
     texts = captures_text or {}
     caps = tuple(Capture(c["node"], c["probe"], tuple(c["argv"]), Outcome(c["outcome"]), c["exit_code"],
@@ -109,7 +114,8 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
                   nodes=tuple((n["node"], n["address"]) for n in d["nodes"]), results=tuple(results),
                   captures=caps, nodecheck_version=d.get("nodecheck_version", ""),
                   incomplete_reason=d.get("incomplete_reason", ""),
-                  excluded=tuple(d.get("excluded_nodes", ())))
+                  excluded=tuple(d.get("excluded_nodes", ())),
+                  playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())))
 
 
 def loads(text: str) -> Report:

@@ -595,3 +595,25 @@ def test_nvlink_on_pcie_bridges_is_judged_by_the_expected_count():
         (PASS, "12 NVLinks active")]
     assert [(v.status, v.message) for v in _nvlink(gpu0, GpuHealth(expected_nvlinks=18))] == [
         (FAIL, "GPU0: 12 NVLinks active, expected 18 (down: 4, 5, 10, 11, 16, 17)")]
+
+
+def test_require_is_met_only_by_facts_complete_enough_to_judge():
+    from nodecheck.checks.gpu import _reported
+    from nodecheck.parsers.gpu import Gpu, NvLink, RemappedRows
+    assert not _reported(Gpu(index=0, remapped_rows=RemappedRows(0, 0, None, False)), "remapped_rows")
+    assert _reported(Gpu(index=0, remapped_rows=RemappedRows(0, 0, False, False)), "remapped_rows")
+    assert not _reported(Gpu(index=0, pcie_width_current=16, pcie_gen_current=5, pcie_gen_max=5),
+                         "pcie_width_current")
+    assert not _reported(Gpu(index=0, nvlinks=(NvLink(0, True), NvLink(1, None))), "nvlinks")
+    # with ECC off there are no counts to report; ecc_mode judges that, not require
+    assert _reported(Gpu(index=0, ecc_enabled=False), "ecc_uncorrectable_volatile")
+    assert not _reported(Gpu(index=0, ecc_enabled=None), "ecc_uncorrectable_volatile")
+
+
+def test_ecc_disabled_is_judged_by_ecc_mode_not_an_error(tmp_path):
+    def ecc_off(state):
+        state["gpus"][5]["ecc_mode"] = [0, 0]
+        state["gpus"][5].setdefault("not_supported", []).append("nvmlDeviceGetTotalEccErrors")
+    verdicts = [v for v in health(nvml_out(tmp_path, ecc_off)) if v.status is not PASS]
+    assert [(v.status, v.message) for v in verdicts] == [(WARN, "GPU5: ECC disabled, expected enabled")]
+    assert [v.status for v in health(nvml_out(tmp_path, ecc_off), ecc_mode="off") if v.subject == "GPU5"] == [PASS]

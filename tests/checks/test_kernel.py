@@ -268,7 +268,26 @@ def test_a_log_that_reaches_the_window_start_gives_no_coverage_warning():
     # -T stamps from 16:24:18 with boot at 16:26:00: the log covers the whole boot
     out = probe_out(data(XID119), uptime="300.00")
     assert [v for v in gpu_xid(out, XidParams()) if v.subject == "kernel log"] == []
-    # a 5 min window (from 16:26:00) is covered; a 1 h one (from 15:31:00) is not
+    # a 5 min window (from 16:26:00) is covered; so is a 1 h one: it reaches back before this boot,
+    # and no log of this boot can hold anything from before it
     assert [v for v in gpu_xid(out, XidParams(since="5m")) if v.subject == "kernel log"] == []
-    [partial] = [v for v in gpu_xid(out, XidParams(since="1h")) if v.subject == "kernel log"]
+    assert [v for v in gpu_xid(out, XidParams(since="1h")) if v.subject == "kernel log"] == []
+    # up for 2 h (boot 14:31): a 1 h window starts 15:31, the log only at 16:24
+    longer = probe_out(data(XID119), uptime="7200.00")
+    [partial] = [v for v in gpu_xid(longer, XidParams(since="1h")) if v.subject == "kernel log"]
     assert partial.status is WARN and "(in the last 1h)" in partial.message
+    assert "the ring buffer wrapped" in partial.message
+
+
+def test_an_unreadable_oom_line_is_an_oom_error_not_an_xid_error():
+    line = "May 15 23:09:30 host kernel: [  518.050606] Out of memory: Killed process 1235 (python3)\n"
+    out = probe_out(data(OOM_SYSLOG).split("\n")[0] + "\n" + line, now=AFTER_OOM, uptime="600.00")
+    assert [(v.status, v.message.split(":")[0]) for v in oom(out, since="boot")] == [
+        (ERROR, "unreadable OOM kill line"), (WARN, "OOM killed python3 1x since boot (last 2025-05-15 23")]
+    assert [v.status for v in xid(out)] == [PASS]
+
+
+@pytest.mark.parametrize("since", ["0s", "0h", "-1h", "24"])
+def test_since_must_be_a_positive_duration(since):
+    with pytest.raises(ValidationError, match="positive duration"):
+        XidParams(since=since)

@@ -251,3 +251,10 @@ def test_versions_probe_is_one_fixed_script_shared_by_its_checks():
     assert all_checks()["hca.firmware"].probes_for(PinOrDrift()) == (IBSTAT,)
     for name in ("kernel", "os-release", "ofed", "rdma-core", "nccl-libs", "nccl-header", "nccl-conf", "nccl-env"):
         assert f"section {name} " in VERSIONS_SCRIPT
+
+
+def test_nccl_settings_that_could_not_be_read_are_an_error_not_an_agreement():
+    failed = versions_out().replace("@@nodecheck end nccl-env rc=0", "@@nodecheck end nccl-env rc=1")
+    assert "rc=1" in failed
+    [(nodes, status, message)] = fleet("nccl.settings", [failed])
+    assert (status, message) == (ERROR, "cannot read env output: exited 1: no output")
