@@ -5,15 +5,12 @@ to the command, its timeout and its failure."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -156,16 +153,6 @@ def test_nvidia_smi_missing_too_is_an_error_naming_it(tmp_path, monkeypatch):
 
 
 # -- in-process NVML (prolog mode) -----------------------------------------------------------------------
-
-@pytest.fixture
-def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """tests/fakes/pynvml.py imported as `pynvml`, fresh for the test."""
-    spec = importlib.util.spec_from_file_location("pynvml", FAKES / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    return module
-
 
 def _no_spawning(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):

@@ -231,16 +231,6 @@ def test_clock_reason_bits_map_to_names(tmp_path: Path) -> None:
 
 
 # --- in-process (--local): collect() is the same object ----------------------------------------------
-@pytest.fixture
-def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """A fresh tests/fakes/pynvml.py imported as `pynvml`."""
-    spec = importlib.util.spec_from_file_location("pynvml", FAKES / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    return module
-
-
 @pytest.mark.parametrize("state", [HEALTHY, REMAP, LEFTOVER], ids=lambda p: p.stem)
 def test_collect_in_process_equals_the_script_output(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch,
                                                      state: Path) -> None:

@@ -2,6 +2,7 @@
 processes, and the driver/CUDA versions that must match across nodes."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -66,8 +67,13 @@ def parse_gpu_probe(text: str) -> GpuFacts:
                                      nvlink=ok("nvlink"), note=note)
 
 
+# Five checks read the same GPU probe output: parse each node's output once per run. Keyed by the
+# text (pure parser, frozen facts); bounded so a long-lived process cannot grow without limit.
+_parse_once = functools.lru_cache(maxsize=65536)(parse_gpu_probe)
+
+
 def gpu_facts(out: Captures) -> GpuFacts:
-    return parse_gpu_probe(out[GPU.name].stdout)
+    return _parse_once(out[GPU.name].stdout)
 
 
 def _source(facts: GpuFacts) -> str:
@@ -402,19 +408,21 @@ def _ignored(name: str, ignore: list[str]) -> bool:
 
 # ---- versions the GPU stack reports ------------------------------------------------------------
 
+def _reported_version(out: Captures, field: str, what: str) -> str:
+    facts = gpu_facts(out)
+    value = getattr(facts, field)
+    if not value:
+        raise ParseError("gpu probe", f"{_source(facts)} did not report the {what}")
+    return value
+
+
 @value_check("gpu.driver", what="NVIDIA driver", probes=[GPU],
              doc="The NVIDIA driver version is pinned and/or the same on every node.")
 def gpu_driver(out: Captures, _want: PinOrDrift) -> str:
-    facts = gpu_facts(out)
-    if not facts.driver_version:
-        raise ParseError("gpu probe", f"{_source(facts)} did not report the driver version")
-    return facts.driver_version
+    return _reported_version(out, "driver_version", "driver version")
 
 
 @value_check("cuda.version", what="CUDA driver API", probes=[GPU],
              doc="The CUDA version the driver supports is pinned and/or the same on every node.")
 def cuda_version(out: Captures, _want: PinOrDrift) -> str:
-    facts = gpu_facts(out)
-    if not facts.cuda_driver_version:
-        raise ParseError("gpu probe", f"{_source(facts)} did not report the CUDA driver version")
-    return facts.cuda_driver_version
+    return _reported_version(out, "cuda_driver_version", "CUDA driver version")

@@ -1,6 +1,7 @@
 """What the kernel log says happened on the node: NVIDIA Xid events (classified) and OOM kills."""
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -83,7 +84,11 @@ class OomParams(Window):
 
 def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str, float | None]:
     """(parsed log, the node's clock, which source was read, the node's uptime in seconds)."""
-    text = out[KERNEL_LOG.name].stdout
+    return _read_text(out[KERNEL_LOG.name].stdout)
+
+
+@functools.lru_cache(maxsize=65536)              # gpu.xid and node.oom read the same log: parse it once
+def _read_text(text: str) -> tuple[KernelLog, datetime | None, str, float | None]:
     sections = split_sections(text, "kernel log probe")
     clock = _CLOCK.match(sections.facts.get("clock", ""))
     now, uptime, offset = None, None, 0

@@ -15,7 +15,6 @@ Reader = Callable[[Captures, PinOrDrift], str]
 class ValueCheck:
     """What `nodecheck baseline` and `nodecheck facts` need to read the same value a check judges."""
     name: str                                  # "nccl.version"
-    what: str                                  # "NCCL": the word messages start with
     probes: Callable[[PinOrDrift], Sequence[Probe]]
     read: Reader
 
@@ -37,6 +36,6 @@ def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc:
         judge.__name__ = name.replace(".", "_")
         check(name, probes=probes, params=params, scope="fleet")(judge)
         probe_list = probes if callable(probes) else (lambda _params, _p=tuple(probes): _p)
-        VALUE_CHECKS[name] = ValueCheck(name, what, probe_list, read)
+        VALUE_CHECKS[name] = ValueCheck(name, probe_list, read)
         return read
     return register

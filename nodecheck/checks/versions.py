@@ -5,6 +5,8 @@ code); each check reads its value from that, and crossnode pins it or compares i
 """
 from __future__ import annotations
 
+import functools
+
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.values import value_check
 from nodecheck.crossnode import Absent, PinOrDrift
@@ -53,8 +55,13 @@ exit 0
 VERSIONS = Probe("versions", ("sh", "-c", VERSIONS_SCRIPT, "nodecheck-versions"), timeout_s=20)
 
 
+@functools.lru_cache(maxsize=65536)              # eight checks read each node's output: split it once
+def _split(text: str) -> Sections:
+    return split_sections(text, "versions probe")
+
+
 def _sections(out: Captures) -> Sections:
-    return split_sections(out[VERSIONS.name].stdout, "versions probe")
+    return _split(out[VERSIONS.name].stdout)
 
 
 def _ok_text(sections: Sections, name: str, tool: str) -> str:
