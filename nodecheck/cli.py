@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    run.add_argument("--allow-disruptive", action="store_true",
+                     help="let checks the playbook enabled as disruptive run (roce.gid_stability takes "
+                          "RoCE ports down and up); without it they are SKIPPED, never run")
     _target_args(run)
     facts = sub.add_parser("facts", help="print every node's gathered facts (GPUs, versions, HCAs, "
                            "image digest) without judging them")

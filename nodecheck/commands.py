@@ -25,7 +25,7 @@ def run_command(args: Namespace) -> int:
             _stop_on_signals() as stop:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
                             inventory=args.inventory, on_node_done=tick, stop=stop,
-                            excluded=[n.name for n in excluded])
+                            excluded=[n.name for n in excluded], allow_disruptive=args.allow_disruptive)
     for warning in getattr(transport, "warnings", lambda: [])():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     return _publish(report, args)

@@ -66,6 +66,7 @@ class PlannedCheck:
     spec: CheckSpec
     params: BaseModel
     probes: tuple[Probe, ...]
+    after: tuple[Probe, ...] = ()              # run after the active checks (spec.after)
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]]) -> PlannedCheck | 
         raise pydantic_error(where, loc, e, what=f" (check {name})", model=spec.params) from None
     if not options.enabled:
         return None
-    probes = spec.probes_for(params)
+    probes, after = spec.probes_for(params), spec.after_probes_for(params)
     if options.timeout_s is not None:
         probes = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in probes)
-    return PlannedCheck(spec, params, probes)
+        after = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in after)
+    return PlannedCheck(spec, params, probes, after)

@@ -10,9 +10,12 @@ Captures = Mapping[str, Capture]               # a node's captures, keyed by pro
 # scope "node": judge(captures, params) -> Verdicts about that node.
 # scope "fleet": judge({node: captures}, params) -> (nodes, Verdict) pairs; it sees every node whose
 # probes ran to completion at once, so it can compare them (drift).
+# scope "active": run(ctx, params) -> (nodes, Verdict) pairs; it runs after every node's probes came
+# back and may run more commands on the nodes through ctx (active.ActiveContext): pairwise bandwidth,
+# a port flap. Its `probes` are the passive facts it needs first (ibstat for the HCAs).
 Judge = Callable[[Captures, object], Iterator[Verdict]]
 FleetJudge = Callable[[Mapping[str, Captures], object], Iterator[tuple[tuple[str, ...], Verdict]]]
-SCOPES = ("node", "fleet")
+SCOPES = ("node", "fleet", "active")
 ProbeList = Union[Sequence[Probe], Callable[[object], Sequence[Probe]]]
 
 
@@ -22,7 +25,10 @@ class CheckSpec:
     judge: Union[Judge, FleetJudge]
     probes: ProbeList                          # static, or a function of the validated params
     params: type                               # a pydantic model: the playbook block is validated by it
-    scope: str = "node"                        # "node" or "fleet"; "pair" arrives with the fabric checks
+    scope: str = "node"                        # "node", "fleet" or "active"
+    # probes run again after the active checks, on nodes whose first probes ran: a before/after
+    # pair (IB error counters over the window in which the pair tests loaded the links)
+    after: ProbeList = ()
 
     @property
     def description(self) -> str:
@@ -33,11 +39,14 @@ class CheckSpec:
     def probes_for(self, params: object) -> tuple[Probe, ...]:
         return tuple(self.probes(params) if callable(self.probes) else self.probes)
 
+    def after_probes_for(self, params: object) -> tuple[Probe, ...]:
+        return tuple(self.after(params) if callable(self.after) else self.after)
+
 
 CHECKS: dict[str, CheckSpec] = {}
 
 
-def check(name: str, *, probes: ProbeList, params: type, scope: str = "node"):
+def check(name: str, *, probes: ProbeList, params: type, scope: str = "node", after: ProbeList = ()):
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
         raise ValueError(f"check {name}: scope must be one of {SCOPES}, got {scope!r}")
@@ -45,7 +54,7 @@ def check(name: str, *, probes: ProbeList, params: type, scope: str = "node"):
     def register(judge):
         if name in CHECKS:
             raise ValueError(f"check {name} registered twice")
-        CHECKS[name] = CheckSpec(name, judge, probes, params, scope)
+        CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after)
         return judge
     return register
 

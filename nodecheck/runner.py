@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from nodecheck import __version__
+from nodecheck.active import ActiveContext, CommandRunner
 from nodecheck.errors import ParseError
 from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Probe, Status, Verdict,
                              excerpt)
@@ -17,11 +18,12 @@ from nodecheck.transport import Transport
 from nodecheck.transport.fanout import run_probes
 
 
-def plan_probes(checks: Sequence[PlannedCheck]) -> tuple[Probe, ...]:
-    """The distinct probes of a playbook: a probe two checks share runs once per node."""
+def plan_probes(checks: Sequence[PlannedCheck], after: bool = False) -> tuple[Probe, ...]:
+    """The distinct probes of a playbook: a probe two checks share runs once per node.
+    `after`: the probes that run again once the active checks are done (spec.after)."""
     by_name: dict[str, Probe] = {}
     for check in checks:
-        for probe in check.probes:
+        for probe in (check.after if after else check.probes):
             have = by_name.get(probe.name)
             if have is not None and have.argv != probe.argv:
                 raise ValueError(f"probe {probe.name!r} means two commands: {have.argv} vs {probe.argv}")
@@ -33,33 +35,138 @@ def plan_probes(checks: Sequence[PlannedCheck]) -> tuple[Probe, ...]:
 def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fanout: int,
         deadline_s: float | None = None, inventory: str | None = None,
         on_node_done: Callable[[str], None] | None = None, stop: threading.Event | None = None,
-        excluded: Sequence[str] = ()) -> Report:
-    """`excluded`: inventory nodes the playbook's select left out; the report names them."""
+        excluded: Sequence[str] = (), allow_disruptive: bool = False) -> Report:
+    """Three phases: every node's probes; then the active checks in playbook order (they run their
+    own commands: pair tests, a port flap); then the probes that snapshot again (IB counters), so the
+    window between the snapshots covers the load. `excluded`: inventory nodes the playbook's select
+    left out; the report names them."""
     started = datetime.now(timezone.utc)
     deadline_s = deadline_s or playbook.deadline_s
-    probes = plan_probes(playbook.checks)
-    out = run_probes(transport, {n: probes for n in nodes}, fanout=fanout,
-                     deadline=time.monotonic() + deadline_s, on_node_done=on_node_done, stop=stop)
+    deadline = time.monotonic() + deadline_s
+    stop = stop or threading.Event()
+    out = run_probes(transport, {n: plan_probes(playbook.checks) for n in nodes}, fanout=fanout,
+                     deadline=deadline, on_node_done=on_node_done, stop=stop)
+    captures, incomplete = dict(out.captures), out.incomplete
     names = [n.name for n in nodes]
+    results: list[CheckResult] = []
+    extras: dict[str, object] = {}
+    commands = CommandRunner(transport, deadline, stop, parallel=fanout)
+    try:
+        for check in playbook.checks:
+            if check.spec.scope == "active":
+                results += run_active(check, nodes, captures, commands, allow_disruptive, extras)
+    finally:
+        commands.close()
+    captures.update({(c.node, c.probe): c for c in commands.captures})
+    incomplete = incomplete or _cut(commands.captures, stop)
+    if after := plan_probes(playbook.checks, after=True):
+        again = run_probes(transport, {n: after for n in nodes if _came_back(n.name, playbook, captures)},
+                           fanout=fanout, deadline=deadline, stop=stop)
+        captures.update(again.captures)
+        incomplete = incomplete or again.incomplete
+        for n in nodes:                        # a node that never answered is not asked again
+            for probe in after:
+                captures.setdefault((n.name, probe.name), Capture(
+                    n.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
+                    "not run: the first snapshot did not come back"))
     results = [r for node in names for check in playbook.checks if check.spec.scope == "node"
-               for r in judge_node(check, node, out.captures)]
+               for r in judge_node(check, node, captures)] + results
     results += [r for check in playbook.checks if check.spec.scope == "fleet"
-                for r in judge_fleet(check, names, out.captures)]
+                for r in judge_fleet(check, names, captures)]
     return Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
                   playbook_path=playbook.path, playbook_sha256=playbook.sha256, inventory=inventory,
                   started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
-                  complete=not out.incomplete, nodes=tuple((n.name, n.address) for n in nodes),
-                  results=tuple(results), captures=tuple(out.captures.values()),
-                  nodecheck_version=__version__, incomplete_reason=out.incomplete,
-                  excluded=tuple(excluded), playbook_includes=playbook.includes)
+                  complete=not incomplete, nodes=tuple((n.name, n.address) for n in nodes),
+                  results=tuple(results), captures=tuple(captures.values()),
+                  nodecheck_version=__version__, incomplete_reason=incomplete,
+                  excluded=tuple(excluded), playbook_includes=playbook.includes, extras=extras)
+
+
+def _came_back(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> bool:
+    """Whether the node answered its first snapshot (the probes `after` repeats)."""
+    return all(captures[(node, p.name)].outcome is Outcome.EXITED
+               for check in playbook.checks if check.after for p in check.probes)
+
+
+def _cut(captures: Sequence[Capture], stop: threading.Event) -> str:
+    if any(c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and "run deadline" in c.detail)
+           for c in captures):
+        return "stopped by a signal" if stop.is_set() else "the run deadline was reached"
+    return ""
+
+
+def run_active(check: PlannedCheck, nodes: Sequence[Node], captures: Mapping[tuple[str, str], Capture],
+               commands: CommandRunner, allow_disruptive: bool, extras: dict) -> list[CheckResult]:
+    """An active check: nodes whose passive probes did not come back get their own result; the
+    check runs its commands on the rest. Every node ends with at least one result."""
+    by_name = {n.name: n for n in nodes}
+    results, ready, evidence = _split_ready(check, [n.name for n in nodes], captures)
+    if not ready:
+        return results
+    ctx = ActiveContext(check.spec.name, {n: by_name[n] for n in ready}, ready, commands,
+                        allow_disruptive, [n.name for n in nodes])
+    first = len(commands.captures)
+    try:
+        grouped = list(check.spec.judge(ctx, check.params))
+    except Exception as e:                     # a check bug must not take the report down
+        grouped = [(tuple(ready), _internal_error(check.spec.name, e))]
+    if ctx.extras:
+        extras[check.spec.name] = ctx.extras
+    own: dict[str, list[Evidence]] = {}
+    for c in commands.captures[first:]:
+        own.setdefault(c.node, []).append(_evidence(c))
+    for node in ready:
+        evidence[node] = evidence[node] + tuple(own.get(node, ()))
+    return results + _grouped_results(check.spec.name, grouped, ready, evidence)
+
+
+def _split_ready(check: PlannedCheck, nodes: Sequence[str], captures: Mapping[tuple[str, str], Capture]):
+    """(results for blocked nodes, {ready node: its captures}, {node: evidence})."""
+    results: list[CheckResult] = []
+    ready: dict[str, dict[str, Capture]] = {}
+    evidence: dict[str, tuple[Evidence, ...]] = {}
+    for node in nodes:
+        mine = {p.name: captures[(node, p.name)] for p in check.probes}
+        evidence[node] = tuple(_evidence(c) for c in mine.values())
+        if blocked := _blocked(check, mine):
+            results.append(CheckResult(check.spec.name, (node,), blocked, evidence[node]))
+        else:
+            ready[node] = mine
+    return results, ready, evidence
+
+
+def _grouped_results(name: str, grouped, ready: Mapping[str, object],
+                     evidence: Mapping[str, tuple[Evidence, ...]]) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    judged: set[str] = set()
+    for group, verdict in grouped:
+        group = tuple(n for n in group if n in ready)
+        if not group:                          # about no node we judged: nowhere to list it
+            continue
+        judged.update(group)
+        results.append(CheckResult(name, group, verdict, tuple(e for n in group for e in evidence[n])))
+    forgotten = [n for n in ready if n not in judged]
+    if forgotten:
+        results.append(CheckResult(name, tuple(forgotten),
+                                   Verdict(Status.ERROR, f"{name} produced no verdict for these nodes"),
+                                   tuple(e for n in forgotten for e in evidence[n])))
+    return results
+
+
+def _evidence(c: Capture) -> Evidence:
+    return Evidence(c.node, c.probe, c.argv, c.exit_code, capture_relpath(c.node, c.probe))
+
+
+def _internal_error(name: str, e: Exception) -> Verdict:
+    return Verdict(Status.ERROR, f"internal error in {name}: {type(e).__name__}: {e}",
+                   excerpt=excerpt(traceback.format_exc()))
 
 
 def judge_node(check: PlannedCheck, node: str,
                captures: Mapping[tuple[str, str], Capture]) -> list[CheckResult]:
     """A check's results on one node; only output that ran to completion reaches the judge."""
-    mine = {p.name: captures[(node, p.name)] for p in check.probes}
-    evidence = tuple(Evidence(node, c.probe, c.argv, c.exit_code, capture_relpath(node, c.probe))
-                     for c in mine.values())
+    mine = {p.name: captures[(node, p.name)] for p in (*check.probes, *check.after)}
+    evidence = tuple(_evidence(c) for c in mine.values())
     verdicts = [blocked] if (blocked := _blocked(check, mine)) else _judge(check, mine)
     return [CheckResult(check.spec.name, (node,), v, evidence) for v in verdicts]
 
@@ -68,40 +175,14 @@ def judge_fleet(check: PlannedCheck, nodes: Sequence[str],
                 captures: Mapping[tuple[str, str], Capture]) -> list[CheckResult]:
     """A cross-node check: nodes whose probes did not complete get their own result; the judge
     sees the rest together. Every node ends with at least one result, never silence."""
-    name = check.spec.name
-    results: list[CheckResult] = []
-    ready: dict[str, dict[str, Capture]] = {}
-    evidence: dict[str, tuple[Evidence, ...]] = {}
-    for node in nodes:
-        mine = {p.name: captures[(node, p.name)] for p in check.probes}
-        evidence[node] = tuple(Evidence(node, c.probe, c.argv, c.exit_code, capture_relpath(node, c.probe))
-                               for c in mine.values())
-        if blocked := _blocked(check, mine):
-            results.append(CheckResult(name, (node,), blocked, evidence[node]))
-        else:
-            ready[node] = mine
+    results, ready, evidence = _split_ready(check, nodes, captures)
     if not ready:
         return results
     try:
         grouped = list(check.spec.judge(ready, check.params))
     except Exception as e:                     # a judge bug must not take the report down
-        verdict = Verdict(Status.ERROR, f"internal error in {name}: {type(e).__name__}: {e}",
-                          excerpt=excerpt(traceback.format_exc()))
-        grouped = [(tuple(ready), verdict)]
-    judged: set[str] = set()
-    for group, verdict in grouped:
-        group = tuple(n for n in group if n in ready)
-        if not group:                          # about no node we judged: nowhere to list it
-            continue
-        judged.update(group)
-        results.append(CheckResult(name, group, verdict,
-                                   tuple(e for n in group for e in evidence[n])))
-    forgotten = [n for n in ready if n not in judged]
-    if forgotten:
-        results.append(CheckResult(name, tuple(forgotten),
-                                   Verdict(Status.ERROR, f"{name} produced no verdict for these nodes"),
-                                   tuple(e for n in forgotten for e in evidence[n])))
-    return results
+        grouped = [(tuple(ready), _internal_error(check.spec.name, e))]
+    return results + _grouped_results(check.spec.name, grouped, ready, evidence)
 
 
 def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | None:
@@ -117,7 +198,7 @@ def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | 
         return Verdict(Status.TIMEOUT, f"{_command(c)} timed out: {c.detail}",
                        observed={"duration_s": round(c.duration_s, 2)},
                        excerpt=excerpt(c.stdout + c.stderr))
-    probes = {p.name: p for p in check.probes}
+    probes = {p.name: p for p in (*check.probes, *check.after)}
     for c in captures.values():
         if c.exit_code not in probes[c.probe].ok_exit_codes:
             return _bad_exit(c)

@@ -4,3 +4,6 @@ from nodecheck.checks import gpu  # noqa: F401  gpu.count, gpu.health, gpu.proce
 from nodecheck.checks import kernel  # noqa: F401  gpu.xid, node.oom
 from nodecheck.checks import versions  # noqa: F401  kernel.version, os.release, ofed.version, nccl.*, hca.firmware
 from nodecheck.checks import container  # noqa: F401  container.digest
+from nodecheck.checks import ib_counters  # noqa: F401  ib.counters
+from nodecheck.checks import ib_pairs  # noqa: F401  ib.pairs
+from nodecheck.checks import roce  # noqa: F401  roce.gids, roce.networkmanager, roce.gid_stability

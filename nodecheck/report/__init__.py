@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
 
@@ -43,6 +43,9 @@ class Report:
     incomplete_reason: str = ""                # "the run deadline was reached", "stopped by a signal"
     excluded: tuple[str, ...] = ()             # inventory nodes the playbook's select left out
     playbook_includes: tuple[tuple[str, str], ...] = ()   # (path, sha256) of its pins files
+    # what checks keep beyond verdicts, by check name: the pair-bandwidth matrix, the IB counter
+    # snapshot the next sweep computes deltas against; plain JSON data
+    extras: dict = field(default_factory=dict, compare=False, hash=False)
 
     def results_for(self, node: str) -> list[CheckResult]:
         return self._by_node.get(node, [])

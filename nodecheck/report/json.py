@@ -36,6 +36,7 @@ def to_dict(report: Report) -> dict:
                    "results": [_result(r, name, shared) for r in report.results_for(name)]}
                   for name, address in report.nodes],
         "captures": [_capture(c) for c in report.captures],
+        "extras": report.extras,
     }
 
 
@@ -115,7 +116,8 @@ def from_dict(d: dict, captures_text: dict | None = None) -> Report:
                   captures=caps, nodecheck_version=d.get("nodecheck_version", ""),
                   incomplete_reason=d.get("incomplete_reason", ""),
                   excluded=tuple(d.get("excluded_nodes", ())),
-                  playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())))
+                  playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())),
+                  extras=d.get("extras", {}))
 
 
 def loads(text: str) -> Report:

@@ -16,20 +16,35 @@ A fake tool is an sh script at <state>/nodes/<node>/bin/<tool>, which is /usr/lo
 on that node only. It reads its canned output from <state>/nodes/<node>/data/ by absolute path
 and needs no environment variable, so it behaves the same over ssh and when a Slurm prolog (or
 `nsenter -t <pid> -u -m`) runs it. Arguments given to a fake are ignored.
+
+The RDMA fabric (see "Fabric" in tests/harness/README.md): each node's /sys/class/infiniband is
+<state>/nodes/<node>/sys/class/infiniband (sysfs_dir(); empty = no RDMA device). fake_sysfs() writes
+files there (IB ports); roce_port() gives the node a veth `rnic<i>` and starts
+tests/harness/rdma_driver.py, which keeps a RoCE port's files (GID table, state) in step with it;
+fabric() installs the fake ib_write_bw (tests/fakes/ib_write_bw.py) with per-node/link bandwidths.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
-from pathlib import Path
+import time
+from pathlib import Path, PurePosixPath
+from typing import Mapping
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "ssh_nodes.sh"
 FAKE_PYNVML = HERE.parent / "fakes" / "pynvml.py"
+FAKE_IB_WRITE_BW = HERE.parent / "fakes" / "ib_write_bw.py"
+RDMA_DRIVER = HERE / "rdma_driver.py"
+ROCE_BEHAVIOURS = ("stable", "networkmanager")
+FABRIC_DEVICES = tuple(f"mlx5_{i}" for i in range(8))   # fabric(devices=None): mlx5_0..mlx5_7
 _TOOL = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
@@ -135,7 +150,9 @@ class SimCluster:
         self._sh("restore-key", node)
 
     def reset(self) -> None:
-        """Back to a clean cluster: no fake tools, every node up, every original host key back."""
+        """Back to a clean cluster: no fake tools, every node up, every original host key back, no
+        RDMA ports (drivers stopped, veths deleted, every /sys/class/infiniband view empty)."""
+        self.clear_fabric()
         self.clear_tools()
         self._sh("reset", timeout=60)
 
@@ -219,6 +236,173 @@ class SimCluster:
     def tools(self, node: str) -> list[str]:
         return sorted(p.name for p in (self.node_dir(node) / "bin").iterdir())
 
+    def fake_replay_sequence(self, node: str, tool: str, data_files: "list[str | os.PathLike]",
+                             exit_code: int = 0) -> Path:
+        """The k-th call of `tool` on `node` prints data_files[k] (copied); from the last one on, it
+        keeps printing the last (e.g. perfquery before and after a test)."""
+        if not data_files:
+            raise ValueError("fake_replay_sequence needs at least one data file")
+        self._check_tool(tool)
+        data = self.node_dir(node) / "data"
+        for old in data.glob(f"{tool}.seq*"):
+            old.unlink()
+        copies = [self._copy_data(node, tool, f"seq{k}", Path(f).read_bytes()) for k, f in enumerate(data_files)]
+        count, lock = data / f"{tool}.count", data / f"{tool}.lock"
+        count.unlink(missing_ok=True)
+        lines = [f"exec 9>>{shlex.quote(str(lock))} && flock 9 || exit 99",   # calls may overlap
+                 f"n=0; {{ read -r n < {shlex.quote(str(count))}; }} 2>/dev/null",
+                 f"echo $((n + 1)) > {shlex.quote(str(count))}",
+                 "exec 9>&-",
+                 f"[ \"$n\" -lt {len(copies)} ] || n={len(copies) - 1}",
+                 'case "$n" in']
+        lines += [f"  {k}) cat {shlex.quote(str(c))} ;;" for k, c in enumerate(copies)]
+        lines += ["esac", f"exit {int(exit_code)}"]
+        return self._write_tool(node, tool, f"replay sequence of {len(copies)} files", lines)
+
+    def fake_sequence_by_args(self, node: str, tool: str,
+                              cases: "list[tuple[str, list[str | os.PathLike]]]", otherwise_exit: int = 2) -> Path:
+        """Per shell pattern of the arguments ("$*"), its own sequence: the k-th call matching a
+        pattern prints its k-th file (then the last). E.g. perfquery per port, before and after a
+        test: [("*-C mlx5_3 *", [before, after]), ("*", [before])]; no match: exit otherwise_exit."""
+        self._check_tool(tool)
+        data = self.node_dir(node) / "data"
+        lock = data / f"{tool}.lock"
+        lines = [f"exec 9>>{shlex.quote(str(lock))} && flock 9 || exit 99", 'case "$*" in']
+        for i, (pattern, files) in enumerate(cases):
+            if "'" in pattern or ")" in pattern or not files:
+                raise ValueError(f"bad case {pattern!r}")
+            copies = [self._copy_data(node, tool, f"case{i}.seq{k}", Path(f).read_bytes())
+                      for k, f in enumerate(files)]
+            count = data / f"{tool}.case{i}.count"
+            count.unlink(missing_ok=True)
+            c = shlex.quote(str(count))
+            lines += [f"  {pattern.replace(' ', chr(92) + ' ')})", f"    n=0; {{ read -r n < {c}; }} 2>/dev/null; echo $((n + 1)) > {c}",
+                      f"    [ \"$n\" -lt {len(copies)} ] || n={len(copies) - 1}", '    case "$n" in']
+            lines += [f"      {k}) cat {shlex.quote(str(f))} ;;" for k, f in enumerate(copies)]
+            lines += ["    esac ;;"]
+        lines += [f"  *) exit {int(otherwise_exit)} ;;", "esac"]
+        return self._write_tool(node, tool, f"sequences by arguments ({len(cases)} cases)", lines)
+
+    # ---- RDMA fabric ----------------------------------------------------------------------------
+    def sysfs_dir(self, node: str) -> Path:
+        """The directory that is /sys/class/infiniband on the node (empty: no RDMA device)."""
+        return self.node_dir(node) / "sys" / "class" / "infiniband"
+
+    def fake_sysfs(self, node: str, files: Mapping[str, str | bytes]) -> Path:
+        """Write files under the node's /sys/class/infiniband, e.g. for an IB port
+        {"mlx5_0/ports/1/link_layer": "InfiniBand\n", "mlx5_0/ports/1/state": "4: ACTIVE\n",
+        "mlx5_0/ports/1/counters/link_downed": "3\n"}. Content is written as given (the kernel's
+        files end in a newline). Each file is replaced atomically. Returns sysfs_dir(node)."""
+        root = self.sysfs_dir(node)
+        tmp = self._sysfs_tmp(node)
+        for rel, text in files.items():
+            parts = PurePosixPath(rel).parts
+            if not parts or PurePosixPath(rel).is_absolute() or ".." in parts:
+                raise ValueError(f"bad sysfs path {rel!r} (relative to /sys/class/infiniband)")
+            dest = root.joinpath(*parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(dest, text.encode() if isinstance(text, str) else text, 0o444, tmp_dir=tmp)
+        return root
+
+    def roce_port(self, node: str, behaviour: str = "stable", ca: str = "mlx5_0", port: int = 1,
+                  rate: str = "400 Gb/sec (4X NDR)", timeout: float = 10.0) -> str:
+        """Give the node a RoCE port: RDMA port <ca>/<port> whose netdev is a real interface, a veth
+        pair rnic<i> / rnic<i>p in the cluster's network namespace (both up; IPv4 10.77.0.<i>/32 and
+        MAC b8:3f:d2:77:00:<i> on rnic<i>; a node's k-th further port gets rnic<i>x<k>, 10.77.<k>.<i>),
+        kept current in the node's sysfs by tests/harness/rdma_driver.py. behaviour "stable": link
+        down/up changes no GID; "networkmanager": the address goes with the link and comes back
+        0.3 s after it, on the next free GID slots (4/5). Idempotent; a different behaviour or rate
+        restarts the driver (a fresh GID table). Returns when the port's files are written."""
+        if behaviour not in ROCE_BEHAVIOURS:
+            raise ValueError(f"behaviour must be one of {ROCE_BEHAVIOURS}, not {behaviour!r}")
+        if not _TOOL.match(ca) or int(port) < 1:
+            raise ValueError(f"bad RDMA port {ca!r}/{port!r}")
+        i, port = self._index(node), int(port)
+        rdma = self.node_dir(node) / "rdma"
+        rdma.mkdir(exist_ok=True)
+        key = f"{ca}-{port}"
+        conf_path, pid_file, ready = rdma / f"{key}.json", rdma / f"{key}.pid", rdma / f"{key}.ready"
+        old = json.loads(conf_path.read_text()) if conf_path.exists() else None
+        k = old["k"] if old else len(list(rdma.glob("*.json")))
+        conf = {"ca": ca, "port": port, "k": k, "netdev": f"rnic{i}" if k == 0 else f"rnic{i}x{k}",
+                "address": f"10.77.{k}.{i}/32", "mac": f"b8:3f:d2:77:{k:02x}:{i:02x}",
+                "behaviour": behaviour, "rate": rate}
+        netdev = conf["netdev"]
+        _atomic_write(rdma / f"{key}.netdev", f"{netdev}\n".encode(), 0o644)   # for fabric-clear
+        self._ensure_veth(netdev, conf["mac"], conf["address"])
+        if old == conf and _is_rdma_driver(_read_pid(pid_file)):
+            return netdev
+        _stop_driver(pid_file)
+        _atomic_write(conf_path, json.dumps(conf, indent=1).encode(), 0o644)
+        ready.unlink(missing_ok=True)
+        cmd = [*self._netns_prefix(), "setsid", "-f", sys.executable, "-I", str(RDMA_DRIVER),
+               "--node", f"node{i}", "--view", str(self.sysfs_dir(node)), "--ca", ca, "--port", str(port),
+               "--netdev", netdev, "--address", conf["address"], "--behaviour", behaviour,
+               "--rate", rate, "--pid-file", str(pid_file), "--ready-file", str(ready)]
+        with open(rdma / f"{key}.log", "ab") as log:
+            subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, check=True, timeout=10)
+        deadline = time.monotonic() + timeout
+        while not ready.exists():
+            if time.monotonic() > deadline:
+                raise HarnessError(f"RDMA driver for {node} {ca}/{port} not ready after {timeout} s: "
+                                   f"{(rdma / f'{key}.log').read_text(errors='replace')[-2000:]}")
+            time.sleep(0.01)
+        return netdev
+
+    def fabric(self, default_gbps: float = 392.0, nodes: Mapping[str, dict] | None = None,
+               links: "list[dict] | None" = None, test_s: float = 0.3,
+               devices: "list[str] | None" = None, link_type: str = "IB") -> Path:
+        """Write <state>/fabric.json and install the fake ib_write_bw on every node. nodes:
+        {"node3": {"gbps": 150.0}, "node6": {"hang": True}, "node4": {"devices": {"mlx5_3":
+        {"gbps": 50.0}}}, "node7": {"devices_missing": ["mlx5_1"]}}; links: [{"a": "node2", "b":
+        "node5", "gbps": 80.0}]; a test's bandwidth is the least value that applies to it. devices:
+        the HCAs every node has (default mlx5_0..mlx5_7); link_type: "IB" or "Ethernet" (the test
+        info's "Link type"; Ethernet adds GID lines). test_s: how long each test "runs"."""
+        for name in list(nodes or {}) + [n for link in links or [] for n in (link["a"], link["b"])]:
+            self._index(name)                              # typos fail here, not silently later
+        spec = {"default_gbps": float(default_gbps), "test_s": float(test_s),
+                "devices": list(devices) if devices is not None else list(FABRIC_DEVICES),
+                "link_type": link_type, "nodes": dict(nodes or {}), "links": list(links or [])}
+        path = self.state_dir / "fabric.json"
+        _atomic_write(path, json.dumps(spec, indent=1).encode(), 0o644)
+        for n in self.nodes:
+            self.fake_ib_write_bw(n)
+        return path
+
+    def fake_ib_write_bw(self, node: str) -> Path:
+        """Install tests/fakes/ib_write_bw.py as the node's ib_write_bw (a real TCP rendezvous with
+        the other nodes; bandwidths from <state>/fabric.json, defaults without one)."""
+        i = self._index(node)
+        script = self._copy_data(node, "ib_write_bw", "py", FAKE_IB_WRITE_BW.read_bytes())
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        args = [python, "-I", str(script), f"node{i}", self.address(node), self.net,
+                str(self.state_dir / "fabric.json")]
+        return self._write_tool(node, "ib_write_bw", "fake perftest (tests/fakes/ib_write_bw.py)",
+                                [f'exec {shlex.join(args)} "$@"'])
+
+    def clear_fabric(self) -> None:
+        """Stop every RDMA driver and leftover fake ib_write_bw, delete the veths, empty every
+        node's /sys/class/infiniband view and remove fabric.json (part of reset())."""
+        nodes = self.nodes
+        if any((self.node_dir(n) / "rdma").exists() for n in nodes) or \
+                (self.state_dir / "fabric.json").exists() or \
+                any((self.node_dir(n) / "bin" / "ib_write_bw").exists() for n in nodes):
+            self._sh("fabric-clear", timeout=60)
+        (self.state_dir / "fabric.json").unlink(missing_ok=True)
+        for n in nodes:
+            view = self.sysfs_dir(n)
+            if view.is_dir():
+                for f in view.iterdir():
+                    shutil.rmtree(f) if f.is_dir() and not f.is_symlink() else f.unlink()
+            else:
+                view.mkdir(parents=True)
+
+    def kill_ssh_sessions(self, node: str) -> int:
+        """Kill the node's per-connection sshd processes (not its listener), as if the clients'
+        network dropped: their connections close; processes started with setsid keep running.
+        Returns how many were killed."""
+        return int(self._sh("drop-sessions", node).strip())
+
     # ---- a client -------------------------------------------------------------------------------
     def connect(self, node: str, known_hosts: str | os.PathLike | None = None, timeout: float = 10):
         """A paramiko SSHClient logged in to the node with strict host-key checking (RejectPolicy)."""
@@ -287,6 +471,44 @@ class SimCluster:
         _atomic_write(dest, raw, 0o644)
         return dest
 
+    def _sysfs_tmp(self, node: str) -> Path:
+        """Temp files for atomic writes into the view: same filesystem, but outside the view."""
+        tmp = self.node_dir(node) / "sys" / ".nc-tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return tmp
+
+    def _netns_prefix(self) -> list[str]:
+        """[] in the cluster's network namespace, else an nsenter into it (through a running node)."""
+        env = dict(line.split("=", 1) for line in (self.state_dir / "harness.env").read_text().split())
+        want = int(env["NETNS"])
+        if os.stat("/proc/self/ns/net").st_ino == want:
+            return []
+        for n in self.nodes:
+            pid = _read_pid(self.node_dir(n) / "sshd.pid")
+            try:
+                if pid and os.stat(f"/proc/{pid}/ns/net").st_ino == want:
+                    return ["nsenter", f"--net=/proc/{pid}/ns/net"]
+            except OSError:
+                continue
+        raise HarnessError("not in the cluster's network namespace, and no running node to enter it")
+
+    def _ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        r = subprocess.run([*self._netns_prefix(), "ip", *args], capture_output=True, text=True, timeout=10)
+        if check and r.returncode:
+            raise HarnessError(f"ip {' '.join(args)} failed (exit {r.returncode}): {r.stderr.strip()}")
+        return r
+
+    def _ensure_veth(self, netdev: str, mac: str, address: str) -> None:
+        """Create the veth pair, up, with its address; an existing one is left as it is."""
+        if self._ip("link", "show", "dev", netdev, check=False).returncode == 0:
+            return
+        self._ip("link", "add", netdev, "address", mac, "type", "veth", "peer", "name", f"{netdev}p")
+        # the EUI-64 link-local address is then the default GID (deduplicated, as in the kernel)
+        self._ip("link", "set", netdev, "addrgenmode", "eui64", check=False)
+        self._ip("link", "set", f"{netdev}p", "up")
+        self._ip("link", "set", netdev, "up")
+        self._ip("addr", "add", address, "dev", netdev)
+
     def _write_tool(self, node: str, tool: str, what: str, lines: list[str]) -> Path:
         self._check_tool(tool)
         d = self.node_dir(node)
@@ -301,9 +523,10 @@ class SimCluster:
         return dest
 
 
-def _atomic_write(dest: Path, raw: bytes, mode: int) -> None:
-    """Write-then-rename, so a node running the tool never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+def _atomic_write(dest: Path, raw: bytes, mode: int, tmp_dir: Path | None = None) -> None:
+    """Write-then-rename, so a node running the tool never sees half a file. tmp_dir: where the
+    temp file lives (same filesystem), for directories that must never show a stray name."""
+    fd, tmp = tempfile.mkstemp(dir=tmp_dir or dest.parent, prefix=f".{dest.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
@@ -314,4 +537,46 @@ def _atomic_write(dest: Path, raw: bytes, mode: int) -> None:
         raise
 
 
-__all__ = ["SimCluster", "HarnessError", "SCRIPT"]
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    """pid exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, TypeError):
+        return False
+    return pid is not None and stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _is_rdma_driver(pid: int | None) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, TypeError):
+        return False
+    return _alive(pid) and any(a.endswith(b"/rdma_driver.py") for a in argv)
+
+
+def _stop_driver(pid_file: Path) -> None:
+    """Stop the driver named in pid_file: without its pid file it exits by itself; TERM, then KILL."""
+    pid = _read_pid(pid_file)
+    pid_file.unlink(missing_ok=True)
+    if not _is_rdma_driver(pid):
+        return
+    assert pid is not None
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not _alive(pid):
+                return
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+__all__ = ["SimCluster", "HarnessError", "SCRIPT", "ROCE_BEHAVIOURS", "FABRIC_DEVICES"]

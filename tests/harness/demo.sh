@@ -1,7 +1,7 @@
 #!/bin/bash
 # README command 1:  sudo bash tests/harness/demo.sh [extra `nodecheck run` args, e.g. --format json]
 #
-# Starts an 8-node simulated cluster (real sshd per node, in a private network namespace),
+# Starts a 10-node simulated cluster (real sshd per node, in a private network namespace),
 # gives the nodes the DEMO faults (tests/harness/scenarios.py), runs
 #   nodecheck run <state>/hosts.yml --playbook demo
 # prints its report, tears everything down, and exits with nodecheck's exit code.
@@ -15,15 +15,18 @@
 #   node6  ibstat hangs                                                -> timeout after 5 s
 #   node7  a GPU fell off the bus (kernel log)                         -> gpu.xid fail (Xid 79)
 #   node8  unreachable (its sshd is stopped)
+#   node9  slow HCAs: every pair test through it is slow                -> ib.pairs fail (bad node)
+#   node10 mlx5_3's link went down during the run (LinkDownedCounter +1) -> ib.counters fail
+# Every node also runs the pair tests: the fake ib_write_bw rendezvouses over real TCP between nodes.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 nc_sandbox tests/harness/demo.sh demo
 export NODECHECK_HARNESS_DIR=$NC_TMP/sim
 
-nc_in_netns "$NC_NS" bash tests/harness/ssh_nodes.sh up 8 >/dev/null
+nc_in_netns "$NC_NS" bash tests/harness/ssh_nodes.sh up 10 >/dev/null
 # narration goes to stderr, so stdout is nodecheck's alone (e.g. with --format json)
 {
-  echo "Simulated cluster: 8 nodes, each a real sshd with its own host key (127.0.1.1-8:22, private network namespace)"
+  echo "Simulated cluster: 10 nodes, each a real sshd with its own host key (127.0.1.1-10:22, private network namespace)"
   nc_in_netns "$NC_NS" .venv/bin/python tests/harness/scenarios.py --state-dir "$NODECHECK_HARNESS_DIR" apply demo
   echo
   echo "\$ nodecheck run $NODECHECK_HARNESS_DIR/hosts.yml --playbook demo $*"
@@ -32,10 +35,10 @@ rc=0
 nc_in_netns "$NC_NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo "$@" || rc=$?
 echo >&2
 case $rc in
-  0) why="every node passed - NOT what this demo should give (node2-5 and node7 are broken)" ;;
-  1) why="warnings only - NOT what this demo should give (node2-5 and node7 should fail)" ;;
-  2) why="at least one node failed a check - as expected: node2 (NCCL drift), node3 (IB port down), node4 (row remap pending), node5 (stale image) and node7 (GPU fell off the bus) are unfit; node6 timed out and node8 is unreachable; node1 passed" ;;
-  3) why="could not judge some nodes and nothing failed - NOT what this demo should give (node2-5 and node7 should fail)" ;;
+  0) why="every node passed - NOT what this demo should give (node2-5, node7, node9 and node10 are broken)" ;;
+  1) why="warnings only - NOT what this demo should give (node2-5, node7, node9 and node10 should fail)" ;;
+  2) why="at least one node failed a check - as expected: node2 (NCCL drift), node3 (IB port down), node4 (row remap pending), node5 (stale image), node7 (GPU fell off the bus), node9 (slow in every pair test) and node10 (a link went down during the run) are unfit; node6 timed out and node8 is unreachable; node1 passed" ;;
+  3) why="could not judge some nodes and nothing failed - NOT what this demo should give (node2-5, node7, node9 and node10 should fail)" ;;
   64) why="bad input (inventory, playbook or arguments); nothing was run" ;;
   *) why="unexpected exit code: nodecheck itself failed" ;;
 esac

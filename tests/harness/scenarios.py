@@ -91,7 +91,47 @@ class ReplayByArgs:
     cases: tuple[tuple[str, str], ...]
 
 
-Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script, ReplayByArgs]
+@dataclass(frozen=True)
+class ReplaySequence:
+    """The k-th call of the tool prints the k-th file (then the last): counters before and after."""
+    tool: str
+    data_files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SequenceByArgs:
+    """Per argument pattern its own sequence of files (perfquery per port, before and after)."""
+    tool: str
+    cases: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Sysfs:
+    """Files under the node's /sys/class/infiniband (relative paths -> content)."""
+    files: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class RocePort:
+    """A real netdev (veth) backing RDMA port ca/1, kept in the node's sysfs by the simulated driver."""
+    behaviour: str = "stable"                  # or "networkmanager": the GID moves after a flap
+    ca: str = "mlx5_0"
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """Cluster-wide (give it under the key "*"): the fake ib_write_bw on every node and the
+    bandwidth model of SimCluster.fabric()."""
+    default_gbps: float = 392.0
+    nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    links: tuple[tuple[str, str, float], ...] = ()
+    test_s: float = 0.2
+    devices: tuple[str, ...] | None = None
+    link_type: str = "IB"
+
+
+Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script, ReplayByArgs,
+               ReplaySequence, SequenceByArgs, Sysfs, RocePort, Fabric]
 Layout = Mapping[str, Union[Action, list]]
 
 # ib.ports alone (tests/data/playbooks/ib-only.yml: 8 ports, 400 Gb/s, ibstat timeout 5 s).
@@ -149,6 +189,23 @@ def gpu_node(nvml: str = NVML_HEALTHY, dmesg: str = DMESG_CLEAN, nccl: str = NCC
             Replay("ofed_info", OFED_INFO), Replay("ibstat", IBSTAT_HEALTHY), Replay("docker", docker)]
 
 
+# The InfiniBand ports of IBSTAT_HEALTHY (mlx5_1/2/7/8 are its Ethernet ports), as the node's sysfs
+# shows them, and their counters: perfquery -x replays a real 2-port read (port 1 is used).
+IB_CAS = ("mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_9", "mlx5_10", "mlx5_11")
+PERFQUERY_X = "perfquery/infiniband_exporter-extended-2ports-capmask2.txt"
+PERFQUERY_X_LINK_DOWNED = "scenarios/derived-perfquery-x-2ports-linkdowned-plus1-symbol-42.txt"
+
+
+def ib_counters(link_went_down_on: str | None = None) -> list[Action]:
+    """sysfs ports of the healthy ibstat's IB HCAs, and perfquery per port; on `link_went_down_on`
+    the second read shows LinkDownedCounter +1 and SymbolErrorCounter +42 (the link flapped)."""
+    files = tuple((f"{ca}/ports/1/{name}", value) for ca in IB_CAS for name, value in (
+        ("link_layer", "InfiniBand\n"), ("state", "4: ACTIVE\n"), ("phys_state", "5: LinkUp\n"),
+        ("rate", "400 Gb/sec (4X NDR)\n")))
+    cases = ((f"*-C {link_went_down_on} *", (PERFQUERY_X, PERFQUERY_X_LINK_DOWNED)),) if link_went_down_on else ()
+    return [Sysfs(files), SequenceByArgs("perfquery", cases + (("*", (PERFQUERY_X,)),))]
+
+
 GPU_FLEET: dict[str, list[Action]] = {
     "node1": gpu_node(),
     "node2": gpu_node(nccl=NCCL_STALE),                     # a different NCCL (stale image's host)
@@ -175,16 +232,20 @@ def _with(actions: list[Action], *replace: Action) -> list[Action]:
     return [a for a in actions if getattr(a, "tool", None) not in tools] + list(replace)
 
 
-# The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check.
+# The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check. Every
+# node also has the IB counters and the fake ib_write_bw (the pair tests run over real TCP).
 DEMO: dict[str, list[Action]] = {
-    "node1": gpu_node(),                                                # healthy
-    "node2": gpu_node(nccl=NCCL_STALE),                                 # NCCL differs from the rest
-    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)),    # one IB port down (Polling)
-    "node4": gpu_node(nvml=NVML_REMAP_PENDING),                         # GPU3 row remap pending
-    "node5": gpu_node(docker=DOCKER_INSPECT_STALE),                     # stale image digest
-    "node6": _with(gpu_node(), Hang("ibstat")),                        # ibstat hangs: timeout
-    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS),                      # a GPU fell off the bus (Xid 79)
+    "node1": gpu_node() + ib_counters(),                                # healthy
+    "node2": gpu_node(nccl=NCCL_STALE) + ib_counters(),                 # NCCL differs from the rest
+    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)) + ib_counters(),   # IB port down
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters(),         # GPU3 row remap pending
+    "node5": gpu_node(docker=DOCKER_INSPECT_STALE) + ib_counters(),     # stale image digest
+    "node6": _with(gpu_node(), Hang("ibstat")) + ib_counters(),        # ibstat hangs: timeout
+    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS) + ib_counters(),      # a GPU fell off the bus (Xid 79)
     "node8": [Unreachable()],                                           # sshd down
+    "node9": gpu_node() + ib_counters(),                                # slow HCAs: every pair test is slow
+    "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3"),     # mlx5_3's link went down in the run
+    "*": [Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS)],
 }
 
 SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
@@ -219,7 +280,7 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
     Nodes the layout does not name stay clean. `layout` may be a SCENARIOS name."""
     if isinstance(layout, str):
         layout = layout_for(layout, cluster.nodes)
-    unknown = sorted(set(layout) - set(cluster.nodes))
+    unknown = sorted(set(layout) - set(cluster.nodes) - {"*"})
     if unknown:
         raise ValueError(f"layout names nodes the cluster does not have: {', '.join(unknown)}")
     plan = {node: acts if isinstance(acts, (list, tuple)) else [acts] for node, acts in layout.items()}
@@ -247,6 +308,19 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
                 cluster.fake_script(node, a.tool, a.body)
             elif isinstance(a, ReplayByArgs):
                 cluster.fake_replay_by_args(node, a.tool, [(pattern, _data(f)) for pattern, f in a.cases])
+            elif isinstance(a, ReplaySequence):
+                cluster.fake_replay_sequence(node, a.tool, [_data(f) for f in a.data_files])
+            elif isinstance(a, SequenceByArgs):
+                cluster.fake_sequence_by_args(node, a.tool, [(pattern, [_data(f) for f in files])
+                                                             for pattern, files in a.cases])
+            elif isinstance(a, Sysfs):
+                cluster.fake_sysfs(node, dict(a.files))
+            elif isinstance(a, RocePort):
+                cluster.roce_port(node, a.behaviour, a.ca)
+            elif isinstance(a, Fabric):
+                cluster.fabric(a.default_gbps, {n: dict(v) for n, v in a.nodes} or None,
+                               [{"a": x, "b": y, "gbps": g} for x, y, g in a.links] or None, a.test_s,
+                               list(a.devices) if a.devices is not None else None, a.link_type)
             elif isinstance(a, Unreachable):
                 cluster.stop(node)
             elif isinstance(a, RekeyHost):

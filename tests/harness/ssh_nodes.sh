@@ -11,6 +11,9 @@
 #   ssh_nodes.sh reset           start stopped nodes and undo every rekey (fake tools: see cluster.py)
 #   ssh_nodes.sh status          one line per node: name address state pid
 #   ssh_nodes.sh pid NODE        sshd pid (run a daemon "on" the node: nsenter -t PID -u -m CMD)
+#   ssh_nodes.sh drop-sessions NODE  kill NODE's per-connection sshd processes (not the listener),
+#                                as if the clients' network dropped; prints how many
+#   ssh_nodes.sh fabric-clear    stop every simulated RDMA driver, delete the nodes' veths (rnic*)
 #   NODE is "node3" or "3".
 #
 # Environment (read by `up`, then remembered in $S/harness.env for the other commands):
@@ -23,6 +26,10 @@
 # for ssh sessions and for anything else started in the namespace (e.g. a Slurm prolog).
 # /usr/local/lib/python3.X/dist-packages is $S/nodes/nodei/py: a fake python module (pynvml) put
 # there is importable by the node's python3 only.
+# /sys/class/infiniband is $S/nodes/nodei/sys/class/infiniband (empty = no RDMA device): /sys/class is
+# a tmpfs in the node, with every real class bound back from a sysfs mounted in the cluster's
+# network namespace (so /sys/class/net lists that namespace's interfaces), and /sys/devices from
+# the same sysfs so the class symlinks resolve; the rest of /sys (cgroup, ...) is the host's.
 # Client side files: $S/id_ed25519, $S/authorized_keys, $S/known_hosts, $S/ssh_config,
 # $S/hosts.yml (nodecheck inventory), $S/env.sh (exports for pdsh/ssh). /etc/hosts is not touched.
 # Processes are tracked by each node's mount-namespace id ($S/nodes/nodei/mntns), so `down` and
@@ -66,7 +73,7 @@ ns_id() { stat -L -c %i "/proc/$1/ns/mnt"; }
 # All nodes must listen in the network namespace `up` ran in (usually a private one, see
 # lib.sh). NETPFX enters it when a later command (start, reset) runs from elsewhere.
 NETPFX=()
-find_netns() {
+try_find_netns() {   # sets NETPFX, or fails when no running node is left to enter
   local i p
   [ "$(stat -L -c %i /proc/$$/ns/net)" = "$NETNS" ] && return 0
   for ((i = 1; i <= N; i++)); do
@@ -75,7 +82,10 @@ find_netns() {
       NETPFX=(nsenter "--net=/proc/$p/ns/net"); return 0
     fi
   done
-  die "run this in the network namespace the cluster was started in (every node is stopped, none to enter)"
+  return 1
+}
+find_netns() {
+  try_find_netns || die "run this in the network namespace the cluster was started in (every node is stopped, none to enter)"
 }
 
 # Kill every process whose mount namespace id is one of "$@", TERM first, then KILL.
@@ -98,14 +108,43 @@ kill_namespaces() {
   die "processes still running after SIGKILL: ${pids[*]}"
 }
 
+fstab_escape() {   # fstab_escape VAR PATH: PATH with fstab's octal escapes (no subshell: no fork)
+  local p=${2//\\/\\134}; p=${p// /\\040}; p=${p//$'\t'/\\011}; p=${p//$'\n'/\\012}
+  printf -v "$1" '%s' "$p"
+}
+
+# The node's /sys view as an fstab for ONE `mount -a` (one process instead of ~30 mount calls):
+# a sysfs of the cluster's network namespace at $d/sysfs, a tmpfs over /sys/class, each real class
+# bound back from that sysfs, the node's own infiniband directory, and /sys/devices from the same
+# sysfs (class entries are symlinks into ../../devices, whose net/ part is per network namespace).
+write_sysfs_fstab() {
+  local d=$1 c n e en
+  fstab_escape e "$d"
+  {
+    echo "nc-sysfs $e/sysfs sysfs rw,nosuid,nodev,noexec 0 0"
+    echo "nc-sysclass /sys/class tmpfs mode=0755,size=256k 0 0"
+    for c in /sys/class/*; do
+      n=${c##*/}
+      [ "$n" != infiniband ] && [ -d "$c" ] || continue
+      fstab_escape en "$n"
+      echo "$e/sysfs/class/$en /sys/class/$en none bind,X-mount.mkdir 0 0"
+    done
+    echo "$e/sys/class/infiniband /sys/class/infiniband none bind,X-mount.mkdir 0 0"
+    echo "$e/sysfs/devices /sys/devices none bind 0 0"
+  } > "$d/sysfs.fstab"
+}
+
 start_node() {   # launch node $1's sshd in fresh UTS + mount namespaces (no wait)
   local i=$1 d=$S/nodes/node$1
   rm -f "$d/sshd.pid" "$d/mntns" "$d/stopped"
   : > "$d/sshd.log"; : > "$d/start.log"
+  [ -d "$d/sysfs" ] && [ -d "$d/sys/class/infiniband" ] || mkdir -p "$d/sys/class/infiniband" "$d/sysfs"
+  write_sysfs_fstab "$d"
   # sshd daemonizes itself once its host key is loaded; stdio never points at the caller's pipes
   "${NETPFX[@]}" unshare --uts --mount --propagation private /bin/sh -c \
     'hostname "$1" && mount --bind "$2/home" /root && mount --bind "$2/bin" /usr/local/sbin &&
      { [ -z "$4" ] || mount --bind "$2/py" "$4"; } &&
+     mount -a -T "$2/sysfs.fstab" && umount "$2/sysfs" &&
      exec "$3" -f "$2/sshd_config" -E "$2/sshd.log"' \
     sh "node$i" "$d" "$SSHD" "${PYSITE:-}" </dev/null >>"$d/start.log" 2>&1 || echo "exit $?" >>"$d/start.log"
 }
@@ -173,7 +212,7 @@ up() {
   cp "$S/id_ed25519.pub" "$S/authorized_keys"
   for ((i = 1; i <= n; i++)); do   # host keys: ssh-keygen in parallel (process start-up dominates)
     d=$S/nodes/node$i
-    mkdir -p "$d/bin" "$d/home" "$d/data" "$d/py"
+    mkdir -p "$d/bin" "$d/home" "$d/data" "$d/py" "$d/sysfs" "$d/sys/class/infiniband"
     keygen "$d/ssh_host_ed25519_key" "node$i" &
     ((i % 16)) || wait
   done
@@ -242,6 +281,7 @@ down() {
     else continue; fi
     stopped=$((stopped + 1))
   done
+  fabric_clear || true
   kill_namespaces "${ids[@]}"
   rm -rf -- "$S"
   echo "down: stopped $stopped nodes, removed $S"
@@ -303,6 +343,83 @@ reset() {
   ((${#starts[@]} == 0)) || wait_nodes "${starts[@]}"
 }
 
+# A node's per-connection sshd processes (sshd, or sshd-session/sshd-auth on OpenSSH >= 9.8) are
+# those in its mount namespace other than the listener. SIGKILL: the clients see their connection
+# close, and what the sessions started keeps running as it would after a network drop (a process
+# started with setsid certainly does).
+drop_sessions() {
+  local i; i=$(node_index "$1")
+  local d=$S/nodes/node$i ns listener pid line comm pids=() t left
+  [ -s "$d/mntns" ] || { echo 0; return 0; }
+  ns=$(cat "$d/mntns"); listener=$(sshd_pid "$i") || listener=
+  while read -r pns line; do
+    pid=${line#/proc/}; pid=${pid%%/*}
+    [ "$pns" = "$ns" ] && [ "$pid" != "$listener" ] && ((pid != $$)) || continue
+    comm=; read -r comm 2>/dev/null < "/proc/$pid/comm" || continue
+    [[ $comm == sshd* ]] && alive "$pid" && pids+=("$pid")
+  done < <(stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null || true)
+  ((${#pids[@]})) && kill -KILL "${pids[@]}" 2>/dev/null
+  for ((t = 0; t < 100; t++)); do   # gone (or zombies) within 5 s
+    left=0
+    for pid in "${pids[@]}"; do alive "$pid" && left=1; done
+    ((left)) || break
+    sleep 0.05
+  done
+  echo "${#pids[@]}"
+}
+
+is_rdma_driver() {   # pid $1 runs tests/harness/rdma_driver.py (pid files can be stale)
+  local a
+  alive "$1" || return 1
+  while IFS= read -r -d '' a; do [[ $a == */rdma_driver.py ]] && return 0; done 2>/dev/null < "/proc/$1/cmdline"
+  return 1
+}
+
+is_fake_perftest() {   # pid $1 runs a fake ib_write_bw of this cluster (tests/fakes/ib_write_bw.py)
+  local a
+  while IFS= read -r -d '' a; do [[ $a == "$S"/nodes/node*/data/ib_write_bw.py ]] && return 0; done 2>/dev/null < "/proc/$1/cmdline"
+  return 1
+}
+
+# Simulated RDMA ports (cluster.py roce_port): a driver process per port, outside the nodes' mount
+# namespaces, with $d/rdma/PORT.pid, and a veth pair named in $d/rdma/PORT.netdev. A driver also
+# exits by itself when its pid file goes away (down removes the whole state dir). Fake ib_write_bw
+# servers or clients still running (hung, or waiting for a client) are stopped too.
+fabric_clear() {
+  local f p pid dev pids=() devs=() t
+  for f in "$S"/nodes/node*/rdma/*.pid; do
+    [ -e "$f" ] || continue
+    pid=; read -r pid < "$f" || true
+    rm -f "$f"
+    [ -n "$pid" ] && is_rdma_driver "$pid" && pids+=("$pid")
+  done
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    ((pid != $$)) && is_fake_perftest "$pid" && alive "$pid" && pids+=("$pid")
+  done
+  ((${#pids[@]})) && kill -TERM "${pids[@]}" 2>/dev/null
+  for ((t = 0; t < 60 && ${#pids[@]}; t++)); do
+    local left=()
+    for pid in "${pids[@]}"; do alive "$pid" && left+=("$pid"); done
+    pids=("${left[@]}")
+    ((${#pids[@]})) || break
+    ((t < 40)) || kill -KILL "${pids[@]}" 2>/dev/null
+    sleep 0.05
+  done
+  for f in "$S"/nodes/node*/rdma/*.netdev; do
+    [ -e "$f" ] || continue
+    dev=; read -r dev < "$f" || true
+    [ -n "$dev" ] && devs+=("$dev")
+  done
+  if ((${#devs[@]})); then
+    if [ -z "${N:-}" ] && [ -f "$S/harness.env" ]; then . "$S/harness.env"; fi
+    if [ -n "${N:-}" ] && try_find_netns; then   # else: they go with the namespace
+      for dev in "${devs[@]}"; do "${NETPFX[@]}" ip link del "$dev" 2>/dev/null || true; done
+    fi
+  fi
+  rm -rf "$S"/nodes/node*/rdma
+}
+
 status() {
   local i p
   for ((i = 1; i <= N; i++)); do
@@ -321,5 +438,7 @@ case "$cmd" in
   reset) load_env; reset ;;
   status) load_env; status ;;
   pid) load_env; i=$(node_index "${1:-}"); sshd_pid "$i" || die "node$i is not running" ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  drop-sessions) load_env; drop_sessions "${1:-}" ;;
+  fabric-clear) load_env; fabric_clear ;;
+  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -5,7 +5,7 @@ Without root, sshd or unshare the `cluster` fixture FAILS rather than skips: a C
 not go green on integration tests that silently did not run.
 
 Fixtures:
-    cluster   session-scoped SimCluster, node1..node8 at 127.0.1.1-8:22, clean (no fakes).
+    cluster   session-scoped SimCluster, node1..node10 at 127.0.1.1-10:22, clean (no fakes).
               After every test that used it, it is reset: fakes removed, stopped nodes
               started, rekeyed nodes given their original key back.
 Every test in tests/integration/ is marked `integration` (select with -m integration).
@@ -25,7 +25,7 @@ if str(TESTS) not in sys.path:
 
 from harness.cluster import HarnessError, SimCluster  # noqa: E402
 
-N_NODES = 8
+N_NODES = 10
 HERE = Path(__file__).resolve().parent
 
 

@@ -3,6 +3,7 @@ against the fake nvidia-ml-py, recorded kernel logs, ldconfig, ofed_info, ibstat
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -49,7 +50,8 @@ def run(cluster, tmp_path, *extra, playbook_text=PLAYBOOK):
     book = tmp_path / "gpu.yml"
     book.write_text(playbook_text)
     code, out, err, wall = nodecheck("run", str(cluster.inventory_path), "--playbook", str(book),
-                                     "--format", "json", "--output-dir", str(tmp_path / "reports"), *extra)
+                                     "--format", "json", "--output-dir", str(tmp_path / "reports"),
+                                     *(extra if "--nodes" in extra else ("--nodes", "node[1-8]", *extra)))
     assert code != 64, err
     return code, json.loads(out), wall
 
@@ -121,10 +123,11 @@ def test_a_pin_is_the_reference_even_against_the_majority(cluster, tmp_path):
 
 def test_facts_shows_each_node_and_its_source(cluster, tmp_path):
     apply(cluster, GPU_FLEET)
-    code, out, err, _ = nodecheck("facts", str(cluster.inventory_path), "--format", "json", "--image", IMAGE)
+    code, out, err, _ = nodecheck("facts", str(cluster.inventory_path), "--format", "json", "--image", IMAGE,
+                                  "--nodes", "node[1-8]")
     assert code == 0, err
     facts = json.loads(out)["nodes"]
-    assert list(facts) == cluster.nodes
+    assert list(facts) == [f"node{i}" for i in range(1, 9)]
     assert facts["node2"]["values"]["nccl.version"] == NCCL_STALE
     assert facts["node1"]["values"]["nccl.version"] == NCCL_GOOD
     assert facts["node3"]["values"]["container.digest"] == STALE_DIGEST
@@ -171,7 +174,7 @@ def test_baseline_of_good_nodes_pins_what_they_agree_on_and_the_pins_catch_the_r
 
 def test_baseline_refuses_to_pin_what_the_nodes_disagree_on(cluster, tmp_path):
     apply(cluster, GPU_FLEET)
-    code, out, err, _ = nodecheck("baseline", str(cluster.inventory_path), "--image", IMAGE)
+    code, out, err, _ = nodecheck("baseline", str(cluster.inventory_path), "--image", IMAGE, "--nodes", "node[1-8]")
     assert code == 2
     pins = yaml.safe_load(out)
     assert "nccl.version" not in pins["checks"] and "container.digest" not in pins["checks"]
@@ -203,18 +206,28 @@ def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_p
     unhealthy_lines = out.split("unhealthy nodes:\n")[1].split("\n\n")[0].splitlines()
     reasons = {line.split()[0]: line.split(None, 2)[2] for line in unhealthy_lines if line.startswith("node")}
     assert reasons == {
-        "node2": f"nccl.version: NCCL {NCCL_STALE} on node2, expected {NCCL_GOOD} (6 nodes)",
+        "node2": f"nccl.version: NCCL {NCCL_STALE} on node2, expected {NCCL_GOOD} (8 nodes)",
         "node3": "ib.ports: mlx5_3/1: Down/Polling, expected Active/LinkUp",
         "node4": "gpu.health: GPU3: row remap pending (correctable 0, uncorrectable 4); reset the GPU before "
                  "the next job",
-        "node5": f"container.digest: image {STALE_DIGEST} on node5, expected {DIGEST} (6 nodes)",
-        "node6": "ib.ports: ibstat timed out: no answer within 5 s; hca.firmware: ibstat timed out: no answer "
-                 "within 5 s",
+        "node5": f"container.digest: image {STALE_DIGEST} on node5, expected {DIGEST} (8 nodes)",
+        "node6": "ib.ports: ibstat timed out: no answer within 5 s; ib.pairs: ibstat timed out: no answer "
+                 "within 5 s; hca.firmware: ibstat timed out: no answer within 5 s",
         "node7": reasons["node7"],
-        "node8": "all 13 checks: unreachable: connection refused by 127.0.1.8:22 (no sshd listening)",
+        "node8": "all 15 checks: unreachable: connection refused by 127.0.1.8:22 (no sshd listening)",
+        "node9": "ib.pairs: bad node: fails with 2/2 partners, which pass with others: node10: 8 HCAs at "
+                 "150 Gb/s; node7: 8 HCAs at 150 Gb/s (expected >= 320 Gb/s)",
+        "node10": reasons["node10"],
     }
     assert reasons["node7"].startswith("gpu.xid: Xid 79 on PCI:0000:b3:00: GPU has fallen off the bus")
-    assert "8 nodes: 1 pass, 1 timeout, 1 unreachable, 5 fail. Status FAIL (exit 2)." in out
+    assert re.fullmatch(r"ib\.counters: mlx5_3/1: LinkDownedCounter \+1 in [\d.]+ s, expected no increase",
+                        reasons["node10"])
+    assert "10 nodes: 1 pass, 1 timeout, 1 unreachable, 7 fail. Status FAIL (exit 2)." in out
+    [report] = (tmp_path / "reports").iterdir()
+    doc = json.loads((report / "report.json").read_text())
+    pairs = doc["extras"]["ib.pairs"]
+    assert (pairs["rounds"], pairs["bad_nodes"], pairs["pairs_tested"]) == (2, ["node9"], 8)
+    assert pairs["matrix_gbps"]["node9"]["node7"] == 150.0 and pairs["matrix_gbps"]["node1"]["node2"] == 392.0
 
 
 def test_without_nvidia_ml_py_the_probe_falls_back_to_nvidia_smi_and_says_so(cluster, tmp_path):

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_each_node_answers_with_its_own_hostname_and_its_own_fake(cluster, tmp_path):
-    assert cluster.nodes == [f"node{i}" for i in range(1, 9)]
+    assert cluster.nodes == [f"node{i}" for i in range(1, 11)]
     for n in cluster.nodes:
         data = tmp_path / f"{n}.out"
         data.write_bytes(f"ibstat of {n}\r\n\tno trailing newline é".encode())
@@ -136,11 +136,11 @@ def test_inventory_and_client_files(cluster):
     assert inv == {
         "defaults": {"user": "root", "port": cluster.port, "known_hosts": str(cluster.known_hosts),
                      "identity_file": str(cluster.identity_file)},
-        "nodes": {"node[1-8]": {"address": f"{cluster.net}.[1-8]"}},
+        "nodes": {"node[1-10]": {"address": f"{cluster.net}.[1-10]"}},
     }
     if cluster.port == 22:
         lines = cluster.known_hosts.read_text().splitlines()
-        assert [ln.split()[0] for ln in lines] == [f"node{i},{cluster.net}.{i}" for i in range(1, 9)]
+        assert [ln.split()[0] for ln in lines] == [f"node{i},{cluster.net}.{i}" for i in range(1, 11)]
     r = subprocess.run(["ssh", "-F", str(cluster.ssh_config), "node7", "hostname"],
                        capture_output=True, text=True, timeout=20)
     assert (r.returncode, r.stdout) == (0, "node7\n"), r.stderr
@@ -148,7 +148,7 @@ def test_inventory_and_client_files(cluster):
 
 def test_pdsh_with_the_ssh_config(cluster):
     env = dict(os.environ, PDSH_RCMD_TYPE="ssh", PDSH_SSH_ARGS_APPEND=f"-F {cluster.ssh_config}")
-    r = subprocess.run(["pdsh", "-w", "node[1-8]", "hostname"], capture_output=True, text=True,
+    r = subprocess.run(["pdsh", "-w", "node[1-10]", "hostname"], capture_output=True, text=True,
                        env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == sorted(f"{n}: {n}" for n in cluster.nodes)

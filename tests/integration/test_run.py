@@ -35,6 +35,8 @@ def nodecheck(*args, timeout=120, env=None):
 
 
 def run_json(cluster, tmp_path, *extra, inventory=None, timeout_s=2):
+    if inventory is None and "--nodes" not in extra:
+        extra = ("--nodes", "node[1-8]", *extra)        # the layouts here name node1-8
     code, out, err, wall = nodecheck("run", str(inventory or cluster.inventory_path), "--format", "json",
                                      "--playbook", playbook(tmp_path, timeout_s),
                                      "--output-dir", str(tmp_path / "reports"), *extra)
@@ -102,8 +104,8 @@ def test_all_healthy_passes_with_exit_0_and_a_folded_table(cluster, tmp_path):
     code, out, err, _ = nodecheck("run", str(cluster.inventory_path), "--playbook", playbook(tmp_path),
                                   "--output-dir", str(tmp_path / "reports"))
     assert code == 0, out + err
-    assert "node[1-8]  pass      ib.ports  8 of 8 pass" in out
-    assert "8 nodes: 8 pass. Status PASS (exit 0)." in out
+    assert "node[1-10]  pass      ib.ports  8 of 8 pass" in out
+    assert "10 nodes: 10 pass. Status PASS (exit 0)." in out
     [report] = list((tmp_path / "reports").iterdir())
     assert (report / "captures/node5/ibstat.txt").read_bytes() == (DATA / IBSTAT_HEALTHY).read_bytes()
     assert json.loads((report / "report.json").read_text())["status"] == "pass"
@@ -217,7 +219,8 @@ def test_sigterm_ends_the_run_early_and_still_writes_a_partial_report(cluster, t
     doc = json.loads(out)
     assert (proc.returncode, doc["complete"], doc["incomplete_reason"]) == (3, False, "stopped by a signal")
     statuses = {n: v["status"] for n, v in by_node(doc).items()}
-    assert statuses == {**{f"node{i}": "pass" for i in (1, 4, 5, 6, 7, 8)}, "node2": "timeout", "node3": "timeout"}
+    assert statuses == {**{f"node{i}": "pass" for i in (1, 4, 5, 6, 7, 8, 9, 10)}, "node2": "timeout",
+                        "node3": "timeout"}
     [report] = list((tmp_path / "reports").iterdir())
     assert json.loads((report / "report.json").read_text())["incomplete_reason"] == "stopped by a signal"
 
@@ -240,8 +243,8 @@ def test_nodes_a_playbook_does_not_select_are_named_not_silently_dropped(cluster
     apply(cluster, "ib-healthy")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(cluster.inventory_path.read_text().replace(
-        "nodes:\n", "nodes:\n  node8: {address: 127.0.1.8, labels: [gppu]}\n", 1).replace("node[1-8]", "node[1-7]")
-        .replace("127.0.1.[1-8]", "127.0.1.[1-7]") + "    labels: [gpu]\n")
+        "nodes:\n", "nodes:\n  node8: {address: 127.0.1.8, labels: [gppu]}\n", 1).replace("node[1-10]", "node[1-7]")
+        .replace("127.0.1.[1-10]", "127.0.1.[1-7]") + "    labels: [gpu]\n")
     book = tmp_path / "gpu.yml"
     book.write_text("select: {labels: [gpu]}\nchecks:\n  ib.ports: {timeout_s: 2}\n")
     code, out, err, _ = nodecheck("run", str(inventory), "--playbook", str(book), "--format", "json",

@@ -1,0 +1,187 @@
+"""ib.counters: IB port error counters judged on their increase over the run's window.
+
+The counters are read twice: with the other probes, and again after the active checks (pair tests
+load the links in between). Only the increase is judged (counters.py: a link down or buffer overrun
+fails on any increase, bit-error counters by rate, congestion is reported); an absolute value fails
+only where the playbook sets max_absolute, since PAM4 links always show some bit errors.
+The second read is kept in the report (observed.snapshot), so a later sweep can start from it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from nodecheck import counters as C
+from nodecheck.errors import ParseError
+from nodecheck.model import Probe, Status, Verdict, excerpt
+from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
+from nodecheck.parsers.sections import Sections, split_sections
+from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.registry import Captures, check
+
+# Per port: perfquery -x (64-bit counters; the error counters too where the HCA has
+# AdditionalPortCountersExtended), basic perfquery when -x has no error counters, and the sysfs
+# counters always (cheap: no fork per file). Ethernet (RoCE) ports have no PMA: sysfs only.
+_SCRIPT = SHELL_FUNCTION + r'''
+echo "@@nodecheck clock $(date +%s.%N)"
+found=0
+for p in /sys/class/infiniband/*/ports/*; do
+  [ -d "$p" ] || continue
+  found=1
+  ca=${p%/ports/*}; ca=${ca##*/}; port=${p##*/}
+  IFS= read -r layer < "$p/link_layer" 2>/dev/null || layer=
+  echo "@@nodecheck port $ca $port $layer"
+  if [ "$layer" != Ethernet ] && command -v perfquery >/dev/null 2>&1; then
+    out=$(perfquery -x -C "$ca" -P "$port" 2>&1); rc=$?
+    printf '@@nodecheck begin x:%s:%s\n%s\n@@nodecheck end x:%s:%s rc=%s\n' "$ca" "$port" "$out" "$ca" "$port" "$rc"
+    case "$out" in *SymbolErrorCounter*) ;; *)
+      out=$(perfquery -C "$ca" -P "$port" 2>&1); rc=$?
+      printf '@@nodecheck begin basic:%s:%s\n%s\n@@nodecheck end basic:%s:%s rc=%s\n' "$ca" "$port" "$out" "$ca" "$port" "$rc";;
+    esac
+  fi
+  echo "@@nodecheck begin sysfs:$ca:$port"
+  sysfs_dump "$p"/counters/*
+  echo "@@nodecheck end sysfs:$ca:$port rc=0"
+done
+if [ "$found" = 0 ]; then
+  echo "@@nodecheck port - - "
+  out=$(perfquery -x 2>&1); rc=$?
+  printf '@@nodecheck begin x:-:-\n%s\n@@nodecheck end x:-:- rc=%s\n' "$out" "$rc"
+  case "$out" in *SymbolErrorCounter*) ;; *)
+    out=$(perfquery 2>&1); rc=$?
+    printf '@@nodecheck begin basic:-:-\n%s\n@@nodecheck end basic:-:- rc=%s\n' "$out" "$rc";;
+  esac
+fi
+'''
+COUNTERS_BEFORE = Probe("ib_counters", ("sh", "-c", _SCRIPT), timeout_s=30)
+COUNTERS_AFTER = Probe("ib_counters.after", ("sh", "-c", _SCRIPT), timeout_s=30)
+_PORT = re.compile(r"^@@nodecheck port (\S+) (\S+) ?(.*)$", re.M)
+
+
+class RatePerHour(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    warn_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    fail_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+
+
+class IbCounters(BaseModel):
+    """Which ports are judged and the limits for rate counters."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    devices: Optional[list[str]] = Field(None, min_length=1, description="CAs to judge; unset: every CA")
+    link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
+        "InfiniBand", description="which ports are judged (Ethernet = RoCE, from sysfs only)")
+    rates: dict[str, RatePerHour] = Field(
+        {}, description="per rate counter {warn_per_hour, fail_per_hour}, over the defaults "
+        "(SymbolErrorCounter, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
+        "PortRcvRemotePhysicalErrors)")
+    min_window_s: float = Field(
+        C.DEFAULT_MIN_WINDOW_S, gt=0, le=86400, allow_inf_nan=False,
+        description="a rate counter that rose over a shorter window warns instead of being rated")
+    max_absolute: dict[str, int] = Field(
+        {}, description="fail when a counter's value exceeds this, whatever the window (default none: "
+        "absolute values alone never fail)")
+
+    @field_validator("rates")
+    @classmethod
+    def _rated(cls, value: dict) -> dict:
+        for name in value:
+            if C.COUNTERS.get(name) is None or C.COUNTERS[name].kind != C.RATE:
+                raise ValueError(f"{name!r} is not a rate counter; one of "
+                                 + ", ".join(n for n, i in C.COUNTERS.items() if i.kind == C.RATE))
+        return value
+
+    @field_validator("max_absolute")
+    @classmethod
+    def _known(cls, value: dict) -> dict:
+        for name, n in value.items():
+            if name not in C.COUNTERS or C.COUNTERS[name].kind == C.CONGESTION:
+                raise ValueError(f"{name!r}: not a judged counter (PortXmitWait is congestion, never judged)")
+            if n < 0:
+                raise ValueError(f"{name}: must be >= 0")
+        return value
+
+
+@check("ib.counters", probes=[COUNTERS_BEFORE], after=[COUNTERS_AFTER], params=IbCounters)
+def error_counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
+    """IB error counters did not rise over the run: a link down or buffer overrun fails, bit errors
+    by rate; congestion (PortXmitWait) is reported, not judged."""
+    first, second = out[COUNTERS_BEFORE.name].stdout, out[COUNTERS_AFTER.name].stdout
+    before, after = split_sections(first, "ib_counters"), split_sections(second, "ib_counters")
+    window = _window(before, after)
+    ports = [(ca, port, layer) for ca, port, layer in _PORT.findall(second)
+             if (want.devices is None or ca in want.devices or ca == "-")
+             and (want.link_layer == "any" or layer in (want.link_layer, ""))]
+    if not ports:
+        yield Verdict(Status.ERROR, "no IB port to read counters from" + (
+            f" among {', '.join(want.devices)}" if want.devices else ""), excerpt=excerpt(second))
+        return
+    limits = {name: C.RateLimit(r.warn_per_hour, r.fail_per_hour, "playbook") for name, r in want.rates.items()}
+    for ca, port, _ in ports:
+        yield from _judge_port(ca, port, before, after, window, limits, want)
+
+
+def _window(before: Sections, after: Sections) -> float:
+    try:
+        window = float(after.facts["clock"]) - float(before.facts["clock"])
+    except (KeyError, ValueError):
+        raise ParseError("ib_counters", "no node clock in the counter reads", "") from None
+    return max(window, 0.001)                  # two reads in the same millisecond: not a zero division
+
+
+def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: float,
+                limits: dict, want: IbCounters) -> Iterator[Verdict]:
+    where = f"{ca}/{port}" if ca != "-" else "local port"
+    try:
+        old, new, source = _pair(ca, port, before, after)
+    except ParseError as e:
+        yield Verdict(Status.ERROR, f"{where}: cannot read counters: {e.reason}", where, excerpt=e.excerpt)
+        return
+    findings = C.judge_deltas(C.delta(old, new, window), limits, min_window_s=want.min_window_s,
+                              max_absolute=want.max_absolute)
+    snapshot = {"source": source, "clock": after.facts.get("clock"), "counters": dict(new.counters)}
+    bad = [f for f in findings if f.status != "pass"]
+    for f in bad:
+        yield Verdict(Status(f.status), f"{where}: {f.message}", where,
+                      {"counter": f.counter, "increase": f.increase, "window_s": round(window, 1),
+                       "per_hour": f.per_hour, "value": f.value, "snapshot": snapshot},
+                      {"limit_per_hour": f.limit_per_hour} if f.limit_per_hour is not None else {},
+                      excerpt(new.raw, 1200))
+    if not bad:
+        notes = [f.message for f in findings if f.kind == C.CONGESTION]
+        yield Verdict(Status.PASS, f"{where}: no error counter rose in {window:.1f} s ({source})"
+                      + (f"; {'; '.join(notes)}" if notes else ""), where,
+                      {"window_s": round(window, 1), "snapshot": snapshot})
+
+
+def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str]:
+    """The two reads of one port from the same source: perfquery -x with error counters, basic
+    perfquery, then sysfs; ParseError when no source was read twice."""
+    problems = []
+    for kind, label in (("x", "perfquery -x"), ("basic", "perfquery"), ("sysfs", "sysfs counters")):
+        reads = [_read(s, kind, ca, port) for s in (before, after)]
+        if all(isinstance(r, PortCounters) for r in reads):
+            if kind == "x" and "SymbolErrorCounter" not in reads[1].counters:
+                continue                       # -x without error counters: the basic read has them
+            return reads[0], reads[1], label
+        problems += [r for r in reads if isinstance(r, str)]
+    raise ParseError("ib_counters", "; ".join(dict.fromkeys(problems)) or "no counter source was read",
+                     after.preamble)
+
+
+def _read(sections: Sections, kind: str, ca: str, port: str) -> PortCounters | str | None:
+    section = sections.get(f"{kind}:{ca}:{port}")
+    if section is None:
+        return None
+    try:
+        if kind == "sysfs":
+            found = counters_from_sysfs(parse_sysfs_dump(section.text, "sysfs"))
+        else:
+            found = parse_perfquery(section.text, None if ca == "-" else ca)
+    except ParseError as e:
+        return f"{kind}: {e.reason}"
+    mine = [p for p in found if port == "-" or p.port == int(port)]
+    if len(mine) != 1:
+        return f"{kind}: port {port} not in the output"
+    return mine[0]

@@ -1,0 +1,429 @@
+"""ib.pairs: pairwise ib_write_bw in rounds of disjoint pairs, then localization of the bad node or link.
+
+A slow pair says something is wrong between two nodes, not which side. The planner
+(nodecheck/pairs.py) tests each node with two partners (ring) or every pair (all), then re-pairs
+each suspect with nodes that passed until one of three answers holds: the node fails with two good
+partners (bad node), the pair fails while both ends pass elsewhere (bad link), or it cannot tell
+(the failure stays on both ends). This module runs the rounds on the nodes and judges each test.
+"""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterator, Literal, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from nodecheck import pairs as planner
+from nodecheck.active import ActiveContext
+from nodecheck.checks.ib import IBSTAT
+from nodecheck.errors import ParseError
+from nodecheck.model import Capture, Outcome, Status, Verdict, excerpt, worst
+from nodecheck.parsers.ibstat import parse_ibstat
+from nodecheck.parsers.perftest import parse_perftest
+from nodecheck.parsers.sections import split_sections
+from nodecheck.probes import pairtest
+from nodecheck.registry import check
+from nodecheck.thresholds import Floor, fmt
+
+DEVICE = re.compile(r"^[A-Za-z0-9_.:-]+$")     # what may reach the node's shell as a device name
+Verdicts = Iterator[tuple[tuple[str, ...], Verdict]]
+
+
+class FractionFloor(BaseModel):
+    """Thresholds as a share of the port's rate from ibstat (0.8 = 80 % of 400 Gb/s = 320)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fail_below: float = Field(gt=0, le=1)
+    warn_below: Optional[float] = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "FractionFloor":
+        if self.warn_below is not None and self.warn_below < self.fail_below:
+            raise ValueError("warn_below must be >= fail_below")
+        return self
+
+
+class IbPairs(BaseModel):
+    """Which HCAs the pair tests use, how nodes are paired, and how fast a test must be."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    devices: Optional[list[str]] = Field(
+        None, min_length=1, description="HCAs to test, each paired with the same HCA on the partner "
+        "(mlx5_0 with mlx5_0); unset: every Active port of link_layer both nodes have (from ibstat)")
+    link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
+        "InfiniBand", description="with devices unset, which ports are tested (Ethernet = RoCE)")
+    pairing: Literal["ring", "all"] = Field(
+        "ring", description="ring: each node with two partners (2-3 rounds), then localization; "
+        "all: every pair once (N-1 rounds)")
+    bw_gbps: Optional[Floor] = Field(
+        None, description="{fail_below, warn_below} in Gb/s for each test's average bandwidth")
+    fraction_of_rate: FractionFloor = Field(
+        FractionFloor(fail_below=0.8, warn_below=0.9),
+        description="used when bw_gbps is unset: thresholds as a share of the slower end's port "
+        "rate from ibstat (default fail below 0.8, warn below 0.9)")
+    gid_index: Optional[int] = Field(None, ge=0, le=255, strict=True,
+                                     description="RoCE GID index (ib_write_bw -x); unset: perftest picks")
+    duration_s: int = Field(5, ge=1, le=600, strict=True, description="ib_write_bw -D per test")
+    size: int = Field(65536, ge=2, le=1 << 30, strict=True, description="message size in bytes (-s)")
+    qps: int = Field(1, ge=1, le=64, strict=True, description="queue pairs per test (-q)")
+    test_timeout_s: float = Field(60, gt=0, le=3600, allow_inf_nan=False,
+                                  description="per test: a client still running after this is hung (timeout)")
+    max_rounds: int = Field(planner.DEFAULT_MAX_ROUNDS, ge=0, le=256, strict=True,
+                            description="localization rounds at most, after the planned ones")
+    tcp_port: int = Field(18515, ge=1024, le=60000, strict=True,
+                          description="first TCP port for the handshake (perftest's default 18515)")
+    group_label: Optional[str] = Field(
+        None, description="inventory label prefix naming a node's rack or leaf: 'rack' reads labels "
+        "like rack=r12; steers pairing with `steer`")
+    steer: Literal["any", "intra-group", "inter-group"] = Field(
+        "any", description="with group_label: pair within racks (intra-group) or across them (inter-group)")
+
+    @model_validator(mode="after")
+    def _valid(self) -> "IbPairs":
+        for d in self.devices or ():
+            if not DEVICE.match(d):
+                raise ValueError(f"device {d!r} is not an HCA name like mlx5_0")
+        if self.test_timeout_s <= self.duration_s:
+            raise ValueError(f"test_timeout_s ({fmt(self.test_timeout_s)}) must be longer than duration_s "
+                             f"({self.duration_s}): a test that runs its full duration is not hung")
+        if self.steer != "any" and not self.group_label:
+            raise ValueError("steer needs group_label (the inventory label that names a node's rack)")
+        return self
+
+
+@dataclass(frozen=True)
+class RailResult:
+    """One ib_write_bw test between two nodes on one HCA."""
+    round: int
+    server: str
+    client: str
+    device: str
+    status: Status
+    gbps: float | None
+    message: str
+    excerpt: str = ""
+    floor: float | None = None                 # the fail_below it was judged against, Gb/s
+
+    def as_dict(self) -> dict:
+        return {"round": self.round, "server": self.server, "client": self.client, "device": self.device,
+                "status": self.status.value, "gbps": self.gbps, "message": self.message}
+
+
+@check("ib.pairs", probes=[IBSTAT], params=IbPairs, scope="active")
+def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
+    """Pairwise ib_write_bw between nodes in rounds of disjoint pairs; names the bad node or link.
+
+    Each node is tested with two partners (ring) or all (all); a node that fails with two partners
+    that pass elsewhere is the bad node, a pair that fails while both pass elsewhere a bad link."""
+    ports = {node: _ports(ctx.captures[node][IBSTAT.name], want) for node in ctx.nodes}
+    usable = [n for n in ctx.order if n in ctx.nodes and ports[n]]
+    for node in ctx.nodes:
+        if not ports[node]:
+            yield (node,), Verdict(Status.ERROR, "no HCA port to test: " + (
+                f"none of {', '.join(want.devices)} is in ibstat" if want.devices else
+                f"no Active {want.link_layer} port in ibstat"), observed={"ports": []})
+    if len(usable) < 2:
+        for node in usable:
+            yield (node,), Verdict(Status.ERROR, "no partner: pair tests need at least 2 reachable nodes "
+                                   f"with a port to test, found {len(usable)}")
+        return
+    tests: list[RailResult] = []
+
+    def run_round(rnd: planner.Round) -> list[planner.PairResult]:
+        with ThreadPoolExecutor(max_workers=max(1, len(rnd.pairs)), thread_name_prefix="nodecheck-pair") as pool:
+            # rounds are numbered from 1 in messages, capture names and the report
+            done = list(pool.map(lambda ip: _run_pair(ctx, want, rnd.index + 1, ip[0], ip[1], ports),
+                                 enumerate(rnd.pairs)))
+        out = []
+        for pair, rails in zip(rnd.pairs, done):
+            tests.extend(rails)
+            out.append(planner.PairResult(pair, rnd.index, all(r.status is Status.PASS for r in rails)))
+        return out
+
+    groups = _groups(ctx, usable, want.group_label) if want.group_label else None
+    results, blame = planner.localize(usable, run_round, pairing=want.pairing, groups=groups,
+                                      steer=want.steer, max_rounds=want.max_rounds)
+    ctx.extras.update(_report_data(usable, tests, results, blame, want))
+    yield from _verdicts(usable, tests, blame)
+
+
+def _ports(ibstat: Capture, want: IbPairs) -> dict[str, tuple[int, float]]:
+    """{device: (port number, rate Gb/s)} this node tests; listed devices that are absent are left
+    out (ib.ports names them)."""
+    try:
+        facts = parse_ibstat(ibstat.stdout)
+    except ParseError:
+        return {}
+    found: dict[str, tuple[int, float]] = {}
+    for p in facts.ports:
+        if not DEVICE.match(p.ca) or p.ca in found:
+            continue
+        if want.devices is not None:
+            if p.ca in want.devices:
+                found[p.ca] = (p.number, p.rate_gbps)
+        elif want.link_layer in ("any", p.link_layer) and p.state == "Active":
+            found[p.ca] = (p.number, p.rate_gbps)
+    return found
+
+
+def _groups(ctx: ActiveContext, nodes: list[str], label: str) -> dict[str, str]:
+    groups = {}
+    for n in nodes:
+        for lab in sorted(ctx.nodes[n].labels):
+            for sep in ("=", ":"):
+                if lab.startswith(label + sep):
+                    groups[n] = lab[len(label) + 1:]
+    return groups
+
+
+def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: planner.Pair,
+              ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> list[RailResult]:
+    """Server on pair.a, client on pair.b, every shared rail at once; leftovers always collected."""
+    server, client = pair.a, pair.b
+    devices = [d for d in ports[server] if d in ports[client]]
+    if not devices:
+        return [RailResult(rnd, server, client, "-", Status.ERROR, None,
+                           f"{server} and {client} have no HCA in common to test "
+                           f"({', '.join(ports[server])} vs {', '.join(ports[client])})")]
+    shape = pairtest.TestShape(want.duration_s, want.size, want.qps, want.test_timeout_s)
+    rails = [pairtest.Rail(d, ports[server][d][0], want.tcp_port + slot * 64 + i, want.gid_index)
+             for i, d in enumerate(devices)]
+    start = ctx.run(server, pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", rails, shape))
+    facts = split_sections(start.stdout).facts if start.outcome is Outcome.EXITED else {}
+    ready = _ready(start)
+    directory = facts.get("dir", "")
+    try:
+        listening = [(r, ready[r.device]) for r in rails if r.device in ready]
+        clients = ctx.run(client, pairtest.run_clients(
+            f"ib_write_bw.r{rnd}.client", listening, ctx.nodes[server].address, shape)) if listening else None
+    finally:
+        collected = ctx.run(server, pairtest.collect_servers(f"ib_write_bw.r{rnd}.server", directory)) \
+            if directory else None
+    return [_judge_rail(rnd, server, client, r, start, ready, clients, collected, ports, want) for r in rails]
+
+
+_READY = re.compile(r"^@@nodecheck ready (\S+) (\d+)", re.M)
+_STATE = re.compile(r"^@@nodecheck (ready|exited|notready) (\S+)")
+
+
+def _start_state(stdout: str, device: str) -> tuple[str, str]:
+    """("ready" | "exited" | "notready" | "missing", the server's output when it exited early)."""
+    state, lines, mine = "missing", [], False
+    for line in stdout.splitlines():
+        m = _STATE.match(line)
+        if m or line.startswith("@@nodecheck "):
+            mine = bool(m) and m.group(2) == device
+            if mine:
+                state = m.group(1)
+            continue
+        if mine:
+            lines.append(line)
+    return state, "\n".join(lines)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = "; ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
+def _ready(start: Capture) -> dict[str, int]:
+    if start.outcome is not Outcome.EXITED:
+        return {}
+    return {m.group(1): int(m.group(2)) for m in _READY.finditer(start.stdout)}
+
+
+def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: Capture,
+                ready: Mapping[str, int], clients: Capture | None, collected: Capture | None,
+                ports, want: IbPairs) -> RailResult:
+    def result(status: Status, gbps: float | None, message: str, raw: str = "",
+               floor: float | None = None) -> RailResult:
+        return RailResult(rnd, server, client, rail.device, status, gbps, message, excerpt(raw, 1500), floor)
+
+    where = f"{rail.device} {server}<-{client}"
+    if start.outcome is not Outcome.EXITED or start.exit_code != 0:
+        status = Status.TIMEOUT if start.outcome is Outcome.TIMEOUT else Status.ERROR
+        return result(status, None, f"{where}: server start on {server} {_how(start)}",
+                      start.stderr + start.stdout)
+    if rail.device not in ready:
+        state, text = _start_state(start.stdout, rail.device)
+        if state == "notready":
+            return result(Status.TIMEOUT, None, f"{where}: ib_write_bw server on {server} did not "
+                          f"listen within {pairtest.READY_WAIT_S} s", start.stdout)
+        run = _parse(text, None)
+        why = _one_line(run.error.message) if run is not None and run.error else \
+            (_one_line(text) or "no output")
+        return result(Status.FAIL, None, f"{where}: server on {server} exited: {why}", text)
+    if clients is None or clients.outcome is not Outcome.EXITED:
+        status = Status.TIMEOUT if clients is not None and clients.outcome is Outcome.TIMEOUT else Status.ERROR
+        return result(status, None, f"{where}: client on {client} {_how(clients)}",
+                      (clients.stderr + clients.stdout) if clients else "")
+    section = split_sections(clients.stdout).get(f"client:{rail.device}")
+    if section is None:
+        return result(Status.ERROR, None, f"{where}: client on {client} {_how(clients)}",
+                      clients.stdout + clients.stderr)
+    if section.rc in (124, 137):
+        return result(Status.TIMEOUT, None, f"{where}: test hung, killed after {fmt(want.test_timeout_s)} s",
+                      section.text + _server_text(collected, rail.device))
+    run = _parse(section.text, section.rc)
+    if run is None:
+        return result(Status.ERROR, None, f"{where}: cannot read ib_write_bw output (exit {section.rc})",
+                      section.text)
+    if run.error is not None:
+        return result(Status.FAIL, None, f"{where}: {_one_line(run.error.message)}",
+                      section.text + _server_text(collected, rail.device))
+    gbps = run.best_average_gbps
+    if gbps is None or section.rc != 0:
+        return result(Status.ERROR, None, f"{where}: ib_write_bw exited {section.rc} without a result",
+                      section.text)
+    floor = _floor(want, min(ports[server][rail.device][1], ports[client][rail.device][1]))
+    v = floor.judge(round(gbps, 2), what=where, unit="Gb/s")
+    limit = floor.fail_below if v.status is not Status.WARN else floor.warn_below
+    return result(v.status, round(gbps, 2), v.message, section.text if v.status is not Status.PASS else "", limit)
+
+
+def _floor(want: IbPairs, rate: float) -> Floor:
+    if want.bw_gbps is not None:
+        return want.bw_gbps
+    f = want.fraction_of_rate
+    return Floor(fail_below=round(rate * f.fail_below, 1),
+                 warn_below=None if f.warn_below is None else round(rate * f.warn_below, 1))
+
+
+def _parse(text: str, rc: int | None):
+    try:
+        return parse_perftest(text, rc)
+    except ParseError:
+        return None
+
+
+def _server_text(collected: Capture | None, device: str) -> str:
+    if collected is None:
+        return ""
+    section = split_sections(collected.stdout).get(f"server:{device}")
+    return f"\n--- server ---\n{section.text}" if section else ""
+
+
+def _how(c: Capture | None) -> str:
+    if c is None:
+        return "did not run"
+    if c.outcome is Outcome.TIMEOUT:
+        return f"timed out: {c.detail}"
+    if c.outcome is not Outcome.EXITED:
+        return f"{c.outcome.value}: {c.detail}"
+    first = next((ln.strip() for ln in c.stderr.splitlines() if ln.strip()), "")
+    return f"exited {c.exit_code}" + (f": {first}" if first else "")
+
+
+def _verdicts(nodes: list[str], tests: list[RailResult], blame) -> Verdicts:
+    by_node: dict[str, list[RailResult]] = {n: [] for n in nodes}
+    for t in tests:
+        by_node[t.server].append(t)
+        by_node[t.client].append(t)
+    for node, evidence in blame.bad_nodes.items():
+        mine = sorted((t for t in by_node[node] if t.status is not Status.PASS),
+                      key=lambda t: (_partner(t, node), t.round, t.device))
+        partners = sorted({_partner(t, node) for t in mine})
+        status = _blame_status(mine)
+        yield (node,), Verdict(status, f"bad node: fails with {len(partners)}/{len(partners)} partners, "
+                               f"which pass with others: {_summary(mine, node)}",
+                               observed={"failed_with": partners, "tests": [t.as_dict() for t in mine]},
+                               excerpt=_first_excerpt(mine))
+    for pair, evidence in blame.bad_links.items():
+        mine = [t for t in tests if {t.server, t.client} == {pair.a, pair.b} and t.status is not Status.PASS]
+        yield (pair.a, pair.b), Verdict(_blame_status(mine), f"bad link {pair.a}-{pair.b}: both pass with "
+                                        f"other partners, not with each other: {_summary(mine, None)}",
+                                        subject=f"{pair.a}-{pair.b}",
+                                        observed={"tests": [t.as_dict() for t in mine]},
+                                        excerpt=_first_excerpt(mine))
+    blamed_links = {frozenset((p.a, p.b)) for p in blame.bad_links}
+    for node, evidence in blame.unresolved.items():
+        mine = [t for t in by_node[node] if t.status is not Status.PASS
+                and _partner(t, node) not in blame.bad_nodes
+                and frozenset((t.server, t.client)) not in blamed_links]
+        if not mine:                           # it failed only with blamed nodes, never passed
+            yield (node,), Verdict(Status.ERROR, f"not judged: {evidence.message}",
+                                   observed={"tests": [t.as_dict() for t in by_node[node]]})
+            continue
+        partners = sorted({_partner(t, node) for t in mine})
+        yield (node,), Verdict(_blame_status(mine), f"failed with {', '.join(partners)}, not enough good "
+                               f"partners to tell which side: {_summary(mine, node)}",
+                               observed={"failed_with": partners, "tests": [t.as_dict() for t in mine]},
+                               excerpt=_first_excerpt(mine))
+    flagged = set(blame.bad_nodes) | set(blame.unresolved) | {n for p in blame.bad_links for n in (p.a, p.b)}
+    for node in nodes:
+        if node in flagged:
+            continue
+        mine = by_node[node]
+        if not mine:
+            yield (node,), Verdict(Status.ERROR, "not tested: no round had a partner for it")
+            continue
+        bad = [t for t in mine if t.status is not Status.PASS and _partner(t, node) not in blame.bad_nodes]
+        if bad:                                # its failures were blamed elsewhere only in part
+            yield (node,), Verdict(_blame_status(bad), f"failed with {_summary(bad, node)}",
+                                   observed={"tests": [t.as_dict() for t in bad]}, excerpt=_first_excerpt(bad))
+            continue
+        ok = [t for t in mine if t.status is Status.PASS]
+        low = min(ok, key=lambda t: t.gbps or 0.0) if ok else None
+        partners = sorted({_partner(t, node) for t in ok})
+        message = (f"{len(ok)} tests with {len(partners)} partner{'' if len(partners) == 1 else 's'} pass; "
+                   f"slowest {fmt(low.gbps)} Gb/s ({low.device} with {_partner(low, node)})") if low else \
+            "only tests with blamed partners"
+        blamed = sorted({_partner(t, node) for t in mine if t.status is not Status.PASS})
+        if blamed:
+            message += f"; its failures with {', '.join(blamed)} are blamed on {'that node' if len(blamed) == 1 else 'those nodes'}"
+        yield (node,), Verdict(Status.PASS, message, observed={"partners": partners, "tests": len(ok),
+                                                             "min_gbps": low.gbps if low else None})
+
+
+def _partner(t: RailResult, node: str) -> str:
+    return t.client if t.server == node else t.server
+
+
+def _blame_status(tests: list[RailResult]) -> Status:
+    statuses = {t.status for t in tests}
+    if statuses & {Status.FAIL, Status.TIMEOUT}:
+        return Status.FAIL                     # slow or hung with good partners: the node is bad
+    return worst(statuses) if statuses else Status.ERROR
+
+
+def _summary(tests: list[RailResult], node: str | None, limit: int = 4) -> str:
+    """"node4: mlx5_0 120 Gb/s, mlx5_3 118 Gb/s; node6: 8 HCAs at 150 Gb/s" (per partner), then the bound."""
+    by_partner: dict[str, list[RailResult]] = {}
+    for t in tests:
+        by_partner.setdefault(_partner(t, node) if node else "", []).append(t)
+    parts = []
+    for who, mine in by_partner.items():
+        speeds = {t.gbps for t in mine}
+        if len(mine) > 1 and len(speeds) == 1 and None not in speeds:
+            what = f"{len(mine)} HCAs at {fmt(mine[0].gbps)} Gb/s"
+        else:
+            items = [f"{t.device} {fmt(t.gbps)} Gb/s" if t.gbps is not None else t.message.split(": ", 1)[-1]
+                     for t in mine]
+            what = ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+        parts.append((f"{who}: " if who else "") + what)
+    floors = {t.floor for t in tests if t.gbps is not None and t.floor is not None}
+    bound = f" (expected >= {fmt(min(floors))} Gb/s)" if floors else ""
+    return "; ".join(parts) + bound
+
+
+def _first_excerpt(tests: list[RailResult]) -> str:
+    return next((t.excerpt for t in tests if t.excerpt), "")
+
+
+def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) -> dict:
+    """The JSON report's ib.pairs block: every test, the node x node matrix, rounds and blame."""
+    matrix: dict[str, dict[str, float | None]] = {}
+    for t in tests:
+        for a, b in ((t.server, t.client), (t.client, t.server)):
+            row = matrix.setdefault(a, {})
+            have = row.get(b, "unset")
+            row[b] = t.gbps if have == "unset" else (None if have is None or t.gbps is None
+                                                      else min(have, t.gbps))
+    rounds = sorted({r.round_index for r in results})
+    return {"pairing": want.pairing, "rounds": len(rounds), "tests": len(tests),
+            "pairs_tested": len(results), "all_pairs_would_be": len(nodes) * (len(nodes) - 1) // 2,
+            "results": [t.as_dict() for t in tests],
+            "matrix_gbps": matrix,
+            "bad_nodes": sorted(blame.bad_nodes), "bad_links": [[p.a, p.b] for p in blame.bad_links],
+            "unresolved": sorted(blame.unresolved)}

@@ -1,0 +1,462 @@
+"""Parse perftest output (ib_write_bw, ib_send_bw, ib_read_bw and the ib_*_lat tests) into one run's facts.
+
+perftest prints a test-info block, the QP address lines, then a result table between two lines of
+dashes. A failed run prints its own error lines instead and exits 1; that is a run with `error` set,
+not a ParseError: the pair check turns it into a failed pair. Output with no perftest structure at
+all (a shell error, another tool) is a ParseError. Formats: /work/shared/context/formats.md §3.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+
+from nodecheck.errors import ParseError
+
+TOOL = "ib_write_bw"
+# perftest's "MB/sec" (before 24.07) and "MiB/sec" labels both mean 2^20 bytes/s; only the label changed
+MIB_PER_S_IN_GBPS = 2**20 * 8 / 1e9
+_TO_GBPS = {"Gb/sec": 1.0, "MiB/sec": MIB_PER_S_IN_GBPS, "MB/sec": MIB_PER_S_IN_GBPS}
+
+# re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
+_RESULT_LINE = re.compile(r"-{3,}")                  # RESULT_LINE is 87 dashes; a cut one is still one
+_TITLE = re.compile(r"[A-Za-z][\w ]*? (BW|Latency) Test", re.ASCII)   # "Send Bidirectional BW Test"
+_BANNER = re.compile(r"\*+|\* Waiting for client to connect\.\.\. \*|"
+                     r"Waiting for client rdma_cm QP to connect")
+_FIELD_PATTERN = r"([A-Za-z][\w.*/ -]*?)\s*:\s*(\S+)"   # "Mtu             : 4096[B]", "rdma_cm QPs\t : OFF"
+_FIELD = re.compile(_FIELD_PATTERN, re.ASCII)
+_FIELDS_LINE = re.compile(rf"(?:{_FIELD_PATTERN}\s*)+", re.ASCII)   # one or two fields per line
+_HEX = r"(?:0x)?[0-9a-fA-F]+"                        # "%#04x" prints 0 as "0000", others as "0x04"
+_ADDRESS = re.compile(rf"(local|remote) address: LID ({_HEX}) QPN ({_HEX}) PSN ({_HEX})(?:\s.*)?", re.ASCII)
+_GID = re.compile(r"GID: (\d{1,3}(?::\d{1,3}){15})", re.ASCII)     # 16 bytes in decimal (PERF_GID_FMT)
+_HEADER_START = "#bytes"
+_BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(Gb/sec|MiB/sec|MB/sec)\]\s+BW average\[\1\]\s+"
+                        r"MsgRate\[Mpps\](\s+CPU_Util\[%\])?")
+_LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[(usec|cycles)\]\s+t_max\[\1\]\s+t_typical\[\1\]"
+                         r"(\s+t_avg\[\1\]\s+t_stdev\[\1\]\s+99% percentile\[\1\]"
+                         r"\s+99\.9% percentile\[\1\])?")
+_LAT_DURATION_HEADER = re.compile(r"#bytes\s+#iterations\s+t_avg\[(usec|cycles)\]\s+tps average")
+# BW numbers have 2 decimals (6 in inc_accuracy rows); MsgRate always 6 (REPORT_FMT), so a row cut
+# inside its last number does not pass for a whole one
+_BW_ROW = re.compile(r"(\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d{6})(?:\s+(\d+\.\d+))?", re.ASCII)
+_LAT_ROW = re.compile(r"(\d+)\s+(\d+)((?:\s+\d+\.\d+)+)", re.ASCII)
+_LAT_COLUMNS = ("t_min", "t_max", "t_typical")
+_LAT_EXT_COLUMNS = ("t_avg", "t_stdev", "p99", "p999")
+_LAT_DURATION_COLUMNS = ("t_avg", "tps_average")
+
+# First match wins; anchored at the line's start (after stripping). The specific kinds come from
+# perftest's own strings (formats.md §3); "other" catches the rest of its fprintf(stderr) wording.
+_ERRORS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"Couldn't connect to \S+"), "connect_failed"),
+    # pre-#228 perftest ran these two messages together on one line
+    (re.compile(r"Unable to (?:open file descriptor for socket connection|init the socket connection)"),
+     "connect_failed"),
+    (re.compile(r"Couldn't listen to port"), "listen_failed"),
+    (re.compile(r"Did not detect devices|If device exists, check if driver is up|"
+                r"Unable to find the Infiniband/RoCE device|Couldn't get context for the device|"
+                r"No IB devices found|IB device \S+ not found"), "no_device"),
+    (re.compile(r"Failed to modify QP \S+ to RTR"), "qp_rtr_failed"),
+    (re.compile(r"Unable to Connect the HCA's through the link"), "link_unreachable"),
+    (re.compile(r"Completion with error|Failed status \d+"), "completion_error"),
+    (re.compile(r"Found Incompatibility issue with GID types|Please Try to use a different IP version"),
+     "gid_type_mismatch"),
+    (re.compile(r"Failed to exchange data between server and clients"), "exchange_failed"),
+    (re.compile(r"(?:Couldn't|Unable to|Failed|Cannot|Error|ERROR)\b"), "other"),
+)
+ERROR_KINDS = frozenset(kind for _, kind in _ERRORS)
+_COMPLETION_SIDE = re.compile(r"Completion with error at (client|server)")
+# CPU-frequency notes make latency and message-rate numbers less trustworthy; kept for the report
+_WARNING = re.compile(r"Conflicting CPU frequency values detected|Using sampled CPU speed|WARNING|Warning")
+
+# --output=bandwidth writes `"bw_avg": X,` then "}"; raw QoS writes `sl:` unquoted (formats.md §3)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_UNQUOTED_SL = re.compile(r"([{,]\s*)sl\s*:")
+# "RDMA_Write_BW_Test", "Send_Bidirectional_BW_Test": the verb keeps its underscore
+_JSON_TEST = re.compile(r"(?P<verb>.+?)_(?P<mods>(?:Bidirectional_|Post_List_)*)(?P<kind>BW|Latency)_Test")
+
+
+@dataclass(frozen=True)
+class BwRow:
+    bytes: int
+    iterations: int
+    peak: float                                # in the run's unit, as printed; 0.00 in duration mode
+    average: float                             # bidirectional runs print local + remote summed
+    msg_rate_mpps: float
+    cpu_util: float | None                     # only with --cpu_util
+    peak_gbps: float                           # normalized: MiB/s x 2^20*8/1e9, Gb/s as is
+    average_gbps: float
+
+
+@dataclass(frozen=True)
+class LatRow:
+    """One latency row; columns the header did not have are None (old perftest prints only three)."""
+    bytes: int
+    iterations: int
+    t_min: float | None = None                 # in the run's unit: "usec" (or "cycles" with -C)
+    t_max: float | None = None
+    t_typical: float | None = None
+    t_avg: float | None = None
+    t_stdev: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    tps_average: float | None = None           # duration mode (-D) only
+
+
+@dataclass(frozen=True)
+class QpAddress:
+    side: str                                  # "local" or "remote"
+    lid: int                                   # 0 on RoCE
+    qpn: int
+    psn: int
+    gid: str | None                            # as printed, decimal bytes; None when no GID line
+
+    @property
+    def gid_ip(self) -> ipaddress.IPv6Address | None:
+        """The GID as an address: all zeros means the GID index named no valid GID."""
+        if self.gid is None:
+            return None
+        return ipaddress.IPv6Address(bytes(int(b) for b in self.gid.split(":")))
+
+
+@dataclass(frozen=True)
+class PerftestError:
+    kind: str                                  # one of ERROR_KINDS
+    message: str                               # the tool's own line(s), stripped, joined by newlines
+
+
+@dataclass(frozen=True)
+class PerftestRun:
+    test: str | None                           # "RDMA_Write BW Test"; None when the output has no title
+    kind: str | None                           # "bw" | "lat"
+    bidirectional: bool
+    role: str | None                           # "server" | "client" | None when the output does not say
+    device: str | None
+    link_type: str | None                      # "IB" | "Ethernet" (as printed; --force-link can override)
+    transport: str | None                      # "IB", "Unknown" (EFA)
+    connection_type: str | None                # "RC", "UD", "SRD"
+    gid_index: int | None
+    qps: int | None
+    mtu: int | None                            # bytes
+    rdma_cm: bool | None
+    unit: str | None                           # "Gb/sec" | "MB/sec" | "MiB/sec" | "usec" | "cycles"
+    rows: tuple[BwRow, ...]
+    lat_rows: tuple[LatRow, ...]
+    addresses: tuple[QpAddress, ...]
+    error: PerftestError | None
+    truncated: bool
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]                     # lines read but not interpreted ("Connected: <date>")
+    cut_line: str | None                       # a last line the capture cut mid-row, left out of rows
+    exit_code: int | None
+    info: dict[str, str] = field(default_factory=dict)   # the whole test-info block, as printed
+    raw: str = ""
+
+    @property
+    def best_average_gbps(self) -> float | None:
+        """The highest average bandwidth in Gb/s over the rows of a finished BW table.
+
+        For a single-size run that is its one row; for an -a sweep it is the best size (the plateau
+        at large messages), not the largest size's row, which can dip by a few Gb/s run to run.
+        Bidirectional runs print local + remote summed, so thresholds must be for both directions.
+        None when there is nothing to judge: an error, a cut-off table, or a latency test.
+        """
+        if self.error is not None or self.truncated or not self.rows:
+            return None
+        return max(row.average_gbps for row in self.rows)
+
+
+@dataclass
+class _Table:
+    shape: str                                 # "bw" | "lat" | "lat_duration"
+    unit: str
+    columns: tuple[str, ...]                   # lat value columns, in order
+    cpu_util: bool
+    closed: bool = False
+
+
+def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL) -> PerftestRun:
+    """One perftest run's facts; an error run has `error` set; non-perftest output raises ParseError."""
+    lines = text.splitlines()
+    terminated = text.endswith(("\n", "\r"))
+    if not any(line.strip() for line in lines):
+        raise ParseError(tool, "empty output", text)
+    test: str | None = None
+    info: dict[str, str] = {}
+    info_open = waiting = False
+    table: _Table | None = None
+    rows: list[BwRow] = []
+    lat_rows: list[LatRow] = []
+    addresses: list[QpAddress] = []
+    error_lines: list[tuple[str, str]] = []    # (kind, line)
+    warnings: list[str] = []
+    notes: list[str] = []
+    roles: list[str] = []
+    cut_line: str | None = None
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if not s:
+            continue
+        # a last line without its newline may be cut; only table and info lines are judged on it
+        maybe_cut = i == len(lines) - 1 and not terminated
+        if _RESULT_LINE.fullmatch(s):
+            info_open = False
+            if table is not None:
+                table.closed = True
+            continue
+        if table is not None and not table.closed and s[0].isdigit():
+            if maybe_cut:
+                cut_line = line
+                continue
+            if table.shape == "bw":
+                rows.append(_bw_row(s, table, tool, text))
+            else:
+                lat_rows.append(_lat_row(s, table, tool, text))
+            continue
+        kind = _error_kind(s)
+        if kind is not None:
+            error_lines.append((kind, s))
+            roles += _error_roles(s, kind)
+            continue
+        if _WARNING.match(s):
+            warnings.append(s)
+            continue
+        if _BANNER.fullmatch(s):
+            waiting = True
+            continue
+        if _TITLE.fullmatch(s):
+            if test is not None:
+                raise ParseError(tool, f"a second test title {_quote(s)}: two runs in one output", text)
+            test, info_open = s, True
+            continue
+        address = _ADDRESS.fullmatch(s)
+        if address:
+            info_open = False
+            side, lid, qpn, psn = address.groups()
+            addresses.append(QpAddress(side, int(lid, 16), int(qpn, 16), int(psn, 16), None))
+            continue
+        gid = _GID.fullmatch(s)
+        if gid and addresses and addresses[-1].gid is None:
+            last = addresses[-1]
+            addresses[-1] = QpAddress(last.side, last.lid, last.qpn, last.psn, gid[1])
+            continue
+        if s.startswith(_HEADER_START):
+            info_open = False
+            if table is not None:
+                # --report-both prints a local and a remote table; summing or picking one is a guess
+                raise ParseError(tool, "more than one result table", text)
+            table = _table(s)
+            if table is None:
+                if maybe_cut:
+                    cut_line = line
+                    continue
+                raise ParseError(tool, f"result table of unknown shape {_quote(s)}", text)
+            continue
+        if info_open and _FIELDS_LINE.fullmatch(s):
+            if maybe_cut:
+                cut_line = line
+                continue
+            info.update((m[1], m[2]) for m in _FIELD.finditer(s))
+            continue
+        if error_lines:
+            error_lines.append(("", s))        # detail printed after the error ("scnt=1, ccnt=1")
+        else:
+            notes.append(s)
+
+    specific = [kind for kind, _ in error_lines if kind and kind != "other"]
+    recognized = test or table or addresses or waiting or specific
+    if not recognized:
+        raise ParseError(tool, "no perftest test title, result table or known perftest error", text)
+    error = None
+    if error_lines:
+        error = PerftestError(specific[0] if specific else "other", "\n".join(s for _, s in error_lines))
+    elif exit_code not in (None, 0):
+        error = PerftestError("other", f"exit code {exit_code} and no error line")
+    finished = table is not None and table.closed and (rows or lat_rows)
+    if waiting:
+        roles.insert(0, "server")
+    return PerftestRun(
+        test=test,
+        kind=_kind(test, table),
+        bidirectional=bool(test and "Bidirectional" in test),
+        role=roles[0] if roles else None,
+        device=info.get("Device"),
+        link_type=info.get("Link type"),
+        transport=info.get("Transport type"),
+        connection_type=info.get("Connection type"),
+        gid_index=_int_field(info, "GID index", tool, text),
+        qps=_int_field(info, "Number of qps", tool, text),
+        mtu=_int_field(info, "Mtu", tool, text, suffix="[B]"),
+        rdma_cm=_on_off(info.get("rdma_cm QPs")),
+        unit=table.unit if table else None,
+        rows=tuple(rows), lat_rows=tuple(lat_rows), addresses=tuple(addresses),
+        error=error,
+        truncated=error is None and not finished,   # an error explains a missing end; a cut does not
+        warnings=tuple(warnings), notes=tuple(notes), cut_line=cut_line, exit_code=exit_code,
+        info=info, raw=text)
+
+
+def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> PerftestRun:
+    """A run from an --out_json file. The file has no unit: the caller says whether --report_gbits
+    was given. Only the last size of an -a sweep survives in the file (it is rewritten per row).
+    Repairs perftest's two known invalid-JSON quirks (a trailing comma, the unquoted `sl:` key);
+    anything else unreadable is a ParseError, and the caller falls back to the text output."""
+    repaired = _UNQUOTED_SL.sub(r'\1"sl":', _TRAILING_COMMA.sub(r"\1", text))
+    try:
+        doc = json.loads(repaired)
+    except json.JSONDecodeError as why:
+        raise ParseError(tool, f"--out_json file is not JSON: {why}", text) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("test_info"), dict) \
+            or not isinstance(doc.get("results"), dict):
+        raise ParseError(tool, "--out_json file has no test_info and results objects", text)
+    test_info, results = doc["test_info"], doc["results"]
+    name = test_info.get("test")
+    match = _JSON_TEST.fullmatch(name) if isinstance(name, str) else None
+    if not match:
+        raise ParseError(tool, f"--out_json test name {name!r} is not like RDMA_Write_BW_Test", text)
+    test = f"{match['verb']} {match['mods'].replace('_', ' ')}{match['kind']} Test"
+    rows: tuple[BwRow, ...] = ()
+    lat_rows: tuple[LatRow, ...] = ()
+    if match["kind"] == "BW":
+        unit = "Gb/sec" if report_gbits else "MiB/sec"
+        rows = (_json_bw_row(results, unit, tool, text),)
+    else:
+        unit = "usec"
+        lat_rows = (_json_lat_row(results, tool, text),)
+    info = {key: str(value) for key, value in test_info.items()}
+    return PerftestRun(
+        test=test, kind="bw" if rows else "lat", bidirectional="Bidirectional" in test, role=None,
+        device=_json_str(test_info, "Device"), link_type=_json_str(test_info, "Link_type"),
+        transport=_json_str(test_info, "Transport_type"),
+        connection_type=_json_str(test_info, "Connection_type"),
+        gid_index=_json_int(test_info, "GID_index", tool, text),
+        qps=_json_int(test_info, "Number_of_qps", tool, text),
+        mtu=_json_int(test_info, "Mtu", tool, text),
+        rdma_cm=_on_off(test_info.get("rdma_cm_QPs")),
+        unit=unit, rows=rows, lat_rows=lat_rows, addresses=(), error=None, truncated=False,
+        warnings=tuple(str(v) for k, v in test_info.items() if k.startswith("WARNING")),
+        notes=(), cut_line=None, exit_code=None, info=info, raw=text)
+
+
+
+def _kind(test: str | None, table: _Table | None) -> str | None:
+    """"bw" or "lat", from the title ("... BW Test") or else the table's header."""
+    if test is not None:
+        return "bw" if test.endswith(" BW Test") else "lat"
+    if table is not None:
+        return "bw" if table.shape == "bw" else "lat"
+    return None
+
+
+def _error_kind(line: str) -> str | None:
+    for pattern, kind in _ERRORS:
+        if pattern.match(line):
+            return kind
+    return None
+
+
+def _error_roles(line: str, kind: str) -> list[str]:
+    """Which side printed an error line, where the line says so."""
+    if kind == "connect_failed":
+        return ["client"]                      # only a client dials the server
+    if kind == "listen_failed":
+        return ["server"]
+    side = _COMPLETION_SIDE.match(line)
+    return [side[1]] if side else []
+
+
+def _table(header: str) -> _Table | None:
+    bw = _BW_HEADER.fullmatch(header)
+    if bw:
+        return _Table("bw", bw[1], (), cpu_util=bool(bw[2]))
+    lat = _LAT_HEADER.fullmatch(header)
+    if lat:
+        return _Table("lat", lat[1], _LAT_COLUMNS + (_LAT_EXT_COLUMNS if lat[2] else ()), cpu_util=False)
+    duration = _LAT_DURATION_HEADER.fullmatch(header)
+    if duration:
+        return _Table("lat_duration", duration[1], _LAT_DURATION_COLUMNS, cpu_util=False)
+    return None
+
+
+def _bw_row(line: str, table: _Table, tool: str, text: str) -> BwRow:
+    match = _BW_ROW.fullmatch(line)
+    if not match or bool(match[6]) != table.cpu_util:
+        raise ParseError(tool, f"unreadable result row {_quote(line)}", text)
+    peak, average = float(match[3]), float(match[4])
+    factor = _TO_GBPS[table.unit]
+    return BwRow(int(match[1]), int(match[2]), peak, average, float(match[5]),
+                 float(match[6]) if match[6] else None, peak * factor, average * factor)
+
+
+def _lat_row(line: str, table: _Table, tool: str, text: str) -> LatRow:
+    match = _LAT_ROW.fullmatch(line)
+    values = match[3].split() if match else []
+    if len(values) != len(table.columns):
+        raise ParseError(tool, f"unreadable latency row {_quote(line)}", text)
+    return LatRow(int(match[1]), int(match[2]), **dict(zip(table.columns, map(float, values))))
+
+
+def _int_field(info: dict[str, str], key: str, tool: str, text: str, suffix: str = "") -> int | None:
+    value = info.get(key)
+    if value is None:
+        return None
+    digits = value[:-len(suffix)] if suffix and value.endswith(suffix) else value
+    if not digits.isascii() or not digits.isdigit():
+        raise ParseError(tool, f"{key} {_quote(value)} is not a number", text)
+    return int(digits)
+
+
+def _on_off(value: object) -> bool | None:
+    return {"ON": True, "OFF": False}.get(value) if isinstance(value, str) else None
+
+
+def _json_str(doc: dict, key: str) -> str | None:
+    value = doc.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _json_int(doc: dict, key: str, tool: str, text: str) -> int | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    # formats.md documents ints; a quoted number is read too, since no real file was at hand
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    raise ParseError(tool, f"--out_json {key} {value!r} is not a number", text)
+
+
+def _json_number(results: dict, key: str, tool: str, text: str) -> float:
+    value = results.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParseError(tool, f"--out_json results have no number {key!r} (got {value!r})", text)
+    return float(value)
+
+
+def _json_bw_row(results: dict, unit: str, tool: str, text: str) -> BwRow:
+    if "MsgSize" not in results and ("bw_avg" in results or "msgRate_avg" in results):
+        raise ParseError(tool, "--out_json from --output=bandwidth/message_rate has no result row", text)
+    peak, average = (_json_number(results, key, tool, text) for key in ("BW_peak", "BW_average"))
+    factor = _TO_GBPS[unit]
+    cpu = _json_number(results, "CPU_util", tool, text) if "CPU_util" in results else None
+    return BwRow(int(_json_number(results, "MsgSize", tool, text)),
+                 int(_json_number(results, "n_iterations", tool, text)), peak, average,
+                 _json_number(results, "MsgRate", tool, text), cpu, peak * factor, average * factor)
+
+
+_JSON_LAT_KEYS = {"t_min": "t_min", "t_max": "t_max", "t_typical": "t_typical", "t_avg": "t_avg",
+                  "t_stdev": "t_stdev", "percentile_99": "p99", "percentile_99.9": "p999"}
+_JSON_LAT_DURATION_KEYS = {"t_avg": "t_avg", "tps_average": "tps_average"}
+
+
+def _json_lat_row(results: dict, tool: str, text: str) -> LatRow:
+    keys = _JSON_LAT_KEYS if "t_min" in results else _JSON_LAT_DURATION_KEYS
+    values = {ours: _json_number(results, theirs, tool, text) for theirs, ours in keys.items()}
+    return LatRow(int(_json_number(results, "MsgSize", tool, text)),
+                  int(_json_number(results, "n_iterations", tool, text)), **values)
+
+
+def _quote(value: str, limit: int = 60) -> str:
+    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

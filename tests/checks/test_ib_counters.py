@@ -1,0 +1,105 @@
+"""ib.counters: two reads of each port, judged on the increase between them."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, error_counters
+from nodecheck.model import Status
+from tests.helpers import captures, data
+
+BEFORE = data("perfquery/infiniband_exporter-extended-2ports-capmask2.txt")
+AFTER_BAD = data("scenarios/derived-perfquery-x-2ports-linkdowned-plus1-symbol-42.txt")
+
+
+def read(clock: float, perfquery: str, *, ports=((1, "InfiniBand"),), sysfs: dict | None = None) -> str:
+    """What the counters probe prints: the clock, then per port the perfquery -x and sysfs sections."""
+    out = [f"@@nodecheck clock {clock}"]
+    for port, layer in ports:
+        out.append(f"@@nodecheck port mlx5_0 {port} {layer}")
+        if perfquery is not None:
+            out += [f"@@nodecheck begin x:mlx5_0:{port}", perfquery.rstrip("\n"), f"@@nodecheck end x:mlx5_0:{port} rc=0"]
+        out.append(f"@@nodecheck begin sysfs:mlx5_0:{port}")
+        for name, value in (sysfs or {}).items():
+            out.append(f"/sys/class/infiniband/mlx5_0/ports/{port}/counters/{name}\t{value}")
+        out.append(f"@@nodecheck end sysfs:mlx5_0:{port} rc=0")
+    return "\n".join(out) + "\n"
+
+
+def judge(before: str, after: str, **params) -> list:
+    out = {**captures(COUNTERS_BEFORE, before), **captures(COUNTERS_AFTER, after)}
+    return list(error_counters(out, IbCounters(**params)))
+
+
+def test_unchanged_counters_pass_per_port_and_keep_the_snapshot():
+    [v] = judge(read(100.0, BEFORE), read(130.5, BEFORE))
+    assert v.status is Status.PASS and v.subject == "mlx5_0/1"
+    assert v.message.startswith("mlx5_0/1: no error counter rose in 30.5 s (perfquery -x)")
+    assert v.observed["snapshot"]["counters"]["PortXmitData"] == 36298026860928
+    assert v.observed["snapshot"]["clock"] == "130.5"
+
+
+def test_a_link_down_fails_and_symbol_errors_in_a_short_window_warn():
+    verdicts = judge(read(100.0, BEFORE), read(160.0, AFTER_BAD))
+    by_counter = {v.observed["counter"]: v for v in verdicts}
+    assert by_counter["LinkDownedCounter"].status is Status.FAIL
+    assert "LinkDownedCounter +1 in 60 s, expected no increase" in by_counter["LinkDownedCounter"].message
+    symbol = by_counter["SymbolErrorCounter"]
+    assert symbol.status is Status.WARN and "window too short to rate" in symbol.message
+    assert {v.status for v in verdicts} == {Status.FAIL, Status.WARN}
+
+
+def test_symbol_errors_over_a_long_window_are_rated_against_the_playbook():
+    verdicts = judge(read(0.0, BEFORE), read(3600.0, AFTER_BAD), min_window_s=60,
+                     rates={"SymbolErrorCounter": {"warn_per_hour": 10, "fail_per_hour": 40}})
+    symbol = next(v for v in verdicts if v.observed["counter"] == "SymbolErrorCounter")
+    assert symbol.status is Status.FAIL and "expected <= 40/h" in symbol.message
+
+
+def test_port_two_of_the_same_output_is_read_on_its_own():
+    [v] = judge(read(0.0, BEFORE, ports=((2, "InfiniBand"),)), read(10.0, AFTER_BAD, ports=((2, "InfiniBand"),)))
+    assert v.status is Status.PASS and v.subject == "mlx5_0/2"   # only port 1 changed
+
+
+def test_without_perfquery_the_sysfs_counters_are_used_and_saturation_is_reported():
+    zero = {"link_downed": "3", "symbol_error": "0", "port_xmit_wait": "10"}
+    stuck = {"link_downed": "255", "symbol_error": "0", "port_xmit_wait": "10"}
+    verdicts = judge(read(0.0, None, sysfs=zero), read(20.0, None, sysfs=stuck))
+    [v] = [v for v in verdicts if v.status is not Status.PASS]
+    assert v.status is Status.WARN and "LinkDownedCounter saturated at 255" in v.message
+    assert "perfquery -R" in v.message
+
+
+def test_a_counter_that_went_down_is_a_reset_counted_from_zero():
+    verdicts = judge(read(0.0, None, sysfs={"link_downed": "7"}), read(20.0, None, sysfs={"link_downed": "1"}))
+    [v] = verdicts
+    assert v.status is Status.FAIL and "reset" in v.message
+
+
+def test_a_perfquery_failure_falls_back_to_sysfs_and_no_source_is_an_error():
+    failure = data("perfquery/debian-infiniband-diags-44-no-umad-module-exit255.txt")
+    [v] = judge(read(0.0, failure, sysfs={"link_downed": "0"}), read(5.0, failure, sysfs={"link_downed": "0"}))
+    assert v.status is Status.PASS and "(sysfs counters)" in v.message
+    [e] = judge(read(0.0, failure), read(5.0, failure))
+    assert e.status is Status.ERROR and e.message.startswith("mlx5_0/1: cannot read counters: x:")
+
+
+def test_no_port_is_an_error_and_ethernet_ports_are_left_to_link_layer():
+    [v] = judge(read(0.0, BEFORE, ports=((1, "Ethernet"),)), read(5.0, BEFORE, ports=((1, "Ethernet"),)))
+    assert v.status is Status.ERROR and v.message == "no IB port to read counters from"
+
+
+def test_max_absolute_fails_on_the_value_alone():
+    [v] = [v for v in judge(read(0.0, AFTER_BAD), read(5.0, AFTER_BAD), max_absolute={"LinkDownedCounter": 0})
+           if v.status is not Status.PASS]
+    assert v.status is Status.FAIL and "LinkDownedCounter = 1, expected <= 0" in v.message
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"rates": {"LinkDownedCounter": {"fail_per_hour": 1}}}, "not a rate counter"),
+    ({"max_absolute": {"PortXmitWait": 0}}, "congestion"),
+    ({"rates": {"SymbolErrorCounter": {"fail_per_hour": -1}}}, "greater than or equal"),
+])
+def test_bad_parameters_are_refused(params, words):
+    with pytest.raises(ValidationError, match=words):
+        IbCounters(**params)

@@ -1,0 +1,148 @@
+"""ib.pairs: the orchestration and judging of pair tests, against a scripted context (no SSH).
+
+Each step's output is what the real probe scripts print: the start step's `ready` lines, the
+client step's sections holding a real ib_write_bw recording."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from pydantic import ValidationError
+
+from nodecheck.active import ActiveContext, CommandRunner
+from nodecheck.checks.ib import IBSTAT
+from nodecheck.checks.ib_pairs import IbPairs, pair_bandwidth
+from nodecheck.model import Capture, Node, Outcome, Status
+from tests.helpers import data
+
+IBSTAT_OK = data("ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt")
+FAST = data("perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt")   # 111.71 Gb/s
+SLOW = data("perftest/ib_write_bw-softroce-rxe0-mbsec-partial.txt")
+NO_CONNECT = data("perftest/perftest-pr228-couldnt-connect-socket-error-old-format.txt")
+
+
+class ScriptedSession:
+    """Answers the three pair-test steps; `outcome(server, client)` picks the client's recording."""
+
+    def __init__(self, node: str, cluster: "ScriptedCluster") -> None:
+        self.node, self.cluster = node, cluster
+
+    def run(self, probe, timeout_s):
+        argv, text, code = probe.argv, "", 0
+        if probe.name.endswith("server-start"):
+            specs = argv[6:]
+            text = "@@nodecheck dir /tmp/nodecheck-pairtest.abc\n" + "".join(
+                f"@@nodecheck ready {s.split('|')[0]} {s.split('|')[1]} 4242\n" for s in specs)
+            self.cluster.servers[self.node] = True
+        elif probe.name.endswith(".client"):
+            server = self.cluster.by_address[argv[-1].rsplit(" ", 1)[1]]
+            for spec in argv[5:]:
+                device = spec.split("|")[0]
+                recording, rc = self.cluster.outcome(server, self.node, device)
+                text += f"@@nodecheck begin client:{device}\n{recording}\n@@nodecheck end client:{device} rc={rc}\n"
+        elif probe.name.endswith(".server"):
+            text = ""
+        self.cluster.log.append((self.node, probe.name))
+        return Capture(self.node, probe.name, argv, Outcome.EXITED, code, text, "", 0.01)
+
+    def close(self):
+        pass
+
+
+class ScriptedCluster:
+    def __init__(self, bad_nodes=(), bad_links=()):
+        self.bad_nodes, self.bad_links = set(bad_nodes), {frozenset(p) for p in bad_links}
+        self.servers: dict[str, bool] = {}
+        self.log: list[tuple[str, str]] = []
+        self.by_address: dict[str, str] = {}
+
+    def outcome(self, server, client, device):
+        if server in self.bad_nodes or client in self.bad_nodes or frozenset((server, client)) in self.bad_links:
+            return SLOW, 0
+        return FAST, 0
+
+    def connect(self, node, timeout_s):
+        return ScriptedSession(node.name, self)
+
+
+def run_check(n: int, cluster: ScriptedCluster, **params):
+    nodes = {f"node{i}": Node(f"node{i}", f"10.0.0.{i}") for i in range(1, n + 1)}
+    cluster.by_address = {node.address: name for name, node in nodes.items()}
+    ibstat = {name: {IBSTAT.name: Capture(name, IBSTAT.name, IBSTAT.argv, Outcome.EXITED, 0, IBSTAT_OK, "", 0)}
+              for name in nodes}
+    commands = CommandRunner(cluster, time.monotonic() + 60, threading.Event())
+    ctx = ActiveContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
+    params = {"devices": ["mlx5_0"], "bw_gbps": {"fail_below": 100}, **params}
+    verdicts = list(pair_bandwidth(ctx, IbPairs(**params)))
+    return verdicts, ctx.extras, commands.captures
+
+
+def test_one_bad_node_in_eight_is_named_after_the_two_ring_rounds():
+    verdicts, extras, captures = run_check(8, ScriptedCluster(bad_nodes=["node5"]))
+    bad = [(nodes, v) for nodes, v in verdicts if v.status is not Status.PASS]
+    assert [nodes for nodes, _ in bad] == [("node5",)]
+    message = bad[0][1].message
+    assert message == ("bad node: fails with 2/2 partners, which pass with others: node4: mlx5_0 0.93 Gb/s; "
+                       "node6: mlx5_0 0.93 Gb/s (expected >= 100 Gb/s)")
+    assert extras["rounds"] == 2 and extras["bad_nodes"] == ["node5"]
+    assert extras["matrix_gbps"]["node5"]["node4"] == 0.93
+    assert extras["matrix_gbps"]["node1"]["node2"] == 111.71
+    assert extras["all_pairs_would_be"] == 28 and extras["tests"] == 8
+    passes = [nodes[0] for nodes, v in verdicts if v.status is Status.PASS]
+    assert sorted(passes) == ["node1", "node2", "node3", "node4", "node6", "node7", "node8"]
+    # every server was collected: start, client, collect per pair
+    assert sum(1 for _, name in {(c.node, c.probe) for c in captures} if ".server-start" in name) == 8
+
+
+def test_a_bad_link_is_blamed_on_the_pair_not_a_node():
+    verdicts, extras, _ = run_check(8, ScriptedCluster(bad_links=[("node2", "node3")]))
+    bad = [(nodes, v) for nodes, v in verdicts if v.status is not Status.PASS]
+    assert len(bad) == 1 and bad[0][0] == ("node2", "node3")
+    assert bad[0][1].message == ("bad link node2-node3: both pass with other partners, not with each other: "
+                                 "mlx5_0 0.93 Gb/s (expected >= 100 Gb/s)")
+    assert extras["bad_links"] == [["node2", "node3"]]
+
+
+def test_a_connect_failure_is_a_failed_pair_with_the_tools_words():
+    class Refused(ScriptedCluster):
+        def outcome(self, server, client, device):
+            return (NO_CONNECT, 1) if "node3" in (server, client) else (FAST, 0)
+    verdicts, _, _ = run_check(6, Refused())
+    [(nodes, v)] = [(n, v) for n, v in verdicts if v.status is not Status.PASS]
+    assert nodes == ("node3",) and v.status is Status.FAIL
+    assert "Couldn't connect to 192.168.125.211:18515" in v.message
+
+
+def test_a_hung_client_is_a_timeout_for_that_pair():
+    class Hung(ScriptedCluster):
+        def outcome(self, server, client, device):
+            return ("", 124) if "node1" in (server, client) else (FAST, 0)
+    verdicts, extras, _ = run_check(4, Hung())
+    [(nodes, v)] = [(n, v) for n, v in verdicts if v.status is not Status.PASS]
+    assert nodes == ("node1",) and v.status is Status.FAIL
+    assert "test hung, killed after 60 s" in v.message
+    assert {r["status"] for r in extras["results"] if "node1" in (r["server"], r["client"])} == {"timeout"}
+
+
+def test_a_single_node_has_no_partner():
+    verdicts, _, _ = run_check(1, ScriptedCluster())
+    [(nodes, v)] = verdicts
+    assert v.status is Status.ERROR and "need at least 2" in v.message
+
+
+def test_threshold_from_the_port_rate_when_no_floor_is_given():
+    verdicts, _, _ = run_check(4, ScriptedCluster(), bw_gbps=None)
+    # 111.71 Gb/s on a 400 Gb/s port is below 0.8 x 400 = 320: every pair fails, nobody is good
+    assert {v.status for _, v in verdicts} == {Status.FAIL}
+    assert any("expected >= 320 Gb/s" in v.message or "not enough good partners" in v.message for _, v in verdicts)
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"devices": ["mlx5_0; rm -rf /"]}, "not an HCA name"),
+    ({"steer": "inter-group"}, "needs group_label"),
+    ({"fraction_of_rate": {"fail_below": 0.9, "warn_below": 0.8}}, "warn_below must be >= fail_below"),
+])
+def test_bad_parameters_are_refused(params, words):
+    with pytest.raises(ValidationError, match=words):
+        IbPairs(**params)
