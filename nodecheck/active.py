@@ -17,6 +17,14 @@ from nodecheck.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import Session, Transport
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
+MIN_STEP_S = 0.5                               # less time than this left: the step is SKIPPED, not tried
+
+
+def _close(session: Session) -> None:
+    try:
+        session.close()
+    except Exception:                          # closing a dead connection must not fail the run
+        pass
 
 
 class CommandRunner:
@@ -34,20 +42,34 @@ class CommandRunner:
     def left(self) -> float:
         return 0.0 if self.stop.is_set() else self.deadline - time.monotonic()
 
-    def run(self, node: Node, probe: Probe, *, fresh: bool = False) -> Capture:
-        """Run one probe; `fresh`: on a new connection (after one may have been cut on purpose)."""
-        budget = min(probe.timeout_s, self.left())
-        if budget <= 0:
+    def run(self, node: Node, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
+        """Run one probe, bounded by one end time for connecting and running together.
+
+        `fresh`: on a connection of its own (after one may have been cut on purpose), closed after.
+        `cleanup`: a step that undoes what an earlier one started (kill the test servers, check a
+        flapped port): it runs within its own timeout even after the deadline or a stop request."""
+        left = probe.timeout_s if cleanup else min(probe.timeout_s, self.left())
+        if left < MIN_STEP_S:
             why = "stopped by a signal" if self.stop.is_set() else "the run deadline was reached"
             return self._keep(Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "",
                                       0.0, f"not started: {why}"))
-        session = self._session(node, budget, fresh)
-        capture = session.run(probe, budget)
-        if capture.outcome is Outcome.UNREACHABLE and not fresh and self.left() > 0:
-            # a session that died between steps (the flap took its route away, sshd restarted)
-            capture = self._session(node, min(budget, self.left()), True).run(probe, min(budget, self.left()))
-        if capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s:
-            capture = replace(capture, detail=f"stopped at the run deadline after {budget:.1f} s "
+        end = time.monotonic() + left
+        if fresh:
+            session = self.transport.connect(node, left)
+            try:
+                capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
+            finally:
+                _close(session)
+        else:
+            session = self._session(node, left)
+            capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
+            if capture.outcome is Outcome.UNREACHABLE and capture.detail.startswith("connection lost before") \
+                    and end - time.monotonic() >= MIN_STEP_S:
+                # the cached connection died between steps and nothing ran: once more on a new one
+                session = self._session(node, end - time.monotonic(), replace_failed=session)
+                capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
+        if capture.outcome is Outcome.TIMEOUT and left < probe.timeout_s:
+            capture = replace(capture, detail=f"stopped at the run deadline after {left:.1f} s "
                                               f"(probe timeout {probe.timeout_s:g} s)")
         return self._keep(capture)
 
@@ -60,28 +82,24 @@ class CommandRunner:
             return list(pool.map(lambda call: self.run(*call), calls))
 
     def close(self) -> None:
+        """Close every cached connection (between pair-test rounds too: thousands of idle SSH
+        transports would hold a thread and a descriptor each)."""
         with self._lock:
             sessions, self._sessions = list(self._sessions.values()), {}
         for s in sessions:
-            try:
-                s.close()
-            except Exception:                  # closing a dead connection must not fail the run
-                pass
+            _close(s)
 
-    def _session(self, node: Node, budget: float, fresh: bool) -> Session:
+    def _session(self, node: Node, budget: float, replace_failed: Session | None = None) -> Session:
         with self._lock:
             lock = self._locks.setdefault(node.name, threading.Lock())
         with lock:                             # one connect per node even when steps race
-            old = self._sessions.get(node.name)
-            if old is not None and not fresh:
-                return old
+            current = self._sessions.get(node.name)
+            if current is not None and current is not replace_failed:
+                return current                 # (another step already replaced a failed one)
             session = self.transport.connect(node, budget)
             self._sessions[node.name] = session
-        if old is not None:
-            try:
-                old.close()
-            except Exception:
-                pass
+        if replace_failed is not None:
+            _close(replace_failed)
         return session
 
     def _keep(self, capture: Capture) -> Capture:
@@ -109,8 +127,8 @@ class ActiveContext:
     order: Sequence[str] = ()                  # every node of the run, inventory order
     extras: dict = field(default_factory=dict)     # the check's data for the report (pair matrix)
 
-    def run(self, node: str, probe: Probe, *, fresh: bool = False) -> Capture:
-        return self.commands.run(self.nodes[node], probe, fresh=fresh)
+    def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
+        return self.commands.run(self.nodes[node], probe, fresh=fresh, cleanup=cleanup)
 
     def run_all(self, calls: Sequence[tuple[str, Probe]]) -> list[Capture]:
         return self.commands.run_all([(self.nodes[n], p) for n, p in calls])

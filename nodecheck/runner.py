@@ -64,11 +64,13 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                            fanout=fanout, deadline=deadline, stop=stop)
         captures.update(again.captures)
         incomplete = incomplete or again.incomplete
-        for n in nodes:                        # a node that never answered is not asked again
+        for n in nodes:                        # a node whose first read failed is not asked again:
+            first = _first_failure(n.name, playbook, captures)     # its result is that failure
             for probe in after:
-                captures.setdefault((n.name, probe.name), Capture(
-                    n.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
-                    "not run: the first snapshot did not come back"))
+                if first is not None:
+                    captures.setdefault((n.name, probe.name), Capture(
+                        n.name, probe.name, probe.argv, first.outcome, first.exit_code, "", "", 0.0,
+                        first.detail))   # the same words: the node's one problem, not a second
     results = [r for node in names for check in playbook.checks if check.spec.scope == "node"
                for r in judge_node(check, node, captures)] + results
     results += [r for check in playbook.checks if check.spec.scope == "fleet"
@@ -84,8 +86,12 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
 
 def _came_back(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> bool:
     """Whether the node answered its first snapshot (the probes `after` repeats)."""
-    return all(captures[(node, p.name)].outcome is Outcome.EXITED
-               for check in playbook.checks if check.after for p in check.probes)
+    return _first_failure(node, playbook, captures) is None
+
+
+def _first_failure(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> Capture | None:
+    return next((c for check in playbook.checks if check.after for p in check.probes
+                 if (c := captures[(node, p.name)]).outcome is not Outcome.EXITED), None)
 
 
 def _cut(captures: Sequence[Capture], stop: threading.Event) -> str:

@@ -17,7 +17,8 @@ def test_the_corpus_directories_are_mirrored():
         pytest.skip("shared corpus not checked out next to the project")
     assert {"ibstat", "ibstatus", "ibstat-p", "nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-csv",
             "nvidia-smi-topo", "nvidia-smi-nvlink", "dmesg-xid", "dmesg-oom", "container-digests",
-            "pyxis-enroot", "nccl-debug-info"} <= set(MIRRORED)
+            "pyxis-enroot", "nccl-debug-info", "perfquery", "ibqueryerrors", "sysfs_ib_counters", "sysfs_ib",
+            "perftest", "show_gids", "ibv_devinfo", "rdma_link", "ibdev2netdev"} <= set(MIRRORED)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out next to the project")

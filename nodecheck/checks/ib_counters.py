@@ -26,6 +26,7 @@ from nodecheck.registry import Captures, check
 # counters always (cheap: no fork per file). Ethernet (RoCE) ports have no PMA: sysfs only.
 _SCRIPT = SHELL_FUNCTION + r'''
 echo "@@nodecheck clock $(date +%s.%N)"
+IFS=' ' read -r up _ < /proc/uptime 2>/dev/null && echo "@@nodecheck uptime $up"
 found=0
 for p in /sys/class/infiniband/*/ports/*; do
   [ -d "$p" ] || continue
@@ -110,24 +111,45 @@ def error_counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
     first, second = out[COUNTERS_BEFORE.name].stdout, out[COUNTERS_AFTER.name].stdout
     before, after = split_sections(first, "ib_counters"), split_sections(second, "ib_counters")
     window = _window(before, after)
-    ports = [(ca, port, layer) for ca, port, layer in _PORT.findall(second)
-             if (want.devices is None or ca in want.devices or ca == "-")
-             and (want.link_layer == "any" or layer in (want.link_layer, ""))]
-    if not ports:
-        yield Verdict(Status.ERROR, "no IB port to read counters from" + (
-            f" among {', '.join(want.devices)}" if want.devices else ""), excerpt=excerpt(second))
+    # every port either read saw: one that vanished during the run is not silently dropped
+    first_ports, second_ports = _ports(first), _ports(second)
+    ports = {**second_ports, **{k: v for k, v in first_ports.items() if k not in second_ports}}
+    judged = [(ca, port) for (ca, port), layer in ports.items()
+              if (want.devices is None or ca in want.devices or ca == "-")
+              and (want.link_layer == "any" or layer in (want.link_layer, ""))]
+    for name in want.devices or ():
+        if not any(ca == name for ca, _ in ports):
+            yield Verdict(Status.ERROR, f"{name}: no such CA in /sys/class/infiniband (listed in devices)",
+                          name, {"cas": sorted({ca for ca, _ in ports})})
+    if not judged:
+        if not want.devices:
+            yield Verdict(Status.ERROR, "no IB port to read counters from", excerpt=excerpt(second))
         return
     limits = {name: C.RateLimit(r.warn_per_hour, r.fail_per_hour, "playbook") for name, r in want.rates.items()}
-    for ca, port, _ in ports:
+    for ca, port in judged:
+        if (ca, port) not in first_ports or (ca, port) not in second_ports:
+            when = "before" if (ca, port) in first_ports else "after"
+            yield Verdict(Status.ERROR, f"{ca}/{port}: present only {when} the run's load: the port "
+                          "appeared or vanished during the run", f"{ca}/{port}")
+            continue
         yield from _judge_port(ca, port, before, after, window, limits, want)
 
 
+def _ports(text: str) -> dict[tuple[str, str], str]:
+    return {(ca, port): layer for ca, port, layer in _PORT.findall(text)}
+
+
 def _window(before: Sections, after: Sections) -> float:
-    try:
-        window = float(after.facts["clock"]) - float(before.facts["clock"])
-    except (KeyError, ValueError):
-        raise ParseError("ib_counters", "no node clock in the counter reads", "") from None
-    return max(window, 0.001)                  # two reads in the same millisecond: not a zero division
+    """Seconds between the two reads by the node's uptime (a clock step cannot stretch it), else
+    by its wall clock (no /proc/uptime, or a reboot in between)."""
+    for key in ("uptime", "clock"):
+        try:
+            window = float(after.facts[key]) - float(before.facts[key])
+        except (KeyError, ValueError):
+            continue
+        if window >= 0:
+            return max(window, 0.001)          # two reads in the same millisecond: no zero division
+    raise ParseError("ib_counters", "no usable node clock in the counter reads", "")
 
 
 def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: float,

@@ -8,7 +8,10 @@ partners (bad node), the pair fails while both ends pass elsewhere (bad link), o
 """
 from __future__ import annotations
 
+import math
 import re
+import secrets
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Literal, Mapping, Optional
@@ -71,7 +74,8 @@ class IbPairs(BaseModel):
                                   description="per test: a client still running after this is hung (timeout)")
     max_rounds: int = Field(planner.DEFAULT_MAX_ROUNDS, ge=0, le=256, strict=True,
                             description="localization rounds at most, after the planned ones")
-    tcp_port: int = Field(18515, ge=1024, le=60000, strict=True,
+    tcp_port: int = Field(18515, ge=1024, le=65535 - pairtest.PORT_WINDOW - pairtest.PORT_MOVES * 1000,
+                          strict=True,
                           description="first TCP port for the handshake (perftest's default 18515)")
     group_label: Optional[str] = Field(
         None, description="inventory label prefix naming a node's rack or leaf: 'rack' reads labels "
@@ -84,9 +88,10 @@ class IbPairs(BaseModel):
         for d in self.devices or ():
             if not DEVICE.match(d):
                 raise ValueError(f"device {d!r} is not an HCA name like mlx5_0")
-        if self.test_timeout_s <= self.duration_s:
-            raise ValueError(f"test_timeout_s ({fmt(self.test_timeout_s)}) must be longer than duration_s "
-                             f"({self.duration_s}): a test that runs its full duration is not hung")
+        if self.test_timeout_s < self.duration_s + 3:
+            raise ValueError(f"test_timeout_s ({fmt(self.test_timeout_s)}) must be at least duration_s + 3 "
+                             f"({self.duration_s + 3}): a test that runs its full duration and sets up its "
+                             "connection is not hung")
         if self.steer != "any" and not self.group_label:
             raise ValueError("steer needs group_label (the inventory label that names a node's rack)")
         return self
@@ -129,15 +134,26 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
                                    f"with a port to test, found {len(usable)}")
         return
     tests: list[RailResult] = []
+    rates = _fleet_rates({n: ports[n] for n in usable})
+    tag = secrets.token_hex(4)                 # names this run's test directories on the nodes
+    cut: list[str] = []
 
     def run_round(rnd: planner.Round) -> list[planner.PairResult]:
-        with ThreadPoolExecutor(max_workers=max(1, len(rnd.pairs)), thread_name_prefix="nodecheck-pair") as pool:
+        if ctx.left() < _round_needs(want):    # a round cut by the deadline would blame healthy nodes
+            cut.append(f"round {rnd.index + 1} not run: {ctx.left():.0f} s left, a round needs "
+                       f"{_round_needs(want):.0f} s")
+            return []
+        workers = max(1, min(len(rnd.pairs), ctx.commands.parallel // 2 or 1))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodecheck-pair") as pool:
             # rounds are numbered from 1 in messages, capture names and the report
-            done = list(pool.map(lambda ip: _run_pair(ctx, want, rnd.index + 1, ip[0], ip[1], ports),
+            done = list(pool.map(lambda ip: _run_pair(ctx, want, rnd.index + 1, ip[0], ip[1], ports, rates, tag),
                                  enumerate(rnd.pairs)))
+        ctx.commands.close()                   # idle connections are not kept between rounds
         out = []
         for pair, rails in zip(rnd.pairs, done):
             tests.extend(rails)
+            if any(r.status is Status.SKIPPED for r in rails):
+                continue                       # never ran (deadline, stop): no evidence either way
             out.append(planner.PairResult(pair, rnd.index, all(r.status is Status.PASS for r in rails)))
         return out
 
@@ -145,7 +161,41 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
     results, blame = planner.localize(usable, run_round, pairing=want.pairing, groups=groups,
                                       steer=want.steer, max_rounds=want.max_rounds)
     ctx.extras.update(_report_data(usable, tests, results, blame, want))
-    yield from _verdicts(usable, tests, blame)
+    if cut:
+        ctx.extras["incomplete"] = cut
+    yield from _verdicts(usable, tests, blame, cut)
+    yield from _untested(usable, ports, want)
+
+
+def _round_needs(want: IbPairs) -> float:
+    """Seconds a round takes at worst: start the servers, run the clients, collect."""
+    return pairtest.READY_WAIT_S + 10 + math.ceil(want.test_timeout_s) + 10
+
+
+def _fleet_rates(ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> dict[str, float]:
+    """Each HCA's most common rate across the nodes: the rate a test is judged against, so a link
+    that trained down (400 -> 100 Gb/s) is not excused by its own low rate."""
+    by_device: dict[str, Counter] = {}
+    for mine in ports.values():
+        for device, (_, rate) in mine.items():
+            by_device.setdefault(device, Counter())[rate] += 1
+    return {d: max(c.items(), key=lambda kv: (kv[1], kv[0]))[0] for d, c in by_device.items()}
+
+
+def _untested(nodes: list[str], ports: Mapping[str, Mapping[str, tuple[int, float]]],
+              want: IbPairs) -> Verdicts:
+    """An HCA most nodes test that a node could not (not Active there) is named, not passed over."""
+    if want.devices is not None:               # listed devices: each node is judged on exactly those
+        return
+    counts = Counter(d for n in nodes for d in ports[n])
+    common = {d for d, c in counts.items() if c * 2 > len(nodes)}
+    for node in nodes:
+        missing = sorted(common - set(ports[node]))
+        if missing:
+            yield (node,), Verdict(Status.WARN, f"{', '.join(missing)} not tested: not an Active "
+                                   f"{want.link_layer} port here (tested on "
+                                   f"{max(counts[d] for d in missing)} of {len(nodes)} nodes)",
+                                   observed={"untested": missing})
 
 
 def _ports(ibstat: Capture, want: IbPairs) -> dict[str, tuple[int, float]]:
@@ -178,8 +228,10 @@ def _groups(ctx: ActiveContext, nodes: list[str], label: str) -> dict[str, str]:
 
 
 def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: planner.Pair,
-              ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> list[RailResult]:
-    """Server on pair.a, client on pair.b, every shared rail at once; leftovers always collected."""
+              ports: Mapping[str, Mapping[str, tuple[int, float]]], rates: Mapping[str, float],
+              tag: str) -> list[RailResult]:
+    """Server on pair.a, client on pair.b, every shared rail at once; the servers are always
+    collected (killed), even when the start or the client step failed or timed out."""
     server, client = pair.a, pair.b
     devices = [d for d in ports[server] if d in ports[client]]
     if not devices:
@@ -187,20 +239,31 @@ def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: plan
                            f"{server} and {client} have no HCA in common to test "
                            f"({', '.join(ports[server])} vs {', '.join(ports[client])})")]
     shape = pairtest.TestShape(want.duration_s, want.size, want.qps, want.test_timeout_s)
-    rails = [pairtest.Rail(d, ports[server][d][0], want.tcp_port + slot * 64 + i, want.gid_index)
+    # ports spread over a window: real nodes have their own ports, but a round's servers must not
+    # be mistaken for one another where nodes share a network namespace (the simulated cluster)
+    rails = [pairtest.Rail(d, ports[server][d][0], ports[client][d][0],
+                           want.tcp_port + (slot * len(devices) + i) % pairtest.PORT_WINDOW, want.gid_index)
              for i, d in enumerate(devices)]
-    start = ctx.run(server, pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", rails, shape))
-    facts = split_sections(start.stdout).facts if start.outcome is Outcome.EXITED else {}
+    directory = f"{tag}.r{rnd}.{re.sub(r'[^A-Za-z0-9_.-]', '_', server)}"
+    address = ctx.nodes[server].address
+    try:
+        start_probe = pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", directory, rails, shape)
+        client_probe = lambda listening: pairtest.run_clients(  # noqa: E731
+            f"ib_write_bw.r{rnd}.client", listening, address, shape)
+        client_probe([])
+    except ValueError as e:                    # a name or address a node's shell must not get
+        return [RailResult(rnd, server, client, r.device, Status.ERROR, None, f"cannot test: {e}") for r in rails]
+    start = ctx.run(server, start_probe)
     ready = _ready(start)
-    directory = facts.get("dir", "")
+    clients = None
     try:
         listening = [(r, ready[r.device]) for r in rails if r.device in ready]
-        clients = ctx.run(client, pairtest.run_clients(
-            f"ib_write_bw.r{rnd}.client", listening, ctx.nodes[server].address, shape)) if listening else None
+        if listening:
+            clients = ctx.run(client, client_probe(listening))
     finally:
-        collected = ctx.run(server, pairtest.collect_servers(f"ib_write_bw.r{rnd}.server", directory)) \
-            if directory else None
-    return [_judge_rail(rnd, server, client, r, start, ready, clients, collected, ports, want) for r in rails]
+        collected = ctx.run(server, pairtest.collect_servers(f"ib_write_bw.r{rnd}.server", directory),
+                            cleanup=True)
+    return [_judge_rail(rnd, server, client, r, start, ready, clients, collected, rates, want) for r in rails]
 
 
 _READY = re.compile(r"^@@nodecheck ready (\S+) (\d+)", re.M)
@@ -228,20 +291,21 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def _ready(start: Capture) -> dict[str, int]:
-    if start.outcome is not Outcome.EXITED:
-        return {}
+    """The servers that listen, whatever became of the start step afterwards."""
     return {m.group(1): int(m.group(2)) for m in _READY.finditer(start.stdout)}
 
 
 def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: Capture,
                 ready: Mapping[str, int], clients: Capture | None, collected: Capture | None,
-                ports, want: IbPairs) -> RailResult:
+                rates: Mapping[str, float], want: IbPairs) -> RailResult:
     def result(status: Status, gbps: float | None, message: str, raw: str = "",
                floor: float | None = None) -> RailResult:
         return RailResult(rnd, server, client, rail.device, status, gbps, message, excerpt(raw, 1500), floor)
 
     where = f"{rail.device} {server}<-{client}"
-    if start.outcome is not Outcome.EXITED or start.exit_code != 0:
+    if start.outcome is Outcome.SKIPPED or (clients is not None and clients.outcome is Outcome.SKIPPED):
+        return result(Status.SKIPPED, None, f"{where}: not run: {(clients or start).detail}")
+    if rail.device not in ready and (start.outcome is not Outcome.EXITED or start.exit_code != 0):
         status = Status.TIMEOUT if start.outcome is Outcome.TIMEOUT else Status.ERROR
         return result(status, None, f"{where}: server start on {server} {_how(start)}",
                       start.stderr + start.stdout)
@@ -276,7 +340,7 @@ def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: 
     if gbps is None or section.rc != 0:
         return result(Status.ERROR, None, f"{where}: ib_write_bw exited {section.rc} without a result",
                       section.text)
-    floor = _floor(want, min(ports[server][rail.device][1], ports[client][rail.device][1]))
+    floor = _floor(want, rates[rail.device])
     v = floor.judge(round(gbps, 2), what=where, unit="Gb/s")
     limit = floor.fail_below if v.status is not Status.WARN else floor.warn_below
     return result(v.status, round(gbps, 2), v.message, section.text if v.status is not Status.PASS else "", limit)
@@ -315,7 +379,9 @@ def _how(c: Capture | None) -> str:
     return f"exited {c.exit_code}" + (f": {first}" if first else "")
 
 
-def _verdicts(nodes: list[str], tests: list[RailResult], blame) -> Verdicts:
+def _verdicts(nodes: list[str], tests: list[RailResult], blame, cut: list[str]) -> Verdicts:
+    skipped = {n for t in tests if t.status is Status.SKIPPED for n in (t.server, t.client)}
+    tests = [t for t in tests if t.status is not Status.SKIPPED]
     by_node: dict[str, list[RailResult]] = {n: [] for n in nodes}
     for t in tests:
         by_node[t.server].append(t)
@@ -356,7 +422,11 @@ def _verdicts(nodes: list[str], tests: list[RailResult], blame) -> Verdicts:
             continue
         mine = by_node[node]
         if not mine:
-            yield (node,), Verdict(Status.ERROR, "not tested: no round had a partner for it")
+            if node in skipped or cut:
+                why = "; ".join(cut) or "its tests were not started (the run deadline or a stop request)"
+                yield (node,), Verdict(Status.SKIPPED, f"not tested: {why}")
+            else:
+                yield (node,), Verdict(Status.ERROR, "not tested: no round had a partner for it")
             continue
         bad = [t for t in mine if t.status is not Status.PASS and _partner(t, node) not in blame.bad_nodes]
         if bad:                                # its failures were blamed elsewhere only in part

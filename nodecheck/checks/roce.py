@@ -33,17 +33,23 @@ Grouped = tuple[tuple[str, ...], Verdict]
 # Every RDMA port's state, and for Ethernet (RoCE) ports the GID table; then where the job's GID
 # index may be set outside the playbook: the environment and /etc/nccl.conf.
 _TABLE = SHELL_FUNCTION + r'''
+# its own variable names: the flap script's $p (the flapped port) must survive a call
 roce_table() {
-  for p in /sys/class/infiniband/*/ports/*; do
-    [ -d "$p" ] || continue
-    sysfs_dump "$p/link_layer" "$p/state" "$p/phys_state" "$p/rate"
-    IFS= read -r layer < "$p/link_layer" 2>/dev/null || layer=
-    [ "$layer" = Ethernet ] || continue
-    for g in "$p"/gids/*; do
-      IFS= read -r v < "$g" 2>/dev/null || continue
-      [ "$v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
-      i=${g##*/}
-      sysfs_dump "$g" "$p/gid_attrs/types/$i" "$p/gid_attrs/ndevs/$i"
+  for rt_p in /sys/class/infiniband/*/ports/*; do
+    [ -d "$rt_p" ] || continue
+    sysfs_dump "$rt_p/link_layer" "$rt_p/state" "$rt_p/phys_state" "$rt_p/rate"
+    IFS= read -r rt_layer < "$rt_p/link_layer" 2>/dev/null || rt_layer=
+    [ "$rt_layer" = Ethernet ] || continue
+    for rt_g in "$rt_p"/gids/*; do
+      [ -f "$rt_g" ] || continue
+      rt_v=
+      if { IFS= read -r rt_v < "$rt_g"; } 2>/dev/null || [ -n "$rt_v" ]; then
+        [ "$rt_v" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue   # an empty slot
+        rt_i=${rt_g##*/}
+        sysfs_dump "$rt_g" "$rt_p/gid_attrs/types/$rt_i" "$rt_p/gid_attrs/ndevs/$rt_i"
+      else
+        printf '%s\t!unreadable\n' "$rt_g"             # a table with a hole cannot be trusted
+      fi
     done
   done
 }
@@ -238,11 +244,13 @@ def networkmanager(out: Captures, want: RoceNetworkManager) -> Iterator[Verdict]
     if running.rc == 127 or "not found" in running.text:
         yield Verdict(Status.PASS, "NetworkManager is not installed (nmcli not found)")
         return
-    if running.rc != 0 or running.text.strip() != "running":
-        if running.rc != 0 and "not running" not in running.text.lower():
-            yield Verdict(Status.ERROR, f"nmcli failed (exit {running.rc})", excerpt=excerpt(running.text))
-            return
-        yield Verdict(Status.PASS, f"NetworkManager is not running ({running.text.strip() or 'no answer'})")
+    answer = running.text.strip()
+    if running.rc == 8 or "not running" in answer.lower():      # nmcli's exit 8: NM is not running
+        yield Verdict(Status.PASS, f"NetworkManager is not running ({answer or 'exit 8'})")
+        return
+    if running.rc != 0 or answer not in ("running", "starting"):
+        yield Verdict(Status.ERROR, f"nmcli failed (exit {running.rc}): {answer[:100] or 'no output'}",
+                      excerpt=excerpt(running.text))
         return
     devices_section = sections.require("devices", "networkmanager")
     states = parse_nmcli_devices(devices_section.text)
@@ -275,12 +283,23 @@ if command -v pgrep >/dev/null 2>&1 && pgrep -x slurmstepd >/dev/null 2>&1; then
   echo "@@nodecheck refuse a Slurm job step is running on this node (slurmstepd)"; exit 0
 fi
 if [ -n "${SLURM_JOB_ID:-}" ]; then echo "@@nodecheck refuse inside Slurm job $SLURM_JOB_ID"; exit 0; fi
+if command -v squeue >/dev/null 2>&1; then
+  jobs=$(timeout 5 squeue -h -w "$(hostname -s 2>/dev/null || hostname)" -o %i 2>/dev/null | head -3 | tr '\n' ' ')
+  [ -n "$jobs" ] && { echo "@@nodecheck refuse Slurm jobs are allocated on this node: $jobs"; exit 0; }
+fi
 if command -v nvidia-smi >/dev/null 2>&1; then
   apps=$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | head -3 | tr '\n' ' ')
   [ -n "$apps" ] && { echo "@@nodecheck refuse GPU processes are running: $apps"; exit 0; }
 fi
 [ -d "$p" ] || { echo "no RDMA port $ca/$port" >&2; exit 66; }
 [ -e "/sys/class/net/$dev" ] || { echo "no netdev $dev" >&2; exit 66; }
+command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot schedule the restore, not flapping" >&2; exit 69; }
+if [ -n "${SSH_CONNECTION:-}" ]; then
+  set -- $SSH_CONNECTION
+  if [ -n "${3:-}" ] && ip -o addr show dev "$dev" 2>/dev/null | grep -qF " $3/"; then
+    echo "@@nodecheck refuse $dev carries this SSH session's address $3: flapping it would cut nodecheck off"; exit 0
+  fi
+fi
 addr_before=$(ip -o -4 addr show dev "$dev" 2>/dev/null | sed -n 's/.* inet \([^ ]*\).*/\1/p' | head -1)
 echo "@@nodecheck address_before $addr_before"
 echo "@@nodecheck begin before"; roce_table; echo "@@nodecheck end before rc=0"
@@ -288,8 +307,10 @@ echo "@@nodecheck begin before"; roce_table; echo "@@nodecheck end before rc=0"
 # (this script killed with it) cannot leave the port down
 setsid sh -c 'sleep "$1"; ip link set dev "$2" up' sh "$guard_s" "$dev" </dev/null >/dev/null 2>&1 &
 guard=$!
+sleep 0.1
+kill -s 0 "$guard" 2>/dev/null || { echo "the restore could not be scheduled (setsid failed): not flapping" >&2; exit 69; }
 echo "@@nodecheck guard $guard"
-ip link set dev "$dev" down || { echo "ip link set dev $dev down failed" >&2; kill "$guard" 2>/dev/null; exit 1; }
+ip link set dev "$dev" down || { echo "ip link set dev $dev down failed" >&2; kill -s TERM -- "-$guard" 2>/dev/null; exit 1; }
 echo "@@nodecheck down_at $(date +%s.%N)"
 sleep "$down_s"
 ip link set dev "$dev" up || echo "ip link set dev $dev up failed; the guard retries in ${guard_s} s" >&2
@@ -309,7 +330,7 @@ echo "@@nodecheck begin after"; roce_table; echo "@@nodecheck end after rc=0"
 IFS= read -r state < "$p/state" 2>/dev/null || state=
 echo "@@nodecheck final_state $state"
 echo "@@nodecheck final_operstate $(cat "/sys/class/net/$dev/operstate" 2>/dev/null)"
-kill "$guard" 2>/dev/null
+kill -s TERM -- "-$guard" 2>/dev/null                  # the guard and its sleep: the port is up
 exit 0
 '''
 
@@ -382,7 +403,8 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
                                    f"({', '.join(p.netdevs) or 'none'})", p.where)
         if ports := [p for p in ports if p not in bad]:
             plans[node] = ports
-    with ThreadPoolExecutor(max_workers=max(1, min(64, len(plans))), thread_name_prefix="nodecheck-flap") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(ctx.commands.parallel, len(plans))),
+                            thread_name_prefix="nodecheck-flap") as pool:
         done = list(pool.map(lambda item: [_flap(ctx, want, item[0], p) for p in item[1]], plans.items()))
     for node, verdicts in zip(plans, done):
         for v in verdicts:
@@ -396,18 +418,29 @@ def _flap(ctx: ActiveContext, want: GidStability, node: str, port: RdmaPort) -> 
                  ("sh", "-c", _FLAP_SCRIPT, "sh", port.ca, str(port.port), dev, fmt(want.down_s),
                   str(want.wait_s), fmt(want.settle_s), str(want.guard_s)),
                  timeout_s=want.down_s + want.wait_s + want.settle_s + 30)
+    if ctx.left() < flap.timeout_s:             # never start a flap the deadline would cut
+        return Verdict(Status.SKIPPED, f"{where}: not flapped: {ctx.left():.0f} s left before the run's "
+                       f"deadline, the flap may take {flap.timeout_s:.0f} s", port.where)
     started = time.monotonic()
     out = ctx.run(node, flap)
     facts = split_sections(out.stdout, "roce_flap").facts if out.stdout else {}
     if "refuse" in facts:
         return Verdict(Status.SKIPPED, f"{where}: not flapped: {facts['refuse']}", port.where)
     if out.outcome is Outcome.EXITED and out.exit_code == 0 and "final_state" in facts:
-        return _judge_flap(where, port, out, facts)
+        try:
+            return _judge_flap(where, port, out, facts)
+        except ParseError as e:
+            return Verdict(Status.ERROR, f"{where}: cannot read the GID table around the flap: {e.reason}",
+                           port.where, excerpt=e.excerpt)
+    if out.outcome is Outcome.EXITED and "guard" not in facts:   # refused before touching the port
+        first = next((ln.strip() for ln in out.stderr.splitlines() if ln.strip()), "no message")
+        return Verdict(Status.ERROR, f"{where}: not flapped: the flap script exited {out.exit_code}: {first}",
+                       port.where, excerpt=excerpt(out.stderr + out.stdout))
     # cut short (connection lost, timeout): the guard brings the port back; make sure, and say so
     left = max(1, int(want.guard_s - (time.monotonic() - started)) + 10)
     verify = ctx.run(node, Probe(f"roce_flap_verify.{port.ca}.{port.port}",
                                  ("sh", "-c", _VERIFY_SCRIPT, "sh", port.ca, str(port.port), dev, str(left)),
-                                 timeout_s=left + 20), fresh=True)
+                                 timeout_s=left + 20), fresh=True, cleanup=True)
     vf = split_sections(verify.stdout, "roce_flap_verify").facts if verify.outcome is Outcome.EXITED else {}
     how = f"{out.outcome.value}" + (f" (exit {out.exit_code})" if out.exit_code is not None else "") + \
         (f": {out.detail}" if out.detail else "")
@@ -428,6 +461,9 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
     before = _v2_of(sections.require("before", "roce_flap").text, port)
     after = _v2_of(sections.require("after", "roce_flap").text, port)
     final = facts.get("final_state", "")
+    table_state = _state_of(sections.require("after", "roce_flap").text, port)
+    if table_state and "ACTIVE" not in table_state:
+        final = table_state                    # the table read after the flap has the last word
     observed = {"before": {str(g.index): g.ipv4 for g in before}, "after": {str(g.index): g.ipv4 for g in after},
                 "final_state": final, "recovered_after_s": facts.get("recovered_after_s"),
                 "address_before": facts.get("address_before"), "address_after": facts.get("address_after")}
@@ -457,12 +493,22 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
                    f"after {facts.get('recovered_after_s', '?')} s", port.where, observed)
 
 
+def _own(text: str, port: RdmaPort) -> dict:
+    """The flapped port's files only: another port's unreadable entry is not this port's problem."""
+    prefix = f"/sys/class/infiniband/{port.ca}/ports/{port.port}/"
+    return {path: v for path, v in parse_sysfs_dump(text, "sysfs").items() if path.startswith(prefix)}
+
+
 def _v2_of(text: str, port: RdmaPort) -> list[Gid]:
-    values = parse_sysfs_dump(text, "sysfs")
+    values = _own(text, port)
     if not values:
         return []
-    return [g for p in ports_from_sysfs(values) if (p.ca, p.port) == (port.ca, port.port)
-            for g in p.gids if g.is_roce_v2_ipv4]
+    return [g for p in ports_from_sysfs(values) for g in p.gids if g.is_roce_v2_ipv4]
+
+
+def _state_of(text: str, port: RdmaPort) -> str:
+    value = _own(text, port).get(f"/sys/class/infiniband/{port.ca}/ports/{port.port}/state")
+    return value if isinstance(value, str) else ""
 
 
 def _list(indices: list[int]) -> str:

@@ -12,20 +12,28 @@ the transport; the scripts only use them as "$var".
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from nodecheck.model import Probe
 
 READY_WAIT_S = 10                              # how long a server may take to listen
 COLLECT_WAIT_S = 5                             # how long a finished client's server may take to exit
-KILL_GRACE_S = 2
+PORT_WINDOW = 4096                             # TCP ports a round's tests spread over, from tcp_port
+PORT_MOVES = 5                                 # a busy port moves on by 1000, at most this often
+# what may reach a node as an argument: HCA names, host addresses (IPv4, IPv6, DNS names) and the
+# test directory's name; nothing that starts with "-" (it would be read as an option)
+ARGUMENT = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
 
 
 @dataclass(frozen=True)
 class Rail:
-    """One test of a pair: HCA `device` port `ib_port` on both ends; `tcp_port` for the handshake."""
+    """One test of a pair: HCA `device` on both ends (the port number each end has it on) and the
+    TCP port of the handshake."""
     device: str
-    ib_port: int
+    server_port: int                           # ib_write_bw -i on the server
+    client_port: int                           # ib_write_bw -i on the client
     tcp_port: int
     gid_index: int | None = None
 
@@ -38,17 +46,23 @@ class TestShape:
     timeout_s: float                           # per test: a client that runs longer is hung
 
 
-def _tool_args(rail: Rail, shape: TestShape) -> list[str]:
-    args = ["-d", rail.device, "-i", str(rail.ib_port), "-p", "{port}", "-F", "--report_gbits",
+def _tool_args(rail: Rail, ib_port: int, shape: TestShape) -> list[str]:
+    args = ["-d", rail.device, "-i", str(ib_port), "-F", "--report_gbits",
             "-D", str(shape.duration_s), "-s", str(shape.size), "-q", str(shape.qps)]
     if rail.gid_index is not None:
         args += ["-x", str(rail.gid_index)]
     return args
 
 
-# Port selection: the requested port, or the next of a few candidates when something already
-# listens there (a leftover test, another service). /proc/net/tcp{,6} lists listeners as
-# ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
+def _checked(*values: str) -> None:
+    for v in values:
+        if not ARGUMENT.match(v):
+            raise ValueError(f"{v!r} cannot be passed to a pair test (expected a name or an address)")
+
+
+# Listeners show in /proc/net/tcp{,6} as ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
+# The readiness wait is by the clock (date +%s), not by counting sleeps: reading /proc/net/tcp on a
+# node with many sockets is not free.
 _COMMON = r'''
 listening() {
   hex=$(printf ':%04X ' "$1")
@@ -56,46 +70,53 @@ listening() {
 }
 '''
 
+# $1 limit (s, each server's own timeout)  $2 ready wait (s)  $3 the test directory's name
+# then per rail: DEVICE TCPPORT ARGS (one word, split on spaces; no globbing)
 _START = _COMMON + r'''
-limit=$1; ready_wait=$2; shift 2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-pairtest.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
-echo "@@nodecheck dir $dir"
+set -f
+limit=$1; ready_wait=$2; dir=${TMPDIR:-/tmp}/nodecheck-pairtest.$3; shift 3
 command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; exit 127; }
-for spec in "$@"; do
-  dev=${spec%%|*}; rest=${spec#*|}; port=${rest%%|*}; args=${rest#*|}
+command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the servers" >&2; exit 127; }
+mkdir -m 700 "$dir" || { echo "cannot create $dir" >&2; exit 70; }
+echo "@@nodecheck dir $dir"
+while [ $# -ge 3 ]; do
+  dev=$1; port=$2; args=$3; shift 3
   try=0
-  while listening "$port" && [ $try -lt 5 ]; do port=$((port + 1000)); try=$((try + 1)); done
-  argv="${args%%\{port\}*}$port${args#*\{port\}}"
-  setsid sh -c 'set -f; timeout --foreground -k 2 "$1" ib_write_bw $2 >"$3.out" 2>&1 </dev/null; echo $? >"$3.rc"' \
-    sh "$limit" "$argv" "$dir/$dev" </dev/null >/dev/null 2>&1 &
+  while listening "$port" && [ $try -lt 5 ] && [ $((port + 1000)) -le 65535 ]; do port=$((port + 1000)); try=$((try + 1)); done
+  # each server in a session of its own (killed as a group by collect) and under its own timeout
+  setsid sh -c 'set -f; timeout --foreground -k 2 "$1" ib_write_bw $2 -p "$3" >"$4.out" 2>&1 </dev/null; echo $? >"$4.rc"' \
+    sh "$limit" "$args" "$port" "$dir/$dev" </dev/null >/dev/null 2>&1 &
   echo $! >"$dir/$dev.pid"
   echo "$port" >"$dir/$dev.port"
 done
-waited=0
+set +f                                     # the arguments are in; the pid files are globbed
+end=$(( $(date +%s) + ready_wait ))
 for pidf in "$dir"/*.pid; do
   [ -e "$pidf" ] || continue
-  dev=$(basename "$pidf" .pid); port=$(cat "$dir/$dev.port"); pid=$(cat "$pidf")
+  dev=${pidf##*/}; dev=${dev%.pid}; port=$(cat "$dir/$dev.port"); pid=$(cat "$pidf")
   while :; do
     if listening "$port"; then echo "@@nodecheck ready $dev $port $pid"; break; fi
     if [ -e "$dir/$dev.rc" ]; then echo "@@nodecheck exited $dev $port rc=$(cat "$dir/$dev.rc")"; cat "$dir/$dev.out"; break; fi
-    if [ "$waited" -ge $((ready_wait * 10)) ]; then echo "@@nodecheck notready $dev $port"; break; fi
-    sleep 0.1; waited=$((waited + 1))
+    if [ "$(date +%s)" -ge "$end" ]; then echo "@@nodecheck notready $dev $port"; break; fi
+    sleep 0.1
   done
 done
 '''
 
+# $1 limit (s)  $2 server address  then per rail: DEVICE TCPPORT ARGS
 _CLIENT = r'''
 set -f
-limit=$1; shift
-dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-pairtest.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
-command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; rm -rf "$dir"; exit 127; }
-for spec in "$@"; do
-  dev=${spec%%|*}; args=${spec#*|}
-  ( timeout -k 2 "$limit" ib_write_bw $args >"$dir/$dev.out" 2>&1 </dev/null; echo $? >"$dir/$dev.rc" ) &
+limit=$1; host=$2; shift 2
+command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; exit 127; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-pairclient.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
+devs=
+while [ $# -ge 3 ]; do
+  dev=$1; port=$2; args=$3; shift 3
+  devs="$devs $dev"
+  ( timeout -k 2 "$limit" ib_write_bw $args -p "$port" "$host" >"$dir/$dev.out" 2>&1 </dev/null; echo $? >"$dir/$dev.rc" ) &
 done
 wait
-for spec in "$@"; do
-  dev=${spec%%|*}
+for dev in $devs; do
   echo "@@nodecheck begin client:$dev"
   cat "$dir/$dev.out"
   echo "@@nodecheck end client:$dev rc=$(cat "$dir/$dev.rc" 2>/dev/null || echo 255)"
@@ -103,17 +124,20 @@ done
 rm -rf "$dir"
 '''
 
+# $1 the test directory's name  $2 wait (s). Kills each server's whole process group (setsid made
+# it a session leader; dash's kill wants `-s SIGNAL -- -PGID`, it refuses `-TERM -- -PGID`).
 _COLLECT = r'''
-dir=$1; wait_s=$2
-case "$dir" in "${TMPDIR:-/tmp}"/nodecheck-pairtest.*) ;; *) echo "refusing to touch $dir" >&2; exit 64;; esac
-[ -d "$dir" ] || { echo "no such test directory $dir" >&2; exit 66; }
-waited=0
+dir=${TMPDIR:-/tmp}/nodecheck-pairtest.$1; wait_s=$2
+[ -d "$dir" ] || { echo "no test directory $dir (the start step never ran)"; exit 0; }
+end=$(( $(date +%s) + wait_s ))
 for pidf in "$dir"/*.pid; do
   [ -e "$pidf" ] || continue
-  dev=$(basename "$pidf" .pid); pid=$(cat "$pidf")
-  while [ ! -e "$dir/$dev.rc" ] && [ "$waited" -lt $((wait_s * 10)) ]; do sleep 0.1; waited=$((waited + 1)); done
-  if [ ! -e "$dir/$dev.rc" ]; then
-    kill -TERM -- "-$pid" 2>/dev/null; sleep 0.5; kill -KILL -- "-$pid" 2>/dev/null
+  dev=${pidf##*/}; dev=${dev%.pid}; pid=$(cat "$pidf")
+  while [ ! -e "$dir/$dev.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
+  if kill -s 0 -- "-$pid" 2>/dev/null; then
+    # TERM, then KILL, which cannot be refused (what is left is a zombie for init to reap)
+    kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.5
+    kill -s KILL -- "-$pid" 2>/dev/null
     echo "@@nodecheck killed $dev"
   fi
   echo "@@nodecheck begin server:$dev"
@@ -124,21 +148,26 @@ rm -rf "$dir"
 '''
 
 
-def start_servers(name: str, rails: list[Rail], shape: TestShape) -> Probe:
-    limit = int(shape.timeout_s + READY_WAIT_S + COLLECT_WAIT_S)
-    specs = [f"{r.device}|{r.tcp_port}|{' '.join(_tool_args(r, shape))}" for r in rails]
-    return Probe(name, ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), *specs),
+def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape) -> Probe:
+    """`directory`: a name nodecheck chose (run, round, node), so collect can always find it."""
+    _checked(directory, *(r.device for r in rails))
+    limit = math.ceil(shape.timeout_s) + READY_WAIT_S + COLLECT_WAIT_S
+    specs = [word for r in rails for word in (r.device, str(r.tcp_port),
+                                               " ".join(_tool_args(r, r.server_port, shape)))]
+    return Probe(name, ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), directory, *specs),
                  timeout_s=READY_WAIT_S + 10)
 
 
 def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, shape: TestShape) -> Probe:
     """`rails`: each rail with the port its server listens on (start may have moved it)."""
-    specs = [f"{r.device}|{' '.join(_tool_args(r, shape)).replace('{port}', str(port))} {server_address}"
-             for r, port in rails]
-    return Probe(name, ("sh", "-c", _CLIENT, "sh", str(int(shape.timeout_s)), *specs),
-                 timeout_s=shape.timeout_s + 10)
+    _checked(server_address, *(r.device for r, _ in rails))
+    specs = [word for r, port in rails for word in (r.device, str(port),
+                                                     " ".join(_tool_args(r, r.client_port, shape)))]
+    return Probe(name, ("sh", "-c", _CLIENT, "sh", str(math.ceil(shape.timeout_s)), server_address, *specs),
+                 timeout_s=math.ceil(shape.timeout_s) + 10)
 
 
 def collect_servers(name: str, directory: str) -> Probe:
+    _checked(directory)
     return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, str(COLLECT_WAIT_S)),
                  timeout_s=COLLECT_WAIT_S + 15)

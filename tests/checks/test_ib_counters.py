@@ -103,3 +103,26 @@ def test_max_absolute_fails_on_the_value_alone():
 def test_bad_parameters_are_refused(params, words):
     with pytest.raises(ValidationError, match=words):
         IbCounters(**params)
+
+
+def test_a_port_that_vanished_during_the_run_is_an_error_not_dropped():
+    two = ((1, "InfiniBand"), (2, "InfiniBand"))
+    verdicts = judge(read(0.0, BEFORE, ports=two), read(10.0, BEFORE, ports=((1, "InfiniBand"),)))
+    by_subject = {v.subject: v for v in verdicts}
+    assert by_subject["mlx5_0/1"].status is Status.PASS
+    assert by_subject["mlx5_0/2"].status is Status.ERROR
+    assert by_subject["mlx5_0/2"].message == ("mlx5_0/2: present only before the run's load: the port appeared "
+                                              "or vanished during the run")
+
+
+def test_a_listed_device_that_is_not_there_is_an_error():
+    verdicts = judge(read(0.0, BEFORE), read(10.0, BEFORE), devices=["mlx5_0", "mlx5_7"])
+    [missing] = [v for v in verdicts if v.status is not Status.PASS]
+    assert missing.status is Status.ERROR and missing.message.startswith("mlx5_7: no such CA")
+
+
+def test_the_window_is_taken_from_uptime_when_both_reads_have_it():
+    before = read(1000.0, BEFORE).replace("\n", "\n@@nodecheck uptime 50.00\n", 1)
+    after = read(4600.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 110.00\n", 1)   # the clock stepped
+    symbol = next(v for v in judge(before, after, min_window_s=30) if v.observed.get("counter") == "SymbolErrorCounter")
+    assert symbol.observed["window_s"] == 60.0 and symbol.status is Status.FAIL   # 42 in 60 s = 2520/h

@@ -30,15 +30,14 @@ class ScriptedSession:
 
     def run(self, probe, timeout_s):
         argv, text, code = probe.argv, "", 0
-        if probe.name.endswith("server-start"):
-            specs = argv[6:]
-            text = "@@nodecheck dir /tmp/nodecheck-pairtest.abc\n" + "".join(
-                f"@@nodecheck ready {s.split('|')[0]} {s.split('|')[1]} 4242\n" for s in specs)
+        if probe.name.endswith("server-start"):    # sh -c SCRIPT sh LIMIT WAIT DIR (DEV PORT ARGS)...
+            specs = argv[7:]
+            text = f"@@nodecheck dir /tmp/nodecheck-pairtest.{argv[6]}\n" + "".join(
+                f"@@nodecheck ready {specs[i]} {specs[i + 1]} 4242\n" for i in range(0, len(specs), 3))
             self.cluster.servers[self.node] = True
-        elif probe.name.endswith(".client"):
-            server = self.cluster.by_address[argv[-1].rsplit(" ", 1)[1]]
-            for spec in argv[5:]:
-                device = spec.split("|")[0]
+        elif probe.name.endswith(".client"):        # sh -c SCRIPT sh LIMIT HOST (DEV PORT ARGS)...
+            server = self.cluster.by_address[argv[5]]
+            for device in argv[6::3]:
                 recording, rc = self.cluster.outcome(server, self.node, device)
                 text += f"@@nodecheck begin client:{device}\n{recording}\n@@nodecheck end client:{device} rc={rc}\n"
         elif probe.name.endswith(".server"):
@@ -66,12 +65,12 @@ class ScriptedCluster:
         return ScriptedSession(node.name, self)
 
 
-def run_check(n: int, cluster: ScriptedCluster, **params):
-    nodes = {f"node{i}": Node(f"node{i}", f"10.0.0.{i}") for i in range(1, n + 1)}
+def run_check(n: int, cluster: ScriptedCluster, labels=lambda i: frozenset(), stop=None, **params):
+    nodes = {f"node{i}": Node(f"node{i}", f"10.0.0.{i}", labels=labels(i)) for i in range(1, n + 1)}
     cluster.by_address = {node.address: name for name, node in nodes.items()}
     ibstat = {name: {IBSTAT.name: Capture(name, IBSTAT.name, IBSTAT.argv, Outcome.EXITED, 0, IBSTAT_OK, "", 0)}
               for name in nodes}
-    commands = CommandRunner(cluster, time.monotonic() + 60, threading.Event())
+    commands = CommandRunner(cluster, time.monotonic() + 600, stop or threading.Event())
     ctx = ActiveContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
     params = {"devices": ["mlx5_0"], "bw_gbps": {"fail_below": 100}, **params}
     verdicts = list(pair_bandwidth(ctx, IbPairs(**params)))
@@ -125,6 +124,26 @@ def test_a_hung_client_is_a_timeout_for_that_pair():
     assert {r["status"] for r in extras["results"] if "node1" in (r["server"], r["client"])} == {"timeout"}
 
 
+def test_a_stop_request_blames_nobody_and_says_which_nodes_were_not_tested():
+    stop = threading.Event()
+
+    class Stopping(ScriptedCluster):
+        def outcome(self, server, client, device):
+            stop.set()                         # SIGTERM while the first client runs
+            return FAST, 0
+    cluster = Stopping()
+    verdicts, extras, captures = run_check(6, cluster, stop=stop)
+    statuses = {nodes[0]: v.status for nodes, v in verdicts}
+    assert Status.FAIL not in statuses.values() and extras["bad_nodes"] == []
+    assert sorted(statuses.values(), key=lambda s: s.value).count(Status.PASS) == 2   # the pair that ran
+    skipped = [v for _, v in verdicts if v.status is Status.SKIPPED]
+    assert len(skipped) == 4 and all(v.message.startswith("not tested:") for v in skipped)
+    # every started server was collected, after the stop too
+    started = {c.node for c in captures if c.probe.endswith("server-start") and c.outcome.value == "exited"}
+    collected = {c.node for c in captures if c.probe.endswith(".server") and c.outcome.value == "exited"}
+    assert started and started <= collected
+
+
 def test_a_single_node_has_no_partner():
     verdicts, _, _ = run_check(1, ScriptedCluster())
     [(nodes, v)] = verdicts
@@ -136,6 +155,16 @@ def test_threshold_from_the_port_rate_when_no_floor_is_given():
     # 111.71 Gb/s on a 400 Gb/s port is below 0.8 x 400 = 320: every pair fails, nobody is good
     assert {v.status for _, v in verdicts} == {Status.FAIL}
     assert any("expected >= 320 Gb/s" in v.message or "not enough good partners" in v.message for _, v in verdicts)
+
+
+def test_rack_labels_steer_the_ring_across_racks():
+    rack = lambda i: frozenset({f"rack=r{1 if i <= 4 else 2}", "gpu"})   # noqa: E731
+    _, extras, _ = run_check(8, ScriptedCluster(), labels=rack, group_label="rack", steer="inter-group")
+    first = [(r["server"], r["client"]) for r in extras["results"] if r["round"] == 1]
+    assert len(first) == 4
+    assert all((int(a[4:]) <= 4) != (int(b[4:]) <= 4) for a, b in first)   # every pair crosses racks
+    _, extras, _ = run_check(8, ScriptedCluster(), labels=rack, group_label="rack", steer="intra-group")
+    assert all((int(r["server"][4:]) <= 4) == (int(r["client"][4:]) <= 4) for r in extras["results"])
 
 
 @pytest.mark.parametrize("params, words", [

@@ -98,11 +98,11 @@ def _ib_write_bw_processes() -> list[str]:
 
 def test_a_hung_node_is_a_timeout_for_its_pairs_and_leaves_no_test_behind(cluster, tmp_path):
     apply(cluster, ib_nodes(cluster, 6, nodes=(("node6", (("hang", True),)),)))
-    code, doc, wall = run(cluster, tmp_path, PAIRS.replace("test_timeout_s: 4", "test_timeout_s: 2"), "node[1-6]")
+    code, doc, wall = run(cluster, tmp_path, PAIRS, "node[1-6]")
     pairs = results(doc, "ib.pairs")
     [(status, message)] = pairs["node6"]
     assert status == "fail" and message.startswith("bad node: fails with 2/2 partners, which pass with others:")
-    assert "test hung, killed after 2 s" in message
+    assert "test hung, killed after 4 s" in message
     statuses = {r["status"] for r in doc["extras"]["ib.pairs"]["results"] if "node6" in (r["server"], r["client"])}
     assert statuses == {"timeout"}
     assert all(pairs[n][0][0] == "pass" for n in ("node1", "node2", "node3", "node4", "node5"))
@@ -252,3 +252,18 @@ def test_a_lost_ssh_session_mid_flap_cannot_leave_the_port_down(cluster, tmp_pat
     [(status, message)] = results(json.loads(out), "roce.gid_stability")["node5"]
     assert status == "error" and "the flap was cut short" in message, message
     assert "the port is back (4: ACTIVE, address 10.77.0.5/32" in message
+
+
+def test_pairs_over_roce_use_the_gid_index_and_judge_each_port_by_its_own_rate(cluster, tmp_path):
+    roce_ibstat = "ibstat/gpud-h100-cx7-roce-12ca-down-polling-disabled.txt"   # 400 and 100 Gb/s ports
+    layout = {"*": [Fabric(devices=("mlx5_0", "mlx5_1"), link_type="Ethernet", default_gbps=95.0)]}
+    layout.update({f"node{i}": [Replay("ibstat", roce_ibstat)] for i in range(1, 5)})
+    apply(cluster, layout)
+    code, doc, _ = run(cluster, tmp_path, "  ib.pairs: {link_layer: Ethernet, devices: [mlx5_0, mlx5_1], gid_index: 3, "
+                                          "duration_s: 1, test_timeout_s: 4}\n", "node[1-4]")
+    tests = doc["extras"]["ib.pairs"]["results"]
+    # 95 Gb/s: below 80 % of mlx5_0's 400 Gb/s, fine for mlx5_1's 100 Gb/s (>= 90 %)
+    assert {(t["device"], t["status"]) for t in tests} == {("mlx5_0", "fail"), ("mlx5_1", "pass")}
+    clients = [c for c in doc["captures"] if c["probe"].endswith(".client")]
+    assert clients and all("-x 3" in " ".join(c["argv"]) for c in clients)
+    assert code == 2

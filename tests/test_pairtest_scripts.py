@@ -1,0 +1,126 @@
+"""The pair-test scripts themselves (nodecheck/probes/pairtest.py), run under dash on this machine
+with a small stand-in for ib_write_bw: a server that listens and either answers or hangs. The
+integration tests run them over SSH; these pin what dash does with them (kill of a process
+group, readiness by /proc/net/tcp, cleanup)."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nodecheck.parsers.sections import split_sections
+from nodecheck.probes import pairtest
+from tests.helpers import DATA
+
+pytestmark = pytest.mark.skipif(shutil.which("dash") is None or shutil.which("setsid") is None,
+                                reason="needs dash and setsid")
+
+STAND_IN = """#!{python}
+import socket, sys, time
+args = sys.argv[1:]
+port = int(args[args.index("-p") + 1])
+recording = open({recording!r}).read()
+if args[-2] != "-p":                       # client: ... -p PORT HOST
+    s = socket.create_connection((args[-1], port), timeout=5)
+    s.recv(16)
+    print(recording, end="")
+    sys.exit(0)
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", port)); srv.listen(1)
+print("* Waiting for client to connect... *", flush=True)
+if {hang!r}:
+    time.sleep(600)
+conn, _ = srv.accept(); conn.sendall(b"go"); print(recording, end="")
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tool(tmp_path: Path, hang: bool) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "ib_write_bw"
+    fake.write_text(STAND_IN.format(python=sys.executable, hang=hang,
+                                    recording=str(DATA / "perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt")))
+    fake.chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
+
+
+def run(probe, env) -> subprocess.CompletedProcess:
+    return subprocess.run(["dash", *probe.argv[1:]], env=env, capture_output=True, text=True,
+                          timeout=probe.timeout_s)
+
+
+def alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process of the group is left."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+SHAPE = pairtest.TestShape(duration_s=1, size=65536, qps=1, timeout_s=5)
+
+
+def test_start_waits_for_the_listener_the_client_gets_the_result_and_collect_cleans_up(tmp_path):
+    env = tool(tmp_path, hang=False)
+    rail = pairtest.Rail("mlx5_0", 1, 2, free_port())
+    start = run(pairtest.start_servers("s", "t1", [rail], SHAPE), env)
+    assert start.returncode == 0, start.stderr
+    facts = split_sections(start.stdout).facts
+    assert facts["dir"] == f"{tmp_path}/nodecheck-pairtest.t1"
+    assert facts["ready"].startswith(f"mlx5_0 {rail.tcp_port} ")
+    client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
+    section = split_sections(client.stdout).get("client:mlx5_0")
+    assert section.rc == 0 and "111.71" in section.text
+    collect = run(pairtest.collect_servers("x", "t1"), env)
+    server = split_sections(collect.stdout).get("server:mlx5_0")
+    assert server.rc == 0 and "111.71" in server.text
+    assert not (tmp_path / "nodecheck-pairtest.t1").exists()
+
+
+def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
+    env = tool(tmp_path, hang=True)
+    rail = pairtest.Rail("mlx5_3", 1, 1, free_port())
+    start = run(pairtest.start_servers("s", "t2", [rail], SHAPE), env)
+    pid = int(split_sections(start.stdout).facts["ready"].split()[2])
+    assert alive(pid)
+    started = time.monotonic()
+    collect = run(pairtest.collect_servers("x", "t2"), env)
+    assert "@@nodecheck killed mlx5_3" in collect.stdout
+    assert split_sections(collect.stdout).get("server:mlx5_3").rc == 137
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid), "the server's process group outlived collect"
+    assert time.monotonic() - started < pairtest.COLLECT_WAIT_S + 5
+
+
+def test_collect_without_a_start_says_so_and_a_missing_tool_is_exit_127(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path), PATH="/usr/bin:/bin")
+    collect = run(pairtest.collect_servers("x", "never"), env)
+    assert collect.returncode == 0 and "the start step never ran" in collect.stdout
+    start = run(pairtest.start_servers("s", "t3", [pairtest.Rail("mlx5_0", 1, 1, free_port())], SHAPE), env)
+    assert start.returncode == 127 and "ib_write_bw not found (perftest not installed)" in start.stderr
+
+
+@pytest.mark.parametrize("bad", ["-oProxyCommand=x", "a b", "node;rm", ""])
+def test_values_that_are_not_names_never_reach_a_node(bad):
+    with pytest.raises(ValueError):
+        pairtest.run_clients("c", [(pairtest.Rail("mlx5_0", 1, 1, 18515), 18515)], bad, SHAPE)
+    with pytest.raises(ValueError):
+        pairtest.start_servers("s", "t", [pairtest.Rail(bad or "-", 1, 1, 18515)], SHAPE)
