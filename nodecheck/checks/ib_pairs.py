@@ -256,13 +256,18 @@ def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: plan
     start = ctx.run(server, start_probe)
     ready = _ready(start)
     clients = None
+    listening = [(r, ready[r.device]) for r in rails if r.device in ready]
     try:
-        listening = [(r, ready[r.device]) for r in rails if r.device in ready]
         if listening:
             clients = ctx.run(client, client_probe(listening))
     finally:
-        collected = ctx.run(server, pairtest.collect_servers(f"ib_write_bw.r{rnd}.server", directory),
-                            cleanup=True)
+        # a server whose client finished ends by itself; one whose client failed would wait forever
+        sections = split_sections(clients.stdout).sections if clients is not None else {}
+        finished = clients is not None and clients.outcome is Outcome.EXITED and clients.exit_code == 0 and all(
+            sections.get(f"client:{r.device}") is not None and sections[f"client:{r.device}"].rc == 0
+            for r, _ in listening)
+        collected = ctx.run(server, pairtest.collect_servers(
+            f"ib_write_bw.r{rnd}.server", directory, pairtest.COLLECT_WAIT_S if finished else 0), cleanup=True)
     return [_judge_rail(rnd, server, client, r, start, ready, clients, collected, rates, want) for r in rails]
 
 

@@ -134,7 +134,8 @@ for pidf in "$dir"/*.pid; do
   [ -e "$pidf" ] || continue
   dev=${pidf##*/}; dev=${dev%.pid}; pid=$(cat "$pidf")
   while [ ! -e "$dir/$dev.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
-  if kill -s 0 -- "-$pid" 2>/dev/null; then
+  # no rc file: the server (its wrapper writes rc last) is still running
+  if [ ! -e "$dir/$dev.rc" ] && kill -s 0 -- "-$pid" 2>/dev/null; then
     # TERM, then KILL, which cannot be refused (what is left is a zombie for init to reap)
     kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.5
     kill -s KILL -- "-$pid" 2>/dev/null
@@ -167,7 +168,8 @@ def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, s
                  timeout_s=math.ceil(shape.timeout_s) + 10)
 
 
-def collect_servers(name: str, directory: str) -> Probe:
+def collect_servers(name: str, directory: str, wait_s: int = COLLECT_WAIT_S) -> Probe:
+    """`wait_s`: how long a server may take to finish on its own; 0 when its client failed (it
+    would wait for a client that never comes)."""
     _checked(directory)
-    return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, str(COLLECT_WAIT_S)),
-                 timeout_s=COLLECT_WAIT_S + 15)
+    return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, str(wait_s)), timeout_s=COLLECT_WAIT_S + 15)

@@ -156,7 +156,7 @@ NMCLI = ('case "$*" in\n  *RUNNING*) echo running ;;\n'
 def test_roce_gid_tables_networkmanager_and_a_real_port_flap(cluster, tmp_path):
     apply(cluster, {"node1": [RocePort("stable")], "node2": [RocePort("networkmanager"),
                                                               Script("nmcli", NMCLI.format(i=2))],
-                    "node3": [RocePort("stable")]})
+                    "node3": [RocePort("stable"), RocePort("stable", ca="mlx5_1")]})
     book = "  roce.gids: {gid_index: 3}\n  roce.networkmanager: {}\n"
     code, doc, _ = run(cluster, tmp_path, book, "node[1-3]")
     gids = results(doc, "roce.gids")
@@ -182,6 +182,9 @@ def test_roce_gid_tables_networkmanager_and_a_real_port_flap(cluster, tmp_path):
     [(status, message)] = stability["node1"]
     assert status == "pass" and message.startswith("mlx5_0/1 (rnic1): RoCE v2 IPv4 GID stable across the flap "
                                                    "(10.77.0.1 at 3); port ACTIVE, address back after ")
+    # two ports on one node: each flapped and judged on its own (the table walk must not move $p)
+    assert [(st, m.split(":")[0]) for st, m in stability["node3"]] == [("pass", "mlx5_0/1 (rnic3)"),
+                                                                       ("pass", "mlx5_1/1 (rnic3x1)")]
     assert code == 2
 
     # after the flap the table is what the next job sees: index 3 is no longer the v2 GID on node2
