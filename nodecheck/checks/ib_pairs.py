@@ -247,19 +247,16 @@ def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: plan
     directory = f"{tag}.r{rnd}.{re.sub(r'[^A-Za-z0-9_.-]', '_', server)}"
     address = ctx.nodes[server].address
     try:
-        start_probe = pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", directory, rails, shape)
-        client_probe = lambda listening: pairtest.run_clients(  # noqa: E731
-            f"ib_write_bw.r{rnd}.client", listening, address, shape)
-        client_probe([])
+        pairtest.check_arguments(address, directory, *devices)
     except ValueError as e:                    # a name or address a node's shell must not get
         return [RailResult(rnd, server, client, r.device, Status.ERROR, None, f"cannot test: {e}") for r in rails]
-    start = ctx.run(server, start_probe)
+    start = ctx.run(server, pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", directory, rails, shape))
     ready = _ready(start)
     clients = None
     listening = [(r, ready[r.device]) for r in rails if r.device in ready]
     try:
         if listening:
-            clients = ctx.run(client, client_probe(listening))
+            clients = ctx.run(client, pairtest.run_clients(f"ib_write_bw.r{rnd}.client", listening, address, shape))
     finally:
         # a server whose client finished ends by itself; one whose client failed would wait forever
         sections = split_sections(clients.stdout).sections if clients is not None else {}

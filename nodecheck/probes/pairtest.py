@@ -54,7 +54,7 @@ def _tool_args(rail: Rail, ib_port: int, shape: TestShape) -> list[str]:
     return args
 
 
-def _checked(*values: str) -> None:
+def check_arguments(*values: str) -> None:
     for v in values:
         if not ARGUMENT.match(v):
             raise ValueError(f"{v!r} cannot be passed to a pair test (expected a name or an address)")
@@ -151,7 +151,7 @@ rm -rf "$dir"
 
 def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape) -> Probe:
     """`directory`: a name nodecheck chose (run, round, node), so collect can always find it."""
-    _checked(directory, *(r.device for r in rails))
+    check_arguments(directory, *(r.device for r in rails))
     limit = math.ceil(shape.timeout_s) + READY_WAIT_S + COLLECT_WAIT_S
     specs = [word for r in rails for word in (r.device, str(r.tcp_port),
                                                " ".join(_tool_args(r, r.server_port, shape)))]
@@ -161,7 +161,7 @@ def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape
 
 def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, shape: TestShape) -> Probe:
     """`rails`: each rail with the port its server listens on (start may have moved it)."""
-    _checked(server_address, *(r.device for r, _ in rails))
+    check_arguments(server_address, *(r.device for r, _ in rails))
     specs = [word for r, port in rails for word in (r.device, str(port),
                                                      " ".join(_tool_args(r, r.client_port, shape)))]
     return Probe(name, ("sh", "-c", _CLIENT, "sh", str(math.ceil(shape.timeout_s)), server_address, *specs),
@@ -171,5 +171,5 @@ def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, s
 def collect_servers(name: str, directory: str, wait_s: int = COLLECT_WAIT_S) -> Probe:
     """`wait_s`: how long a server may take to finish on its own; 0 when its client failed (it
     would wait for a client that never comes)."""
-    _checked(directory)
+    check_arguments(directory)
     return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, str(wait_s)), timeout_s=COLLECT_WAIT_S + 15)
