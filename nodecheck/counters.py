@@ -117,7 +117,8 @@ class CounterDelta:
     name: str
     before: int | None
     after: int | None
-    increase: int | None                       # None: saturated or missing; a reset: after (a lower bound)
+    increase: int | None                       # None: unknown (stuck saturated, missing); a lower bound
+                                               # when saturated during the window or after a reset
     window_s: float
     state: str                                 # "ok" | "saturated" | "reset" | "missing"
 
@@ -143,26 +144,36 @@ class CounterFinding:
     value: int | None = None                   # the counter's value at the second read
 
 
-def delta(before: PortCounters, after: PortCounters, window_s: float) -> list[CounterDelta]:
+def delta(before: PortCounters, after: PortCounters, window_s: float, *, reset: bool = False) -> list[CounterDelta]:
     """One CounterDelta per counter in either read, in `after`'s order; a counter in only one read
-    is "missing". A value at its width's all-ones maximum is "saturated" (no increase: it stopped
-    counting); a decrease is a "reset" (cleared or rebooted), counted from zero."""
+    is "missing". A counter that went down means the port's counters were cleared (perfquery -R) or
+    the node rebooted: that clears every counter of the port, so all are "reset" and counted from
+    zero (a lower bound: some of the window came before the reset). `reset`: the caller knows it
+    happened (the node's uptime went down). A value at its width's all-ones maximum is "saturated":
+    stuck there before the window, the increase is unknown; reached during it, it is at least the
+    difference."""
     if not window_s > 0:
         raise ValueError(f"window_s must be > 0, got {window_s}")
     if (before.ca, before.port) != (after.ca, after.port):
         raise ValueError(f"reads of different ports: {before.where} and {after.where}")
     names = list(after.counters) + [n for n in before.counters if n not in after.counters]
-    return [_delta(name, before, after, window_s) for name in names]
+    cleared = reset or any(after.counters[n] < before.counters[n] for n in after.counters
+                           if n in before.counters and not after.saturated(n))
+    return [_delta(name, before, after, window_s, cleared) for name in names]
 
 
-def _delta(name: str, before: PortCounters, after: PortCounters, window_s: float) -> CounterDelta:
+def _delta(name: str, before: PortCounters, after: PortCounters, window_s: float, cleared: bool) -> CounterDelta:
     old, new = before.counters.get(name), after.counters.get(name)
     if old is None or new is None:
         return CounterDelta(name, old, new, None, window_s, "missing")
     if new < old and not after.saturated(name):
         return CounterDelta(name, old, new, new, window_s, "reset")
-    if before.saturated(name) or after.saturated(name):
-        return CounterDelta(name, old, new, None, window_s, "saturated")
+    if before.saturated(name):
+        return CounterDelta(name, old, new, None, window_s, "saturated")   # stuck: no increase known
+    if cleared:
+        return CounterDelta(name, old, new, new, window_s, "reset")
+    if after.saturated(name):
+        return CounterDelta(name, old, new, new - old, window_s, "saturated")   # at least this much
     return CounterDelta(name, old, new, new - old, window_s, "ok")
 
 
@@ -212,8 +223,8 @@ def _limit(name: str, value: RateLimit | Mapping[str, float | None]) -> RateLimi
 
 
 def _unjudgeable(d: CounterDelta, kind: str) -> CounterFinding | None:
-    """The warning for a delta that cannot be judged (saturated, missing), or None."""
-    if d.state == "saturated":
+    """The warning for a delta that cannot be judged (stuck saturated, missing), or None."""
+    if d.state == "saturated" and d.increase is None:
         return CounterFinding("warn", d.name, kind, f"{d.name} saturated at {_n(d.after)}: "
                               f"increase unknown; {RESET_FIX}", window_s=d.window_s, value=d.after)
     if d.state == "missing":
@@ -224,9 +235,14 @@ def _unjudgeable(d: CounterDelta, kind: str) -> CounterFinding | None:
 
 
 def _seen(d: CounterDelta) -> str:
-    """"SymbolErrorCounter +120 in 300 s", with the reset named when there was one."""
-    reset = f" (counters reset in between; at least {_n(d.increase)} since)" if d.state == "reset" else ""
-    return f"{d.name} +{_n(d.increase)} in {_n(d.window_s)} s{reset}"
+    """"SymbolErrorCounter +120 in 300 s", with a reset or a saturation named."""
+    if d.state == "reset":
+        return f"{d.name} +{_n(d.increase)} in {_n(d.window_s)} s (counters reset in between; at least " \
+               f"{_n(d.increase)} since)"
+    if d.state == "saturated":
+        return f"{d.name} +{_n(d.increase)} or more in {_n(d.window_s)} s (saturated at {_n(d.after)}; " \
+               f"{RESET_FIX})"
+    return f"{d.name} +{_n(d.increase)} in {_n(d.window_s)} s"
 
 
 def _judge_increase(d: CounterDelta) -> CounterFinding:
@@ -243,18 +259,21 @@ def _judge_rate(d: CounterDelta, limit: RateLimit, min_window_s: float) -> Count
     if unjudgeable:
         return unjudgeable
     rate = d.per_hour
-    assert rate is not None and d.increase is not None   # ok/reset deltas carry an increase
+    assert rate is not None and d.increase is not None   # ok/reset/saturated-in-window carry one
     numbers = dict(increase=d.increase, window_s=d.window_s, per_hour=rate, value=d.after)
     if d.increase == 0:
         return CounterFinding("pass", d.name, RATE, f"{_seen(d)}", **numbers)
     if d.window_s < min_window_s:
         return CounterFinding("warn", d.name, RATE, f"{_seen(d)}: window too short to rate, "
                               f"expected >= {_n(min_window_s)} s", **numbers)
-    seen = f"{_seen(d)} = {_n(rate)}/h"
+    at_least = "at least " if d.state != "ok" else ""
+    seen = f"{_seen(d)} = {at_least}{_n(rate)}/h"
     for status, bound in (("fail", limit.fail_per_hour), ("warn", limit.warn_per_hour)):
         if bound is not None and rate > bound:
             return CounterFinding(status, d.name, RATE, f"{seen}, expected <= {_n(bound)}/h",
                                   limit_per_hour=bound, **numbers)
+    if d.state == "saturated":                 # under the limits only as far as we can tell
+        return CounterFinding("warn", d.name, RATE, f"{seen}: the true rate is unknown", **numbers)
     bound = limit.warn_per_hour if limit.warn_per_hour is not None else limit.fail_per_hour
     expected = f" (<= {_n(bound)}/h)" if bound is not None else " (no limit set)"
     return CounterFinding("pass", d.name, RATE, seen + expected, limit_per_hour=bound, **numbers)

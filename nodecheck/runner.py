@@ -58,7 +58,10 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
     finally:
         commands.close()
     captures.update({(c.node, c.probe): c for c in commands.captures})
-    incomplete = incomplete or _cut(commands.captures, stop)
+    # an active check that left planned work undone (a round, a flap) says so in its extras
+    incomplete = incomplete or _cut(commands.captures, stop) or "; ".join(
+        f"{name}: {'; '.join(data['incomplete'])}" for name, data in extras.items()
+        if isinstance(data, dict) and data.get("incomplete"))
     if after := plan_probes(playbook.checks, after=True):
         again = run_probes(transport, {n: after for n in nodes if _came_back(n.name, playbook, captures)},
                            fanout=fanout, deadline=deadline, stop=stop)

@@ -88,10 +88,10 @@ def test_saturated_values_give_no_increase_and_no_rate():
     assert (link_down.before, link_down.after, link_down.increase) == (255, 255, None)
     assert (link_down.per_second, link_down.per_hour) == (None, None)
     assert deltas["SymbolErrorCounter"].state == "ok"
-    # reaching the maximum during the window is saturated too: the increase may be larger than shown
+    # reaching the maximum during the window is saturated too: the increase is at least the difference
     before = replace(port, counters={**port.counters, "PortXmitDiscards": 65530})
     d = {d.name: d for d in delta(before, port, 600.0)}["PortXmitDiscards"]
-    assert (d.state, d.increase) == ("saturated", None)
+    assert (d.state, d.increase) == ("saturated", 5)
 
 
 def test_a_decrease_is_a_reset_counted_from_zero():
@@ -246,7 +246,7 @@ def test_a_reset_during_the_window_is_judged_on_what_counted_since():
     findings = _by_counter(judge_deltas(delta(before, after, 300.0)))
     assert findings["PortXmitDiscards"].status == "fail"               # >= 1200/h, above 1000/h
     assert findings["PortXmitDiscards"].message == (
-        "PortXmitDiscards +100 in 300 s (counters reset in between; at least 100 since) = 1200/h, "
+        "PortXmitDiscards +100 in 300 s (counters reset in between; at least 100 since) = at least 1200/h, "
         "expected <= 1000/h")
     assert findings["LinkDownedCounter"].status == "fail"              # the link went down again since
 
@@ -281,3 +281,29 @@ def test_bad_limits_are_rejected_by_name(thresholds, max_absolute, error):
     read = _read(NONZERO)
     with pytest.raises(ValueError, match=error):
         judge_deltas(delta(read, read, 300.0), thresholds, max_absolute=max_absolute)
+
+
+def test_a_counter_that_rose_into_saturation_fails_on_the_increase_it_shows():
+    """4-bit LocalLinkIntegrityErrors 0 -> 15 rose by at least 15: any increase fails; a 16-bit
+    symbol counter that hit 65535 in an hour rose at least that much."""
+    before = _later(_read(NONZERO), LocalLinkIntegrityErrors=0, SymbolErrorCounter=100)
+    narrow = {**before.widths, "SymbolErrorCounter": 16, "LocalLinkIntegrityErrors": 4}   # basic widths
+    before = replace(before, widths=narrow)
+    after = replace(_later(before, LocalLinkIntegrityErrors=15, SymbolErrorCounter=65535), widths=narrow)
+    findings = _by_counter(judge_deltas(delta(before, after, 3600.0)))
+    integrity = findings["LocalLinkIntegrityErrors"]
+    assert integrity.status == "fail"
+    assert integrity.message.startswith("LocalLinkIntegrityErrors +15 or more in 3600 s (saturated at 15; ")
+    symbol = findings["SymbolErrorCounter"]
+    assert symbol.status == "fail" and "= at least 65435/h, expected <= 1440/h" in symbol.message
+
+
+def test_one_counter_going_down_means_the_whole_port_was_cleared():
+    before = _later(_read(NONZERO), SymbolErrorCounter=5000)            # LinkDownedCounter 1
+    after = _later(before, LinkDownedCounter=0, SymbolErrorCounter=6000)  # the clear hid the old 5000
+    deltas = {d.name: d for d in delta(before, after, 3600.0)}
+    assert (deltas["SymbolErrorCounter"].state, deltas["SymbolErrorCounter"].increase) == ("reset", 6000)
+    symbol = _by_counter(judge_deltas(delta(before, after, 3600.0)))["SymbolErrorCounter"]
+    assert symbol.status == "fail"                                      # >= 6000/h, not +1000
+    rebooted = {d.name: d for d in delta(before, _later(before, SymbolErrorCounter=5005), 60.0, reset=True)}
+    assert (rebooted["SymbolErrorCounter"].state, rebooted["SymbolErrorCounter"].increase) == ("reset", 5005)

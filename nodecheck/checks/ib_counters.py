@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nodecheck import counters as C
 from nodecheck.errors import ParseError
@@ -27,6 +27,7 @@ from nodecheck.registry import Captures, check
 _SCRIPT = SHELL_FUNCTION + r'''
 echo "@@nodecheck clock $(date +%s.%N)"
 IFS=' ' read -r up _ < /proc/uptime 2>/dev/null && echo "@@nodecheck uptime $up"
+IFS= read -r boot < /proc/sys/kernel/random/boot_id 2>/dev/null && echo "@@nodecheck boot_id $boot"
 found=0
 for p in /sys/class/infiniband/*/ports/*; do
   [ -d "$p" ] || continue
@@ -62,9 +63,23 @@ _PORT = re.compile(r"^@@nodecheck port (\S+) (\S+) ?(.*)$", re.M)
 
 
 class RatePerHour(BaseModel):
+    """Limits for one rate counter, per hour or per second (not both for one bound)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     warn_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
     fail_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    warn_per_second: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    fail_per_second: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_unit(self) -> "RatePerHour":
+        for bound in ("warn", "fail"):
+            if getattr(self, f"{bound}_per_hour") is not None and getattr(self, f"{bound}_per_second") is not None:
+                raise ValueError(f"give {bound}_per_hour or {bound}_per_second, not both")
+        return self
+
+    def per_hour(self, bound: str) -> float | None:
+        hour, second = getattr(self, f"{bound}_per_hour"), getattr(self, f"{bound}_per_second")
+        return hour if hour is not None else (None if second is None else second * 3600)
 
 
 class IbCounters(BaseModel):
@@ -74,7 +89,7 @@ class IbCounters(BaseModel):
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
         "InfiniBand", description="which ports are judged (Ethernet = RoCE, from sysfs only)")
     rates: dict[str, RatePerHour] = Field(
-        {}, description="per rate counter {warn_per_hour, fail_per_hour}, over the defaults "
+        {}, description="per rate counter {warn_per_hour, fail_per_hour} (or _per_second), over the defaults "
         "(SymbolErrorCounter, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
         "PortRcvRemotePhysicalErrors)")
     min_window_s: float = Field(
@@ -125,18 +140,29 @@ def error_counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
         if not want.devices:
             yield Verdict(Status.ERROR, "no IB port to read counters from", excerpt=excerpt(second))
         return
-    limits = {name: C.RateLimit(r.warn_per_hour, r.fail_per_hour, "playbook") for name, r in want.rates.items()}
+    limits = {name: C.RateLimit(r.per_hour("warn"), r.per_hour("fail"), "playbook") for name, r in want.rates.items()}
     for ca, port in judged:
         if (ca, port) not in first_ports or (ca, port) not in second_ports:
             when = "before" if (ca, port) in first_ports else "after"
             yield Verdict(Status.ERROR, f"{ca}/{port}: present only {when} the run's load: the port "
                           "appeared or vanished during the run", f"{ca}/{port}")
             continue
-        yield from _judge_port(ca, port, before, after, window, limits, want)
+        yield from _judge_port(ca, port, before, after, window, limits, want, _rebooted(before, after))
 
 
 def _ports(text: str) -> dict[tuple[str, str], str]:
     return {(ca, port): layer for ca, port, layer in _PORT.findall(text)}
+
+
+def _rebooted(before: Sections, after: Sections) -> bool:
+    """Another boot between the reads: a new boot id, or an uptime that went down."""
+    ids = before.facts.get("boot_id"), after.facts.get("boot_id")
+    if all(ids) and ids[0] != ids[1]:
+        return True
+    try:
+        return float(after.facts["uptime"]) < float(before.facts["uptime"])
+    except (KeyError, ValueError):
+        return False
 
 
 def _window(before: Sections, after: Sections) -> float:
@@ -152,17 +178,22 @@ def _window(before: Sections, after: Sections) -> float:
     raise ParseError("ib_counters", "no usable node clock in the counter reads", "")
 
 
+JUDGED = tuple(n for n, info in C.COUNTERS.items() if info.kind in (C.FAIL_ON_INCREASE, C.RATE))
+
+
 def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: float,
-                limits: dict, want: IbCounters) -> Iterator[Verdict]:
+                limits: dict, want: IbCounters, rebooted: bool) -> Iterator[Verdict]:
     where = f"{ca}/{port}" if ca != "-" else "local port"
     try:
         old, new, source = _pair(ca, port, before, after)
     except ParseError as e:
         yield Verdict(Status.ERROR, f"{where}: cannot read counters: {e.reason}", where, excerpt=e.excerpt)
         return
-    findings = C.judge_deltas(C.delta(old, new, window), limits, min_window_s=want.min_window_s,
-                              max_absolute=want.max_absolute)
-    snapshot = {"source": source, "clock": after.facts.get("clock"), "counters": dict(new.counters)}
+    deltas = C.delta(old, new, window, reset=rebooted)
+    findings = C.judge_deltas(deltas, limits, min_window_s=want.min_window_s, max_absolute=want.max_absolute)
+    snapshot = {"source": source, "clock": after.facts.get("clock"), "uptime": after.facts.get("uptime"),
+                "boot_id": after.facts.get("boot_id"), "counters": dict(new.counters)}
+    seen = {"window_s": round(window, 1), "snapshot": snapshot}
     bad = [f for f in findings if f.status != "pass"]
     for f in bad:
         yield Verdict(Status(f.status), f"{where}: {f.message}", where,
@@ -170,11 +201,20 @@ def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: f
                        "per_hour": f.per_hour, "value": f.value, "snapshot": snapshot},
                       {"limit_per_hour": f.limit_per_hour} if f.limit_per_hour is not None else {},
                       excerpt(new.raw, 1200))
-    if not bad:
+    compared = [n for n in JUDGED if n in old.counters and n in new.counters]
+    unread = [n for n in JUDGED if n not in old.counters and n not in new.counters]
+    if unread:                                 # not in either read (no PMA, output cut): not zero
+        status = Status.ERROR if not compared else Status.WARN
+        yield Verdict(status, f"{where}: not read ({source}): {', '.join(unread)}", where,
+                      {"unread": unread, **seen}, excerpt=excerpt(new.raw, 1200))
+    if any(d.state == "reset" for d in deltas):
+        why = "the node rebooted" if rebooted else "a counter went down: cleared (perfquery -R) or reset"
+        yield Verdict(Status.WARN, f"{where}: counters were reset during the {window:.1f} s window ({why}); "
+                      "increases are counted from the reset, lower bounds", where, seen)
+    if not bad and compared:
         notes = [f.message for f in findings if f.kind == C.CONGESTION]
         yield Verdict(Status.PASS, f"{where}: no error counter rose in {window:.1f} s ({source})"
-                      + (f"; {'; '.join(notes)}" if notes else ""), where,
-                      {"window_s": round(window, 1), "snapshot": snapshot})
+                      + (f"; {'; '.join(notes)}" if notes else ""), where, seen)
 
 
 def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str]:

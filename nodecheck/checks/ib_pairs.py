@@ -63,8 +63,8 @@ class IbPairs(BaseModel):
         None, description="{fail_below, warn_below} in Gb/s for each test's average bandwidth")
     fraction_of_rate: FractionFloor = Field(
         FractionFloor(fail_below=0.8, warn_below=0.9),
-        description="used when bw_gbps is unset: thresholds as a share of the slower end's port "
-        "rate from ibstat (default fail below 0.8, warn below 0.9)")
+        description="used when bw_gbps is unset: thresholds as a share of the HCA's port rate "
+        "(the most common one across the nodes, from ibstat) (default fail below 0.8, warn below 0.9)")
     gid_index: Optional[int] = Field(None, ge=0, le=255, strict=True,
                                      description="RoCE GID index (ib_write_bw -x); unset: perftest picks")
     duration_s: int = Field(5, ge=1, le=600, strict=True, description="ib_write_bw -D per test")
@@ -136,14 +136,16 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
     tests: list[RailResult] = []
     rates = _fleet_rates({n: ports[n] for n in usable})
     tag = secrets.token_hex(4)                 # names this run's test directories on the nodes
-    cut: list[str] = []
+    cut: dict[int, str] = {}
 
     def run_round(rnd: planner.Round) -> list[planner.PairResult]:
-        if ctx.left() < _round_needs(want):    # a round cut by the deadline would blame healthy nodes
-            cut.append(f"round {rnd.index + 1} not run: {ctx.left():.0f} s left, a round needs "
-                       f"{_round_needs(want):.0f} s")
+        # a pair runs both directions at once, 2 SSH steps at a time; more pairs than that run in waves
+        workers = max(1, min(len(rnd.pairs), ctx.commands.parallel))
+        needs = _round_needs(want, math.ceil(len(rnd.pairs) / workers))
+        if ctx.left() < needs:                 # a round cut by the deadline would blame healthy nodes
+            cut.setdefault(rnd.index, f"round {rnd.index + 1} not run: {ctx.left():.0f} s left before the "
+                           f"deadline, it needs {needs:.0f} s")
             return []
-        workers = max(1, min(len(rnd.pairs), ctx.commands.parallel // 2 or 1))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodecheck-pair") as pool:
             # rounds are numbered from 1 in messages, capture names and the report
             done = list(pool.map(lambda ip: _run_pair(ctx, want, rnd.index + 1, ip[0], ip[1], ports, rates, tag),
@@ -153,7 +155,7 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         for pair, rails in zip(rnd.pairs, done):
             tests.extend(rails)
             if any(r.status is Status.SKIPPED for r in rails):
-                continue                       # never ran (deadline, stop): no evidence either way
+                continue                       # never ran or cut (deadline, stop): no evidence either way
             out.append(planner.PairResult(pair, rnd.index, all(r.status is Status.PASS for r in rails)))
         return out
 
@@ -162,14 +164,18 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
                                       steer=want.steer, max_rounds=want.max_rounds)
     ctx.extras.update(_report_data(usable, tests, results, blame, want))
     if cut:
-        ctx.extras["incomplete"] = cut
-    yield from _verdicts(usable, tests, blame, cut)
-    yield from _untested(usable, ports, want)
+        ctx.extras["incomplete"] = list(cut.values())
+    yield from _verdicts(usable, tests, blame, list(cut.values()))
+    yield from _untested(usable, ports, tests, want)
 
 
-def _round_needs(want: IbPairs) -> float:
-    """Seconds a round takes at worst: start the servers, run the clients, collect."""
-    return pairtest.READY_WAIT_S + 10 + math.ceil(want.test_timeout_s) + 10
+# time kept back for the probes that read again after the active checks (ib.counters' second read)
+AFTER_RESERVE_S = 30
+
+
+def _round_needs(want: IbPairs, waves: int = 1) -> float:
+    """Seconds a round takes at worst: per wave, start the servers, run the clients, collect."""
+    return waves * (pairtest.READY_WAIT_S + 10 + math.ceil(want.test_timeout_s) + 10) + AFTER_RESERVE_S
 
 
 def _fleet_rates(ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> dict[str, float]:
@@ -183,19 +189,28 @@ def _fleet_rates(ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> dict[s
 
 
 def _untested(nodes: list[str], ports: Mapping[str, Mapping[str, tuple[int, float]]],
-              want: IbPairs) -> Verdicts:
-    """An HCA most nodes test that a node could not (not Active there) is named, not passed over."""
-    if want.devices is not None:               # listed devices: each node is judged on exactly those
-        return
+              tests: list[RailResult], want: IbPairs) -> Verdicts:
+    """An HCA a node should have tested but did not (not Active there, or no partner had it) is
+    named, not passed over: the listed devices, else those most nodes have."""
     counts = Counter(d for n in nodes for d in ports[n])
-    common = {d for d, c in counts.items() if c * 2 > len(nodes)}
+    expected = set(want.devices) if want.devices is not None else \
+        {d for d, c in counts.items() if c * 2 > len(nodes)}
+    tested: dict[str, set[str]] = {n: set() for n in nodes}
+    for t in tests:
+        if t.status is not Status.SKIPPED:
+            tested[t.server].add(t.device)
+            tested[t.client].add(t.device)
     for node in nodes:
-        missing = sorted(common - set(ports[node]))
-        if missing:
-            yield (node,), Verdict(Status.WARN, f"{', '.join(missing)} not tested: not an Active "
-                                   f"{want.link_layer} port here (tested on "
-                                   f"{max(counts[d] for d in missing)} of {len(nodes)} nodes)",
-                                   observed={"untested": missing})
+        if not tested[node]:
+            continue                           # its own verdict says it was not tested at all
+        absent = sorted(expected - set(ports[node]))
+        alone = sorted((expected & set(ports[node])) - tested[node])
+        parts = ([f"{', '.join(absent)} not an Active {want.link_layer} port here"] if absent else []) + \
+                ([f"{', '.join(alone)}: no partner had it"] if alone else [])
+        if parts:
+            yield (node,), Verdict(Status.WARN, f"not tested: {'; '.join(parts)}",
+                                   observed={"untested": absent + alone, "tested": sorted(tested[node])},
+                                   expected={"devices": sorted(expected)})
 
 
 def _ports(ibstat: Capture, want: IbPairs) -> dict[str, tuple[int, float]]:
@@ -230,19 +245,31 @@ def _groups(ctx: ActiveContext, nodes: list[str], label: str) -> dict[str, str]:
 def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: planner.Pair,
               ports: Mapping[str, Mapping[str, tuple[int, float]]], rates: Mapping[str, float],
               tag: str) -> list[RailResult]:
-    """Server on pair.a, client on pair.b, every shared rail at once; the servers are always
-    collected (killed), even when the start or the client step failed or timed out."""
-    server, client = pair.a, pair.b
-    devices = [d for d in ports[server] if d in ports[client]]
+    """Both directions at once, every shared HCA: ib_write_bw moves data from client to server
+    only, so each node sends and receives (a transmit-only fault shows from either side)."""
+    a, b = pair.a, pair.b
+    devices = [d for d in ports[a] if d in ports[b]]
     if not devices:
-        return [RailResult(rnd, server, client, "-", Status.ERROR, None,
-                           f"{server} and {client} have no HCA in common to test "
-                           f"({', '.join(ports[server])} vs {', '.join(ports[client])})")]
+        return [RailResult(rnd, a, b, "-", Status.ERROR, None,
+                           f"{a} and {b} have no HCA in common to test "
+                           f"({', '.join(ports[a])} vs {', '.join(ports[b])})")]
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="nodecheck-direction") as pool:
+        ways = [pool.submit(_one_way, ctx, want, rnd, server, client, devices, ports, rates, tag,
+                            (2 * slot + way) * len(devices))
+                for way, (server, client) in enumerate(((a, b), (b, a)))]
+        return [r for way in ways for r in way.result()]
+
+
+def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: str, devices: list[str],
+             ports: Mapping[str, Mapping[str, tuple[int, float]]], rates: Mapping[str, float], tag: str,
+             port_offset: int) -> list[RailResult]:
+    """Servers on `server`, clients on `client`; the servers are always collected (killed), even
+    when the start or the client step failed or timed out."""
     shape = pairtest.TestShape(want.duration_s, want.size, want.qps, want.test_timeout_s)
     # ports spread over a window: real nodes have their own ports, but a round's servers must not
     # be mistaken for one another where nodes share a network namespace (the simulated cluster)
     rails = [pairtest.Rail(d, ports[server][d][0], ports[client][d][0],
-                           want.tcp_port + (slot * len(devices) + i) % pairtest.PORT_WINDOW, want.gid_index)
+                           want.tcp_port + (port_offset + i) % pairtest.PORT_WINDOW, want.gid_index)
              for i, d in enumerate(devices)]
     directory = f"{tag}.r{rnd}.{re.sub(r'[^A-Za-z0-9_.-]', '_', server)}"
     address = ctx.nodes[server].address
@@ -304,9 +331,11 @@ def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: 
                floor: float | None = None) -> RailResult:
         return RailResult(rnd, server, client, rail.device, status, gbps, message, excerpt(raw, 1500), floor)
 
-    where = f"{rail.device} {server}<-{client}"
-    if start.outcome is Outcome.SKIPPED or (clients is not None and clients.outcome is Outcome.SKIPPED):
-        return result(Status.SKIPPED, None, f"{where}: not run: {(clients or start).detail}")
+    where = f"{rail.device} {client}->{server}"
+    cut = [c for c in (start, clients) if c is not None and (
+        c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and "run deadline" in c.detail))]
+    if cut:                                    # the deadline or a stop, not the pair: no evidence
+        return result(Status.SKIPPED, None, f"{where}: not run to the end: {cut[0].detail}")
     if rail.device not in ready and (start.outcome is not Outcome.EXITED or start.exit_code != 0):
         status = Status.TIMEOUT if start.outcome is Outcome.TIMEOUT else Status.ERROR
         return result(status, None, f"{where}: server start on {server} {_how(start)}",
@@ -395,14 +424,18 @@ def _verdicts(nodes: list[str], tests: list[RailResult], blame, cut: list[str]) 
         status = _blame_status(mine)
         yield (node,), Verdict(status, f"bad node: fails with {len(partners)}/{len(partners)} partners, "
                                f"which pass with others: {_summary(mine, node)}",
-                               observed={"failed_with": partners, "tests": [t.as_dict() for t in mine]},
+                               observed={"failed_with": partners, "evidence": evidence.message,
+                                         "vouching_partners": list(evidence.good_partners),
+                                         "tests": [t.as_dict() for t in mine]},
                                excerpt=_first_excerpt(mine))
     for pair, evidence in blame.bad_links.items():
         mine = [t for t in tests if {t.server, t.client} == {pair.a, pair.b} and t.status is not Status.PASS]
         yield (pair.a, pair.b), Verdict(_blame_status(mine), f"bad link {pair.a}-{pair.b}: both pass with "
                                         f"other partners, not with each other: {_summary(mine, None)}",
                                         subject=f"{pair.a}-{pair.b}",
-                                        observed={"tests": [t.as_dict() for t in mine]},
+                                        observed={"evidence": evidence.message,
+                                                  "vouching_partners": list(evidence.good_partners),
+                                                  "tests": [t.as_dict() for t in mine]},
                                         excerpt=_first_excerpt(mine))
     blamed_links = {frozenset((p.a, p.b)) for p in blame.bad_links}
     for node, evidence in blame.unresolved.items():
@@ -460,23 +493,36 @@ def _blame_status(tests: list[RailResult]) -> Status:
 
 
 def _summary(tests: list[RailResult], node: str | None, limit: int = 4) -> str:
-    """"node4: mlx5_0 120 Gb/s, mlx5_3 118 Gb/s; node6: 8 HCAs at 150 Gb/s" (per partner), then the bound."""
+    """"node4: 2 HCAs both ways at 120 Gb/s; node6: mlx5_0 sending 118 Gb/s" (per partner), then
+    the bound. "sending"/"receiving" is `node`'s side (ib_write_bw's data goes client -> server)."""
     by_partner: dict[str, list[RailResult]] = {}
     for t in tests:
         by_partner.setdefault(_partner(t, node) if node else "", []).append(t)
     parts = []
     for who, mine in by_partner.items():
         speeds = {t.gbps for t in mine}
-        if len(mine) > 1 and len(speeds) == 1 and None not in speeds:
-            what = f"{len(mine)} HCAs at {fmt(mine[0].gbps)} Gb/s"
+        if len(speeds) == 1 and None not in speeds:
+            devices = {t.device for t in mine}
+            what = (next(iter(devices)) if len(devices) == 1 else f"{len(devices)} HCAs") + \
+                f" {_direction(mine, node)} at {fmt(mine[0].gbps)} Gb/s"
         else:
-            items = [f"{t.device} {fmt(t.gbps)} Gb/s" if t.gbps is not None else t.message.split(": ", 1)[-1]
-                     for t in mine]
+            items = [f"{t.device} {_direction([t], node)} {fmt(t.gbps)} Gb/s" if t.gbps is not None
+                     else t.message for t in mine]
             what = ", ".join(items[:limit]) + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
         parts.append((f"{who}: " if who else "") + what)
     floors = {t.floor for t in tests if t.gbps is not None and t.floor is not None}
     bound = f" (expected >= {fmt(min(floors))} Gb/s)" if floors else ""
     return "; ".join(parts) + bound
+
+
+def _direction(tests: list[RailResult], node: str | None) -> str:
+    ways = {(t.client, t.server) for t in tests}
+    if len(ways) > 1:
+        return "both ways"
+    sender, receiver = next(iter(ways))
+    if node is None:
+        return f"{sender}->{receiver}"
+    return "sending" if sender == node else "receiving"
 
 
 def _first_excerpt(tests: list[RailResult]) -> str:
@@ -498,4 +544,7 @@ def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) 
             "results": [t.as_dict() for t in tests],
             "matrix_gbps": matrix,
             "bad_nodes": sorted(blame.bad_nodes), "bad_links": [[p.a, p.b] for p in blame.bad_links],
-            "unresolved": sorted(blame.unresolved)}
+            "unresolved": sorted(blame.unresolved),
+            "evidence": {**{n: e.message for n, e in blame.bad_nodes.items()},
+                         **{f"{p.a}-{p.b}": e.message for p, e in blame.bad_links.items()},
+                         **{n: e.message for n, e in blame.unresolved.items()}}}

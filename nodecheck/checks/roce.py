@@ -59,6 +59,10 @@ echo "@@nodecheck begin table"
 roce_table
 echo "@@nodecheck end table rc=0"
 echo "@@nodecheck env_gid_index ${NCCL_IB_GID_INDEX:-}"
+# NCCL reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf; neither overrides the environment
+echo "@@nodecheck begin user.conf"
+cat "${NCCL_CONF_FILE:-$HOME/.nccl.conf}" 2>/dev/null
+echo "@@nodecheck end user.conf rc=$?"
 echo "@@nodecheck begin nccl.conf"
 cat /etc/nccl.conf 2>/dev/null
 echo "@@nodecheck end nccl.conf rc=$?"
@@ -122,7 +126,8 @@ def _roce_ports(text: str, devices: list[str] | None) -> list[RdmaPort]:
             if p.link_layer == "Ethernet" and (devices is None or p.ca in devices)]
 
 
-_NCCL_CONF = re.compile(r"^\s*NCCL_IB_GID_INDEX\s*=\s*(\S+)\s*$", re.M)
+# NCCL's setEnvFile takes NAME=VALUE as written (no spaces trimmed around "="): so do we
+_NCCL_CONF = re.compile(r"^NCCL_IB_GID_INDEX=(\S+)$", re.M)
 
 
 def _job_gid_index(text: str, want: RoceGids) -> tuple[int | None, str]:
@@ -131,10 +136,14 @@ def _job_gid_index(text: str, want: RoceGids) -> tuple[int | None, str]:
         return want.gid_index, "the playbook"
     sections = split_sections(text, "roce_gids")
     env = sections.facts.get("env_gid_index", "").strip()
-    conf = sections.get("nccl.conf")
-    found = _NCCL_CONF.findall(conf.text) if conf else []
-    for value, source in ((env, "NCCL_IB_GID_INDEX in the environment"),
-                          (found[-1] if found else "", "NCCL_IB_GID_INDEX in /etc/nccl.conf")):
+
+    def in_file(name: str) -> str:
+        section = sections.get(name)
+        found = _NCCL_CONF.findall(section.text) if section else []
+        return found[0] if found else ""       # the first line wins: setenv does not overwrite
+    for value, source in ((env, "NCCL_IB_GID_INDEX in nodecheck's SSH environment"),
+                          (in_file("user.conf"), "NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf"),
+                          (in_file("nccl.conf"), "NCCL_IB_GID_INDEX in /etc/nccl.conf")):
         if value.lstrip("-").isdigit() and int(value) >= 0:
             return int(value), source          # -1 means "auto", as unset
     return None, "NCCL's own choice"
@@ -279,17 +288,23 @@ def networkmanager(out: Captures, want: RoceNetworkManager) -> Iterator[Verdict]
 _FLAP_SCRIPT = _TABLE + r'''
 ca=$1 port=$2 dev=$3 down_s=$4 wait_s=$5 settle_s=$6 guard_s=$7
 p=/sys/class/infiniband/$ca/ports/$port
-if command -v pgrep >/dev/null 2>&1 && pgrep -x slurmstepd >/dev/null 2>&1; then
+command -v pgrep >/dev/null 2>&1 || { echo "pgrep not found (procps): cannot tell whether jobs run here, not flapping" >&2; exit 69; }
+if pgrep -x slurmstepd >/dev/null 2>&1; then
   echo "@@nodecheck refuse a Slurm job step is running on this node (slurmstepd)"; exit 0
 fi
 if [ -n "${SLURM_JOB_ID:-}" ]; then echo "@@nodecheck refuse inside Slurm job $SLURM_JOB_ID"; exit 0; fi
-if command -v squeue >/dev/null 2>&1; then
-  jobs=$(timeout 5 squeue -h -w "$(hostname -s 2>/dev/null || hostname)" -o %i 2>/dev/null | head -3 | tr '\n' ' ')
-  [ -n "$jobs" ] && { echo "@@nodecheck refuse Slurm jobs are allocated on this node: $jobs"; exit 0; }
+# each refusal fails closed: a tool that is there but cannot answer is no proof the node is idle
+# (jobs run only where slurmd does: without it, an installed squeue that cannot reach a controller
+# says nothing about this node)
+if pgrep -x slurmd >/dev/null 2>&1; then
+  jobs=$(timeout 5 squeue -h -w "$(hostname -s 2>/dev/null || hostname)" -o %i 2>/dev/null) ||
+    { echo "@@nodecheck refuse slurmd runs here and squeue cannot tell whether jobs are allocated (it failed or timed out)"; exit 0; }
+  [ -n "$jobs" ] && { echo "@@nodecheck refuse Slurm jobs are allocated on this node: $(echo $jobs | head -c 80)"; exit 0; }
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then
-  apps=$(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null | head -3 | tr '\n' ' ')
-  [ -n "$apps" ] && { echo "@@nodecheck refuse GPU processes are running: $apps"; exit 0; }
+  apps=$(timeout 15 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null) ||
+    { echo "@@nodecheck refuse cannot tell whether GPU processes run here (nvidia-smi failed or timed out)"; exit 0; }
+  [ -n "$apps" ] && { echo "@@nodecheck refuse GPU processes are running: $(echo $apps | head -c 80)"; exit 0; }
 fi
 [ -d "$p" ] || { echo "no RDMA port $ca/$port" >&2; exit 66; }
 [ -e "/sys/class/net/$dev" ] || { echo "no netdev $dev" >&2; exit 66; }
@@ -315,14 +330,15 @@ echo "@@nodecheck down_at $(date +%s.%N)"
 sleep "$down_s"
 ip link set dev "$dev" up || echo "ip link set dev $dev up failed; the guard retries in ${guard_s} s" >&2
 echo "@@nodecheck up_at $(date +%s.%N)"
-t=0; state=; addr=
-while [ "$t" -lt $((wait_s * 10)) ]; do
+up_at=$(date +%s); state=; addr=; recovered=
+while [ "$(date +%s)" -lt $((up_at + wait_s)) ]; do
   IFS= read -r state < "$p/state" 2>/dev/null || state=
   addr=$(ip -o -4 addr show dev "$dev" 2>/dev/null | sed -n 's/.* inet \([^ ]*\).*/\1/p' | head -1)
-  case "$state" in *ACTIVE*) [ -z "$addr_before" ] || [ -n "$addr" ] && break;; esac
-  sleep 0.1; t=$((t + 1))
+  case "$state" in *ACTIVE*) if [ -z "$addr_before" ] || [ -n "$addr" ]; then recovered=1; break; fi;; esac
+  sleep 0.1
 done
-echo "@@nodecheck recovered_after_s $((t / 10)).$((t % 10))"
+[ -n "$recovered" ] || echo "@@nodecheck not_recovered within ${wait_s} s"
+echo "@@nodecheck recovered_after_s $(( $(date +%s) - up_at ))"
 echo "@@nodecheck state_after_wait $state"
 echo "@@nodecheck address_after $addr"
 sleep "$settle_s"
@@ -337,11 +353,11 @@ exit 0
 _VERIFY_SCRIPT = r'''
 ca=$1 port=$2 dev=$3 wait_s=$4
 p=/sys/class/infiniband/$ca/ports/$port
-t=0
-while [ "$t" -lt $((wait_s * 10)) ]; do
+end=$(( $(date +%s) + wait_s ))
+while [ "$(date +%s)" -lt "$end" ]; do
   IFS= read -r state < "$p/state" 2>/dev/null || state=
   case "$state" in *ACTIVE*) break;; esac
-  sleep 0.1; t=$((t + 1))
+  sleep 0.1
 done
 case "$state" in *ACTIVE*) ;; *) ip link set dev "$dev" up 2>&1 && echo "@@nodecheck restored_by nodecheck";
   sleep 2; IFS= read -r state < "$p/state" 2>/dev/null || state=;; esac
@@ -430,8 +446,9 @@ def _flap(ctx: ActiveContext, want: GidStability, node: str, port: RdmaPort) -> 
         try:
             return _judge_flap(where, port, out, facts)
         except ParseError as e:
-            return Verdict(Status.ERROR, f"{where}: cannot read the GID table around the flap: {e.reason}",
-                           port.where, excerpt=e.excerpt)
+            return Verdict(Status.ERROR, f"{where}: cannot read the GID table around the flap: {e.reason}; "
+                           f"port {facts['final_state']} after it", port.where,
+                           {"final_state": facts["final_state"]}, excerpt=e.excerpt)
     if out.outcome is Outcome.EXITED and "guard" not in facts:   # refused before touching the port
         first = next((ln.strip() for ln in out.stderr.splitlines() if ln.strip()), "no message")
         return Verdict(Status.ERROR, f"{where}: not flapped: the flap script exited {out.exit_code}: {first}",

@@ -12,6 +12,13 @@ BEFORE = data("perfquery/infiniband_exporter-extended-2ports-capmask2.txt")
 AFTER_BAD = data("scenarios/derived-perfquery-x-2ports-linkdowned-plus1-symbol-42.txt")
 
 
+def sysfs(**values: str) -> dict:
+    """Every judged counter's sysfs file at 0, and the given ones (sysfs names)."""
+    from nodecheck.counters import COUNTERS
+    from nodecheck.checks.ib_counters import JUDGED
+    return {**{COUNTERS[n].sysfs_name: "0" for n in JUDGED}, **values}
+
+
 def read(clock: float, perfquery: str, *, ports=((1, "InfiniBand"),), sysfs: dict | None = None) -> str:
     """What the counters probe prints: the clock, then per port the perfquery -x and sysfs sections."""
     out = [f"@@nodecheck clock {clock}"]
@@ -62,23 +69,27 @@ def test_port_two_of_the_same_output_is_read_on_its_own():
 
 
 def test_without_perfquery_the_sysfs_counters_are_used_and_saturation_is_reported():
-    zero = {"link_downed": "3", "symbol_error": "0", "port_xmit_wait": "10"}
-    stuck = {"link_downed": "255", "symbol_error": "0", "port_xmit_wait": "10"}
-    verdicts = judge(read(0.0, None, sysfs=zero), read(20.0, None, sysfs=stuck))
-    [v] = [v for v in verdicts if v.status is not Status.PASS]
-    assert v.status is Status.WARN and "LinkDownedCounter saturated at 255" in v.message
+    three = sysfs(link_downed="3", port_xmit_wait="10")
+    stuck = sysfs(link_downed="255", port_xmit_wait="10")
+    # 3 -> 255 (8 bits): the link went down at least 252 times, and the counter stopped there
+    [v] = [v for v in judge(read(0.0, None, sysfs=three), read(20.0, None, sysfs=stuck)) if v.status is not Status.PASS]
+    assert v.status is Status.FAIL and "LinkDownedCounter +252 or more in 20 s (saturated at 255" in v.message
     assert "perfquery -R" in v.message
+    # stuck at 255 in both reads: nothing can be said about the window
+    [w] = [v for v in judge(read(0.0, None, sysfs=stuck), read(20.0, None, sysfs=stuck)) if v.status is not Status.PASS]
+    assert w.status is Status.WARN and "LinkDownedCounter saturated at 255: increase unknown" in w.message
 
 
 def test_a_counter_that_went_down_is_a_reset_counted_from_zero():
-    verdicts = judge(read(0.0, None, sysfs={"link_downed": "7"}), read(20.0, None, sysfs={"link_downed": "1"}))
-    [v] = verdicts
+    verdicts = judge(read(0.0, None, sysfs=sysfs(link_downed="7")), read(20.0, None, sysfs=sysfs(link_downed="1")))
+    [v, reset] = verdicts
     assert v.status is Status.FAIL and "reset" in v.message
+    assert reset.status is Status.WARN and "counters were reset during the 20.0 s window" in reset.message
 
 
 def test_a_perfquery_failure_falls_back_to_sysfs_and_no_source_is_an_error():
     failure = data("perfquery/debian-infiniband-diags-44-no-umad-module-exit255.txt")
-    [v] = judge(read(0.0, failure, sysfs={"link_downed": "0"}), read(5.0, failure, sysfs={"link_downed": "0"}))
+    [v] = judge(read(0.0, failure, sysfs=sysfs()), read(5.0, failure, sysfs=sysfs()))
     assert v.status is Status.PASS and "(sysfs counters)" in v.message
     [e] = judge(read(0.0, failure), read(5.0, failure))
     assert e.status is Status.ERROR and e.message.startswith("mlx5_0/1: cannot read counters: x:")
@@ -126,3 +137,31 @@ def test_the_window_is_taken_from_uptime_when_both_reads_have_it():
     after = read(4600.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 110.00\n", 1)   # the clock stepped
     symbol = next(v for v in judge(before, after, min_window_s=30) if v.observed.get("counter") == "SymbolErrorCounter")
     assert symbol.observed["window_s"] == 60.0 and symbol.status is Status.FAIL   # 42 in 60 s = 2520/h
+
+
+def test_error_counters_that_were_never_read_are_not_a_pass():
+    data_only = {"port_xmit_data": "10", "link_downed": "N/A (no PMA)"}
+    [v] = judge(read(0.0, None, sysfs=data_only), read(600.0, None, sysfs=data_only))
+    assert v.status is Status.ERROR and v.message.startswith("mlx5_0/1: not read (sysfs counters): LinkDownedCounter, ")
+    some = {"link_downed": "0", "symbol_error": "0"}
+    verdicts = judge(read(0.0, None, sysfs=some), read(600.0, None, sysfs=some))
+    assert [v.status for v in verdicts] == [Status.WARN, Status.PASS]
+    assert verdicts[0].message == ("mlx5_0/1: not read (sysfs counters): ExcessiveBufferOverrunErrors, "
+                                   "LocalLinkIntegrityErrors, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
+                                   "PortRcvRemotePhysicalErrors")
+
+
+def test_a_reboot_between_the_reads_resets_every_counter():
+    before = read(1000.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 5000.0\n@@nodecheck boot_id a\n", 1)
+    after = read(1100.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 30.0\n@@nodecheck boot_id b\n", 1)
+    verdicts = judge(before, after)
+    assert any(v.status is Status.WARN and "the node rebooted" in v.message for v in verdicts)
+    link = next(v for v in verdicts if v.observed.get("counter") == "LinkDownedCounter")
+    assert link.status is Status.FAIL                  # 1 since the reboot, within the window
+
+
+def test_rate_limits_per_second_are_accepted():
+    params = IbCounters(rates={"PortRcvErrors": {"fail_per_second": 0.01}})
+    assert params.rates["PortRcvErrors"].per_hour("fail") == 36.0
+    with pytest.raises(ValidationError, match="not both"):
+        IbCounters(rates={"PortRcvErrors": {"fail_per_second": 0.01, "fail_per_hour": 36}})

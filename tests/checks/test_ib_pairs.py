@@ -82,16 +82,28 @@ def test_one_bad_node_in_eight_is_named_after_the_two_ring_rounds():
     bad = [(nodes, v) for nodes, v in verdicts if v.status is not Status.PASS]
     assert [nodes for nodes, _ in bad] == [("node5",)]
     message = bad[0][1].message
-    assert message == ("bad node: fails with 2/2 partners, which pass with others: node4: mlx5_0 0.93 Gb/s; "
-                       "node6: mlx5_0 0.93 Gb/s (expected >= 100 Gb/s)")
+    assert message == ("bad node: fails with 2/2 partners, which pass with others: node4: mlx5_0 both ways at "
+                       "0.93 Gb/s; node6: mlx5_0 both ways at 0.93 Gb/s (expected >= 100 Gb/s)")
     assert extras["rounds"] == 2 and extras["bad_nodes"] == ["node5"]
     assert extras["matrix_gbps"]["node5"]["node4"] == 0.93
     assert extras["matrix_gbps"]["node1"]["node2"] == 111.71
-    assert extras["all_pairs_would_be"] == 28 and extras["tests"] == 8
+    assert extras["all_pairs_would_be"] == 28 and extras["tests"] == 16    # 8 pairs, both directions
     passes = [nodes[0] for nodes, v in verdicts if v.status is Status.PASS]
     assert sorted(passes) == ["node1", "node2", "node3", "node4", "node6", "node7", "node8"]
     # every server was collected: start, client, collect per pair
-    assert sum(1 for _, name in {(c.node, c.probe) for c in captures} if ".server-start" in name) == 8
+    assert sum(1 for _, name in {(c.node, c.probe) for c in captures} if ".server-start" in name) == 16
+
+
+def test_a_node_that_cannot_send_is_found_from_either_side():
+    class TransmitBroken(ScriptedCluster):
+        def outcome(self, server, client, device):      # ib_write_bw's data goes client -> server
+            return (SLOW, 0) if client == "node1" else (FAST, 0)
+    verdicts, extras, _ = run_check(6, TransmitBroken())
+    [(nodes, v)] = [(n, v) for n, v in verdicts if v.status is not Status.PASS]
+    assert nodes == ("node1",)
+    assert v.message == ("bad node: fails with 2/2 partners, which pass with others: node2: mlx5_0 sending at "
+                         "0.93 Gb/s; node6: mlx5_0 sending at 0.93 Gb/s (expected >= 100 Gb/s)")
+    assert v.observed["evidence"].startswith("2/2 pairs failed")
 
 
 def test_a_bad_link_is_blamed_on_the_pair_not_a_node():
@@ -99,7 +111,7 @@ def test_a_bad_link_is_blamed_on_the_pair_not_a_node():
     bad = [(nodes, v) for nodes, v in verdicts if v.status is not Status.PASS]
     assert len(bad) == 1 and bad[0][0] == ("node2", "node3")
     assert bad[0][1].message == ("bad link node2-node3: both pass with other partners, not with each other: "
-                                 "mlx5_0 0.93 Gb/s (expected >= 100 Gb/s)")
+                                 "mlx5_0 both ways at 0.93 Gb/s (expected >= 100 Gb/s)")
     assert extras["bad_links"] == [["node2", "node3"]]
 
 
@@ -161,7 +173,7 @@ def test_rack_labels_steer_the_ring_across_racks():
     rack = lambda i: frozenset({f"rack=r{1 if i <= 4 else 2}", "gpu"})   # noqa: E731
     _, extras, _ = run_check(8, ScriptedCluster(), labels=rack, group_label="rack", steer="inter-group")
     first = [(r["server"], r["client"]) for r in extras["results"] if r["round"] == 1]
-    assert len(first) == 4
+    assert len(first) == 8                                                  # 4 pairs, both directions
     assert all((int(a[4:]) <= 4) != (int(b[4:]) <= 4) for a, b in first)   # every pair crosses racks
     _, extras, _ = run_check(8, ScriptedCluster(), labels=rack, group_label="rack", steer="intra-group")
     assert all((int(r["server"][4:]) <= 4) == (int(r["client"][4:]) <= 4) for r in extras["results"])

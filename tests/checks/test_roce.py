@@ -23,9 +23,10 @@ def table(v2_index: int | None = 3, ip_hex: str = "0a4d:0003", layer: str = "Eth
     return "\n".join(lines) + "\n"
 
 
-def gids_output(dump: str, env: str = "", conf: str = "") -> str:
+def gids_output(dump: str, env: str = "", conf: str = "", user_conf: str = "") -> str:
     return (f"@@nodecheck begin table\n{dump}@@nodecheck end table rc=0\n"
             f"@@nodecheck env_gid_index {env}\n"
+            f"@@nodecheck begin user.conf\n{user_conf}@@nodecheck end user.conf rc={0 if user_conf else 1}\n"
             f"@@nodecheck begin nccl.conf\n{conf}@@nodecheck end nccl.conf rc={0 if conf else 1}\n")
 
 
@@ -49,10 +50,18 @@ def test_nccl_conf_index_pointing_at_a_v1_entry_fails_and_says_where_v2_is():
 
 def test_environment_index_wins_over_nccl_conf_and_minus_one_means_auto():
     [(_, v)] = judge_gids({"node1": gids_output(table(), env="1", conf="NCCL_IB_GID_INDEX=3\n")})
-    assert v.status is Status.FAIL and "GID index 1 (NCCL_IB_GID_INDEX in the environment)" in v.message
+    assert v.status is Status.FAIL and "GID index 1 (NCCL_IB_GID_INDEX in nodecheck's SSH environment)" in v.message
     assert "fe80::4c6f:a3ff:fe12:3401" in v.message or LINK_LOCAL in v.message
     [(_, auto)] = judge_gids({"node1": gids_output(table(), env="-1")})
     assert auto.status is Status.PASS and "no index pinned: NCCL's own choice" in auto.message
+
+
+def test_the_users_nccl_conf_wins_over_etc_and_spaces_around_the_sign_are_not_nccls_syntax():
+    [(_, v)] = judge_gids({"node1": gids_output(table(), user_conf="NCCL_IB_GID_INDEX=3\n",
+                                                conf="NCCL_IB_GID_INDEX=1\n")})
+    assert v.status is Status.PASS and "(NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf)" in v.message
+    [(_, w)] = judge_gids({"node1": gids_output(table(), conf="NCCL_IB_GID_INDEX = 1\n")})
+    assert w.status is Status.PASS and "no index pinned" in w.message   # NCCL ignores that line too
 
 
 def test_a_port_without_an_ipv4_gid_fails():

@@ -4,6 +4,7 @@ real veth netdevs that nodecheck really takes down and up."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -56,16 +57,17 @@ def test_pair_tests_name_the_bad_node_and_the_bad_link_and_counters_the_link_tha
     code, doc, wall = run(cluster, tmp_path, "  ib.counters: {}\n" + PAIRS, "node[1-8]")
     pairs = results(doc, "ib.pairs")
     assert pairs["node5"] == [("fail", "bad node: fails with 2/2 partners, which pass with others: node4: 2 HCAs "
-                                       "at 120 Gb/s; node6: 2 HCAs at 120 Gb/s (expected >= 320 Gb/s)")]
-    link = ("fail", "bad link node1-node2: both pass with other partners, not with each other: 2 HCAs at "
-                    "90 Gb/s (expected >= 320 Gb/s)")
+                                       "both ways at 120 Gb/s; node6: 2 HCAs both ways at 120 Gb/s (expected >= "
+                                       "320 Gb/s)")]
+    link = ("fail", "bad link node1-node2: both pass with other partners, not with each other: 2 HCAs both ways "
+                    "at 90 Gb/s (expected >= 320 Gb/s)")
     assert pairs["node1"] == [link] and pairs["node2"] == [link]
     for node in ("node3", "node7", "node8"):
         [(status, message)] = pairs[node]
-        assert status == "pass" and message.startswith("4 tests with 2 partners pass; slowest 392 Gb/s"), message
+        assert status == "pass" and message.startswith("8 tests with 2 partners pass; slowest 392 Gb/s"), message
     for node, good in (("node4", "node3"), ("node6", "node7")):
         [(status, message)] = pairs[node]
-        assert (status, message) == ("pass", f"2 tests with 1 partner pass; slowest 392 Gb/s (mlx5_0 with {good}); "
+        assert (status, message) == ("pass", f"4 tests with 1 partner pass; slowest 392 Gb/s (mlx5_0 with {good}); "
                                              "its failures with node5 are blamed on that node")
     counters = results(doc, "ib.counters")
     bad = sorted(r for r in counters["node3"] if r[0] != "pass")
@@ -75,7 +77,7 @@ def test_pair_tests_name_the_bad_node_and_the_bad_link_and_counters_the_link_tha
     assert all(s == "pass" for node in ("node1", "node8") for s, _ in counters[node])
     assert len(counters["node1"]) == len(IB_CAS)               # one verdict per IB port
     extras = doc["extras"]["ib.pairs"]
-    assert (extras["rounds"], extras["pairs_tested"], extras["tests"]) == (2, 8, 16)
+    assert (extras["rounds"], extras["pairs_tested"], extras["tests"]) == (2, 8, 32)   # both directions
     assert extras["bad_nodes"] == ["node5"] and extras["bad_links"] == [["node1", "node2"]]
     assert extras["matrix_gbps"]["node5"]["node4"] == 120.0 and extras["matrix_gbps"]["node3"]["node4"] == 392.0
     probes = {(c["node"], c["probe"]) for c in doc["captures"]}
@@ -136,9 +138,12 @@ def test_a_missing_hca_or_tool_fails_the_pairs_with_the_tools_words(cluster, tmp
 
 
 def test_counters_fall_back_to_sysfs_without_perfquery(cluster, tmp_path):
-    files = {f"mlx5_0/ports/1/{k}": v for k, v in (("link_layer", "InfiniBand\n"), ("state", "4: ACTIVE\n"),
-                                                    ("counters/link_downed", "0\n"), ("counters/symbol_error", "3\n"),
-                                                    ("counters/port_xmit_wait", "4294967295\n"))}
+    from nodecheck.checks.ib_counters import JUDGED
+    from nodecheck.counters import COUNTERS
+    counters = {**{COUNTERS[n].sysfs_name: "0\n" for n in JUDGED}, "symbol_error": "3\n",
+                "port_xmit_wait": "4294967295\n"}
+    files = {"mlx5_0/ports/1/link_layer": "InfiniBand\n", "mlx5_0/ports/1/state": "4: ACTIVE\n",
+             **{f"mlx5_0/ports/1/counters/{name}": value for name, value in counters.items()}}
     apply(cluster, {})
     cluster.fake_sysfs("node1", files)
     code, doc, _ = run(cluster, tmp_path, "  ib.counters: {}\n", "node1")
@@ -202,8 +207,24 @@ def test_the_flap_refuses_a_node_with_gpu_processes(cluster, tmp_path):
     code, doc, _ = run(cluster, tmp_path, "  roce.gid_stability: {down_s: 0.5, settle_s: 0, guard_s: 8}\n",
                        "node4", "--allow-disruptive")
     [(status, message)] = results(doc, "roce.gid_stability")["node4"]
-    assert (status, message) == ("skipped", "mlx5_0/1 (rnic4): not flapped: GPU processes are running: 4242, python3 ")
+    assert (status, message) == ("skipped", "mlx5_0/1 (rnic4): not flapped: GPU processes are running: 4242, python3")
     assert code == 3
+    # where slurmd runs, a Slurm allocation and a squeue that cannot answer both refuse (fail closed)
+    slurmd = tmp_path / "slurmd"                     # a process named slurmd (the nodes share PIDs)
+    shutil.copy("/bin/sleep", slurmd)
+    daemon = subprocess.Popen([str(slurmd), "60"])
+    try:
+        for squeue, why in (('echo 4242', "Slurm jobs are allocated on this node: 4242"),
+                            ('echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1',
+                             "slurmd runs here and squeue cannot tell whether jobs are allocated (it failed or "
+                             "timed out)")):
+            apply(cluster, {"node4": [RocePort("stable"), Script("squeue", squeue)]})
+            code, doc, _ = run(cluster, tmp_path, "  roce.gid_stability: {down_s: 0.5, settle_s: 0, guard_s: 8}\n",
+                               "node4", "--allow-disruptive")
+            assert results(doc, "roce.gid_stability")["node4"] == [("skipped", f"mlx5_0/1 (rnic4): not flapped: {why}")]
+    finally:
+        daemon.kill()
+        daemon.wait()
 
 
 def _flap_scripts(netdev: str) -> list[int]:

@@ -215,8 +215,8 @@ def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_p
                  "within 5 s; hca.firmware: ibstat timed out: no answer within 5 s",
         "node7": reasons["node7"],
         "node8": "all 15 checks: unreachable: connection refused by 127.0.1.8:22 (no sshd listening)",
-        "node9": "ib.pairs: bad node: fails with 2/2 partners, which pass with others: node10: 8 HCAs at "
-                 "150 Gb/s; node7: 8 HCAs at 150 Gb/s (expected >= 320 Gb/s)",
+        "node9": "ib.pairs: bad node: fails with 2/2 partners, which pass with others: node10: 8 HCAs both "
+                 "ways at 150 Gb/s; node7: 8 HCAs both ways at 150 Gb/s (expected >= 320 Gb/s)",
         "node10": reasons["node10"],
     }
     assert reasons["node7"].startswith("gpu.xid: Xid 79 on PCI:0000:b3:00: GPU has fallen off the bus")
