@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
@@ -73,14 +72,6 @@ class CommandRunner:
                                               f"(probe timeout {probe.timeout_s:g} s)")
         return self._keep(capture)
 
-    def run_all(self, calls: Sequence[tuple[Node, Probe]]) -> list[Capture]:
-        """Several probes at once (on different nodes, or independent ones on one node), in order."""
-        if not calls:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.parallel, len(calls)),
-                                thread_name_prefix="nodecheck-active") as pool:
-            return list(pool.map(lambda call: self.run(*call), calls))
-
     def close(self) -> None:
         """Close every cached connection (between pair-test rounds too: thousands of idle SSH
         transports would hold a thread and a descriptor each)."""
@@ -129,9 +120,6 @@ class ActiveContext:
 
     def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         return self.commands.run(self.nodes[node], probe, fresh=fresh, cleanup=cleanup)
-
-    def run_all(self, calls: Sequence[tuple[str, Probe]]) -> list[Capture]:
-        return self.commands.run_all([(self.nodes[n], p) for n, p in calls])
 
     def left(self) -> float:
         return self.commands.left()

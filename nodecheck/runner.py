@@ -63,7 +63,7 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
         f"{name}: {'; '.join(data['incomplete'])}" for name, data in extras.items()
         if isinstance(data, dict) and data.get("incomplete"))
     if after := plan_probes(playbook.checks, after=True):
-        again = run_probes(transport, {n: after for n in nodes if _came_back(n.name, playbook, captures)},
+        again = run_probes(transport, {n: after for n in nodes if _first_failure(n.name, playbook, captures) is None},
                            fanout=fanout, deadline=deadline, stop=stop)
         captures.update(again.captures)
         incomplete = incomplete or again.incomplete
@@ -87,12 +87,8 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                   excluded=tuple(excluded), playbook_includes=playbook.includes, extras=extras)
 
 
-def _came_back(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> bool:
-    """Whether the node answered its first snapshot (the probes `after` repeats)."""
-    return _first_failure(node, playbook, captures) is None
-
-
 def _first_failure(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> Capture | None:
+    """The first read (a probe that `after` repeats) that did not come back from the node, if any."""
     return next((c for check in playbook.checks if check.after for p in check.probes
                  if (c := captures[(node, p.name)]).outcome is not Outcome.EXITED), None)
 

@@ -19,6 +19,7 @@ from nodecheck.model import Probe, Status, Verdict, excerpt
 from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.checks.params import DeviceName
 from nodecheck.registry import Captures, check
 
 # Per port: perfquery -x (64-bit counters; the error counters too where the HCA has
@@ -85,7 +86,7 @@ class RatePerHour(BaseModel):
 class IbCounters(BaseModel):
     """Which ports are judged and the limits for rate counters."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[str]] = Field(None, min_length=1, description="CAs to judge; unset: every CA")
+    devices: Optional[list[DeviceName]] = Field(None, min_length=1, description="CAs to judge; unset: every CA")
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
         "InfiniBand", description="which ports are judged (Ethernet = RoCE, from sysfs only)")
     rates: dict[str, RatePerHour] = Field(

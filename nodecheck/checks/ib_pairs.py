@@ -25,12 +25,12 @@ from nodecheck.errors import ParseError
 from nodecheck.model import Capture, Outcome, Status, Verdict, excerpt, worst
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.perftest import parse_perftest
-from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.probes import pairtest
+from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.registry import check
 from nodecheck.thresholds import Floor, fmt
 
-DEVICE = re.compile(r"^[A-Za-z0-9_.:-]+$")     # what may reach the node's shell as a device name
 Verdicts = Iterator[tuple[tuple[str, ...], Verdict]]
 
 
@@ -51,7 +51,7 @@ class IbPairs(BaseModel):
     """Which HCAs the pair tests use, how nodes are paired, and how fast a test must be."""
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    devices: Optional[list[str]] = Field(
+    devices: Optional[list[DeviceName]] = Field(
         None, min_length=1, description="HCAs to test, each paired with the same HCA on the partner "
         "(mlx5_0 with mlx5_0); unset: every Active port of link_layer both nodes have (from ibstat)")
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
@@ -85,9 +85,6 @@ class IbPairs(BaseModel):
 
     @model_validator(mode="after")
     def _valid(self) -> "IbPairs":
-        for d in self.devices or ():
-            if not DEVICE.match(d):
-                raise ValueError(f"device {d!r} is not an HCA name like mlx5_0")
         if self.test_timeout_s < self.duration_s + 3:
             raise ValueError(f"test_timeout_s ({fmt(self.test_timeout_s)}) must be at least duration_s + 3 "
                              f"({self.duration_s + 3}): a test that runs its full duration and sets up its "
@@ -121,13 +118,19 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
 
     Each node is tested with two partners (ring) or all (all); a node that fails with two partners
     that pass elsewhere is the bad node, a pair that fails while both pass elsewhere a bad link."""
-    ports = {node: _ports(ctx.captures[node][IBSTAT.name], want) for node in ctx.nodes}
-    usable = [n for n in ctx.order if n in ctx.nodes and ports[n]]
+    ports: dict[str, dict[str, tuple[int, float]]] = {}
     for node in ctx.nodes:
+        try:
+            ports[node] = _ports(ctx.captures[node][IBSTAT.name], want)
+        except ParseError as e:                # not "no port": the output could not be read
+            ports[node] = {}
+            yield (node,), Verdict(Status.ERROR, f"cannot read ibstat output: {e.reason}", excerpt=e.excerpt)
+            continue
         if not ports[node]:
             yield (node,), Verdict(Status.ERROR, "no HCA port to test: " + (
                 f"none of {', '.join(want.devices)} is in ibstat" if want.devices else
                 f"no Active {want.link_layer} port in ibstat"), observed={"ports": []})
+    usable = [n for n in ctx.order if n in ctx.nodes and ports[n]]
     if len(usable) < 2:
         for node in usable:
             yield (node,), Verdict(Status.ERROR, "no partner: pair tests need at least 2 reachable nodes "
@@ -216,13 +219,10 @@ def _untested(nodes: list[str], ports: Mapping[str, Mapping[str, tuple[int, floa
 def _ports(ibstat: Capture, want: IbPairs) -> dict[str, tuple[int, float]]:
     """{device: (port number, rate Gb/s)} this node tests; listed devices that are absent are left
     out (ib.ports names them)."""
-    try:
-        facts = parse_ibstat(ibstat.stdout)
-    except ParseError:
-        return {}
+    facts = parse_ibstat(ibstat.stdout)        # a ParseError is the caller's ERROR for this node
     found: dict[str, tuple[int, float]] = {}
     for p in facts.ports:
-        if not DEVICE.match(p.ca) or p.ca in found:
+        if not is_device_name(p.ca) or p.ca in found:
             continue
         if want.devices is not None:
             if p.ca in want.devices:
@@ -292,7 +292,9 @@ def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: s
             for r, _ in listening)
         collected = ctx.run(server, pairtest.collect_servers(
             f"ib_write_bw.r{rnd}.server", directory, pairtest.COLLECT_WAIT_S if finished else 0), cleanup=True)
-    return [_judge_rail(rnd, server, client, r, start, ready, clients, collected, rates, want) for r in rails]
+    servers = split_sections(collected.stdout).sections if collected.outcome is Outcome.EXITED else {}
+    return [_judge_rail(rnd, server, client, r, start, ready, clients, sections, servers, rates, want)
+            for r in rails]
 
 
 _READY = re.compile(r"^@@nodecheck ready (\S+) (\d+)", re.M)
@@ -325,8 +327,9 @@ def _ready(start: Capture) -> dict[str, int]:
 
 
 def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: Capture,
-                ready: Mapping[str, int], clients: Capture | None, collected: Capture | None,
-                rates: Mapping[str, float], want: IbPairs) -> RailResult:
+                ready: Mapping[str, int], clients: Capture | None, client_sections: Mapping[str, Section],
+                server_sections: Mapping[str, Section], rates: Mapping[str, float], want: IbPairs) -> RailResult:
+    """One rail's verdict from its pair's captures, each parsed once by the caller."""
     def result(status: Status, gbps: float | None, message: str, raw: str = "",
                floor: float | None = None) -> RailResult:
         return RailResult(rnd, server, client, rail.device, status, gbps, message, excerpt(raw, 1500), floor)
@@ -353,20 +356,20 @@ def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: 
         status = Status.TIMEOUT if clients is not None and clients.outcome is Outcome.TIMEOUT else Status.ERROR
         return result(status, None, f"{where}: client on {client} {_how(clients)}",
                       (clients.stderr + clients.stdout) if clients else "")
-    section = split_sections(clients.stdout).get(f"client:{rail.device}")
+    section = client_sections.get(f"client:{rail.device}")
     if section is None:
         return result(Status.ERROR, None, f"{where}: client on {client} {_how(clients)}",
                       clients.stdout + clients.stderr)
     if section.rc in (124, 137):
         return result(Status.TIMEOUT, None, f"{where}: test hung, killed after {fmt(want.test_timeout_s)} s",
-                      section.text + _server_text(collected, rail.device))
+                      section.text + _server_text(server_sections, rail.device))
     run = _parse(section.text, section.rc)
     if run is None:
         return result(Status.ERROR, None, f"{where}: cannot read ib_write_bw output (exit {section.rc})",
                       section.text)
     if run.error is not None:
         return result(Status.FAIL, None, f"{where}: {_one_line(run.error.message)}",
-                      section.text + _server_text(collected, rail.device))
+                      section.text + _server_text(server_sections, rail.device))
     gbps = run.best_average_gbps
     if gbps is None or section.rc != 0:
         return result(Status.ERROR, None, f"{where}: ib_write_bw exited {section.rc} without a result",
@@ -392,10 +395,8 @@ def _parse(text: str, rc: int | None):
         return None
 
 
-def _server_text(collected: Capture | None, device: str) -> str:
-    if collected is None:
-        return ""
-    section = split_sections(collected.stdout).get(f"server:{device}")
+def _server_text(server_sections: Mapping[str, Section], device: str) -> str:
+    section = server_sections.get(f"server:{device}")
     return f"\n--- server ---\n{section.text}" if section else ""
 
 

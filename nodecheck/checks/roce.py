@@ -24,10 +24,10 @@ from nodecheck.parsers.gids import Gid, RdmaPort, ports_from_sysfs
 from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.registry import Captures, check
 from nodecheck.thresholds import fmt
 
-DEVICE = re.compile(r"^[A-Za-z0-9_.:-]+$")
 Grouped = tuple[tuple[str, ...], Verdict]
 
 # Every RDMA port's state, and for Ethernet (RoCE) ports the GID table; then where the job's GID
@@ -73,7 +73,7 @@ ROCE_GIDS = Probe("roce_gids", ("sh", "-c", _GIDS_SCRIPT), timeout_s=20)
 class RoceGids(BaseModel):
     """Which RoCE ports are judged and which GID index the job will use."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[str]] = Field(None, min_length=1,
+    devices: Optional[list[DeviceName]] = Field(None, min_length=1,
                                          description="RDMA devices to judge (mlx5_0, ...); unset: every RoCE port")
     gid_index: Optional[int] = Field(
         None, ge=0, le=255, strict=True,
@@ -81,13 +81,6 @@ class RoceGids(BaseModel):
                     "or /etc/nccl.conf, else NCCL picks one (only a RoCE v2 IPv4 GID is required)")
     drift: Literal["warn", "fail", "off"] = Field(
         "warn", description="nodes whose RoCE v2 IPv4 GID is at a different index than most")
-
-    @model_validator(mode="after")
-    def _names(self) -> "RoceGids":
-        for d in self.devices or ():
-            if not DEVICE.match(d):
-                raise ValueError(f"device {d!r} is not an RDMA device name like mlx5_0")
-        return self
 
 
 @check("roce.gids", probes=[ROCE_GIDS], params=RoceGids, scope="fleet")
@@ -370,7 +363,7 @@ echo "@@nodecheck address $(ip -o -4 addr show dev "$dev" 2>/dev/null | sed -n '
 class GidStability(BaseModel):
     """How the flap is done; the check runs only with `--allow-disruptive` as well."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[str]] = Field(None, min_length=1, description="RDMA devices to flap; "
+    devices: Optional[list[DeviceName]] = Field(None, min_length=1, description="RDMA devices to flap; "
                                          "unset: every RoCE port with a RoCE v2 IPv4 GID")
     down_s: float = Field(2, gt=0, le=60, allow_inf_nan=False, description="how long the netdev stays down")
     wait_s: int = Field(60, ge=1, le=600, strict=True,
@@ -383,9 +376,6 @@ class GidStability(BaseModel):
 
     @model_validator(mode="after")
     def _valid(self) -> "GidStability":
-        for d in self.devices or ():
-            if not DEVICE.match(d):
-                raise ValueError(f"device {d!r} is not an RDMA device name like mlx5_0")
         if self.guard_s <= self.down_s:
             raise ValueError("guard_s must be longer than down_s")
         return self
@@ -413,7 +403,7 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
         if not ports:
             yield (node,), Verdict(Status.ERROR, "no RoCE port with a RoCE v2 IPv4 GID to flap")
             continue
-        bad = [p for p in ports if len(p.netdevs) != 1 or not DEVICE.match(p.netdevs[0])]
+        bad = [p for p in ports if len(p.netdevs) != 1 or not is_device_name(p.netdevs[0])]
         for p in bad:
             yield (node,), Verdict(Status.ERROR, f"{p.where}: cannot tell which netdev to flap "
                                    f"({', '.join(p.netdevs) or 'none'})", p.where)

@@ -17,8 +17,6 @@ class Unreadable:
     reason: str                                # what the probe printed after the "!"
 
 
-SysfsValue = "str | Unreadable"
-
 
 def parse_sysfs_dump(text: str, tool: str = "sysfs") -> dict[str, "str | Unreadable"]:
     """{path: value}. A line without a tab, or a path that is not absolute, is not this format."""

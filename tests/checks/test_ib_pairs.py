@@ -180,10 +180,24 @@ def test_rack_labels_steer_the_ring_across_racks():
 
 
 @pytest.mark.parametrize("params, words", [
-    ({"devices": ["mlx5_0; rm -rf /"]}, "not an HCA name"),
+    ({"devices": ["mlx5_0; rm -rf /"]}, "not a device name like mlx5_0"),
+    ({"devices": ["-oProxyCommand=x"]}, "not a device name like mlx5_0"),
     ({"steer": "inter-group"}, "needs group_label"),
     ({"fraction_of_rate": {"fail_below": 0.9, "warn_below": 0.8}}, "warn_below must be >= fail_below"),
 ])
 def test_bad_parameters_are_refused(params, words):
     with pytest.raises(ValidationError, match=words):
         IbPairs(**params)
+
+
+def test_unreadable_ibstat_is_an_error_that_says_so_not_no_port():
+    cluster = ScriptedCluster()
+    nodes = {f"node{i}": Node(f"node{i}", f"10.0.0.{i}") for i in (1, 2, 3)}
+    cluster.by_address = {node.address: name for name, node in nodes.items()}
+    ibstat = {name: {IBSTAT.name: Capture(name, IBSTAT.name, IBSTAT.argv, Outcome.EXITED, 0,
+                                          IBSTAT_OK if name != "node2" else "garbage\n", "", 0)} for name in nodes}
+    ctx = ActiveContext("ib.pairs", nodes, ibstat, CommandRunner(cluster, time.monotonic() + 600, threading.Event()),
+                        order=list(nodes))
+    verdicts = {n[0]: v for n, v in pair_bandwidth(ctx, IbPairs(devices=["mlx5_0"], bw_gbps={"fail_below": 100}))}
+    assert verdicts["node2"].status is Status.ERROR and verdicts["node2"].message.startswith("cannot read ibstat output: ")
+    assert verdicts["node1"].status is Status.PASS and verdicts["node3"].status is Status.PASS

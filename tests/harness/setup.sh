@@ -1,6 +1,7 @@
 #!/bin/bash
 # Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
-#  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux python3-venv
+#  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux procps dash
+#    python3-venv
 #    (--no-install-recommends; apt is kept from starting the system sshd while installing)
 #  * /run/sshd (sshd's privilege-separation dir)
 #  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
@@ -17,7 +18,10 @@ pkgs=()
 command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || pkgs+=(openssh-client)
 command -v pdsh >/dev/null || pkgs+=(pdsh)
 command -v ip >/dev/null || pkgs+=(iproute2)
-command -v unshare >/dev/null && command -v nsenter >/dev/null || pkgs+=(util-linux)
+command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v setsid >/dev/null &&
+  command -v flock >/dev/null || pkgs+=(util-linux)
+command -v pgrep >/dev/null || pkgs+=(procps)          # the RoCE flap's refusal checks
+command -v dash >/dev/null || pkgs+=(dash)             # /bin/sh of the nodes; the pair-test script tests
 if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
 if [ ! -x .venv/bin/python ]; then
   [ -n "$PY" ] || pkgs+=(python3)
