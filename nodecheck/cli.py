@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=["table", "json"], default="table",
                      help="stdout: the human table (default) or exactly one JSON document")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    run.add_argument("--job-env", metavar="FILE",
+                     help="the environment the job will run with (KEY=VALUE lines, as a job script "
+                          "sources them): checked by nccl.env and used by the nccl-tests checks; "
+                          "its values override the playbook's env")
     run.add_argument("--allow-disruptive", action="store_true",
                      help="let checks the playbook enabled as disruptive run (roce.gid_stability takes "
                           "RoCE ports down and up); without it they are SKIPPED, never run")

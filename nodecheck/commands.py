@@ -17,7 +17,7 @@ def run_command(args: Namespace) -> int:
     from nodecheck import runner
     from nodecheck.playbook import load_playbook
 
-    playbook = load_playbook(args.playbook, tuple(args.pins))
+    playbook = load_playbook(args.playbook, tuple(args.pins), getattr(args, "job_env", None))
     nodes, excluded, transport = _targets(args, playbook)
     if not args.local:
         _ensure_open_files(min(args.fanout, len(nodes)))

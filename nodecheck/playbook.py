@@ -104,9 +104,11 @@ def resolve(name_or_path: str) -> Path:
                       + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path")
 
 
-def load_playbook(name_or_path: str, pins: tuple[str, ...] = ()) -> Playbook:
+def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | None = None) -> Playbook:
     """`pins`: more include files from the command line (`--pins`), relative to the current
-    directory, so a shipped profile can take an operator's pins unchanged."""
+    directory, so a shipped profile can take an operator's pins unchanged. `job_env`: a KEY=VALUE
+    file (`--job-env`) with the environment the job will run with; its values go over the `env`
+    parameter of every check that takes one (nccl.env, nccl.allreduce_*)."""
     path = resolve(name_or_path)
     src = load_file(path)
     if src.data is None:
@@ -145,11 +147,20 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = ()) -> Playbook:
             # pin files come before the playbook's own block: the playbook's keys win
             parts = blocks.setdefault(name, [])
             parts.insert(len(parts) - 1 if name in book.checks else len(parts), (inc, block or {}))
-    checks = tuple(c for c in (_plan_check(name, parts) for name, parts in blocks.items()) if c)
+    env = None
+    if job_env is not None:
+        from nodecheck.jobenv import load_job_env
+        env = load_job_env(job_env)
+        included_files.append((str(Path(job_env).resolve()), hashlib.sha256(Path(job_env).read_bytes()).hexdigest()))
+        digest.update(included_files[-1][1].encode())
+    checks = tuple(c for c in (_plan_check(name, parts, env) for name, parts in blocks.items()) if c)
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
+    if env is not None and not any("env" in c.spec.params.model_fields for c in checks):
+        raise ConfigError(f"playbook {path} has no check that takes a job environment", file="--job-env",
+                          hint="add nccl.env or an nccl.allreduce_* check to the playbook, or drop --job-env")
     return Playbook(name=path.stem, path=str(path),
-                    sha256=digest.hexdigest() if book.include or pins else src.sha256,
+                    sha256=digest.hexdigest() if book.include or pins or env is not None else src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
                     select_labels=frozenset(book.select.labels), checks=checks,
                     includes=tuple(included_files))
@@ -199,8 +210,10 @@ def _load_include(src: Located, path: Path, index: int, included: str, listed: d
     return inc
 
 
-def _plan_check(name: str, parts: list[tuple[Located, dict]]) -> PlannedCheck | None:
-    """`parts`: the check's blocks, included files first, the playbook's last (its keys win)."""
+def _plan_check(name: str, parts: list[tuple[Located, dict]],
+                job_env: dict[str, str] | None = None) -> PlannedCheck | None:
+    """`parts`: the check's blocks, included files first, the playbook's last (its keys win).
+    `job_env`: the --job-env file's variables, over the block's `env` where the check takes one."""
     registry = all_checks()
     loc = ("checks", name)
     src = parts[-1][0]
@@ -218,6 +231,9 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]]) -> PlannedCheck | 
                                  hint="e.g. {drift: fail}, or nothing")
         block.update(part)
         origin.update({key: part_src for key in part})
+    if job_env is not None and "env" in spec.params.model_fields:
+        mine = block.get("env") or {}
+        block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine   # a bad block still fails validation
     try:
         options = CheckOptions.model_validate(block)
         params = spec.params.model_validate(options.model_extra or {})

@@ -7,3 +7,5 @@ from nodecheck.checks import container  # noqa: F401  container.digest
 from nodecheck.checks import ib_counters  # noqa: F401  ib.counters
 from nodecheck.checks import ib_pairs  # noqa: F401  ib.pairs
 from nodecheck.checks import roce  # noqa: F401  roce.gids, roce.networkmanager, roce.gid_stability
+from nodecheck.checks import nccl_tests  # noqa: F401  nccl.allreduce_single, nccl.allreduce_multi
+from nodecheck.checks import nccl_env  # noqa: F401  nccl.env

@@ -16,8 +16,11 @@
 #   node7  a GPU fell off the bus (kernel log)                         -> gpu.xid fail (Xid 79)
 #   node8  unreachable (its sshd is stopped)
 #   node9  slow HCAs: every pair test through it is slow                -> ib.pairs fail (bad node)
+#          and every nccl-tests run across nodes that includes it       -> nccl.allreduce_multi fail (bad node)
 #   node10 mlx5_3's link went down during the run (LinkDownedCounter +1) -> ib.counters fail
-# Every node also runs the pair tests: the fake ib_write_bw rendezvouses over real TCP between nodes.
+# Every node also runs the pair tests (the fake ib_write_bw rendezvouses over real TCP between nodes),
+# nccl-tests on its own (fake all_reduce_perf) and with the others through a fake mpirun (real ssh,
+# ranks meeting over real TCP).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 nc_sandbox tests/harness/demo.sh demo
@@ -37,7 +40,7 @@ echo >&2
 case $rc in
   0) why="every node passed - NOT what this demo should give (node2-5, node7, node9 and node10 are broken)" ;;
   1) why="warnings only - NOT what this demo should give (node2-5, node7, node9 and node10 should fail)" ;;
-  2) why="at least one node failed a check - as expected: node2 (NCCL drift), node3 (IB port down), node4 (row remap pending), node5 (stale image), node7 (GPU fell off the bus), node9 (slow in every pair test) and node10 (a link went down during the run) are unfit; node6 timed out and node8 is unreachable; node1 passed" ;;
+  2) why="at least one node failed a check - as expected: node2 (NCCL drift), node3 (IB port down), node4 (row remap pending), node5 (stale image), node7 (GPU fell off the bus), node9 (slow in every pair test and nccl-tests run) and node10 (a link went down during the run) are unfit; node6 timed out and node8 is unreachable; node1 passed" ;;
   3) why="could not judge some nodes and nothing failed - NOT what this demo should give (node2-5, node7, node9 and node10 should fail)" ;;
   64) why="bad input (inventory, playbook or arguments); nothing was run" ;;
   *) why="unexpected exit code: nodecheck itself failed" ;;

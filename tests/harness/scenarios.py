@@ -130,8 +130,23 @@ class Fabric:
     link_type: str = "IB"
 
 
+@dataclass(frozen=True)
+class Nccl:
+    """Cluster-wide (give it under the key "*"): the fake nccl-tests and launchers on every node and
+    the bandwidth model and per-node faults of SimCluster.nccl(), e.g. nodes=(("node3",
+    (("net_busbw_gbs", 150.0),)), ("node5", (("hang", "init"),)))."""
+    net_busbw_gbs: float = 370.0
+    nvlink_busbw_gbs: float = 480.0
+    nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    gpus_per_node: int = 8
+    gpu_model: str = "NVIDIA H100 80GB HBM3"
+    nccl_version: str = "2.29.2+cuda12.4"
+    tests_version: str = "2.17.9"
+    test_s: float = 0.3
+
+
 Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script, ReplayByArgs,
-               ReplaySequence, SequenceByArgs, Sysfs, RocePort, Fabric]
+               ReplaySequence, SequenceByArgs, Sysfs, RocePort, Fabric, Nccl]
 Layout = Mapping[str, Union[Action, list]]
 
 # ib.ports alone (tests/data/playbooks/ib-only.yml: 8 ports, 400 Gb/s, ibstat timeout 5 s).
@@ -245,7 +260,9 @@ DEMO: dict[str, list[Action]] = {
     "node8": [Unreachable()],                                           # sshd down
     "node9": gpu_node() + ib_counters(),                                # slow HCAs: every pair test is slow
     "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3"),     # mlx5_3's link went down in the run
-    "*": [Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS)],
+    # node9's HCAs are slow: its pair tests and every nccl-tests run across nodes that includes it
+    "*": [Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS),
+          Nccl(nodes=(("node9", (("net_busbw_gbs", 140.0),)),), test_s=0.2)],
 }
 
 SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
@@ -321,6 +338,9 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
                 cluster.fabric(a.default_gbps, {n: dict(v) for n, v in a.nodes} or None,
                                [{"a": x, "b": y, "gbps": g} for x, y, g in a.links] or None, a.test_s,
                                list(a.devices) if a.devices is not None else None, a.link_type)
+            elif isinstance(a, Nccl):
+                cluster.nccl(a.net_busbw_gbs, a.nvlink_busbw_gbs, {n: dict(v) for n, v in a.nodes} or None,
+                             a.gpus_per_node, a.gpu_model, a.nccl_version, a.tests_version, a.test_s)
             elif isinstance(a, Unreachable):
                 cluster.stop(node)
             elif isinstance(a, RekeyHost):
@@ -342,6 +362,8 @@ def describe(layout: Layout) -> str:
             else f"{a.tool}: {a.what}" if isinstance(a, Script)
             else f"{a.tool}: replay by arguments ({len(a.cases)} cases)" if isinstance(a, ReplayByArgs)
             else "sshd stopped (unreachable)" if isinstance(a, Unreachable)
+            else "fake ib_write_bw on every node" if isinstance(a, Fabric)
+            else "fake nccl-tests, mpirun and srun on every node" if isinstance(a, Nccl)
             else "new host key (known_hosts mismatch)" for a in acts) or "no fakes"
         lines.append(f"  {node:8} {text}")
     return "\n".join(lines)

@@ -1,0 +1,932 @@
+"""nccl-tests output (all_reduce_perf, all_gather_perf, ...): text or JSON in, an NcclTestRun out.
+
+API fixed for the checks (nodecheck/checks/nccl_tests.py); the implementation fills it in.
+Formats read: every layout nccl-tests has printed since the NCCL 1 era (NVIDIA/nccl-tests
+src/common.cu, src/util.cu), interleaved NCCL_DEBUG lines, the failure lines of common.h's
+CUDACHECK/NCCLCHECK/TESTCHECK macros, Open MPI and srun abort messages, and the `-J file.json`
+report (JSON_FILE_VERSION 1-3 of src/util.cu).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable, Sequence
+
+from nodecheck.errors import ParseError
+
+TOOL = "nccl-tests"
+UNKNOWN_MAX = 50                               # lines kept in NcclTestRun.unknown; the rest are counted
+
+
+@dataclass(frozen=True)
+class TestParams:
+    """The parameter line: '# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) ...'."""
+    __test__ = False                           # not a pytest test class despite the name
+
+    n_threads: int | None = None
+    n_gpus: int | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+    step: str | None = None                    # "2(factor)", "1048576(bytes)"
+    warmup_iters: int | None = None
+    iters: int | None = None
+    agg_iters: int | None = None
+    validation: bool | None = None             # -c: False means #wrong is never checked (N/A)
+    graph: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)   # keys this parser does not name ("unalign")
+
+    @property
+    def step_factor(self) -> int | None:
+        """2 from "2(factor)"; None for a byte step or an unreadable one."""
+        return _step_number(self.step, "factor")
+
+    @property
+    def step_bytes(self) -> int | None:
+        """1048576 from "1048576(bytes)"."""
+        return _step_number(self.step, "bytes")
+
+
+@dataclass(frozen=True)
+class RankDevice:
+    """'#  Rank  3 Group  0 Pid   6902 on ztan-mig-235z device  3 [0000:0c:00] NVIDIA H100 80GB HBM3'
+    (and the older forms without Group, and without Pid)."""
+    rank: int
+    host: str
+    device: int                                # CUDA device index on that host
+    bus_id: str                                # "0000:0c:00" or the old short "0x07"
+    model: str                                 # "NVIDIA H100 80GB HBM3"
+    pid: int | None = None
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One half of a data row (out-of-place or in-place)."""
+    time_us: float | None
+    algbw_gbs: float | None                    # GB/s as nccl-tests prints it (1e9 bytes/s)
+    busbw_gbs: float | None
+    wrong: int | None = None                   # '#wrong' (None: N/A, validation off, or old format)
+    error: float | None = None                 # the older 'error' column (max error), None: N/A/absent
+
+
+@dataclass(frozen=True)
+class SizeRow:
+    size: int                                  # bytes
+    count: int                                 # elements
+    dtype: str                                 # "float", "int8"
+    redop: str | None                          # "sum", "none"; None in layouts without the column
+    root: int | None                           # -1 for rootless collectives; None when absent
+    out_of_place: Measurement | None
+    in_place: Measurement | None
+    line: int = 0                              # 1-based line number in the text (0 for JSON)
+
+    @property
+    def wrong(self) -> int:
+        """#wrong of both halves together; 0 when neither half was checked."""
+        return sum(m.wrong or 0 for m in (self.out_of_place, self.in_place) if m is not None)
+
+
+@dataclass(frozen=True)
+class NcclLogLine:
+    """'host:pid:tid [dev] NCCL INFO|WARN text' interleaved with the test output."""
+    host: str
+    pid: int | None
+    device: int | None
+    level: str                                 # "INFO", "WARN", "ERROR", "TRACE"
+    text: str
+    location: str | None = None                # "misc/ibvwrap.cc:63" in 'host:p:t [0] misc/ibvwrap.cc:63 NCCL WARN'
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure line: 'Test NCCL failure common.cu:959 'internal error'', 'NCCL failure ...',
+    'Test CUDA failure ...', 'Cuda failure ...', 'Test FAILURE', an mpirun/srun abort."""
+    kind: str                                  # "nccl", "cuda", "test", "timeout", "launcher"
+    message: str                               # the quoted reason, or the launcher's words
+    host: str | None = None
+    location: str | None = None                # "common.cu:959"
+    line: str = ""                             # the raw line
+
+    def __str__(self) -> str:
+        where = f" at {self.location}" if self.location else ""
+        host = f" on {self.host}" if self.host else ""
+        return f"{self.kind} failure{where}{host}: {self.message}"
+
+
+class Stage(Enum):
+    """How far a run's output got; a run that stopped (hang, kill) is classified by it."""
+    NOTHING = "nothing"                        # no nccl-tests line at all
+    HEADER = "header"                          # parameter line, no rank lines
+    DEVICES = "devices"                        # rank lines, no NCCL version line, no data row
+    INIT = "init"                              # NCCL version or table header seen, no data row
+    SWEEP = "sweep"                            # data rows, no summary (stopped mid-sweep)
+    DONE = "done"                              # 'Avg bus bandwidth' or 'Collective test concluded'
+
+
+@dataclass(frozen=True)
+class NcclTestRun:
+    tests_version: str | None = None           # "2.17.9" from '# nccl-tests version 2.17.9 ...'
+    nccl_headers: int | None = None            # 22902 (nccl-headers=)
+    nccl_library: int | None = None
+    compiled_with_nccl: str | None = None      # "1.0" ('# NCCL Tests compiled with NCCL 1.0')
+    collective: str | None = None              # "all_reduce_perf" from '# Collective test starting: ...'
+    params: TestParams | None = None
+    devices: tuple[RankDevice, ...] = ()
+    nccl_version: str | None = None            # "2.19.3+cuda12.2" (bare line or NCCL INFO form)
+    columns: tuple[str, ...] = ()              # the prefix columns of the table: size count type redop root
+    rows: tuple[SizeRow, ...] = ()
+    out_of_bounds: int | None = None           # '# Out of bounds values : 0 OK'
+    out_of_bounds_ok: bool | None = None
+    avg_busbw_gbs: float | None = None         # '# Avg bus bandwidth    : 70.742'
+    concluded: bool = False                    # '# Collective test concluded: ...'
+    log: tuple[NcclLogLine, ...] = ()          # interleaved NCCL INFO/WARN lines
+    failures: tuple[Failure, ...] = ()
+    unknown: tuple[str, ...] = ()              # lines not understood (bounded; for the report)
+    from_json: bool = False
+    # additions to the fixed API
+    nccl_versions: tuple[str, ...] = ()        # every distinct NCCL version line, in order (ranks can differ)
+    avg_busbw_ok: bool | None = None           # 'OK'/'FAILED' after the average (NCCL_TESTS_MIN_BW set)
+    bitwise_mismatches: int | None = None      # '# Bitwise mismatches : N' (newest nccl-tests, -B)
+    max_bytes_reduced_to: int | None = None    # '# Reducing maxBytes to N due to memory limitation'
+    json_output: str | None = None             # '# Writing JSON output to PATH'
+    nccl_last_error: str | None = None         # '# error: ...' / JSON "errors": ncclGetLastError at exit
+    cut_row: str | None = None                 # a data row the text ends inside (hang or kill mid-row)
+    unknown_count: int = 0                     # all lines not understood; `unknown` keeps the first 50
+
+    @property
+    def stage(self) -> Stage:
+        if self.avg_busbw_gbs is not None or self.concluded:
+            return Stage.DONE
+        if self.rows:
+            return Stage.SWEEP
+        # nccl-tests prints the table header after NCCL init returned (common.cu run())
+        if self.nccl_version is not None or self.columns:
+            return Stage.INIT
+        if self.devices:
+            return Stage.DEVICES
+        if self.params is not None or self.tests_version or self.collective or self.compiled_with_nccl:
+            return Stage.HEADER
+        return Stage.NOTHING
+
+    @property
+    def complete(self) -> bool:
+        return self.stage is Stage.DONE
+
+    @property
+    def wrong_rows(self) -> tuple[SizeRow, ...]:
+        """Rows whose data check found wrong elements (in either half)."""
+        return tuple(row for row in self.rows if row.wrong > 0)
+
+    @property
+    def max_bytes(self) -> int | None:
+        """Where the sweep ends: maxBytes, or what nccl-tests reduced it to for lack of memory."""
+        if self.max_bytes_reduced_to is not None:
+            return self.max_bytes_reduced_to
+        return self.params.max_bytes if self.params else None
+
+    def next_size(self) -> int | None:
+        """The size the sweep would have run after the last row; None when it was the last one or
+        the step is unknown."""
+        if not self.rows or self.params is None:
+            return None
+        last = self.rows[-1].size
+        factor, step = self.params.step_factor, self.params.step_bytes
+        following = last * factor if factor else last + step if step else None
+        if following is None or following == last:
+            return None
+        limit = self.max_bytes
+        return None if limit is not None and following > limit else following
+
+    def stopped_at(self, failures: bool = True) -> str:
+        """Where a run that did not finish stopped, in words: 'after the rank list, before NCCL
+        init completed (no NCCL version line)', 'mid-sweep after 2097152 B (2 MiB), the last row'."""
+        where = _STOPPED_AT[self.stage](self)
+        if failures and self.stage is not Stage.DONE and self.failures:
+            where += f"; first failure: {self.failures[0]}"
+        return where
+
+
+def human_bytes(size: int) -> str:
+    """'2097152 B (2 MiB)'; sizes under 1 KiB are just '512 B'."""
+    units = ("KiB", "MiB", "GiB", "TiB", "PiB")
+    if size < 1024:
+        return f"{size} B"
+    value, unit = float(size), "B"
+    for unit in units:
+        value /= 1024
+        if value < 1024:
+            break
+    return f"{size} B ({f'{value:.2f}'.rstrip('0').rstrip('.')} {unit})"
+
+
+def _stopped_sweep(run: NcclTestRun) -> str:
+    last = run.rows[-1]
+    where = f"mid-sweep after {human_bytes(last.size)}, the last of {len(run.rows)} rows"
+    following = run.next_size()
+    if following is not None:
+        where += f"; the next size {human_bytes(following)} never came"
+    elif run.max_bytes is not None and last.size >= run.max_bytes:
+        where += " (the sweep's largest size); the summary lines never came"
+    if run.cut_row is not None:
+        where += f"; the text ends inside a row: {run.cut_row.strip()!r}"
+    return where
+
+
+def _stopped_init(run: NcclTestRun) -> str:
+    if run.columns:
+        return "after the table header, before the first data row (the first collective never finished)"
+    return (f"during NCCL init: 'NCCL version {run.nccl_version}' printed, "
+            "no table header and no data row")
+
+
+def _stopped_devices(run: NcclTestRun) -> str:
+    return (f"after the rank list ({len(run.devices)} ranks), before NCCL init completed "
+            "(no NCCL version line, no table header)")
+
+
+_STOPPED_AT: dict[Stage, Callable[[NcclTestRun], str]] = {
+    Stage.NOTHING: lambda run: "before any nccl-tests output (no parameter line)",
+    Stage.HEADER: lambda run: "after the parameter line, before the rank list",
+    Stage.DEVICES: _stopped_devices,
+    Stage.INIT: _stopped_init,
+    Stage.SWEEP: _stopped_sweep,
+    Stage.DONE: lambda run: "did not stop: the run finished (summary printed)",
+}
+
+
+def _step_number(step: str | None, unit: str) -> int | None:
+    match = re.fullmatch(r"(\d+)\((\w+)\)", step or "", re.ASCII)
+    return int(match[1]) if match and match[2] == unit else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+
+# re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
+_LOG = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+                  r"(?:(?P<loc>\S+:\d+) )?NCCL (?P<level>INFO|WARN|ERROR|TRACE|ABORT)(?: (?P<text>.*))?",
+                  re.ASCII)
+_VERSION = re.compile(r"NCCL version (\S+).*")
+_TESTS_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?.*",
+                            re.ASCII)
+_COMPILED = re.compile(r"NCCL Tests compiled with NCCL (\S+).*")
+_COLLECTIVE = re.compile(r"Collective test (starting|concluded): *(\S*).*")
+_PARAMS = re.compile(r"#?\s*nThread\s+\d", re.ASCII)
+_RANK = re.compile(r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?"
+                   r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)",
+                   re.ASCII)
+_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?\s*", re.ASCII)
+_AVG_BUSBW = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?\s*")
+_BITWISE = re.compile(r"Bitwise mismatches\s*:\s*(\d+)\s*(OK|FAILED)?\s*", re.ASCII)
+_REDUCED = re.compile(r"Reducing maxBytes to (\d+) due to memory limitation.*", re.ASCII)
+_JSON_OUTPUT = re.compile(r"Writing JSON output to (.+)")
+_LAST_ERROR = re.compile(r"error: (.*)")
+# comment lines nccl-tests prints that carry nothing the checks use
+_QUIET_COMMENTS = ("Using devices", "Blocking Enabled", "Per-Iteration Report", "Parallel Init Enabled",
+                   "Bitwise Repeatability", "Bitwise mismatch (", "Testing ", "GPU memory usage",
+                   "skipping json output", "Writing results to file")
+_ROW_START = re.compile(r"\s*\d+\s+\d+\s+[A-Za-z_]\w*(?:\s|$)", re.ASCII)
+_INT = re.compile(r"-?\d+", re.ASCII)
+_WORD = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+_DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
+_CLOCK = re.compile(r"\d\d:\d\d:\d\d", re.ASCII)
+_TIME_COLUMNS = ("time", "cputime")
+_PREFIX_NAMES = {"size": "size", "bytes": "size", "count": "count", "N": "count", "type": "type",
+                 "redop": "redop", "op": "redop", "root": "root"}
+_BODY_WIDTHS = (8, 10, 16, 18)                 # plain, + #bitdiff, + per-iteration stats, + both
+
+# common.h: CUDACHECK / NCCLCHECK ('%s: Test NCCL failure %s:%d '%s / %s''), the NCCL 1 era's
+# 'NCCL failure f:l 'x'' and 'Cuda failure f:l 'x''; the reason's closing quote may be cut off
+_CALL_FAILURE = re.compile(r"(?:(?P<host>\S+?): )?(?:Test )?(?P<what>NCCL|CUDA|Cuda) failure "
+                           r"(?P<loc>\S+:\d+) '(?P<msg>.*?)'?\s*", re.ASCII)
+# TESTCHECK's trace, one line per frame: ' .. host pid 123: Test failure common.cu:844'
+_STACK = re.compile(r"\s*\.\. (?P<host>\S+?)(?: pid (?P<pid>\d+))?: Test failure (?P<loc>\S+:\d+)\s*", re.ASCII)
+_TIMEOUT = re.compile(r"(?:(?P<host>\S+?): )?Test timeout \((?P<secs>\d+)s\) (?P<loc>\S+:\d+)\s*", re.ASCII)
+_TEST_FAILED = re.compile(r"(?:(?P<host>\S+?): )?Test FAIL(?:URE|ED)\b.*")
+_MPI_RETURNED = re.compile(r"Primary job\s+terminated normally, but (\d+) process(?:es)? returned.*", re.ASCII)
+_MPI_DETECTED = re.compile(r"mpirun detected that one or more processes exited with non-zero status.*")
+_MPI_SIGNAL = re.compile(r"mpirun noticed that process rank (\d+) with PID (\d+) on node (\S+) "
+                         r"exited on signal (\d+)(?: \(([^)]*)\))?.*", re.ASCII)
+_MPI_IMPROPER = re.compile(r"mpirun has exited due to process rank (\d+) with PID (\d+) on\s*node (\S+) "
+                           r"exiting improperly.*", re.ASCII)
+_MPI_DETECTED_WORDS = "mpirun: a process exited with non-zero status"
+_MPI_DETAIL = re.compile(r"(Process name|Exit code):\s*(.*)")
+_MPI_FILLER = re.compile(r"-{3,}|a non-zero exit code\. Per user-direction.*|"
+                         r"the job to be terminated\. The first process to do so was:.*")
+_SRUN_TASK = re.compile(r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\]]+): (?P<what>.+)")
+_SRUN = re.compile(r"srun: (?:error: )?(?P<what>.+)")
+_STEPD = re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) "
+                    r"CANCELLED AT (?P<at>\S+)(?: DUE TO (?P<why>.*?))?\s*\*\*\*.*")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a data row's values are: the prefix columns, then one group per half."""
+    prefix: tuple[str, ...]                    # canonical: size count type [redop] [root]
+    halves: tuple[tuple[str, ...], ...]        # per half: time algbw busbw <check> [extra columns]
+
+    @property
+    def width(self) -> int:
+        return len(self.prefix) + sum(len(half) for half in self.halves)
+
+
+class _Unreadable(ValueError):
+    """A value that cannot be read; the line holding it becomes an unknown line."""
+
+
+def parse_nccl_tests(text: str) -> NcclTestRun:
+    """Raises ParseError (with the excerpt) when the text is not nccl-tests output at all."""
+    lines = text.splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    reader = _TextReader()
+    for index, line in enumerate(lines):
+        reader.feed(index + 1, line.rstrip(), at_end=index == last)
+    if not reader.recognised:
+        first = next((line.strip() for line in lines if line.strip()), "")
+        reason = ("empty output" if not first else
+                  f"no nccl-tests line (parameter line, rank line, data row, failure or NCCL version); "
+                  f"first line {_quote(first)}")
+        raise ParseError(TOOL, reason, text)
+    return reader.build()
+
+
+class _TextReader:
+    """One pass over the lines; state is what has been seen so far."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, Any] = {}
+        self.params: TestParams | None = None
+        self.devices: list[RankDevice] = []
+        self.versions: list[str] = []
+        self.layout: _Layout | None = None
+        self.columns: tuple[str, ...] = ()
+        self.rows: list[SizeRow] = []
+        self.log: list[NcclLogLine] = []
+        self.failures: list[Failure] = []
+        self.unknown: list[str] = []
+        self.unknown_count = 0
+        self.mpirun_detected: int | None = None          # index in failures of 'mpirun detected ...'
+        self.mpirun_details: dict[str, str] = {}
+        self.line = ""                                   # the line being read, stripped
+
+    @property
+    def recognised(self) -> bool:
+        return bool(self.params or self.devices or self.rows or self.failures or self.versions)
+
+    def build(self) -> NcclTestRun:
+        return NcclTestRun(params=self.params, devices=tuple(self.devices),
+                           nccl_version=self.versions[0] if self.versions else None,
+                           nccl_versions=tuple(self.versions), columns=self.columns,
+                           rows=tuple(self.rows), log=tuple(self.log), failures=tuple(self.failures),
+                           unknown=tuple(self.unknown), unknown_count=self.unknown_count, **self.fields)
+
+    def feed(self, number: int, line: str, *, at_end: bool) -> None:
+        stripped = self.line = line.strip()
+        if not stripped:
+            return
+        if " NCCL " in line and self._log_line(stripped):
+            return
+        if stripped.startswith("#"):
+            understood = self._comment(stripped, stripped[1:].strip())
+        elif _PARAMS.match(stripped):          # the NCCL 1 era printed it without '#'
+            understood = self._params(stripped)
+        elif _VERSION.fullmatch(stripped):
+            understood = self._version(_VERSION.fullmatch(stripped)[1])
+        elif _ROW_START.match(line):
+            understood = self._row(number, line, at_end)
+        else:
+            understood = self._failure(stripped) or self._launcher(stripped)
+            if not understood and at_end and _INT.match(stripped):
+                self.fields["cut_row"] = line  # cut before the row's type column
+        if not understood:
+            self._unknown(line)
+
+    def _unknown(self, line: str) -> None:
+        self.unknown_count += 1
+        if len(self.unknown) < UNKNOWN_MAX:
+            self.unknown.append(line)
+
+    def _version(self, version: str) -> bool:
+        if version not in self.versions:
+            self.versions.append(version)
+        return True
+
+    def _log_line(self, line: str) -> bool:
+        match = _LOG.fullmatch(line)
+        if not match:
+            return False
+        text = match["text"] or ""
+        self.log.append(NcclLogLine(match["host"], int(match["pid"]), int(match["dev"]), match["level"],
+                                    text, match["loc"]))
+        version = _VERSION.fullmatch(text)
+        if version:
+            self._version(version[1])
+        return True
+
+    # -- '#' lines ----------------------------------------------------------------------------
+
+    def _comment(self, line: str, body: str) -> bool:
+        if not body or body.startswith(_QUIET_COMMENTS):
+            return True
+        if body.startswith("nThread"):
+            return self._params(line)
+        if body.startswith("Rank"):
+            return self._rank(body)
+        for pattern, handler in self._COMMENT_HANDLERS:
+            match = pattern.fullmatch(body)
+            if match:
+                return handler(self, match)
+        return self._table_header(body)
+
+    def _tests_version(self, match: re.Match) -> bool:
+        self.fields.update(tests_version=match[1], nccl_headers=_int_or_none(match[2]),
+                           nccl_library=_int_or_none(match[3]))
+        return True
+
+    def _compiled(self, match: re.Match) -> bool:
+        self.fields["compiled_with_nccl"] = match[1]
+        return True
+
+    def _collective(self, match: re.Match) -> bool:
+        if match[2]:
+            self.fields["collective"] = match[2]
+        if match[1] == "concluded":
+            self.fields["concluded"] = True
+        return True
+
+    def _out_of_bounds(self, match: re.Match) -> bool:
+        count = int(match[1])
+        ok = None if match[2] is None else match[2] == "OK"
+        self.fields.update(out_of_bounds=count, out_of_bounds_ok=ok if ok is not None else count == 0)
+        if count or ok is False:
+            self.failures.append(_out_of_bounds_failure(count, self.line))
+        return True
+
+    def _avg_busbw(self, match: re.Match) -> bool:
+        try:
+            value = _float(match[1])
+        except _Unreadable:
+            return False
+        ok = None if match[2] is None else match[2] == "OK"
+        self.fields.update(avg_busbw_gbs=value, avg_busbw_ok=ok)
+        if ok is False:
+            self.failures.append(_avg_busbw_failure(value, self.line))
+        return True
+
+    def _bitwise(self, match: re.Match) -> bool:
+        self.fields["bitwise_mismatches"] = int(match[1])
+        if int(match[1]):
+            self.failures.append(Failure("test", f"{match[1]} bitwise mismatches between repeated runs",
+                                         line=self.line))
+        return True
+
+    def _reduced(self, match: re.Match) -> bool:
+        self.fields["max_bytes_reduced_to"] = int(match[1])
+        return True
+
+    def _json_output(self, match: re.Match) -> bool:
+        self.fields["json_output"] = match[1].strip()
+        return True
+
+    def _last_error(self, match: re.Match) -> bool:
+        self.fields["nccl_last_error"] = match[1].strip()
+        return True
+
+    _COMMENT_HANDLERS: tuple[tuple[re.Pattern, Callable[[_TextReader, re.Match], bool]], ...] = (
+        (_TESTS_VERSION, _tests_version), (_COMPILED, _compiled), (_COLLECTIVE, _collective),
+        (_OUT_OF_BOUNDS, _out_of_bounds), (_AVG_BUSBW, _avg_busbw), (_BITWISE, _bitwise),
+        (_REDUCED, _reduced), (_JSON_OUTPUT, _json_output), (_LAST_ERROR, _last_error),
+    )
+
+    def _params(self, line: str) -> bool:
+        self.params = _parse_params(line.lstrip("#").split())
+        return True
+
+    def _rank(self, body: str) -> bool:
+        match = _RANK.fullmatch(body)
+        if not match:
+            return False
+        self.devices.append(RankDevice(
+            rank=int(match["rank"]), host=match["host"], device=int(match["device"]), bus_id=match["bus"],
+            model=match["model"].strip(), pid=_int_or_none(match["pid"]), group=_int_or_none(match["group"])))
+        return True
+
+    def _table_header(self, body: str) -> bool:
+        if "out-of-place" in body or body.startswith("(B)"):
+            return True                        # the banner above the columns and the units below
+        layout = _layout_from_header(body.split())
+        if layout is None:
+            return False
+        self.layout, self.columns = layout, tuple(body.split()[:len(layout.prefix)])
+        return True
+
+    # -- data rows ----------------------------------------------------------------------------
+
+    def _row(self, number: int, line: str, at_end: bool) -> bool:
+        tokens = line.split()
+        layout = self.layout or _guess_layout(tokens)
+        if layout is None or len(tokens) < layout.width:
+            if at_end:                         # the run (or the excerpt) stopped inside this row
+                self.fields["cut_row"] = line
+            return False
+        try:
+            self.rows.append(_size_row(tokens, layout, number))
+        except ValueError:                     # _Unreadable, or a header too short to map values
+            return False
+        if not self.columns:
+            self.columns = layout.prefix
+        return True
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _failure(self, line: str) -> bool:
+        match = _CALL_FAILURE.fullmatch(line)
+        if match:
+            kind = "nccl" if match["what"] == "NCCL" else "cuda"
+            self.failures.append(Failure(kind, _reason(match["msg"]), match["host"], match["loc"], line))
+            return True
+        match = _STACK.fullmatch(line)
+        if match:
+            self.failures.append(Failure("test", "Test failure", match["host"], match["loc"], line))
+            return True
+        match = _TIMEOUT.fullmatch(line)
+        if match:
+            self.failures.append(Failure("timeout", f"Test timeout ({match['secs']}s)", match["host"],
+                                         match["loc"], line))
+            return True
+        match = _TEST_FAILED.fullmatch(line)
+        if match:
+            self.failures.append(Failure("test", line, match["host"], None, line))
+            return True
+        return False
+
+    def _launcher(self, line: str) -> bool:
+        if _MPI_FILLER.fullmatch(line):
+            return True
+        detail = _MPI_DETAIL.fullmatch(line)
+        if detail:
+            return self._mpirun_detail(detail[1], detail[2].strip())
+        failure = _launcher_failure(line)
+        if failure is None:
+            return False
+        if _MPI_DETECTED.fullmatch(line):
+            self.mpirun_detected, self.mpirun_details = len(self.failures), {}
+        self.failures.append(failure)
+        return True
+
+    def _mpirun_detail(self, name: str, value: str) -> bool:
+        """'Process name: [[6918,1],1]' / 'Exit code: 3' under 'mpirun detected that ...'."""
+        if self.mpirun_detected is None:
+            return False
+        self.mpirun_details[{"Process name": "process", "Exit code": "exit code"}[name]] = value
+        index, said = self.mpirun_detected, ", ".join(f"{k} {v}" for k, v in self.mpirun_details.items())
+        before = self.failures[index]
+        self.failures[index] = replace(before, message=f"{_MPI_DETECTED_WORDS} ({said})",
+                                       line=f"{before.line}\n{self.line}")
+        return True
+
+
+def _launcher_failure(line: str) -> Failure | None:
+    """One-line messages for Open MPI's and Slurm's abort banners."""
+    match = _MPI_RETURNED.fullmatch(line)
+    if match:
+        return Failure("launcher", f"mpirun: {match[1]} process returned a non-zero exit code; "
+                                   "the job was aborted", line=line)
+    if _MPI_DETECTED.fullmatch(line):
+        return Failure("launcher", _MPI_DETECTED_WORDS, line=line)
+    match = _MPI_SIGNAL.fullmatch(line)
+    if match:
+        name = f" ({match[5]})" if match[5] else ""
+        return Failure("launcher", f"mpirun: rank {match[1]} (pid {match[2]}) exited on signal "
+                                   f"{match[4]}{name}", host=match[3], line=line)
+    match = _MPI_IMPROPER.fullmatch(line)
+    if match:
+        return Failure("launcher", f"mpirun: rank {match[1]} (pid {match[2]}) exited improperly",
+                       host=match[3], line=line)
+    match = _SRUN_TASK.fullmatch(line)
+    if match:
+        return Failure("launcher", f"srun: task {match['tasks']}: {match['what'].strip()}",
+                       host=match["host"], line=line)
+    match = _STEPD.fullmatch(line)
+    if match:
+        why = f" due to {match['why'].lower()}" if match["why"] else ""
+        return Failure("launcher", f"slurm cancelled {match['id']} at {match['at']}{why}",
+                       host=match["host"], line=line)
+    if line.startswith("srun: error:") or line.startswith("srun: Job step aborted"):
+        return Failure("launcher", f"srun: {_SRUN.fullmatch(line)['what'].strip()}", line=line)
+    return None
+
+
+def _out_of_bounds_failure(count: int, line: str = "") -> Failure:
+    # nccl-tests' own verdict on the data check (common.cu: errors[0] -> 'FAILED', exit status 5)
+    return Failure("test", f"Out of bounds values: {count} FAILED (the data check found wrong elements)",
+                   line=line)
+
+
+def _avg_busbw_failure(value: float, line: str = "") -> Failure:
+    return Failure("test", f"Avg bus bandwidth {value:g} GB/s FAILED (below 0.9 x NCCL_TESTS_MIN_BW)",
+                   line=line)
+
+
+def _reason(quoted: str) -> str:
+    """'internal error - please report ... / ' -> without the empty ncclGetLastError part."""
+    reason = quoted.strip()
+    return reason[:-1].rstrip() if reason.endswith("/") else reason
+
+
+def _parse_params(tokens: Sequence[str]) -> TestParams:
+    """'nThread 1 nGpus 8 ... step: 2(factor) warmup iters: 5 ...': keys of one or more words, with
+    or without ':', each followed by one value token."""
+    pairs: dict[str, str] = {}
+    words: list[str] = []
+    for token in tokens:
+        if words and re.match(r"-?\d", token):
+            pairs[" ".join(words).rstrip(":")] = token
+            words = []
+        else:
+            words.append(token)
+    if words:
+        pairs[" ".join(words).rstrip(":")] = ""
+    named = {"nThread": "n_threads", "nGpus": "n_gpus", "minBytes": "min_bytes", "maxBytes": "max_bytes",
+             "warmup iters": "warmup_iters", "iters": "iters", "agg iters": "agg_iters", "graph": "graph"}
+    values: dict[str, Any] = {attribute: _int_or_none(pairs.pop(key, None)) for key, attribute in named.items()}
+    validation = _int_or_none(pairs.pop("validation", None))
+    return TestParams(step=pairs.pop("step", None), validation=None if validation is None else validation > 0,
+                      extra=pairs, **values)
+
+
+def _layout_from_header(tokens: Sequence[str]) -> _Layout | None:
+    """'size count type redop root time algbw busbw #wrong time algbw busbw #wrong [timestamp]'."""
+    times = [i for i, token in enumerate(tokens) if token in _TIME_COLUMNS]
+    if not times or not tokens or tokens[0] not in ("size", "bytes"):
+        return None
+    prefix = tuple(_PREFIX_NAMES.get(token, token) for token in tokens[:times[0]])
+    ends = times[1:] + [len(tokens)]
+    halves = tuple(tuple(t for t in tokens[start:end] if t != "timestamp") for start, end in zip(times, ends))
+    if any(len(half) < 4 for half in halves):  # time algbw busbw and the check column, at least
+        return None
+    return _Layout(prefix, halves)
+
+
+def _guess_layout(tokens: Sequence[str]) -> _Layout | None:
+    """A row seen before any column header (an excerpt that starts mid-table): the prefix is size,
+    count, type, then redop (a word) and root (an integer) when the count of values says so."""
+    values = list(tokens)
+    if len(values) >= 2 and _DATE.fullmatch(values[-2]) and _CLOCK.fullmatch(values[-1]):
+        values = values[:-2]
+    prefix = ["size", "count", "type"]
+    rest = values[3:]
+    if rest and _WORD.fullmatch(rest[0]):
+        prefix.append("redop")
+        rest = rest[1:]
+    if rest and _INT.fullmatch(rest[0]) and len(rest) - 1 in _BODY_WIDTHS:
+        prefix.append("root")
+        rest = rest[1:]
+    if len(rest) not in _BODY_WIDTHS:
+        return None if len(rest) > 8 else _Layout(tuple(prefix), (("?",) * 8,))   # too short: cut
+    half = ("time", "algbw", "busbw", "check") + ("?",) * (len(rest) // 2 - 4)
+    return _Layout(tuple(prefix), (half, half))
+
+
+def _size_row(tokens: Sequence[str], layout: _Layout, number: int) -> SizeRow:
+    prefix = dict(zip(layout.prefix, tokens))
+    if not {"size", "count", "type"} <= prefix.keys():
+        raise _Unreadable("the table has no size/count/type columns")
+    position, halves = len(layout.prefix), []
+    for names in layout.halves:
+        halves.append(_measurement(names, tokens[position:position + len(names)]))
+        position += len(names)
+    halves += [None, None]
+    return SizeRow(size=_int(prefix["size"]), count=_int(prefix["count"]), dtype=prefix["type"],
+                   redop=prefix.get("redop"), root=_int(prefix["root"]) if "root" in prefix else None,
+                   out_of_place=halves[0], in_place=halves[1], line=number)
+
+
+def _measurement(names: Sequence[str], values: Sequence[str]) -> Measurement:
+    time, algbw, busbw = (_number(value) for value in values[:3])
+    check_name = names[3] if len(names) > 3 else ""
+    check = values[3] if len(values) > 3 else "N/A"
+    wrong = error = None
+    if check_name == "#wrong" or (check_name == "check" and _INT.fullmatch(check)):
+        wrong = _count(check)
+    elif check_name in ("error", "res", "check"):
+        error = _number(check)
+    return Measurement(time, algbw, busbw, wrong=wrong, error=error)
+
+
+def _number(value: str) -> float | None:
+    return None if value == "N/A" else _float(value)
+
+
+def _float(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise _Unreadable(f"not a number: {value!r}") from None
+
+
+def _count(value: str) -> int | None:
+    """'#wrong' is printed with %6g: 951005, but 1.23457e+06 from a million wrong elements on."""
+    if value == "N/A":
+        return None
+    if _INT.fullmatch(value):
+        return int(value)
+    number = _float(value)
+    if not math.isfinite(number):
+        raise _Unreadable(f"not a count: {value!r}")
+    return round(number)
+
+
+def _int(value: str) -> int:
+    if not _INT.fullmatch(value):
+        raise _Unreadable(f"not an integer: {value!r}")
+    return int(value)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and _INT.fullmatch(value) else None
+
+
+def _quote(value: str, limit: int = 60) -> str:
+    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON (-J/--output_file FILE.json; src/util.cu, JSON_FILE_VERSION 1-3)
+
+_JSON_CONFIG_NAMED = {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_factor", "step_bytes",
+                      "warmup_iters", "iterations", "aggregated_iterations", "validation", "graph",
+                      "devices"}
+
+
+def parse_nccl_tests_json(text: str) -> NcclTestRun:
+    """nccl-tests' JSON report (-J FILE, JSON_FILE_VERSION 2 in src/util.cu)."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as cut:
+        raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300):cut.pos + 60]) from None
+    if not isinstance(document, dict) or not {"version", "config", "results"} & document.keys():
+        raise ParseError(TOOL, "not an nccl-tests JSON report (no version, config or results key)", text)
+    try:
+        return _json_run(document)
+    except _Unreadable as why:
+        raise ParseError(TOOL, f"JSON report: {why}", text) from None
+
+
+def _json_break(text: str, cut: json.JSONDecodeError) -> str:
+    """Where a report written by a process that died stops: the position and the section."""
+    if not text.strip():
+        return "empty JSON report"
+    before = text[:cut.pos]
+    if '"results"' in before and '"out_of_bounds"' not in before:
+        rows = before.count('"experiment_name"')      # the last key of every result object
+        section = f"inside 'results' after {rows} complete rows"
+    elif '"out_of_bounds"' in before:
+        section = "in the summary after 'results'"
+    elif '"config"' in before:
+        section = "inside 'config' (before 'results')"
+    else:
+        section = "in the preamble (version, args, env)"
+    return (f"JSON report cut off or malformed at line {cut.lineno} column {cut.colno} "
+            f"(character {cut.pos} of {len(text)}), {section}: {cut.msg}")
+
+
+def _json_run(document: dict) -> NcclTestRun:
+    config = _json_object(document, "config")
+    devices = config.get("devices", document.get("devices")) or []
+    results = document.get("results")
+    rows = tuple(_json_row(_as_object(row, "results[]")) for row in _as_list(results or [], "results"))
+    bounds = _json_object(document, "out_of_bounds")
+    average = _json_object(document, "average_bus_bandwidth")
+    library = _json_int(document, "nccl_version")
+    fields: dict[str, Any] = {}
+    if bounds:
+        fields.update(out_of_bounds=_json_int(bounds, "count"), out_of_bounds_ok=_json_bool(bounds, "okay"))
+    if average:
+        fields.update(avg_busbw_gbs=_json_float(average, "bandwidth"), avg_busbw_ok=_json_bool(average, "okay"),
+                      concluded=True)
+    errors = [e for e in _as_list(document.get("errors") or [], "errors") if isinstance(e, str) and e]
+    version = _nccl_version_text(library)
+    run = NcclTestRun(
+        nccl_library=library, nccl_version=version, nccl_versions=(version,) if version else (),
+        collective=_program(document.get("args")), params=_json_params(config) if config else None,
+        devices=tuple(_json_device(_as_object(d, "devices[]")) for d in _as_list(devices, "devices")),
+        columns=("size", "count", "type", "redop", "root") if results is not None else (),
+        rows=rows, from_json=True, nccl_last_error="; ".join(errors) or None, **fields)
+    return replace(run, failures=_json_failures(run))
+
+
+def _json_failures(run: NcclTestRun) -> tuple[Failure, ...]:
+    failures = []
+    if run.out_of_bounds or run.out_of_bounds_ok is False:
+        failures.append(_out_of_bounds_failure(run.out_of_bounds or 0))
+    if run.avg_busbw_ok is False and run.avg_busbw_gbs is not None:
+        failures.append(_avg_busbw_failure(run.avg_busbw_gbs))
+    return tuple(failures)
+
+
+def _json_params(config: dict) -> TestParams:
+    factor, step = _json_int(config, "step_factor"), _json_int(config, "step_bytes")
+    validation = _json_int(config, "validation")
+    extra = {key: str(value) for key, value in config.items() if key not in _JSON_CONFIG_NAMED}
+    return TestParams(
+        n_threads=_json_int(config, "nthreads"), n_gpus=_json_int(config, "ngpus"),
+        min_bytes=_json_int(config, "minimum_bytes"), max_bytes=_json_int(config, "maximum_bytes"),
+        step=f"{factor}(factor)" if factor is not None else f"{step}(bytes)" if step is not None else None,
+        warmup_iters=_json_int(config, "warmup_iters"), iters=_json_int(config, "iterations"),
+        agg_iters=_json_int(config, "aggregated_iterations"),
+        validation=None if validation is None else validation > 0, graph=_json_int(config, "graph"),
+        extra=extra)
+
+
+def _json_device(device: dict) -> RankDevice:
+    return RankDevice(rank=_json_int(device, "rank") or 0, host=str(device.get("hostname", "")),
+                      device=_json_int(device, "device") or 0, bus_id=str(device.get("device_hex", "")),
+                      model=str(device.get("device_info", "")), pid=_json_int(device, "pid"),
+                      group=_json_int(device, "group"))
+
+
+def _json_row(row: dict) -> SizeRow:
+    root = row.get("root")                     # written as the printed column: "    -1"
+    if isinstance(root, str):
+        root = _int_or_none(root.strip())
+    elif not isinstance(root, int) or isinstance(root, bool):
+        root = None
+    redop = row.get("redop")
+    return SizeRow(size=_json_int(row, "size") or 0, count=_json_int(row, "count") or 0,
+                   dtype=str(row.get("type", "")), redop=redop if isinstance(redop, str) else None,
+                   root=root, out_of_place=_json_measurement(row.get("out_of_place")),
+                   in_place=_json_measurement(row.get("in_place")))
+
+
+def _json_measurement(half: Any) -> Measurement | None:
+    if half is None:
+        return None
+    half = _as_object(half, "out_of_place/in_place")
+    time = _json_float(half, "time") if "time" in half else _json_float(half, "cpu_time")
+    wrong = _json_float(half, "nwrong")
+    return Measurement(time, _json_float(half, "alg_bw"), _json_float(half, "bus_bw"),
+                       wrong=None if wrong is None else round(wrong))
+
+
+def _json_object(document: dict, key: str) -> dict:
+    value = document.get(key)
+    return {} if value is None else _as_object(value, key)
+
+
+def _as_object(value: Any, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise _Unreadable(f"{what} is not an object: {_quote(json.dumps(value))}")
+    return value
+
+
+def _as_list(value: Any, what: str) -> list:
+    if not isinstance(value, list):
+        raise _Unreadable(f"{what} is not a list: {_quote(json.dumps(value))}")
+    return value
+
+
+def _json_int(obj: dict, key: str) -> int | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise _Unreadable(f"{key} is not an integer: {_quote(json.dumps(value))}")
+    return int(value)
+
+
+def _json_float(obj: dict, key: str) -> float | None:
+    """jsonDouble writes '%lf', and NaN as the string "nan"."""
+    value = obj.get(key)
+    if value is None or value == "nan":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Unreadable(f"{key} is not a number: {_quote(json.dumps(value))}")
+    return None if math.isnan(value) else float(value)
+
+
+def _json_bool(obj: dict, key: str) -> bool | None:
+    """jsonBool writes the strings "true"/"false"; the average's "okay" may be "unchecked"."""
+    value = obj.get(key)
+    if isinstance(value, bool):
+        return value
+    return {"true": True, "false": False}.get(value) if isinstance(value, str) else None
+
+
+def _program(args: Any) -> str | None:
+    if not isinstance(args, list) or not args or not isinstance(args[0], str):
+        return None
+    return args[0].rsplit("/", 1)[-1] or None
+
+
+def _nccl_version_text(code: int | None) -> str | None:
+    """NCCL_VERSION_CODE 22902 -> "2.29.2"; before 2.9 the code was major*1000+minor*100+patch."""
+    if code is None or code <= 0:
+        return None
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"

@@ -1,0 +1,155 @@
+"""The commands that run nccl-tests: one test on a node, or a launcher (mpirun, srun) started on a
+launch node that runs one test across several nodes.
+
+Every run is bounded twice: `timeout` on the node (so a hang ends as exit 124 with the output so far,
+which says how far the run got) and the probe's own timeout around it. Every value reaches the node
+as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by the transport: environment
+variables as NAME=VALUE words the script exports (names checked here), the command as argv words.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from nodecheck.model import Probe
+
+# binary name of each collective nccl-tests measures
+COLLECTIVES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
+               "reduce_scatter": "reduce_scatter_perf", "alltoall": "alltoall_perf"}
+
+# Isolation runs: the same test with transports switched off, so a slow result says which part is slow.
+VARIANT_ENV: dict[str, dict[str, str]] = {
+    "default": {},
+    # every byte through the NIC, even between GPUs of one node (NCCL's documented switches)
+    "network_only": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
+    # GPU-to-GPU only where NVLink connects them; no shared-memory or InfiniBand fallback
+    "nvlink_only": {"NCCL_P2P_LEVEL": "NVL", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"},
+}
+VARIANT_WORDS = {"default": "", "network_only": "network only", "nvlink_only": "NVLink only"}
+
+# NCCL prints "NCCL version X" at communicator init (init.cc showVersion: the plain line from rank 0
+# with NCCL_DEBUG=VERSION or WARN, an INFO line from every rank with INFO; nothing when unset): the
+# line that tells a run that hung before NCCL init from one that hung inside it
+DEFAULT_NCCL_DEBUG = "VERSION"
+PRINTS_VERSION = ("VERSION", "WARN", "INFO", "TRACE")
+KILL_AFTER_S = 10                              # timeout -k: TERM first, KILL this much later
+PROBE_SLACK_S = 10                             # the probe outlives the test's own timeout by this
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# host names, paths and launcher options that may reach a node as words (never one that could be
+# taken for a different option than intended: checked per use)
+WORD = re.compile(r"^[A-Za-z0-9_./:=@%+,-]+$")
+HOST = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
+
+# The newest nccl-tests write their results as JSON (src/util.cu, JSON_FILE_VERSION 2) with this
+# option; `json: auto` uses it when the binary's usage text lists it.
+JSON_OPTION = "-J"
+JSON_USAGE_MARK = "-J,--output_file"
+
+_RUN = r'''
+set -f
+limit=$1; tool=$2; json=$3; mark=$4; jopt=$5; shift 5
+while [ $# -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
+[ $# -gt 0 ] && shift
+command -v timeout >/dev/null 2>&1 || { echo "timeout not found (coreutils): cannot bound the test" >&2; exit 127; }
+command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found (nccl-tests not installed, or set binary_dir)" >&2; exit 127; }
+command -v "$1" >/dev/null 2>&1 || { echo "$1 not found on this node" >&2; exit 127; }
+out=
+if [ "$json" = on ] || { [ "$json" = auto ] && timeout 10 "$tool" -h 2>&1 | grep -q -F -e "$mark"; }; then
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-nccl.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
+  out=$dir/result.json
+fi
+echo "@@nodecheck begin test"
+if [ -n "$out" ]; then
+  timeout -k "$KILL" "$limit" "$@" "$jopt" "$out" </dev/null 2>&1; rc=$?
+else
+  timeout -k "$KILL" "$limit" "$@" </dev/null 2>&1; rc=$?
+fi
+echo "@@nodecheck end test rc=$rc"
+if [ -n "$out" ]; then
+  if [ -s "$out" ]; then echo "@@nodecheck begin json"; cat "$out"; echo; echo "@@nodecheck end json rc=0"; fi
+  rm -rf "$dir"
+fi
+exit 0
+'''.replace('"$KILL"', str(KILL_AFTER_S))
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one nccl-tests run measures (its command-line options)."""
+    collective: str = "all_reduce"
+    min_bytes: int = 8
+    max_bytes: int = 8 << 30
+    step_factor: int = 2
+    iters: int = 20
+    warmup_iters: int = 5
+    check: bool = True
+    datatype: str = "float"
+    op: str = "sum"
+
+    def args(self, gpus_per_process: int) -> list[str]:
+        return ["-b", str(self.min_bytes), "-e", str(self.max_bytes), "-f", str(self.step_factor),
+                "-g", str(gpus_per_process), "-n", str(self.iters), "-w", str(self.warmup_iters),
+                "-c", "1" if self.check else "0", "-d", self.datatype, "-o", self.op]
+
+
+def tool_path(collective: str, binary_dir: str | None) -> str:
+    name = COLLECTIVES[collective]
+    return f"{binary_dir.rstrip('/')}/{name}" if binary_dir else name
+
+
+def job_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
+    """The test's environment: the job's, the variant's switches over it, NCCL_DEBUG=VERSION unless
+    the job sets NCCL_DEBUG."""
+    merged = {"NCCL_DEBUG": DEFAULT_NCCL_DEBUG, **env, **VARIANT_ENV[variant]}
+    for name in merged:
+        if not ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+    return merged
+
+
+def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str], limit_s: float,
+           json: str) -> Probe:
+    limit = math.ceil(limit_s)
+    words = [f"{k}={v}" for k, v in env.items()]
+    return Probe(name, ("sh", "-c", _RUN, "sh", str(limit), tool, json, JSON_USAGE_MARK, JSON_OPTION,
+                        *words, "--", *command),
+                 timeout_s=limit + KILL_AFTER_S + PROBE_SLACK_S)
+
+
+def single_node(name: str, sweep: Sweep, gpus: int, env: Mapping[str, str], limit_s: float,
+                binary_dir: str | None = None, json: str = "auto") -> Probe:
+    """One process driving `gpus` GPUs of this node (-g)."""
+    tool = tool_path(sweep.collective, binary_dir)
+    return _probe(name, tool, [tool, *sweep.args(gpus)], env, limit_s, json)
+
+
+def multi_node(name: str, launcher: str, hosts: Sequence[str], ranks_per_node: int, gpus_per_rank: int,
+               sweep: Sweep, env: Mapping[str, str], limit_s: float, binary_dir: str | None = None,
+               launcher_args: Sequence[str] = (), json: str = "auto") -> Probe:
+    """`launcher` (mpirun or srun) started on the first host, ranks_per_node processes on every host,
+    each driving gpus_per_rank GPUs. The first host is rank 0's (it prints, and writes the JSON)."""
+    for h in hosts:
+        if not HOST.match(h):
+            raise ValueError(f"{h!r} cannot be passed to {launcher} as a host name")
+    for word in launcher_args:
+        if not WORD.match(word):
+            raise ValueError(f"{word!r} cannot be passed to {launcher}")
+    tool = tool_path(sweep.collective, binary_dir)
+    test = [tool, *sweep.args(gpus_per_rank)]
+    total = len(hosts) * ranks_per_node
+    if launcher == "mpirun":
+        # -H host:slots fills each host's slots in order: ranks 0..r-1 on the first host, ...
+        command = ["mpirun", *launcher_args, "-np", str(total),
+                   "-H", ",".join(f"{h}:{ranks_per_node}" for h in hosts)]
+        for key in env:
+            command += ["-x", key]             # the value comes from the launch shell's export
+        command += test
+    elif launcher == "srun":
+        command = ["srun", *launcher_args, f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}",
+                   f"--ntasks={total}", f"--ntasks-per-node={ranks_per_node}", "--export=ALL", *test]
+    else:
+        raise ValueError(f"unknown launcher {launcher!r}")
+    return _probe(name, tool, command, env, limit_s, json)

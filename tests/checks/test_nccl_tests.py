@@ -1,0 +1,222 @@
+"""nccl.allreduce_single / nccl.allreduce_multi: the judge of one run on real recorded outputs, the
+parameters, and the commands (the launcher's orchestration runs on the simulated cluster in
+tests/integration/test_nccl.py)."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from nodecheck.checks import nccl_tests
+from nodecheck.checks.nccl_tests import NcclMulti, NcclSingle, judge_output
+from nodecheck.model import Status
+from nodecheck.probes import nccltest
+from nodecheck.registry import all_checks
+from tests.helpers import captures, data
+
+A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"
+OLIVIA = "nccl-tests/olivia-gh200-slingshot-2.17.9-all_reduce-int8-wrong-nonzero-corruption.txt"
+FAILURE_219 = "nccl-tests/nccl-tests-219-test-nccl-failure-internal-error-mpirun-truncated.txt"
+RTX5090 = "nccl-tests/nccl-tests-287-rtx5090-alltoall-bogus-algbw-avg-busbw-0.txt"
+K80 = "nccl-tests/azureml-k80-old-error-col-2e-07-launch-mode-interleaved.txt"
+
+
+def wrapped(text: str, rc: int | None) -> str:
+    """What the probe script prints around a test's output (rc None: the end marker never came)."""
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f"@@nodecheck begin test\n{body}" + (f"@@nodecheck end test rc={rc}\n" if rc is not None else "")
+
+
+def judge(text: str, rc: int | None = 0, ranks: int | None = None, **params):
+    return judge_output(wrapped(text, rc), NcclSingle(**params), "all_reduce", ranks)
+
+
+def cut_after(text: str, marker: str) -> str:
+    """The text up to and including the first line that contains `marker`."""
+    lines = text.splitlines(keepends=True)
+    i = next(i for i, ln in enumerate(lines) if marker in ln)
+    return "".join(lines[:i + 1])
+
+
+def test_plateau_busbw_is_the_slowest_row_at_or_above_1_GiB_of_a_real_2_node_run():
+    v = judge(data(A3MEGA), ranks=16, busbw_gbps={"fail_below": 300})
+    assert v.status is Status.FAIL
+    assert v.message == ("all_reduce: busbw 298.82 GB/s, expected >= 300 GB/s at >= 1 GiB (slowest of 4 sizes), "
+                         "avg busbw 70.742 GB/s, 16 ranks")
+    assert v.busbw == 298.82 and v.observed["busbw_plateau_gbs"] == 298.82
+    assert v.observed["hosts"] == {"ztan-mig-235z": "0-7", "ztan-mig-gq73": "8-15"}
+    assert v.observed["ranks"][9] == {"rank": 9, "host": "ztan-mig-gq73", "gpu": 1, "bus_id": "0000:05:00",
+                                      "model": "NVIDIA H100 80GB HBM3"}
+    ok = judge(data(A3MEGA), ranks=16, busbw_gbps={"fail_below": 250, "warn_below": 290})
+    assert ok.status is Status.PASS and ok.message.startswith("all_reduce: busbw 298.82 GB/s (>= 290 GB/s) at >= 1 GiB")
+    warn = judge(data(A3MEGA), busbw_gbps={"fail_below": 250, "warn_below": 320})
+    assert warn.status is Status.WARN and "expected >= 320 GB/s" in warn.message
+
+
+def test_nonzero_wrong_is_data_corruption_even_in_an_output_that_stops_after_the_rows():
+    v = judge(data(OLIVIA), busbw_gbps={"fail_below": 1})
+    assert v.status is Status.FAIL
+    assert v.message.startswith("all_reduce: data corruption: 3935945 wrong elements in 6 sizes (2 MiB..64 MiB)")
+    assert v.observed["wrong"][0] == [2097152, 18134 + 9609]
+
+
+def test_a_test_nccl_failure_names_the_host_and_the_source_line():
+    v = judge(data(FAILURE_219), rc=1)
+    assert v.status is Status.FAIL
+    assert v.message.startswith("all_reduce: nccl failure on fengyun: internal error"), v.message
+    assert "(common.cu:959)" in v.message
+
+
+def test_a_run_killed_mid_sweep_is_a_collective_hang_at_the_size_after_the_last_row():
+    v = judge(cut_after(data(A3MEGA), "8388608       2097152"), rc=124, test_timeout_s=60)
+    assert v.status is Status.FAIL and v.hang == "collective"
+    assert v.message.startswith("all_reduce: a collective hung mid-sweep after 8388608 B (8 MiB)")
+    assert "8388608" in v.message and v.message.endswith("killed after 60 s")
+
+
+def test_a_run_killed_after_the_nccl_version_line_hung_in_nccl_init():
+    text = cut_after(data(A3MEGA), "Rank 15") + "NCCL version 2.21.5+cuda12.4\n"
+    v = judge(text, rc=124)
+    assert v.status is Status.FAIL and v.hang == "init"
+    assert v.message.startswith("all_reduce: hung in NCCL init: 'NCCL version' printed, no result row")
+    assert "stale image" in v.message
+
+
+def test_a_run_killed_before_the_rank_list_never_got_its_ranks_together():
+    v = judge(cut_after(data(A3MEGA), "# nThread"), rc=124)
+    assert v.hang == "init" and "before the rank list" in v.message
+    nothing = judge("", rc=124)
+    assert nothing.status is Status.FAIL and nothing.hang == "init"
+    assert nothing.message.startswith("all_reduce: hung before printing anything")
+    after_ranks = judge(cut_after(data(A3MEGA), "Rank 15"), rc=137)
+    assert after_ranks.hang == "init" and "before NCCL init began" in after_ranks.message
+
+
+def test_output_that_is_not_nccl_tests_is_an_error_not_a_pass():
+    v = judge("sh: 1: all_reduce_perf: not found\n", rc=127)
+    assert v.status is Status.ERROR and "not found" in v.message
+    garbage = judge("Segmentation fault\n", rc=0)
+    assert garbage.status is Status.ERROR and garbage.message.startswith("all_reduce: cannot read the output")
+
+
+def test_no_plateau_row_is_an_error_when_a_threshold_is_set_and_not_judged_otherwise():
+    v = judge(data(RTX5090), busbw_gbps={"fail_below": 100})
+    assert v.status is Status.ERROR
+    assert v.message == "all_reduce: no result row at or above 1 GiB to judge (largest: 32 MiB)"
+    free = judge(data(RTX5090))
+    assert free.status is Status.PASS and "bandwidth not judged" in free.message
+
+
+def test_an_old_error_column_run_passes_on_bandwidth():
+    v = judge(data(K80), busbw_gbps={"fail_below": 2.5})
+    assert v.status is Status.PASS
+    assert v.message.startswith("all_reduce: busbw 2.55 GB/s (>= 2.5 GB/s) at >= 1 GiB (slowest of 2 sizes)")
+
+
+def test_fewer_ranks_than_expected_fails():
+    v = judge(data(A3MEGA), ranks=8)
+    assert v.status is Status.FAIL and v.message == "all_reduce: 16 ranks in the output, expected 8"
+
+
+def test_a_run_without_validation_is_at_best_a_warning():
+    text = data(A3MEGA).replace("validation: 1", "validation: 0", 1)
+    v = judge(text, busbw_gbps={"fail_below": 250})
+    assert v.status is Status.WARN and "NOT validated" in v.message
+
+
+def test_an_output_cut_while_the_test_exited_0_is_an_error():
+    v = judge(cut_after(data(A3MEGA), "8388608       2097152"), rc=0)
+    assert v.status is Status.ERROR and "stopped early" in v.message
+
+
+def test_the_end_marker_missing_means_the_probe_itself_was_cut_a_hang():
+    v = judge(cut_after(data(A3MEGA), "Rank 15"), rc=None)
+    assert v.status is Status.FAIL and v.hang == "init"
+
+
+def test_single_node_check_has_one_probe_and_one_verdict_per_variant_and_collective():
+    want = NcclSingle(collectives=["all_reduce", "all_gather"], variants=["default", "network_only"], gpus=8,
+                      env={"NCCL_SOCKET_IFNAME": "ib0"}, busbw_gbps={"fail_below": 250})
+    probes = nccl_tests.single_probes(want)
+    assert [p.name for p in probes] == ["nccl_all_reduce", "nccl_all_gather", "nccl_all_reduce_network_only",
+                                        "nccl_all_gather_network_only"]
+    argv = probes[2].argv
+    assert "NCCL_P2P_DISABLE=1" in argv and "NCCL_SHM_DISABLE=1" in argv and "NCCL_SOCKET_IFNAME=ib0" in argv
+    assert "NCCL_DEBUG=VERSION" in argv
+    assert argv[argv.index("--") + 1:] == ("all_reduce_perf", "-b", "8", "-e", "8589934592", "-f", "2", "-g", "8",
+                                          "-n", "20", "-w", "5", "-c", "1", "-d", "float", "-o", "sum")
+    spec = all_checks()["nccl.allreduce_single"]
+    out = {}
+    for p in probes:
+        out.update(captures(p, wrapped(data(A3MEGA), 0)))
+    verdicts = list(spec.judge(out, want))
+    assert [v.subject for v in verdicts] == ["all_reduce", "all_gather", "all_reduce (network only)",
+                                             "all_gather (network only)"]
+    assert all(v.status is Status.FAIL and "16 ranks in the output, expected 8" in v.message for v in verdicts)
+
+
+def test_the_jobs_nccl_debug_wins_over_the_default():
+    env = nccltest.job_env({"NCCL_DEBUG": "INFO"}, "default")
+    assert env["NCCL_DEBUG"] == "INFO"
+    with pytest.raises(ValueError):
+        nccltest.job_env({"BAD-NAME": "1"}, "default")
+
+
+def test_launcher_commands_put_rank_0_on_the_first_host():
+    sweep = nccltest.Sweep(max_bytes=1 << 30)
+    p = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {"NCCL_DEBUG": "VERSION", "A": "x y"},
+                            300, launcher_args=["--allow-run-as-root"])
+    cmd = p.argv[p.argv.index("--") + 1:]
+    assert cmd[:8] == ("mpirun", "--allow-run-as-root", "-np", "2", "-H", "node1:1,node2:1", "-x", "NCCL_DEBUG")
+    assert cmd[8:11] == ("-x", "A", "all_reduce_perf") and "A=x y" in p.argv
+    assert p.timeout_s == 300 + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S
+    s = nccltest.multi_node("t", "srun", ["node3", "node4"], 8, 1, sweep, {}, 60, binary_dir="/opt/nccl-tests/build")
+    cmd = s.argv[s.argv.index("--") + 1:]
+    assert cmd[:6] == ("srun", "--nodes=2", "--nodelist=node3,node4", "--ntasks=16", "--ntasks-per-node=8",
+                       "--export=ALL")
+    assert cmd[6] == "/opt/nccl-tests/build/all_reduce_perf" and cmd[cmd.index("-g") + 1] == "1"
+    with pytest.raises(ValueError):
+        nccltest.multi_node("t", "mpirun", ["-oProxyCommand=x", "node2"], 1, 8, sweep, {}, 60)
+    with pytest.raises(ValueError):
+        nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {}, 60, launcher_args=["a;b"])
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"max_bytes": 8, "min_bytes": 16}, "max_bytes (8) must be >= min_bytes (16)"),
+    ({"max_bytes": "512M", "busbw_gbps": {"fail_below": 1}}, "plateau_min_bytes (1 GiB) is above max_bytes (512 MiB)"),
+    ({"max_bytes": "8 parsecs"}, "is not a size"),
+    ({"env": {"NOT-A-NAME": "1"}}, "should match pattern"),
+    ({"step_factor": 1}, "greater than or equal to 2"),
+    ({"binary_dir": "relative/dir"}, "should match pattern"),
+])
+def test_bad_parameters_say_what_is_wrong(params, words):
+    with pytest.raises(ValidationError) as e:
+        NcclSingle(**params)
+    assert words in str(e.value)
+
+
+def test_sizes_take_nccl_tests_suffixes_and_multi_refuses_the_nvlink_variant():
+    want = NcclSingle(min_bytes="1K", max_bytes="8G", plateau_min_bytes="1GiB")
+    assert (want.min_bytes, want.max_bytes, want.plateau_min_bytes) == (1024, 8 << 30, 1 << 30)
+    with pytest.raises(ValidationError, match="nvlink_only is a single-node variant"):
+        NcclMulti(variants=["nvlink_only"])
+
+
+JSON_COMPLETE = "nccl-tests/constructed-all_reduce_perf-2node-json-v2-complete.json"
+JSON_CUT = "nccl-tests/constructed-all_reduce_perf-2node-json-v2-cut-mid-results.json"
+JSON_NWRONG = "nccl-tests/constructed-all_reduce_perf-2node-json-v2-nwrong.json"
+
+
+def with_json(text: str, rc: int, report: str) -> str:
+    return wrapped(text, rc) + f"@@nodecheck begin json\n{report}\n@@nodecheck end json rc=0\n"
+
+
+def test_the_json_report_is_preferred_and_a_cut_one_falls_back_to_the_text():
+    want = NcclSingle(plateau_min_bytes="64M", max_bytes="128M")
+    text = cut_after(data(A3MEGA), "Rank  1 ")
+    v = judge_output(with_json(text, 0, data(JSON_COMPLETE)), want, "all_reduce")
+    assert v.observed["source"] == "json" and v.observed["stage"] == "done"
+    assert v.status is Status.PASS and "slowest of 2 sizes" in v.message
+    cut = judge_output(with_json(data(A3MEGA), 0, data(JSON_CUT)), want, "all_reduce")
+    assert cut.observed["source"] == "text" and cut.observed["rows"] == 31
+    wrong = judge_output(with_json(text, 0, data(JSON_NWRONG)), want, "all_reduce")
+    assert wrong.status is Status.FAIL and "data corruption" in wrong.message and wrong.observed["source"] == "json"

@@ -1,0 +1,126 @@
+"""load_job_env: a KEY=VALUE file read the way a job script sources it; every refusal names file:line."""
+from __future__ import annotations
+
+import pytest
+
+from nodecheck.errors import ConfigError
+from nodecheck.jobenv import load_job_env
+
+
+def env_file(tmp_path, text: str, name: str = "job.env") -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    return str(path)
+
+
+def refusal(tmp_path, text: str) -> ConfigError:
+    path = env_file(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_job_env(path)
+    assert info.value.file == path
+    return info.value
+
+
+def test_a_job_script_style_file_reads_with_the_shells_quoting(tmp_path):
+    path = env_file(tmp_path, (
+        "# NCCL for the training job\n"
+        "\n"
+        "export NCCL_SOCKET_IFNAME=eth0\n"
+        "NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1'\n"
+        '  export TORCH_NCCL_DEBUG_INFO_TEMP_FILE="/scratch/fr dumps/rank_"   # where the dumps go\n'
+        "MASTER_PORT=29500 # rendezvous\n"
+        "EMPTY=\n"
+        "ALSO_EMPTY=''\n"
+        "URL=http://host/a#b\n"
+        "LITERAL='$HOME and `x`'\n"
+        "ESCAPED=a\\ b\\$c\n"
+        "MIXED=ab\"c d\"'e'\n"))
+    assert load_job_env(path) == {
+        "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/scratch/fr dumps/rank_", "MASTER_PORT": "29500",
+        "EMPTY": "", "ALSO_EMPTY": "", "URL": "http://host/a#b", "LITERAL": "$HOME and `x`",
+        "ESCAPED": "a b$c", "MIXED": "abc de"}
+
+
+def test_a_key_set_twice_keeps_the_last_value_silently(tmp_path):
+    path = env_file(tmp_path, "NCCL_DEBUG=INFO\nNCCL_DEBUG=WARN\n")
+    assert load_job_env(path) == {"NCCL_DEBUG": "WARN"}
+
+
+def test_an_empty_file_is_an_empty_environment(tmp_path):
+    assert load_job_env(env_file(tmp_path, "# nothing set\n\n")) == {}
+
+
+@pytest.mark.parametrize("line, message, hint", [
+    ("NCCL_SOCKET_IFNAME=$IFACE", "NCCL_SOCKET_IFNAME: a variable expansion in '$IFACE': nodecheck reads this "
+     "file, it does not run it, so it cannot know the value",
+     "write the value out, or single-quote it if the $ is literal"),
+    ('MASTER_ADDR="${SLURM_NODELIST%%,*}"', "MASTER_ADDR: a variable expansion in '${SLURM_NODELIST%%,*…':", None),
+    ("MASTER_ADDR=$(hostname)", "MASTER_ADDR: command substitution in '$(hostname)':", None),
+    ("MASTER_ADDR=`hostname -s`", "MASTER_ADDR: command substitution in '`hostname -s`':",
+     "write the value out, or single-quote it if the ` is literal"),
+    ('A="x$1"', "A: a variable expansion in '$1\"':", None),
+    ("NCCL_CONF_FILE=~/nccl.conf", "NCCL_CONF_FILE: a leading ~ is expanded by the shell to a home directory: "
+     "nodecheck reads this file, it does not run it", "write the absolute path"),
+    ("source other.env", "not a KEY=VALUE line: 'source other.env'", None),
+    ("export NCCL_DEBUG", "not a KEY=VALUE line: 'export NCCL_DEBUG'",
+     "nodecheck reads this file, it does not run it; write each variable as KEY=VALUE (optionally after `export `)"),
+    ("NCCL_DEBUG = INFO", "not a KEY=VALUE line: 'NCCL_DEBUG = INFO'", None),
+    ("1NCCL=x", "'1NCCL' is not a variable name (letters, digits and _, not starting with a digit)", None),
+    ("PATH+=:/opt/bin", "'PATH+' is not a variable name (letters, digits and _, not starting with a digit)",
+     "write KEY=VALUE; `+=` and array syntax are not read"),
+    ("NCCL_SOCKET_IFNAME=eth0 eth1", "NCCL_SOCKET_IFNAME: more than one word after '=' ('eth1'): the shell would "
+     "run it as a command", 'quote the value if it has spaces: KEY="a b"'),
+    ("NCCL_IB_HCA='mlx5_0", "NCCL_IB_HCA: no closing quotation",
+     "close the quote on the same line; a value spread over lines is not read"),
+])
+def test_refused_lines_name_the_file_the_line_and_the_fix(tmp_path, line, message, hint):
+    error = refusal(tmp_path, f"# job env\nNCCL_DEBUG=WARN\n{line}\nNCCL_P2P_LEVEL=NVL\n")
+    assert error.line == 3
+    assert error.message.startswith(message), error.message
+    if hint is not None:
+        assert error.hint == hint
+    assert str(error).startswith(f"{error.file}:3: ")
+
+
+def test_a_windows_line_ending_is_refused_at_its_line(tmp_path):
+    error = refusal(tmp_path, "NCCL_DEBUG=WARN\r\n")
+    assert (error.line, error.hint) == (1, "convert the file to Unix line endings (dos2unix)")
+    assert error.message.startswith("the line ends with a carriage return (a Windows file)")
+
+
+def test_a_nul_byte_is_refused(tmp_path):
+    error = refusal(tmp_path, "A=1\nB=x\0y\n")
+    assert (error.line, error.message) == (2, "a NUL byte: no environment value can hold one")
+
+
+def test_text_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "job.env"
+    path.write_bytes(b"A=1\nB=caf\xe9\n")
+    with pytest.raises(ConfigError) as info:
+        load_job_env(str(path))
+    assert (info.value.line, info.value.message, info.value.hint) == (2, "not UTF-8 text (byte 0xe9)",
+                                                                       "save the file as UTF-8")
+
+
+def test_a_missing_file_is_a_config_error(tmp_path):
+    path = str(tmp_path / "absent.env")
+    with pytest.raises(ConfigError) as info:
+        load_job_env(path)
+    assert (info.value.file, info.value.line, info.value.message) == (path, None, "job environment file not found")
+    assert str(info.value) == f"{path}: job environment file not found; hint: give the path of a KEY=VALUE file, " \
+                              "as the job script sources it"
+
+
+def test_a_directory_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_job_env(str(tmp_path))
+    assert info.value.message == "is a directory, not a job environment file"
+
+
+def test_an_unreadable_path_is_a_config_error(tmp_path):
+    path = env_file(tmp_path, "A=1\n") + "/job.env"      # below a file: the OS refuses it (as root too)
+    with pytest.raises(ConfigError) as info:
+        load_job_env(path)
+    assert (info.value.file, info.value.message, info.value.hint) == (
+        path, "cannot read the job environment file: Not a directory", "check its permissions")
