@@ -4,7 +4,8 @@ The file is what a batch script would `source` (or `set -a; . FILE`) before it s
 blank lines, `#` comments, an optional leading `export `, values quoted the shell way. nodecheck
 does not run the file, so anything the shell would compute (`$VAR`, `${VAR}`, `$(cmd)`, backticks,
 a leading `~`) is refused with the line that holds it: a value nodecheck cannot know is not guessed.
-A key set twice keeps its last value, as the shell does.
+A key set twice keeps its last value, as the shell does. An unquoted `;`, `&`, `|`, `<`, `>`, `(` or
+`)` is refused too: the shell would end the value there.
 """
 from __future__ import annotations
 
@@ -116,6 +117,13 @@ def _refuse_expansion(rest: str, key: str, error) -> None:
             what = "command substitution" if c == "`" or rest[i + 1] == "(" else "a variable expansion"
             raise error(f"{key}: {what} in {_quote(rest[i:], 20)}: {NOT_RUN}, so it cannot know the value",
                         f"write the value out, or single-quote it if the {'`' if c == '`' else '$'} is literal")
+        elif c == "$" and not quote and rest[i + 1:i + 2] in ("'", '"'):
+            raise error(f"{key}: bash's {c}{rest[i + 1]}...{rest[i + 1]} quoting in {_quote(rest[i:], 20)}: sh and bash "
+                        "read it differently", "write the value in plain single or double quotes")
+        elif c in ";&|<>()" and not quote:
+            raise error(f"{key}: an unquoted {c!r} in {_quote(rest, 20)}: the shell ends the value there "
+                        f"and reads the rest as a command or redirection",
+                        f"quote the value if the {c!r} belongs to it: KEY='a{c}b'")
         elif c == "~" and i == 0:
             raise error(f"{key}: a leading ~ is expanded by the shell to a home directory: {NOT_RUN}",
                         "write the absolute path")

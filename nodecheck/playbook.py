@@ -232,7 +232,7 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
         block.update(part)
         origin.update({key: part_src for key in part})
     if job_env is not None and "env" in spec.params.model_fields:
-        mine = block.get("env") or {}
+        mine = block.get("env", {})             # (`env:` left empty or a list is the block's error, job env or not)
         block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine   # a bad block still fails validation
     try:
         options = CheckOptions.model_validate(block)

@@ -33,13 +33,16 @@ def test_a_job_script_style_file_reads_with_the_shells_quoting(tmp_path):
         "ALSO_EMPTY=''\n"
         "URL=http://host/a#b\n"
         "LITERAL='$HOME and `x`'\n"
+        "OPERATORS='a;b|c(d)'\n"
+        "DQ=\"x&y>z\"\n"
         "ESCAPED=a\\ b\\$c\n"
         "MIXED=ab\"c d\"'e'\n"))
     assert load_job_env(path) == {
         "NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/scratch/fr dumps/rank_", "MASTER_PORT": "29500",
         "EMPTY": "", "ALSO_EMPTY": "", "URL": "http://host/a#b", "LITERAL": "$HOME and `x`",
-        "ESCAPED": "a b$c", "MIXED": "abc de"}
+        "ESCAPED": "a b$c", "MIXED": "abc de",
+        "OPERATORS": "a;b|c(d)", "DQ": "x&y>z"}
 
 
 def test_a_key_set_twice_keeps_the_last_value_silently(tmp_path):
@@ -73,6 +76,14 @@ def test_an_empty_file_is_an_empty_environment(tmp_path):
      "run it as a command", 'quote the value if it has spaces: KEY="a b"'),
     ("NCCL_IB_HCA='mlx5_0", "NCCL_IB_HCA: no closing quotation",
      "close the quote on the same line; a value spread over lines is not read"),
+    # the shell ends the value at an unquoted operator: `A=a;b` sets a and runs b
+    ("NCCL_SOCKET_IFNAME=eth0;reboot", "NCCL_SOCKET_IFNAME: an unquoted ';' in 'eth0;reboot': the shell ends the "
+     "value there and reads the rest as a command or redirection", "quote the value if the ';' belongs to it: KEY='a;b'"),
+    ("MASTER_ADDR=node1>/tmp/x", "MASTER_ADDR: an unquoted '>' in 'node1>/tmp/x':", None),
+    ("A=x&", "A: an unquoted '&' in 'x&':", None),
+    ("A=f(x)", "A: an unquoted '(' in 'f(x)':", None),
+    ("NCCL_IB_HCA=$'mlx5_0\\n'", "NCCL_IB_HCA: bash's $'...' quoting in \"$'mlx5_0\\\\n'\": sh and bash read it "
+     "differently", "write the value in plain single or double quotes"),
 ])
 def test_refused_lines_name_the_file_the_line_and_the_fix(tmp_path, line, message, hint):
     error = refusal(tmp_path, f"# job env\nNCCL_DEBUG=WARN\n{line}\nNCCL_P2P_LEVEL=NVL\n")
@@ -124,3 +135,24 @@ def test_an_unreadable_path_is_a_config_error(tmp_path):
         load_job_env(path)
     assert (info.value.file, info.value.message, info.value.hint) == (
         path, "cannot read the job environment file: Not a directory", "check its permissions")
+
+
+@pytest.mark.parametrize("block, got", [("env: []", ""), ("env:", ", got None"), ("env: 'NCCL_DEBUG=INFO'",
+                                                                                ", got 'NCCL_DEBUG=INFO'")])
+def test_a_playbook_env_that_is_not_a_mapping_is_refused_with_a_job_env_too(tmp_path, block, got):
+    from nodecheck.playbook import load_playbook
+    playbook = tmp_path / "pb.yml"
+    playbook.write_text(f"checks:\n  nccl.env:\n    {block}\n")
+    for job_env in (None, env_file(tmp_path, "NCCL_DEBUG=WARN\n")):
+        with pytest.raises(ConfigError) as info:
+            load_playbook(str(playbook), job_env=job_env)
+        assert str(info.value) == f"{playbook}:3: checks.nccl.env.env: Input should be a valid dictionary{got} " \
+                                  "(check nccl.env)"
+
+
+def test_the_job_env_goes_over_the_playbooks_env_key_by_key(tmp_path):
+    from nodecheck.playbook import load_playbook
+    playbook = tmp_path / "pb.yml"
+    playbook.write_text("checks:\n  nccl.env:\n    env: {NCCL_DEBUG: INFO, NCCL_IB_HCA: mlx5_0}\n")
+    book = load_playbook(str(playbook), job_env=env_file(tmp_path, "NCCL_IB_HCA=mlx5_1\nMASTER_PORT=29500\n"))
+    assert book.checks[0].params.env == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5_1", "MASTER_PORT": "29500"}

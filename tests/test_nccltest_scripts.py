@@ -88,3 +88,19 @@ def test_the_json_report_is_asked_for_when_the_usage_lists_it_and_printed_as_a_s
     off = nccltest.single_node("t", nccltest.Sweep(), 8, {}, 5, json="off")
     proc, _ = run(off, tmp_path, shell)
     assert split_sections(proc.stdout).get("json") is None
+
+
+def test_job_variables_named_like_the_scripts_own_cannot_change_the_limit_or_the_binary(tmp_path, shell):
+    tool(tmp_path, "all_reduce_perf", '''
+        case "$1" in -h) exit 0 ;; esac
+        echo "tool=$tool limit=$limit json=$json out=$out"
+        exec sleep 60
+        ''')
+    env = {"tool": "/nowhere/x", "limit": "100", "json": "on", "out": "kept"}
+    probe = nccltest.single_node("t", nccltest.Sweep(max_bytes=64), 8, env, 1)
+    proc, wall = run(probe, tmp_path, shell)
+    assert proc.returncode == 0, proc.stderr
+    test = split_sections(proc.stdout).get("test")
+    assert test.rc == 124 and wall < 10        # killed at 1 s, not 100
+    assert test.text.strip() == "tool=/nowhere/x limit=100 json=on out=kept"
+    assert split_sections(proc.stdout).get("json") is None

@@ -33,6 +33,7 @@ from nodecheck.errors import ParseError
 from nodecheck.jobenv import KEY
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.versions import parse_nccl_conf
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
 from nodecheck.probes.pairtest import ARGUMENT
 from nodecheck.registry import check
@@ -41,6 +42,7 @@ from nodecheck.thresholds import fmt
 Grouped = tuple[tuple[str, ...], Verdict]
 PROBE_NAME = "nccl_env"
 JOB, NODE = "job environment", "node environment"
+ETC_CONF = "/etc/nccl.conf"
 DEFAULT_MASTER_PORT = 29500                    # torchrun's and torch.distributed's default MASTER_PORT
 DEFAULT_MEMLOCK_FAIL_BELOW_KIB = 65536         # 64 MiB: below it even small RDMA registrations fail
 # c10d's DebugInfoWriter: getCvarString({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, "/tmp/nccl_trace_rank_");
@@ -120,11 +122,23 @@ class NcclEnv(BaseModel):
 
 # --- the passive probe ------------------------------------------------------------------------------
 
-# $1: 1 to print the node's NCCL_*/TORCH_*/MASTER_* variables; then LABEL PATH pairs: the job's dump
-# file prefixes, whose directories are tested for writing next to the default's and the node's own.
+# $1: 1 to print the node's NCCL_*/TORCH_*/MASTER_* variables; $2: the job's NCCL_CONF_FILE ("" when
+# the job does not set it); then LABEL PATH pairs: the job's dump file prefixes, whose directories are
+# tested for writing next to the default's and the node's own.
 # The node's variables are filtered on the node: its other variables (secrets) never leave it.
+# NCCL also reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf (src/misc/param.cc
+# initEnvFunc): a variable the environment leaves unset may be set there.
 _SCRIPT = SHELL_FUNCTION + r'''
-node_env=$1; shift
+node_env=$1; conf=$2; shift 2
+[ -n "$conf" ] || { [ "$node_env" = 1 ] && conf=${NCCL_CONF_FILE:-}; }
+[ -n "$conf" ] || conf=$HOME/.nccl.conf
+echo "@@nodecheck conf_path $conf"
+echo "@@nodecheck begin user.conf"
+cat -- "$conf" 2>/dev/null
+echo "@@nodecheck end user.conf rc=0"
+echo "@@nodecheck begin nccl.conf"
+cat /etc/nccl.conf 2>/dev/null
+echo "@@nodecheck end nccl.conf rc=0"
 writable() {
   case $2 in
     /*) d=${2%/*}; [ -n "$d" ] || d=/
@@ -168,7 +182,7 @@ echo "@@nodecheck end writable rc=0"
 
 def probes(want: NcclEnv) -> list[Probe]:
     """One probe; the job's dump prefixes reach it as positional arguments, never inside the script."""
-    args = ["1" if want.node_env else "0"]
+    args = ["1" if want.node_env else "0", want.env.get("NCCL_CONF_FILE", "")]
     for name in TRACE_FILE_VARS:
         if name in want.env:
             args += [f"job:{name}", want.env[name]]
@@ -204,6 +218,14 @@ class RdmaPortState:
 
 
 @dataclass(frozen=True)
+class NcclConf:
+    """A file NCCL reads its variables from (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf)."""
+    path: str
+    settings: Mapping[str, str]
+    error: str = ""                            # why its lines could not be read ("" = read)
+
+
+@dataclass(frozen=True)
 class NodeFacts:
     node_env: Mapping[str, str]
     links: Mapping[str, str]                   # interface -> operstate ("up", "down", "unknown", ...)
@@ -215,6 +237,7 @@ class NodeFacts:
     python3: str                               # its path, "" when there is none
     writable: Mapping[str, str]                # "default" / "job:NAME" / "node:NAME" -> "ok" or the reason
     raw_links: str = ""
+    conf: tuple[NcclConf, ...] = ()            # the files NCCL reads, in its order (the first value wins)
 
     @property
     def interfaces(self) -> list[str]:
@@ -229,9 +252,11 @@ def parse_probe(text: str) -> NodeFacts:
     sections = split_sections(text, PROBE_NAME)
     required = {name: sections.require(name, PROBE_NAME)
                 for name in ("node_env", "links", "addrs", "hcas", "ib", "writable")}
-    for fact in ("memlock", "python3"):
+    for fact in ("memlock", "python3", "conf_path"):
         if fact not in sections.facts:
             raise ParseError(PROBE_NAME, f"probe output has no {fact!r} line", excerpt(text))
+    conf = tuple(_conf(path, sections.require(name, PROBE_NAME).text) for name, path in
+                 (("user.conf", sections.facts["conf_path"].strip()), ("nccl.conf", ETC_CONF)))
     addrs = required["addrs"]
     addresses, why = (_addresses(addrs.text), "") if addrs.rc == 0 else \
         (None, f"`ip -o addr show` exited {addrs.rc}" + (f": {_first(addrs.text)}" if addrs.text.strip() else "")
@@ -240,7 +265,14 @@ def parse_probe(text: str) -> NodeFacts:
                      tuple(ln.strip() for ln in required["hcas"].text.splitlines() if ln.strip()),
                      _rdma_ports(required["ib"].text), sections.facts["memlock"].strip(),
                      sections.facts["python3"].strip(), _pairs(required["writable"].text, "\t"),
-                     required["links"].text)
+                     required["links"].text, conf)
+
+
+def _conf(path: str, text: str) -> NcclConf:
+    try:
+        return NcclConf(path, parse_nccl_conf(text))
+    except ParseError as e:                    # judged as an error of its own; the rest is still judged
+        return NcclConf(path, {}, e.reason)
 
 
 def _pairs(text: str, sep: str) -> dict[str, str]:
@@ -310,9 +342,13 @@ class Setting:
 Env = Mapping[str, Setting]
 
 
-def effective_env(job: Mapping[str, str], node: Mapping[str, str], use_node: bool) -> dict[str, Setting]:
-    """What the job sees: the node's variables, then the job's over them."""
-    env = {k: Setting(v, NODE) for k, v in node.items()} if use_node else {}
+def effective_env(job: Mapping[str, str], node: Mapping[str, str], use_node: bool,
+                  conf: Sequence[NcclConf] = ()) -> dict[str, Setting]:
+    """What the job sees: NCCL's conf files (NCCL_* only: NCCL sets them when it starts, without
+    overwriting, so the first file wins and any environment wins over them), the node's variables,
+    then the job's over them."""
+    env = {k: Setting(v, f.path) for f in reversed(conf) for k, v in f.settings.items() if k.startswith("NCCL_")}
+    env.update({k: Setting(v, NODE) for k, v in node.items()} if use_node else {})
     env.update({k: Setting(v, JOB) for k, v in job.items()})
     return env
 
@@ -343,9 +379,10 @@ class NcclList:
         return name == prefix if self.exact else name.startswith(prefix)
 
     def selects(self, name: str, port: int | None = None) -> bool:
-        """NCCL's `matchIfList(...) ^ searchNot`."""
-        hit = any(self.matches(name, p) and (want is None or port is None or want == port)
-                  for p, want in self.entries)
+        """NCCL's `matchIfList(...) ^ searchNot`; a list without entries matches every name
+        (matchIfList: `if (listSize == 0) return true`), so `^` alone excludes them all."""
+        hit = not self.entries or any(self.matches(name, p) and (want is None or port is None or want == port)
+                                      for p, want in self.entries)
         return hit != self.exclude
 
 
@@ -366,8 +403,51 @@ def parse_nccl_list(value: str) -> NcclList:
 
 
 def _atoi(text: str) -> int:
-    m = re.match(r"\s*([+-]?\d+)", text)
+    m = re.match(r"\s*([+-]?\d+)", text, re.ASCII)
     return int(m.group(1)) if m else 0
+
+
+# --- how NCCL and PyTorch read numbers and switches ---------------------------------------------------
+
+_C_SPACE = " \t\n\v\f\r"
+
+
+def strtoll(text: str) -> int:
+    """NCCL's integer parameters (ncclLoadParam: `strtoll(str, nullptr, 0)`, what follows the number
+    is ignored, nothing to read is 0): "0x10" is 16, "010" is 8, "yes" is 0."""
+    m = re.match(rf"[{_C_SPACE}]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if m is None:
+        return 0
+    digits = m.group(2)
+    value = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") \
+        else int(digits)
+    return -value if m.group(1) == "-" else value
+
+
+def torch_int(text: str) -> int | None:
+    """PyTorch's getCvarInt: std::stoi (leading white space, a sign, decimal digits; what follows is
+    ignored); None where stoi throws (no number, or out of int range) and PyTorch refuses the value."""
+    m = re.match(rf"[{_C_SPACE}]*([+-]?[0-9]+)", text)
+    if m is None:
+        return None
+    value = int(m.group(1))
+    return value if -2 ** 31 <= value < 2 ** 31 else None
+
+
+_TORCH_TRUE, _TORCH_FALSE = ("y", "yes", "1", "t", "true"), ("n", "no", "0", "f", "false")
+
+
+def torch_bool(text: str) -> bool | None:
+    """PyTorch's getCvarBool: y/yes/1/t/true or n/no/0/f/false in any case, nothing trimmed; None for
+    anything else, which PyTorch refuses."""
+    lowered = "".join(c.lower() if c.isascii() else c for c in text)     # std::tolower: ASCII only
+    return True if lowered in _TORCH_TRUE else False if lowered in _TORCH_FALSE else None
+
+
+# PyTorch reads every one of these that is set (the deprecated names too) when it creates the NCCL
+# process group, and a value it cannot read stops it there ("Invalid value for environment variable")
+TORCH_INTS = (*ASYNC_VARS, *TRACE_BUFFER_VARS)
+TORCH_BOOLS = (*BLOCKING_VARS, "TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_DUMP_ON_TIMEOUT")
 
 
 # --- judges (pure: facts and the environment in, verdicts out) --------------------------------------
@@ -382,9 +462,13 @@ def judge_node(text: str, want: NcclEnv) -> list[Verdict]:
 
 
 def judge_facts(facts: NodeFacts, want: NcclEnv) -> list[Verdict]:
-    env = effective_env(want.env, facts.node_env, want.node_env)
-    return [*socket_ifname(env, facts), *ib_hca(env, facts), *timeouts(env, want.timeouts),
-            *flight_recorder(env, facts, want.flight_recorder), memlock(facts, want.memlock_kib.fail_below)]
+    env = effective_env(want.env, facts.node_env, want.node_env, facts.conf)
+    unread = [Verdict(Status.ERROR, f"cannot read {f.path}, which NCCL reads: {f.error}; the NCCL_* values it "
+                      "sets are not known, so the NCCL verdicts may not be what the job gets", "nccl.conf")
+              for f in facts.conf if f.error]
+    return [*unread, *socket_ifname(env, facts), *ib_hca(env, facts), *torch_values(env),
+            *timeouts(env, want.timeouts), *flight_recorder(env, facts, want.flight_recorder),
+            memlock(facts, want.memlock_kib.fail_below)]
 
 
 def unreadable(e: ParseError) -> Verdict:
@@ -430,6 +514,11 @@ def socket_ifname(env: Env, facts: NodeFacts) -> list[Verdict]:
                                    f"{_family_words(family)} address (up: {', '.join(running)}): NCCL finds no "
                                    "socket interface and init fails", "NCCL_SOCKET_IFNAME",
                                    {"selected_up": running}, {"with_address": ">= 1"}, raw)]
+    if "lo" in usable and (spec.exclude or not spec.entries):
+        verdicts.append(Verdict(Status.WARN, f"{what} leaves lo selected: NCCL takes the interfaces it selects in "
+                                "the kernel's order, lo usually first, and may bootstrap over loopback, which other "
+                                "nodes cannot reach; exclude lo too (e.g. ^docker,lo)", "NCCL_SOCKET_IFNAME:lo",
+                                {"selected": list(usable)}, {"selected": "not lo"}))
     used = ", ".join(f"{n} ({', '.join(a.cidr for a in addrs)})" for n, addrs in usable.items())
     return verdicts + [Verdict(Status.PASS, f"{what}: NCCL uses {used}", "NCCL_SOCKET_IFNAME",
                                {"interfaces": {n: [a.cidr for a in addrs] for n, addrs in usable.items()}})]
@@ -512,14 +601,15 @@ def ib_hca(env: Env, facts: NodeFacts) -> list[Verdict]:
     ports = facts.rdma_ports
     active = [p.where for p in ports.values() if p.active]
     disabled = env.get("NCCL_IB_DISABLE")
-    if disabled is not None and disabled.value.strip() == "1":
+    if disabled is not None and strtoll(disabled.value) != 0:      # NCCL: any non-zero disables
         return [Verdict(Status.PASS, f"{said(env, 'NCCL_IB_DISABLE')}: NCCL does not use InfiniBand or RoCE; "
                         "NCCL_IB_HCA not judged", "NCCL_IB_HCA")]
     s = env.get("NCCL_IB_HCA")
     if s is None or not s.value:
         uses = ", ".join(active) if active else (
             "none is ACTIVE" if ports else "this node has no RDMA device")
-        return [Verdict(Status.PASS, f"NCCL_IB_HCA unset: NCCL uses every ACTIVE HCA port ({uses})",
+        what = "NCCL_IB_HCA unset" if s is None else f"NCCL_IB_HCA empty ({s.source})"
+        return [Verdict(Status.PASS, f"{what}: NCCL uses every ACTIVE HCA port ({uses})",
                         "NCCL_IB_HCA", {"active": active})]
     spec = parse_nccl_list(s.value)
     what = said(env, "NCCL_IB_HCA")
@@ -567,6 +657,21 @@ def _named_hca(ca: str, port: int | None, prefix: str, spec: NcclList, what: str
                     f"NCCL_IB_HCA:{ca}", {"ports": states}, {"state": "ACTIVE"})]
 
 
+def torch_values(env: Env) -> list[Verdict]:
+    """A PyTorch variable PyTorch cannot read fails the job when it creates the process group."""
+    out = []
+    for names, read, expected in ((TORCH_INTS, torch_int, "an integer"),
+                                  (TORCH_BOOLS, torch_bool, "1/0, true/false, yes/no, y/n or t/f")):
+        for name in names:
+            s = env.get(name)
+            if s is not None and read(s.value) is None:
+                out.append(Verdict(Status.FAIL, f"{said(env, name)} is not {expected}: PyTorch refuses it when it "
+                                   f"creates the NCCL process group (\"Invalid value for environment variable: "
+                                   f"{name}\"), so the job fails at start; set {expected} or unset it", name,
+                                   {name: s.value}, {name: expected}))
+    return out
+
+
 def timeouts(env: Env, level: str) -> list[Verdict]:
     """A collective that never finishes must end the job: PyTorch's watchdog acts on the process group's
     timeout only with TORCH_NCCL_ASYNC_ERROR_HANDLING 1-3 or TORCH_NCCL_BLOCKING_WAIT=1 (PyTorch's
@@ -575,16 +680,17 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
         return []
     name, handling = _first_set(env, ASYNC_VARS)
     blocking_name, blocking = _first_set(env, BLOCKING_VARS)
+    mode = str(torch_int(handling.value)) if handling is not None else None
     out = []
-    if handling is not None and handling.value.strip() in ASYNC_MODES:
+    if mode in ASYNC_MODES:
         out.append(Verdict(Status.PASS, f"{said(env, name)}: the watchdog ends a collective that outlives the "
-                           f"process group's timeout ({ASYNC_MODES[handling.value.strip()]})", "timeouts",
+                           f"process group's timeout ({ASYNC_MODES[mode]})", "timeouts",
                            {name: handling.value}))
-    elif blocking is not None and blocking.value.strip() == "1":
+    elif blocking is not None and torch_bool(blocking.value):
         out.append(Verdict(Status.PASS, f"{said(env, blocking_name)}: wait() raises when a collective outlives "
                            "the process group's timeout", "timeouts", {blocking_name: blocking.value}))
     else:
-        bad = "" if handling is None or handling.value.strip() == "0" else " (not 0, 1, 2 or 3)"
+        bad = "" if handling is None or mode == "0" else " (not 0, 1, 2 or 3)"
         out.append(Verdict(Status(level), f"{said(env, name)}{bad} and {said(env, blocking_name)}: NCCL has no "
                            "timeout by default, so a hung collective hangs the job forever unless PyTorch's "
                            "watchdog acts (recent PyTorch releases default to 3, older ones to 0); set "
@@ -593,11 +699,11 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
                             blocking_name: blocking.value if blocking else None},
                            {name: "1, 2 or 3", blocking_name: "or 1"}))
     monitoring = env.get("TORCH_NCCL_ENABLE_MONITORING")
-    if monitoring is not None and monitoring.value.strip() == "0":
+    if monitoring is not None and torch_bool(monitoring.value) is False:
         out.append(Verdict(Status(level), f"{said(env, 'TORCH_NCCL_ENABLE_MONITORING')}: the watchdog's "
                            "heartbeat monitor is off, so a watchdog stuck in a CUDA or NCCL call is never "
                            "detected (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC does not apply); unset it or set 1",
-                           "TORCH_NCCL_ENABLE_MONITORING", {"TORCH_NCCL_ENABLE_MONITORING": "0"},
+                           "TORCH_NCCL_ENABLE_MONITORING", {"TORCH_NCCL_ENABLE_MONITORING": monitoring.value},
                            {"TORCH_NCCL_ENABLE_MONITORING": "1"}))
     return out
 
@@ -608,8 +714,8 @@ def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
     size_name, size = _first_set(env, TRACE_BUFFER_VARS)
     dump = env.get("TORCH_NCCL_DUMP_ON_TIMEOUT")
     settings = f"{said(env, size_name)}, {said(env, 'TORCH_NCCL_DUMP_ON_TIMEOUT')}"
-    entries = size.value.strip() if size is not None else ""
-    on = entries.isdigit() and int(entries) > 0 and dump is not None and dump.value.strip().lower() in ("1", "true")
+    entries = torch_int(size.value) if size is not None else None
+    on = entries is not None and entries > 0 and dump is not None and torch_bool(dump.value) is True
     if not on:
         if level == "off":
             return []
@@ -645,7 +751,7 @@ def memlock(facts: NodeFacts, fail_below_kib: int) -> Verdict:
     where = "ulimit -l in nodecheck's session on the node"
     if value == "unlimited":
         return Verdict(Status.PASS, f"max locked memory unlimited ({where})", "memlock", {"memlock_kib": value})
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         return Verdict(Status.ERROR, f"cannot read the max locked memory ({where}): {value!r}", "memlock")
     kib = int(value)
     observed = {"memlock_kib": kib}
@@ -721,8 +827,9 @@ command -v python3 >/dev/null 2>&1 || { echo "@@nodecheck nopython"; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the listener" >&2; exit 127; }
 mkdir -m 700 "$dir" || { echo "cannot create $dir" >&2; exit 70; }
 # its own session (the stop step kills the group) and its own timeout (a lost nodecheck leaves nothing
-# behind); --foreground keeps timeout in that group (else it makes its own and outlives the kill)
-setsid sh -c 'd=$1; l=$2; s=$3; shift 3; timeout --foreground -k 2 "$l" python3 -u -c "$s" "$@" >"$d/out" 2>"$d/err" </dev/null; echo $? >"$d/rc"' \
+# behind: a listener that ran into its timeout was never stopped, so it removes its directory itself);
+# --foreground keeps timeout in that group (else it makes its own and outlives the kill)
+setsid sh -c 'd=$1; l=$2; s=$3; shift 3; timeout --foreground -k 2 "$l" python3 -u -c "$s" "$@" >"$d/out" 2>"$d/err" </dev/null; rc=$?; echo $rc >"$d/rc"; case $rc in 124|137) rm -rf "$d" ;; esac' \
   sh "$dir" "$limit" "$src" "$@" </dev/null >/dev/null 2>&1 &
 echo $! >"$dir/pid"
 end=$(( $(date +%s) + ready_wait ))
@@ -909,11 +1016,12 @@ def _master(ctx: ActiveContext, order: Sequence[str], env: Env) -> tuple[Master 
         return None, None
     number, port_words = DEFAULT_MASTER_PORT, f"MASTER_PORT={DEFAULT_MASTER_PORT} (default)"
     if port is not None:
-        if not port.value.strip().isdigit() or not 1 <= int(port.value) <= 65535:
+        digits = port.value.strip()
+        if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) <= 65535:
             return None, Verdict(Status.FAIL, f"{said(env, 'MASTER_PORT')} is not a port number (1-65535): the "
                                  "job cannot rendezvous", "MASTER_PORT", {"MASTER_PORT": port.value},
                                  {"MASTER_PORT": "1-65535"})
-        number, port_words = int(port.value), said(env, "MASTER_PORT")
+        number, port_words = int(digits), said(env, "MASTER_PORT")
     if addr is None:
         return Master(order[0], number, f"master: MASTER_ADDR unset, the first node; {port_words}"), None
     by_address = {ctx.nodes[n].address: n for n in order}
@@ -957,6 +1065,8 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
         for m in _PORT_LINE.finditer(text):
             listener.ports[int(m.group(1))] = m.group(2) if m.group(2) == "listening" else \
                 f"{m.group(2)}: {m.group(3)}"
+        for port in ports:                     # a port it did not speak of is not taken as tested
+            listener.ports.setdefault(port, "error: the listener did not say whether it holds it")
     return listener
 
 
@@ -1009,6 +1119,10 @@ def _plan(want: NcclEnv, order: Sequence[str], masters: Mapping[str, Master],
         successor = up[(i + 1) % len(up)]
         if successor != node:
             targets += [Target(successor, p, "ring successor") for p in want.reachability.ports]
+        if not targets and master is None:     # (an untestable master has a verdict of its own below)
+            plan.verdicts.append(((node,), Verdict(
+                Status.SKIPPED, f"reachability not tested from {node}: no other node's listener to connect to",
+                "reachability")))
         # a port the target's listener could not hold is not tested: that node's verdict says why
         plan.runs[node] = [t for t in targets if listeners[t.node].ports.get(t.port) == "listening"]
         for t in targets:

@@ -103,7 +103,7 @@ class NcclSweep(BaseModel):
     def _sizes(self):
         if self.max_bytes < self.min_bytes:
             raise ValueError(f"max_bytes ({self.max_bytes}) must be >= min_bytes ({self.min_bytes})")
-        if self.busbw_gbps is not None and self.plateau_min_bytes > self.max_bytes:
+        if (self.busbw_gbps is not None or self.variant_busbw_gbps) and self.plateau_min_bytes > self.max_bytes:
             raise ValueError(f"plateau_min_bytes ({human(self.plateau_min_bytes)}) is above max_bytes "
                              f"({human(self.max_bytes)}): no row would be judged")
         return self
@@ -136,7 +136,8 @@ class NcclMulti(NcclSweep):
     pairing: Literal["ring", "all"] = "ring"
     max_rounds: int = Field(planner.DEFAULT_MAX_ROUNDS, ge=0, le=64, strict=True)
     pair_busbw_gbps: Optional[Floor] = Field(
-        None, description="thresholds for the 2-node tests (default: busbw_gbps)")
+        None, description="thresholds for the 2-node tests (default: busbw_gbps); a variant listed in "
+        "variant_busbw_gbps judges its 2-node tests by that")
     pair_max_bytes: Optional[ByteSize] = Field(
         None, description="-e of the 2-node tests (default max_bytes)")
     pair_timeout_s: Optional[float] = Field(None, gt=0, le=86400, allow_inf_nan=False,
@@ -146,10 +147,18 @@ class NcclMulti(NcclSweep):
     def _multi(self):
         if "nvlink_only" in self.variants:
             raise ValueError("nvlink_only is a single-node variant (nccl.allreduce_single)")
-        if self.pair_max_bytes is not None and self.busbw_gbps is not None and \
-                self.pair_max_bytes < self.plateau_min_bytes:
-            raise ValueError("pair_max_bytes is below plateau_min_bytes: no pair row would be judged")
+        if self.pair_max_bytes is not None and self.pair_max_bytes < self.min_bytes:
+            raise ValueError(f"pair_max_bytes ({self.pair_max_bytes}) must be >= min_bytes ({self.min_bytes})")
+        judged = self.busbw_gbps is not None or self.pair_busbw_gbps is not None or self.variant_busbw_gbps
+        if self.pair_max_bytes is not None and judged and self.pair_max_bytes < self.plateau_min_bytes:
+            raise ValueError(f"pair_max_bytes ({human(self.pair_max_bytes)}) is below plateau_min_bytes "
+                             f"({human(self.plateau_min_bytes)}): no pair row would be judged")
         return self
+
+    def pair_floor(self, variant: str) -> Floor | None:
+        """A variant's own floor first (a network-only pair is slow by design), then the pairs', then
+        busbw_gbps."""
+        return self.variant_busbw_gbps.get(variant) or self.pair_busbw_gbps or self.busbw_gbps
 
 
 # ---------------------------------------------------------------- judging one run (pure)
@@ -225,6 +234,8 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
     also = f"; {corrupt}" if corrupt else ""
     if killed:
         stage = run.stage
+        failed = next((f for f in run.failures if f.kind != "launcher"), None)
+        also += f"; first failure: {failed}" if failed else ""
         if stage is Stage.SWEEP or stage is Stage.DONE:
             where = run.stopped_at(failures=False) if stage is Stage.SWEEP else "after the summary (teardown)"
             return RunVerdict(Status.FAIL, f"{what}: a collective hung {where}; killed after {limit} s{also}",
@@ -233,7 +244,8 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         why = _HANG_STAGE[stage]
         if stage is Stage.DEVICES and debug not in nccltest.PRINTS_VERSION:
             why = "after the rank list, before the first result row (NCCL init or the first collective)"
-        return RunVerdict(Status.FAIL, f"{what}: hung {why}; killed after {limit} s", observed, tail, hang="init")
+        return RunVerdict(Status.FAIL, f"{what}: hung {why}; killed after {limit} s{also}", observed, tail,
+                          hang="init")
     stopped = "" if run.stage is Stage.DONE else f"; {run.stopped_at(failures=False)}"
     if corrupt:
         more = f"; {len(run.failures)} failure lines" if run.failures else ""
@@ -416,6 +428,9 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
         if gone:
             yield (node,), Verdict(Status.ERROR, f"not in the test: {', '.join(gone)} not found on this node",
                                    observed={"missing": gone})
+        elif not nccltest.HOST.match(node):
+            yield (node,), Verdict(Status.ERROR, f"not in the test: the node name {node!r} cannot be passed to "
+                                   f"{want.launcher} as a host name")
         else:
             usable.append(node)
     launch = want.launch_node
@@ -445,7 +460,7 @@ def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], colle
     env = nccltest.job_env(want.env, variant)
     limit = want.test_timeout_s
     ranks = len(nodes) * want.ranks_per_node * want.gpus_per_rank
-    needs = limit + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S + AFTER_RESERVE_S
+    needs = nccltest.probe_timeout_s(limit, want.json_report) + AFTER_RESERVE_S
     if ctx.left() < needs:
         why = f"not run: {ctx.left():.0f} s left before the deadline, the test may take {needs:.0f} s"
         ctx.extras.setdefault("incomplete", []).append(f"{what}: {why}")
@@ -491,12 +506,13 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
               what: str, env: Mapping[str, str], full: RunVerdict, runs: list[dict]) -> Iterator[Grouped]:
     """2-node tests in rounds of disjoint pairs (the ib.pairs planner): ring, then suspects
     re-paired with nodes that passed."""
-    floor = want.pair_busbw_gbps or want.floor(variant)
+    floor = want.pair_floor(variant)
     pair_want = want.model_copy(update={"test_timeout_s": want.pair_timeout_s or want.test_timeout_s,
                                         "max_bytes": want.pair_max_bytes or want.max_bytes})
     ranks = 2 * want.ranks_per_node * want.gpus_per_rank
     tests: list[dict] = []
     verdict_of: dict[planner.Pair, RunVerdict] = {}
+    unjudged: dict[planner.Pair, RunVerdict] = {}     # errored, unreachable, cut: no evidence either way
     cut: list[str] = []
     tag = secrets.token_hex(3)
 
@@ -511,7 +527,7 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
     def run_round(rnd: planner.Round) -> list[planner.PairResult]:
         workers = max(1, min(len(rnd.pairs), ctx.commands.parallel))
         waves = math.ceil(len(rnd.pairs) / workers)
-        needs = waves * (pair_want.test_timeout_s + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S) + AFTER_RESERVE_S
+        needs = waves * nccltest.probe_timeout_s(pair_want.test_timeout_s, want.json_report) + AFTER_RESERVE_S
         if ctx.left() < needs:
             cut.append(f"{what}: pair round {rnd.index + 1} not run: {ctx.left():.0f} s left, it needs {needs:.0f} s")
             return []
@@ -523,7 +539,8 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
             tests.append({"round": rnd.index + 1, "nodes": [pair.a, pair.b], "status": t.status.value,
                           "busbw_gbs": t.busbw, "hang": t.hang, "message": t.message})
             if t.status in (Status.SKIPPED, Status.ERROR, Status.UNREACHABLE, Status.TIMEOUT):
-                continue                       # could not test: no evidence either way
+                unjudged[pair] = t             # could not test: no evidence either way
+                continue
             verdict_of[pair] = t
             out.append(planner.PairResult(pair, rnd.index, t.status in (Status.PASS, Status.WARN)))
         return out
@@ -537,22 +554,30 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
     full_words = full.brief
     scale = f"{len(nodes)}-node test"
     bound = f" (expected >= {fmt(floor.fail_below)} GB/s)" if floor is not None else ""
+    warn_bound = f" (warn below {fmt(floor.warn_below)} GB/s)" if floor is not None and floor.warn_below else ""
     whole = want.floor(variant)
     full_bound = f", expected >= {fmt(whole.fail_below)} GB/s" if whole is not None and full.busbw is not None else ""
+    blamed_nodes = set(blame.bad_nodes)
+    blamed_links = set(blame.bad_links)
 
-    def failed_pairs(node: str) -> str:
-        bad = [verdict_of[p] for p in sorted(verdict_of)
-               if node in (p.a, p.b) and verdict_of[p].status not in (Status.PASS, Status.WARN)]
-        partners = [p.other(node) for p in sorted(verdict_of)
-                    if node in (p.a, p.b) and verdict_of[p].status not in (Status.PASS, Status.WARN)]
-        return "; ".join(f"{who}: {t.brief}" for who, t in zip(partners, bad)) + \
-            (bound if any(t.busbw is not None for t in bad) else "")
+    def mine(node: str, ok: bool, open_only: bool = False) -> list[tuple[str, RunVerdict]]:
+        """(partner, test) of node's judged pair tests that passed (ok) or failed; open_only: the
+        failures not already blamed on the partner or on the link."""
+        return [(p.other(node), t) for p, t in sorted(verdict_of.items())
+                if node in (p.a, p.b) and (t.status in (Status.PASS, Status.WARN)) == ok
+                and not (open_only and (p.other(node) in blamed_nodes or p in blamed_links))]
+
+    def listed(found: list[tuple[str, RunVerdict]], limit: str = bound) -> str:
+        return "; ".join(f"{who}: {t.brief}" for who, t in found) + \
+            (limit if any(t.busbw is not None for _, t in found) else "")
 
     for node, evidence in blame.bad_nodes.items():
         first = next((verdict_of[p] for p in evidence.failed if p in verdict_of), full)
+        failed, vouching = len(evidence.failed), len(evidence.good_partners)
+        partners = f"{failed} partners that pass with others" if failed == vouching else \
+            f"all {failed} partners, {vouching} of which pass with others"
         yield (node,), Verdict(Status.FAIL, f"{what}: bad node: the {scale} failed ({full_words}{full_bound}); "
-                               f"it fails with {len(evidence.failed)} partners that pass with others: "
-                               f"{failed_pairs(node)}", what,
+                               f"it fails with {partners}: {listed(mine(node, ok=False))}", what,
                                {"full_test": full.observed, "evidence": evidence.message,
                                 "vouching_partners": list(evidence.good_partners)},
                                excerpt=first.excerpt or full.excerpt)
@@ -562,27 +587,50 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
                                         f"partners, not with each other: {t.brief}{bound if t.busbw is not None else ''}", what,
                                         {"evidence": evidence.message}, excerpt=t.excerpt)
     for node, evidence in blame.unresolved.items():
+        open_failures = mine(node, ok=False, open_only=True)
+        if not open_failures:                  # it failed only with blamed nodes: nothing against it
+            yield (node,), Verdict(Status.ERROR, f"{what}: not judged: the {scale} failed and {evidence.message}",
+                                   what, {"evidence": evidence.message})
+            continue
         yield (node,), Verdict(Status.FAIL, f"{what}: failed its pair tests, not enough good partners to tell "
-                               f"which side: {failed_pairs(node) or evidence.message}", what,
-                               {"evidence": evidence.message})
+                               f"which side: {listed(open_failures)}", what, {"evidence": evidence.message})
     flagged = set(blame.bad_nodes) | set(blame.unresolved) | {n for p in blame.bad_links for n in (p.a, p.b)}
     tested = {n for p in verdict_of for n in (p.a, p.b)}
     rest = [n for n in nodes if n not in flagged]
+    unjudged_note = ""
+    if unjudged:
+        pair, t = next(iter(sorted(unjudged.items())))
+        unjudged_note = (f"; {len(unjudged)} 2-node test{'s' if len(unjudged) > 1 else ''} could not be judged "
+                         f"({pair.a}+{pair.b}: {t.brief})")
     if not flagged:
         status = Status.FAIL if not cut else Status.ERROR
-        yield tuple(nodes), Verdict(status, f"{full.message} ({len(nodes)} nodes); every 2-node test "
-                                    + ("that ran " if cut else "") + "passes: a problem that shows only at "
-                                    "this scale (topology, a switch, NCCL settings), not one node", what,
+        if verdict_of:
+            found = ("every 2-node test " + ("that ran " if cut or unjudged else "") + "passes: a problem that "
+                     "shows only at this scale (topology, a switch, NCCL settings), not one node")
+        else:
+            found = "no 2-node test gave a result"
+        yield tuple(nodes), Verdict(status, f"{full.message} ({len(nodes)} nodes); {found}{unjudged_note}", what,
                                     {"full_test": full.observed, "pair_tests": len(tests)}, excerpt=full.excerpt)
         return
+    blamed = fold(sorted(blamed_nodes | {n for p in blamed_links for n in (p.a, p.b)})) or \
+        fold(sorted(blame.unresolved))
     good = [n for n in rest if n in tested]
-    if good:
-        blamed = fold(sorted(set(blame.bad_nodes) | {n for p in blame.bad_links for n in (p.a, p.b)})) or \
-            fold(sorted(blame.unresolved))
-        yield tuple(good), Verdict(Status.PASS, f"{what}: the {scale} failed; this node's 2-node tests pass "
-                                   f"(blamed: {blamed})", what, {"full_test_status": full.status.value})
+    slow = {n: [(who, t) for who, t in mine(n, ok=True) if t.status is Status.WARN] for n in good}
+    if passing := [n for n in good if not slow[n]]:
+        yield tuple(passing), Verdict(Status.PASS, f"{what}: the {scale} failed; this node's 2-node tests pass "
+                                      f"(blamed: {blamed})", what, {"full_test_status": full.status.value})
+    for node in (n for n in good if slow[n]):      # a warning in its own pair tests is not hidden
+        yield (node,), Verdict(Status.WARN, f"{what}: the {scale} failed (blamed: {blamed}); this node's 2-node "
+                               f"tests pass, slow with {listed(slow[node], warn_bound)}", what,
+                               {"full_test_status": full.status.value})
     untested = [n for n in rest if n not in tested]
     if untested:
-        yield tuple(untested), Verdict(Status.SKIPPED if cut else Status.ERROR,
-                                       f"{what}: the {scale} failed and this node's 2-node tests did not run"
-                                       + (f": {cut[0]}" if cut else ""), what)
+        errored: dict[str, RunVerdict] = {}
+        for pair, t in sorted(unjudged.items()):
+            errored.setdefault(pair.a, t)
+            errored.setdefault(pair.b, t)
+        for node in untested:
+            why = f": {errored[node].message}" if node in errored else (f": {cut[0]}" if cut else "")
+            yield (node,), Verdict(Status.SKIPPED if cut and node not in errored else Status.ERROR,
+                                   f"{what}: the {scale} failed and this node's 2-node tests "
+                                   + ("gave no result" if node in errored else "did not run") + why, what)

@@ -19,6 +19,9 @@ from nodecheck.errors import ParseError
 
 TOOL = "nccl-tests"
 UNKNOWN_MAX = 50                               # lines kept in NcclTestRun.unknown; the rest are counted
+# NCCL INFO lines kept in NcclTestRun.log (WARN and ERROR lines are all kept): NCCL_DEBUG=INFO from
+# thousands of ranks is millions of lines, and memory must not grow with them; the rest are counted
+INFO_MAX = 2000
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ class NcclTestRun:
     out_of_bounds_ok: bool | None = None
     avg_busbw_gbs: float | None = None         # '# Avg bus bandwidth    : 70.742'
     concluded: bool = False                    # '# Collective test concluded: ...'
-    log: tuple[NcclLogLine, ...] = ()          # interleaved NCCL INFO/WARN lines
+    log: tuple[NcclLogLine, ...] = ()          # interleaved NCCL INFO/WARN lines (INFO: the first INFO_MAX)
+    log_count: int = 0                         # every NCCL log line seen, kept or not
     failures: tuple[Failure, ...] = ()
     unknown: tuple[str, ...] = ()              # lines not understood (bounded; for the report)
     from_json: bool = False
@@ -365,6 +369,8 @@ class _TextReader:
         self.columns: tuple[str, ...] = ()
         self.rows: list[SizeRow] = []
         self.log: list[NcclLogLine] = []
+        self.log_count = 0
+        self.info_kept = 0
         self.failures: list[Failure] = []
         self.unknown: list[str] = []
         self.unknown_count = 0
@@ -381,7 +387,8 @@ class _TextReader:
                            nccl_version=self.versions[0] if self.versions else None,
                            nccl_versions=tuple(self.versions), columns=self.columns,
                            rows=tuple(self.rows), log=tuple(self.log), failures=tuple(self.failures),
-                           unknown=tuple(self.unknown), unknown_count=self.unknown_count, **self.fields)
+                           unknown=tuple(self.unknown), unknown_count=self.unknown_count,
+                           log_count=self.log_count, **self.fields)
 
     def feed(self, number: int, line: str, *, at_end: bool) -> None:
         stripped = self.line = line.strip()
@@ -419,8 +426,11 @@ class _TextReader:
         if not match:
             return False
         text = match["text"] or ""
-        self.log.append(NcclLogLine(match["host"], int(match["pid"]), int(match["dev"]), match["level"],
-                                    text, match["loc"]))
+        self.log_count += 1
+        if match["level"] not in ("INFO", "TRACE") or self.info_kept < INFO_MAX:
+            self.info_kept += match["level"] in ("INFO", "TRACE")
+            self.log.append(NcclLogLine(match["host"], int(match["pid"]), int(match["dev"]), match["level"],
+                                        text, match["loc"]))
         version = _VERSION.fullmatch(text)
         if version:
             self._version(version[1])

@@ -4,7 +4,9 @@ launch node that runs one test across several nodes.
 Every run is bounded twice: `timeout` on the node (so a hang ends as exit 124 with the output so far,
 which says how far the run got) and the probe's own timeout around it. Every value reaches the node
 as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by the transport: environment
-variables as NAME=VALUE words the script exports (names checked here), the command as argv words.
+variables as NAME=VALUE words the script exports (names checked here), then the script's own words
+(after the environment, so no variable of the job's can change the time limit or the binary), then the
+command as argv words.
 """
 from __future__ import annotations
 
@@ -34,9 +36,6 @@ VARIANT_WORDS = {"default": "", "network_only": "network only", "nvlink_only": "
 # line that tells a run that hung before NCCL init from one that hung inside it
 DEFAULT_NCCL_DEBUG = "VERSION"
 PRINTS_VERSION = ("VERSION", "WARN", "INFO", "TRACE")
-KILL_AFTER_S = 10                              # timeout -k: TERM first, KILL this much later
-PROBE_SLACK_S = 10                             # the probe outlives the test's own timeout by this
-
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # host names, paths and launcher options that may reach a node as words (never one that could be
 # taken for a different option than intended: checked per use)
@@ -48,32 +47,41 @@ HOST = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
 JSON_OPTION = "-J"
 JSON_USAGE_MARK = "-J,--output_file"
 
+KILL_AFTER_S = 10                              # timeout -k: TERM first, KILL this much later
+PROBE_SLACK_S = 10                             # the probe outlives the test's own timeout by this
+USAGE_CHECK_S = 10                             # `tool -h` (json: auto) before the test: bounded, and budgeted
+
 _RUN = r'''
 set -f
-limit=$1; tool=$2; json=$3; mark=$4; jopt=$5; shift 5
 while [ $# -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
 [ $# -gt 0 ] && shift
+nc_limit=$1; nc_tool=$2; nc_json=$3; nc_mark=$4; nc_jopt=$5; shift 5
 command -v timeout >/dev/null 2>&1 || { echo "timeout not found (coreutils): cannot bound the test" >&2; exit 127; }
-command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found (nccl-tests not installed, or set binary_dir)" >&2; exit 127; }
+command -v "$nc_tool" >/dev/null 2>&1 || { echo "$nc_tool not found (nccl-tests not installed, or set binary_dir)" >&2; exit 127; }
 command -v "$1" >/dev/null 2>&1 || { echo "$1 not found on this node" >&2; exit 127; }
-out=
-if [ "$json" = on ] || { [ "$json" = auto ] && timeout 10 "$tool" -h 2>&1 | grep -q -F -e "$mark"; }; then
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-nccl.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
-  out=$dir/result.json
+nc_out=
+if [ "$nc_json" = on ] || { [ "$nc_json" = auto ] && timeout -k 1 "$USAGE" "$nc_tool" -h 2>&1 </dev/null | grep -q -F -e "$nc_mark"; }; then
+  nc_dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-nccl.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
+  nc_out=$nc_dir/result.json
 fi
 echo "@@nodecheck begin test"
-if [ -n "$out" ]; then
-  timeout -k "$KILL" "$limit" "$@" "$jopt" "$out" </dev/null 2>&1; rc=$?
+if [ -n "$nc_out" ]; then
+  timeout -k "$KILL" "$nc_limit" "$@" "$nc_jopt" "$nc_out" </dev/null 2>&1; nc_rc=$?
 else
-  timeout -k "$KILL" "$limit" "$@" </dev/null 2>&1; rc=$?
+  timeout -k "$KILL" "$nc_limit" "$@" </dev/null 2>&1; nc_rc=$?
 fi
-echo "@@nodecheck end test rc=$rc"
-if [ -n "$out" ]; then
-  if [ -s "$out" ]; then echo "@@nodecheck begin json"; cat "$out"; echo; echo "@@nodecheck end json rc=0"; fi
-  rm -rf "$dir"
+echo "@@nodecheck end test rc=$nc_rc"
+if [ -n "$nc_out" ]; then
+  if [ -s "$nc_out" ]; then echo "@@nodecheck begin json"; cat "$nc_out"; echo; echo "@@nodecheck end json rc=0"; fi
+  rm -rf "$nc_dir"
 fi
 exit 0
-'''.replace('"$KILL"', str(KILL_AFTER_S))
+'''.replace('"$KILL"', str(KILL_AFTER_S)).replace('"$USAGE"', str(USAGE_CHECK_S))
+
+
+def probe_timeout_s(limit_s: float, json: str) -> float:
+    """The longest a test probe runs: the usage check (json: auto), the test, its KILL grace, slack."""
+    return math.ceil(limit_s) + (USAGE_CHECK_S + 1 if json == "auto" else 0) + KILL_AFTER_S + PROBE_SLACK_S
 
 
 @dataclass(frozen=True)
@@ -112,11 +120,15 @@ def job_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
 
 def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str], limit_s: float,
            json: str) -> Probe:
-    limit = math.ceil(limit_s)
     words = [f"{k}={v}" for k, v in env.items()]
-    return Probe(name, ("sh", "-c", _RUN, "sh", str(limit), tool, json, JSON_USAGE_MARK, JSON_OPTION,
-                        *words, "--", *command),
-                 timeout_s=limit + KILL_AFTER_S + PROBE_SLACK_S)
+    return Probe(name, ("sh", "-c", _RUN, "sh", *words, "--", str(math.ceil(limit_s)), tool, json,
+                        JSON_USAGE_MARK, JSON_OPTION, *command),
+                 timeout_s=probe_timeout_s(limit_s, json))
+
+
+def command_words(argv: Sequence[str]) -> tuple[str, ...]:
+    """The test's own command (mpirun ..., all_reduce_perf ...) in a probe's argv."""
+    return tuple(argv[list(argv).index("--") + 6:])
 
 
 def single_node(name: str, sweep: Sweep, gpus: int, env: Mapping[str, str], limit_s: float,

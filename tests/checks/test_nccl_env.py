@@ -5,6 +5,7 @@ The `ip -o addr show` lines follow iproute2 6.1's output on this build machine (
 the `\\` that stands for the folded lifetime line); the sysfs lines follow the probe's `sysfs_dump`."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -37,9 +38,12 @@ UNWRITABLE = ("!mktemp: failed to create file via template '/scratch/fr/.nodeche
 
 def output(node_env: str = "", links: str = LINKS, addrs: str = IP_ADDRS, addrs_rc: int = 0,
            hcas: str = "mlx5_0\nmlx5_1\nmlx5_2\n", ib: str = IB, memlock: str = "unlimited",
-           python3: str = "/usr/bin/python3", writable: str = "default\tok\n") -> str:
+           python3: str = "/usr/bin/python3", writable: str = "default\tok\n", user_conf: str = "",
+           etc_conf: str = "", conf_path: str = "/root/.nccl.conf") -> str:
     """What the nccl_env probe prints on a node."""
-    return (f"@@nodecheck begin node_env\n{node_env}@@nodecheck end node_env rc=0\n"
+    return (f"@@nodecheck conf_path {conf_path}\n@@nodecheck begin user.conf\n{user_conf}"
+            f"@@nodecheck end user.conf rc=0\n@@nodecheck begin nccl.conf\n{etc_conf}@@nodecheck end nccl.conf rc=0\n"
+            f"@@nodecheck begin node_env\n{node_env}@@nodecheck end node_env rc=0\n"
             f"@@nodecheck begin links\n{links}@@nodecheck end links rc=0\n"
             f"@@nodecheck begin addrs\n{addrs}@@nodecheck end addrs rc={addrs_rc}\n"
             f"@@nodecheck begin hcas\n{hcas}@@nodecheck end hcas rc=0\n"
@@ -79,11 +83,12 @@ def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on
     want = NcclEnv(env={"TORCH_FR_DUMP_TEMP_FILE": "/nonexistent-nodecheck/fr_",
                         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "trace_"})
     [probe] = ne.probes(want)
-    assert probe.argv[3:] == ("sh", "1", "job:TORCH_FR_DUMP_TEMP_FILE", "/nonexistent-nodecheck/fr_",
+    assert probe.argv[3:] == ("sh", "1", "", "job:TORCH_FR_DUMP_TEMP_FILE", "/nonexistent-nodecheck/fr_",
                               "job:TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "trace_")
     run = subprocess.run(probe.argv, capture_output=True, text=True, timeout=20,
                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NCCL_DEBUG": "INFO", "SECRET_TOKEN": "x",
-                              "MASTER_PORT": "29500", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/node_fr_"})
+                              "MASTER_PORT": "29500", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/tmp/node_fr_",
+                              "HOME": "/nonexistent-nodecheck-home"})
     assert run.returncode == 0, run.stderr
     facts = parse_probe(run.stdout)
     assert facts.node_env == {"NCCL_DEBUG": "INFO", "MASTER_PORT": "29500",
@@ -94,9 +99,52 @@ def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on
     assert facts.writable["job:TORCH_FR_DUMP_TEMP_FILE"].startswith(
         "!mktemp: failed to create file via template '/nonexistent-nodecheck/.nodecheck-write-test.XXXXXX'")
     assert facts.memlock == "unlimited" or facts.memlock.isdigit()
+    assert [(c.path, dict(c.settings)) for c in facts.conf][0] == ("/nonexistent-nodecheck-home/.nccl.conf", {})
+    assert facts.conf[1].path == "/etc/nccl.conf"
     without = subprocess.run(ne.probes(NcclEnv(node_env=False))[0].argv, capture_output=True, text=True,
                              timeout=20, env={"PATH": "/usr/bin:/bin", "NCCL_DEBUG": "INFO"})
     assert parse_probe(without.stdout).node_env == {}
+
+
+def test_the_probe_reads_the_conf_file_nccl_would_read(tmp_path):
+    """NCCL_CONF_FILE from the job, else from the node's session (when it is the job's), else ~/.nccl.conf."""
+    job_conf, node_conf = tmp_path / "job.conf", tmp_path / "node.conf"
+    job_conf.write_text("NCCL_SOCKET_IFNAME=eth9\n")
+    node_conf.write_text("NCCL_IB_HCA=mlx5_7")            # no final newline: the section still ends
+    (tmp_path / ".nccl.conf").write_text("NCCL_DEBUG=INFO\n")
+    node = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NCCL_CONF_FILE": str(node_conf)}
+
+    def conf(want: NcclEnv) -> tuple[str, dict]:
+        run = subprocess.run(ne.probes(want)[0].argv, capture_output=True, text=True, timeout=20, env=node)
+        first = parse_probe(run.stdout).conf[0]
+        return first.path, dict(first.settings)
+    assert conf(NcclEnv(env={"NCCL_CONF_FILE": str(job_conf)})) == (str(job_conf), {"NCCL_SOCKET_IFNAME": "eth9"})
+    assert conf(NcclEnv()) == (str(node_conf), {"NCCL_IB_HCA": "mlx5_7"})
+    assert conf(NcclEnv(node_env=False)) == (f"{tmp_path}/.nccl.conf", {"NCCL_DEBUG": "INFO"})
+
+
+def test_nccl_conf_values_apply_where_the_environment_leaves_a_variable_unset():
+    text = output(user_conf="NCCL_SOCKET_IFNAME=eth9\n", etc_conf="NCCL_SOCKET_IFNAME=ib0\nNCCL_IB_HCA=mlx5_1:1\n")
+    assert [m for _, m in judged(text, "NCCL_SOCKET_IFNAME")] == [
+        "NCCL_SOCKET_IFNAME=eth9 (/root/.nccl.conf): entry 'eth9' matches no interface on this node (interfaces: "
+        "docker0 down, eth0 up, eth1 up, ib0 up, lo unknown)",
+        "NCCL_SOCKET_IFNAME=eth9 (/root/.nccl.conf): no interface it selects is up on this node (interfaces: docker0 "
+        "down, eth0 up, eth1 up, ib0 up, lo unknown): NCCL finds no socket interface and init fails"]
+    assert judged(text, "NCCL_IB_HCA")[-1] == (
+        "fail", "NCCL_IB_HCA=mlx5_1:1 (/etc/nccl.conf): no ACTIVE port among the HCAs it selects (ACTIVE here: "
+                "mlx5_0/1, mlx5_2/1): NCCL falls back to TCP sockets, far slower")
+    # any environment wins over the files; NCCL sets only what is unset
+    assert judged(text, "NCCL_SOCKET_IFNAME", env={"NCCL_SOCKET_IFNAME": "=ib0"}) == [
+        ("pass", "NCCL_SOCKET_IFNAME==ib0 (job environment): NCCL uses ib0 (10.2.0.17/16)")]
+    assert judged(output(node_env="NCCL_IB_HCA=mlx5_0\n", etc_conf="NCCL_IB_HCA=mlx5_1\n"), "NCCL_IB_HCA") == [
+        ("pass", "NCCL_IB_HCA=mlx5_0 (node environment): NCCL uses mlx5_0/1")]
+
+
+def test_an_unreadable_nccl_conf_is_an_error_not_ignored():
+    verdicts = judge_node(output(etc_conf="NCCL_SOCKET_IFNAME = eth0\n"), NcclEnv())
+    assert [(v.status, v.message) for v in verdicts if v.subject == "nccl.conf"] == [(
+        Status.ERROR, "cannot read /etc/nccl.conf, which NCCL reads: not a NAME=value line: 'NCCL_SOCKET_IFNAME = "
+                      "eth0'; the NCCL_* values it sets are not known, so the NCCL verdicts may not be what the job gets")]
 
 
 def test_an_output_without_a_section_or_with_a_strange_ip_line_is_an_error_not_a_pass():
@@ -120,7 +168,32 @@ def test_nccl_list_syntax_is_read_as_parseStringList_does(value, exclude, exact,
     assert (spec.exclude, spec.exact, spec.entries) == (exclude, exact, entries)
 
 
+def test_a_list_without_entries_matches_every_name_as_nccls_matchIfList_does():
+    # matchIfList: `if (listSize == 0) return true`, so `^` with no entries excludes everything
+    assert [parse_nccl_list(v).selects("eth0") for v in ("=", "^=", "^,", ",:1")] == [True, False, False, True]
+    [(status, message)] = judged(subject="NCCL_SOCKET_IFNAME", env={"NCCL_SOCKET_IFNAME": "^,"})
+    assert status == "fail" and message.startswith(
+        "NCCL_SOCKET_IFNAME=^, (job environment): no interface it selects is up on this node")
+    assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "^"}) == [
+        ("fail", "NCCL_IB_HCA=^ (job environment): no ACTIVE port among the HCAs it selects (ACTIVE here: mlx5_0/1, "
+                 "mlx5_2/1): NCCL falls back to TCP sockets, far slower")]
+    assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "="}) == [
+        ("pass", "NCCL_IB_HCA== (job environment): NCCL uses mlx5_0/1, mlx5_2/1")]
+    assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": ""}) == [
+        ("pass", "NCCL_IB_HCA empty (job environment): NCCL uses every ACTIVE HCA port (mlx5_0/1, mlx5_2/1)")]
+
+
 # --- NCCL_SOCKET_IFNAME --------------------------------------------------------------------------------
+
+def test_an_exclude_list_that_leaves_lo_selected_warns():
+    assert judged(subject="NCCL_SOCKET_IFNAME", env={"NCCL_SOCKET_IFNAME": "^docker"}) == [
+        ("warn", "NCCL_SOCKET_IFNAME=^docker (job environment) leaves lo selected: NCCL takes the interfaces it "
+                 "selects in the kernel's order, lo usually first, and may bootstrap over loopback, which other nodes "
+                 "cannot reach; exclude lo too (e.g. ^docker,lo)"),
+        ("pass", "NCCL_SOCKET_IFNAME=^docker (job environment): NCCL uses eth0 (10.1.0.17/16, "
+                 "fe80::5054:ff:fe12:3417/64), ib0 (10.2.0.17/16), lo (127.0.0.1/8)")]
+    assert [s for s, _ in judged(subject="NCCL_SOCKET_IFNAME", env={"NCCL_SOCKET_IFNAME": "lo"})] == ["pass"]
+
 
 def test_unset_socket_ifname_passes_naming_nccls_own_pick():
     assert judged(subject="NCCL_SOCKET_IFNAME") == [(
@@ -288,6 +361,11 @@ def test_an_exclude_list_passes_on_what_is_left_and_fails_when_nothing_is():
 def test_ib_disabled_is_not_judged_against_the_hcas():
     assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "mlx5_9", "NCCL_IB_DISABLE": "1"}) == [
         ("pass", "NCCL_IB_DISABLE=1 (job environment): NCCL does not use InfiniBand or RoCE; NCCL_IB_HCA not judged")]
+    # NCCL reads it with strtoll(str, NULL, 0): any non-zero number disables, a word is 0
+    assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "mlx5_9", "NCCL_IB_DISABLE": "0x1"})[0][1].startswith(
+        "NCCL_IB_DISABLE=0x1 (job environment): NCCL does not use")
+    assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "mlx5_9", "NCCL_IB_DISABLE": "yes"})[0][0] == "fail"
+    assert [ne.strtoll(v) for v in ("1", " 2x", "010", "0x1f", "-3", "yes", "", "0")] == [1, 2, 8, 31, -3, 0, 0, 0]
 
 
 # --- collective timeouts -------------------------------------------------------------------------------
@@ -318,6 +396,35 @@ def test_no_timeout_handling_is_the_timeouts_level():
         ("warn", "TORCH_NCCL_ASYNC_ERROR_HANDLING=yes (job environment) (not 0, 1, 2 or 3) and "
                  f"TORCH_NCCL_BLOCKING_WAIT unset: {NO_TIMEOUT}")]
     assert judged(subject="timeouts", timeouts="off") == []
+
+
+def test_pytorch_switches_are_read_as_pytorch_reads_them():
+    assert judged(subject="timeouts", env={"TORCH_NCCL_BLOCKING_WAIT": "True"}) == [
+        ("pass", "TORCH_NCCL_BLOCKING_WAIT=True (job environment): wait() raises when a collective outlives the "
+                 "process group's timeout")]
+    assert judged(subject="timeouts", env={"TORCH_NCCL_ASYNC_ERROR_HANDLING": " 3"})[0][0] == "pass"   # stoi
+    assert [s for s, _ in judged(subject="TORCH_NCCL_ENABLE_MONITORING",
+                                 env={"TORCH_NCCL_ENABLE_MONITORING": "false"})] == ["warn"]
+    assert judged(subject="flight_recorder", env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+                                                  "TORCH_NCCL_DUMP_ON_TIMEOUT": "yes"})[0][0] == "pass"
+    assert [ne.torch_bool(v) for v in ("Y", "no", "T", " 1", "on", "")] == [True, False, True, None, None, None]
+    assert [ne.torch_int(v) for v in ("2000", " -1", "3abc", "abc", "²", "99999999999")] == [
+        2000, -1, 3, None, None, None]
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("TORCH_NCCL_BLOCKING_WAIT", "maybe", "1/0, true/false, yes/no, y/n or t/f"),
+    ("TORCH_NCCL_DUMP_ON_TIMEOUT", " 1", "1/0, true/false, yes/no, y/n or t/f"),
+    ("NCCL_ASYNC_ERROR_HANDLING", "yes", "an integer"),      # the deprecated name is read too
+    ("TORCH_NCCL_TRACE_BUFFER_SIZE", "²", "an integer"),
+])
+def test_a_pytorch_variable_pytorch_cannot_read_fails_the_job(name, value, expected):
+    env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+           "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", name: value}
+    assert judged(subject=name, env=env, timeouts="off", flight_recorder="off") == [(
+        "fail", f"{name}={value} (job environment) is not {expected}: PyTorch refuses it when it creates the NCCL "
+                f"process group (\"Invalid value for environment variable: {name}\"), so the job fails at start; "
+                f"set {expected} or unset it")]
 
 
 def test_a_disabled_heartbeat_monitor_is_said():
@@ -390,6 +497,7 @@ def test_the_flight_recorder_off_or_half_on_is_the_flight_recorder_level():
                       "RDMA registers host memory and NVIDIA recommends unlimited"),
     ("64", "fail", "max locked memory 64 KiB (ulimit -l in nodecheck's session on the node), expected >= 65536 KiB "
                    "(unlimited recommended): RDMA memory registration fails"),
+    ("²", "error", "cannot read the max locked memory (ulimit -l in nodecheck's session on the node): '²'"),
     ("sh: ulimit: bad option", "error", "cannot read the max locked memory (ulimit -l in nodecheck's session on the "
                                         "node): 'sh: ulimit: bad option'"),
 ])
@@ -579,6 +687,12 @@ def test_a_bad_master_port_fails_the_node():
                         "job cannot rendezvous")
 
 
+def test_a_master_port_in_other_digits_fails_instead_of_crashing():
+    found = run_check(ScriptedCluster(), n=2, env={"MASTER_ADDR": "node1", "MASTER_PORT": "²"})
+    assert found[0] == (("node1",), "fail", "MASTER_PORT=² (job environment) is not a port number (1-65535): the "
+                        "job cannot rendezvous")
+
+
 def test_nothing_to_test_is_skipped_not_passed():
     assert run_check(ScriptedCluster(), n=2, env={}, ports=[]) == [
         (("node1",), "skipped", "reachability not tested: no port to test (MASTER_ADDR and MASTER_PORT unset, "
@@ -619,3 +733,49 @@ def test_disabled_reachability_runs_nothing():
     cluster = ScriptedCluster()
     assert run_check(cluster, n=2, enabled=False) == []
     assert cluster.log == []
+
+
+def test_a_port_the_listener_does_not_speak_of_is_an_error_not_silently_untested():
+    cluster = ScriptedCluster()
+    listen = cluster.listen
+    cluster.listen = lambda node, ports: listen(node, ports).replace("@@nodecheck port 29600 listening\n", "") \
+        if node == "node2" else listen(node, ports)
+    found = run_check(cluster, n=2, env={})
+    assert found == [
+        (("node2", "node1"), "error", "cannot test reachability: node2 cannot listen on 10.0.0.2:29600 (the listener "
+                                      "did not say whether it holds it); connections to it from node1 were not tested"),
+        (("node2",), "pass", "reaches node1:29600 (ring successor)")]
+
+
+def test_a_node_with_nobody_to_connect_to_is_skipped_not_left_without_a_verdict():
+    found = run_check(ScriptedCluster(start_exit={"node2": 127}), n=2, env={})
+    assert found == [
+        (("node2",), "error", "cannot test reachability: no python3 on node2 (python3 exited 127 before listening): "
+                              "timeout: failed to run command 'python3': No such file or directory"),
+        (("node1",), "skipped", "reachability not tested from node1: no other node's listener to connect to")]
+
+
+def test_a_listener_never_stopped_ends_at_its_own_timeout_and_removes_its_directory(tmp_path):
+    """The real start script, and no stop step (nodecheck lost): nothing is left on the node."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = ("sh", "-c", ne._START, "sh", "1", "5", "t1.node1", ne._LISTENER, "t1", "127.0.0.1", str(port))
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                         env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    assert f"@@nodecheck port {port} listening" in run.stdout and "@@nodecheck ready" in run.stdout
+    directory = tmp_path / "nodecheck-reach.t1.node1"
+    pid = int((directory / "pid").read_text())
+    deadline = time.monotonic() + 10
+    while directory.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not directory.exists()
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """A process of the group still running (a zombie nobody reaped yet does not count)."""
+    out = subprocess.run(["ps", "-o", "stat=", "-s", str(pid)], capture_output=True, text=True).stdout
+    return any(not state.startswith("Z") for state in out.split())

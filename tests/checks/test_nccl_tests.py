@@ -3,12 +3,17 @@ parameters, and the commands (the launcher's orchestration runs on the simulated
 tests/integration/test_nccl.py)."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from pydantic import ValidationError
 
+from nodecheck.active import ActiveContext, CommandRunner
+
 from nodecheck.checks import nccl_tests
 from nodecheck.checks.nccl_tests import NcclMulti, NcclSingle, judge_output
-from nodecheck.model import Status
+from nodecheck.model import Capture, Node, Outcome, Status
 from nodecheck.probes import nccltest
 from nodecheck.registry import all_checks
 from tests.helpers import captures, data
@@ -142,7 +147,7 @@ def test_single_node_check_has_one_probe_and_one_verdict_per_variant_and_collect
     argv = probes[2].argv
     assert "NCCL_P2P_DISABLE=1" in argv and "NCCL_SHM_DISABLE=1" in argv and "NCCL_SOCKET_IFNAME=ib0" in argv
     assert "NCCL_DEBUG=VERSION" in argv
-    assert argv[argv.index("--") + 1:] == ("all_reduce_perf", "-b", "8", "-e", "8589934592", "-f", "2", "-g", "8",
+    assert nccltest.command_words(argv) == ("all_reduce_perf", "-b", "8", "-e", "8589934592", "-f", "2", "-g", "8",
                                           "-n", "20", "-w", "5", "-c", "1", "-d", "float", "-o", "sum")
     spec = all_checks()["nccl.allreduce_single"]
     out = {}
@@ -165,12 +170,15 @@ def test_launcher_commands_put_rank_0_on_the_first_host():
     sweep = nccltest.Sweep(max_bytes=1 << 30)
     p = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {"NCCL_DEBUG": "VERSION", "A": "x y"},
                             300, launcher_args=["--allow-run-as-root"])
-    cmd = p.argv[p.argv.index("--") + 1:]
+    cmd = nccltest.command_words(p.argv)
     assert cmd[:8] == ("mpirun", "--allow-run-as-root", "-np", "2", "-H", "node1:1,node2:1", "-x", "NCCL_DEBUG")
     assert cmd[8:11] == ("-x", "A", "all_reduce_perf") and "A=x y" in p.argv
-    assert p.timeout_s == 300 + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S
+    # json auto: the usage check (10 s at most, +1 s KILL grace) comes before the test and is budgeted
+    assert p.timeout_s == 300 + 11 + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S == 331
+    off = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {}, 300, json="off")
+    assert off.timeout_s == 320
     s = nccltest.multi_node("t", "srun", ["node3", "node4"], 8, 1, sweep, {}, 60, binary_dir="/opt/nccl-tests/build")
-    cmd = s.argv[s.argv.index("--") + 1:]
+    cmd = nccltest.command_words(s.argv)
     assert cmd[:6] == ("srun", "--nodes=2", "--nodelist=node3,node4", "--ntasks=16", "--ntasks-per-node=8",
                        "--export=ALL")
     assert cmd[6] == "/opt/nccl-tests/build/all_reduce_perf" and cmd[cmd.index("-g") + 1] == "1"
@@ -220,3 +228,139 @@ def test_the_json_report_is_preferred_and_a_cut_one_falls_back_to_the_text():
     assert cut.observed["source"] == "text" and cut.observed["rows"] == 31
     wrong = judge_output(with_json(text, 0, data(JSON_NWRONG)), want, "all_reduce")
     assert wrong.status is Status.FAIL and "data corruption" in wrong.message and wrong.observed["source"] == "json"
+
+
+def test_a_run_killed_after_a_rank_failed_names_that_failure():
+    text = cut_after(data(FAILURE_219), "Test failure common.cu:844")
+    v = judge(text, rc=124, test_timeout_s=60)
+    assert v.status is Status.FAIL and v.hang == "init"
+    assert v.message.endswith("killed after 60 s; first failure: nccl failure at common.cu:959 on fengyun: "
+                              "internal error - please report this issue to the NCCL developers"), v.message
+
+
+# ---------------------------------------------------------------- nccl.allreduce_multi, scripted (no SSH)
+
+TOOLS_OK = "@@nodecheck have all_reduce_perf /usr/bin/all_reduce_perf\n@@nodecheck have mpirun /usr/bin/mpirun\n"
+PAIR_OK = wrapped(data(A3MEGA), 0)             # 16 ranks (2 nodes x 8 GPUs), plateau busbw 298.82 GB/s
+PAIR_FAIL = wrapped(data(FAILURE_219), 1)      # Test NCCL failure, mpirun aborts
+
+
+class ScriptedNccl:
+    """Answers the launcher probes: a test of more than 2 nodes gets the 16-rank recording (a rank
+    count that does not match: the full test fails and is localized); a pair gets `outcome(a, b)`:
+    "ok", "fail", or "error" (the wrapper exits 127: no result)."""
+
+    def __init__(self, outcome):
+        self.outcome, self.log = outcome, []
+
+    def connect(self, node, timeout_s):
+        return self
+
+    def close(self):
+        pass
+
+    def run(self, probe, timeout_s):
+        cmd = nccltest.command_words(probe.argv)
+        hosts = [h.split(":")[0] for h in cmd[cmd.index("-H") + 1].split(",")]
+        self.log.append((probe.name, tuple(hosts), probe.timeout_s))
+        what = "ok" if len(hosts) > 2 else self.outcome(*sorted(hosts))
+        if what == "error":
+            return Capture(hosts[0], probe.name, probe.argv, Outcome.EXITED, 127, "",
+                           "all_reduce_perf not found (nccl-tests not installed, or set binary_dir)", 0.01)
+        return Capture(hosts[0], probe.name, probe.argv, Outcome.EXITED, 0,
+                       PAIR_OK if what == "ok" else PAIR_FAIL, "", 0.01)
+
+
+def run_multi(names, outcome, deadline_s: float = 3600, **params):
+    cluster = ScriptedNccl(outcome)
+    nodes = {name: Node(name, f"10.0.0.{i}") for i, name in enumerate(names, 1)}
+    tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
+    ctx = ActiveContext("nccl.allreduce_multi", nodes, tools,
+                        CommandRunner(cluster, time.monotonic() + deadline_s, threading.Event()), order=list(nodes))
+    want = NcclMulti(**{"busbw_gbps": {"fail_below": 250}, "json_report": "off", **params})
+    got: dict[str, list] = {}
+    for group, v in nccl_tests.allreduce_multi(ctx, want):
+        for node in group:
+            got.setdefault(node, []).append((v.status, v.message))
+    return got, cluster.log
+
+
+def bad(*culprits):
+    return lambda a, b: "fail" if a in culprits or b in culprits else "ok"
+
+
+def test_a_node_that_failed_only_with_the_bad_node_is_not_judged_not_failed():
+    # every pair of 4; node1's tests with node3 and node4 give no result, so its only evidence is
+    # the failure with node2, the bad node: that says nothing about node1
+    def outcome(a, b):
+        return "error" if a == "node1" and b in ("node3", "node4") else bad("node2")(a, b)
+    got, _ = run_multi([f"node{i}" for i in range(1, 5)], outcome, pairing="all", max_rounds=0)
+    [(status, message)] = got["node1"]
+    assert status is Status.ERROR, message
+    assert message == ("all_reduce: not judged: the 4-node test failed and failed only with bad node(s) node2; "
+                       "not yet tested with a good partner")
+    [(status, message)] = got["node2"]
+    assert status is Status.FAIL
+    assert message.startswith("all_reduce: bad node: the 4-node test failed (16 ranks in the output, expected 32); "
+                              "it fails with all 3 partners, 2 of which pass with others: node1: nccl failure"), message
+    assert [s for s, _ in got["node3"]] == [Status.PASS] and [s for s, _ in got["node4"]] == [Status.PASS]
+
+
+def test_good_nodes_whose_pair_tests_warn_are_warned_not_passed():
+    got, _ = run_multi([f"node{i}" for i in range(1, 9)], bad("node5"),
+                       busbw_gbps={"fail_below": 250, "warn_below": 300})
+    assert got["node5"][0][0] is Status.FAIL and "bad node" in got["node5"][0][1]
+    for node in ("node1", "node2", "node3", "node4", "node6", "node7", "node8"):
+        [(status, message)] = got[node]
+        assert status is Status.WARN, (node, message)
+    assert got["node1"][0][1] == ("all_reduce: the 8-node test failed (blamed: node5); this node's 2-node tests pass, "
+                                  "slow with node2: busbw 298.82 GB/s; node8: busbw 298.82 GB/s (warn below 300 GB/s)")
+
+
+def test_pair_tests_that_gave_no_result_are_not_said_to_pass():
+    got, log = run_multi([f"node{i}" for i in range(1, 5)], lambda a, b: "error")
+    assert len(log) == 5                       # the full test, then 2 ring rounds of 2 pairs
+    for node in got:
+        [(status, message)] = got[node]
+        assert status is Status.FAIL
+        assert message == ("all_reduce: 16 ranks in the output, expected 32 (4 nodes); no 2-node test gave a result; "
+                           "4 2-node tests could not be judged (node1+node2: could not start on node1 (exit 127): "
+                           "all_reduce_perf not found (nccl-tests not installed, or set binary_dir))")
+
+
+def test_a_variant_threshold_judges_that_variants_pair_tests():
+    want = NcclMulti(variants=["network_only"], busbw_gbps={"fail_below": 400},
+                     pair_busbw_gbps={"fail_below": 350}, variant_busbw_gbps={"network_only": {"fail_below": 250}})
+    assert want.pair_floor("network_only").fail_below == 250 and want.pair_floor("default").fail_below == 350
+    got, _ = run_multi([f"node{i}" for i in range(1, 9)], bad("node5"), variants=["network_only"],
+                       pair_busbw_gbps={"fail_below": 350}, variant_busbw_gbps={"network_only": {"fail_below": 250}})
+    assert got["node5"][0][0] is Status.FAIL and "bad node" in got["node5"][0][1]
+    assert all(got[n] == [(Status.PASS, "all_reduce (network only): the 8-node test failed; this node's 2-node "
+                                        "tests pass (blamed: node5)")] for n in got if n != "node5"), got
+
+
+def test_a_node_name_no_launcher_can_take_is_named_not_a_crash():
+    got, log = run_multi(["node1", "node2", "rack1/node3"], bad())
+    assert got["rack1/node3"] == [(Status.ERROR, "not in the test: the node name 'rack1/node3' cannot be passed "
+                                                 "to mpirun as a host name")]
+    assert [s for s, _ in got["node1"]] == [Status.PASS] and [s for s, _ in got["node2"]] == [Status.PASS]
+    assert [hosts for _, hosts, _ in log] == [("node1", "node2")]
+
+
+def test_the_full_test_is_not_started_when_its_probe_could_outlast_the_deadline():
+    # json auto: the usage check's 11 s come on top of test 300 + KILL 10 + slack 10, and 30 s stay reserved
+    got, log = run_multi(["node1", "node2"], bad(), deadline_s=300 + 20 + 30 + 5, json_report="auto",
+                         test_timeout_s=300)
+    assert log == []
+    assert all(v[0][0] is Status.SKIPPED and "the test may take 361 s" in v[0][1] for v in got.values()), got
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"pair_max_bytes": 8, "min_bytes": 64}, "pair_max_bytes (8) must be >= min_bytes (64)"),
+    ({"pair_max_bytes": "512M", "pair_busbw_gbps": {"fail_below": 1}},
+     "pair_max_bytes (512 MiB) is below plateau_min_bytes (1 GiB)"),
+])
+def test_bad_pair_parameters_say_what_is_wrong(params, words):
+    with pytest.raises(ValidationError) as e:
+        NcclMulti(**params)
+    assert words in str(e.value)

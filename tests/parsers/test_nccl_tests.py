@@ -4,7 +4,6 @@ nccl-tests'; arbitrary text and every truncation of a full run never crash."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.helpers import data, data_files
 from nodecheck.errors import ParseError
-from nodecheck.parsers.nccl_tests import (UNKNOWN_MAX, Measurement, NcclTestRun, RankDevice, SizeRow, Stage,
+from nodecheck.parsers.nccl_tests import (INFO_MAX, UNKNOWN_MAX, Measurement, NcclTestRun, RankDevice, SizeRow, Stage,
                                           human_bytes, parse_nccl_tests, parse_nccl_tests_json)
 
 A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"
@@ -454,16 +453,16 @@ def test_shuffled_real_lines_with_noise_never_crash(lines, noise):
         pass
 
 
-def test_512_rank_debug_log_parses_in_linear_time():
+def test_a_512_rank_debug_log_keeps_the_first_info_lines_and_counts_the_rest():
+    """Speed is measured by benchmarks/bench_nccl_parse.py; here: memory stays bounded."""
     ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {1000 + r:6d} on node{r // 8:03d} device {r % 8:2d} "
                     f"[0000:{r % 8:02x}:00] {H100}\n" for r in range(512))
     info = "".join(f"node{i % 64:03d}:{1000 + i % 512}:{2000 + i} [{i % 8}] NCCL INFO Channel {i % 32:02d}/0 : "
                    f"{i % 512}[{i % 8}] -> {(i + 1) % 512}[{(i + 1) % 8}] via P2P/IPC\n" for i in range(100_000))
     text = data(A3MEGA).replace("# Using devices\n", "# Using devices\n" + ranks + info)
-    started = time.perf_counter()
-    run = parse_nccl_tests(text)
-    assert time.perf_counter() - started < 5.0
-    assert len(run.log) == 100_000 and len(run.devices) == 528 and run.stage is Stage.DONE
+    run = parse_nccl_tests(text + "node001:1000:1000 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n")
+    assert run.log_count == 100_001 and len(run.log) == INFO_MAX + 1 and run.log[-1].level == "WARN"
+    assert len(run.devices) == 528 and run.stage is Stage.DONE
 
 
 # -- JSON ----------------------------------------------------------------------------------------
