@@ -8,6 +8,10 @@ come from the playbook's `env`, overridden by `--job-env FILE`, over what nodech
 sees on the node (the Slurm prolog's environment when nodecheck runs as the prolog). Every verdict
 names where its value came from.
 
+Here: the parameters, the probe script, the judges and the reachability test's orchestration. How
+NCCL and PyTorch read the variables is in nodecheck/ncclvars.py, the probe's output is read by
+nodecheck/parsers/ncclenv.py, and the reachability test's scripts are in nodecheck/probes/reachability.py.
+
 References (cited where used):
 - NCCL: docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html (NCCL_SOCKET_IFNAME,
   NCCL_SOCKET_FAMILY, NCCL_IB_HCA), and its src/misc/socket.cc (ncclFindInterfaces),
@@ -20,7 +24,6 @@ References (cited where used):
 from __future__ import annotations
 
 import math
-import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,33 +35,21 @@ from nodecheck.active import ActiveContext
 from nodecheck.errors import ParseError
 from nodecheck.jobenv import KEY
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.ncclvars import (ASYNC_MODES, ASYNC_VARS, BLOCKING_VARS, DEFAULT_MASTER_PORT, DEFAULT_TRACE_FILE, JOB,
+                                TORCH_BOOLS, TORCH_INTS, TRACE_BUFFER_VARS, TRACE_FILE_VARS, Env, NcclList,
+                                effective_env, first_set, parse_nccl_list, said, socket_family, strtoll, torch_bool,
+                                torch_int)
+from nodecheck.parsers.ncclenv import PROBE_NAME, Address, NodeFacts, RdmaPortState, first_line, parse_probe
 from nodecheck.parsers.sections import split_sections
-from nodecheck.parsers.versions import parse_nccl_conf
-from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
+from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
+                                           listener_directory, start_listener, stop_listener)
 from nodecheck.registry import check
 from nodecheck.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
-PROBE_NAME = "nccl_env"
-JOB, NODE = "job environment", "node environment"
-ETC_CONF = "/etc/nccl.conf"
-DEFAULT_MASTER_PORT = 29500                    # torchrun's and torch.distributed's default MASTER_PORT
 DEFAULT_MEMLOCK_FAIL_BELOW_KIB = 65536         # 64 MiB: below it even small RDMA registrations fail
-# c10d's DebugInfoWriter: getCvarString({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, "/tmp/nccl_trace_rank_");
-# PyTorch 2.9 renamed the variables (TORCH_FR_*), and the new names come first, as in getCvarString
-DEFAULT_TRACE_FILE = "/tmp/nccl_trace_rank_"
-TRACE_FILE_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
-TRACE_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
-# PyTorch still reads the names without TORCH_ (deprecated); the TORCH_ name wins when both are set
-ASYNC_VARS = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
-BLOCKING_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
-# TORCH_NCCL_ASYNC_ERROR_HANDLING's values, from PyTorch's documentation
-ASYNC_MODES = {"1": "abort the communicator and tear the process down",
-               "2": "abort the communicator only",
-               "3": "tear the process down without aborting the communicator"}
-READY_WAIT_S = 10                              # how long a listener may take to bind its ports
-LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>
 
 
 # --- parameters -------------------------------------------------------------------------------------
@@ -189,267 +180,6 @@ def probes(want: NcclEnv) -> list[Probe]:
     return [Probe(PROBE_NAME, ("sh", "-c", _SCRIPT, "sh", *args), timeout_s=20)]
 
 
-# --- reading the probe's output ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Address:
-    family: str                                # "inet" or "inet6"
-    cidr: str                                  # "10.0.0.1/24"
-
-
-@dataclass(frozen=True)
-class RdmaPortState:
-    ca: str
-    port: int
-    state: str                                 # "4: ACTIVE"
-    link_layer: str
-
-    @property
-    def active(self) -> bool:
-        return self.state.endswith("ACTIVE")
-
-    @property
-    def where(self) -> str:
-        return f"{self.ca}/{self.port}"
-
-    @property
-    def state_name(self) -> str:
-        return self.state.partition(": ")[2] or self.state     # "4: ACTIVE" -> "ACTIVE"
-
-
-@dataclass(frozen=True)
-class NcclConf:
-    """A file NCCL reads its variables from (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf)."""
-    path: str
-    settings: Mapping[str, str]
-    error: str = ""                            # why its lines could not be read ("" = read)
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    node_env: Mapping[str, str]
-    links: Mapping[str, str]                   # interface -> operstate ("up", "down", "unknown", ...)
-    addresses: Mapping[str, tuple[Address, ...]] | None   # None: `ip -o addr show` failed
-    addresses_error: str                       # why addresses is None
-    hcas: tuple[str, ...]
-    rdma_ports: Mapping[tuple[str, int], RdmaPortState]
-    memlock: str                               # `ulimit -l`: "unlimited" or KiB
-    python3: str                               # its path, "" when there is none
-    writable: Mapping[str, str]                # "default" / "job:NAME" / "node:NAME" -> "ok" or the reason
-    raw_links: str = ""
-    conf: tuple[NcclConf, ...] = ()            # the files NCCL reads, in its order (the first value wins)
-
-    @property
-    def interfaces(self) -> list[str]:
-        return sorted(set(self.links) | set(self.addresses or {}))
-
-
-_IP_LINE = re.compile(r"^\d+:\s+(\S+)\s+(\S+)\s+(\S+)")
-_SYSFS_PORT = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(state|link_layer)$")
-
-
-def parse_probe(text: str) -> NodeFacts:
-    sections = split_sections(text, PROBE_NAME)
-    required = {name: sections.require(name, PROBE_NAME)
-                for name in ("node_env", "links", "addrs", "hcas", "ib", "writable")}
-    for fact in ("memlock", "python3", "conf_path"):
-        if fact not in sections.facts:
-            raise ParseError(PROBE_NAME, f"probe output has no {fact!r} line", excerpt(text))
-    conf = tuple(_conf(path, sections.require(name, PROBE_NAME).text) for name, path in
-                 (("user.conf", sections.facts["conf_path"].strip()), ("nccl.conf", ETC_CONF)))
-    addrs = required["addrs"]
-    addresses, why = (_addresses(addrs.text), "") if addrs.rc == 0 else \
-        (None, f"`ip -o addr show` exited {addrs.rc}" + (f": {_first(addrs.text)}" if addrs.text.strip() else "")
-         + (" (iproute2 not installed)" if addrs.rc == 127 else ""))
-    return NodeFacts(_pairs(required["node_env"].text, "="), _links(required["links"].text), addresses, why,
-                     tuple(ln.strip() for ln in required["hcas"].text.splitlines() if ln.strip()),
-                     _rdma_ports(required["ib"].text), sections.facts["memlock"].strip(),
-                     sections.facts["python3"].strip(), _pairs(required["writable"].text, "\t"),
-                     required["links"].text, conf)
-
-
-def _conf(path: str, text: str) -> NcclConf:
-    try:
-        return NcclConf(path, parse_nccl_conf(text))
-    except ParseError as e:                    # judged as an error of its own; the rest is still judged
-        return NcclConf(path, {}, e.reason)
-
-
-def _pairs(text: str, sep: str) -> dict[str, str]:
-    found = {}
-    for line in text.splitlines():
-        key, has, value = line.partition(sep)
-        if not has or not key:
-            raise ParseError(PROBE_NAME, f"expected KEY{sep!r}VALUE, got {line!r}", text)
-        found[key] = value
-    return found
-
-
-def _links(text: str) -> dict[str, str]:
-    links = {}
-    for line in text.splitlines():
-        name, _, state = line.strip().partition(" ")
-        if not name or not state:
-            raise ParseError(PROBE_NAME, f"expected 'INTERFACE OPERSTATE', got {line!r}", text)
-        links[name] = state
-    return links
-
-
-def _addresses(text: str) -> dict[str, tuple[Address, ...]]:
-    """`ip -o addr show`: one address a line. Addresses the kernel does not use (a tentative or
-    duplicate IPv6 address) and ::1 (NCCL skips IPv6 loopback) are left out."""
-    found: dict[str, list[Address]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _IP_LINE.match(line)
-        if m is None:
-            raise ParseError("ip", "not `ip -o addr show` output", line)
-        name, family, cidr = m.groups()
-        found.setdefault(name, [])
-        words = line.split()
-        if family not in ("inet", "inet6") or "tentative" in words or "dadfailed" in words \
-                or cidr.startswith("::1/"):
-            continue
-        found[name].append(Address(family, cidr))
-    return {name: tuple(addrs) for name, addrs in found.items()}
-
-
-def _rdma_ports(text: str) -> dict[tuple[str, int], RdmaPortState]:
-    files: dict[tuple[str, int], dict[str, str]] = {}
-    for path, value in parse_sysfs_dump(text, "sysfs").items():
-        m = _SYSFS_PORT.match(path)
-        if m is None:
-            raise ParseError("sysfs", f"unexpected path {path}", text)
-        files.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = \
-            value if isinstance(value, str) else f"unreadable ({value.reason})"
-    return {key: RdmaPortState(key[0], key[1], f.get("state", "state unknown"), f.get("link_layer", ""))
-            for key, f in sorted(files.items())}
-
-
-def _first(text: str) -> str:
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-
-
-# --- the job's environment on a node ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Setting:
-    value: str
-    source: str                                # JOB or NODE
-
-
-Env = Mapping[str, Setting]
-
-
-def effective_env(job: Mapping[str, str], node: Mapping[str, str], use_node: bool,
-                  conf: Sequence[NcclConf] = ()) -> dict[str, Setting]:
-    """What the job sees: NCCL's conf files (NCCL_* only: NCCL sets them when it starts, without
-    overwriting, so the first file wins and any environment wins over them), the node's variables,
-    then the job's over them."""
-    env = {k: Setting(v, f.path) for f in reversed(conf) for k, v in f.settings.items() if k.startswith("NCCL_")}
-    env.update({k: Setting(v, NODE) for k, v in node.items()} if use_node else {})
-    env.update({k: Setting(v, JOB) for k, v in job.items()})
-    return env
-
-
-def said(env: Env, name: str) -> str:
-    """`NAME=value (job environment)` or `NAME unset`: every message says where its value came from."""
-    s = env.get(name)
-    return f"{name} unset" if s is None else f"{name}={s.value} ({s.source})"
-
-
-def _first_set(env: Env, names: Sequence[str]) -> tuple[str, Setting | None]:
-    for name in names:
-        if name in env:
-            return name, env[name]
-    return names[0], None
-
-
-# --- NCCL's interface lists (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) ----------------------------------------
-
-@dataclass(frozen=True)
-class NcclList:
-    """NCCL's list syntax: `^` excludes, then `=` matches names exactly; entries `prefix[:port]`."""
-    exclude: bool
-    exact: bool
-    entries: tuple[tuple[str, int | None], ...]
-
-    def matches(self, name: str, prefix: str) -> bool:
-        return name == prefix if self.exact else name.startswith(prefix)
-
-    def selects(self, name: str, port: int | None = None) -> bool:
-        """NCCL's `matchIfList(...) ^ searchNot`; a list without entries matches every name
-        (matchIfList: `if (listSize == 0) return true`), so `^` alone excludes them all."""
-        hit = not self.entries or any(self.matches(name, p) and (want is None or port is None or want == port)
-                                      for p, want in self.entries)
-        return hit != self.exclude
-
-
-def parse_nccl_list(value: str) -> NcclList:
-    """As NCCL's parseStringList: `,` separates, `:N` is a port (atoi), empty entries are skipped,
-    nothing is trimmed (a space is part of the name)."""
-    rest = value
-    exclude = rest.startswith("^")
-    rest = rest[1:] if exclude else rest
-    exact = rest.startswith("=")
-    rest = rest[1:] if exact else rest
-    entries = []
-    for part in rest.split(","):
-        name, colon, port = part.partition(":")
-        if name:
-            entries.append((name, _atoi(port) if colon else None))
-    return NcclList(exclude, exact, tuple(entries))
-
-
-def _atoi(text: str) -> int:
-    m = re.match(r"\s*([+-]?\d+)", text, re.ASCII)
-    return int(m.group(1)) if m else 0
-
-
-# --- how NCCL and PyTorch read numbers and switches ---------------------------------------------------
-
-_C_SPACE = " \t\n\v\f\r"
-
-
-def strtoll(text: str) -> int:
-    """NCCL's integer parameters (ncclLoadParam: `strtoll(str, nullptr, 0)`, what follows the number
-    is ignored, nothing to read is 0): "0x10" is 16, "010" is 8, "yes" is 0."""
-    m = re.match(rf"[{_C_SPACE}]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
-    if m is None:
-        return 0
-    digits = m.group(2)
-    value = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") \
-        else int(digits)
-    return -value if m.group(1) == "-" else value
-
-
-def torch_int(text: str) -> int | None:
-    """PyTorch's getCvarInt: std::stoi (leading white space, a sign, decimal digits; what follows is
-    ignored); None where stoi throws (no number, or out of int range) and PyTorch refuses the value."""
-    m = re.match(rf"[{_C_SPACE}]*([+-]?[0-9]+)", text)
-    if m is None:
-        return None
-    value = int(m.group(1))
-    return value if -2 ** 31 <= value < 2 ** 31 else None
-
-
-_TORCH_TRUE, _TORCH_FALSE = ("y", "yes", "1", "t", "true"), ("n", "no", "0", "f", "false")
-
-
-def torch_bool(text: str) -> bool | None:
-    """PyTorch's getCvarBool: y/yes/1/t/true or n/no/0/f/false in any case, nothing trimmed; None for
-    anything else, which PyTorch refuses."""
-    lowered = "".join(c.lower() if c.isascii() else c for c in text)     # std::tolower: ASCII only
-    return True if lowered in _TORCH_TRUE else False if lowered in _TORCH_FALSE else None
-
-
-# PyTorch reads every one of these that is set (the deprecated names too) when it creates the NCCL
-# process group, and a value it cannot read stops it there ("Invalid value for environment variable")
-TORCH_INTS = (*ASYNC_VARS, *TRACE_BUFFER_VARS)
-TORCH_BOOLS = (*BLOCKING_VARS, "TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_DUMP_ON_TIMEOUT")
-
-
 # --- judges (pure: facts and the environment in, verdicts out) --------------------------------------
 
 def judge_node(text: str, want: NcclEnv) -> list[Verdict]:
@@ -481,7 +211,7 @@ _AUTO = "it takes ib* first, and docker*, lo and virbr* only when nothing else i
 def socket_ifname(env: Env, facts: NodeFacts) -> list[Verdict]:
     """NCCL_SOCKET_IFNAME against the node's interfaces (ncclFindInterfaces)."""
     s = env.get("NCCL_SOCKET_IFNAME")
-    family = _family(env)
+    family = socket_family(env)
     raw = excerpt(facts.raw_links)
     if s is None or len(s.value) <= 1:         # NCCL: `if (env && strlen(env) > 1)`, else it picks
         return [_auto_interface(env, facts, family)]
@@ -570,12 +300,6 @@ def _auto_interface(env: Env, facts: NodeFacts, family: str | None) -> Verdict:
     return Verdict(Status.FAIL, f"{what}: no interface is up with an {_family_words(family)} address "
                    f"(interfaces: {_listing(facts)}): NCCL finds no socket interface and init fails",
                    "NCCL_SOCKET_IFNAME", {"auto": []}, excerpt=excerpt(facts.raw_links))
-
-
-def _family(env: Env) -> str | None:
-    """NCCL_SOCKET_FAMILY=AF_INET or AF_INET6 restricts the addresses NCCL considers (ncclEnvSocketFamily)."""
-    s = env.get("NCCL_SOCKET_FAMILY")
-    return {"AF_INET": "inet", "AF_INET6": "inet6"}.get(s.value) if s else None
 
 
 def _family_words(family: str | None) -> str:
@@ -678,8 +402,8 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
     ProcessGroupNCCL environment variables); NCCL itself has no timeout."""
     if level == "off":
         return []
-    name, handling = _first_set(env, ASYNC_VARS)
-    blocking_name, blocking = _first_set(env, BLOCKING_VARS)
+    name, handling = first_set(env, ASYNC_VARS)
+    blocking_name, blocking = first_set(env, BLOCKING_VARS)
     mode = str(torch_int(handling.value)) if handling is not None else None
     out = []
     if mode in ASYNC_MODES:
@@ -711,7 +435,7 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
 def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
     """The flight recorder keeps the last collectives and dumps them on a watchdog timeout: it needs
     TORCH_NCCL_TRACE_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1, and a writable dump directory."""
-    size_name, size = _first_set(env, TRACE_BUFFER_VARS)
+    size_name, size = first_set(env, TRACE_BUFFER_VARS)
     dump = env.get("TORCH_NCCL_DUMP_ON_TIMEOUT")
     settings = f"{said(env, size_name)}, {said(env, 'TORCH_NCCL_DUMP_ON_TIMEOUT')}"
     entries = torch_int(size.value) if size is not None else None
@@ -724,7 +448,7 @@ def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
                         "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "flight_recorder",
                         {size_name: size.value if size else None, "TORCH_NCCL_DUMP_ON_TIMEOUT":
                          dump.value if dump else None}, {size_name: "> 0", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"})]
-    file_name, file = _first_set(env, TRACE_FILE_VARS)
+    file_name, file = first_set(env, TRACE_FILE_VARS)
     if file is None or not file.value:
         prefix, label, where = DEFAULT_TRACE_FILE, "default", f"{DEFAULT_TRACE_FILE} (PyTorch's default)"
     else:
@@ -788,122 +512,6 @@ def nccl_env(ctx: ActiveContext, want: NcclEnv) -> Iterator[Grouped]:
 
 
 # --- reachability (active) --------------------------------------------------------------------------
-
-# The listener: binds each port on the node's address (never the wildcard: the simulated nodes share
-# one network namespace), says which ports it holds, then answers each connection with a line naming
-# this run, so a connection that reaches something else is not taken for ours. Python 3.4+.
-_LISTENER = r'''
-import errno, select, socket, sys
-tag, host, socks = sys.argv[1], sys.argv[2], []
-for port in sys.argv[3:]:
-    try:
-        family, kind, proto, _, addr = socket.getaddrinfo(host, int(port), 0, socket.SOCK_STREAM)[0]
-        s = socket.socket(family, kind, proto)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(addr)
-        s.listen(128)
-        socks.append(s)
-        print("@@nodecheck port %s listening" % port)
-    except OSError as e:
-        print("@@nodecheck port %s %s %s" % (port, "busy" if e.errno == errno.EADDRINUSE else "error", e.strerror or e))
-print("@@nodecheck bound")
-sys.stdout.flush()
-line = ("nodecheck %s\n" % tag).encode()
-while socks:
-    for s in select.select(socks, [], [])[0]:
-        try:
-            c = s.accept()[0]
-            c.sendall(line)
-            c.close()
-        except OSError:
-            pass
-'''
-
-# $1 limit (s, the listener's own timeout)  $2 ready wait (s)  $3 directory name  $4 listener source
-# then the listener's arguments: TAG ADDRESS PORT...
-_START = r'''
-limit=$1; ready_wait=$2; dir=${TMPDIR:-/tmp}/nodecheck-reach.$3; src=$4; shift 4
-command -v python3 >/dev/null 2>&1 || { echo "@@nodecheck nopython"; exit 0; }
-command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the listener" >&2; exit 127; }
-mkdir -m 700 "$dir" || { echo "cannot create $dir" >&2; exit 70; }
-# its own session (the stop step kills the group) and its own timeout (a lost nodecheck leaves nothing
-# behind: a listener that ran into its timeout was never stopped, so it removes its directory itself);
-# --foreground keeps timeout in that group (else it makes its own and outlives the kill)
-setsid sh -c 'd=$1; l=$2; s=$3; shift 3; timeout --foreground -k 2 "$l" python3 -u -c "$s" "$@" >"$d/out" 2>"$d/err" </dev/null; rc=$?; echo $rc >"$d/rc"; case $rc in 124|137) rm -rf "$d" ;; esac' \
-  sh "$dir" "$limit" "$src" "$@" </dev/null >/dev/null 2>&1 &
-echo $! >"$dir/pid"
-end=$(( $(date +%s) + ready_wait ))
-while :; do
-  if grep -q '^@@nodecheck bound' "$dir/out" 2>/dev/null; then state=ready; break; fi
-  if [ -e "$dir/rc" ]; then state="exited $(cat "$dir/rc")"; break; fi
-  if [ "$(date +%s)" -ge "$end" ]; then state=notready; break; fi
-  sleep 0.05
-done
-cat "$dir/out" 2>/dev/null
-echo "@@nodecheck $state"
-echo "@@nodecheck begin stderr"; cat "$dir/err" 2>/dev/null; echo "@@nodecheck end stderr rc=0"
-'''
-
-# The client: every target at once, each within the connect timeout; one result line per target.
-_CONNECT = r'''
-import errno, socket, sys, threading
-tag, limit, args = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-targets = [(args[i], int(args[i + 1])) for i in range(0, len(args) - 1, 2)]
-want = ("nodecheck %s" % tag).encode()
-results = ["error no result"] * len(targets)
-def test(i, host, port):
-    try:
-        s = socket.create_connection((host, port), timeout=limit)
-    except socket.timeout:
-        results[i] = "timeout"
-        return
-    except OSError as e:
-        kind = {errno.ECONNREFUSED: "refused", errno.EHOSTUNREACH: "unreachable",
-                errno.ENETUNREACH: "unreachable"}.get(e.errno, "error")
-        results[i] = "%s %s" % (kind, e.strerror or e)
-        return
-    try:
-        got = b""
-        while b"\n" not in got and len(got) < 200:
-            chunk = s.recv(200)
-            if not chunk:
-                break
-            got += chunk
-        results[i] = "ok" if got.strip() == want else "other %r" % got[:80]
-    except socket.timeout:
-        results[i] = "silent"
-    except OSError as e:
-        results[i] = "error %s" % (e.strerror or e)
-    finally:
-        s.close()
-threads = [threading.Thread(target=test, args=(i, h, p)) for i, (h, p) in enumerate(targets)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-for i, r in enumerate(results):
-    print("@@nodecheck conn %d %s" % (i, r))
-'''
-
-# $1 directory name. Kills the listener's process group (dash's kill wants `-s SIGNAL -- -PGID`).
-_COLLECT = r'''
-dir=${TMPDIR:-/tmp}/nodecheck-reach.$1
-[ -d "$dir" ] || { echo "@@nodecheck nodir"; exit 0; }
-pid=$(cat "$dir/pid" 2>/dev/null)
-if [ -n "$pid" ] && [ ! -e "$dir/rc" ] && kill -s 0 -- "-$pid" 2>/dev/null; then
-  echo "@@nodecheck alive"
-  kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.2; kill -s KILL -- "-$pid" 2>/dev/null
-else
-  echo "@@nodecheck exited $(cat "$dir/rc" 2>/dev/null)"
-  echo "@@nodecheck begin stderr"; cat "$dir/err" 2>/dev/null; echo "@@nodecheck end stderr rc=0"
-fi
-rm -rf "$dir"
-'''
-
-_PORT_LINE = re.compile(r"^@@nodecheck port (\d+) (listening|busy|error) ?(.*)$", re.M)
-_CONN_LINE = re.compile(r"^@@nodecheck conn (\d+) (\S+) ?(.*)$", re.M)
-
-
 
 @dataclass(frozen=True)
 class Target:
@@ -1037,10 +645,8 @@ def _master(ctx: ActiveContext, order: Sequence[str], env: Env) -> tuple[Master 
 
 
 def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_s: float) -> Listener:
-    address = ctx.nodes[node].address
-    probe = Probe(f"{PROBE_NAME}.listen", ("sh", "-c", _START, "sh", str(math.ceil(limit_s)), str(READY_WAIT_S),
-                                           _dir(tag, node), _LISTENER, tag, address, *map(str, ports)),
-                  timeout_s=READY_WAIT_S + 10)
+    probe = start_listener(f"{PROBE_NAME}.listen", listener_directory(tag, node), limit_s, tag,
+                           ctx.nodes[node].address, ports)
     out = ctx.run(node, probe)
     listener = Listener(node)
     text = out.stdout
@@ -1050,7 +656,7 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
         listener.problem = Verdict(Status.ERROR, f"cannot test reachability: no python3 on {node}", "reachability")
     elif "\n@@nodecheck ready" not in "\n" + text:
         stderr = split_sections(text, PROBE_NAME).get("stderr")
-        why = _first(stderr.text) if stderr else ""
+        why = first_line(stderr.text) if stderr else ""
         state = next((ln[len("@@nodecheck "):] for ln in text.splitlines()
                       if ln.startswith(("@@nodecheck exited", "@@nodecheck notready"))), "gave no state")
         if state == "exited 127":
@@ -1062,9 +668,7 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
         listener.problem = Verdict(Status.ERROR, message + (f": {why}" if why else ""), "reachability",
                                    excerpt=excerpt(text))
     else:
-        for m in _PORT_LINE.finditer(text):
-            listener.ports[int(m.group(1))] = m.group(2) if m.group(2) == "listening" else \
-                f"{m.group(2)}: {m.group(3)}"
+        listener.ports.update(listened_ports(text))
         for port in ports:                     # a port it did not speak of is not taken as tested
             listener.ports.setdefault(port, "error: the listener did not say whether it holds it")
     return listener
@@ -1072,8 +676,7 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
 
 def _stop(ctx: ActiveContext, node: str, tag: str) -> str:
     """Kills the listener; "" when it was still listening, else how it had ended."""
-    out = ctx.run(node, Probe(f"{PROBE_NAME}.listen-stop", ("sh", "-c", _COLLECT, "sh", _dir(tag, node)),
-                              timeout_s=10), cleanup=True)
+    out = ctx.run(node, stop_listener(f"{PROBE_NAME}.listen-stop", listener_directory(tag, node)), cleanup=True)
     if out.outcome is not Outcome.EXITED:
         return f"its state is unknown: the stop step {out.outcome.value}"
     if "@@nodecheck alive" in out.stdout:
@@ -1081,10 +684,6 @@ def _stop(ctx: ActiveContext, node: str, tag: str) -> str:
     state = next((ln[len("@@nodecheck "):] for ln in out.stdout.splitlines()
                   if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir"))), "gone")
     return "its directory was gone" if state == "nodir" else state
-
-
-def _dir(tag: str, node: str) -> str:
-    return f"{tag}.{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}"
 
 
 def _step_failed(out: Capture, what: str) -> Verdict:
@@ -1095,7 +694,7 @@ def _step_failed(out: Capture, what: str) -> Verdict:
                        excerpt=excerpt(out.stdout + out.stderr))
     if out.outcome is Outcome.UNREACHABLE:
         return Verdict(Status.UNREACHABLE, f"{what}: unreachable: {out.detail}", "reachability")
-    first = _first(out.stderr) or _first(out.stdout) or out.detail or "no output"
+    first = first_line(out.stderr) or first_line(out.stdout) or out.detail or "no output"
     how = f"exited {out.exit_code}" if out.exit_code is not None else out.outcome.value
     return Verdict(Status.ERROR, f"{what} {how}: {first}", "reachability", excerpt=excerpt(out.stderr + out.stdout))
 
@@ -1148,10 +747,8 @@ def _port_problem(ctx: ActiveContext, node: str, port: int, state: str, connecto
 
 
 def _connect(ctx: ActiveContext, node: str, tag: str, targets: Sequence[Target], want: NcclEnv) -> Capture:
-    ct = want.reachability.connect_timeout_s
-    words = [w for t in targets for w in (ctx.nodes[t.node].address, str(t.port))]
-    probe = Probe(f"{PROBE_NAME}.connect", ("python3", "-c", _CONNECT, tag, fmt(ct), *words),
-                  timeout_s=2 * ct + 10)
+    probe = connect_to_listeners(f"{PROBE_NAME}.connect", tag, want.reachability.connect_timeout_s,
+                                 [(ctx.nodes[t.node].address, t.port) for t in targets])
     return ctx.run(node, probe)
 
 
@@ -1163,7 +760,7 @@ def _judge_connections(node: str, targets: Sequence[Target], out: Capture, liste
     if out.outcome is not Outcome.EXITED or out.exit_code != 0:
         yield (node,), _step_failed(out, f"cannot test reachability from {node}: the connection test")
         return
-    results = {int(m.group(1)): (m.group(2), m.group(3)) for m in _CONN_LINE.finditer(out.stdout)}
+    results = connection_results(out.stdout)
     ct = fmt(want.reachability.connect_timeout_s)
     reached = []
     for i, t in enumerate(targets):

@@ -1,8 +1,6 @@
-"""nccl.env: the per-node judges on constructed probe outputs, and the reachability test against a
-scripted cluster (no SSH): each step answers what the real listener and client scripts print.
-
-The `ip -o addr show` lines follow iproute2 6.1's output on this build machine (one address a line,
-the `\\` that stands for the folded lifetime line); the sysfs lines follow the probe's `sysfs_dump`."""
+"""nccl.env: the per-node judges on constructed probe outputs (tests/parsers/test_ncclenv.py builds
+them), and the reachability test against a scripted cluster (no SSH): each step answers what the real
+listener and client scripts print."""
 from __future__ import annotations
 
 import socket
@@ -15,43 +13,15 @@ from pydantic import ValidationError
 
 from nodecheck.active import ActiveContext, CommandRunner
 from nodecheck.checks import nccl_env as ne
-from nodecheck.checks.nccl_env import NcclEnv, judge_node, parse_nccl_list, parse_probe
+from nodecheck.checks.nccl_env import NcclEnv, judge_node
 from nodecheck.model import Capture, Node, Outcome, Status
+from nodecheck.ncclvars import parse_nccl_list, strtoll, torch_bool, torch_int
+from nodecheck.parsers.ncclenv import parse_probe
+from nodecheck.probes import reachability
+from tests.parsers.test_ncclenv import LIFETIME, output
 
-LIFETIME = "\\       valid_lft forever preferred_lft forever"
-IP_ADDRS = "".join(f"{line}{LIFETIME}\n" for line in (
-    "1: lo    inet 127.0.0.1/8 scope host lo",
-    "1: lo    inet6 ::1/128 scope host ",
-    "2: eth0    inet 10.1.0.17/16 brd 10.1.255.255 scope global eth0",
-    "2: eth0    inet6 fe80::5054:ff:fe12:3417/64 scope link ",
-    "3: docker0    inet 172.17.0.1/16 brd 172.17.255.255 scope global docker0",
-    "5: ib0    inet 10.2.0.17/16 brd 10.2.255.255 scope global ib0",
-    "5: ib0    inet6 fe80::ba3f:d203:77:4a01/64 scope link tentative "))
-LINKS = "docker0 down\neth0 up\neth1 up\nib0 up\nlo unknown\n"
-IB = "".join(f"/sys/class/infiniband/{ca}/ports/{port}/{name}\t{value}\n" for ca, port, name, value in (
-    ("mlx5_0", 1, "state", "4: ACTIVE"), ("mlx5_0", 1, "link_layer", "InfiniBand"),
-    ("mlx5_1", 1, "state", "1: DOWN"), ("mlx5_1", 1, "link_layer", "InfiniBand"),
-    ("mlx5_2", 1, "state", "4: ACTIVE"), ("mlx5_2", 1, "link_layer", "Ethernet")))
 UNWRITABLE = ("!mktemp: failed to create file via template '/scratch/fr/.nodecheck-write-test.XXXXXX': "
               "No such file or directory")
-
-
-def output(node_env: str = "", links: str = LINKS, addrs: str = IP_ADDRS, addrs_rc: int = 0,
-           hcas: str = "mlx5_0\nmlx5_1\nmlx5_2\n", ib: str = IB, memlock: str = "unlimited",
-           python3: str = "/usr/bin/python3", writable: str = "default\tok\n", user_conf: str = "",
-           etc_conf: str = "", conf_path: str = "/root/.nccl.conf") -> str:
-    """What the nccl_env probe prints on a node."""
-    return (f"@@nodecheck conf_path {conf_path}\n@@nodecheck begin user.conf\n{user_conf}"
-            f"@@nodecheck end user.conf rc=0\n@@nodecheck begin nccl.conf\n{etc_conf}@@nodecheck end nccl.conf rc=0\n"
-            f"@@nodecheck begin node_env\n{node_env}@@nodecheck end node_env rc=0\n"
-            f"@@nodecheck begin links\n{links}@@nodecheck end links rc=0\n"
-            f"@@nodecheck begin addrs\n{addrs}@@nodecheck end addrs rc={addrs_rc}\n"
-            f"@@nodecheck begin hcas\n{hcas}@@nodecheck end hcas rc=0\n"
-            f"@@nodecheck begin ib\n{ib}@@nodecheck end ib rc=0\n"
-            f"@@nodecheck memlock {memlock}\n@@nodecheck python3 {python3}\n"
-            f"@@nodecheck begin writable\n{writable}@@nodecheck end writable rc=0\n")
-
-
 GOOD_ENV = {"NCCL_SOCKET_IFNAME": "=ib0", "NCCL_IB_HCA": "mlx5_0:1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
             "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
 
@@ -63,21 +33,6 @@ def judged(text: str = None, subject: str | None = None, **params) -> list[tuple
 
 
 # --- the probe output --------------------------------------------------------------------------------
-
-def test_the_probe_output_is_read_into_facts():
-    facts = parse_probe(output(node_env="NCCL_DEBUG=INFO\nMASTER_ADDR=node1\n"))
-    assert facts.node_env == {"NCCL_DEBUG": "INFO", "MASTER_ADDR": "node1"}
-    assert facts.links == {"docker0": "down", "eth0": "up", "eth1": "up", "ib0": "up", "lo": "unknown"}
-    # ::1 (NCCL skips IPv6 loopback) and a tentative address are not usable addresses
-    assert {n: [a.cidr for a in addrs] for n, addrs in facts.addresses.items()} == {
-        "lo": ["127.0.0.1/8"], "eth0": ["10.1.0.17/16", "fe80::5054:ff:fe12:3417/64"],
-        "docker0": ["172.17.0.1/16"], "ib0": ["10.2.0.17/16"]}
-    assert facts.hcas == ("mlx5_0", "mlx5_1", "mlx5_2")
-    assert [(p.where, p.state, p.link_layer, p.active) for p in facts.rdma_ports.values()] == [
-        ("mlx5_0/1", "4: ACTIVE", "InfiniBand", True), ("mlx5_1/1", "1: DOWN", "InfiniBand", False),
-        ("mlx5_2/1", "4: ACTIVE", "Ethernet", True)]
-    assert (facts.memlock, facts.python3, dict(facts.writable)) == ("unlimited", "/usr/bin/python3", {"default": "ok"})
-
 
 def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on_the_node():
     want = NcclEnv(env={"TORCH_FR_DUMP_TEMP_FILE": "/nonexistent-nodecheck/fr_",
@@ -155,17 +110,6 @@ def test_an_output_without_a_section_or_with_a_strange_ip_line_is_an_error_not_a
     assert v.excerpt == 'Object "addr" is unknown, try "ip help".'
     [v] = judge_node(output().replace("@@nodecheck memlock unlimited\n", ""), NcclEnv())
     assert v.message == "cannot read the nccl_env output: probe output has no 'memlock' line"
-
-
-@pytest.mark.parametrize("value, exclude, exact, entries", [
-    ("mlx5_0:1,mlx5_1", False, False, (("mlx5_0", 1), ("mlx5_1", None))),
-    ("^=docker0,lo", True, True, (("docker0", None), ("lo", None))),
-    ("=eth0,,eth1:", False, True, (("eth0", None), ("eth1", 0))),     # empty entries skipped; atoi("") = 0
-    ("eth0, eth1", False, False, (("eth0", None), (" eth1", None))),   # NCCL trims nothing
-])
-def test_nccl_list_syntax_is_read_as_parseStringList_does(value, exclude, exact, entries):
-    spec = parse_nccl_list(value)
-    assert (spec.exclude, spec.exact, spec.entries) == (exclude, exact, entries)
 
 
 def test_a_list_without_entries_matches_every_name_as_nccls_matchIfList_does():
@@ -365,7 +309,7 @@ def test_ib_disabled_is_not_judged_against_the_hcas():
     assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "mlx5_9", "NCCL_IB_DISABLE": "0x1"})[0][1].startswith(
         "NCCL_IB_DISABLE=0x1 (job environment): NCCL does not use")
     assert judged(subject="NCCL_IB_HCA", env={"NCCL_IB_HCA": "mlx5_9", "NCCL_IB_DISABLE": "yes"})[0][0] == "fail"
-    assert [ne.strtoll(v) for v in ("1", " 2x", "010", "0x1f", "-3", "yes", "", "0")] == [1, 2, 8, 31, -3, 0, 0, 0]
+    assert [strtoll(v) for v in ("1", " 2x", "010", "0x1f", "-3", "yes", "", "0")] == [1, 2, 8, 31, -3, 0, 0, 0]
 
 
 # --- collective timeouts -------------------------------------------------------------------------------
@@ -407,8 +351,8 @@ def test_pytorch_switches_are_read_as_pytorch_reads_them():
                                  env={"TORCH_NCCL_ENABLE_MONITORING": "false"})] == ["warn"]
     assert judged(subject="flight_recorder", env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
                                                   "TORCH_NCCL_DUMP_ON_TIMEOUT": "yes"})[0][0] == "pass"
-    assert [ne.torch_bool(v) for v in ("Y", "no", "T", " 1", "on", "")] == [True, False, True, None, None, None]
-    assert [ne.torch_int(v) for v in ("2000", " -1", "3abc", "abc", "²", "99999999999")] == [
+    assert [torch_bool(v) for v in ("Y", "no", "T", " 1", "on", "")] == [True, False, True, None, None, None]
+    assert [torch_int(v) for v in ("2000", " -1", "3abc", "abc", "²", "99999999999")] == [
         2000, -1, 3, None, None, None]
 
 
@@ -760,7 +704,7 @@ def test_a_listener_never_stopped_ends_at_its_own_timeout_and_removes_its_direct
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = ("sh", "-c", ne._START, "sh", "1", "5", "t1.node1", ne._LISTENER, "t1", "127.0.0.1", str(port))
+    argv = ("sh", "-c", reachability._START, "sh", "1", "5", "t1.node1", reachability._LISTENER, "t1", "127.0.0.1", str(port))
     run = subprocess.run(argv, capture_output=True, text=True, timeout=20,
                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
     assert f"@@nodecheck port {port} listening" in run.stdout and "@@nodecheck ready" in run.stdout

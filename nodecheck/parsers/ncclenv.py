@@ -1,0 +1,163 @@
+"""The nccl_env probe's output: what a node offers a job's NCCL (interfaces, addresses, RDMA ports,
+the conf files NCCL reads), the NCCL_*/TORCH_*/MASTER_* variables its session sees, ulimit -l,
+python3 and which flight-recorder dump directories are writable.
+
+Sections and facts of nodecheck's `@@nodecheck` framing (parsers/sections.py); the script that prints
+them is in checks/nccl_env.py.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from nodecheck.errors import ParseError
+from nodecheck.model import excerpt
+from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.sysfs import parse_sysfs_dump
+from nodecheck.parsers.versions import parse_nccl_conf
+
+PROBE_NAME = "nccl_env"
+ETC_CONF = "/etc/nccl.conf"
+
+
+@dataclass(frozen=True)
+class Address:
+    family: str                                # "inet" or "inet6"
+    cidr: str                                  # "10.0.0.1/24"
+
+
+@dataclass(frozen=True)
+class RdmaPortState:
+    ca: str
+    port: int
+    state: str                                 # "4: ACTIVE"
+    link_layer: str
+
+    @property
+    def active(self) -> bool:
+        return self.state.endswith("ACTIVE")
+
+    @property
+    def where(self) -> str:
+        return f"{self.ca}/{self.port}"
+
+    @property
+    def state_name(self) -> str:
+        return self.state.partition(": ")[2] or self.state     # "4: ACTIVE" -> "ACTIVE"
+
+
+@dataclass(frozen=True)
+class NcclConf:
+    """A file NCCL reads its variables from (NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf)."""
+    path: str
+    settings: Mapping[str, str]
+    error: str = ""                            # why its lines could not be read ("" = read)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    node_env: Mapping[str, str]
+    links: Mapping[str, str]                   # interface -> operstate ("up", "down", "unknown", ...)
+    addresses: Mapping[str, tuple[Address, ...]] | None   # None: `ip -o addr show` failed
+    addresses_error: str                       # why addresses is None
+    hcas: tuple[str, ...]
+    rdma_ports: Mapping[tuple[str, int], RdmaPortState]
+    memlock: str                               # `ulimit -l`: "unlimited" or KiB
+    python3: str                               # its path, "" when there is none
+    writable: Mapping[str, str]                # "default" / "job:NAME" / "node:NAME" -> "ok" or the reason
+    raw_links: str = ""
+    conf: tuple[NcclConf, ...] = ()            # the files NCCL reads, in its order (the first value wins)
+
+    @property
+    def interfaces(self) -> list[str]:
+        return sorted(set(self.links) | set(self.addresses or {}))
+
+
+_IP_LINE = re.compile(r"^\d+:\s+(\S+)\s+(\S+)\s+(\S+)")
+_SYSFS_PORT = re.compile(r"^/sys/class/infiniband/([^/]+)/ports/(\d+)/(state|link_layer)$")
+
+
+def parse_probe(text: str) -> NodeFacts:
+    sections = split_sections(text, PROBE_NAME)
+    required = {name: sections.require(name, PROBE_NAME)
+                for name in ("node_env", "links", "addrs", "hcas", "ib", "writable")}
+    for fact in ("memlock", "python3", "conf_path"):
+        if fact not in sections.facts:
+            raise ParseError(PROBE_NAME, f"probe output has no {fact!r} line", excerpt(text))
+    conf = tuple(_conf(path, sections.require(name, PROBE_NAME).text) for name, path in
+                 (("user.conf", sections.facts["conf_path"].strip()), ("nccl.conf", ETC_CONF)))
+    addrs = required["addrs"]
+    addresses, why = (_addresses(addrs.text), "") if addrs.rc == 0 else \
+        (None, f"`ip -o addr show` exited {addrs.rc}" + (f": {first_line(addrs.text)}" if addrs.text.strip() else "")
+         + (" (iproute2 not installed)" if addrs.rc == 127 else ""))
+    return NodeFacts(_pairs(required["node_env"].text, "="), _links(required["links"].text), addresses, why,
+                     tuple(ln.strip() for ln in required["hcas"].text.splitlines() if ln.strip()),
+                     _rdma_ports(required["ib"].text), sections.facts["memlock"].strip(),
+                     sections.facts["python3"].strip(), _pairs(required["writable"].text, "\t"),
+                     required["links"].text, conf)
+
+
+def _conf(path: str, text: str) -> NcclConf:
+    try:
+        return NcclConf(path, parse_nccl_conf(text))
+    except ParseError as e:                    # judged as an error of its own; the rest is still judged
+        return NcclConf(path, {}, e.reason)
+
+
+def _pairs(text: str, sep: str) -> dict[str, str]:
+    found = {}
+    for line in text.splitlines():
+        key, has, value = line.partition(sep)
+        if not has or not key:
+            raise ParseError(PROBE_NAME, f"expected KEY{sep!r}VALUE, got {line!r}", text)
+        found[key] = value
+    return found
+
+
+def _links(text: str) -> dict[str, str]:
+    links = {}
+    for line in text.splitlines():
+        name, _, state = line.strip().partition(" ")
+        if not name or not state:
+            raise ParseError(PROBE_NAME, f"expected 'INTERFACE OPERSTATE', got {line!r}", text)
+        links[name] = state
+    return links
+
+
+def _addresses(text: str) -> dict[str, tuple[Address, ...]]:
+    """`ip -o addr show`: one address a line. Addresses the kernel does not use (a tentative or
+    duplicate IPv6 address) and ::1 (NCCL skips IPv6 loopback) are left out."""
+    found: dict[str, list[Address]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _IP_LINE.match(line)
+        if m is None:
+            raise ParseError("ip", "not `ip -o addr show` output", line)
+        name, family, cidr = m.groups()
+        found.setdefault(name, [])
+        words = line.split()
+        if family not in ("inet", "inet6") or "tentative" in words or "dadfailed" in words \
+                or cidr.startswith("::1/"):
+            continue
+        found[name].append(Address(family, cidr))
+    return {name: tuple(addrs) for name, addrs in found.items()}
+
+
+def _rdma_ports(text: str) -> dict[tuple[str, int], RdmaPortState]:
+    files: dict[tuple[str, int], dict[str, str]] = {}
+    for path, value in parse_sysfs_dump(text, "sysfs").items():
+        m = _SYSFS_PORT.match(path)
+        if m is None:
+            raise ParseError("sysfs", f"unexpected path {path}", text)
+        files.setdefault((m.group(1), int(m.group(2))), {})[m.group(3)] = \
+            value if isinstance(value, str) else f"unreadable ({value.reason})"
+    return {key: RdmaPortState(key[0], key[1], f.get("state", "state unknown"), f.get("link_layer", ""))
+            for key, f in sorted(files.items())}
+
+
+def first_line(text: str) -> str:
+    """The first line that is not blank, stripped ("" when there is none)."""
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
