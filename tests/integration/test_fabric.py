@@ -15,29 +15,13 @@ import pytest
 from harness.scenarios import (IB_CAS, IBSTAT_HEALTHY, Fabric, Missing, Replay, RocePort, Script, apply,
                                ib_counters)
 
+from integration.runs import results, run_checks
+
 pytestmark = pytest.mark.integration
 
 
-def nodecheck(*args, timeout=180):
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
-                          timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
-
-
 def run(cluster, tmp_path, book: str, nodes: str, *extra):
-    (tmp_path / "book.yml").write_text("version: 1\nchecks:\n" + book)
-    code, out, err, wall = nodecheck("run", str(cluster.inventory_path), "--playbook", str(tmp_path / "book.yml"),
-                                     "--nodes", nodes, "--format", "json",
-                                     "--output-dir", str(tmp_path / "reports"), *extra)
-    assert code != 64, err
-    return code, json.loads(out), wall
-
-
-def results(doc, check: str) -> dict[str, list[tuple[str, str]]]:
-    """{node: [(status, message)]} of one check."""
-    return {n["node"]: [(r["status"], r["message"]) for r in n["results"] if r["check"] == check]
-            for n in doc["nodes"]}
+    return run_checks(cluster, tmp_path, book, nodes, *extra)
 
 
 def ib_nodes(cluster, n: int, link_down: str | None = None, **fabric) -> dict:

@@ -4,14 +4,10 @@ set per node by the scenario. One slow node among 8 is named, a corrupting node 
 kinds are classified, and the single-node test judges every node on its own."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
-
 import pytest
 
 from harness.scenarios import Nccl, apply
+from integration.runs import results, run_checks
 
 pytestmark = pytest.mark.integration
 
@@ -30,25 +26,8 @@ SINGLE = """  nccl.allreduce_single:
 """
 
 
-def nodecheck(*args, timeout=240):
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
-                          timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
-
-
 def run(cluster, tmp_path, book: str, nodes: str = "node[1-8]", *extra):
-    (tmp_path / "book.yml").write_text("version: 1\ndeadline_s: 200\nchecks:\n" + book)
-    code, out, err, wall = nodecheck("run", str(cluster.inventory_path), "--playbook", str(tmp_path / "book.yml"),
-                                     "--nodes", nodes, "--format", "json",
-                                     "--output-dir", str(tmp_path / "reports"), *extra)
-    assert code != 64, err
-    return code, json.loads(out), wall
-
-
-def results(doc, check: str) -> dict[str, list[tuple[str, str]]]:
-    return {n["node"]: [(r["status"], r["message"]) for r in n["results"] if r["check"] == check]
-            for n in doc["nodes"]}
+    return run_checks(cluster, tmp_path, book, nodes, *extra, deadline_s=200)
 
 
 def multi(launcher: str = "mpirun", timeout: int = 6) -> str:
