@@ -17,6 +17,9 @@ from nodecheck.transport import Session, Transport
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
 MIN_STEP_S = 0.5                               # less time than this left: the step is SKIPPED, not tried
+# what an active check leaves of the deadline for the probes that read again after the active checks
+# (ib.counters' second read): a step that would eat into it is not started
+AFTER_RESERVE_S = 30
 
 
 def _close(session: Session) -> None:

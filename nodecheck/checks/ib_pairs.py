@@ -19,7 +19,7 @@ from typing import Iterator, Literal, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck import pairs as planner
-from nodecheck.active import ActiveContext
+from nodecheck.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.errors import ParseError
 from nodecheck.model import Capture, Outcome, Status, Verdict, excerpt, worst
@@ -170,10 +170,6 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         ctx.extras["incomplete"] = list(cut.values())
     yield from _verdicts(usable, tests, blame, list(cut.values()))
     yield from _untested(usable, ports, tests, want)
-
-
-# time kept back for the probes that read again after the active checks (ib.counters' second read)
-AFTER_RESERVE_S = 30
 
 
 def _round_needs(want: IbPairs, waves: int = 1) -> float:

@@ -18,7 +18,7 @@ from typing import Annotated, Iterator, Literal, Mapping, Optional
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from nodecheck import pairs as planner
-from nodecheck.active import ActiveContext
+from nodecheck.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.crossnode import fold
 from nodecheck.errors import ParseError
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
@@ -411,8 +411,6 @@ def _missing(capture: Capture) -> list[str]:
     return [line.split()[2] for line in capture.stdout.splitlines() if line.startswith("@@nodecheck missing ")]
 
 
-# time kept back for the probes that read again after the active checks (ib.counters' second read)
-AFTER_RESERVE_S = 30
 
 
 @check("nccl.allreduce_multi", probes=multi_probes, params=NcclMulti, scope="active")
