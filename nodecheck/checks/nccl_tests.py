@@ -216,9 +216,12 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         if rc == 127:
             return RunVerdict(Status.ERROR, f"{what}: {_first_line(test.text) or 'command not found (exit 127)'}",
                                {"exit_code": rc}, excerpt(test.text))
-        return RunVerdict(Status.ERROR if rc == 0 else Status.FAIL,
-                           f"{what}: cannot read the output ({note}), exit {rc}", {"exit_code": rc},
-                           excerpt(test.text))
+        # no nccl-tests line at all: the launcher or the binary refused to start (mpirun as root, a
+        # bad option, a library missing). Nothing was measured, so nothing is judged: ERROR, and a
+        # multi-node run is not "localized" onto healthy nodes
+        said = _said(test.text)
+        return RunVerdict(Status.ERROR, f"{what}: no nccl-tests output, exit {rc}" + (f": {said}" if said else ""),
+                          {"exit_code": rc, "parse_error": note}, excerpt(test.text))
     observed = _observed(run, rc)
     tail = excerpt(test.text[-4000:]) if len(test.text) > 4000 else test.text
     wrong = [(r.size, sum(m.wrong or 0 for m in (r.out_of_place, r.in_place) if m is not None))
@@ -357,6 +360,11 @@ def _ranges(ranks: list[int]) -> str:
 
 def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _said(text: str) -> str:
+    """The first line that says something: not blank, not a banner rule ('-----')."""
+    return next((ln.strip() for ln in text.splitlines() if any(ch.isalnum() for ch in ln)), "")
 
 
 def subject(collective: str, variant: str) -> str:

@@ -100,7 +100,15 @@ def test_output_that_is_not_nccl_tests_is_an_error_not_a_pass():
     v = judge("sh: 1: all_reduce_perf: not found\n", rc=127)
     assert v.status is Status.ERROR and "not found" in v.message
     garbage = judge("Segmentation fault\n", rc=0)
-    assert garbage.status is Status.ERROR and garbage.message.startswith("all_reduce: cannot read the output")
+    assert garbage.status is Status.ERROR and garbage.message.startswith("all_reduce: no nccl-tests output")
+
+
+def test_a_launcher_that_refuses_to_start_is_an_error_that_quotes_it_not_a_failure():
+    refusal = ("-" * 74 + "\nmpirun has detected an attempt to run as root.\nRunning at root is *strongly* "
+               "discouraged\n" + "-" * 74 + "\n")
+    v = judge(refusal, rc=1)
+    assert v.status is Status.ERROR
+    assert v.message.endswith("exit 1: mpirun has detected an attempt to run as root."), v.message
 
 
 def test_no_plateau_row_is_an_error_when_a_threshold_is_set_and_not_judged_otherwise():

@@ -118,3 +118,15 @@ def test_srun_launcher_runs_the_same_test(cluster, tmp_path):
     for node in ("node1", "node2", "node3", "node4"):
         [(status, message)] = got[node]
         assert status == "pass" and "across 4 nodes (node[1-4]), 32 ranks" in message, message
+
+
+def test_a_launcher_that_refuses_to_start_blames_no_node(cluster, tmp_path):
+    apply(cluster, nccl())
+    book = multi().replace("launcher_args: [--allow-run-as-root]", "launcher_args: []")
+    code, doc, _ = run(cluster, tmp_path, book, "node[1-4]")
+    assert code == 3                           # could not judge: not a failure of any node
+    got = results(doc, "nccl.allreduce_multi")
+    for node in ("node1", "node2", "node3", "node4"):
+        [(status, message)] = got[node]
+        assert status == "error" and "mpirun has detected an attempt to run as root." in message, message
+    assert "pairs" not in doc["extras"]["nccl.allreduce_multi"]["tests"][0]      # nothing to localize
