@@ -224,6 +224,7 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
                           {"exit_code": rc, "parse_error": note}, excerpt(test.text))
     observed = _observed(run, rc)
     tail = excerpt(test.text[-4000:]) if len(test.text) > 4000 else test.text
+    mixed = _mixed_versions(run)               # the stale-image signature, when the ranks say so
     wrong = [(r.size, sum(m.wrong or 0 for m in (r.out_of_place, r.in_place) if m is not None))
              for r in run.rows]
     wrong = [(size, n) for size, n in wrong if n > 0]
@@ -241,15 +242,17 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         also += f"; first failure: {failed}" if failed else ""
         if stage is Stage.SWEEP or stage is Stage.DONE:
             where = run.stopped_at(failures=False) if stage is Stage.SWEEP else "after the summary (teardown)"
-            return RunVerdict(Status.FAIL, f"{what}: a collective hung {where}; killed after {limit} s{also}",
+            return RunVerdict(Status.FAIL, f"{what}: a collective hung {where}; killed after {limit} s{also}{mixed}",
                                observed, tail, hang="collective")
         debug = (env or {}).get("NCCL_DEBUG", nccltest.DEFAULT_NCCL_DEBUG).upper()
         why = _HANG_STAGE[stage]
         if stage is Stage.DEVICES and debug not in nccltest.PRINTS_VERSION:
             why = "after the rank list, before the first result row (NCCL init or the first collective)"
-        return RunVerdict(Status.FAIL, f"{what}: hung {why}; killed after {limit} s{also}", observed, tail,
+        # the versions go before the first "; ": they are the finding a summary (brief) must keep
+        versions = f" — and {mixed[2:]}" if mixed else ""
+        return RunVerdict(Status.FAIL, f"{what}: hung {why}{versions}; killed after {limit} s{also}", observed, tail,
                           hang="init")
-    stopped = "" if run.stage is Stage.DONE else f"; {run.stopped_at(failures=False)}"
+    stopped = ("" if run.stage is Stage.DONE else f"; {run.stopped_at(failures=False)}") + mixed
     if corrupt:
         more = f"; {len(run.failures)} failure lines" if run.failures else ""
         return RunVerdict(Status.FAIL, f"{what}: {corrupt}" + (f"; exited {rc}" if rc else "") + more + stopped,
@@ -288,10 +291,10 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         v = Verdict(Status.PASS, f"busbw {fmt(low)} GB/s (not judged: no busbw_gbps)")
     else:
         v = floor.judge(low, what="busbw", unit="GB/s")
-    status = v.status if not unchecked else worst([v.status, Status.WARN])
+    status = v.status if not (unchecked or mixed) else worst([v.status, Status.WARN])
     message = (f"{what}: {v.message} at >= {human(want.plateau_min_bytes)} (slowest of {len(speeds)} "
                f"sizes), {avg}, {ranks}" + (f", NCCL {run.nccl_version}" if run.nccl_version else "")
-               + ("; results NOT validated (validation: 0)" if unchecked else ""))
+               + ("; results NOT validated (validation: 0)" if unchecked else "") + mixed)
     return RunVerdict(status, message, observed, tail if status is not Status.PASS else "", busbw=low)
 
 
@@ -325,6 +328,16 @@ def _with_text_facts(run: NcclTestRun, text: str) -> NcclTestRun:
                                else run.devices)
 
 
+def _mixed_versions(run: NcclTestRun) -> str:
+    """"; ranks run different NCCL versions: 2.21.5 on node3, 2.29.2 on node[1-2,4]" or ""."""
+    if len(run.nccl_versions) < 2:
+        return ""
+    hosts = dict(run.nccl_version_hosts)
+    parts = [f"{v} on {fold(hosts[v])}" if hosts.get(v) else v
+             for v in sorted(run.nccl_versions, key=lambda v: (len(hosts.get(v, ())), v))]   # fewest hosts first
+    return "; ranks run different NCCL versions: " + ", ".join(parts)
+
+
 def _best_busbw(row) -> float | None:
     values = [m.busbw_gbs for m in (row.out_of_place, row.in_place) if m is not None and m.busbw_gbs is not None]
     return max(values) if values else None
@@ -335,6 +348,7 @@ def _observed(run: NcclTestRun, rc: int | None) -> dict:
     for d in run.devices:
         hosts.setdefault(d.host, []).append(d.rank)
     return {"exit_code": rc, "stage": run.stage.value, "nccl_version": run.nccl_version,
+            "nccl_versions": {v: list(h) for v, h in run.nccl_version_hosts} or list(run.nccl_versions),
             "avg_busbw_gbs": run.avg_busbw_gbs, "rows": len(run.rows),
             "source": "json" if run.from_json else "text",
             "ranks": [{"rank": d.rank, "host": d.host, "gpu": d.device, "bus_id": d.bus_id, "model": d.model}

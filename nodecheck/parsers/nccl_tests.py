@@ -152,6 +152,8 @@ class NcclTestRun:
     from_json: bool = False
     # additions to the fixed API
     nccl_versions: tuple[str, ...] = ()        # every distinct NCCL version line, in order (ranks can differ)
+    # (version, hosts that printed it) from NCCL INFO version lines (NCCL_DEBUG=INFO: every rank says)
+    nccl_version_hosts: tuple[tuple[str, tuple[str, ...]], ...] = ()
     avg_busbw_ok: bool | None = None           # 'OK'/'FAILED' after the average (NCCL_TESTS_MIN_BW set)
     bitwise_mismatches: int | None = None      # '# Bitwise mismatches : N' (newest nccl-tests, -B)
     max_bytes_reduced_to: int | None = None    # '# Reducing maxBytes to N due to memory limitation'
@@ -371,6 +373,7 @@ class _TextReader:
         self.log: list[NcclLogLine] = []
         self.log_count = 0
         self.info_kept = 0
+        self.version_hosts: dict[str, list[str]] = {}
         self.failures: list[Failure] = []
         self.unknown: list[str] = []
         self.unknown_count = 0
@@ -388,7 +391,9 @@ class _TextReader:
                            nccl_versions=tuple(self.versions), columns=self.columns,
                            rows=tuple(self.rows), log=tuple(self.log), failures=tuple(self.failures),
                            unknown=tuple(self.unknown), unknown_count=self.unknown_count,
-                           log_count=self.log_count, **self.fields)
+                           log_count=self.log_count,
+                           nccl_version_hosts=tuple((v, tuple(h)) for v, h in self.version_hosts.items()),
+                           **self.fields)
 
     def feed(self, number: int, line: str, *, at_end: bool) -> None:
         stripped = self.line = line.strip()
@@ -434,6 +439,9 @@ class _TextReader:
         version = _VERSION.fullmatch(text)
         if version:
             self._version(version[1])
+            hosts = self.version_hosts.setdefault(version[1], [])
+            if match["host"] not in hosts:
+                hosts.append(match["host"])
         return True
 
     # -- '#' lines ----------------------------------------------------------------------------

@@ -372,3 +372,19 @@ def test_bad_pair_parameters_say_what_is_wrong(params, words):
     with pytest.raises(ValidationError) as e:
         NcclMulti(**params)
     assert words in str(e.value)
+
+
+def test_ranks_that_print_different_nccl_versions_are_named_the_stale_image_signature():
+    head = cut_after(data(A3MEGA), "Rank 15")
+    info = ("ztan-mig-235z:6899:6899 [0] NCCL INFO NCCL version 2.29.2+cuda12.4\n"
+            "ztan-mig-gq73:6733:6733 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+            "ztan-mig-235z:6900:6900 [1] NCCL INFO NCCL version 2.29.2+cuda12.4\n")
+    v = judge(head + info, rc=124)
+    assert v.hang == "init" and v.message.endswith(
+        " — and ranks run different NCCL versions: 2.21.5+cuda12.4 on ztan-mig-gq73, 2.29.2+cuda12.4 on "
+        "ztan-mig-235z; killed after 600 s")
+    assert v.observed["nccl_versions"] == {"2.29.2+cuda12.4": ["ztan-mig-235z"], "2.21.5+cuda12.4": ["ztan-mig-gq73"]}
+    text = data(A3MEGA).replace("#\n#                                                              out-of-place",
+                                info + "#\n#                                                              out-of-place", 1)
+    passed = judge(text, busbw_gbps={"fail_below": 250})
+    assert passed.status is Status.WARN and "different NCCL versions" in passed.message

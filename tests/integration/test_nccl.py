@@ -67,12 +67,15 @@ def test_a_corrupting_node_is_named(cluster, tmp_path):
 
 
 def test_a_rank_that_never_finishes_nccl_init_is_classified_and_named(cluster, tmp_path):
-    apply(cluster, nccl(node4={"hang": "init"}))
-    code, doc, wall = run(cluster, tmp_path, multi(timeout=4))
+    # a stale image: node4's ranks load another NCCL and never finish init; with NCCL_DEBUG=INFO
+    # every rank prints its version, and the check names the odd one out
+    apply(cluster, nccl(node4={"hang": "init", "nccl_version": "2.21.5+cuda12.4"}))
+    code, doc, wall = run(cluster, tmp_path, multi(timeout=4) + "    env: {NCCL_DEBUG: INFO}\n")
     got = results(doc, "nccl.allreduce_multi")
     [(status, message)] = got["node4"]
     assert status == "fail" and "bad node" in message, message
     assert "hung in NCCL init" in message and "stale image" in message
+    assert "ranks run different NCCL versions: 2.21.5+cuda12.4 on node4, 2.29.2+cuda12.4 on node[1-3,5-8]" in message
     test = doc["extras"]["nccl.allreduce_multi"]["tests"][0]
     assert test["hang"] == "init" and test["bad_nodes"] == ["node4"]
     assert all(got[n][0][0] == "pass" for n in got if n != "node4")
