@@ -12,10 +12,13 @@ from __future__ import annotations
 import io
 import re
 import shlex
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
 
 from nodecheck.errors import ConfigError
 
-KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ASSIGNMENT = re.compile(r"^(export[ \t]+)?([^=\s]*)=")
 # after an unquoted or double-quoted `$`: what the shell expands (a name, ${...}, $(...), $1, $@ ...)
 _EXPANDS = re.compile(r"[A-Za-z_{(0-9@*#?$!-]")
@@ -71,7 +74,7 @@ def _parse_line(line: str, path: str, number: int) -> tuple[str, str] | None:
         raise error(f"not a KEY=VALUE line: {_quote(stripped)}",
                     f"{NOT_RUN}; write each variable as KEY=VALUE (optionally after `export `)")
     key = match.group(2)
-    if not KEY.match(key):
+    if not ENV_NAME.match(key):
         raise error(f"{_quote(key)} is not a variable name (letters, digits and _, not starting with a digit)",
                     "write KEY=VALUE; `+=` and array syntax are not read")
     rest = stripped[match.end():]
@@ -134,3 +137,30 @@ def _refuse_expansion(rest: str, key: str, error) -> None:
 
 def _quote(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+# The `env:` blocks of playbook checks (nccl.env, nccl.allreduce_*): the same names as the file, values
+# as the shell would see them.
+
+def _env_name(name: str) -> str:
+    if not ENV_NAME.match(name):
+        raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+    return name
+
+
+def _env_text(value: Any) -> Any:
+    """YAML reads `TORCH_NCCL_TRACE_BUFFER_SIZE: 2000` as a number: take it as the shell would see it.
+    A YAML boolean is refused: `on`/`yes` would become "True", which no tool reads as 1."""
+    if isinstance(value, bool):
+        raise ValueError("a YAML boolean is not an environment value: quote it ('1' or '0')")
+    return str(value) if isinstance(value, (int, float)) else value
+
+
+def _env_value(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("an environment value cannot hold a NUL byte")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_env_text), AfterValidator(_env_value)]

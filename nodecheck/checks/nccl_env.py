@@ -29,11 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterator, Literal, Mapping, Sequence
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from nodecheck.active import ActiveContext
 from nodecheck.errors import ParseError
-from nodecheck.jobenv import KEY
+from nodecheck.jobenv import EnvName, EnvValue
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.ncclvars import (ASYNC_MODES, ASYNC_VARS, BLOCKING_VARS, DEFAULT_MASTER_PORT, DEFAULT_TRACE_FILE, JOB,
                                 TORCH_BOOLS, TORCH_INTS, TRACE_BUFFER_VARS, TRACE_FILE_VARS, Env, NcclList,
@@ -54,28 +54,6 @@ DEFAULT_MEMLOCK_FAIL_BELOW_KIB = 65536         # 64 MiB: below it even small RDM
 
 # --- parameters -------------------------------------------------------------------------------------
 
-def _env_name(name: str) -> str:
-    if not KEY.match(name):
-        raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
-    return name
-
-
-def _env_text(value: Any) -> Any:
-    """YAML reads `TORCH_NCCL_TRACE_BUFFER_SIZE: 2000` as a number: take it as the shell would see it.
-    A YAML boolean is refused: `on`/`yes` would become "True", which no tool reads as 1."""
-    if isinstance(value, bool):
-        raise ValueError("a YAML boolean is not an environment value: quote it ('1' or '0')")
-    return str(value) if isinstance(value, (int, float)) else value
-
-
-def _env_value(value: str) -> str:
-    if "\0" in value:
-        raise ValueError("an environment value cannot hold a NUL byte")
-    return value
-
-
-EnvName = Annotated[str, AfterValidator(_env_name)]
-EnvValue = Annotated[str, BeforeValidator(_env_text), AfterValidator(_env_value)]
 Port = Annotated[int, Field(ge=1, le=65535, strict=True)]
 
 

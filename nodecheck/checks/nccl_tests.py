@@ -8,6 +8,7 @@ before it was killed says where it stuck (never started / NCCL init / mid-sweep 
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import secrets
@@ -21,6 +22,7 @@ from nodecheck import pairs as planner
 from nodecheck.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.crossnode import fold
 from nodecheck.errors import ParseError
+from nodecheck.jobenv import EnvName, EnvValue
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
 from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
@@ -50,7 +52,6 @@ def _bytes(value: object) -> object:
 ByteSize = Annotated[int, BeforeValidator(_bytes), Field(ge=0, le=1 << 44)]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall"]
 Variant = Literal["default", "network_only", "nvlink_only"]
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _PATH = r"^/[A-Za-z0-9_./+-]*$"
 
 
@@ -88,7 +89,7 @@ class NcclSweep(BaseModel):
     variant_busbw_gbps: dict[Variant, Floor] = Field(
         {}, description="thresholds per variant, e.g. {network_only: {fail_below: 40}}: a network-only "
         "run moves a node's own GPU traffic through its NICs and is slower by design (default busbw_gbps)")
-    env: dict[Annotated[str, Field(pattern=_ENV_NAME)], str] = Field(
+    env: dict[EnvName, EnvValue] = Field(
         {}, description="environment of the test (the job's: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...); "
         "--job-env FILE overrides it; NCCL_DEBUG defaults to VERSION")
     test_timeout_s: float = Field(600, gt=0, le=86400, allow_inf_nan=False, description=(
@@ -125,7 +126,7 @@ class NcclMulti(NcclSweep):
     """nccl.allreduce_multi: one test across the selected nodes through a launcher."""
     launcher: Literal["mpirun", "srun"] = Field(
         "mpirun", description="mpirun (Open MPI / HPC-X, -H host list) or srun (inside an allocation)")
-    launcher_args: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_./:=@%+,-]+$")]] = Field(
+    launcher_args: list[Annotated[str, Field(pattern=nccltest.WORD.pattern)]] = Field(
         [], description="extra launcher arguments, e.g. [--allow-run-as-root] or [--mca, pml, ucx]")
     launch_node: Optional[str] = Field(None, description="where the launcher runs (rank 0's node); "
                                        "unset: the first node of the run")
@@ -320,7 +321,6 @@ def _with_text_facts(run: NcclTestRun, text: str) -> NcclTestRun:
         from_text = parse_nccl_tests(text)
     except ParseError:
         return run
-    import dataclasses
     return dataclasses.replace(run, failures=run.failures or from_text.failures,
                                log=run.log or from_text.log,
                                nccl_version=run.nccl_version or from_text.nccl_version,

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from nodecheck.jobenv import ENV_NAME
 from nodecheck.model import Probe
+from nodecheck.probes.pairtest import ARGUMENT
 
 # binary name of each collective nccl-tests measures
 COLLECTIVES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
@@ -36,11 +38,10 @@ VARIANT_WORDS = {"default": "", "network_only": "network only", "nvlink_only": "
 # line that tells a run that hung before NCCL init from one that hung inside it
 DEFAULT_NCCL_DEBUG = "VERSION"
 PRINTS_VERSION = ("VERSION", "WARN", "INFO", "TRACE")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # host names, paths and launcher options that may reach a node as words (never one that could be
 # taken for a different option than intended: checked per use)
 WORD = re.compile(r"^[A-Za-z0-9_./:=@%+,-]+$")
-HOST = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
+HOST = ARGUMENT                                # host names: what a pair test may pass too
 
 # The newest nccl-tests write their results as JSON (src/util.cu, JSON_FILE_VERSION 2) with this
 # option; `json: auto` uses it when the binary's usage text lists it.

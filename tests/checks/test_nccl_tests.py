@@ -200,7 +200,8 @@ def test_launcher_commands_put_rank_0_on_the_first_host():
     ({"max_bytes": 8, "min_bytes": 16}, "max_bytes (8) must be >= min_bytes (16)"),
     ({"max_bytes": "512M", "busbw_gbps": {"fail_below": 1}}, "plateau_min_bytes (1 GiB) is above max_bytes (512 MiB)"),
     ({"max_bytes": "8 parsecs"}, "is not a size"),
-    ({"env": {"NOT-A-NAME": "1"}}, "should match pattern"),
+    ({"env": {"NOT-A-NAME": "1"}}, "'NOT-A-NAME' is not an environment variable name"),
+    ({"env": {"NCCL_IB_DISABLE": True}}, "a YAML boolean is not an environment value"),
     ({"step_factor": 1}, "greater than or equal to 2"),
     ({"binary_dir": "relative/dir"}, "should match pattern"),
 ])
@@ -208,6 +209,10 @@ def test_bad_parameters_say_what_is_wrong(params, words):
     with pytest.raises(ValidationError) as e:
         NcclSingle(**params)
     assert words in str(e.value)
+
+
+def test_env_values_are_taken_as_the_shell_sees_them_like_nccl_env_does():
+    assert NcclSingle(env={"NCCL_IB_TIMEOUT": 22}).env == {"NCCL_IB_TIMEOUT": "22"}
 
 
 def test_sizes_take_nccl_tests_suffixes_and_multi_refuses_the_nvlink_variant():
