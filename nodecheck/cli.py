@@ -39,8 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pins", action="append", default=[], metavar="FILE",
                      help="include this pins file (what `nodecheck baseline` writes) in the playbook; "
                           "may be given more than once")
-    run.add_argument("--format", choices=["table", "json"], default="table",
-                     help="stdout: the human table (default) or exactly one JSON document")
+    run.add_argument("--format", choices=["table", "json", "junit"], default="table",
+                     help="stdout: the human table (default), exactly one JSON document, or JUnit XML "
+                          "(one testcase per node x check, for CI dashboards)")
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
     run.add_argument("--job-env", metavar="FILE",
                      help="the environment the job will run with (KEY=VALUE lines, as a job script "
@@ -62,7 +63,100 @@ def build_parser() -> argparse.ArgumentParser:
     _image_args(base)
     _target_args(base)
     sub.add_parser("checks", help="list every check with its description and parameters")
+    _gate_parsers(sub)
     return p
+
+
+GATE_EPILOG = """Slurm gate: a node is drained only for a judged failure (or what --drain-on adds), with a
+reason nodecheck owns ("nodecheck: <check> <message>"); a node drained by anyone else is never
+touched, and only nodecheck's own drains are resumed. Options may also come from the gate config
+file (--config; default: nodecheck.yml beside $SLURM_CONF, else /etc/nodecheck/gate.yml)."""
+
+PROLOG_EXITS = """exit codes (Slurm acts on them):
+  node Prolog:     0 the job may start (passed, or could not judge: fail open, logged loudly)
+                   1 this node failed a check and was drained (Slurm requeues the job)
+  --controller:    0 the job may start; 1 blamed nodes were drained (the job is requeued);
+                   3 could not judge (breaker tripped): drained nothing, the job is requeued
+  --observe:       always 0
+  64 bad input (a node Prolog exits 0 instead: a config error must never drain)"""
+
+
+def _gate_parsers(sub) -> None:
+    """prolog, health, sweep, history: the Slurm gate and the fleet sweeps."""
+    prolog = sub.add_parser("prolog", help="Slurm Prolog: check this node (or, --controller, the job's "
+                            "nodes) before a job starts; drain a failing node", epilog=GATE_EPILOG + "\n\n" + PROLOG_EXITS,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    prolog.add_argument("--controller", action="store_true",
+                        help="PrologSlurmctld mode: read SLURM_JOB_NODELIST, check the job's nodes over SSH "
+                             "(the playbook's cross-node checks), drain only the nodes it blames")
+    prolog.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: prolog)")
+    prolog.add_argument("--inventory", metavar="HOSTS_YML",
+                        help="--controller: how to reach the job's nodes over SSH (nodes not in it are "
+                             "reached by name with the inventory's defaults)")
+    _gate_args(prolog)
+    health = sub.add_parser("health", help="Slurm HealthCheckProgram: check this node (or an inventory's); "
+                            "drain failing nodes, resume nodes nodecheck drained once they pass",
+                            epilog=GATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    health.add_argument("inventory", nargs="?", help="hosts.yml: check these nodes over SSH "
+                        "(default: this node, locally)")
+    health.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST", help="only these inventory nodes")
+    health.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: health)")
+    _gate_args(health)
+    sweep = sub.add_parser("sweep", help="one fleet sweep: run the sweep playbook, keep the report and its "
+                           "history, print what changed since the last sweep, write metrics",
+                           epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep.add_argument("--playbook", default="sweep", help="shipped playbook name or a path (default: sweep)")
+    sweep.add_argument("--pins", action="append", default=[], metavar="FILE", help="as for run")
+    sweep.add_argument("--format", choices=["table", "json", "junit"], default="table",
+                       help="stdout: the table with the changes (default), one JSON document, or JUnit XML")
+    sweep.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    sweep.add_argument("--history", metavar="DB", help="SQLite history file (default: OUTPUT_DIR/history.sqlite)")
+    sweep.add_argument("--metrics", metavar="FILE", help="write a Prometheus textfile here (node_exporter's "
+                       "textfile collector: a *.prom file in its --collector.textfile.directory), atomically")
+    sweep.add_argument("--offender", default="3/5", metavar="K/N",
+                       help="flag a node that failed in K of the last N sweeps (default 3/5)")
+    sweep.add_argument("--drain", action="store_true", help="drain failing nodes (gate etiquette, as health)")
+    sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
+    _gate_args(sweep, deadline=False)
+    _target_args(sweep)
+    history = sub.add_parser("history", help="a node's or a check's results over past sweeps")
+    history.add_argument("--history", metavar="DB", default="reports/history.sqlite",
+                         help="SQLite history file (default: reports/history.sqlite)")
+    history.add_argument("--node", help="one node")
+    history.add_argument("--check", help="one check")
+    history.add_argument("--last", type=_positive_int(100_000), default=10, metavar="N",
+                         help="the last N sweeps (default 10)")
+    history.add_argument("--format", choices=["table", "json"], default="table")
+
+
+SWEEP_EPILOG = """schedule it (one sweep per invocation): the systemd service + timer or the cron line
+shipped in nodecheck/deploy/ (see README, "Fleet sweeps").
+exit codes: as run (0 pass, 1 warn, 2 fail, 3 could not judge, 64 bad input)"""
+
+
+def _gate_args(p: argparse.ArgumentParser, deadline: bool = True) -> None:
+    p.add_argument("--observe", action="store_true", default=None,
+                   help="observe only: judge, log and report what would be drained or resumed; change nothing")
+    p.add_argument("--retries", type=_count(10), default=None, metavar="N",
+                   help="re-run failing flaky-prone checks (bandwidth tests) N times before draining "
+                        "(default: the playbook's gate.retries, else 1)")
+    p.add_argument("--drain-on", type=_drain_on, default=None, metavar="LIST",
+                   help="statuses that drain, comma-separated from fail,timeout,unreachable "
+                        "(default: the playbook's gate.drain_on, else fail)")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append every drain/resume/breaker event here (default /var/log/nodecheck/gate.log)")
+    p.add_argument("--config", metavar="FILE", help="gate config file (YAML; see README, 'Slurm gate')")
+    if deadline:
+        p.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
+                       help="budget for the whole check (default: the playbook's deadline_s; prolog: 20)")
+        p.add_argument("--output-dir", default=None,
+                       help="where reports go (default /var/lib/nodecheck/reports)")
+        p.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=None,
+                       help=f"nodes checked at once over SSH (default {DEFAULT_FANOUT})")
+        p.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=None,
+                       metavar="SECONDS", help="SSH connect timeout per node (default 10)")
+        p.add_argument("--accept-new-host-keys", action="store_true",
+                       help="trust-on-first-use for unknown host keys (default: strict known_hosts)")
 
 
 BASELINE_EPILOG = """example:
@@ -128,6 +222,30 @@ def _positive_float(high: float):
     return parse
 
 
+def _count(high: int):
+    """An argparse type: a whole number in 0..high."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if not 0 <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be 0..{high}, got {text}")
+        return value
+    return parse
+
+
+DRAIN_ON = ("fail", "timeout", "unreachable")
+
+
+def _drain_on(text: str) -> tuple[str, ...]:
+    words = tuple(w.strip() for w in text.split(",") if w.strip())
+    bad = [w for w in words if w not in DRAIN_ON]
+    if bad or not words:
+        raise argparse.ArgumentTypeError(f"must be a comma-separated list of {', '.join(DRAIN_ON)}; got {text!r}")
+    return words
+
+
 def _hostlist(text: str) -> str:
     """An argparse type: --nodes "" (an unset shell variable) must not mean every node."""
     if not text.strip():
@@ -151,6 +269,15 @@ def main(argv: list[str] | None = None) -> int:
             print(list_checks(), end="")
             return 0
         from nodecheck import commands
+        if args.command in ("prolog", "health"):
+            from nodecheck import gatecmd
+            return gatecmd.gate_command(args)
+        if args.command == "sweep":
+            from nodecheck.sweep import sweep_command
+            return sweep_command(args)
+        if args.command == "history":
+            from nodecheck.history import history_command
+            return history_command(args)
         return {"run": commands.run_command, "facts": commands.facts_command,
                 "baseline": commands.baseline_command}[args.command](args)
     except ConfigError as e:
@@ -161,12 +288,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def entry() -> None:
+def entry(argv: list[str] | None = None) -> None:
     """The console script: main(), then leave without interpreter teardown. A run may leave SSH
     threads stuck past every timeout (reported, not waited for); finalizing the interpreter
     around them costs time and can hang. Output is flushed first; report files are closed."""
     import os
-    code = main()
+    code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+# slurm.conf names a program without arguments (Prolog=, PrologSlurmctld=, HealthCheckProgram=):
+# these console scripts are that program; their options come from the gate config file.
+def prolog_entry() -> None:
+    entry(["prolog", *sys.argv[1:]])
+
+
+def prolog_slurmctld_entry() -> None:
+    entry(["prolog", "--controller", *sys.argv[1:]])
+
+
+def health_entry() -> None:
+    entry(["health", *sys.argv[1:]])

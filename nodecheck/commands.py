@@ -166,8 +166,12 @@ def _publish(report, args: Namespace) -> int:
         where = None
     # a report that could not be kept is not a clean bill of health
     code = report.exit_code if where or report.exit_code else EXIT_UNKNOWN
-    if args.format == "json":
-        sys.stdout.write(as_json)
+    if args.format in ("json", "junit"):           # stdout is one document; the rest goes to stderr
+        if args.format == "junit":
+            from nodecheck.report import junit
+            sys.stdout.write(junit.render(report))
+        else:
+            sys.stdout.write(as_json)
         if where:
             print(f"report: {where}", file=sys.stderr)
     else:

@@ -12,6 +12,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.errors import ConfigError
+from nodecheck.gate import GateSettings
 from nodecheck.model import Node, Probe
 from nodecheck.registry import CheckSpec, all_checks
 from nodecheck.yamlsrc import Located, load_file, pydantic_error
@@ -42,6 +43,7 @@ class PlaybookFile(BaseModel):
                               strict=True)
     select: Select = Select()
     include: list[str] = []                    # pins files (nodecheck baseline), relative to this file
+    gate: GateSettings = GateSettings()        # Slurm gate / sweep drain policy (nodecheck.gate)
     checks: dict[str, Optional[dict]]
 
 
@@ -79,6 +81,7 @@ class Playbook:
     select_labels: frozenset[str]
     checks: tuple[PlannedCheck, ...]
     includes: tuple[tuple[str, str], ...] = ()     # (path, sha256) of each pins file, in load order
+    gate: GateSettings = dataclasses.field(default_factory=GateSettings)
 
     def selects(self, node: Node) -> bool:
         return self.select_labels <= node.labels
@@ -163,7 +166,7 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
                     sha256=digest.hexdigest() if book.include or pins or env is not None else src.sha256,
                     description=book.description, deadline_s=book.deadline_s,
                     select_labels=frozenset(book.select.labels), checks=checks,
-                    includes=tuple(included_files))
+                    includes=tuple(included_files), gate=book.gate)
 
 
 def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], list[Node]]:

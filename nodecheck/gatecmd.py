@@ -1,0 +1,449 @@
+"""The Slurm gate commands (prolog, prolog --controller, health) and the gate steps sweeps share:
+run with retries for flaky-prone checks, decide (nodecheck.gate), drain/resume politely
+(nodecheck.slurm), log every change with its evidence path.
+
+What Slurm does with the exit code decides the etiquette here:
+* node Prolog: any non-zero exit drains the node ("Prolog error") and requeues the job. So it
+  exits non-zero only when this node was judged failing (after draining it with nodecheck's own
+  reason, which Slurm keeps). Could-not-judge, breaker, config errors and --observe exit 0: the job
+  starts (fail open), and the log says why, loudly.
+* PrologSlurmctld: a non-zero exit requeues the job and drains nothing; nodecheck drains the nodes
+  it blames itself, then exits 1; a tripped breaker exits 3 (could not judge) and drains nothing.
+* HealthCheckProgram: the exit code is only reported; the command drains and resumes itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pwd
+import socket
+import sys
+import threading
+import time
+from argparse import Namespace
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Sequence
+
+from nodecheck import gate
+from nodecheck.errors import ConfigError
+from nodecheck.model import Node
+from nodecheck.playbook import Playbook
+from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_OUTPUT_DIR = "/var/lib/nodecheck/reports"
+DEFAULT_LOG_FILE = "/var/log/nodecheck/gate.log"
+DEFAULT_PLAYBOOK = {"prolog": "prolog", "controller": "prolog", "health": "health"}
+PROLOG_DEADLINE_S = 20.0                       # well under any sane PrologEpilogTimeout
+MIN_RETRY_S = 5.0                              # a retry with less time left than this cannot judge anything
+# the node Prolog's breaker counts nodecheck drains for the same check set this long before its run
+# started: the job's other Prologs (and other jobs' at the same moment), not last week's real faults
+BREAKER_WINDOW_S = 120.0
+EXIT_DRAINED = 1                               # prolog modes: Slurm requeues the job
+
+
+# ---- running, with retries ----------------------------------------------------------------------
+
+def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: int,
+              deadline_s: float | None = None, inventory: str | None = None, stop=None,
+              excluded: Sequence[str] = (), allow_disruptive: bool = False,
+              retries: int | None = None, drain_on: Sequence[str] | None = None,
+              on_node_done=None) -> Report:
+    """runner.run, then the flaky-prone checks that failed run again (up to `retries` times, default
+    the playbook's gate.retries) within the same deadline; a failure stands only if it repeated in
+    every attempt (gate.merge_attempts). Node-scope checks re-run on the failing nodes only; a
+    cross-node check (pair tests) on all the run's nodes, since its partners matter."""
+    from nodecheck import runner
+    started = time.monotonic()
+    total = deadline_s or playbook.deadline_s
+    stop = stop or threading.Event()
+    first = runner.run(playbook, nodes, transport, fanout=fanout, deadline_s=total, inventory=inventory,
+                       stop=stop, excluded=excluded, allow_disruptive=allow_disruptive, on_node_done=on_node_done)
+    settings = playbook.gate
+    count = settings.retries if retries is None else retries
+    statuses = gate.drain_statuses(drain_on or settings.drain_on)
+    flaky = gate.flaky_checks(settings, (c.spec.name for c in playbook.checks))
+    pending = gate.failing(first, flaky, statuses)
+    retried = set(pending)
+    attempts: list[Report] = []
+    notes: list[str] = []
+    for k in range(1, count + 1):
+        if not pending or stop.is_set():
+            break
+        left = total - (time.monotonic() - started)
+        if left < MIN_RETRY_S:
+            notes.append(f"no time left for retry {k} ({max(left, 0):.0f} s of the {total:g} s deadline)")
+            break
+        book = dataclasses.replace(playbook, checks=tuple(c for c in playbook.checks if c.spec.name in pending))
+        suspects = set().union(*pending.values())
+        again_nodes = [n for n in nodes if n.name in suspects] \
+            if all(c.spec.scope == "node" for c in book.checks) else list(nodes)
+        again = runner.run(book, again_nodes, transport, fanout=fanout, deadline_s=left, inventory=inventory,
+                           stop=stop, allow_disruptive=allow_disruptive)
+        attempts.append(again)
+        for check in list(pending):
+            pending[check] -= gate.healthy_in(again, check)
+            if not pending[check]:
+                del pending[check]
+    return gate.merge_attempts(first, attempts, retried, statuses, notes)
+
+
+# ---- the log ------------------------------------------------------------------------------------
+
+class GateLog:
+    """Every drain, resume, breaker and could-not-judge, one line each, appended to a file (and to
+    stderr, which slurmd keeps in its log when a Prolog fails). A log that cannot be written is a
+    warning, never a reason to fail the gate."""
+
+    def __init__(self, path: str | None, mode: str, job: str | None = None) -> None:
+        self.path, self.mode, self.job = path, mode, job
+        self.lines: list[str] = []
+
+    def event(self, action: str, node: str = "-", **fields) -> str:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        parts = [stamp, f"nodecheck[{self.mode}]", f"action={action}", f"node={node}"]
+        if self.job:
+            parts.append(f"job={self.job}")
+        parts += [f"{k}={json.dumps(str(v), ensure_ascii=False)}" for k, v in fields.items() if v not in (None, "")]
+        line = " ".join(parts)
+        self.lines.append(line)
+        print(line, file=sys.stderr)
+        if self.path:
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(line + "\n")
+            except OSError as e:
+                print(f"nodecheck: warning: cannot write the gate log {self.path}: {e}", file=sys.stderr)
+                self.path = None
+        return line
+
+
+# ---- applying a decision ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Applied:
+    drained: tuple[str, ...] = ()              # nodes drained now (by us; reason set or refreshed)
+    resumed: tuple[str, ...] = ()
+    left: tuple[str, ...] = ()                 # drained by someone else: not touched
+    failed: tuple[str, ...] = ()               # scontrol failed
+
+
+def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report_dir: str | None,
+          drain: bool = True, resume: bool = True) -> Applied:
+    """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
+    node's state first and never touches another's drain). Logs each change with its evidence."""
+    from nodecheck.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
+    done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": []}
+    if decision.tripped:
+        log.event("breaker", "-", message=decision.breaker, evidence=report_dir,
+                  blamed=",".join(b.node for b in decision.blamed))
+    for b in decision.drain if drain else ():
+        reason = b.reason(MAX_REASON_CHARS)
+        evidence = _evidence(report_dir, b.capture)
+        if observe:
+            log.event("would-drain", b.node, check=b.check, reason=reason, evidence=evidence)
+            continue
+        change = drain_politely(slurm, b.node, reason)
+        done[change.action].append(b.node)
+        log.event(change.action if change.action != "drain" else "drain", b.node, check=b.check,
+                  reason=change.reason, evidence=evidence)
+    for node in decision.resume if resume else ():
+        if observe:
+            log.event("would-resume", node, evidence=report_dir)
+            continue
+        change = resume_politely(slurm, node)
+        done[change.action].append(node)
+        log.event(change.action, node, reason=change.reason, evidence=report_dir)
+    for node, why in decision.held if resume else ():
+        log.event("held", node, message=why, evidence=report_dir)
+    for b in decision.unjudged:
+        log.event("not-judged", b.node, check=b.check, status=b.status.value, message=b.message,
+                  evidence=_evidence(report_dir, b.capture))
+    return Applied(tuple(done["drain"]), tuple(done["resume"]), tuple(done["left"]), tuple(done["failed"]))
+
+
+def _evidence(report_dir: str | None, capture: str) -> str:
+    if not report_dir:
+        return "report not written"
+    return f"{report_dir}/{capture}" if capture else f"{report_dir}/report.json"
+
+
+# ---- the commands -------------------------------------------------------------------------------
+
+def gate_command(args: Namespace) -> int:
+    """`nodecheck prolog [--controller]` and `nodecheck health`."""
+    mode = "controller" if getattr(args, "controller", False) else args.command
+    in_slurm = bool(os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_SCRIPT_CONTEXT"))
+    job = os.environ.get("SLURM_JOB_ID")
+    log = GateLog(args.log_file or DEFAULT_LOG_FILE, mode, job)
+    try:
+        from nodecheck import gateconfig
+        options, source = gateconfig.load(gateconfig.config_path(args.config), mode)
+        gateconfig.apply(args, options)
+        log.path = args.log_file or DEFAULT_LOG_FILE
+        _set_environment(getattr(args, "path", None))
+        return {"prolog": _node_prolog, "controller": _controller, "health": _health}[mode](args, log, job)
+    except ConfigError as e:
+        # a config problem must never drain: under Slurm the job starts (a Prolog's non-zero exit
+        # would drain this node), and the log says so; run by hand it is bad input as usual
+        log.event("config-error", _this_node_name(), message=str(e))
+        print(f"nodecheck {mode}: CONFIG ERROR, nothing judged, nothing drained: {e}")
+        return EXIT_PASS if in_slurm and mode != "health" else EXIT_BAD_INPUT
+    except Exception as e:                     # a nodecheck bug: fail open too, loudly
+        import traceback
+        log.event("internal-error", _this_node_name(), message=f"{type(e).__name__}: {e}")
+        traceback.print_exc()
+        print(f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: {type(e).__name__}: {e}")
+        return EXIT_PASS if in_slurm and mode != "health" else EXIT_UNKNOWN
+
+
+def _set_environment(path: str | None) -> None:
+    """Slurm runs a Prolog with no PATH and no HOME: tools (nvidia-smi, scontrol) and SSH's
+    ~/.ssh must still be found. The system directories come first, then what PATH there was."""
+    have = [p for p in os.environ.get("PATH", "").split(":") if p]
+    wanted = (path or SYSTEM_PATH).split(":")
+    os.environ["PATH"] = ":".join(dict.fromkeys(wanted + have))
+    if not os.environ.get("HOME"):
+        try:
+            os.environ["HOME"] = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            os.environ["HOME"] = "/"
+
+
+def _this_node_name() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def _slurm(args: Namespace):
+    from nodecheck.slurm import Slurm
+    return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol")
+
+
+def _load(args: Namespace, mode: str) -> Playbook:
+    from nodecheck.playbook import load_playbook
+    return load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
+
+
+def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog) -> str | None:
+    """Write the report (the evidence every log line points at); its name says node and job."""
+    from nodecheck.report import json as report_json
+    from nodecheck.report import table
+    from nodecheck.report.store import store
+    run_id = report.run_id + (f"_{node_tag}" if node_tag else "") + (f"_job{job}" if job else "")
+    report = dataclasses.replace(report, run_id=run_id)
+    out = args.output_dir or DEFAULT_OUTPUT_DIR
+    try:
+        return str(store(report, table.render(report), out, report_json.dumps(report)))
+    except OSError as e:
+        log.event("report-not-written", node_tag or "-", message=f"{out}: {e}")
+        return None
+
+
+def _stopper():
+    from nodecheck.commands import _stop_on_signals
+    return _stop_on_signals()
+
+
+def _first_line(report: Report, decision: gate.Decision) -> str:
+    if decision.blamed:
+        b = decision.blamed[0]
+        more = f" (+{len(decision.blamed) - 1} more nodes)" if len(decision.blamed) > 1 else ""
+        return f"{b.status.value.upper()} {b.check}: {b.message}{more}"
+    if decision.unjudged:
+        b = decision.unjudged[0]
+        return f"COULD NOT JUDGE {b.check} ({b.status.value}): {b.message}"
+    return report.status.value.upper()
+
+
+def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
+    """This node, locally, within the budget; drain itself on a judged failure."""
+    from nodecheck.commands import _local_transport
+    node = _this_node_name()
+    playbook = _load(args, "prolog")
+    deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
+    with _stopper() as stop:
+        report = run_gated(playbook, [Node(name=node, address="localhost")], _local_transport(), fanout=1,
+                           deadline_s=deadline, stop=stop, retries=args.retries, drain_on=args.drain_on)
+    where = _store(report, args, node, job, log)
+    settings = playbook.gate
+    decision = gate.decide(report, settings, drain_on=args.drain_on, order=[c.spec.name for c in playbook.checks],
+                           resume=False)
+    head = f"nodecheck prolog {node}" + (f" job {job}" if job else "")
+    tail = f" (report {where})" if where else " (report NOT written)"
+    if not decision.blamed:
+        if decision.unjudged:                  # fail open, loudly
+            apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+            print(f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
+                  f"the job may start{tail}")
+        else:
+            print(f"{head}: {report.status.value.upper()}{tail}")
+        return EXIT_PASS
+    if args.observe:
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        print(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
+        return EXIT_PASS
+    slurm = _slurm(args)
+    done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where)
+    if done.drained:
+        # the breaker sees one node per Prolog: wait for the job's other Prologs, then count
+        # nodecheck's drains for the same check across the cluster
+        time.sleep(settings.settle_s)
+        breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
+                                   since=report.started - timedelta(seconds=BREAKER_WINDOW_S))
+        if breaker:
+            from nodecheck.slurm import resume_politely
+            change = resume_politely(slurm, node)
+            log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
+            print(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
+            return EXIT_PASS
+    what = "drained" if done.drained else ("already drained by someone else; left as is" if done.left
+                                          else "drain FAILED (Slurm will drain it for the Prolog error)")
+    print(f"{head}: {_first_line(report, decision)}; {what}{tail}")
+    return EXIT_DRAINED
+
+
+def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime) -> str:
+    from nodecheck.slurm import SlurmError
+    try:
+        states = slurm.nodes()
+    except SlurmError as e:
+        log.event("breaker-unknown", "-", message=f"cannot read the cluster's node states: {e}")
+        return ""
+    return gate.cluster_breaker(check, states, settings, since=since)
+
+
+def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
+    """The job's nodes (SLURM_JOB_NODELIST), reached as the inventory says (or by name)."""
+    from nodecheck.commands import _ssh_transport
+    from nodecheck.inventory import load_inventory
+    from nodecheck.slurm import expand_hostlist
+    text = os.environ.get("SLURM_JOB_NODELIST", "")
+    if not text:
+        raise ConfigError("SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld",
+                          file="environment", hint="or set SLURM_JOB_NODELIST=node[1-4] to try it by hand")
+    names = expand_hostlist(text)
+    known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
+    nodes = [known.get(n) or Node(name=n, address=n) for n in names]
+    args.connect_timeout = args.connect_timeout or 10.0
+    return nodes, _ssh_transport(args)
+
+
+def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
+    """The job's nodes over SSH, the playbook's cross-node checks; drain only the blamed nodes."""
+    from nodecheck.commands import DEFAULT_FANOUT, _ensure_open_files
+    playbook = _load(args, "controller")
+    cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
+    if not cross:
+        raise ConfigError(f"playbook {playbook.name} has no cross-node check for --controller to run",
+                          file=playbook.path, hint="add drift checks (gpu.driver: {drift: fail}, ...) or ib.pairs")
+    playbook = dataclasses.replace(playbook, checks=cross)
+    nodes, transport = _job_nodes(args)
+    fanout = args.fanout or DEFAULT_FANOUT
+    _ensure_open_files(min(fanout, len(nodes)))
+    with _stopper() as stop:
+        report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
+                           inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
+    where = _store(report, args, "", job, log)
+    decision = gate.decide(report, playbook.gate, drain_on=args.drain_on,
+                           order=[c.spec.name for c in playbook.checks], resume=False)
+    head = "nodecheck prolog --controller" + (f" job {job}" if job else "") + f" ({len(nodes)} nodes)"
+    tail = f" (report {where})" if where else " (report NOT written)"
+    if decision.tripped:
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, drain=False)
+        print(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
+        return EXIT_PASS if args.observe else EXIT_UNKNOWN
+    if not decision.blamed:
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        print(f"{head}: {_first_line(report, decision)}{tail}")
+        return EXIT_PASS
+    done = apply(decision, slurm=None if args.observe else _slurm(args), log=log, observe=bool(args.observe),
+                 report_dir=where)
+    blamed = ", ".join(f"{b.node} ({b.check})" for b in decision.blamed)
+    verb = "would drain" if args.observe else "drained"
+    if not args.observe and (done.left or done.failed):
+        verb += f" (left as is: {', '.join(done.left + done.failed)})"
+    print(f"{head}: FAIL: {verb} {blamed}; the job is requeued{tail}" if not args.observe else
+          f"{head}: FAIL: {verb} {blamed}; observe only: the job may start{tail}")
+    return EXIT_PASS if args.observe else EXIT_DRAINED
+
+
+def _health(args: Namespace, log: GateLog, job: str | None) -> int:
+    """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
+    from nodecheck.commands import DEFAULT_FANOUT, _local_transport, _ssh_transport
+    from nodecheck.inventory import load_inventory, select
+    from nodecheck.slurm import SlurmError
+    playbook = _load(args, "health")
+    if args.inventory:
+        nodes = select(load_inventory(args.inventory), args.nodes)
+        args.connect_timeout = args.connect_timeout or 10.0
+        transport, fanout = _ssh_transport(args), args.fanout or DEFAULT_FANOUT
+    else:
+        if args.nodes:
+            raise ConfigError("--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ...")
+        nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], _local_transport(), 1
+    with _stopper() as stop:
+        report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
+                           inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
+    where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log)
+    slurm = _slurm(args)
+    try:
+        states = slurm.nodes([n.name for n in nodes])
+    except SlurmError as e:
+        log.event("slurm-unreadable", "-", message=str(e))
+        states = {}
+    decision = gate.decide(report, playbook.gate, drain_on=args.drain_on, states=states,
+                           order=[c.spec.name for c in playbook.checks])
+    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where)
+    tail = f" (report {where})" if where else " (report NOT written)"
+    parts = [f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
+             f"{_first_line(report, decision)}"]
+    if decision.tripped:
+        parts.append(decision.breaker)
+    verb = "would " if args.observe else ""
+    if decision.drain:
+        parts.append(f"{verb}drain {', '.join(b.node for b in decision.drain)}")
+    if decision.resume:
+        parts.append(f"{verb}resume {', '.join(decision.resume)}")
+    if done.left:
+        parts.append(f"left as is (drained by someone else): {', '.join(done.left)}")
+    print("; ".join(parts) + tail)
+    if decision.tripped:
+        return EXIT_UNKNOWN
+    return EXIT_FAIL if decision.blamed else report.exit_code
+
+
+def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: str | None) -> list[str]:
+    """`sweep --drain/--resume`: the health etiquette applied to a stored sweep report; the lines to print."""
+    from nodecheck import gateconfig
+    from nodecheck.slurm import SlurmError
+    options, _ = gateconfig.load(gateconfig.config_path(getattr(args, "config", None)), "sweep")
+    gateconfig.apply(args, options)
+    log = GateLog(args.log_file or DEFAULT_LOG_FILE, "sweep")
+    slurm = _slurm(args)
+    try:
+        states = slurm.nodes(report.node_names) if args.resume else {}
+    except SlurmError as e:
+        log.event("slurm-unreadable", "-", message=str(e))
+        return [f"gate: cannot read the nodes' Slurm states ({e}); nothing drained or resumed"]
+    decision = gate.decide(report, playbook.gate, drain_on=getattr(args, "drain_on", None), states=states,
+                           order=[c.spec.name for c in playbook.checks], resume=args.resume)
+    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=report_dir,
+                 drain=args.drain, resume=args.resume)
+    verb = "would " if args.observe else ""
+    lines = []
+    if decision.tripped:
+        lines.append(f"gate: {decision.breaker}")
+    if args.drain:
+        for b in decision.drain:
+            state = "left as is (drained by someone else)" if b.node in done.left else \
+                "drain FAILED" if b.node in done.failed else f"{verb}drained"
+            lines.append(f"gate: {b.node} {state}: {b.check}: {b.message}")
+    if args.resume:
+        lines += [f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")
+                  for n in decision.resume]
+        lines += [f"gate: {n} stays drained: {why}" for n, why in decision.held]
+    return lines

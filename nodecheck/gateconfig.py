@@ -1,0 +1,102 @@
+"""The gate config file: what Slurm cannot pass on the command line.
+
+slurm.conf's Prolog=, PrologSlurmctld= and HealthCheckProgram= name a program without arguments,
+and the Prolog's environment is nearly empty (no PATH, no HOME), so the console scripts
+nodecheck-prolog, nodecheck-prolog-slurmctld and nodecheck-health read their options from a YAML
+file. It is found, first match wins: --config FILE; $NODECHECK_GATE_CONFIG; nodecheck.yml beside
+$SLURM_CONF (Slurm passes SLURM_CONF to the Prolog; so the file lives with slurm.conf); then
+/etc/nodecheck/gate.yml. No file is fine: the defaults apply.
+
+    # /etc/slurm/nodecheck.yml
+    output_dir: /var/lib/nodecheck/reports
+    log_file: /var/log/nodecheck/gate.log
+    prolog:     {playbook: prolog, deadline: 20}
+    controller: {playbook: prolog, inventory: /etc/nodecheck/hosts.yml, drain_on: [fail, unreachable]}
+    health:     {playbook: health}
+
+Top-level keys apply to every mode; a mode's section overrides them; the command line overrides both.
+"""
+from __future__ import annotations
+
+import os
+from argparse import Namespace
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nodecheck.yamlsrc import load_file, pydantic_error
+
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+FALLBACK = "/etc/nodecheck/gate.yml"
+MODES = ("prolog", "controller", "health", "sweep")
+
+
+class GateOptions(BaseModel):
+    """Keys a section (or the top level) may set; the names are the command-line options'."""
+    model_config = ConfigDict(extra="forbid")
+    playbook: Optional[str] = None
+    inventory: Optional[str] = None
+    deadline: Optional[float] = Field(None, gt=0, le=86_400, allow_inf_nan=False)
+    output_dir: Optional[str] = None
+    log_file: Optional[str] = None
+    observe: Optional[bool] = None
+    retries: Optional[int] = Field(None, ge=0, le=10, strict=True)
+    drain_on: Optional[list[Literal["fail", "timeout", "unreachable"]]] = Field(None, min_length=1)
+    fanout: Optional[int] = Field(None, ge=1, le=4096, strict=True)
+    connect_timeout: Optional[float] = Field(None, gt=0, le=600, allow_inf_nan=False)
+    accept_new_host_keys: Optional[bool] = None
+    path: Optional[str] = Field(None, description="PATH for the checks' tools (default: the system dirs)")
+    scontrol: Optional[str] = Field(None, description="the scontrol to use (default: scontrol on PATH)")
+
+
+class GateFile(GateOptions):
+    prolog: GateOptions = GateOptions()
+    controller: GateOptions = GateOptions()
+    health: GateOptions = GateOptions()
+    sweep: GateOptions = GateOptions()
+
+
+def config_path(explicit: str | None, environ=os.environ) -> Path | None:
+    """The config file to read, or None (no file: defaults). An explicit one must exist."""
+    if explicit:
+        return Path(explicit)
+    if environ.get("NODECHECK_GATE_CONFIG"):
+        return Path(environ["NODECHECK_GATE_CONFIG"])
+    beside = Path(environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF).parent / "nodecheck.yml"
+    for candidate in (beside, Path(FALLBACK)):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load(path: Path | None, mode: str) -> tuple[GateOptions, str | None]:
+    """(the options for `mode`, the file they came from). ConfigError names file:line."""
+    if mode not in MODES:                      # a caller's bug, not the operator's file
+        raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
+    if path is None:
+        return GateOptions(), None
+    src = load_file(path)
+    data = src.data if src.data is not None else {}
+    if not isinstance(data, dict):
+        raise src.error((), "a gate config is a mapping of options", hint="see README, 'Slurm gate'")
+    # "health:" with every option under it commented out is an empty section, not an error
+    data = {k: ({} if k in MODES and v is None else v) for k, v in data.items()}
+    try:
+        book = GateFile.model_validate(data)
+    except ValidationError as e:
+        raise pydantic_error(src, (), e, model=GateFile) from None
+    merged = {k: v for k, v in book.model_dump(exclude=set(MODES)).items() if v is not None}
+    merged.update({k: v for k, v in getattr(book, mode).model_dump().items() if v is not None})
+    return GateOptions(**merged), str(path)
+
+
+def apply(args: Namespace, options: GateOptions) -> Namespace:
+    """Fill every option the command line left unset (None; False for a store_true flag) from the
+    config file. Unset is tested by identity: `in (None, False)` is also true of 0 (0 == False),
+    so `--retries 0` on the command line would lose to the file's retries."""
+    for key, value in options.model_dump().items():
+        given = getattr(args, key, None)
+        if value is not None and (given is None or given is False):
+            setattr(args, key, tuple(value) if key == "drain_on" else value)
+    return args

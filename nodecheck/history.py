@@ -1,0 +1,382 @@
+"""Sweep history in SQLite (stdlib sqlite3): one transaction per sweep, a versioned schema, and
+`nodecheck history` to read a node's or a check's past.
+
+Concurrency: WAL journal, a busy timeout, and BEGIN IMMEDIATE for every write, so two sweeps that
+overlap (a manual one during the timer's) each commit whole sweeps and readers never see half of
+one. Keep the file on a local filesystem: SQLite's locking is unreliable on NFS.
+
+Schema (PRAGMA user_version = SCHEMA_VERSION); times are UTC ISO 8601 text, which sorts in time:
+    sweeps(id, run_id, playbook, started, finished, complete, incomplete_reason, status, exit_code,
+           report_dir, nodecheck_version)
+    nodes(sweep_id, node, status)                          each node the sweep covered, its worst status
+    results(sweep_id, node, check_name, status, message, subject)
+                                                           every non-passing verdict; a check that
+                                                           passed everything on a node is one row
+    facts(sweep_id, node, key, value)                      versions: key is the check (nccl.version)
+    counters(sweep_id, node, port, counter, value, boot_id, source)   IB error counters (ib.counters'
+                                                           second read); value is an integer, or
+                                                           its decimal text beyond 2^63-1
+    measurements(sweep_id, node, check_name, name, subject, value, unit)   busbw, pair bandwidth
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+import sys
+import time
+from argparse import Namespace
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, NamedTuple, Sequence
+
+from nodecheck.errors import ConfigError
+from nodecheck.model import SEVERITY, Status
+from nodecheck.report import exit_code_for
+from nodecheck.report.diff import CounterRow, Measurement, NodeSweep, ResultRow, SweepSnapshot
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0                          # another sweep's commit takes well under a second
+_STATUSES = ", ".join(f"'{s.value}'" for s in SEVERITY)
+SCHEMA = (
+    f"""CREATE TABLE sweeps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        playbook TEXT NOT NULL,
+        started TEXT NOT NULL,
+        finished TEXT NOT NULL,
+        complete INTEGER NOT NULL CHECK (complete IN (0, 1)),
+        incomplete_reason TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL CHECK (status IN ({_STATUSES})),
+        exit_code INTEGER NOT NULL,
+        report_dir TEXT,
+        nodecheck_version TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX sweeps_by_playbook ON sweeps (playbook, started)",
+    "CREATE INDEX sweeps_by_time ON sweeps (started)",
+    f"""CREATE TABLE nodes (
+        sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ({_STATUSES})),
+        PRIMARY KEY (sweep_id, node))""",
+    "CREATE INDEX nodes_by_node ON nodes (node, sweep_id)",
+    f"""CREATE TABLE results (
+        sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        check_name TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ({_STATUSES})),
+        message TEXT NOT NULL,
+        subject TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX results_by_sweep ON results (sweep_id, node)",
+    "CREATE INDEX results_by_node ON results (node, sweep_id)",
+    "CREATE INDEX results_by_check ON results (check_name, sweep_id)",
+    """CREATE TABLE facts (
+        sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (sweep_id, node, key))""",
+    # value has no declared type: SQLite keeps an integer as an integer and a saturated 64-bit
+    # counter (beyond SQLite's signed 64-bit integers) as text, never as a lossy REAL
+    """CREATE TABLE counters (
+        sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        port TEXT NOT NULL,
+        counter TEXT NOT NULL,
+        value NOT NULL,
+        boot_id TEXT,
+        source TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (sweep_id, node, port, counter))""",
+    """CREATE TABLE measurements (
+        sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+        node TEXT NOT NULL,
+        check_name TEXT NOT NULL,
+        name TEXT NOT NULL,
+        subject TEXT NOT NULL DEFAULT '',
+        value REAL NOT NULL,
+        unit TEXT NOT NULL,
+        PRIMARY KEY (sweep_id, node, check_name, name, subject))""",
+)
+_SQLITE_MAX_INT = 2 ** 63 - 1
+
+
+class SweepRow(NamedTuple):
+    id: int
+    run_id: str
+    playbook: str
+    started: datetime
+    finished: datetime
+    complete: bool
+    status: Status
+    exit_code: int
+    report_dir: str | None
+    incomplete_reason: str = ""
+
+
+class History:
+    """An open history database; use as a context manager."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path, self.conn = path, conn
+
+    @classmethod
+    def open(cls, path: str | Path, *, readonly: bool = False) -> History:
+        """Open (and, for writing, create or migrate) the database. Problems are ConfigErrors naming
+        the file: nothing has run yet, and the operator has a path to fix."""
+        path = Path(path)
+        if readonly and not path.is_file():
+            raise ConfigError(f"no sweep history at {path}", file="--history",
+                              hint="`nodecheck sweep INVENTORY --output-dir DIR` writes DIR/history.sqlite "
+                                   "(or its --history DB); point --history at that file")
+        try:
+            if readonly:
+                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                                       isolation_level=None)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            history = cls(path, conn)
+            conn.execute("PRAGMA foreign_keys = ON")
+            if not readonly:
+                history._use_wal()
+            history._check_schema(readonly)
+            return history
+        except (sqlite3.Error, OSError) as e:
+            raise ConfigError(f"cannot use the sweep history: {e}", file=str(path),
+                              hint="a SQLite file nodecheck writes; give another --history, or move this "
+                                   "one aside") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE takes the write lock up front (waiting out another writer up to the busy
+        timeout) instead of failing at the first write of a deferred transaction."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _use_wal(self) -> None:
+        """WAL: readers (`nodecheck history`) do not block a sweep's commit. The mode is stored in
+        the file; switching needs the database to itself, and SQLite answers "locked" without
+        waiting on the busy timeout while another process holds it, so this waits here."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while self.conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                self.conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _check_schema(self, readonly: bool) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"schema version {version} is newer than this nodecheck's "
+                                        f"({SCHEMA_VERSION}): upgrade nodecheck")
+        if version == SCHEMA_VERSION:
+            return
+        if readonly:
+            raise sqlite3.DatabaseError(f"not a nodecheck history (schema version {version})")
+        with self._transaction() as conn:
+            # another sweep may have created it while this one waited for the lock
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # ------------------------------------------------------------ writing
+
+    def record(self, snap: SweepSnapshot, report_dir: str | None, nodecheck_version: str = "") -> int:
+        """Store one sweep, all or nothing; returns its id."""
+        with self._transaction() as conn:
+            status = snap.status
+            cur = conn.execute(
+                "INSERT INTO sweeps (run_id, playbook, started, finished, complete, incomplete_reason, status, "
+                "exit_code, report_dir, nodecheck_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (snap.run_id, snap.playbook, _ts(snap.started), _ts(snap.finished), int(snap.complete),
+                 snap.incomplete_reason, status.value, exit_code_for(status), report_dir, nodecheck_version))
+            sid = cur.lastrowid
+            conn.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
+                             [(sid, n, s.value) for n, s in snap.node_statuses.items()])
+            conn.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                             [(sid, r.node, r.check, r.status.value, r.message, r.subject) for r in snap.results])
+            conn.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)", [(sid, *f) for f in snap.facts])
+            conn.executemany("INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(sid, c.node, c.port, c.counter, c.value if c.value <= _SQLITE_MAX_INT else str(c.value),
+                               c.boot_id, c.source) for c in snap.counters])
+            conn.executemany("INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(sid, m.node, m.check, m.name, m.subject, m.value, m.unit) for m in snap.measurements])
+            return sid
+
+    # ------------------------------------------------------------ reading
+
+    def sweeps(self, last: int, playbook: str | None = None) -> list[SweepRow]:
+        """The last `last` sweeps (of one playbook), oldest first."""
+        where, args = ("WHERE playbook = ?", (playbook,)) if playbook else ("", ())
+        rows = self.conn.execute(
+            f"SELECT id, run_id, playbook, started, finished, complete, status, exit_code, report_dir, "
+            f"incomplete_reason FROM sweeps {where} ORDER BY started DESC, id DESC LIMIT ?", (*args, last)).fetchall()
+        return [SweepRow(r[0], r[1], r[2], _parse_ts(r[3]), _parse_ts(r[4]), bool(r[5]), Status(r[6]), r[7], r[8], r[9])
+                for r in reversed(rows)]
+
+    def last(self, playbook: str) -> SweepSnapshot | None:
+        """The latest sweep of this playbook, as diff() compares it."""
+        found = self.sweeps(1, playbook)
+        return self.snapshot(found[0]) if found else None
+
+    def snapshot(self, sweep: SweepRow) -> SweepSnapshot:
+        def rows(columns: str, table: str) -> list[tuple]:
+            return self.conn.execute(f"SELECT {columns} FROM {table} WHERE sweep_id = ? ORDER BY rowid",
+                                     (sweep.id,)).fetchall()
+        return SweepSnapshot(
+            run_id=sweep.run_id, playbook=sweep.playbook, started=sweep.started, finished=sweep.finished,
+            complete=sweep.complete, incomplete_reason=sweep.incomplete_reason,
+            nodes=tuple(r[0] for r in rows("node", "nodes")),
+            results=tuple(ResultRow(n, c, Status(s), m, subj)
+                          for n, c, s, m, subj in rows("node, check_name, status, message, subject", "results")),
+            facts=tuple(rows("node, key, value", "facts")),
+            counters=tuple(CounterRow(n, p, c, int(v), b, src)
+                           for n, p, c, v, b, src in rows("node, port, counter, value, boot_id, source", "counters")),
+            measurements=tuple(Measurement(*r) for r in rows("node, check_name, name, subject, value, unit",
+                                                             "measurements")))
+
+    def node_sweeps(self, playbook: str, last: int) -> list[NodeSweep]:
+        """Each node's status and failing checks in the last `last` sweeps of a playbook, for
+        offenders(); NodeSweep.sweep is the sweep's position in time (0 = oldest of them)."""
+        window = self.sweeps(last, playbook) if last > 0 else []
+        rows: list[NodeSweep] = []
+        for position, sweep in enumerate(window):
+            failing: dict[str, list[str]] = {}
+            for node, check in self.conn.execute(
+                    "SELECT DISTINCT node, check_name FROM results WHERE sweep_id = ? AND status NOT IN (?, ?) "
+                    "ORDER BY check_name", (sweep.id, Status.PASS.value, Status.WARN.value)):
+                failing.setdefault(node, []).append(check)
+            rows += [NodeSweep(position, node, Status(status), tuple(failing.get(node, ())))
+                     for node, status in self.conn.execute(
+                         "SELECT node, status FROM nodes WHERE sweep_id = ? ORDER BY rowid", (sweep.id,))]
+        return rows
+
+    def node_counts(self, sweep_id: int) -> dict[Status, int]:
+        return {Status(s): n for s, n in self.conn.execute(
+            "SELECT status, COUNT(*) FROM nodes WHERE sweep_id = ? GROUP BY status", (sweep_id,))}
+
+    def results(self, sweep_id: int, node: str | None = None, check: str | None = None) -> list[ResultRow]:
+        clauses, args = ["sweep_id = ?"], [sweep_id]
+        for column, value in (("node", node), ("check_name", check)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        return [ResultRow(r[0], r[1], Status(r[2]), r[3], r[4]) for r in self.conn.execute(
+            f"SELECT node, check_name, status, message, subject FROM results WHERE {' AND '.join(clauses)} "
+            "ORDER BY rowid", args)]
+
+    def covered(self, sweep_id: int, node: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM nodes WHERE sweep_id = ? AND node = ?",
+                                 (sweep_id, node)).fetchone() is not None
+
+    def known(self, column: str) -> list[str]:
+        """Every node (column "node") or check ("check_name") the history has seen."""
+        table = "nodes" if column == "node" else "results"
+        return [r[0] for r in self.conn.execute(f"SELECT DISTINCT {column} FROM {table}")]
+
+
+def _ts(t: datetime) -> str:
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse_ts(s: str) -> datetime:
+    return datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+
+
+# ---------------------------------------------------------------- nodecheck history
+
+def history_command(args: Namespace) -> int:
+    """`nodecheck history [--node N] [--check C] [--last K]`: per sweep, oldest first."""
+    with History.open(args.history, readonly=True) as h:
+        for column, value, flag in (("node", args.node, "--node"), ("check_name", args.check, "--check")):
+            if value is not None and value not in (known := h.known(column)):
+                close = difflib.get_close_matches(value, known, n=1)
+                raise ConfigError(f"{value!r} is in no sweep of {h.path}", file=flag,
+                                  hint=f"did you mean {close[0]!r}?" if close else
+                                  f"{len(known)} {'nodes' if column == 'node' else 'checks'} are recorded")
+        entries = [_entry(h, sweep, args.node, args.check) for sweep in h.sweeps(args.last)]
+    if args.format == "json":
+        doc = {"history": str(args.history), "node": args.node, "check": args.check, "sweeps": entries}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(render_history(entries, args.node, args.check))
+    return 0
+
+
+def _entry(h: History, sweep: SweepRow, node: str | None, check: str | None) -> dict:
+    """One sweep as `history` shows it: its status for what was asked, and the results behind it."""
+    entry = {"run_id": sweep.run_id, "playbook": sweep.playbook, "started": _ts(sweep.started),
+             "report_dir": sweep.report_dir, "complete": sweep.complete}
+    if node is None and check is None:
+        counts = h.node_counts(sweep.id)
+        return {**entry, "status": sweep.status.value, "nodes": {s.value: counts[s] for s in SEVERITY if s in counts}}
+    if node is not None and not h.covered(sweep.id, node):
+        return {**entry, "status": "not checked", "results": []}
+    rows = h.results(sweep.id, node, check)
+    if not rows:                               # the node was there, the check was not in the playbook
+        return {**entry, "status": "not checked", "results": []}
+    status = max((r.status for r in rows), key=lambda s: s.rank)
+    return {**entry, "status": status.value,
+            "results": [{"node": r.node, "check": r.check, "status": r.status.value, "subject": r.subject,
+                         "message": r.message} for r in rows]}
+
+
+def render_history(entries: Sequence[dict], node: str | None, check: str | None) -> str:
+    from tabulate import tabulate
+
+    from nodecheck.report.diff import fold
+    what = " ".join(p for p in (node and f"node {node}", check and f"check {check}") if p) or "all nodes"
+    rows = []
+    for e in entries:
+        when = e["started"][:19].replace("T", " ") + "Z"
+        if "nodes" in e:
+            detail = ", ".join(f"{n} {s}" for s, n in e["nodes"].items())
+        elif not e["results"]:
+            detail = "not checked in this sweep"
+        else:
+            detail = _detail(e["results"], node, check, fold)
+        rows.append([when, e["run_id"], e["status"], detail, e["report_dir"] or "-"])
+    if not rows:
+        return f"history of {what}: no sweep recorded\n"
+    table = tabulate(rows, headers=["started (UTC)", "run id", "status", "detail", "report"], tablefmt="simple",
+                     maxcolwidths=[None, None, None, 80, None])
+    return f"history of {what}, last {len(rows)} sweeps (oldest first):\n{table}\n"
+
+
+def _detail(results: list[dict], node: str | None, check: str | None, fold) -> str:
+    """The non-passing results, naming what the query did not fix; for a check, the nodes that
+    passed too."""
+    bad = [r for r in results if r["status"] != Status.PASS.value]
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in bad:
+        groups.setdefault((r["check"], r["status"], r["message"]), []).append(r["node"])
+    parts = []
+    for (name, status, message), nodes in groups.items():
+        who = "" if node is not None else f"{fold(nodes)} "
+        which = "" if check is not None else f"{name} "
+        parts.append(f"{who}{which}{status}: {message}")
+    if node is None:
+        failed = {r["node"] for r in bad}
+        passed = [r["node"] for r in results if r["node"] not in failed]
+        if passed:
+            parts.append(f"{fold(passed)} pass")
+    elif not bad:
+        parts.append(results[0]["message"] if check is not None else f"{len(results)} checks pass")
+    return "; ".join(parts)

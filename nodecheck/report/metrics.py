@@ -1,0 +1,134 @@
+"""A sweep as a Prometheus textfile for node_exporter's textfile collector: a pure renderer and an
+atomic writer (node_exporter must never read half a file).
+
+Metrics (gauges; every status metric uses Status.rank, the severity order of nodecheck.model):
+    nodecheck_check_status{node,check}        0 pass, 1 warn, 2 skipped, 3 error, 4 timeout,
+                                              5 unreachable, 6 fail (the worst verdict of the check on the node)
+    nodecheck_check_healthy{node,check}       1 pass/warn, 0 anything else (Status.healthy)
+    nodecheck_node_status{node}               the node's worst status, as above
+    nodecheck_node_healthy{node}              1 healthy, 0 not
+    nodecheck_nodes{status}                   nodes per status (every status, zeros included)
+    nodecheck_repeat_offender{node}           1 when not healthy in >= k of the last n sweeps
+    nodecheck_sweep_last_timestamp_seconds    when the sweep finished (Unix time)
+    nodecheck_sweep_duration_seconds
+    nodecheck_sweep_complete                  0 when the deadline or a signal cut the sweep
+    nodecheck_sweep_info{playbook,version}    1
+    nodecheck_nccl_busbw_bytes_per_second{node,check,test}   nccl-tests busbw at the plateau (GB/s x 1e9)
+    nodecheck_ib_write_bw_best_bytes_per_second{node,check,device} best ib_write_bw of the node's HCA in
+                                                             ib.pairs (Gb/s x 1e9 / 8)
+No sample carries a timestamp: the textfile collector refuses them.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from nodecheck import __version__
+from nodecheck.model import SEVERITY
+from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
+
+STATUS_HELP = ", ".join(f"{s.rank} {s.value}" for s in SEVERITY)
+# (measurement name, unit) -> (metric, factor to base units, the subject's label, help)
+MEASUREMENT_METRICS = {
+    (BUSBW, "GB/s"): ("nodecheck_nccl_busbw_bytes_per_second", 1e9, "test",
+                      "nccl-tests bus bandwidth at the plateau sizes (nccl-tests GB/s x 1e9)"),
+    (PAIR_BW, "Gb/s"): ("nodecheck_ib_write_bw_best_bytes_per_second", 1e9 / 8, "device",
+                        "the best ib_write_bw this node's HCA reached with any partner in ib.pairs"),
+}
+
+
+def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__) -> str:
+    out: list[str] = []
+    checks = snap.checks()
+    statuses = snap.node_statuses
+    _family(out, "nodecheck_check_status", f"Worst status of the check on the node in the last sweep: {STATUS_HELP}",
+            [({"node": n, "check": c}, s.status.rank) for (n, c), s in checks.items()])
+    _family(out, "nodecheck_check_healthy", "1 if the check passed or only warned on the node in the last sweep",
+            [({"node": n, "check": c}, int(s.status.healthy)) for (n, c), s in checks.items()])
+    _family(out, "nodecheck_node_status", f"The node's worst status in the last sweep: {STATUS_HELP}",
+            [({"node": n}, s.rank) for n, s in statuses.items()])
+    _family(out, "nodecheck_node_healthy", "1 if every check passed or only warned on the node",
+            [({"node": n}, int(s.healthy)) for n, s in statuses.items()])
+    counts = defaultdict(int, {s: 0 for s in SEVERITY})
+    for s in statuses.values():
+        counts[s] += 1
+    _family(out, "nodecheck_nodes", "Nodes of the last sweep per status",
+            [({"status": s.value}, counts[s]) for s in SEVERITY])
+    flagged = {o.node for o in found}
+    _family(out, "nodecheck_repeat_offender", "1 if the node was not healthy in at least k of the last n sweeps",
+            [({"node": n}, int(n in flagged)) for n in [*statuses, *sorted(flagged - set(statuses))]])
+    _family(out, "nodecheck_sweep_last_timestamp_seconds", "When the last sweep finished, Unix time",
+            [({}, snap.finished.timestamp())])
+    _family(out, "nodecheck_sweep_duration_seconds", "How long the last sweep took",
+            [({}, (snap.finished - snap.started).total_seconds())])
+    _family(out, "nodecheck_sweep_complete", "0 if the deadline or a signal cut the last sweep short",
+            [({}, int(snap.complete))])
+    _family(out, "nodecheck_sweep_info", "The last sweep's playbook and nodecheck version",
+            [({"playbook": snap.playbook, "version": version}, 1)])
+    by_metric: dict[tuple, list] = defaultdict(list)
+    for m in snap.measurements:
+        spec = MEASUREMENT_METRICS.get((m.name, m.unit))
+        if spec is not None:
+            name, factor, label, text = spec
+            by_metric[(name, text)].append(({"node": m.node, "check": m.check, label: m.subject}, m.value * factor))
+    for (name, text), samples in by_metric.items():
+        _family(out, name, text, samples)
+    return "".join(out)
+
+
+def _family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
+    out.append(f"# HELP {name} {escape_help(text)}\n# TYPE {name} gauge\n")
+    for labels, value in samples:
+        pairs = ",".join(f'{k}="{escape_label(str(v))}"' for k, v in labels.items())
+        out.append(f"{name}{{{pairs}}} {number(value)}\n" if pairs else f"{name} {number(value)}\n")
+
+
+def escape_label(value: str) -> str:
+    """The exposition format's label value escapes: backslash, double quote, line feed."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """HELP text escapes backslash and line feed (a quote is literal there)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def number(value: float) -> str:
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """A temporary file beside the target (same filesystem; a name node_exporter ignores: it
+    reads *.prom only), synced, made readable by node_exporter's user, then renamed over it."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)                   # mkstemp makes it 0600
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)                       # the rename itself survives a power cut
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,292 @@
+"""The sweep history (SQLite): schema, whole-sweep transactions, concurrent writers, reading it back
+for the diff and for `nodecheck history`; and `nodecheck sweep` wired end to end around a canned run."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from nodecheck import cli, commands, gatecmd
+from nodecheck.errors import ConfigError
+from nodecheck.history import SCHEMA_VERSION, History
+from nodecheck.model import Status
+from nodecheck.report import diff as D
+from nodecheck.report.diff import CounterRow, NodeSweep, Offender
+from nodecheck.sweep import parse_offender
+from tests.test_diff import T0, T1, current_report, previous_report
+
+U, F, P, W = Status.UNREACHABLE, Status.FAIL, Status.PASS, Status.WARN
+
+
+def recorded(tmp_path, *reports, report_dir="reports/x"):
+    path = tmp_path / "h.sqlite"
+    with History.open(path) as h:
+        ids = [h.record(D.snapshot(r), report_dir, "0.1.0") for r in reports]
+    return path, ids
+
+
+def test_a_new_database_has_the_versioned_schema_in_wal_mode(tmp_path):
+    path, _ = recorded(tmp_path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {name: [c[1] for c in conn.execute(f"PRAGMA table_info({name})")] for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    assert tables == {
+        "sweeps": ["id", "run_id", "playbook", "started", "finished", "complete", "incomplete_reason", "status",
+                   "exit_code", "report_dir", "nodecheck_version"],
+        "nodes": ["sweep_id", "node", "status"],
+        "results": ["sweep_id", "node", "check_name", "status", "message", "subject"],
+        "facts": ["sweep_id", "node", "key", "value"],
+        "counters": ["sweep_id", "node", "port", "counter", "value", "boot_id", "source"],
+        "measurements": ["sweep_id", "node", "check_name", "name", "subject", "value", "unit"]}
+
+
+def test_a_sweep_reads_back_exactly_as_it_was_recorded(tmp_path):
+    path, ids = recorded(tmp_path, previous_report(), current_report())
+    assert ids == [1, 2]
+    with History.open(path, readonly=True) as h:
+        assert h.last("sweep") == D.snapshot(current_report())
+        assert h.last("other-playbook") is None
+        [first, second] = h.sweeps(10)
+        assert (first.run_id, first.started, first.status, first.exit_code, first.report_dir) == (
+            "20261129T100000Z_sweep", T0, F, 2, "reports/x")
+        assert h.snapshot(first) == D.snapshot(previous_report())
+
+
+def test_could_not_judge_is_kept_as_such_never_as_pass(tmp_path):
+    path, _ = recorded(tmp_path, previous_report())
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT status, message FROM results WHERE node = 'node3' ORDER BY rowid").fetchall() == [
+        ("unreachable", "unreachable: connection refused by node3:22")] * 2
+    assert conn.execute("SELECT node, status FROM nodes WHERE sweep_id = 1").fetchall() == [
+        ("node1", "warn"), ("node2", "fail"), ("node3", "unreachable"), ("node4", "fail")]
+    with pytest.raises(sqlite3.IntegrityError):                          # the schema refuses a made-up status
+        conn.execute("INSERT INTO nodes VALUES (1, 'node9', 'ok')")
+
+
+def test_a_saturated_64_bit_counter_is_kept_exactly(tmp_path):
+    snap = D.snapshot(previous_report())
+    big = CounterRow("node1", "mlx5_0/1", "SymbolErrorCounter", 2 ** 64 - 1, "boot-1", "perfquery -x")
+    with History.open(tmp_path / "h.sqlite") as h:
+        h.record(replace(snap, counters=(big,)), None)
+        assert h.last("sweep").counters == (big,)
+
+
+def test_a_sweep_is_one_transaction_a_failure_leaves_nothing(tmp_path):
+    snap = D.snapshot(previous_report())
+    broken = replace(snap, facts=(("node1", "nccl.version", "2.23.4"),) * 2)     # the same key twice
+    with History.open(tmp_path / "h.sqlite") as h:
+        with pytest.raises(sqlite3.IntegrityError):
+            h.record(broken, None)
+        assert h.sweeps(10) == [] and h.conn.execute("SELECT COUNT(*) FROM nodes").fetchone() == (0,)
+        h.record(snap, None)                                             # and the connection still works
+        assert [s.run_id for s in h.sweeps(10)] == ["20261129T100000Z_sweep"]
+
+
+def _writer(path: str, tag: int, count: int) -> None:
+    snap = D.snapshot(current_report())
+    with History.open(path) as h:
+        for i in range(count):
+            h.record(replace(snap, run_id=f"w{tag}-{i}", started=T1 + timedelta(seconds=i)), None)
+
+
+def test_two_sweeps_writing_at_once_both_commit_whole_sweeps(tmp_path):
+    path = str(tmp_path / "h.sqlite")
+    ctx = multiprocessing.get_context("fork")
+    writers = [ctx.Process(target=_writer, args=(path, tag, 15)) for tag in (1, 2)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM sweeps").fetchone() == (30,)
+    per_sweep = conn.execute("SELECT COUNT(*) FROM results GROUP BY sweep_id").fetchall()
+    assert per_sweep == [(20,)] * 30                                      # none half-written
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_node_sweeps_feed_offenders_per_playbook_and_in_time_order(tmp_path):
+    path, _ = recorded(tmp_path, previous_report(), current_report())
+    with History.open(path) as h:
+        h.record(replace(D.snapshot(previous_report()), playbook="fabric"), None)
+        rows = h.node_sweeps("sweep", 5)
+        assert [r for r in rows if r.node in ("node2", "node4")] == [
+            NodeSweep(0, "node2", F, ("gpu.xid", "ib.ports", "node.oom")), NodeSweep(0, "node4", F, ("gpu.health",)),
+            NodeSweep(1, "node2", F, ("kernel.version", "node.oom"))]
+        assert D.offenders(rows, 2, 5) == [Offender("node2", 2, 2, ("gpu.xid", "ib.ports", "kernel.version", "node.oom")),
+                                           Offender("node3", 2, 2, ("cuda.version", "gpu.health", "ib.ports"))]
+        assert h.node_sweeps("sweep", 0) == []
+
+
+def test_a_newer_or_foreign_database_is_refused_naming_the_file(tmp_path):
+    newer = tmp_path / "newer.sqlite"
+    sqlite3.connect(newer).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ConfigError) as caught:
+        History.open(newer)
+    assert str(caught.value).startswith(f"{newer}: cannot use the sweep history: schema version 2 is newer")
+    garbage = tmp_path / "notes.sqlite"
+    garbage.write_text("not a database, just notes\n" * 100)
+    with pytest.raises(ConfigError) as caught:
+        History.open(garbage)
+    assert "file is not a database" in str(caught.value) and str(garbage) in str(caught.value)
+
+
+def history(tmp_path, capsys, *argv):
+    args = cli.build_parser().parse_args(["history", "--history", str(tmp_path / "h.sqlite"), *argv])
+    from nodecheck.history import history_command
+    code = history_command(args)
+    return code, capsys.readouterr().out
+
+
+def test_history_of_a_node_one_row_per_sweep_with_the_evidence(tmp_path, capsys):
+    recorded(tmp_path, previous_report(), current_report())
+    code, out = history(tmp_path, capsys, "--node", "node3")
+    assert code == 0
+    assert out.splitlines() == [
+        "history of node node3, last 2 sweeps (oldest first):",
+        "started (UTC)         run id                  status       detail" + " " * 73 + "report",
+        "--------------------  ----------------------  -----------  " + "-" * 77 + "  ---------",
+        "2026-11-29 10:00:00Z  20261129T100000Z_sweep  unreachable  ib.ports unreachable: unreachable: connection "
+        "refused by node3:22; gpu.health  reports/x",
+        " " * 59 + "unreachable: unreachable: connection refused by node3:22",
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  fail         cuda.version fail: no CUDA driver" + " " * 46
+        + "reports/x"]
+    code, out = history(tmp_path, capsys, "--node", "node4", "--check", "gpu.health", "--format", "json")
+    doc = json.loads(out)
+    assert [(s["run_id"], s["status"]) for s in doc["sweeps"]] == [("20261129T100000Z_sweep", "fail"),
+                                                                   ("20261129T110230Z_sweep", "not checked")]
+    assert doc["sweeps"][0]["results"] == [{"node": "node4", "check": "gpu.health", "status": "fail",
+                                            "subject": "GPU3", "message": "GPU3: row remap pending"}]
+
+
+def test_history_of_a_check_folds_the_nodes_and_of_everything_counts_them(tmp_path, capsys):
+    recorded(tmp_path, previous_report(), current_report())
+    _, out = history(tmp_path, capsys, "--check", "ib.ports", "--last", "1")
+    assert out.splitlines()[0] == "history of check ib.ports, last 1 sweeps (oldest first):"
+    assert out.splitlines()[3].split("  ")[:3] == ["2026-11-29 11:02:30Z", "20261129T110230Z_sweep", "fail"]
+    assert "node1 fail: mlx5_5/1: rate 200 Gb/s, expected >= 400 Gb/s; node[2-3,5] pass" in out
+    _, out = history(tmp_path, capsys, "--format", "json")
+    assert [s["nodes"] for s in json.loads(out)["sweeps"]] == [{"warn": 1, "unreachable": 1, "fail": 2}, {"fail": 4}]
+
+
+def test_history_without_a_database_or_with_an_unknown_node_is_bad_input(tmp_path, capsys):
+    with pytest.raises(ConfigError) as caught:
+        history(tmp_path, capsys)
+    assert str(caught.value) == (f"--history: no sweep history at {tmp_path / 'h.sqlite'}; hint: `nodecheck sweep "
+                                 "INVENTORY --output-dir DIR` writes DIR/history.sqlite (or its --history DB); "
+                                 "point --history at that file")
+    recorded(tmp_path, previous_report())
+    with pytest.raises(ConfigError) as caught:
+        history(tmp_path, capsys, "--node", "nod3")
+    assert caught.value.hint == "did you mean 'node3'?" and caught.value.file == "--node"
+    assert cli.main(["history", "--history", str(tmp_path / "h.sqlite"), "--check", "ib.port"]) == 64
+    assert "did you mean 'ib.ports'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, expected", [("3/5", (3, 5)), ("1/1", (1, 1)), ("2/3", (2, 3))])
+def test_offender_rule(text, expected):
+    assert parse_offender(text) == expected
+
+
+@pytest.mark.parametrize("text", ["3", "0/5", "6/5", "a/b", "3/5/7", "1/1001"])
+def test_a_bad_offender_rule_is_bad_input(text):
+    with pytest.raises(ConfigError):
+        parse_offender(text)
+
+
+# ---------------------------------------------------------------- nodecheck sweep, around a canned run
+
+@pytest.fixture
+def canned(monkeypatch):
+    """`sweep` with the targets and the run replaced: each call returns the next report."""
+    reports = []
+    monkeypatch.setattr(commands, "_targets", lambda args, playbook: ([], [], None))
+    monkeypatch.setattr(commands, "_ensure_open_files", lambda n: None)
+    monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
+    return reports
+
+
+def sweep(tmp_path, *argv):
+    return cli.main(["sweep", "hosts.yml", "--output-dir", str(tmp_path / "reports"), "--offender", "2/3", *argv])
+
+
+def test_sweep_stores_compares_records_and_writes_metrics(tmp_path, capsys, canned):
+    canned += [previous_report(), current_report()]
+    prom = tmp_path / "nodecheck.prom"
+    assert sweep(tmp_path, "--metrics", str(prom)) == 2
+    out = capsys.readouterr().out
+    assert "Since the last sweep: first sweep: nothing to compare.\n" in out
+    assert sweep(tmp_path, "--metrics", str(prom)) == 2
+    out = capsys.readouterr().out
+    assert "Since the last sweep (20261129T100000Z_sweep, 1 h 2 min ago):\nnewly failing:\n" \
+           "  node1  ib.ports  fail: mlx5_5/1: rate 200 Gb/s, expected >= 400 Gb/s\n" in out
+    assert "repeat offenders (not healthy in at least 2 of the last 3 sweeps):\n" \
+           "  node2  failed in 2 of the last 2  gpu.xid, ib.ports, kernel.version, node.oom\n" in out
+    report_dir = out.splitlines()[-1].removeprefix("report: ")
+    assert report_dir == str(tmp_path / "reports" / "20261129T110230Z_sweep")
+    assert "still failing: 1 (node, check) pair." in (tmp_path / "reports" / "20261129T110230Z_sweep" /
+                                                       "summary.txt").read_text()
+    with History.open(tmp_path / "reports" / "history.sqlite", readonly=True) as h:
+        assert [(s.run_id, s.report_dir) for s in h.sweeps(5)] == [
+            ("20261129T100000Z_sweep", str(tmp_path / "reports" / "20261129T100000Z_sweep")),
+            ("20261129T110230Z_sweep", report_dir)]
+    assert 'nodecheck_check_status{node="node1",check="ib.ports"} 6\n' in prom.read_text()
+    assert 'nodecheck_repeat_offender{node="node2"} 1\n' in prom.read_text()
+
+
+def test_sweep_json_is_one_document_with_the_changes(tmp_path, capsys, canned):
+    canned += [previous_report(), current_report()]
+    sweep(tmp_path, "--format", "json")
+    capsys.readouterr()
+    assert sweep(tmp_path, "--format", "json", "--history", str(tmp_path / "elsewhere.sqlite")) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["run_id"] == "20261129T110230Z_sweep" and doc["report_version"] == 2
+    assert doc["sweep"]["history"] == str(tmp_path / "elsewhere.sqlite")
+    assert doc["sweep"]["changes"]["first"] is True                     # another history: nothing before
+    assert doc["sweep"]["problems"] == [] and doc["sweep"]["gate"] == []
+
+
+def test_a_sweep_that_could_not_keep_its_report_is_no_clean_bill_of_health(tmp_path, capsys, canned):
+    healthy = replace(previous_report(), results=tuple(r for r in previous_report().results if r.verdict.status is P
+                                                       and r.nodes != ("node3",)), nodes=(("node1", "node1"),))
+    canned += [healthy]
+    (tmp_path / "reports").write_text("a file where the report directory should be")
+    assert sweep(tmp_path, "--history", str(tmp_path / "h.sqlite")) == 3
+    err = capsys.readouterr().err
+    assert "nodecheck: error: could not write the report under" in err
+    with History.open(tmp_path / "h.sqlite", readonly=True) as h:
+        assert [(s.status, s.report_dir) for s in h.sweeps(5)] == [(P, None)]   # the history still has it
+
+
+def test_sweep_refuses_before_running_a_metrics_file_node_exporter_would_ignore(tmp_path, capsys, canned):
+    canned += [previous_report()]
+    assert sweep(tmp_path, "--metrics", str(tmp_path / "nodecheck.txt")) == 64
+    assert "node_exporter's textfile collector reads only *.prom files" in capsys.readouterr().err
+    assert sweep(tmp_path, "--metrics", str(tmp_path / "missing" / "n.prom")) == 64
+    assert sweep(tmp_path, "--offender", "5/3") == 64
+    (tmp_path / "h.sqlite").write_text("not a database\n" * 100)
+    assert sweep(tmp_path, "--history", str(tmp_path / "h.sqlite")) == 64
+    assert "cannot use the sweep history" in capsys.readouterr().err
+    assert len(canned) == 1                                              # nothing ran
+
+
+def test_sweep_junit_is_the_junit_renderers_output_alone(tmp_path, capsys, canned, monkeypatch):
+    import sys
+    import types
+
+    import nodecheck.report
+    fake = types.ModuleType("nodecheck.report.junit")
+    fake.render = lambda report: f"<testsuites name={report.run_id!r}/>\n"
+    monkeypatch.setitem(sys.modules, "nodecheck.report.junit", fake)
+    monkeypatch.setattr(nodecheck.report, "junit", fake, raising=False)   # if already imported
+    canned += [previous_report()]
+    assert sweep(tmp_path, "--format", "junit") == 2
+    out, err = capsys.readouterr()
+    assert out == "<testsuites name='20261129T100000Z_sweep'/>\n"
+    assert err == f"report: {tmp_path / 'reports' / '20261129T100000Z_sweep'}\n"
