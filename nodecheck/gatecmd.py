@@ -334,7 +334,8 @@ def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
 
 def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     """The job's nodes over SSH, the playbook's cross-node checks; drain only the blamed nodes."""
-    from nodecheck.commands import DEFAULT_FANOUT, _ensure_open_files
+    from nodecheck.cli import DEFAULT_FANOUT
+    from nodecheck.commands import _ensure_open_files
     playbook = _load(args, "controller")
     cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
     if not cross:
@@ -373,7 +374,8 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
 
 def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
-    from nodecheck.commands import DEFAULT_FANOUT, _local_transport, _ssh_transport
+    from nodecheck.cli import DEFAULT_FANOUT
+    from nodecheck.commands import _local_transport, _ssh_transport
     from nodecheck.inventory import load_inventory, select
     from nodecheck.slurm import SlurmError
     playbook = _load(args, "health")

@@ -40,7 +40,8 @@ nc_in_netns() {
 
 # The common start of every entry script (tests, demo, benchmark): root, the repo root as cwd,
 # setup.sh, a private network namespace $NC_NS and a temp dir $NC_TMP. On exit, whatever
-# simulated cluster lives in $NC_TMP/sim is stopped, then the namespace and the temp dir go.
+# simulated cluster lives in $NC_TMP/sim (Slurm first, then the nodes) is stopped, then the
+# namespace and the temp dir go.
 nc_sandbox() {
   local script=$1 label=$2
   nc_require_root "$script"
@@ -55,6 +56,10 @@ nc_sandbox() {
 }
 
 nc_sandbox_cleanup() {
+  # Slurm first: slurmctld and the harness's munged run outside the nodes, so ssh_nodes.sh down
+  # would not stop them (slurm_cluster.sh finds them even when the state dir is already gone)
+  NODECHECK_HARNESS_DIR=$NC_TMP/sim bash "$NC_HARNESS/slurm_cluster.sh" down >/dev/null 2>&1 \
+    || echo "warning: stopping the simulated Slurm cluster failed ($NC_TMP/sim/slurm)" >&2
   NODECHECK_HARNESS_DIR=$NC_TMP/sim bash "$NC_HARNESS/ssh_nodes.sh" down >/dev/null 2>&1 \
     || echo "warning: stopping the simulated cluster failed ($NC_TMP/sim)" >&2
   nc_netns_delete "$NC_NS"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
 #  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux procps dash
-#    python3-venv
+#    python3-venv slurm-wlm munge
 #    (--no-install-recommends; apt is kept from starting the system sshd while installing)
 #  * /run/sshd (sshd's privilege-separation dir)
 #  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
@@ -22,6 +22,10 @@ command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v set
   command -v flock >/dev/null || pkgs+=(util-linux)
 command -v pgrep >/dev/null || pkgs+=(procps)          # the RoCE flap's refusal checks
 command -v dash >/dev/null || pkgs+=(dash)             # /bin/sh of the nodes; the pair-test script tests
+# real Slurm on the simulated nodes (slurm_cluster.sh); munge is Slurm 22.05's only authentication
+for b in slurmctld slurmd scontrol sinfo sbatch munged munge; do
+  [ -x "/usr/sbin/$b" ] || command -v "$b" >/dev/null || { pkgs+=(slurm-wlm munge); break; }
+done
 if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
 if [ ! -x .venv/bin/python ]; then
   [ -n "$PY" ] || pkgs+=(python3)

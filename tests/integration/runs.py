@@ -8,11 +8,11 @@ import sys
 import time
 
 
-def nodecheck(*args, timeout=240):
-    """(exit code, stdout, stderr, wall seconds) of `python -m nodecheck ARGS`."""
+def nodecheck(*args, timeout=240, env=None):
+    """(exit code, stdout, stderr, wall seconds) of `python -m nodecheck ARGS` (env: the whole environment)."""
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "nodecheck", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
 

@@ -1,0 +1,180 @@
+"""The Slurm gate against a real Slurm 22.05 (slurmctld + one slurmd per simulated node, munge):
+slurm.conf names nodecheck's console scripts (Prolog=.../nodecheck-prolog, PrologSlurmctld=
+.../nodecheck-prolog-slurmctld), and slurmd runs them inside each node's namespaces, where the
+node's fake GPU and IB tools answer. Their options come from nodecheck.yml beside slurm.conf, as
+on a real cluster. HealthCheckProgram is run the way slurmd runs it (cluster.run_on_node)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, apply, gpu_node
+from integration.runs import nodecheck
+from nodecheck.slurm import expand_hostlist
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent               # the venv's console scripts
+PROLOG = BIN / "nodecheck-prolog"
+PROLOG_SLURMCTLD = BIN / "nodecheck-prolog-slurmctld"
+HEALTH = BIN / "nodecheck-health"
+ALL = [f"node{i}" for i in range(1, 11)]         # 10 nodes: the breaker judges runs of >= 10
+
+# every node fails the same pin: a bad config, not ten bad nodes
+ALL_FAIL = """version: 1
+deadline_s: 20
+gate: {settle_s: 8}         # the job's ten Prologs start within a few seconds on 2 cores
+checks:
+  kernel.version: {expect: "0.0.0-no-such-kernel"}
+"""
+
+
+def _write_config(cluster, work: Path, **sections) -> None:
+    """nodecheck.yml beside slurm.conf, read afresh by every run: beside $SLURM_CONF for the node
+    Prolog, and in /etc/slurm (the harness binds its etc/ there) for PrologSlurmctld and the
+    health check, whose environment has no SLURM_CONF."""
+    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), **sections}
+    for folder in (cluster.slurm_conf.parent, cluster.slurm_dir / "etc"):
+        (folder / "nodecheck.yml").write_text(yaml.safe_dump(doc))
+
+
+def _events(work: Path, action: str) -> list[dict[str, str]]:
+    """The gate log's lines of one action, as {field: value}."""
+    log = work / "gate.log"
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        fields = dict(re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', line))
+        if fields.get("action") == action:
+            out.append({k: json.loads(v) if v.startswith('"') else v for k, v in fields.items()})
+    return out
+
+
+@pytest.fixture
+def work(tmp_path):
+    os.chmod(tmp_path, 0o755)                  # the nodes' Prologs write reports and the log here
+    return tmp_path
+
+
+@pytest.fixture
+def slurm(cluster, work):
+    """Slurm on all ten nodes with nodecheck as the node Prolog; every node a healthy 8x H100."""
+    apply(cluster, {n: gpu_node() for n in ALL})
+    cluster.slurm_up(ALL, prolog=PROLOG)
+    cluster.slurm_reset()
+    _write_config(cluster, work, prolog={"playbook": "prolog"}, health={"playbook": "health"})
+    yield cluster
+    cluster.slurm_command("scancel", "--user=root", check=False)
+
+
+def test_a_job_on_healthy_nodes_runs_and_each_node_kept_its_report(slurm, work):
+    job = slurm.sbatch("-N4")
+    done = slurm.wait_job(job, timeout=60)
+    assert (done["JobState"], done["Restarts"], done["NodeList"]) == ("COMPLETED", "0", "node[1-4]")
+    reports = sorted(p.name for p in (work / "reports").iterdir())
+    assert [re.sub(r"^\d{8}T\d{6}Z_", "", r) for r in reports] == [f"prolog_node{i}_job{job}" for i in range(1, 5)]
+    doc = json.loads((work / "reports" / reports[2] / "report.json").read_text())
+    assert (doc["nodes"][0]["node"], doc["nodes"][0]["healthy"]) == ("node3", True)
+    assert _events(work, "drain") == [] and slurm.slurm_nodes()["node3"] == "IDLE"
+
+
+def test_a_failing_node_is_drained_with_its_reason_and_the_job_completes_elsewhere(slurm, work):
+    slurm.fake_nvml("node3", NVML_REMAP_PENDING)
+    job = slurm.sbatch("-N4")
+    done = slurm.wait_job(job, timeout=90)
+    assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
+    assert "node3" not in expand_hostlist(done["NodeList"]) and len(expand_hostlist(done["NodeList"])) == 4
+    node3 = slurm.node("node3")
+    assert "DRAIN" in node3["State"]
+    assert node3["ReasonText"] == ("nodecheck: gpu.health GPU3: row remap pending (correctable 0, "
+                                   "uncorrectable 4); reset the GPU before the next job")
+    [drain] = _events(work, "drain")
+    assert (drain["node"], drain["job"], drain["check"]) == ("node3", str(job), "gpu.health")
+    assert Path(drain["evidence"]).is_file()      # the capture the verdict was judged on
+
+    # repaired: the health check (as slurmd runs it: SLURMD_NODENAME only, no PATH) resumes it
+    slurm.fake_nvml("node3", NVML_HEALTHY)
+    rc, out, err = slurm.run_on_node("node3", [str(HEALTH)])
+    assert rc == 0, out + err
+    assert out.startswith("nodecheck health node3: PASS; resume node3 (report ")
+    assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE")["Reason"] == ""
+    [resume] = _events(work, "resume")
+    assert resume["node"] == "node3" and resume["reason"].startswith("nodecheck: gpu.health GPU3")
+
+
+def test_an_operators_drain_is_never_overwritten_nor_resumed(slurm, work):
+    slurm.drain("node5", "operator: replacing a fan")
+    slurm.fake_nvml("node5", NVML_REMAP_PENDING)
+    rc, out, err = slurm.run_on_node("node5", [str(HEALTH)])
+    assert rc == 2, out + err
+    assert "left as is (drained by someone else): node5" in out
+    assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"
+    [left] = _events(work, "left")
+    assert left["node"] == "node5" and "operator: replacing a fan" in left["reason"]
+
+    slurm.fake_nvml("node5", NVML_HEALTHY)
+    rc, out, err = slurm.run_on_node("node5", [str(HEALTH)])
+    assert rc == 0, out + err
+    node5 = slurm.node("node5")
+    assert ("DRAIN" in node5["State"], node5["ReasonText"]) == (True, "operator: replacing a fan")
+    assert _events(work, "resume") == []
+
+
+def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
+    slurm.drain("node3", "nodecheck: gpu.health GPU3: row remap pending")     # what the Prolog left
+    slurm.drain("node5", "operator: replacing a fan")
+    slurm.drain("node6", "nodecheck: nccl.allreduce_multi bad node")           # not in this playbook
+    code, out, err, _ = nodecheck("sweep", str(slurm.inventory_path), "--playbook", "health",
+                                  "--nodes", "node[1-6]", "--resume", "--output-dir", str(work / "reports"),
+                                  "--log-file", str(work / "gate.log"), env=slurm.slurm_env())
+    assert code == 0, out + err
+    assert "gate: node3 resumed" in out
+    assert "gate: node6 stays drained: drained for nccl.allreduce_multi, which this run did not check" in out
+    assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE")["Reason"] == ""
+    assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"
+    assert slurm.node("node6")["ReasonText"] == "nodecheck: nccl.allreduce_multi bad node"
+    assert [e["node"] for e in _events(work, "resume")] == ["node3"]
+
+
+def test_the_breaker_drains_none_when_every_node_fails_the_same_check(slurm, work):
+    book = work / "all-fail.yml"
+    book.write_text(ALL_FAIL)
+    _write_config(slurm, work, prolog={"playbook": str(book)})
+    job = slurm.sbatch("-N10")
+    done = slurm.wait_job(job, timeout=90)
+    assert (done["JobState"], done["Restarts"]) == ("COMPLETED", "0")   # failed open: the job ran
+    assert all(state == "IDLE" for state in slurm.slurm_nodes().values()), slurm.slurm_nodes()
+    breakers = _events(work, "breaker")
+    assert sorted(e["node"] for e in breakers) == sorted(ALL)
+    assert all("nodes are drained by nodecheck for kernel.version" in e["message"] for e in breakers)
+
+    # one run over all ten nodes (health over SSH): the breaker trips before anything is drained
+    code, out, err, _ = nodecheck("health", str(slurm.inventory_path), "--playbook", str(book),
+                                  "--output-dir", str(work / "reports"), "--log-file", str(work / "gate.log"),
+                                  env=slurm.slurm_env())
+    assert code == 3, out + err
+    assert "mass-drain breaker: kernel.version fails on 10 of 10 nodes (more than 10%)" in out
+    assert all(state == "IDLE" for state in slurm.slurm_nodes().values())
+
+
+def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm, work):
+    apply(slurm, {n: gpu_node(nccl=NCCL_STALE) if n == "node2" else gpu_node() for n in ALL})
+    slurm.slurm_up(ALL, prolog=PROLOG, prolog_slurmctld=PROLOG_SLURMCTLD)
+    slurm.slurm_reset()
+    _write_config(slurm, work, prolog={"playbook": "prolog"},
+                  controller={"playbook": "prolog", "inventory": str(slurm.inventory_path)})
+    job = slurm.sbatch("-N4")
+    done = slurm.wait_job(job, timeout=120)
+    assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
+    assert "node2" not in expand_hostlist(done["NodeList"])
+    assert slurm.node("node2")["ReasonText"] == "nodecheck: nccl.version NCCL 2.21.5 on node2, expected 2.29.2 (3 nodes)"
+    drains = _events(work, "drain")
+    assert [(e["node"], e["check"]) for e in drains] == [("node2", "nccl.version")]
+    assert all(slurm.node(n)["State"] == "IDLE" for n in ("node1", "node3", "node4"))
