@@ -188,6 +188,12 @@ def gate_command(args: Namespace) -> int:
         _set_environment(getattr(args, "path", None))
         return {"prolog": _node_prolog, "controller": _controller, "health": _health}[mode](args, log, job)
     except ConfigError as e:
+        if not args.log_file:                  # the file is invalid: log where it meant us to, if it says
+            from nodecheck import gateconfig
+            try:
+                log.path = gateconfig.salvage_log_file(gateconfig.config_path(args.config), mode) or log.path
+            except Exception:
+                pass
         # a config problem must never drain: under Slurm the job starts (a Prolog's non-zero exit
         # would drain this node), and the log says so; run by hand it is bad input as usual
         log.event("config-error", _this_node_name(), message=str(e))

@@ -100,3 +100,23 @@ def apply(args: Namespace, options: GateOptions) -> Namespace:
         if value is not None and (given is None or given is False):
             setattr(args, key, tuple(value) if key == "drain_on" else value)
     return args
+
+
+def salvage_log_file(path: Path | None, mode: str) -> str | None:
+    """The log_file a config file names even when the file is invalid (a typo elsewhere), so the
+    config error itself is logged where the operator looks; None when it cannot be read."""
+    if path is None:
+        return None
+    try:
+        import yaml
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except Exception:                          # unreadable or not YAML: nothing to salvage
+        return None
+    if not isinstance(data, dict):
+        return None
+    section = data.get(mode)
+    for source in (section if isinstance(section, dict) else {}, data):
+        value = source.get("log_file")
+        if isinstance(value, str) and value:
+            return value
+    return None

@@ -178,3 +178,38 @@ def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm
     drains = _events(work, "drain")
     assert [(e["node"], e["check"]) for e in drains] == [("node2", "nccl.version")]
     assert all(slurm.node(n)["State"] == "IDLE" for n in ("node1", "node3", "node4"))
+
+
+def test_observe_only_judges_and_logs_but_drains_nothing(slurm, work):
+    _write_config(slurm, work, prolog={"playbook": "prolog", "observe": True})
+    slurm.fake_nvml("node2", NVML_REMAP_PENDING)
+    job = slurm.sbatch("-N4")
+    done = slurm.wait_job(job, timeout=60)
+    assert (done["JobState"], done["Restarts"], done["NodeList"]) == ("COMPLETED", "0", "node[1-4]")
+    assert slurm.slurm_nodes()["node2"] == "IDLE"
+    [would] = _events(work, "would-drain")
+    assert (would["node"], would["check"]) == ("node2", "gpu.health")
+    assert would["reason"].startswith("nodecheck: gpu.health GPU3: row remap pending")
+    assert _events(work, "drain") == []
+
+
+def test_a_config_error_never_drains_the_job_starts_and_the_log_says_why(slurm, work):
+    _write_config(slurm, work, prolog={"playbook": "prolog", "retires": 2})     # a typo
+    job = slurm.sbatch("-N2")
+    done = slurm.wait_job(job, timeout=60)
+    assert (done["JobState"], done["Restarts"]) == ("COMPLETED", "0")
+    assert all(state == "IDLE" for state in slurm.slurm_nodes().values())
+    errors = _events(work, "config-error")
+    assert sorted(e["node"] for e in errors) == ["node1", "node2"]
+    assert "nodecheck.yml:" in errors[0]["message"] and "retires" in errors[0]["message"]
+
+
+def test_a_hung_tool_is_named_not_drained_and_the_job_starts(slurm, work):
+    slurm.fake_hang("node4", "ibstat")
+    job = slurm.sbatch("-N4")
+    done = slurm.wait_job(job, timeout=60)
+    assert (done["JobState"], done["Restarts"], done["NodeList"]) == ("COMPLETED", "0", "node[1-4]")
+    assert slurm.slurm_nodes()["node4"] == "IDLE"
+    unjudged = [e for e in _events(work, "not-judged") if e["node"] == "node4"]
+    assert unjudged and unjudged[0]["status"] == "timeout"
+    assert unjudged[0]["message"].startswith("ibstat timed out")
