@@ -17,10 +17,12 @@ import dataclasses
 import json
 import os
 import pwd
+import re
 import socket
 import sys
 import threading
 import time
+import unicodedata
 from argparse import Namespace
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -71,7 +73,10 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
     attempts: list[Report] = []
     notes: list[str] = []
     for k in range(1, count + 1):
-        if not pending or stop.is_set():
+        if not pending:
+            break
+        if stop.is_set():
+            notes.append(f"stopped by a signal before retry {k}")
             break
         left = total - (time.monotonic() - started)
         if left < MIN_RETRY_S:
@@ -88,7 +93,24 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
             pending[check] -= gate.healthy_in(again, check)
             if not pending[check]:
                 del pending[check]
+    if not attempts and notes:
+        # merge_attempts returns the first report untouched when nothing ran again: the failures
+        # stand, and each must still say that its retry was not run, and why
+        return _retry_not_run(first, retried, statuses, notes)
     return gate.merge_attempts(first, attempts, retried, statuses, notes)
+
+
+def _retry_not_run(first: Report, checks: set[str], statuses, notes: Sequence[str]) -> Report:
+    """The first report, each failure of a flaky-prone check marked '[retry not run: <why>]' (the
+    mark merge_attempts gives a failure that no later attempt ran)."""
+    results = tuple(
+        dataclasses.replace(r, verdict=dataclasses.replace(
+            r.verdict, message=f"{r.verdict.message} [retry not run: {notes[0]}]",
+            observed={**r.verdict.observed, "attempts": 1, "failed_attempts": 1}))
+        if r.check in checks and r.verdict.status in statuses and r.nodes else r
+        for r in first.results)
+    extras = {**first.extras, "gate": {"attempts": 1, "retried": [], "cleared": [], "notes": list(notes)}}
+    return dataclasses.replace(first, results=results, extras=extras)
 
 
 # ---- the log ------------------------------------------------------------------------------------
@@ -107,7 +129,7 @@ class GateLog:
         parts = [stamp, f"nodecheck[{self.mode}]", f"action={action}", f"node={node}"]
         if self.job:
             parts.append(f"job={self.job}")
-        parts += [f"{k}={json.dumps(str(v), ensure_ascii=False)}" for k, v in fields.items() if v not in (None, "")]
+        parts += [f"{k}={_quoted(v)}" for k, v in fields.items() if v not in (None, "")]
         line = " ".join(parts)
         self.lines.append(line)
         print(line, file=sys.stderr)
@@ -120,6 +142,26 @@ class GateLog:
                 print(f"nodecheck: warning: cannot write the gate log {self.path}: {e}", file=sys.stderr)
                 self.path = None
         return line
+
+
+# json.dumps(ensure_ascii=False) escapes only U+0000-U+001F: C1 controls (U+0085 NEL) and U+2028/U+2029
+# would still break a log line for readers that split on them (Python's str.splitlines, journald)
+_UNESCAPED_BREAKS = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def _quoted(value) -> str:
+    """A log field's value: a JSON string, on one line whatever it holds."""
+    return _UNESCAPED_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(str(value), ensure_ascii=False))
+
+
+def _one_line(text: str) -> str:
+    """The result line Slurm's log and the operator see: a message with a newline (a tool's output,
+    a YAML excerpt) must not split it. Control characters and line separators become spaces."""
+    return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+
+
+def _say(line: str) -> None:
+    print(_one_line(line))
 
 
 # ---- applying a decision ------------------------------------------------------------------------
@@ -197,13 +239,13 @@ def gate_command(args: Namespace) -> int:
         # a config problem must never drain: under Slurm the job starts (a Prolog's non-zero exit
         # would drain this node), and the log says so; run by hand it is bad input as usual
         log.event("config-error", _this_node_name(), message=str(e))
-        print(f"nodecheck {mode}: CONFIG ERROR, nothing judged, nothing drained: {e}")
+        _say(f"nodecheck {mode}: CONFIG ERROR, nothing judged, nothing drained: {e}")
         return EXIT_PASS if in_slurm and mode != "health" else EXIT_BAD_INPUT
     except Exception as e:                     # a nodecheck bug: fail open too, loudly
         import traceback
         log.event("internal-error", _this_node_name(), message=f"{type(e).__name__}: {e}")
         traceback.print_exc()
-        print(f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: {type(e).__name__}: {e}")
+        _say(f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: {type(e).__name__}: {e}")
         return EXIT_PASS if in_slurm and mode != "health" else EXIT_UNKNOWN
 
 
@@ -283,14 +325,20 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     if not decision.blamed:
         if decision.unjudged:                  # fail open, loudly
             apply(decision, slurm=None, log=log, observe=True, report_dir=where)
-            print(f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
+            _say(f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
                   f"the job may start{tail}")
         else:
-            print(f"{head}: {report.status.value.upper()}{tail}")
+            _say(f"{head}: {report.status.value.upper()}{tail}")
+        return EXIT_PASS
+    if decision.tripped:
+        # this one-node run tripped the run breaker (gate.breaker_min_nodes: 1): nothing drains, and
+        # a non-zero exit would have Slurm drain the node ("Prolog error") in the breaker's stead
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        _say(f"{head}: {_first_line(report, decision)}; {decision.breaker}; the job may start{tail}")
         return EXIT_PASS
     if args.observe:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where)
-        print(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
+        _say(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
         return EXIT_PASS
     slurm = _slurm(args)
     done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where)
@@ -304,11 +352,11 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
             from nodecheck.slurm import resume_politely
             change = resume_politely(slurm, node)
             log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
-            print(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
+            _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
             return EXIT_PASS
     what = "drained" if done.drained else ("already drained by someone else; left as is" if done.left
                                           else "drain FAILED (Slurm will drain it for the Prolog error)")
-    print(f"{head}: {_first_line(report, decision)}; {what}{tail}")
+    _say(f"{head}: {_first_line(report, decision)}; {what}{tail}")
     return EXIT_DRAINED
 
 
@@ -361,11 +409,11 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     tail = f" (report {where})" if where else " (report NOT written)"
     if decision.tripped:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where, drain=False)
-        print(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
+        _say(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
         return EXIT_PASS if args.observe else EXIT_UNKNOWN
     if not decision.blamed:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where)
-        print(f"{head}: {_first_line(report, decision)}{tail}")
+        _say(f"{head}: {_first_line(report, decision)}{tail}")
         return EXIT_PASS
     done = apply(decision, slurm=None if args.observe else _slurm(args), log=log, observe=bool(args.observe),
                  report_dir=where)
@@ -373,7 +421,7 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     verb = "would drain" if args.observe else "drained"
     if not args.observe and (done.left or done.failed):
         verb += f" (left as is: {', '.join(done.left + done.failed)})"
-    print(f"{head}: FAIL: {verb} {blamed}; the job is requeued{tail}" if not args.observe else
+    _say(f"{head}: FAIL: {verb} {blamed}; the job is requeued{tail}" if not args.observe else
           f"{head}: FAIL: {verb} {blamed}; observe only: the job may start{tail}")
     return EXIT_PASS if args.observe else EXIT_DRAINED
 
@@ -418,7 +466,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         parts.append(f"{verb}resume {', '.join(decision.resume)}")
     if done.left:
         parts.append(f"left as is (drained by someone else): {', '.join(done.left)}")
-    print("; ".join(parts) + tail)
+    _say("; ".join(parts) + tail)
     if decision.tripped:
         return EXIT_UNKNOWN
     return EXIT_FAIL if decision.blamed else report.exit_code

@@ -1,0 +1,641 @@
+"""nodecheck.gatecmd: run_gated's retries against a scripted runner (exact runner.run arguments), and
+the gate commands end to end as Slurm runs them: `python -m nodecheck prolog|health` with no PATH,
+this machine's kernel pinned to a wrong value, and a fake scontrol keeping node states in JSON."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import threading
+import time
+from argparse import Namespace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nodecheck import gatecmd, runner
+from nodecheck.cli import build_parser
+from nodecheck.model import CheckResult, Evidence, Node, Status, Verdict
+from nodecheck.playbook import load_playbook
+from nodecheck.report import Report
+
+T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
+NODES = [Node("gpu001", "10.0.0.1"), Node("gpu002", "10.0.0.2"), Node("gpu003", "10.0.0.3")]
+NAMES = [n.name for n in NODES]
+TRANSPORT = object()                            # the fake runner never uses it; identity is asserted
+KERNEL = os.uname().release                     # what `uname -r` prints in the versions probe
+WRONG_KERNEL = "0.0.0-not-this-kernel"
+
+
+# ---- run_gated: retries, against a scripted runner.run -------------------------------------------
+
+def res(check: str, nodes: str | tuple[str, ...], status: Status, message: str = "") -> CheckResult:
+    nodes = (nodes,) if isinstance(nodes, str) else nodes
+    evidence = tuple(Evidence(n, "probe", ("probe",), 0, f"captures/{n}/{check}.txt") for n in nodes)
+    return CheckResult(check, nodes, Verdict(status, message or f"{check} {status.value}"), evidence)
+
+
+def report(results, names=NAMES, *, finished_s: float = 5.0) -> Report:
+    return Report(run_id="20261129T140000Z_gated", playbook="gated", playbook_path="gated.yml",
+                  playbook_sha256="0" * 64, inventory="hosts.yml", started=T0,
+                  finished=T0 + timedelta(seconds=finished_s), deadline_s=60.0, complete=True,
+                  nodes=tuple((n, n) for n in names), results=tuple(results))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class ScriptedRunner:
+    """runner.run's stand-in: returns the scripted reports in turn, each run taking `took` seconds
+    of the fake clock, and keeps every call's arguments."""
+
+    def __init__(self, clock: Clock, *runs: tuple[float, Report]) -> None:
+        self.clock, self.runs, self.calls = clock, list(runs), []
+
+    def __call__(self, playbook, nodes, transport, **kwargs) -> Report:
+        assert transport is TRANSPORT
+        self.calls.append({"checks": [c.spec.name for c in playbook.checks], "nodes": [n.name for n in nodes],
+                           **kwargs})
+        took, rep = self.runs.pop(0)
+        self.clock.now += took
+        return rep
+
+
+@pytest.fixture(scope="module")
+def playbook(tmp_path_factory):
+    path = tmp_path_factory.mktemp("book") / "gated.yml"
+    path.write_text("version: 1\ndeadline_s: 60\nchecks:\n  gpu.health: {}\n  ib.pairs: {}\n"
+                    "  nccl.allreduce_single: {}\n")
+    book = load_playbook(str(path))
+    assert [(c.spec.name, c.spec.scope) for c in book.checks] == [
+        ("gpu.health", "node"), ("ib.pairs", "active"), ("nccl.allreduce_single", "node")]
+    assert (book.gate.retries, book.deadline_s) == (1, 60.0)
+    return book
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(gatecmd, "time", SimpleNamespace(monotonic=clock, sleep=time.sleep))
+
+    def make(*runs: tuple[float, Report]) -> ScriptedRunner:
+        fake = ScriptedRunner(clock, *runs)
+        monkeypatch.setattr(runner, "run", fake)
+        return fake
+    return make
+
+
+def first_call(stop, deadline_s: float = 60.0) -> dict:
+    return {"checks": ["gpu.health", "ib.pairs", "nccl.allreduce_single"], "nodes": NAMES, "fanout": 8,
+            "deadline_s": deadline_s, "inventory": "hosts.yml", "stop": stop, "excluded": ("gpu009",),
+            "allow_disruptive": False, "on_node_done": None}
+
+
+def gated(playbook, stop, **kwargs) -> Report:
+    return gatecmd.run_gated(playbook, NODES, TRANSPORT, fanout=8, inventory="hosts.yml", stop=stop,
+                             excluded=("gpu009",), **kwargs)
+
+
+def outcomes(rep: Report) -> list[tuple[str, tuple[str, ...], str, str]]:
+    return [(r.check, r.nodes, r.verdict.status.value, r.verdict.message) for r in rep.results]
+
+
+PASSES = [res("gpu.health", n, Status.PASS, "8 GPUs healthy") for n in NAMES]
+
+
+def test_a_node_check_that_fails_once_is_rerun_on_that_node_only_and_becomes_a_flaky_warn(playbook, scripted):
+    stop = threading.Event()
+    fake = scripted(
+        (20.0, report(PASSES + [res("nccl.allreduce_single", "gpu001", Status.PASS, "busbw 480 GB/s"),
+                                res("nccl.allreduce_single", "gpu002", Status.FAIL, "busbw 212 GB/s, expected >= 400")])),
+        (3.0, report([res("nccl.allreduce_single", "gpu002", Status.PASS, "busbw 478 GB/s")], ["gpu002"])))
+    merged = gated(playbook, stop)
+    assert fake.calls == [
+        first_call(stop),
+        {"checks": ["nccl.allreduce_single"], "nodes": ["gpu002"], "fanout": 8, "deadline_s": 40.0,
+         "inventory": "hosts.yml", "stop": stop, "allow_disruptive": False},
+    ]
+    assert outcomes(merged)[-2:] == [
+        ("nccl.allreduce_single", ("gpu001",), "pass", "busbw 480 GB/s"),
+        ("nccl.allreduce_single", ("gpu002",), "warn",
+         "flaky: busbw 212 GB/s, expected >= 400 on attempt 1; passed on attempt 2"),
+    ]
+    assert merged.results[-1].verdict.observed == {"attempts": 2, "flaky": True}
+    assert merged.extras["gate"] == {"attempts": 2, "retried": ["nccl.allreduce_single"],
+                                     "cleared": ["gpu002 nccl.allreduce_single"], "notes": []}
+
+
+def test_a_pair_check_that_fails_every_attempt_reruns_on_all_nodes_and_the_fail_stands(playbook, scripted):
+    stop = threading.Event()
+    pair = ("gpu001", "gpu002")
+    fake = scripted(
+        (30.0, report(PASSES + [res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 95 Gb/s, expected >= 350"),
+                                res("ib.pairs", ("gpu002", "gpu003"), Status.PASS, "371 Gb/s")])),
+        (10.0, report([res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 97 Gb/s, expected >= 350")])))
+    merged = gated(playbook, stop)
+    # ib.pairs is active (cross-node): its partners matter, so the retry runs on every node of the run
+    assert fake.calls[1] == {"checks": ["ib.pairs"], "nodes": NAMES, "fanout": 8, "deadline_s": 30.0,
+                             "inventory": "hosts.yml", "stop": stop, "allow_disruptive": False}
+    assert len(fake.calls) == 2
+    assert outcomes(merged)[-2:] == [
+        ("ib.pairs", pair, "fail", "gpu001<->gpu002: 95 Gb/s, expected >= 350 [failed on 2 of 2 attempts]"),
+        ("ib.pairs", ("gpu002", "gpu003"), "pass", "371 Gb/s"),
+    ]
+    assert merged.results[-2].verdict.observed == {"attempts": 2, "failed_attempts": 2}
+    assert merged.finished == T0 + timedelta(seconds=5)
+
+
+def test_retries_zero_runs_once_and_returns_the_first_report(playbook, scripted):
+    stop = threading.Event()
+    first = report(PASSES + [res("ib.pairs", ("gpu001", "gpu002"), Status.FAIL, "95 Gb/s")])
+    fake = scripted((2.0, first))
+    assert gated(playbook, stop, retries=0) is first
+    assert fake.calls == [first_call(stop)]
+
+
+def test_a_failure_of_a_check_not_flaky_prone_is_never_retried(playbook, scripted):
+    stop = threading.Event()
+    first = report([res("gpu.health", "gpu003", Status.FAIL, "GPU3: 2 uncorrectable ECC errors"),
+                    res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 480 GB/s")])
+    fake = scripted((2.0, first))
+    assert gated(playbook, stop, retries=3) is first
+    assert len(fake.calls) == 1
+
+
+def test_each_retry_gets_the_time_left_and_a_third_attempt_can_clear_it(playbook, scripted):
+    stop = threading.Event()
+    fake = scripted(
+        (10.0, report([res("nccl.allreduce_single", "gpu003", Status.FAIL, "busbw 100 GB/s")])),
+        (15.0, report([res("nccl.allreduce_single", "gpu003", Status.FAIL, "busbw 120 GB/s")], ["gpu003"])),
+        (5.0, report([res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 470 GB/s")], ["gpu003"])))
+    merged = gated(playbook, stop, retries=2, deadline_s=45.0)
+    assert [(c["nodes"], c["deadline_s"]) for c in fake.calls] == [(NAMES, 45.0), (["gpu003"], 35.0),
+                                                                    (["gpu003"], 20.0)]
+    assert outcomes(merged) == [("nccl.allreduce_single", ("gpu003",), "warn",
+                                 "flaky: busbw 100 GB/s on attempt 1; passed on attempt 3")]
+
+
+def test_no_time_left_for_the_retry_the_fail_stands_and_says_why(playbook, scripted):
+    stop = threading.Event()
+    first = report([res("nccl.allreduce_single", "gpu002", Status.FAIL, "busbw 212 GB/s")])
+    fake = scripted((56.0, first))
+    merged = gated(playbook, stop)
+    assert len(fake.calls) == 1
+    assert outcomes(merged) == [("nccl.allreduce_single", ("gpu002",), "fail",
+                                 "busbw 212 GB/s [retry not run: no time left for retry 1 (4 s of the 60 s deadline)]")]
+    assert merged.results[0].verdict.observed == {"attempts": 1, "failed_attempts": 1}
+    assert merged.extras["gate"] == {"attempts": 1, "retried": [], "cleared": [],
+                                     "notes": ["no time left for retry 1 (4 s of the 60 s deadline)"]}
+
+
+def test_a_stop_signal_prevents_the_retry(playbook, scripted):
+    stop = threading.Event()
+    stop.set()
+    fake = scripted((1.0, report([res("ib.pairs", ("gpu001", "gpu003"), Status.FAIL, "80 Gb/s")])))
+    merged = gated(playbook, stop)
+    assert len(fake.calls) == 1
+    assert outcomes(merged) == [("ib.pairs", ("gpu001", "gpu003"), "fail",
+                                 "80 Gb/s [retry not run: stopped by a signal before retry 1]")]
+
+
+def test_a_timeout_is_retried_only_when_timeout_drains(playbook, scripted):
+    stop = threading.Event()
+    timed_out = report([res("nccl.allreduce_single", "gpu001", Status.TIMEOUT, "all_reduce_perf timed out")])
+    fake = scripted((1.0, timed_out))
+    assert gated(playbook, stop) is timed_out  # drain_on [fail]: a TIMEOUT never drains, nothing to retry
+    fake = scripted((1.0, timed_out),
+                    (1.0, report([res("nccl.allreduce_single", "gpu001", Status.PASS, "ok")], ["gpu001"])))
+    merged = gated(playbook, stop, drain_on=["fail", "timeout"])
+    assert [c["nodes"] for c in fake.calls] == [NAMES, ["gpu001"]]
+    assert outcomes(merged)[0][2:] == ("warn", "flaky: all_reduce_perf timed out on attempt 1; passed on attempt 2")
+
+
+# ---- the log and the result line: one line each, whatever a message holds ------------------------
+
+def test_log_values_are_json_strings_on_one_line(tmp_path):
+    log = gatecmd.GateLog(str(tmp_path / "gate.log"), "prolog", "7")
+    line = log.event("drain", "gpu001", check="gpu.health", reason='a "b"\nc\u2028d\x85e\x1bf', evidence=None)
+    assert line.endswith(' action=drain node=gpu001 job=7 check="gpu.health" '
+                         'reason="a \\"b\\"\\nc\\u2028d\\u0085e\\u001bf"')
+    assert (tmp_path / "gate.log").read_text(encoding="utf-8").splitlines() == [line]
+    assert json.loads(line.split("reason=", 1)[1]) == 'a "b"\nc\u2028d\x85e\x1bf'
+
+
+def test_an_unwritable_log_is_a_warning_not_a_failure(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    log = gatecmd.GateLog(str(tmp_path / "file" / "gate.log"), "health")
+    log.event("resume", "gpu001")
+    assert log.path is None and len(log.lines) == 1
+    assert "nodecheck: warning: cannot write the gate log" in capsys.readouterr().err
+
+
+def test_the_result_line_folds_newlines_and_separators(capsys):
+    gatecmd._say("FAIL gpu.health: line 1\nline 2\r\u2028tab\there")
+    assert capsys.readouterr().out == "FAIL gpu.health: line 1 line 2  tab here\n"
+
+
+# ---- exceptions and config errors: fail open under Slurm -----------------------------------------
+
+def _args(*argv: str) -> Namespace:
+    return build_parser().parse_args(list(argv))
+
+
+@pytest.mark.parametrize("command, slurm_env, code", [
+    (["prolog"], {"SLURM_JOB_ID": "7"}, 0),
+    (["prolog"], {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, 0),
+    (["prolog"], {}, 3),
+    (["prolog", "--controller"], {"SLURM_JOB_ID": "7"}, 0),
+    (["health"], {"SLURM_JOB_ID": "7"}, 3),
+])
+def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(tmp_path, monkeypatch, capsys,
+                                                                      command, slurm_env, code):
+    for key in ("SLURM_JOB_ID", "SLURM_SCRIPT_CONTEXT", "NODECHECK_GATE_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in slurm_env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SLURMD_NODENAME", "nodeX")
+    cfg = tmp_path / "gate.yml"
+    cfg.write_text(f"log_file: {tmp_path}/gate.log\n")
+
+    def boom(args, log, job):
+        raise KeyError("oops")
+    for name in ("_node_prolog", "_controller", "_health"):
+        monkeypatch.setattr(gatecmd, name, boom)
+    assert gatecmd.gate_command(_args(*command, "--config", str(cfg))) == code
+    mode = "controller" if "--controller" in command else command[0]
+    assert capsys.readouterr().out == f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: KeyError: 'oops'\n"
+    (line,) = (tmp_path / "gate.log").read_text().splitlines()
+    assert f"nodecheck[{mode}] action=internal-error node=nodeX" in line and line.endswith('message="KeyError: \'oops\'"')
+
+
+# ---- end to end: the commands as Slurm runs them, against a fake scontrol -------------------------
+
+# A fake scontrol (after tests/test_slurm.py's): node states in nodes.json beside it (found from its own
+# path: Slurm's environment has no room for more variables), every argv appended to argv.log.
+# `show node` prints Slurm 22.05's multi-line blocks; `update` applies DRAIN and RESUME and stamps the
+# reason with the local time now, as slurmctld does. An `update-fails` file beside it makes every
+# update fail as slurmctld does when it cannot be reached.
+FAKE_SCONTROL = r'''
+import json, sys
+from datetime import datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+nodes = json.loads((HERE / "nodes.json").read_text(encoding="utf-8"))
+args = sys.argv[1:]
+with open(HERE / "argv.log", "a", encoding="utf-8") as log:
+    log.write(json.dumps(args) + "\n")
+
+def block(name, n):
+    lines = [f"NodeName={name} Arch=x86_64 CoresPerSocket=32 ",
+             "   CPUAlloc=0 CPUEfctv=128 CPUTot=128 CPULoad=0.03",
+             "   AvailableFeatures=h100", "   ActiveFeatures=h100", "   Gres=gpu:h100:8(S:0-1)",
+             f"   NodeAddr={name} NodeHostName={name} Version=22.05.8",
+             "   OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) ",
+             "   RealMemory=1031000 AllocMem=0 FreeMem=1013472 Sockets=2 Boards=1",
+             f"   State={n['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+             "   Partitions=gpu ", "   BootTime=2026-11-20T08:12:40 SlurmdStartTime=2026-11-20T08:14:02",
+             "   LastBusyTime=2026-11-29T13:58:11", "   CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8",
+             "   AllocTRES=", "   CapWatts=n/a", "   CurrentWatts=0 AveWatts=0",
+             "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"]
+    if n.get("reason"):
+        lines.append(f"   Reason={n['reason']} [{n['user']}@{n['time']}]")
+    return "\n".join(lines) + "\n\n"
+
+if args[:2] == ["show", "node"]:
+    names = args[2].split(",") if len(args) > 2 else list(nodes)
+    missing = [m for m in names if m not in nodes]
+    if missing:
+        print(f"Node {missing[0]} not found")
+        sys.exit(1)
+    sys.stdout.write("".join(block(m, nodes[m]) for m in names))
+    sys.exit(0)
+if args[:1] == ["update"]:
+    if (HERE / "update-fails").exists():
+        print("slurm_update error: Unable to contact slurm controller (connect failure)", file=sys.stderr)
+        sys.exit(1)
+    fields = dict(a.split("=", 1) for a in args[1:])
+    n = nodes[fields["NodeName"]]
+    words = n["state"].split("+")
+    if fields["State"] == "DRAIN":
+        n["state"] = "+".join(words if "DRAIN" in words else [words[0], "DRAIN"] + words[1:])
+        n.update(reason=fields["Reason"], user="root", time=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"))
+    elif fields["State"] == "RESUME":
+        n["state"] = "+".join(w for w in words if w != "DRAIN")
+        n.update(reason="", user="", time="")
+    (HERE / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
+    sys.exit(0)
+print(f"invalid keyword: {args[0]}", file=sys.stderr)
+sys.exit(1)
+'''
+
+IDLE = {"state": "IDLE", "reason": "", "user": "", "time": ""}
+FOREIGN = {"state": "IDLE+DRAIN", "reason": "RMA ticket 4411: replace GPU 5", "user": "alice",
+           "time": "2026-11-28T22:10:05"}
+PIN_MESSAGE = f"kernel {KERNEL} on nodeX, expected {WRONG_KERNEL} (pinned; no node has it)"
+OUR_REASON = f"nodecheck: kernel.version {PIN_MESSAGE}"
+_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def drained(reason: str, time: str = "2026-11-28T22:10:05") -> dict:
+    return {"state": "IDLE+DRAIN", "reason": reason, "user": "root", "time": time}
+
+
+class Site:
+    """A tmp Slurm site: playbook, gate config, fake scontrol, report dir and gate log."""
+
+    def __init__(self, root: Path, nodes: dict[str, dict], *, kernel: str = WRONG_KERNEL, gate: str = "settle_s: 0",
+                 config: str = "") -> None:
+        self.root = root
+        (root / "slurm").mkdir()
+        self.scontrol = root / "slurm" / "scontrol"
+        self.scontrol.write_text(f"#!{sys.executable}\n{FAKE_SCONTROL}", encoding="utf-8")
+        self.scontrol.chmod(self.scontrol.stat().st_mode | stat.S_IXUSR)
+        (root / "slurm" / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
+        self.playbook = root / "pin.yml"
+        self.playbook.write_text(f"version: 1\ndeadline_s: 60\ngate: {{{gate}}}\n"
+                                 f"checks:\n  kernel.version: {{expect: \"{kernel}\"}}\n")
+        self.out, self.log = root / "reports", root / "gate.log"
+        self.config = root / "nodecheck.yml"
+        self.config.write_text(f"output_dir: {self.out}\nlog_file: {self.log}\nscontrol: {self.scontrol}\n"
+                               f"playbook: {self.playbook}\n{config}")
+
+    def run(self, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        """As slurmd runs a Prolog: a bare environment, no PATH, no HOME; the interpreter absolute."""
+        base = {"SLURMD_NODENAME": "nodeX", "SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(self.config)}
+        return subprocess.run([sys.executable, "-m", "nodecheck", *argv], env=base if env is None else env,
+                              cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+
+    def state(self, name: str = "nodeX") -> dict:
+        return json.loads((self.root / "slurm" / "nodes.json").read_text(encoding="utf-8"))[name]
+
+    def calls(self) -> list[list[str]]:
+        log = self.root / "slurm" / "argv.log"
+        return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+    def events(self) -> list[dict]:
+        """The gate log's lines as {field: value}; quoted values decoded."""
+        out = []
+        for line in self.log.read_text(encoding="utf-8").splitlines():
+            stamp, tag, rest = line.split(" ", 2)
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp), line
+            out.append({"tag": tag, **{k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(rest)}})
+        return out
+
+    def report_dir(self, stdout: str) -> Path:
+        m = re.search(r"\(report (\S+)\)$", stdout.rstrip("\n"))
+        assert m, stdout
+        path = Path(m.group(1))
+        assert path.parent == self.out and path.is_dir()
+        return path
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
+
+
+def test_prolog_drains_a_failing_node_with_its_reason_and_exits_1(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    proc = site.run("prolog")
+    assert proc.returncode == 1, proc.stderr
+    where = site.report_dir(proc.stdout)
+    assert re.fullmatch(r"\d{8}T\d{6}Z_pin_nodeX_job7", where.name)
+    assert one_line(proc) == f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; drained (report {where})"
+    # then, after the settle wait, every node's state for the cluster breaker (1 node: below its minimum)
+    assert site.calls() == [["show", "node", "nodeX"],
+                            ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
+                            ["show", "node"]]
+    assert (site.state()["state"], site.state()["reason"]) == ("IDLE+DRAIN", OUR_REASON)
+    (event,) = site.events()
+    assert event == {"tag": "nodecheck[prolog]", "action": "drain", "node": "nodeX", "job": "7",
+                     "check": "kernel.version", "reason": OUR_REASON,
+                     "evidence": f"{where}/captures/nodeX/versions.txt"}
+    # the report was stored before the drain: the evidence the log names exists, with the kernel in it
+    assert f"\n{KERNEL}\n" in Path(event["evidence"]).read_text()
+    assert json.loads((where / "report.json").read_text())["run_id"] == where.name
+
+
+def test_prolog_observe_drains_nothing_and_exits_0(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, config="prolog: {observe: true}\n")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    where = site.report_dir(proc.stdout)
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+                              f"observe only: not drained (report {where})")
+    assert site.calls() == [] and site.state() == IDLE
+    assert [(e["action"], e["node"], e["reason"]) for e in site.events()] == [("would-drain", "nodeX", OUR_REASON)]
+
+
+def test_prolog_passes_and_touches_nothing_when_the_kernel_is_the_pinned_one(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, kernel=KERNEL)
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    assert one_line(proc) == f"nodecheck prolog nodeX job 7: PASS (report {site.report_dir(proc.stdout)})"
+    assert site.calls() == [] and not site.log.exists()
+
+
+def test_prolog_sets_its_own_path_from_the_config(tmp_path):
+    # Slurm gives the Prolog no PATH: the tools are found on the configured one (here a fake uname)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "uname").write_text(f"#!/bin/sh\necho {WRONG_KERNEL}\n")
+    (bin_dir / "uname").chmod(0o755)
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, config=f"path: {bin_dir}:/usr/bin:/bin\n")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert one_line(proc).startswith("nodecheck prolog nodeX job 7: PASS (report ")
+    assert site.calls() == []
+
+
+def test_prolog_config_error_under_slurm_drains_nothing_and_exits_0(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, config=f"prolog: {{playbook: {tmp_path}/missing.yml}}\n")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    assert one_line(proc).startswith(f"nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: "
+                                     f"{tmp_path}/missing.yml: ")
+    assert site.calls() == [] and site.state() == IDLE
+    (event,) = site.events()
+    assert (event["action"], event["node"], event["job"]) == ("config-error", "nodeX", "7")
+    assert event["message"].startswith(f"{tmp_path}/missing.yml: ")
+    # run by hand (no SLURM_* in the environment) the same error is bad input
+    by_hand = site.run("prolog", env={"NODECHECK_GATE_CONFIG": str(site.config)})
+    assert by_hand.returncode == 64
+    assert one_line(by_hand).startswith("nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: ")
+
+
+def test_a_broken_config_file_under_slurm_exits_0_with_one_result_line(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    site.config.write_text("prolog: {deadline: -1, bogus: 2}\nretries: [\n")
+    proc = site.run("prolog", "--log-file", str(site.log))   # the file that names the log is unreadable
+    assert proc.returncode == 0, proc.stderr
+    assert one_line(proc).startswith(f"nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: {site.config}:")
+    assert [e["action"] for e in site.events()] == ["config-error"]
+    assert site.calls() == []
+
+
+def test_prolog_leaves_a_foreign_drain_and_exits_1(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(FOREIGN)})
+    proc = site.run("prolog")
+    assert proc.returncode == 1
+    where = site.report_dir(proc.stdout)
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+                              f"already drained by someone else; left as is (report {where})")
+    assert site.calls() == [["show", "node", "nodeX"]] and site.state() == FOREIGN
+    (event,) = site.events()
+    assert (event["action"], event["check"]) == ("left", "kernel.version")
+    assert event["reason"] == ("already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' (set by alice at "
+                               "2026-11-28T22:10:05); not nodecheck's to change")
+
+
+def test_prolog_drain_that_scontrol_refuses_is_logged_failed_and_exits_1(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    (tmp_path / "slurm" / "update-fails").write_text("")
+    proc = site.run("prolog")
+    assert proc.returncode == 1
+    where = site.report_dir(proc.stdout)
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+                              f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})")
+    (event,) = site.events()
+    assert (event["action"], event["evidence"]) == ("failed", f"{where}/captures/nodeX/versions.txt")
+    assert event["reason"] == (f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': exit 1: "
+                               "slurm_update error: Unable to contact slurm controller (connect failure)")
+    assert site.state() == IDLE
+
+
+def _cluster(others_drained_at: str) -> dict[str, dict]:
+    nodes = {"nodeX": dict(IDLE)}
+    for i in range(1, 10):
+        nodes[f"node{i:02d}"] = drained(f"nodecheck: kernel.version kernel 6.1.0 on node{i:02d}, expected "
+                                        f"{WRONG_KERNEL}", others_drained_at)
+    return nodes
+
+
+def test_prolog_breaker_undoes_its_own_drain_when_the_check_drained_the_cluster_just_now(tmp_path):
+    now = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")      # Slurm stamps reasons in local time
+    site = Site(tmp_path, _cluster(now))
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    where = site.report_dir(proc.stdout)
+    breaker = ("mass-drain breaker: 10 of 10 nodes are drained by nodecheck for kernel.version (more than 10%): "
+               "suspect the check, its thresholds or the config; this node is not drained")
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
+                              f"the job may start (report {where})")
+    assert site.calls() == [["show", "node", "nodeX"],
+                            ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
+                            ["show", "node"],
+                            ["show", "node", "nodeX"],
+                            ["update", "NodeName=nodeX", "State=RESUME"]]
+    assert site.state() == IDLE and site.state("node01")["state"] == "IDLE+DRAIN"
+    assert [(e["action"], e["node"]) for e in site.events()] == [("drain", "nodeX"), ("breaker", "nodeX")]
+    assert site.events()[1] == {"tag": "nodecheck[prolog]", "action": "breaker", "node": "nodeX", "job": "7",
+                                "message": breaker, "undo": "resume", "evidence": str(where)}
+
+
+def test_prolog_breaker_does_not_count_drains_older_than_its_window(tmp_path):
+    yesterday = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    site = Site(tmp_path, _cluster(yesterday))
+    proc = site.run("prolog")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert one_line(proc).endswith(f"; drained (report {site.report_dir(proc.stdout)})")
+    assert [c[:2] for c in site.calls()] == [["show", "node"], ["update", "NodeName=nodeX"], ["show", "node"]]
+    assert site.state()["reason"] == OUR_REASON
+
+
+def test_prolog_whose_own_run_trips_the_breaker_exits_0_and_drains_nothing(tmp_path):
+    # breaker_min_nodes: 1 judges even a one-node run: 1 of 1 fails -> the breaker; the Prolog must not
+    # exit non-zero then (Slurm would drain the node for "Prolog error" in the breaker's stead)
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, gate="settle_s: 0, breaker_min_nodes: 1")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    breaker = ("mass-drain breaker: kernel.version fails on 1 of 1 nodes (more than 10%): suspect the check, "
+               "its thresholds or the config, not the nodes; nothing was drained")
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
+                              f"the job may start (report {site.report_dir(proc.stdout)})")
+    assert site.calls() == [] and site.state() == IDLE
+    assert [(e["action"], e["message"], e["blamed"]) for e in site.events()] == [("breaker", breaker, "nodeX")]
+
+
+def test_controller_without_slurm_job_nodelist_is_a_config_error(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    env = {"SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(site.config)}
+    proc = site.run("prolog", "--controller", env=env)
+    assert proc.returncode == 0, proc.stderr
+    message = ("environment: SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld; "
+               "hint: or set SLURM_JOB_NODELIST=node[1-4] to try it by hand")
+    assert one_line(proc) == f"nodecheck controller: CONFIG ERROR, nothing judged, nothing drained: {message}"
+    (event,) = site.events()
+    assert (event["tag"], event["action"], event["job"], event["message"]) == (
+        "nodecheck[controller]", "config-error", "7", message)
+    assert site.run("prolog", "--controller", env={"NODECHECK_GATE_CONFIG": str(site.config)}).returncode == 64
+    assert site.calls() == []
+
+
+def test_health_resumes_its_own_drain_once_the_check_passes(tmp_path):
+    site = Site(tmp_path, {"nodeX": drained("nodecheck: kernel.version old kernel")}, kernel=KERNEL)
+    proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    where = site.report_dir(proc.stdout)
+    assert re.fullmatch(r"\d{8}T\d{6}Z_pin_nodeX", where.name)
+    assert one_line(proc) == f"nodecheck health nodeX: PASS; resume nodeX (report {where})"
+    assert site.calls() == [["show", "node", "nodeX"], ["show", "node", "nodeX"],
+                            ["update", "NodeName=nodeX", "State=RESUME"]]
+    assert site.state() == IDLE
+    (event,) = site.events()
+    assert event == {"tag": "nodecheck[health]", "action": "resume", "node": "nodeX",
+                     "reason": "nodecheck: kernel.version old kernel", "evidence": str(where)}
+
+
+def test_health_holds_a_drain_for_a_check_it_did_not_run_and_never_resumes_a_foreign_one(tmp_path):
+    site = Site(tmp_path, {"nodeX": drained("nodecheck: gpu.health GPU3 Xid 79")}, kernel=KERNEL)
+    env = {"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)}
+    proc = site.run("health", env=env)
+    assert proc.returncode == 0
+    assert one_line(proc) == f"nodecheck health nodeX: PASS (report {site.report_dir(proc.stdout)})"
+    assert site.calls() == [["show", "node", "nodeX"]]
+    assert site.state()["reason"] == "nodecheck: gpu.health GPU3 Xid 79"
+    (event,) = site.events()
+    assert (event["action"], event["message"]) == (
+        "held", "drained for gpu.health, which this run did not check; resume it by hand once fixed: "
+                "scontrol update nodename=nodeX state=resume")
+    (tmp_path / "slurm" / "nodes.json").write_text(json.dumps({"nodeX": FOREIGN}))
+    assert site.run("health", env=env).returncode == 0
+    assert site.state() == FOREIGN and len(site.events()) == 1    # nothing done, nothing logged
+    assert [c[0] for c in site.calls()] == ["show", "show"]
+
+
+def test_health_drains_a_failing_node_and_exits_2(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert one_line(proc) == (f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain nodeX "
+                              f"(report {site.report_dir(proc.stdout)})")
+    assert site.state()["reason"] == OUR_REASON
+    assert [e["action"] for e in site.events()] == ["drain"]
+
+
+def test_a_message_with_a_newline_stays_one_result_line_and_one_log_line(tmp_path):
+    # a pinned value with a newline in it reaches the verdict's message as is
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, kernel="0.0.0\\nnot-this", config="observe: true\n")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    where = site.report_dir(proc.stdout)
+    report_json = json.loads((where / "report.json").read_text())
+    assert [r["message"] for n in report_json["nodes"] for r in n["results"]] == [
+        f"kernel {KERNEL} on nodeX, expected 0.0.0\nnot-this (pinned; no node has it)"]
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: kernel {KERNEL} on nodeX, "
+                              f"expected 0.0.0 not-this (pinned; no node has it); observe only: not drained "
+                              f"(report {where})")
+    (event,) = site.events()                    # the drain reason is folded to one line by drain_reason
+    assert event["reason"] == f"nodecheck: kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this (pinned; no node has it)"
