@@ -302,7 +302,23 @@ def entry(argv: list[str] | None = None) -> None:
 # slurm.conf names a program without arguments (Prolog=, PrologSlurmctld=, HealthCheckProgram=):
 # these console scripts are that program; their options come from the gate config file.
 def prolog_entry() -> None:
-    entry(["prolog", *sys.argv[1:]])
+    """Under slurmd (SLURM_SCRIPT_CONTEXT=prolog_slurmd) a non-zero exit drains the node, and only a
+    judged failure may: every exit but 1 (this node failed and nodecheck drained it) becomes 0,
+    bad arguments and nodecheck's own crashes included (they are on stderr, which slurmd logs)."""
+    import os
+    import traceback
+    try:
+        code = main(["prolog", *sys.argv[1:]])
+    except SystemExit as e:                    # argparse
+        code = e.code if isinstance(e.code, int) else 64
+    except BaseException:
+        traceback.print_exc()
+        code = 3
+    if os.environ.get("SLURM_SCRIPT_CONTEXT") == "prolog_slurmd" and code != 1:
+        code = 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def prolog_slurmctld_entry() -> None:

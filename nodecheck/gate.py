@@ -105,13 +105,25 @@ def _subject_message(v: Verdict) -> str:
     return v.message
 
 
+# what the transport says of a probe it cut because nodecheck's own deadline (or a stop) came first
+CUT_BY_US = "stopped at the run deadline"
+
+
+def draining(r: CheckResult, statuses: frozenset[Status]) -> bool:
+    """Does this result drain its node? Its status is one that drains, and a TIMEOUT is the node's
+    (its tool ran past the probe's own timeout), not nodecheck's run deadline cutting it short."""
+    if r.verdict.status not in statuses:
+        return False
+    return not (r.verdict.status is Status.TIMEOUT and CUT_BY_US in r.verdict.message)
+
+
 def blames(report: Report, statuses: frozenset[Status], order: Sequence[str] = ()) -> dict[str, Blame]:
     """Per node, its first result whose status is in `statuses` (most severe first, then in playbook
     `order`): the one named in the drain reason."""
     rank = {name: i for i, name in enumerate(order)}
     out: dict[str, Blame] = {}
     for node in report.node_names:
-        bad = [r for r in report.results_for(node) if r.verdict.status in statuses]
+        bad = [r for r in report.results_for(node) if draining(r, statuses)]
         if not bad:
             continue
         first = min(bad, key=lambda r: (-r.verdict.status.rank, rank.get(r.check, len(rank))))
@@ -128,7 +140,7 @@ def unjudged(report: Report, statuses: frozenset[Status]) -> dict[str, Blame]:
         if not results:
             out[node] = Blame(node, "-", Status.ERROR, "no result: the node was not checked")
             continue
-        if any(r.verdict.status in statuses for r in results):
+        if any(draining(r, statuses) for r in results):
             continue
         worst = max((r for r in results if not r.verdict.status.healthy),
                     key=lambda r: r.verdict.status.rank, default=None)
@@ -145,7 +157,7 @@ def run_breaker(report: Report, statuses: frozenset[Status], settings: GateSetti
     names = set(report.node_names)
     by_check: dict[str, set[str]] = {}
     for r in report.results:
-        if r.verdict.status in statuses:
+        if draining(r, statuses):
             # a drift or pair result names several nodes: each counts once per check, and only
             # nodes of this run count (the denominator is the run's nodes)
             by_check.setdefault(r.check, set()).update(n for n in r.nodes if n in names)
@@ -251,7 +263,7 @@ def failing(report: Report, checks: set[str], statuses: frozenset[Status]) -> di
     """{check: nodes with a draining result of that check}, for the checks asked about."""
     out: dict[str, set[str]] = {}
     for r in report.results:
-        if r.check in checks and r.verdict.status in statuses:
+        if r.check in checks and draining(r, statuses):
             out.setdefault(r.check, set()).update(r.nodes)
     return out
 

@@ -44,6 +44,9 @@ MIN_RETRY_S = 5.0                              # a retry with less time left tha
 # the node Prolog's breaker counts nodecheck drains for the same check set this long before its run
 # started: the job's other Prologs (and other jobs' at the same moment), not last week's real faults
 BREAKER_WINDOW_S = 120.0
+# scontrol in the node Prolog: up to 5 calls after the checks (drain: read + update; breaker: read
+# all; undo: read + update), each bounded, so budget + settle + calls stays under PrologEpilogTimeout
+PROLOG_SCONTROL_TIMEOUT_S = 5.0
 EXIT_DRAINED = 1                               # prolog modes: Slurm requeues the job
 
 
@@ -266,9 +269,9 @@ def _this_node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _slurm(args: Namespace):
+def _slurm(args: Namespace, timeout_s: float = 10.0):
     from nodecheck.slurm import Slurm
-    return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol")
+    return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
 
 def _load(args: Namespace, mode: str) -> Playbook:
@@ -340,20 +343,23 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where)
         _say(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
         return EXIT_PASS
-    slurm = _slurm(args)
+    slurm = _slurm(args, timeout_s=PROLOG_SCONTROL_TIMEOUT_S)
     done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where)
     if done.drained:
-        # the breaker sees one node per Prolog: wait for the job's other Prologs, then count
-        # nodecheck's drains for the same check across the cluster
-        time.sleep(settings.settle_s)
-        breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
-                                   since=report.started - timedelta(seconds=BREAKER_WINDOW_S))
-        if breaker:
-            from nodecheck.slurm import resume_politely
-            change = resume_politely(slurm, node)
-            log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
-            _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
-            return EXIT_PASS
+        try:
+            # the breaker sees one node per Prolog: wait for the job's other Prologs, then count
+            # nodecheck's drains for the same check across the cluster
+            time.sleep(settings.settle_s)
+            breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
+                                       since=report.started - timedelta(seconds=BREAKER_WINDOW_S))
+            if breaker:
+                from nodecheck.slurm import resume_politely
+                change = resume_politely(slurm, node)
+                log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
+                _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
+                return EXIT_PASS
+        except Exception as e:                 # the node is drained as judged: the job must not start here
+            log.event("internal-error", node, message=f"after the drain: {type(e).__name__}: {e}", evidence=where)
     what = "drained" if done.drained else ("already drained by someone else; left as is" if done.left
                                           else "drain FAILED (Slurm will drain it for the Prolog error)")
     _say(f"{head}: {_first_line(report, decision)}; {what}{tail}")

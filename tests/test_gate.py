@@ -99,6 +99,15 @@ def test_with_drain_on_fail_and_timeout_a_timeout_drains():
     assert decide(rep, GateSettings(drain_on=["timeout"])).drain == d.drain
 
 
+def test_a_probe_cut_by_nodecheck_own_deadline_never_drains_even_with_drain_on_timeout():
+    cut = "ibstat timed out: stopped at the run deadline after 1.5 s (probe timeout 5 s)"
+    rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.TIMEOUT, cut),
+                                        res("ib.ports", "gpu002", Status.TIMEOUT, "ibstat timed out after 5 s")])
+    d = decide(rep, DEFAULT, drain_on=["fail", "timeout"])
+    assert [b.node for b in d.drain] == ["gpu002"]          # its own tool hung: that is the node's
+    assert d.unjudged == (Blame("gpu001", "ib.ports", Status.TIMEOUT, cut),)
+
+
 def test_unjudged_lists_unhealthy_non_draining_nodes_and_a_node_without_results():
     rep = report(["gpu001", "gpu002", "gpu003", "gpu004"], [
         res("gpu.health", "gpu001", Status.ERROR, "cannot read nvidia-smi output"),

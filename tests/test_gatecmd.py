@@ -639,3 +639,14 @@ def test_a_message_with_a_newline_stays_one_result_line_and_one_log_line(tmp_pat
                               f"(report {where})")
     (event,) = site.events()                    # the drain reason is folded to one line by drain_reason
     assert event["reason"] == f"nodecheck: kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this (pinned; no node has it)"
+
+
+def test_the_node_prolog_console_script_exits_non_zero_only_for_a_drain():
+    """slurmd drains a node whose Prolog exits non-zero: under it, bad arguments exit 0, by hand 64."""
+    script = str(Path(sys.executable).parent / "nodecheck-prolog")
+    under_slurm = subprocess.run([script, "--no-such-option"], capture_output=True, text=True, timeout=60,
+                                 env={"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURMD_NODENAME": "nodeX"})
+    assert under_slurm.returncode == 0
+    assert "unrecognized arguments: --no-such-option" in under_slurm.stderr
+    by_hand = subprocess.run([script, "--no-such-option"], capture_output=True, text=True, timeout=60, env={})
+    assert by_hand.returncode == 64
