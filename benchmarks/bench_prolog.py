@@ -1,0 +1,84 @@
+"""What the node Prolog costs a job: nodecheck-prolog's own wall time on one node, and sbatch to
+COMPLETED without a Prolog, with nodecheck-prolog (shipped `prolog` playbook), and with one node
+failing (drained, job requeued and run elsewhere). Real Slurm 22.05 on the simulated cluster
+(tests/harness): every node a healthy 8x H100 behind the fake NVML and IB tools. Run it through
+benchmarks/prolog.sh (root, private network namespace)."""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from tabulate import tabulate
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from harness.cluster import SimCluster  # noqa: E402
+from harness.scenarios import NVML_HEALTHY, NVML_REMAP_PENDING, apply, gpu_node  # noqa: E402
+
+PROLOG = Path(sys.executable).parent / "nodecheck-prolog"
+
+
+def submit(cluster: SimCluster, nodes: int) -> float:
+    started = time.monotonic()
+    job = cluster.sbatch(f"-N{nodes}")
+    cluster.wait_job(job, timeout=180)
+    return time.monotonic() - started
+
+
+def write_config(cluster: SimCluster, work: Path) -> None:
+    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), "prolog": {"playbook": "prolog"}}
+    for folder in (cluster.slurm_conf.parent, cluster.slurm_dir / "etc"):
+        (folder / "nodecheck.yml").write_text(yaml.safe_dump(doc))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="nodecheck-bench-prolog-"))
+    os.chmod(work, 0o755)
+    rows = []
+    with SimCluster(state_dir=args.state_dir).up(args.nodes) as cluster:
+        apply(cluster, {n: gpu_node() for n in cluster.nodes})
+        for label, prolog in (("no Prolog", None), ("nodecheck-prolog", PROLOG)):
+            cluster.slurm_up(cluster.nodes, prolog=prolog)
+            cluster.slurm_reset()
+            write_config(cluster, work)
+            for size in sorted({4, args.nodes}):
+                submit(cluster, size)                      # the scheduler's first pass is slower
+                times = [submit(cluster, size) for _ in range(args.repeat)]
+                rows.append([label, f"-N{size}", f"{statistics.median(times):.2f} s",
+                             f"{min(times):.2f}-{max(times):.2f} s"])
+        walls = []
+        env = {"SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "0", "SLURM_CONF": str(cluster.slurm_conf)}
+        for _ in range(args.repeat):
+            started = time.monotonic()
+            rc, out, err = cluster.run_on_node("node1", [str(PROLOG)], env=env)
+            walls.append(time.monotonic() - started)
+            assert rc == 0, out + err
+        rows.append(["nodecheck-prolog alone (node1, idle)", "-", f"{statistics.median(walls):.2f} s",
+                     f"{min(walls):.2f}-{max(walls):.2f} s"])
+        cluster.fake_nvml("node3", NVML_REMAP_PENDING)
+        started = time.monotonic()
+        job = cluster.sbatch("-N4")
+        done = cluster.wait_job(job, timeout=180)
+        took = time.monotonic() - started
+        assert "DRAIN" in cluster.node("node3")["State"], cluster.node("node3")
+        rows.append([f"node3 fails gpu.health: drained, requeued, ran on {done['NodeList']}", "-N4",
+                     f"{took:.2f} s", f"Restarts={done['Restarts']}"])
+        cluster.fake_nvml("node3", NVML_HEALTHY)
+        cluster.slurm_down()
+    print(tabulate(rows, headers=["case", "job", "sbatch -> COMPLETED (median)", "range"], tablefmt="github"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
