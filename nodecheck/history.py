@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import sqlite3
 import sys
 import time
 from argparse import Namespace
+from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, NamedTuple, Sequence
@@ -38,6 +41,9 @@ from nodecheck.report.diff import CounterRow, Measurement, NodeSweep, ResultRow,
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 60.0                          # another sweep's commit takes well under a second
+# How far back baseline() looks for what the last sweep did not judge or read: a day of hourly
+# sweeps. Older than that, "since the last sweep" would be a stretch: it is "not compared".
+LOOKBACK_SWEEPS = 24
 _STATUSES = ", ".join(f"'{s.value}'" for s in SEVERITY)
 SCHEMA = (
     f"""CREATE TABLE sweeps (
@@ -113,6 +119,13 @@ class SweepRow(NamedTuple):
     incomplete_reason: str = ""
 
 
+class _Gaps(NamedTuple):
+    """What History.baseline still looks for on one node; what it finds leaves the sets."""
+    checks: set[str]
+    counters: set[tuple[str, str]]            # (port, counter)
+    facts: set[str]
+
+
 class History:
     """An open history database; use as a context manager."""
 
@@ -130,16 +143,15 @@ class History:
                                    "(or its --history DB); point --history at that file")
         try:
             if readonly:
-                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
-                                       isolation_level=None)
+                conn = _connect_readonly(path)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
             history = cls(path, conn)
             conn.execute("PRAGMA foreign_keys = ON")
+            history._check_schema(readonly)    # before WAL: a newer or foreign file is not touched
             if not readonly:
                 history._use_wal()
-            history._check_schema(readonly)
             return history
         except (sqlite3.Error, OSError) as e:
             raise ConfigError(f"cannot use the sweep history: {e}", file=str(path),
@@ -192,6 +204,11 @@ class History:
         with self._transaction() as conn:
             # another sweep may have created it while this one waited for the lock
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                     "ORDER BY name LIMIT 3")]
+                if tables:                     # another program's database: add nothing to it
+                    raise sqlite3.DatabaseError(f"not a nodecheck history: a SQLite database of something else "
+                                                f"(tables {', '.join(tables)}, ...)")
                 for statement in SCHEMA:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -232,9 +249,88 @@ class History:
                 for r in reversed(rows)]
 
     def last(self, playbook: str) -> SweepSnapshot | None:
-        """The latest sweep of this playbook, as diff() compares it."""
+        """The latest sweep of this playbook, as it was recorded."""
         found = self.sweeps(1, playbook)
         return self.snapshot(found[0]) if found else None
+
+    def baseline(self, playbook: str, current: SweepSnapshot, lookback: int = LOOKBACK_SWEEPS) -> SweepSnapshot | None:
+        """The latest sweep of this playbook as diff() compares `current` with it: where it did not
+        judge a (node, check) of `current` (the deadline cut it: SKIPPED; or it was not in that
+        sweep), or did not read a counter or a version that `current` has, the latest of the
+        `lookback` sweeps before it that did stands in. So a cut sweep neither hides a failure nor
+        claims a recovery, and counters that rose over an hour whose read failed still show."""
+        window = self.sweeps(lookback, playbook)
+        if not window:
+            return None
+        last = self.snapshot(window[-1])
+        states = last.checks()
+        want: dict[str, _Gaps] = defaultdict(lambda: _Gaps(set(), set(), set()))     # by node
+        for node, check in {(r.node, r.check) for r in current.results}:
+            if (node, check) not in states or states[(node, check)].status is Status.SKIPPED:
+                want[node].checks.add(check)
+        read = {(c.node, c.port, c.counter) for c in last.counters}
+        for c in current.counters:
+            if (c.node, c.port, c.counter) not in read:
+                want[c.node].counters.add((c.port, c.counter))
+        known = {(node, key) for node, key, _ in last.facts}
+        for node, key, _ in current.facts:
+            if (node, key) not in known:
+                want[node].facts.add(key)
+        results: list[ResultRow] = []
+        counters: list[CounterRow] = []
+        facts: list[tuple[str, str, str]] = []
+        used: list[str] = []
+        for sweep in reversed(window[:-1]):
+            if not want:
+                break
+            found = len(results) + len(counters) + len(facts)
+            for node, gaps in list(want.items()):
+                results += self._older_results(sweep.id, node, gaps.checks)
+                counters += self._older_counters(sweep.id, node, gaps.counters)
+                facts += self._older_facts(sweep.id, node, gaps.facts)
+                if not any(gaps):
+                    del want[node]
+            if len(results) + len(counters) + len(facts) > found:
+                used.append(sweep.run_id)
+        if not used:
+            return last
+        filled = {(r.node, r.check) for r in results}
+        return replace(last, results=tuple(r for r in last.results if (r.node, r.check) not in filled) + tuple(results),
+                       counters=last.counters + tuple(counters), facts=last.facts + tuple(facts),
+                       filled=len(filled) + len(counters) + len(facts), filled_from=tuple(used))
+
+    def _older_results(self, sweep_id: int, node: str, checks: set[str]) -> list[ResultRow]:
+        """The rows of the wanted checks this sweep judged on the node; those found leave `checks`."""
+        if not checks:
+            return []
+        rows: dict[str, list[ResultRow]] = {}
+        for check, status, message, subject in self.conn.execute(
+                "SELECT check_name, status, message, subject FROM results WHERE sweep_id = ? AND node = ? "
+                "ORDER BY rowid", (sweep_id, node)):
+            if check in checks:
+                rows.setdefault(check, []).append(ResultRow(node, check, Status(status), message, subject))
+        judged = [check for check, found in rows.items() if any(r.status is not Status.SKIPPED for r in found)]
+        checks.difference_update(judged)
+        return [r for check in judged for r in rows[check]]
+
+    def _older_counters(self, sweep_id: int, node: str, wanted: set[tuple[str, str]]) -> list[CounterRow]:
+        if not wanted:
+            return []
+        found = [CounterRow(node, port, counter, int(value), boot_id, source) for port, counter, value, boot_id, source
+                 in self.conn.execute("SELECT port, counter, value, boot_id, source FROM counters WHERE sweep_id = ? "
+                                      "AND node = ? ORDER BY rowid", (sweep_id, node))
+                 if (port, counter) in wanted]
+        wanted.difference_update((c.port, c.counter) for c in found)
+        return found
+
+    def _older_facts(self, sweep_id: int, node: str, keys: set[str]) -> list[tuple[str, str, str]]:
+        if not keys:
+            return []
+        found = [(node, key, value) for key, value in self.conn.execute(
+            "SELECT key, value FROM facts WHERE sweep_id = ? AND node = ? ORDER BY rowid", (sweep_id, node))
+            if key in keys]
+        keys.difference_update(key for _, key, _ in found)
+        return found
 
     def snapshot(self, sweep: SweepRow) -> SweepSnapshot:
         def rows(columns: str, table: str) -> list[tuple]:
@@ -259,9 +355,10 @@ class History:
         rows: list[NodeSweep] = []
         for position, sweep in enumerate(window):
             failing: dict[str, list[str]] = {}
+            # as diff.offenders counts them: a check the deadline cut (skipped) is no offence
             for node, check in self.conn.execute(
-                    "SELECT DISTINCT node, check_name FROM results WHERE sweep_id = ? AND status NOT IN (?, ?) "
-                    "ORDER BY check_name", (sweep.id, Status.PASS.value, Status.WARN.value)):
+                    "SELECT DISTINCT node, check_name FROM results WHERE sweep_id = ? AND status NOT IN (?, ?, ?) "
+                    "ORDER BY check_name", (sweep.id, Status.PASS.value, Status.WARN.value, Status.SKIPPED.value)):
                 failing.setdefault(node, []).append(check)
             rows += [NodeSweep(position, node, Status(status), tuple(failing.get(node, ())))
                      for node, status in self.conn.execute(
@@ -286,10 +383,33 @@ class History:
         return self.conn.execute("SELECT 1 FROM nodes WHERE sweep_id = ? AND node = ?",
                                  (sweep_id, node)).fetchone() is not None
 
+    def knows(self, column: str, value: str) -> bool:
+        """Whether any sweep covered this node (column "node") or judged this check ("check_name"):
+        one indexed lookup, where known() reads a month of results."""
+        table = "nodes" if column == "node" else "results"
+        return self.conn.execute(f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", (value,)).fetchone() is not None
+
     def known(self, column: str) -> list[str]:
         """Every node (column "node") or check ("check_name") the history has seen."""
         table = "nodes" if column == "node" else "results"
         return [r[0] for r in self.conn.execute(f"SELECT DISTINCT {column} FROM {table}")]
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("PRAGMA user_version").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+        if os.access(path.parent, os.W_OK) or Path(f"{path}-wal").exists():
+            raise
+    # A reader who may not write the directory (an operator reading root's history) cannot create
+    # the WAL index (-shm) a WAL database needs. Without a -wal file no sweep has it open (SQLite
+    # removes it when the last connection closes), so the file alone is the whole database: read
+    # it as immutable. A sweep that commits meanwhile is not seen; `history` is a display.
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def _ts(t: datetime) -> str:
@@ -306,7 +426,8 @@ def history_command(args: Namespace) -> int:
     """`nodecheck history [--node N] [--check C] [--last K]`: per sweep, oldest first."""
     with History.open(args.history, readonly=True) as h:
         for column, value, flag in (("node", args.node, "--node"), ("check_name", args.check, "--check")):
-            if value is not None and value not in (known := h.known(column)):
+            if value is not None and not h.knows(column, value):
+                known = h.known(column)
                 close = difflib.get_close_matches(value, known, n=1)
                 raise ConfigError(f"{value!r} is in no sweep of {h.path}", file=flag,
                                   hint=f"did you mean {close[0]!r}?" if close else
@@ -352,6 +473,8 @@ def render_history(entries: Sequence[dict], node: str | None, check: str | None)
             detail = "not checked in this sweep"
         else:
             detail = _detail(e["results"], node, check, fold)
+        if not e["complete"]:                  # its skipped and timed-out results are the cut, not the node
+            detail = f"(sweep cut short) {detail}"
         rows.append([when, e["run_id"], e["status"], detail, e["report_dir"] or "-"])
     if not rows:
         return f"history of {what}: no sweep recorded\n"

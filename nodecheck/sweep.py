@@ -11,6 +11,7 @@ import json
 import sqlite3
 import sys
 from argparse import Namespace
+from dataclasses import replace
 from pathlib import Path
 
 from nodecheck.errors import ConfigError
@@ -54,6 +55,11 @@ def sweep_command(args: Namespace) -> int:
     k, n = parse_offender(args.offender)
     if args.metrics:
         _check_metrics_path(args.metrics)
+    if args.drain or args.resume:
+        # the gate config before anything runs: an error in it must not surface after a fleet-wide
+        # sweep (its output lost, exit 64), and its retries and drain_on are the run's, not only the drain's
+        from nodecheck import gateconfig
+        gateconfig.apply(args, gateconfig.load(gateconfig.config_path(args.config), "sweep")[0])
     playbook = load_playbook(args.playbook, tuple(args.pins))
     nodes, excluded, transport = _targets(args, playbook)
     if not args.local:
@@ -81,20 +87,24 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     problems: list[str] = []
     snap = D.snapshot(report)
     try:
-        previous = history.last(report.playbook)
+        previous = history.baseline(report.playbook, snap)
         rows = history.node_sweeps(report.playbook, n - 1)
     except (sqlite3.Error, ValueError) as e:   # a damaged history must not lose this sweep's report
         problems.append(f"could not read the sweep history {history.path}: {e}")
         previous, rows = None, []
     changes = D.diff(previous, snap)
+    if problems:                               # not "first sweep": there were sweeps, unreadable
+        changes = replace(changes, unread=problems[0])
     # this sweep is not in the history yet: it comes after the n - 1 sweeps read from it
     found = D.offenders(rows + D.node_sweeps(snap, max((r.sweep for r in rows), default=-1) + 1), k, n)
-    changes_text = D.render(changes, found, k, n, report.started)
-    summary = table.render(report) + "\n" + changes_text
+    # the report's summary.txt keeps every change; the terminal gets SECTION_MAX_LINES a section
+    outcomes = table.render(report) + "\n"
+    kept = outcomes + D.render(changes, found, k, n, report.started, max_lines=None)
+    summary = outcomes + D.render(changes, found, k, n, report.started)
     as_json = report_json.dumps(report)
     report_dir = None
     try:
-        report_dir = str(store(report, summary, args.output_dir, as_json))
+        report_dir = str(store(report, kept, args.output_dir, as_json))
     except OSError as e:
         problems.append(f"could not write the report under {args.output_dir}: {e}")
     try:
@@ -103,7 +113,7 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         problems.append(f"could not record the sweep in {history.path}: {e}")
     if args.metrics:
         try:
-            metrics.write_atomic(args.metrics, metrics.render(snap, found))
+            metrics.write_atomic(args.metrics, metrics.render(snap, found, problems=len(problems)))
         except OSError as e:
             problems.append(f"could not write the metrics file {args.metrics}: {e}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []

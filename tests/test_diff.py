@@ -13,11 +13,11 @@ from nodecheck.model import CheckResult, Status, Verdict
 from nodecheck.report import Report
 from nodecheck.report import diff as D
 from nodecheck.report.diff import (CounterReset, CounterRise, CounterRow, Finding, Measurement, NodeSweep,
-                                   Offender, ResultRow, VersionChange)
+                                   Offender, ResultRow, StatusChange, SweepSnapshot, VersionChange)
 
 T0 = datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc)
 T1 = datetime(2026, 11, 29, 11, 2, 30, tzinfo=timezone.utc)
-P, W, F, U, E = Status.PASS, Status.WARN, Status.FAIL, Status.UNREACHABLE, Status.ERROR
+P, W, F, U, E, S = Status.PASS, Status.WARN, Status.FAIL, Status.UNREACHABLE, Status.ERROR, Status.SKIPPED
 
 
 def r(nodes, check, status, message, subject="", observed=None) -> CheckResult:
@@ -247,7 +247,9 @@ def test_no_change_says_so_and_long_sections_point_at_the_report():
     lines = D.render(D.Changes("x", T0, newly_failing=tuple(many)), [], 3, 5, T0 + timedelta(seconds=59)).splitlines()
     assert lines[0] == "Since the last sweep (x, 59 s ago):"
     assert len(lines) == 1 + 1 + D.SECTION_MAX_LINES + 1 + 1
-    assert lines[-2] == "  ... and 5 more (see the report)"
+    assert lines[-2] == "  ... and 5 more (all in the report's summary.txt)"
+    assert len(D.render(D.Changes("x", T0, newly_failing=tuple(many)), [], 3, 5, T0, max_lines=None).splitlines()) \
+        == 1 + 1 + 45 + 1                                     # the report's summary.txt: all of them
 
 
 def test_the_json_form_carries_every_change_and_the_offender_rule():
@@ -273,3 +275,84 @@ def test_a_node_without_any_result_is_an_error_row_never_silence():
     assert snap.node_statuses == {"node1": P, "node9": E}
     assert D.diff(D.snapshot(report("q", T0, ["node9"], [r("node9", "ib.ports", P, "ok")])), snap).newly_failing == (
         Finding("node9", "-", E, "no check ran on this node"),)
+
+
+# ---------------------------------------------------------------- review: what a cut sweep and odd values must not do
+
+CUT = "ib.ports probe not run: the run deadline was reached"
+
+
+def sweep_of(run_id, rows, complete=True, nodes=("node1", "node2", "node3"), started=T0, **more) -> SweepSnapshot:
+    return SweepSnapshot(run_id, "sweep", started, started + timedelta(seconds=600), complete, nodes,
+                         tuple(ResultRow(*row) for row in rows), **more)
+
+
+def test_a_check_the_deadline_cut_neither_recovers_nor_hides_a_failure():
+    cut = sweep_of("cut", [("node1", "ib.ports", S, CUT), ("node2", "ib.ports", F, "mlx5_3/1: Down"),
+                           ("node3", "ib.ports", S, CUT)], complete=False,
+                   incomplete_reason="the run deadline was reached")
+    now = sweep_of("now", [("node1", "ib.ports", F, "mlx5_0/1: Down"), ("node2", "ib.ports", S, CUT),
+                           ("node3", "ib.ports", P, "8 of 8 pass")], started=T1)
+    c = D.diff(cut, now)
+    # node1: skipped is no judgment, so its failure now is new (it was counted "still failing")
+    assert c.newly_failing == (Finding("node1", "ib.ports", F, "mlx5_0/1: Down"),)
+    # node3: a pass after a skip is no recovery (it was listed as "recovered (was skipped)")
+    assert c.recovered == () and c.still_failing == 0
+    # node2 failed, then the deadline cut it: not checked, never "still failing"
+    assert c.not_checked == (Finding("node2", "ib.ports", F, "mlx5_3/1: Down"),)
+    assert c.previous_incomplete == "the run deadline was reached"
+    assert D.render(c, [], 3, 5, T1).splitlines() == [
+        "Since the last sweep (cut, 1 h 2 min ago; it was cut short: the run deadline was reached):",
+        "newly failing:", "  node1  ib.ports  fail: mlx5_0/1: Down",
+        "not checked this time (failing last time):", "  node2  ib.ports  (was fail: mlx5_3/1: Down)",
+        "still failing: 0 (node, check) pairs."]
+    again = D.diff(now, replace_run(now, "again"))
+    assert (again.newly_failing, again.not_checked, again.still_failing) == ((), (), 2)   # the same again: no news
+
+
+def replace_run(snap: SweepSnapshot, run_id: str) -> SweepSnapshot:
+    return SweepSnapshot(**{**snap.__dict__, "run_id": run_id})
+
+
+def test_failing_another_way_is_a_change_not_still_failing():
+    before = sweep_of("a", [("node1", "ib.ports", F, "mlx5_3/1: Down"), ("node2", "gpu.health", F, "GPU3: remap"),
+                            ("node3", "gpu.health", E, "GPU2: ECC not reported")])
+    after = sweep_of("b", [("node1", "ib.ports", U, "unreachable: connect timeout after 10 s"),
+                           ("node2", "gpu.health", F, "GPU3: remap"), ("node3", "gpu.health", F, "GPU2: ECC 4")])
+    c = D.diff(before, after)
+    assert c.status_changed == (StatusChange("node1", "ib.ports", F, U, "unreachable: connect timeout after 10 s"),
+                                StatusChange("node3", "gpu.health", E, F, "GPU2: ECC 4"))
+    assert (c.newly_failing, c.recovered, c.still_failing) == ((), (), 1)
+    assert D.render(c, [], 3, 5, T0).splitlines()[1:4] == [
+        "still not healthy, another status:",
+        "  node1  ib.ports  unreachable: unreachable: connect timeout after 10 s  (was fail)",
+        "  node3  gpu.health  fail: GPU2: ECC 4  (was error)"]
+    assert D.to_dict(c, [], 3, 5)["status_changed"][0] == {
+        "node": "node1", "check": "ib.ports", "was": "fail", "status": "unreachable",
+        "message": "unreachable: connect timeout after 10 s"}
+
+
+def test_a_node_the_deadline_cut_is_no_repeat_offender():
+    rows = [NodeSweep(i, "node9", S, ()) for i in range(3)] + [NodeSweep(i, "node1", F, ("ib.ports",)) for i in range(3)]
+    assert D.offenders(rows, 2, 3) == [Offender("node1", 3, 3, ("ib.ports",))]
+    mixed = sweep_of("m", [("node1", "ib.ports", S, CUT), ("node1", "gpu.health", F, "GPU3: remap")])
+    assert D.node_sweeps(mixed, 0)[0] == NodeSweep(0, "node1", F, ("gpu.health",))   # the cut check is no offence
+
+
+def test_a_nan_or_infinite_bandwidth_is_no_measurement():
+    pairs = {"results": [{"server": "node1", "client": "node2", "device": "mlx5_0", "gbps": float("nan")},
+                         {"server": "node1", "client": "node2", "device": "mlx5_1", "gbps": 390.0}]}
+    rep = report("r", T0, ["node1", "node2"], [
+        r("node1", "nccl.allreduce_single", P, "all_reduce: busbw nan GB/s", "all_reduce", {"busbw_plateau_gbs": float("nan")}),
+        r("node2", "nccl.allreduce_single", P, "all_reduce: busbw inf GB/s", "all_reduce", {"busbw_plateau_gbs": float("inf")})],
+        extras={"ib.pairs": pairs})
+    assert D.snapshot(rep).measurements == (Measurement("node1", "ib.pairs", "ib_write_bw_best", "mlx5_1", 390.0, "Gb/s"),
+                                            Measurement("node2", "ib.pairs", "ib_write_bw_best", "mlx5_1", 390.0, "Gb/s"))
+
+
+def test_an_unreadable_history_is_not_a_first_sweep():
+    c = D.Changes(None, unread="could not read the sweep history h.sqlite: database disk image is malformed")
+    assert not c.first
+    assert D.render(c, [], 3, 5, T0) == ("Since the last sweep: not compared: could not read the sweep history "
+                                         "h.sqlite: database disk image is malformed\n")
+    assert D.to_dict(c, [], 3, 5)["first"] is False

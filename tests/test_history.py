@@ -290,3 +290,172 @@ def test_sweep_junit_is_the_junit_renderers_output_alone(tmp_path, capsys, canne
     out, err = capsys.readouterr()
     assert out == "<testsuites name='20261129T100000Z_sweep'/>\n"
     assert err == f"report: {tmp_path / 'reports' / '20261129T100000Z_sweep'}\n"
+
+
+# ---------------------------------------------------------------- review: the baseline, foreign files, readers
+
+def snap_of(run_id, hour, rows, counters=(), facts=(), complete=True, nodes=("node1", "node2")):
+    from nodecheck.report.diff import ResultRow, SweepSnapshot
+    started = T0 + timedelta(hours=hour)
+    return SweepSnapshot(run_id, "sweep", started, started + timedelta(minutes=5), complete, nodes,
+                         tuple(ResultRow(*row) for row in rows), tuple(facts), tuple(counters))
+
+
+S = Status.SKIPPED
+CUT = "perfquery not run: the run deadline was reached"
+
+
+def counter(node, value, boot="boot-1"):
+    return CounterRow(node, "mlx5_0/1", "SymbolErrorCounter", value, boot, "perfquery -x")
+
+
+def test_what_the_last_sweep_did_not_read_is_compared_with_an_older_one(tmp_path):
+    """The hour nobody watched: node1's counters could not be read in sweep 2 (and node2 was cut);
+    sweep 3 must still see the rise since sweep 1, node2's failure as still failing, the upgrade."""
+    one = snap_of("s1", 0, [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
+                  counters=[counter("node1", 0)], facts=[("node1", "nccl.version", "2.23.4")])
+    two = snap_of("s2", 1, [("node1", "ib.counters", Status.ERROR, "perfquery exited 1: no such port"),
+                            ("node2", "ib.ports", S, CUT)], complete=False)
+    three = snap_of("s3", 2, [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
+                    counters=[counter("node1", 42)], facts=[("node1", "nccl.version", "2.23.5")])
+    with History.open(tmp_path / "h.sqlite") as h:
+        h.record(one, None)
+        h.record(two, None)
+        assert D.diff(h.last("sweep"), three).counters_risen == ()        # against sweep 2 alone: lost
+        base = h.baseline("sweep", three)
+    assert (base.run_id, base.filled, base.filled_from) == ("s2", 3, ("s1",))
+    c = D.diff(base, three)
+    assert [(r.counter, r.old, r.new) for r in c.counters_risen] == [("SymbolErrorCounter", 0, 42)]
+    assert [(v.node, v.old, v.new) for v in c.versions_changed] == [("node1", "2.23.4", "2.23.5")]
+    assert c.still_failing == 1 and c.newly_failing == ()
+    assert c.recovered == (D.Finding("node1", "ib.counters", Status.ERROR, "perfquery exited 1: no such port"),)
+    assert D.render(c, [], 3, 5, three.started).splitlines()[:2] == [
+        "Since the last sweep (s2, 1 h 0 min ago; it was cut short: no reason recorded):",
+        "  (3 results, counters or versions it did not judge or read are compared with an older sweep: s1)"]
+
+
+def test_the_baseline_looks_back_a_bounded_number_of_sweeps(tmp_path):
+    old = snap_of("old", 0, [("node1", "ib.counters", P, "ok")], counters=[counter("node1", 0)])
+    unread = [snap_of(f"u{i}", 1 + i, [("node1", "ib.counters", Status.ERROR, "unreadable")]) for i in range(3)]
+    now = snap_of("now", 9, [("node1", "ib.counters", P, "ok")], counters=[counter("node1", 7)])
+    with History.open(tmp_path / "h.sqlite") as h:
+        for s in (old, *unread):
+            h.record(s, None)
+        assert h.baseline("sweep", now, lookback=4).filled_from == ("old",)
+        assert h.baseline("sweep", now, lookback=3).counters == ()     # beyond the window: not compared
+        assert h.baseline("fabric", now) is None
+        assert h.baseline("sweep", snap_of("x", 9, [("node1", "ib.counters", Status.ERROR, "unreadable")])) \
+            == h.last("sweep")                                           # nothing missing: the last sweep as is
+
+
+def test_another_programs_sqlite_database_is_refused_untouched(tmp_path):
+    foreign = tmp_path / "jobs.sqlite"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE jobs (id INTEGER, name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigError) as caught:
+        History.open(foreign)
+    assert "not a nodecheck history: a SQLite database of something else (tables jobs, ...)" in str(caught.value)
+    conn = sqlite3.connect(foreign)
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["jobs"]
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def test_a_newer_database_is_not_switched_to_wal_either(tmp_path):
+    newer = tmp_path / "newer.sqlite"
+    sqlite3.connect(newer).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ConfigError):
+        History.open(newer)
+    assert sqlite3.connect(newer).execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def _read_as_nobody(path: str, conn) -> None:
+    import os
+    try:
+        if os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+        with History.open(path, readonly=True) as h:
+            conn.send([s.run_id for s in h.sweeps(5)])
+    except BaseException as e:                 # noqa: B902 - the parent asserts on it
+        conn.send(f"{type(e).__name__}: {e}")
+
+
+def test_an_operator_who_may_not_write_the_directory_reads_the_history(tmp_path):
+    """`nodecheck history` as a user other than the sweep's: SQLite cannot create the WAL index
+    (-shm) beside a WAL database in a directory that user may not write."""
+    import os
+    import shutil
+    import tempfile
+    where = tempfile.mkdtemp(prefix="nodecheck-history-")      # outside pytest's 0700 tmp tree
+    try:
+        path, _ = recorded(tmp_path, previous_report(), current_report())
+        shutil.copy(path, f"{where}/h.sqlite")
+        check = sqlite3.connect(f"{where}/h.sqlite")
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        check.close()                          # the last connection: SQLite removes -wal and -shm
+        assert sorted(os.listdir(where)) == ["h.sqlite"]
+        os.chmod(f"{where}/h.sqlite", 0o444)
+        os.chmod(where, 0o555)
+        parent, child = multiprocessing.get_context("fork").Pipe()
+        reader = multiprocessing.get_context("fork").Process(target=_read_as_nobody, args=(f"{where}/h.sqlite", child))
+        reader.start()
+        reader.join(30)
+        assert parent.recv() == ["20261129T100000Z_sweep", "20261129T110230Z_sweep"]
+        assert sorted(os.listdir(where)) == ["h.sqlite"]
+    finally:
+        os.chmod(where, 0o755)
+        shutil.rmtree(where)
+
+
+def test_a_nan_bandwidth_does_not_cost_the_sweep_its_history(tmp_path):
+    rep = current_report()
+    rep.results[6].verdict.observed["busbw_plateau_gbs"] = float("nan")    # node1's nccl.allreduce_single
+    with History.open(tmp_path / "h.sqlite") as h:
+        h.record(D.snapshot(rep), None)
+        assert [m.name for m in h.last("sweep").measurements] == ["ib_write_bw_best"] * 3
+
+
+def test_the_terminal_is_cut_the_reports_summary_keeps_every_change(tmp_path, capsys, canned):
+    from tests.test_diff import r, report
+    nodes = [f"node{i}" for i in range(1, 51)]
+    canned += [report("a", T0, nodes, [r(n, "ib.ports", P, "ok") for n in nodes]),
+               report("b", T1, nodes, [r(n, "ib.ports", F, f"mlx5_{i}/1: Down") for i, n in enumerate(nodes)])]
+    sweep(tmp_path)
+    sweep(tmp_path)
+    out = capsys.readouterr().out
+    assert "  ... and 10 more (all in the report's summary.txt)\n" in out
+    kept = (tmp_path / "reports" / "b" / "summary.txt").read_text()
+    assert "  node50  ib.ports  fail: mlx5_49/1: Down\n" in kept and "... and" not in kept
+
+
+def test_an_unreadable_history_is_said_in_the_output_and_the_metrics(tmp_path, capsys, canned, monkeypatch):
+    canned += [previous_report()]
+    def broken(*args, **kw):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+    monkeypatch.setattr(History, "baseline", broken)
+    prom = tmp_path / "n.prom"
+    assert sweep(tmp_path, "--metrics", str(prom)) == 2
+    out = capsys.readouterr().out
+    assert ("Since the last sweep: not compared: could not read the sweep history "
+            f"{tmp_path / 'reports' / 'history.sqlite'}: database disk image is malformed\n") in out
+    assert "nodecheck_sweep_problems 1\n" in prom.read_text()
+
+
+def test_history_marks_a_sweep_the_deadline_cut(tmp_path, capsys):
+    cut = replace(current_report(), run_id="20261129T120000Z_sweep", started=T1 + timedelta(hours=1), complete=False,
+                  incomplete_reason="the run deadline was reached")
+    recorded(tmp_path, current_report(), cut)
+    _, out = history(tmp_path, capsys, "--node", "node2", "--check", "node.oom")
+    rows = out.splitlines()[3:]
+    assert [("(sweep cut short) fail: OOM killed" in row, row.split()[3]) for row in rows] == [(False, "fail"), (True, "fail")]
+
+
+def test_a_broken_gate_config_is_refused_before_the_sweep_runs(tmp_path, capsys, canned):
+    canned += [previous_report()]
+    (tmp_path / "gate.yml").write_text("sweep: {nonsense_option: 3}\n")
+    assert sweep(tmp_path, "--drain", "--observe", "--config", str(tmp_path / "gate.yml")) == 64
+    assert "gate.yml:1: unknown key 'sweep.nonsense_option'" in capsys.readouterr().err
+    assert len(canned) == 1 and not (tmp_path / "reports").exists()      # nothing ran, nothing kept

@@ -105,7 +105,9 @@ def test_sweep_level_gauges_counts_and_offenders():
     assert sample(samples, "nodecheck_sweep_last_timestamp_seconds") == 1795950192.5   # 11:03:12.5 UTC
     assert sample(samples, "nodecheck_sweep_duration_seconds") == 42.5
     assert sample(samples, "nodecheck_sweep_complete") == 1
+    assert sample(samples, "nodecheck_sweep_problems") == 0
     assert sample(samples, "nodecheck_sweep_info", playbook="sweep", version="0.1.0") == 1
+    assert "nodecheck_sweep_problems 2\n" in metrics.render(D.snapshot(current_report()), [], problems=2)
 
 
 def test_bandwidths_are_in_bytes_per_second():

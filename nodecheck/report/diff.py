@@ -3,14 +3,18 @@ summarised per node and check, version facts, IB error counters, bandwidth measu
 of two snapshots, and repeat offenders over the last sweeps.
 
 "Failing" is `not Status.healthy`, the one rule: an unreachable, timed-out or unjudged check is
-failing, never passed. A node or check missing from a sweep is "not checked", never "recovered".
+failing, never passed. A node or check missing from a sweep is "not checked", never "recovered"; so
+is one the deadline cut (SKIPPED: planned, never run): it was not judged, so it neither recovers nor
+counts as a repeat offence, and a judged failure after it is new.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from ClusterShell.NodeSet import NodeSet
@@ -76,6 +80,10 @@ class SweepSnapshot:
     counters: tuple[CounterRow, ...] = ()
     measurements: tuple[Measurement, ...] = ()
     incomplete_reason: str = ""
+    # History.baseline: how many (node, check) results, counters and versions this sweep did not
+    # judge or read were taken from older sweeps (their run ids), for the diff
+    filled: int = 0
+    filled_from: tuple[str, ...] = ()
 
     @property
     def node_statuses(self) -> dict[str, Status]:
@@ -176,7 +184,7 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
     found: dict[tuple[str, str, str, str], Measurement] = {}
     for r in report.results:
         busbw = r.verdict.observed.get("busbw_plateau_gbs")
-        if isinstance(busbw, (int, float)) and not isinstance(busbw, bool):
+        if _finite(busbw):
             for node in r.nodes:
                 found.setdefault((node, r.check, BUSBW, r.verdict.subject),
                                  Measurement(node, r.check, BUSBW, r.verdict.subject, float(busbw), "GB/s"))
@@ -184,7 +192,7 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
     best: dict[tuple[str, str], float] = {}
     for test in (pairs.get("results", []) if isinstance(pairs, Mapping) else []):
         gbps = test.get("gbps")
-        if not isinstance(gbps, (int, float)) or isinstance(gbps, bool):
+        if not _finite(gbps):
             continue
         for node in (test.get("server"), test.get("client")):
             key = (node, test.get("device", ""))
@@ -194,6 +202,12 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
     return tuple(found.values())
 
 
+def _finite(value: object) -> bool:
+    """A number that is a measurement: a NaN or infinite bandwidth is none (SQLite would store
+    NaN as NULL and refuse the whole sweep; a NaN gauge never crosses an alert threshold)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 # ---------------------------------------------------------------- the diff
 
 class Finding(NamedTuple):
@@ -201,6 +215,15 @@ class Finding(NamedTuple):
     check: str
     status: Status                             # newly failing: the status now; recovered: what it was
     message: str                               # newly failing: the finding now; recovered: the old one
+
+
+class StatusChange(NamedTuple):
+    """Not healthy in both sweeps, but not the same way: a failing node that is now unreachable."""
+    node: str
+    check: str
+    was: Status
+    status: Status
+    message: str                               # the finding now
 
 
 class VersionChange(NamedTuple):
@@ -230,45 +253,62 @@ class Changes:
     previous_started: datetime | None = None
     newly_failing: tuple[Finding, ...] = ()
     recovered: tuple[Finding, ...] = ()
-    still_failing: int = 0                     # (node, check) pairs failing in both sweeps
-    not_checked: tuple[Finding, ...] = ()      # failing before, not judged now (check left out)
+    still_failing: int = 0                     # (node, check) pairs failing the same way in both sweeps
+    status_changed: tuple[StatusChange, ...] = ()   # failing in both sweeps, not the same way
+    not_checked: tuple[Finding, ...] = ()      # failing before, not judged now (check left out, cut)
     versions_changed: tuple[VersionChange, ...] = ()
     counters_risen: tuple[CounterRise, ...] = ()
     counters_reset: tuple[CounterReset, ...] = ()
     new_nodes: tuple[str, ...] = ()
     missing_nodes: tuple[str, ...] = ()        # in the last sweep, not in this one: not checked
+    previous_incomplete: str = ""              # why the last sweep was cut short ("" if it was not)
+    filled: int = 0                            # comparisons made with an older sweep (History.baseline)
+    filled_from: tuple[str, ...] = ()
+    unread: str = ""                           # why the history could not be read: nothing compared
 
     @property
     def first(self) -> bool:
-        return self.previous_run is None
+        return self.previous_run is None and not self.unread
 
 
 def diff(previous: SweepSnapshot | None, current: SweepSnapshot) -> Changes:
+    """What changed per (node, check). Only a judgment is compared with a judgment: a check the
+    deadline cut (SKIPPED) last time did not fail then, so a failure now is new and a pass now is no
+    recovery; one failing last time and cut now is "not checked", never "still failing"."""
     if previous is None:
         return Changes(previous_run=None)
     before, now = previous.checks(), current.checks()
-    newly, recovered, not_checked, still = [], [], [], 0
+    newly, recovered, changed, not_checked, still = [], [], [], [], 0
     for (node, check), state in now.items():
         old = before.get((node, check))
-        if not state.status.healthy:
-            if old is None or old.status.healthy:
-                newly.append(Finding(node, check, state.status, _more(state)))
-            else:
-                still += 1
-        elif old is not None and not old.status.healthy:
-            recovered.append(Finding(node, check, old.status, _more(old)))
+        was_failing = old is not None and not old.status.healthy and old.status is not Status.SKIPPED
+        if state.status.healthy:
+            if was_failing:
+                recovered.append(Finding(node, check, old.status, _more(old)))
+        elif state.status is Status.SKIPPED and was_failing:
+            not_checked.append(Finding(node, check, old.status, _more(old)))
+        elif old is None or old.status.healthy or (old.status is Status.SKIPPED and state.status is not Status.SKIPPED):
+            newly.append(Finding(node, check, state.status, _more(state)))
+        elif old.status is state.status:
+            still += 1
+        else:
+            changed.append(StatusChange(node, check, old.status, state.status, _more(state)))
     present, known = set(current.nodes), set(previous.nodes)
     for (node, check), old in before.items():
-        if (node, check) not in now and node in present and not old.status.healthy:
+        if (node, check) not in now and node in present and not old.status.healthy \
+                and old.status is not Status.SKIPPED:
             not_checked.append(Finding(node, check, old.status, _more(old)))
     risen, reset = _counters(previous.counters, current.counters)
     return Changes(
         previous_run=previous.run_id, previous_started=previous.started,
         newly_failing=tuple(sorted(newly, key=_order)), recovered=tuple(sorted(recovered, key=_order)),
-        still_failing=still, not_checked=tuple(sorted(not_checked, key=_order)),
+        still_failing=still, status_changed=tuple(sorted(changed, key=lambda c: (natural(c.node), c.check))),
+        not_checked=tuple(sorted(not_checked, key=_order)),
         versions_changed=_versions(previous.facts, current.facts), counters_risen=risen, counters_reset=reset,
         new_nodes=tuple(n for n in current.nodes if n not in known),
-        missing_nodes=tuple(n for n in previous.nodes if n not in present))
+        missing_nodes=tuple(n for n in previous.nodes if n not in present),
+        previous_incomplete="" if previous.complete else previous.incomplete_reason or "no reason recorded",
+        filled=previous.filled, filled_from=previous.filled_from)
 
 
 def _more(state: CheckState) -> str:
@@ -336,13 +376,14 @@ class Offender(NamedTuple):
 
 def offenders(rows: Iterable[NodeSweep], k: int, n: int) -> list[Offender]:
     """Nodes that were not healthy in at least k of the last n sweeps (a node not checked in a
-    sweep did not fail in it). Most failures first."""
+    sweep did not fail in it, nor did one whose checks the deadline cut: SKIPPED is the sweep's
+    clock, not the node). Most failures first."""
     rows = list(rows)
     window = set(sorted({r.sweep for r in rows}, reverse=True)[:n])
     failed: dict[str, int] = defaultdict(int)
     checks: dict[str, set[str]] = defaultdict(set)
     for r in rows:
-        if r.sweep in window and not r.status.healthy:
+        if r.sweep in window and _offence(r.status):
             failed[r.node] += 1
             checks[r.node].update(r.failing)
     found = [Offender(node, count, len(window), tuple(sorted(checks[node])))
@@ -350,11 +391,15 @@ def offenders(rows: Iterable[NodeSweep], k: int, n: int) -> list[Offender]:
     return sorted(found, key=lambda o: (-o.failed_in, natural(o.node)))
 
 
+def _offence(status: Status) -> bool:
+    return not status.healthy and status is not Status.SKIPPED
+
+
 def node_sweeps(snap: SweepSnapshot, sweep: int) -> list[NodeSweep]:
     """This sweep's rows for offenders(), before it is in the history."""
     failing: dict[str, set[str]] = defaultdict(set)
     for r in snap.results:
-        if not r.status.healthy:
+        if _offence(r.status):
             failing[r.node].add(r.check)
     return [NodeSweep(sweep, node, status, tuple(sorted(failing[node])))
             for node, status in snap.node_statuses.items()]
@@ -362,32 +407,43 @@ def node_sweeps(snap: SweepSnapshot, sweep: int) -> list[NodeSweep]:
 
 # ---------------------------------------------------------------- the human text
 
-def render(changes: Changes, found: Sequence[Offender], k: int, n: int, now: datetime) -> str:
+def render(changes: Changes, found: Sequence[Offender], k: int, n: int, now: datetime,
+           max_lines: int | None = SECTION_MAX_LINES) -> str:
     """The "Since the last sweep" section: each line names the node(s) and the check; identical
-    findings on several nodes are one line under a folded node list."""
-    if changes.first:
+    findings on several nodes are one line under a folded node list. A section longer than
+    max_lines (None: no limit, as the report's summary.txt keeps it) ends with a count."""
+    if changes.unread:
+        lines = [f"Since the last sweep: not compared: {changes.unread}"]
+    elif changes.first:
         lines = ["Since the last sweep: first sweep: nothing to compare."]
     else:
         age = _age(now - changes.previous_started) if changes.previous_started else "unknown age"
-        lines = [f"Since the last sweep ({changes.previous_run}, {age} ago):"]
-        lines += _section("newly failing", [(f.node, f"{f.check}  {f.status.value}: {f.message}")
-                                            for f in changes.newly_failing])
-        lines += _section("recovered", [(f.node, f"{f.check}  (was {f.status.value}: {f.message})")
-                                        for f in changes.recovered])
-        lines += _section("not checked this time (failing last time)",
-                          [(f.node, f"{f.check}  (was {f.status.value}: {f.message})") for f in changes.not_checked])
-        lines += _section("versions changed", [(c.node, f"{c.key}  {c.old} -> {c.new}")
-                                               for c in changes.versions_changed])
-        lines += _section("counters risen", [(c.node, f"ib.counters  {c.port} {c.counter} {c.old} -> {c.new} "
-                                                      f"(+{c.new - c.old})") for c in changes.counters_risen])
-        lines += _section("counters reset (not counted as a rise)",
-                          [(c.node, "ib.counters  " + (f"{c.port}: " if c.port else "") + c.reason)
-                           for c in changes.counters_reset])
+        cut = f"; it was cut short: {changes.previous_incomplete}" if changes.previous_incomplete else ""
+        lines = [f"Since the last sweep ({changes.previous_run}, {age} ago{cut}):"]
+        if changes.filled:
+            lines.append(f"  ({changes.filled} results, counters or versions it did not judge or read are compared "
+                         f"with an older sweep: {', '.join(changes.filled_from)})")
+        section = partial(_section, max_lines=max_lines)
+        lines += section("newly failing", [(f.node, f"{f.check}  {f.status.value}: {f.message}")
+                                           for f in changes.newly_failing])
+        lines += section("recovered", [(f.node, f"{f.check}  (was {f.status.value}: {f.message})")
+                                       for f in changes.recovered])
+        lines += section("still not healthy, another status", [
+            (c.node, f"{c.check}  {c.status.value}: {c.message}  (was {c.was.value})") for c in changes.status_changed])
+        lines += section("not checked this time (failing last time)",
+                         [(f.node, f"{f.check}  (was {f.status.value}: {f.message})") for f in changes.not_checked])
+        lines += section("versions changed", [(c.node, f"{c.key}  {c.old} -> {c.new}")
+                                              for c in changes.versions_changed])
+        lines += section("counters risen", [(c.node, f"ib.counters  {c.port} {c.counter} {c.old} -> {c.new} "
+                                                     f"(+{c.new - c.old})") for c in changes.counters_risen])
+        lines += section("counters reset (not counted as a rise)",
+                         [(c.node, "ib.counters  " + (f"{c.port}: " if c.port else "") + c.reason)
+                          for c in changes.counters_reset])
         if changes.new_nodes:
             lines.append(f"new nodes: {fold(changes.new_nodes)}")
         if changes.missing_nodes:
             lines.append(f"not checked (in the last sweep, not in this one): {fold(changes.missing_nodes)}")
-        if len(lines) == 1:
+        if len(lines) == 1 + bool(changes.filled):
             lines.append("no change.")
         lines.append(f"still failing: {changes.still_failing} (node, check) "
                      f"{'pair' if changes.still_failing == 1 else 'pairs'}.")
@@ -398,17 +454,17 @@ def render(changes: Changes, found: Sequence[Offender], k: int, n: int, now: dat
     return "\n".join(lines) + "\n"
 
 
-def _section(title: str, items: list[tuple[str, str]]) -> list[str]:
-    """(node, text) items: identical texts fold their nodes into one line; at most
-    SECTION_MAX_LINES lines, then a count."""
+def _section(title: str, items: list[tuple[str, str]], max_lines: int | None = SECTION_MAX_LINES) -> list[str]:
+    """(node, text) items: identical texts fold their nodes into one line; at most max_lines
+    lines, then a count pointing at the report's summary.txt, which has them all."""
     if not items:
         return []
     groups: dict[str, list[str]] = {}
     for node, text in items:
         groups.setdefault(text, []).append(node)
     lines = [f"  {fold(nodes)}  {text}" for text, nodes in groups.items()]
-    if len(lines) > SECTION_MAX_LINES:
-        lines = lines[:SECTION_MAX_LINES] + [f"  ... and {len(lines) - SECTION_MAX_LINES} more (see the report)"]
+    if max_lines is not None and len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"  ... and {len(lines) - max_lines} more (all in the report's summary.txt)"]
     return [f"{title}:"] + lines
 
 
@@ -439,14 +495,19 @@ def to_dict(changes: Changes, found: Sequence[Offender], k: int, n: int) -> dict
         "previous_started": changes.previous_started.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         if changes.previous_started else None,
         "first": changes.first,
+        "unread": changes.unread,
         "newly_failing": [finding(f) for f in changes.newly_failing],
         "recovered": [finding(f, "was") for f in changes.recovered],
         "still_failing": changes.still_failing,
+        "status_changed": [{"node": c.node, "check": c.check, "was": c.was.value, "status": c.status.value,
+                            "message": c.message} for c in changes.status_changed],
         "not_checked": [finding(f, "was") for f in changes.not_checked],
         "versions_changed": [c._asdict() for c in changes.versions_changed],
         "counters_risen": [c._asdict() for c in changes.counters_risen],
         "counters_reset": [c._asdict() for c in changes.counters_reset],
         "new_nodes": list(changes.new_nodes),
         "missing_nodes": list(changes.missing_nodes),
+        "previous_incomplete": changes.previous_incomplete,
+        "compared_with_older": {"count": changes.filled, "runs": list(changes.filled_from)},
         "offenders": {"k": k, "n": n, "nodes": [{**o._asdict(), "checks": list(o.checks)} for o in found]},
     }

@@ -12,6 +12,8 @@ Metrics (gauges; every status metric uses Status.rank, the severity order of nod
     nodecheck_sweep_last_timestamp_seconds    when the sweep finished (Unix time)
     nodecheck_sweep_duration_seconds
     nodecheck_sweep_complete                  0 when the deadline or a signal cut the sweep
+    nodecheck_sweep_problems                  what the sweep could not keep or read (its report, the
+                                              history): > 0, the diff and offenders are not to be trusted
     nodecheck_sweep_info{playbook,version}    1
     nodecheck_nccl_busbw_bytes_per_second{node,check,test}   nccl-tests busbw at the plateau (GB/s x 1e9)
     nodecheck_ib_write_bw_best_bytes_per_second{node,check,device} best ib_write_bw of the node's HCA in
@@ -41,7 +43,8 @@ MEASUREMENT_METRICS = {
 }
 
 
-def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__) -> str:
+def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__,
+           problems: int = 0) -> str:
     out: list[str] = []
     checks = snap.checks()
     statuses = snap.node_statuses
@@ -67,6 +70,8 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
             [({}, (snap.finished - snap.started).total_seconds())])
     _family(out, "nodecheck_sweep_complete", "0 if the deadline or a signal cut the last sweep short",
             [({}, int(snap.complete))])
+    _family(out, "nodecheck_sweep_problems", "What the last sweep could not keep or read (its report, the history); "
+            "see its log", [({}, problems)])
     _family(out, "nodecheck_sweep_info", "The last sweep's playbook and nodecheck version",
             [({"playbook": snap.playbook, "version": version}, 1)])
     by_metric: dict[tuple, list] = defaultdict(list)
@@ -115,7 +120,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:     # the exposition format is UTF-8
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
