@@ -292,9 +292,9 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
     attempts ran and failed, so every count printed is true of every node it is about. A retry
     that ran but could not judge the node (error, skipped) neither clears nor repeats the failure:
     the FAIL stands and says so. Results of the retries themselves are not added: the first
-    report's results are the ones settled."""
-    if not retries:
-        return first
+    report's results are the ones settled. With no retry run, `notes` say why on each failure."""
+    if not retries and not notes:
+        return first                           # nothing was retried, and nothing to say why
     attempts = 1 + len(retries)
     passed_on: dict[tuple[str, str], int] = {}
     for k, again in enumerate(retries, start=2):
@@ -305,7 +305,7 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
     cleared_now: set[tuple[str, str]] = set()
     for r in first.results:
         v = r.verdict
-        if r.check not in checks or v.status not in statuses or not r.nodes:
+        if r.check not in checks or not draining(r, statuses) or not r.nodes:
             results.append(r)                  # (a result about no node has nothing to settle: kept)
             continue
         stands: dict[tuple[int, int], list[str]] = {}
@@ -333,10 +333,10 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
     for k, again in enumerate(retries, start=1):
         captures += [dataclasses.replace(c, probe=f"{c.probe}@retry{k}") for c in again.captures]
     extras = dict(first.extras)
-    extras["gate"] = {"attempts": attempts, "retried": sorted(checks),
+    extras["gate"] = {"attempts": attempts, "retried": sorted(checks) if retries else [],
                       "cleared": sorted(f"{n} {c}" for (c, n) in cleared_now), "notes": list(notes)}
     return dataclasses.replace(first, results=tuple(results), captures=tuple(captures),
-                               finished=retries[-1].finished, extras=extras,
+                               finished=retries[-1].finished if retries else first.finished, extras=extras,
                                complete=first.complete and all(a.complete for a in retries),
                                incomplete_reason=first.incomplete_reason or next(
                                    (a.incomplete_reason for a in retries if a.incomplete_reason), ""))
@@ -349,5 +349,5 @@ def _tally(retries: Sequence[Report], check: str, node: str, statuses: frozenset
     for again in retries:
         mine = [x for x in again.results_for(node) if x.check == check]
         tried += bool(mine)
-        failed += any(x.verdict.status in statuses for x in mine)
+        failed += any(draining(x, statuses) for x in mine)
     return tried, failed

@@ -96,24 +96,7 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
             pending[check] -= gate.healthy_in(again, check)
             if not pending[check]:
                 del pending[check]
-    if not attempts and notes:
-        # merge_attempts returns the first report untouched when nothing ran again: the failures
-        # stand, and each must still say that its retry was not run, and why
-        return _retry_not_run(first, retried, statuses, notes)
     return gate.merge_attempts(first, attempts, retried, statuses, notes)
-
-
-def _retry_not_run(first: Report, checks: set[str], statuses, notes: Sequence[str]) -> Report:
-    """The first report, each failure of a flaky-prone check marked '[retry not run: <why>]' (the
-    mark merge_attempts gives a failure that no later attempt ran)."""
-    results = tuple(
-        dataclasses.replace(r, verdict=dataclasses.replace(
-            r.verdict, message=f"{r.verdict.message} [retry not run: {notes[0]}]",
-            observed={**r.verdict.observed, "attempts": 1, "failed_attempts": 1}))
-        if r.check in checks and r.verdict.status in statuses and r.nodes else r
-        for r in first.results)
-    extras = {**first.extras, "gate": {"attempts": 1, "retried": [], "cleared": [], "notes": list(notes)}}
-    return dataclasses.replace(first, results=results, extras=extras)
 
 
 # ---- the log ------------------------------------------------------------------------------------
