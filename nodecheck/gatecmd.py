@@ -22,7 +22,6 @@ import socket
 import sys
 import threading
 import time
-import unicodedata
 from argparse import Namespace
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -31,7 +30,7 @@ from typing import Sequence
 
 from nodecheck import gate
 from nodecheck.errors import ConfigError
-from nodecheck.model import Node
+from nodecheck.model import Node, one_line
 from nodecheck.playbook import Playbook
 from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report
 
@@ -140,14 +139,8 @@ def _quoted(value) -> str:
     return _UNESCAPED_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(str(value), ensure_ascii=False))
 
 
-def _one_line(text: str) -> str:
-    """The result line Slurm's log and the operator see: a message with a newline (a tool's output,
-    a YAML excerpt) must not split it. Control characters and line separators become spaces."""
-    return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
-
-
 def _say(line: str) -> None:
-    print(_one_line(line))
+    print(one_line(line))
 
 
 # ---- applying a decision ------------------------------------------------------------------------
@@ -177,7 +170,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
             continue
         change = drain_politely(slurm, b.node, reason)
         done[change.action].append(b.node)
-        log.event(change.action if change.action != "drain" else "drain", b.node, check=b.check,
+        log.event(change.action, b.node, check=b.check,
                   reason=change.reason, evidence=evidence)
     for node in decision.resume if resume else ():
         if observe:

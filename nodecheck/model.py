@@ -1,6 +1,7 @@
 """Core value types shared by every stage: nodes, probes, captures, statuses, verdicts, results."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Mapping
@@ -121,3 +122,9 @@ def excerpt(text: str, max_chars: int = EXCERPT_MAX_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     return text[:max_chars] + f"\n… [{len(text) - max_chars} more characters]"
+
+
+def one_line(text: str) -> str:
+    """Text that must stay one line (a drain reason, a result line Slurm logs): control characters
+    (\\n \\r \\t \\x1b ...) and Unicode line/paragraph separators become spaces."""
+    return "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)

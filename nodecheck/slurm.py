@@ -11,7 +11,6 @@ import re
 import shlex
 import signal
 import subprocess
-import unicodedata
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -19,7 +18,7 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
 from nodecheck.errors import ConfigError, ParseError
 from nodecheck.inventory import MAX_NODES, size_bound
-from nodecheck.model import excerpt
+from nodecheck.model import excerpt, one_line
 from nodecheck.parsers.slurm import OWNER, NodeState, parse_show_node
 
 __all__ = ["MAX_REASON_CHARS", "OWNER", "Change", "NodeState", "Slurm", "SlurmError", "drain_politely",
@@ -49,10 +48,8 @@ def drain_reason(check: str, message: str, max_chars: int = MAX_REASON_CHARS) ->
     if max_chars < len(OWNER) + 2:             # the cut must leave the owner prefix and one character
         raise ValueError(f"max_chars {max_chars} leaves no room for a reason after {OWNER!r}")
     text = f"{OWNER} {check} {message}"
-    # Cc: control characters (\t \n \r \x1b ...); Zl/Zp: Unicode line and paragraph separators.
-    # str.split() then also folds other whitespace (no-break space, ideographic space) into one.
-    text = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
-    text = " ".join(text.split())
+    # str.split() also folds other whitespace (no-break space, ideographic space) into one
+    text = " ".join(one_line(text).split())
     if len(text) > max_chars:
         text = text[:max_chars - len(ELLIPSIS)].rstrip() + ELLIPSIS
     return text
