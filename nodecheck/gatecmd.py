@@ -203,7 +203,7 @@ def gate_command(args: Namespace) -> int:
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, mode, job)
     try:
         from nodecheck import gateconfig
-        options, source = gateconfig.load(gateconfig.config_path(args.config), mode)
+        options, _ = gateconfig.load(gateconfig.config_path(args.config), mode)
         gateconfig.apply(args, options)
         log.path = args.log_file or DEFAULT_LOG_FILE
         _set_environment(getattr(args, "path", None))
