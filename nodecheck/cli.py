@@ -115,6 +115,10 @@ def _gate_parsers(sub) -> None:
                        "textfile collector: a *.prom file in its --collector.textfile.directory), atomically")
     sweep.add_argument("--offender", default="3/5", metavar="K/N",
                        help="flag a node that failed in K of the last N sweeps (default 3/5)")
+    sweep.add_argument("--keep", type=_count(1_000_000), default=720, metavar="N",
+                       help="after recording, delete this playbook's sweeps beyond the newest N from the history, "
+                            "and their report directories (default 720: 30 days hourly; 0 keeps every sweep; "
+                            "at least --offender's N)")
     sweep.add_argument("--drain", action="store_true", help="drain failing nodes (gate etiquette, as health)")
     sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
     _gate_args(sweep, deadline=False)

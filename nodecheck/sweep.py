@@ -2,17 +2,24 @@
 
 Run the playbook over SSH, store the report, compare with the last sweep of the same playbook,
 keep the sweep in the history database, flag repeat offenders, write the Prometheus textfile, then
-(with --drain/--resume) apply the Slurm gate. The exit code is the report's, as for `run`; a sweep
-whose report, history or metrics could not be kept never exits 0 or 1.
+(with --drain/--resume) apply the Slurm gate, and last (--keep) delete the playbook's oldest sweeps
+and their report directories. The exit code is the report's, as for `run`; a sweep whose report,
+history or metrics could not be kept never exits 0 or 1. Retention that could not be done is a
+warning: this sweep was kept.
 """
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import sqlite3
+import stat
 import sys
 from argparse import Namespace
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 from nodecheck.errors import ConfigError
 
@@ -29,6 +36,104 @@ def parse_offender(text: str) -> tuple[int, int]:
         raise ConfigError(f"--offender {text}: need 1 <= K <= N <= {MAX_OFFENDER_WINDOW}", file="arguments",
                           hint="3/5 flags a node that failed in 3 of the last 5 sweeps")
     return k, n
+
+
+def check_keep(keep: int, k: int, n: int) -> None:
+    """--keep N (0: every sweep) must leave repeat-offender detection the N sweeps it looks back on."""
+    if keep and keep < n:
+        raise ConfigError(f"--keep {keep} keeps fewer sweeps than --offender {k}/{n} looks back on", file="arguments",
+                          hint=f"--keep {n} or more (0 keeps every sweep), or a shorter --offender window")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What --keep deleted after this sweep."""
+    keep: int
+    removed: tuple[str, ...]                   # the deleted sweeps' run ids, oldest first
+    older_than: str                            # the run id of the oldest sweep left
+    report_dirs: int                           # report directories removed
+    left: int                                  # sweeps beyond --keep left for the next sweeps
+
+    def line(self) -> str:
+        k, m = len(self.removed), self.report_dirs
+        line = (f"retention: removed {k} sweep{'s' * (k != 1)} older than {self.older_than} "
+                f"({m} report director{'y' if m == 1 else 'ies'})")
+        return line + (f"; {self.left} more beyond --keep {self.keep} go with the next sweeps" if self.left else "")
+
+
+def retire(history, playbook: str, recorded: int, keep: int,
+           output_dir: str | Path) -> tuple[Retention | None, list[str]]:
+    """--keep: delete the playbook's sweeps beyond the newest `keep` from the history, then their
+    report directories (remove_report_dirs). Returns what was done and the warnings."""
+    if not keep:
+        return None, []
+    try:
+        pruned = history.prune(playbook, keep, recorded)
+    except sqlite3.Error as e:
+        return None, [f"retention: could not delete old sweeps from {history.path}: {e}"]
+    if pruned is None:
+        return None, []
+    removed, warnings = remove_report_dirs(pruned.removed, output_dir)
+    return Retention(keep, tuple(s.run_id for s in pruned.removed), pruned.older_than, removed, pruned.left), warnings
+
+
+def remove_report_dirs(sweeps: Sequence, output_dir: str | Path) -> tuple[int, list[str]]:
+    """Remove deleted sweeps' report directories (SweepRow.report_dir), each only if it is what
+    store() made of that sweep: a directory, not a symbolic link, right inside output_dir, named
+    after the sweep's run id (or run id-2, -3 ...), with a report.json file in it. Anything else is
+    left in place and warned about; one already gone is not. Returns (removed, warnings)."""
+    root = os.path.realpath(output_dir)
+    removed, warnings = 0, []
+    for sweep in sweeps:
+        if not sweep.report_dir:               # its report could not be written
+            continue
+        path = Path(sweep.report_dir)
+        try:
+            why = _not_its_report_dir(path, sweep.run_id, root)
+        except FileNotFoundError:              # removed by hand, or by an overlapping sweep
+            continue
+        except OSError as e:
+            why = f"cannot look at it: {e.strerror or e}"
+        if why:
+            warnings.append(f"retention: left {path} in place: {why}")
+            continue
+        failed: list[str] = []
+        _rmtree(path, lambda p, e: failed.append(f"{p}: {getattr(e, 'strerror', None) or e}"))
+        if failed:
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            warnings.append(f"retention: could not remove the report directory {path}: {failed[0]}{more}")
+        else:
+            removed += 1
+    return removed, warnings
+
+
+def _not_its_report_dir(path: Path, run_id: str, root: str) -> str:
+    """Why `path` is not a report directory retention may remove ("" when it is); raises
+    FileNotFoundError when there is nothing there. lstat throughout: no symbolic link is followed."""
+    mode = os.lstat(path).st_mode
+    if os.path.realpath(path.parent) != root:
+        return f"not in the --output-dir {root}"
+    if path.name != run_id and not re.fullmatch(re.escape(run_id) + r"-[0-9]+", path.name):
+        return f"not named after the sweep's run id {run_id}"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if not stat.S_ISDIR(mode):
+        return "not a directory"
+    try:
+        if not stat.S_ISREG(os.lstat(path / "report.json").st_mode):
+            return "its report.json is not a file"
+    except FileNotFoundError:
+        return "no report.json in it"
+    return ""
+
+
+def _rmtree(path: Path, failed) -> None:
+    """shutil.rmtree, each failure to `failed(path, exception)`; on Linux it neither follows nor
+    removes through symbolic links inside (rmtree.avoids_symlink_attacks)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda func, p, e: failed(p, e))
+    else:
+        shutil.rmtree(path, onerror=lambda func, p, info: failed(p, info[1]))
 
 
 def history_path(args: Namespace) -> Path:
@@ -53,6 +158,7 @@ def sweep_command(args: Namespace) -> int:
     from nodecheck.playbook import load_playbook
 
     k, n = parse_offender(args.offender)
+    check_keep(args.keep, k, n)
     if args.metrics:
         _check_metrics_path(args.metrics)
     if args.drain or args.resume:
@@ -107,8 +213,10 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         report_dir = str(store(report, kept, args.output_dir, as_json))
     except OSError as e:
         problems.append(f"could not write the report under {args.output_dir}: {e}")
+    recorded = None
     try:
-        history.record(snap, report_dir, __version__)
+        # absolute: retention finds the directory whatever the working directory of a later sweep
+        recorded = history.record(snap, report_dir and os.path.abspath(report_dir), __version__)
     except sqlite3.Error as e:
         problems.append(f"could not record the sweep in {history.path}: {e}")
     if args.metrics:
@@ -117,29 +225,38 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         except OSError as e:
             problems.append(f"could not write the metrics file {args.metrics}: {e}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []
+    # last: the gate acts on this sweep first. A sweep that was not recorded deletes nothing.
+    retention, warnings = retire(history, snap.playbook, recorded, args.keep, args.output_dir) \
+        if recorded is not None else (None, [])
     for problem in problems:
         print(f"nodecheck: error: {problem}", file=sys.stderr)
+    for warning in warnings:
+        print(f"nodecheck: warning: {warning}", file=sys.stderr)
     # what could not be kept is not a clean bill of health: monitoring must not read "fine"
     code = report.exit_code
     if problems and code in (EXIT_PASS, EXIT_WARN):
         code = EXIT_UNKNOWN
-    _print(args, report, summary, report_dir, gate, lambda: {
+    kept_line = [retention.line()] if retention else []
+    _print(args, report, summary, report_dir, gate, kept_line, lambda: {
         **report_json.to_dict(report),
         "sweep": {"history": str(history.path), "report_dir": report_dir, "metrics": args.metrics,
-                  "changes": D.to_dict(changes, found, k, n), "gate": gate, "problems": problems}})
+                  "changes": D.to_dict(changes, found, k, n), "gate": gate, "problems": problems,
+                  "retention": asdict(retention) if retention else None}})
     return code
 
 
-def _print(args: Namespace, report, summary: str, report_dir: str | None, gate: list[str], document) -> None:
+def _print(args: Namespace, report, summary: str, report_dir: str | None, gate: list[str], retention: list[str],
+           document) -> None:
     """stdout holds exactly one thing: the table with the changes, one JSON document (the gate's
-    lines inside it), or the JUnit XML (the gate's lines on stderr)."""
+    lines inside it), or the JUnit XML (the gate's lines on stderr). The retention line goes with
+    the report line."""
     written = f"report: {report_dir}" if report_dir else "report: NOT WRITTEN (see the error above)"
     if args.format == "json":
         sys.stdout.write(json.dumps(document(), indent=2, sort_keys=False, default=str) + "\n")
-        print(written, file=sys.stderr)
+        print("\n".join([*retention, written]), file=sys.stderr)
     elif args.format == "junit":
         from nodecheck.report import junit
         sys.stdout.write(junit.render(report))
-        print("\n".join([*gate, written]), file=sys.stderr)
+        print("\n".join([*gate, *retention, written]), file=sys.stderr)
     else:
-        sys.stdout.write(summary + "".join(f"{line}\n" for line in gate) + written + "\n")
+        sys.stdout.write(summary + "".join(f"{line}\n" for line in [*gate, *retention]) + written + "\n")

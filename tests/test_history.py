@@ -32,7 +32,7 @@ def recorded(tmp_path, *reports, report_dir="reports/x"):
 def test_a_new_database_has_the_versioned_schema_in_wal_mode(tmp_path):
     path, _ = recorded(tmp_path)
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     tables = {name: [c[1] for c in conn.execute(f"PRAGMA table_info({name})")] for (name,) in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
@@ -42,8 +42,11 @@ def test_a_new_database_has_the_versioned_schema_in_wal_mode(tmp_path):
         "nodes": ["sweep_id", "node", "status"],
         "results": ["sweep_id", "node", "check_name", "status", "message", "subject"],
         "facts": ["sweep_id", "node", "key", "value"],
-        "counters": ["sweep_id", "node", "port", "counter", "value", "boot_id", "source"],
+        "counters": ["sweep_id", "node", "port", "counter", "value", "boot_id", "source", "seq"],
         "measurements": ["sweep_id", "node", "check_name", "name", "subject", "value", "unit"]}
+    # counters is its primary key's b-tree alone: no rowid table beside an index of the same columns
+    assert [r for r in conn.execute("SELECT name, type, sql LIKE '%WITHOUT ROWID' FROM sqlite_master "
+                                    "WHERE tbl_name = 'counters'")] == [("counters", "table", 1)]
 
 
 def test_a_sweep_reads_back_exactly_as_it_was_recorded(tmp_path):
@@ -129,7 +132,8 @@ def test_a_newer_or_foreign_database_is_refused_naming_the_file(tmp_path):
     sqlite3.connect(newer).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(ConfigError) as caught:
         History.open(newer)
-    assert str(caught.value).startswith(f"{newer}: cannot use the sweep history: schema version 2 is newer")
+    assert str(caught.value).startswith(f"{newer}: cannot use the sweep history: schema version 3 is newer than "
+                                        "this nodecheck's (2): upgrade nodecheck")
     garbage = tmp_path / "notes.sqlite"
     garbage.write_text("not a database, just notes\n" * 100)
     with pytest.raises(ConfigError) as caught:
