@@ -44,7 +44,8 @@ MIN_RETRY_S = 5.0                              # a retry with less time left tha
 # started: the job's other Prologs (and other jobs' at the same moment), not last week's real faults
 BREAKER_WINDOW_S = 120.0
 # scontrol in the node Prolog: up to 5 calls after the checks (drain: read + update; breaker: read
-# all; undo: read + update), each bounded, so budget + settle + calls stays under PrologEpilogTimeout
+# all; undo: read + update), each bounded, so budget + 2 settle waits + calls stays under
+# PrologEpilogTimeout (20 + 6 + 5 x 7 s = 61 s < 90)
 PROLOG_SCONTROL_TIMEOUT_S = 5.0
 EXIT_DRAINED = 1                               # prolog modes: Slurm requeues the job
 
@@ -330,6 +331,8 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
                                        since=report.started - timedelta(seconds=BREAKER_WINDOW_S))
             if breaker:
                 from nodecheck.slurm import resume_politely
+                # hold our drain one more settle period, so the job's slower Prologs still count it
+                time.sleep(settings.settle_s)
                 change = resume_politely(slurm, node)
                 log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
                 _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
