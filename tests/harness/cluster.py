@@ -527,13 +527,16 @@ class SimCluster:
     def slurm_up(self, nodes: int | Sequence[str] | None = None, prolog: str | os.PathLike | None = None,
                  prolog_slurmctld: str | os.PathLike | None = None,
                  health_check_program: str | os.PathLike | None = None, extra_conf: Sequence[str] = (),
-                 prolog_flags: str = "Alloc", timeout: float = 30) -> Path:
+                 prolog_flags: str = "Alloc", timeout: float = 30,
+                 etc_files: Mapping[str, str] | None = None) -> Path:
         """Start slurmctld and a slurmd on each node (default: every node; an int n = node1..node<n>)
         and wait until all are idle; returns slurm.conf. Already up with the same configuration:
         nothing happens; with another one, the whole Slurm cluster restarts (jobs are lost).
         prolog and health_check_program run inside the nodes: they must not live under /root (each
         node has its own). extra_conf: slurm.conf lines; KEY=... replaces our default for KEY
-        (e.g. "HealthCheckInterval=5", "SchedulerParameters=sched_interval=1")."""
+        (e.g. "HealthCheckInterval=5", "SchedulerParameters=sched_interval=1"). etc_files: {name: text}
+        put beside slurm.conf (and in /etc/slurm on the nodes) before any daemon starts, e.g. the
+        gate's nodecheck.yml, which a HealthCheckProgram reads when slurmd starts."""
         if nodes is None:
             names = self.nodes
         elif isinstance(nodes, int):
@@ -554,6 +557,13 @@ class SimCluster:
                     "replaces with its own: slurmd could not run it there. Keep the repository, its .venv "
                     "and temp files elsewhere (e.g. /work, /tmp; pytest's tmp_path honours $TMPDIR).")
             env[key] = path
+        if etc_files:
+            staged = self.state_dir / ".slurm-etc"
+            shutil.rmtree(staged, ignore_errors=True)
+            staged.mkdir()
+            for name, text in etc_files.items():
+                (staged / name).write_text(text)
+            env["SLURM_ETC_FILES"] = str(staged)
         self._slurm_sh("up", *names, env=env, timeout=timeout + 30)
         return self.slurm_conf
 

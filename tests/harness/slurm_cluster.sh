@@ -37,6 +37,8 @@
 #   PROLOG, PROLOG_SLURMCTLD, HEALTH_CHECK_PROGRAM  absolute paths (Prolog=, PrologSlurmctld=, HealthCheckProgram=)
 #   PROLOG_FLAGS         PrologFlags (default Alloc: the Prolog runs on every node at allocation; "none" omits it)
 #   EXTRA_CONF           more slurm.conf lines; a line KEY=... replaces our default KEY line
+#   SLURM_ETC_FILES      a directory whose files are put beside slurm.conf ($R and $R/etc = /etc/slurm)
+#                        before any daemon starts (a HealthCheckProgram runs at slurmd start-up)
 #                        (AuthInfo keeps our socket=), e.g. "HealthCheckInterval=5"
 #   SLURM_UP_TIMEOUT     seconds to wait for every node idle (default 30)
 set -euo pipefail
@@ -351,6 +353,11 @@ start_all() {   # start_all CONF_FILE: everything from nothing, with this slurm.
   mv "$conf" "$CONF"
   chmod 644 "$CONF"
   ln "$CONF" "$R/etc/slurm.conf"
+  local f
+  for f in "${SLURM_ETC_FILES:-/nonexistent}"/*; do   # files that live beside slurm.conf (nodecheck.yml)
+    [ -f "$f" ] || continue
+    cp -- "$f" "$R/etc/" && ln -f -- "$R/etc/${f##*/}" "$R/${f##*/}"
+  done
   [ -d /etc/slurm ] || mkdir -p /etc/slurm   # the bind target (slurm-client ships it)
   printf 'export SLURM_CONF=%s\n' "$CONF" > "$R/env.sh"
   mapfile -t idx < <(conf_nodes)

@@ -35,13 +35,16 @@ checks:
 """
 
 
+def _config(work: Path, **sections) -> str:
+    return yaml.safe_dump({"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), **sections})
+
+
 def _write_config(cluster, work: Path, **sections) -> None:
     """nodecheck.yml beside slurm.conf, read afresh by every run: beside $SLURM_CONF for the node
     Prolog, and in /etc/slurm (the harness binds its etc/ there) for PrologSlurmctld and the
     health check, whose environment has no SLURM_CONF."""
-    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), **sections}
     for folder in (cluster.slurm_conf.parent, cluster.slurm_dir / "etc"):
-        (folder / "nodecheck.yml").write_text(yaml.safe_dump(doc))
+        (folder / "nodecheck.yml").write_text(_config(work, **sections))
 
 
 def _events(work: Path, action: str) -> list[dict[str, str]]:
@@ -257,3 +260,20 @@ def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slu
     assert [(e["node"], e["check"]) for e in _events(work, "drain")] == [("node3", "ib.pairs")]
     report = json.loads((Path(_events(work, "drain")[0]["evidence"]).parents[2] / "report.json").read_text())
     assert report["extras"]["gate"]["attempts"] == 2 and report["extras"]["gate"]["retried"] == ["ib.pairs"]
+
+
+def test_slurmd_runs_the_health_check_which_drains_and_after_the_repair_resumes(slurm, work):
+    """HealthCheckProgram=.../nodecheck-health run by slurmd itself every 5 s, on every node."""
+    # slurmd runs the health check as it starts: the config must be there before
+    slurm.slurm_up(ALL, prolog=PROLOG, health_check_program=HEALTH, extra_conf=["HealthCheckInterval=5"],
+                   etc_files={"nodecheck.yml": _config(work, health={"playbook": "health"})})
+    slurm.slurm_reset()
+    slurm.drain("node5", "operator: replacing a fan")
+    slurm.fake_nvml("node3", NVML_REMAP_PENDING)
+    node3 = slurm.wait_node("node3", lambda n: "DRAIN" in n["State"], timeout=30)
+    assert node3["ReasonText"].startswith("nodecheck: gpu.health GPU3: row remap pending")
+    slurm.fake_nvml("node3", NVML_HEALTHY)
+    assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE", timeout=30)["Reason"] == ""
+    assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"
+    assert [e["node"] for e in _events(work, "drain")] == ["node3"]
+    assert [e["node"] for e in _events(work, "resume")] == ["node3"]
