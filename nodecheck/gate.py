@@ -44,6 +44,9 @@ class GateSettings(BaseModel):
                                              "trips the breaker: nothing is drained")
     breaker_min_nodes: int = Field(10, ge=1, strict=True,
                                    description="the breaker only judges runs (or clusters) of at least this many nodes")
+    breaker_window_s: float = Field(600.0, gt=0, le=86_400, allow_inf_nan=False,
+                                    description="node Prolog and local health: nodecheck drains for the same "
+                                                "check set this long before the run count towards the breaker")
     settle_s: float = Field(3.0, ge=0, le=60, allow_inf_nan=False,
                             description="node Prolog: after draining itself, wait this long for the job's other "
                                         "Prologs, then count nodecheck's drains cluster-wide for the breaker")

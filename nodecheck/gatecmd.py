@@ -40,9 +40,6 @@ DEFAULT_LOG_FILE = "/var/log/nodecheck/gate.log"
 DEFAULT_PLAYBOOK = {"prolog": "prolog", "controller": "prolog", "health": "health"}
 PROLOG_DEADLINE_S = 20.0                       # well under any sane PrologEpilogTimeout
 MIN_RETRY_S = 5.0                              # a retry with less time left than this cannot judge anything
-# the node Prolog's breaker counts nodecheck drains for the same check set this long before its run
-# started: the job's other Prologs (and other jobs' at the same moment), not last week's real faults
-BREAKER_WINDOW_S = 120.0
 # scontrol in the node Prolog: up to 5 calls after the checks (drain: read + update; breaker: read
 # all; undo: read + update), each bounded, so budget + 2 settle waits + calls stays under
 # PrologEpilogTimeout (20 + 6 + 5 x 7 s = 61 s < 90)
@@ -152,6 +149,7 @@ class Applied:
     resumed: tuple[str, ...] = ()
     left: tuple[str, ...] = ()                 # drained by someone else: not touched
     failed: tuple[str, ...] = ()               # scontrol failed
+    kept: tuple[str, ...] = ()                 # already drained by us for the same reason: untouched
 
 
 def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report_dir: str | None,
@@ -159,7 +157,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
     """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
     node's state first and never touches another's drain). Logs each change with its evidence."""
     from nodecheck.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
-    done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": []}
+    done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
     if decision.tripped:
         log.event("breaker", "-", message=decision.breaker, evidence=report_dir,
                   blamed=",".join(b.node for b in decision.blamed))
@@ -171,7 +169,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
             continue
         change = drain_politely(slurm, b.node, reason)
         done[change.action].append(b.node)
-        log.event(change.action, b.node, check=b.check,
+        log.event("still-drained" if change.action == "kept" else change.action, b.node, check=b.check,
                   reason=change.reason, evidence=evidence)
     for node in decision.resume if resume else ():
         if observe:
@@ -185,7 +183,8 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
     for b in decision.unjudged:
         log.event("not-judged", b.node, check=b.check, status=b.status.value, message=b.message,
                   evidence=_evidence(report_dir, b.capture))
-    return Applied(tuple(done["drain"]), tuple(done["resume"]), tuple(done["left"]), tuple(done["failed"]))
+    return Applied(tuple(done["drain"]), tuple(done["resume"]), tuple(done["left"]), tuple(done["failed"]),
+                   tuple(done["kept"]))
 
 
 def _evidence(report_dir: str | None, capture: str) -> str:
@@ -256,8 +255,14 @@ def _load(args: Namespace, mode: str) -> Playbook:
     return load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
 
 
-def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog) -> str | None:
-    """Write the report (the evidence every log line points at); its name says node and job."""
+def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog,
+           decision: gate.Decision) -> str | None:
+    """Write the report (the evidence every log line points at); its name says node and job. A
+    Prolog runs per job and node, so by default (keep_reports: problems) a run where everything
+    passed and nothing changed keeps no report: its result line says so."""
+    if getattr(args, "keep_reports", None) != "always" and report.status.value == "pass" and \
+            not (decision.blamed or decision.unjudged or decision.resume or decision.held):
+        return None
     from nodecheck.report import json as report_json
     from nodecheck.report import table
     from nodecheck.report.store import store
@@ -269,6 +274,12 @@ def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log:
     except OSError as e:
         log.event("report-not-written", node_tag or "-", message=f"{out}: {e}")
         return None
+
+
+def _tail(where: str | None, report: Report) -> str:
+    if where:
+        return f" (report {where})"
+    return " (all passed: no report kept)" if report.status.value == "pass" else " (report NOT written)"
 
 
 def _stopper():
@@ -296,12 +307,12 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     with _stopper() as stop:
         report = run_gated(playbook, [Node(name=node, address="localhost")], _local_transport(), fanout=1,
                            deadline_s=deadline, stop=stop, retries=args.retries, drain_on=args.drain_on)
-    where = _store(report, args, node, job, log)
     settings = playbook.gate
     decision = gate.decide(report, settings, drain_on=args.drain_on, order=[c.spec.name for c in playbook.checks],
                            resume=False)
+    where = _store(report, args, node, job, log, decision)
     head = f"nodecheck prolog {node}" + (f" job {job}" if job else "")
-    tail = f" (report {where})" if where else " (report NOT written)"
+    tail = _tail(where, report)
     if not decision.blamed:
         if decision.unjudged:                  # fail open, loudly
             apply(decision, slurm=None, log=log, observe=True, report_dir=where)
@@ -324,25 +335,34 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where)
     if done.drained:
         try:
-            # the breaker sees one node per Prolog: wait for the job's other Prologs, then count
-            # nodecheck's drains for the same check across the cluster
-            time.sleep(settings.settle_s)
-            breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
-                                       since=report.started - timedelta(seconds=BREAKER_WINDOW_S))
+            breaker = _undo_if_mass_drain(slurm, node, decision, report, settings, log, where)
             if breaker:
-                from nodecheck.slurm import resume_politely
-                # hold our drain one more settle period, so the job's slower Prologs still count it
-                time.sleep(settings.settle_s)
-                change = resume_politely(slurm, node)
-                log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
                 _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
                 return EXIT_PASS
         except Exception as e:                 # the node is drained as judged: the job must not start here
             log.event("internal-error", node, message=f"after the drain: {type(e).__name__}: {e}", evidence=where)
-    what = "drained" if done.drained else ("already drained by someone else; left as is" if done.left
-                                          else "drain FAILED (Slurm will drain it for the Prolog error)")
+    what = "drained" if done.drained else "already drained by nodecheck for this" if done.kept else \
+        "already drained by someone else; left as is" if done.left else \
+        "drain FAILED (Slurm will drain it for the Prolog error)"
     _say(f"{head}: {_first_line(report, decision)}; {what}{tail}")
     return EXIT_DRAINED
+
+
+def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Report, settings: gate.GateSettings,
+                        log: GateLog, where: str | None) -> str:
+    """A run on one node (the node Prolog, the local health check) cannot see a mass failure, so
+    after draining itself it waits for the other nodes' runs (settle_s), counts nodecheck's recent
+    drains for the same check across the cluster and, if they trip the breaker, undoes its own
+    drain. Returns the breaker's message, or ''."""
+    time.sleep(settings.settle_s)
+    breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
+                               since=report.started - timedelta(seconds=settings.breaker_window_s))
+    if breaker:
+        from nodecheck.slurm import resume_politely
+        time.sleep(settings.settle_s)          # hold our drain one more period: slower runs still count it
+        change = resume_politely(slurm, node)
+        log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
+    return breaker
 
 
 def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime) -> str:
@@ -387,11 +407,11 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     with _stopper() as stop:
         report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
                            inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
-    where = _store(report, args, "", job, log)
     decision = gate.decide(report, playbook.gate, drain_on=args.drain_on,
                            order=[c.spec.name for c in playbook.checks], resume=False)
+    where = _store(report, args, "", job, log, decision)
     head = "nodecheck prolog --controller" + (f" job {job}" if job else "") + f" ({len(nodes)} nodes)"
-    tail = f" (report {where})" if where else " (report NOT written)"
+    tail = _tail(where, report)
     if decision.tripped:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where, drain=False)
         _say(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
@@ -429,7 +449,6 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     with _stopper() as stop:
         report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
                            inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
-    where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log)
     slurm = _slurm(args)
     try:
         states = slurm.nodes([n.name for n in nodes])
@@ -438,12 +457,18 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         states = {}
     decision = gate.decide(report, playbook.gate, drain_on=args.drain_on, states=states,
                            order=[c.spec.name for c in playbook.checks])
+    where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log, decision)
     done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where)
-    tail = f" (report {where})" if where else " (report NOT written)"
+    breaker = decision.breaker
+    if done.drained and not args.inventory:    # the local health check: one node per run, as the Prolog
+        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where)
+    tail = _tail(where, report)
     parts = [f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
              f"{_first_line(report, decision)}"]
-    if decision.tripped:
-        parts.append(decision.breaker)
+    if breaker:
+        parts.append(breaker)
+        _say("; ".join(parts) + tail)
+        return EXIT_UNKNOWN
     verb = "would " if args.observe else ""
     if decision.drain:
         parts.append(f"{verb}drain {', '.join(b.node for b in decision.drain)}")
@@ -452,8 +477,6 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     if done.left:
         parts.append(f"left as is (drained by someone else): {', '.join(done.left)}")
     _say("; ".join(parts) + tail)
-    if decision.tripped:
-        return EXIT_UNKNOWN
     return EXIT_FAIL if decision.blamed else report.exit_code
 
 
@@ -481,7 +504,8 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
     if args.drain:
         for b in decision.drain:
             state = "left as is (drained by someone else)" if b.node in done.left else \
-                "drain FAILED" if b.node in done.failed else f"{verb}drained"
+                "drain FAILED" if b.node in done.failed else \
+                "stays drained (same reason)" if b.node in done.kept else f"{verb}drained"
             lines.append(f"gate: {b.node} {state}: {b.check}: {b.message}")
     if args.resume:
         lines += [f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")

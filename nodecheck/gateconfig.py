@@ -48,6 +48,9 @@ class GateOptions(BaseModel):
     accept_new_host_keys: Optional[bool] = None
     path: Optional[str] = Field(None, description="PATH for the checks' tools (default: the system dirs)")
     scontrol: Optional[str] = Field(None, description="the scontrol to use (default: scontrol on PATH)")
+    keep_reports: Optional[Literal["problems", "always"]] = Field(
+        None, description="prolog/controller/health: store a run's report only when it found something "
+                          "(not all pass, or a drain/resume: the default), or always")
 
 
 class GateFile(GateOptions):
@@ -87,6 +90,10 @@ def load(path: Path | None, mode: str) -> tuple[GateOptions, str | None]:
     except ValidationError as e:
         raise pydantic_error(src, (), e, model=GateFile) from None
     merged = {k: v for k, v in book.model_dump(exclude=set(MODES)).items() if v is not None}
+    if mode != "controller":
+        # a top-level inventory is for the controller: given to every node's health check it would
+        # make each one check the whole fleet over SSH (a health section may still name one)
+        merged.pop("inventory", None)
     merged.update({k: v for k, v in getattr(book, mode).model_dump().items() if v is not None})
     return GateOptions(**merged), str(path)
 

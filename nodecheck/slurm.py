@@ -160,13 +160,17 @@ class Change:
 def drain_politely(slurm: Slurm, node: str, reason: str) -> Change:
     """Re-read the node's state right before acting. Drain unless it is already drained/down with a
     reason that is not ours (then 'left', quoting the foreign reason). Already drained by us: update
-    the reason (ours). SlurmError -> 'failed'."""
+    the reason (ours), or 'kept' when it is the same reason. SlurmError -> 'failed'."""
     before, failed = _read(slurm, node)
     if failed:
         return failed
     if before.drained and not before.ours:
         return Change(node, "left", f"already {before.state}, {_foreign(before)}; not nodecheck's to change",
                       before)
+    if before.drained and before.reason == reason.rstrip('"'):   # (scontrol drops a trailing quote)
+        # the same drain again (every health run, every sweep): no call, so Slurm keeps the reason's
+        # time, which says since when, and the cluster breaker does not count it as fresh
+        return Change(node, "kept", reason, before)
     try:
         slurm.drain(node, reason)
     except SlurmError as e:

@@ -442,8 +442,10 @@ def test_prolog_passes_and_touches_nothing_when_the_kernel_is_the_pinned_one(tmp
     site = Site(tmp_path, {"nodeX": dict(IDLE)}, kernel=KERNEL)
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stderr
-    assert one_line(proc) == f"nodecheck prolog nodeX job 7: PASS (report {site.report_dir(proc.stdout)})"
+    # a Prolog runs per job and node: a run where all passed keeps no report by default
+    assert one_line(proc) == "nodecheck prolog nodeX job 7: PASS (all passed: no report kept)"
     assert site.calls() == [] and not site.log.exists()
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
 
 
 def test_prolog_sets_its_own_path_from_the_config(tmp_path):
@@ -455,7 +457,7 @@ def test_prolog_sets_its_own_path_from_the_config(tmp_path):
     site = Site(tmp_path, {"nodeX": dict(IDLE)}, config=f"path: {bin_dir}:/usr/bin:/bin\n")
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert one_line(proc).startswith("nodecheck prolog nodeX job 7: PASS (report ")
+    assert one_line(proc) == "nodecheck prolog nodeX job 7: PASS (all passed: no report kept)"
     assert site.calls() == []
 
 
@@ -650,3 +652,22 @@ def test_the_node_prolog_console_script_exits_non_zero_only_for_a_drain():
     assert "unrecognized arguments: --no-such-option" in under_slurm.stderr
     by_hand = subprocess.run([script, "--no-such-option"], capture_output=True, text=True, timeout=60, env={})
     assert by_hand.returncode == 64
+
+
+def test_local_health_check_has_the_cluster_breaker_too(tmp_path):
+    """HealthCheckProgram runs on every node by itself: a bad pin must not drain the fleet."""
+    now = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    site = Site(tmp_path, _cluster(now))
+    proc = site.run("health")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "mass-drain breaker: 10 of 10 nodes are drained by nodecheck for kernel.version" in one_line(proc)
+    assert site.state() == IDLE                                   # its own drain undone
+    assert [(e["action"], e["node"]) for e in site.events()] == [("drain", "nodeX"), ("breaker", "nodeX")]
+
+
+def test_keep_reports_always_keeps_a_passing_runs_report(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, kernel=KERNEL, config="keep_reports: always\n")
+    proc = site.run("prolog")
+    assert proc.returncode == 0, proc.stderr
+    assert one_line(proc) == f"nodecheck prolog nodeX job 7: PASS (report {site.report_dir(proc.stdout)})"
+    assert (site.report_dir(proc.stdout) / "report.json").is_file()

@@ -169,3 +169,13 @@ def test_a_zero_on_the_command_line_is_not_unset():
 def test_apply_with_the_defaults_changes_nothing():
     before = args(retries=2)
     assert vars(apply(args(retries=2), GateOptions())) == vars(before)
+
+
+def test_a_top_level_inventory_is_the_controllers_only(tmp_path):
+    cfg = tmp_path / "nodecheck.yml"
+    cfg.write_text("inventory: /etc/nodecheck/hosts.yml\nhealth: {playbook: health}\n")
+    assert gateconfig.load(cfg, "controller")[0].inventory == "/etc/nodecheck/hosts.yml"
+    assert gateconfig.load(cfg, "health")[0].inventory is None
+    assert gateconfig.load(cfg, "prolog")[0].inventory is None
+    cfg.write_text("health: {inventory: /etc/nodecheck/hosts.yml}\n")
+    assert gateconfig.load(cfg, "health")[0].inventory == "/etc/nodecheck/hosts.yml"

@@ -244,6 +244,16 @@ def test_our_drain_gets_the_new_reason(fake):
     assert fake.state("gpu002") == {"state": "MIXED+DRAIN", "reason": REASON, "user": "root", "time": STAMP}
 
 
+def test_our_drain_for_the_same_reason_is_kept_without_an_update(fake):
+    """Every health run and sweep finds its own drain again: no scontrol update, so the reason's
+    time still says since when (and the Prolog's breaker does not count it as fresh)."""
+    same = "nodecheck: gpu.health GPU1 Xid 79"
+    change = drain_politely(fake.slurm, "gpu002", same)
+    assert (change.action, change.reason) == ("kept", same)
+    assert fake.calls() == [["show", "node", "gpu002"]]
+    assert fake.state("gpu002")["reason"] == same
+
+
 def test_foreign_drain_is_left_untouched_and_quoted(fake):
     change = drain_politely(fake.slurm, "gpu004", REASON)
     assert change == Change("gpu004", "left", "already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' "

@@ -78,12 +78,15 @@ def slurm(cluster, work):
 
 
 def test_a_job_on_healthy_nodes_runs_and_each_node_kept_its_report(slurm, work):
+    # (by default a run where everything passed keeps no report: one per job and node adds up)
+    _write_config(slurm, work, keep_reports="always", prolog={"playbook": "prolog"})
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=60)
     assert (done["JobState"], done["Restarts"], done["NodeList"]) == ("COMPLETED", "0", "node[1-4]")
-    reports = sorted(p.name for p in (work / "reports").iterdir())
-    assert [re.sub(r"^\d{8}T\d{6}Z_", "", r) for r in reports] == [f"prolog_node{i}_job{job}" for i in range(1, 5)]
-    doc = json.loads((work / "reports" / reports[2] / "report.json").read_text())
+    # <UTC stamp>_<playbook>_<node>_job<id>; the four Prologs' stamps may differ by a second
+    reports = {re.sub(r"^\d{8}T\d{6}Z_", "", p.name): p for p in (work / "reports").iterdir()}
+    assert sorted(reports) == [f"prolog_node{i}_job{job}" for i in range(1, 5)]
+    doc = json.loads((reports[f"prolog_node3_job{job}"] / "report.json").read_text())
     assert (doc["nodes"][0]["node"], doc["nodes"][0]["healthy"]) == ("node3", True)
     assert _events(work, "drain") == [] and slurm.slurm_nodes()["node3"] == "IDLE"
 
