@@ -38,9 +38,16 @@ def seconds(text: str) -> float:
     return total
 
 
-def test_the_deploy_folder_holds_exactly_the_three_files():
+def test_the_deploy_folder_holds_exactly_the_shipped_files():
     assert sorted(p.name for p in DEPLOY.iterdir() if not p.name.startswith("__")) == [
-        "nodecheck-sweep.cron", "nodecheck-sweep.service", "nodecheck-sweep.timer"]
+        "nodecheck-gate.logrotate", "nodecheck-sweep.cron", "nodecheck-sweep.service", "nodecheck-sweep.timer"]
+
+
+def test_the_logrotate_file_rotates_the_gate_and_sweep_logs():
+    text = (DEPLOY / "nodecheck-gate.logrotate").read_text()
+    body = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert body[0] == "/var/log/nodecheck/*.log {" and body[-1] == "}"
+    assert {"weekly", "rotate 12", "compress", "missingok", "copytruncate"} <= set(body)
 
 
 def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
@@ -49,7 +56,7 @@ def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
     s = service["Service"]
     assert s["Type"] == "oneshot"                                         # no second start while one runs
     argv = shlex.split(s["ExecStart"])
-    assert argv[0] == "/usr/local/bin/nodecheck" and argv[1:] == SWEEP_ARGV
+    assert argv[0] == "/opt/nodecheck/bin/nodecheck" and argv[1:] == SWEEP_ARGV
     args = cli.build_parser().parse_args(argv[1:])
     assert (args.command, args.playbook, args.offender, args.format) == ("sweep", "sweep", "3/5", "table")
     assert s["WorkingDirectory"] == "/var/lib/nodecheck"
@@ -71,7 +78,7 @@ def test_the_timer_is_hourly_randomized_and_persistent():
 def test_systemd_analyze_verifies_both_units_without_a_warning(tmp_path):
     # verify also demands that ExecStart exists: point it at a binary this host has
     for name in ("nodecheck-sweep.service", "nodecheck-sweep.timer"):
-        text = (DEPLOY / name).read_text().replace("ExecStart=/usr/local/bin/nodecheck ", "ExecStart=/bin/true ")
+        text = (DEPLOY / name).read_text().replace("ExecStart=/opt/nodecheck/bin/nodecheck ", "ExecStart=/bin/true ")
         (tmp_path / name).write_text(text)
     done = subprocess.run(["systemd-analyze", "verify", "--man=no", "nodecheck-sweep.service",
                            "nodecheck-sweep.timer"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
@@ -93,7 +100,7 @@ def test_the_cron_line_never_stacks_sweeps_and_runs_the_same_command():
     lines = [ln for ln in (DEPLOY / "nodecheck-sweep.cron").read_text().splitlines()
              if ln.strip() and not ln.startswith("#")]
     env = [ln for ln in lines if re.match(r"^[A-Z]+=", ln)]
-    assert env == ["SHELL=/bin/sh", "PATH=/usr/local/bin:/usr/bin:/bin"]
+    assert env == ["SHELL=/bin/sh", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     [job] = [ln for ln in lines if ln not in env]
     fields = job.split(None, 6)
     assert fields[:6] == ["17", "*", "*", "*", "*", "root"]                 # cron.d: minute 17 hourly, as root
@@ -101,6 +108,6 @@ def test_the_cron_line_never_stacks_sweeps_and_runs_the_same_command():
     assert command[:4] == ["cd", "/var/lib/nodecheck", "&&", "flock"]
     assert command[4:6] == ["-n", "/run/lock/nodecheck-sweep.lock"]        # skip, never queue, a second sweep
     assert command[6:10] == ["timeout", "--kill-after=60", "900", "nice"]
-    start = command.index("/usr/local/bin/nodecheck")
+    start = command.index("/opt/nodecheck/bin/nodecheck")
     assert command[start + 1:start + 1 + len(SWEEP_ARGV)] == SWEEP_ARGV
     assert command[start + 1 + len(SWEEP_ARGV):] == [">>/var/log/nodecheck/sweep.log", "2>&1"]

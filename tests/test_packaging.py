@@ -15,7 +15,15 @@ def test_the_wheel_ships_the_playbooks_and_an_install_finds_them(tmp_path):
     assert build.returncode == 0, build.stderr
     [wheel] = list((tmp_path / "dist").glob("nodecheck-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    assert {"nodecheck/playbooks/default.yml", "nodecheck/playbooks/demo.yml"} <= set(names)
+    assert {"nodecheck/playbooks/default.yml", "nodecheck/playbooks/demo.yml", "nodecheck/playbooks/prolog.yml",
+            "nodecheck/playbooks/health.yml", "nodecheck/playbooks/sweep.yml",
+            "nodecheck/deploy/nodecheck-sweep.service", "nodecheck/deploy/nodecheck-sweep.timer",
+            "nodecheck/deploy/nodecheck-sweep.cron", "nodecheck/deploy/nodecheck-gate.logrotate"} <= set(names)
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    for script in ("nodecheck = nodecheck.cli:entry", "nodecheck-prolog = nodecheck.cli:prolog_entry",
+                   "nodecheck-prolog-slurmctld = nodecheck.cli:prolog_slurmctld_entry",
+                   "nodecheck-health = nodecheck.cli:health_entry"):
+        assert script in entry_points
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
                     str(wheel)], check=True, capture_output=True)
