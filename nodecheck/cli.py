@@ -92,7 +92,7 @@ def _gate_parsers(sub) -> None:
     prolog.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: prolog)")
     prolog.add_argument("--inventory", metavar="HOSTS_YML",
                         help="--controller: how to reach the job's nodes over SSH (nodes not in it are "
-                             "reached by name, as root, with ~/.ssh/known_hosts)")
+                             "reached by name as this user, with ~/.ssh/known_hosts)")
     _gate_args(prolog)
     health = sub.add_parser("health", help="Slurm HealthCheckProgram: check this node (or an inventory's); "
                             "drain failing nodes, resume nodes nodecheck drained once they pass",
