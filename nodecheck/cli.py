@@ -115,7 +115,7 @@ def _gate_parsers(sub) -> None:
                        "textfile collector: a *.prom file in its --collector.textfile.directory), atomically")
     sweep.add_argument("--offender", default="3/5", metavar="K/N",
                        help="flag a node that failed in K of the last N sweeps (default 3/5)")
-    sweep.add_argument("--keep", type=_count(1_000_000), default=720, metavar="N",
+    sweep.add_argument("--keep", type=_whole_number(0, 1_000_000), default=720, metavar="N",
                        help="after recording, delete this playbook's sweeps beyond the newest N from the history, "
                             "and their report directories (default 720: 30 days hourly; 0 keeps every sweep; "
                             "at least --offender's N)")
@@ -141,7 +141,7 @@ exit codes: as run (0 pass, 1 warn, 2 fail, 3 could not judge, 64 bad input)"""
 def _gate_args(p: argparse.ArgumentParser, deadline: bool = True) -> None:
     p.add_argument("--observe", action="store_true", default=None,
                    help="observe only: judge, log and report what would be drained or resumed; change nothing")
-    p.add_argument("--retries", type=_count(10), default=None, metavar="N",
+    p.add_argument("--retries", type=_whole_number(0, 10), default=None, metavar="N",
                    help="re-run failing flaky-prone checks (bandwidth tests) N times before draining "
                         "(default: the playbook's gate.retries, else 1)")
     p.add_argument("--drain-on", type=_drain_on, default=None, metavar="LIST",
@@ -194,19 +194,24 @@ def _image_args(p: argparse.ArgumentParser) -> None:
                    help="container runtime for --image (default: auto)")
 
 
-def _positive_int(high: int):
-    """An argparse type: a whole number in 1..high."""
+def _whole_number(low: int, high: int):
+    """An argparse type: a whole number in low..high."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {text}")
         if value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high}, got {text}")
         return value
     return parse
+
+
+def _positive_int(high: int):
+    """An argparse type: a whole number in 1..high."""
+    return _whole_number(1, high)
 
 
 def _positive_float(high: float):
@@ -222,19 +227,6 @@ def _positive_float(high: float):
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         if value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high:g} seconds, got {text}")
-        return value
-    return parse
-
-
-def _count(high: int):
-    """An argparse type: a whole number in 0..high."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-        if not 0 <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be 0..{high}, got {text}")
         return value
     return parse
 
