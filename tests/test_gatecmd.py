@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from nodecheck.cli import build_parser
 from nodecheck.model import CheckResult, Evidence, Node, Status, Verdict
 from nodecheck.playbook import load_playbook
 from nodecheck.report import Report
+from tests.fakes import scontrol as fake_scontrol
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
 NODES = [Node("gpu001", "10.0.0.1"), Node("gpu002", "10.0.0.2"), Node("gpu003", "10.0.0.3")]
@@ -280,64 +280,10 @@ def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(tmp_path, m
 
 # ---- end to end: the commands as Slurm runs them, against a fake scontrol -------------------------
 
-# A fake scontrol (after tests/test_slurm.py's): node states in nodes.json beside it (found from its own
-# path: Slurm's environment has no room for more variables), every argv appended to argv.log.
-# `show node` prints Slurm 22.05's multi-line blocks; `update` applies DRAIN and RESUME and stamps the
-# reason with the local time now, as slurmctld does. An `update-fails` file beside it makes every
-# update fail as slurmctld does when it cannot be reached.
-FAKE_SCONTROL = r'''
-import json, sys
-from datetime import datetime
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-nodes = json.loads((HERE / "nodes.json").read_text(encoding="utf-8"))
-args = sys.argv[1:]
-with open(HERE / "argv.log", "a", encoding="utf-8") as log:
-    log.write(json.dumps(args) + "\n")
-
-def block(name, n):
-    lines = [f"NodeName={name} Arch=x86_64 CoresPerSocket=32 ",
-             "   CPUAlloc=0 CPUEfctv=128 CPUTot=128 CPULoad=0.03",
-             "   AvailableFeatures=h100", "   ActiveFeatures=h100", "   Gres=gpu:h100:8(S:0-1)",
-             f"   NodeAddr={name} NodeHostName={name} Version=22.05.8",
-             "   OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) ",
-             "   RealMemory=1031000 AllocMem=0 FreeMem=1013472 Sockets=2 Boards=1",
-             f"   State={n['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
-             "   Partitions=gpu ", "   BootTime=2026-11-20T08:12:40 SlurmdStartTime=2026-11-20T08:14:02",
-             "   LastBusyTime=2026-11-29T13:58:11", "   CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8",
-             "   AllocTRES=", "   CapWatts=n/a", "   CurrentWatts=0 AveWatts=0",
-             "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"]
-    if n.get("reason"):
-        lines.append(f"   Reason={n['reason']} [{n['user']}@{n['time']}]")
-    return "\n".join(lines) + "\n\n"
-
-if args[:2] == ["show", "node"]:
-    names = args[2].split(",") if len(args) > 2 else list(nodes)
-    missing = [m for m in names if m not in nodes]
-    if missing:
-        print(f"Node {missing[0]} not found")
-        sys.exit(1)
-    sys.stdout.write("".join(block(m, nodes[m]) for m in names))
-    sys.exit(0)
-if args[:1] == ["update"]:
-    if (HERE / "update-fails").exists():
-        print("slurm_update error: Unable to contact slurm controller (connect failure)", file=sys.stderr)
-        sys.exit(1)
-    fields = dict(a.split("=", 1) for a in args[1:])
-    n = nodes[fields["NodeName"]]
-    words = n["state"].split("+")
-    if fields["State"] == "DRAIN":
-        n["state"] = "+".join(words if "DRAIN" in words else [words[0], "DRAIN"] + words[1:])
-        n.update(reason=fields["Reason"], user="root", time=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"))
-    elif fields["State"] == "RESUME":
-        n["state"] = "+".join(w for w in words if w != "DRAIN")
-        n.update(reason="", user="", time="")
-    (HERE / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
-    sys.exit(0)
-print(f"invalid keyword: {args[0]}", file=sys.stderr)
-sys.exit(1)
-'''
+# The fake scontrol of tests/fakes/scontrol.py: node states in nodes.json beside it (found from its own
+# path: Slurm's environment has no room for more variables), no `clock` file, so a reason it sets is
+# stamped with the local time now, as slurmctld does; an `update-fails` file beside it makes every update
+# fail as slurmctld does when it cannot be reached.
 
 IDLE = {"state": "IDLE", "reason": "", "user": "", "time": ""}
 FOREIGN = {"state": "IDLE+DRAIN", "reason": "RMA ticket 4411: replace GPU 5", "user": "alice",
@@ -358,10 +304,7 @@ class Site:
                  config: str = "") -> None:
         self.root = root
         (root / "slurm").mkdir()
-        self.scontrol = root / "slurm" / "scontrol"
-        self.scontrol.write_text(f"#!{sys.executable}\n{FAKE_SCONTROL}", encoding="utf-8")
-        self.scontrol.chmod(self.scontrol.stat().st_mode | stat.S_IXUSR)
-        (root / "slurm" / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
+        self.scontrol = fake_scontrol.install(root / "slurm", nodes)
         self.playbook = root / "pin.yml"
         self.playbook.write_text(f"version: 1\ndeadline_s: 60\ngate: {{{gate}}}\n"
                                  f"checks:\n  kernel.version: {{expect: \"{kernel}\"}}\n")
@@ -380,8 +323,7 @@ class Site:
         return json.loads((self.root / "slurm" / "nodes.json").read_text(encoding="utf-8"))[name]
 
     def calls(self) -> list[list[str]]:
-        log = self.root / "slurm" / "argv.log"
-        return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        return [call["argv"] for call in fake_scontrol.calls(self.root / "slurm")]
 
     def events(self) -> list[dict]:
         """The gate log's lines as {field: value}; quoted values decoded."""

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import sys
 import time
 from pathlib import Path
 
@@ -14,74 +12,11 @@ from nodecheck.errors import ConfigError
 from nodecheck.parsers.slurm import parse_show_node
 from nodecheck.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
                              expand_hostlist, is_ours, resume_politely)
+from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data
 
 REASON = "nodecheck: gpu.health GPU3 (00000000:9B:00.0): 2 uncorrectable ECC errors, expected 0"
-STAMP = "2026-11-29T14:02:03"                  # the fake's clock
-
-# A fake scontrol: node states in nodes.json next to it, every argv appended to argv.log (with the
-# SLURM_TIME_FORMAT it saw). `show node` prints 22.05's multi-line blocks; `update` applies DRAIN
-# and RESUME as slurmctld does for these states, with its error messages and exit code 1.
-FAKE_SCONTROL = r'''
-import json, os, sys
-from pathlib import Path
-
-HERE = Path(os.environ["FAKE_SCONTROL_DIR"])
-STAMP = "2026-11-29T14:02:03"
-nodes = json.loads((HERE / "nodes.json").read_text(encoding="utf-8"))
-args = sys.argv[1:]
-with open(HERE / "argv.log", "a", encoding="utf-8") as log:
-    log.write(json.dumps({"argv": args, "SLURM_TIME_FORMAT": os.environ.get("SLURM_TIME_FORMAT")}) + "\n")
-
-def block(name, n):
-    lines = [f"NodeName={name} Arch=x86_64 CoresPerSocket=32 ",
-             "   CPUAlloc=0 CPUEfctv=128 CPUTot=128 CPULoad=0.03",
-             "   AvailableFeatures=h100", "   ActiveFeatures=h100", "   Gres=gpu:h100:8(S:0-1)",
-             f"   NodeAddr={name} NodeHostName={name} Version=22.05.8",
-             "   OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) ",
-             "   RealMemory=1031000 AllocMem=0 FreeMem=1013472 Sockets=2 Boards=1",
-             f"   State={n['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
-             "   Partitions=gpu ", "   BootTime=2026-11-20T08:12:40 SlurmdStartTime=2026-11-20T08:14:02",
-             "   LastBusyTime=2026-11-29T13:58:11", "   CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8",
-             "   AllocTRES=", "   CapWatts=n/a", "   CurrentWatts=0 AveWatts=0",
-             "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"]
-    if n.get("reason"):
-        first, *more = n["reason"].split("\n")
-        lines.append(f"   Reason={first} [{n['user']}@{n['time']}]")
-        lines += ["          " + m for m in more]
-    return "\n".join(lines) + "\n\n"
-
-if args[:2] == ["show", "node"]:
-    names = args[2].split(",") if len(args) > 2 else list(nodes)
-    missing = [m for m in names if m not in nodes]
-    if missing:
-        print(f"Node {missing[0]} not found")
-        sys.exit(1)
-    sys.stdout.write("".join(block(m, nodes[m]) for m in names))
-    sys.exit(0)
-if args[:1] == ["update"]:
-    fields = dict(a.split("=", 1) for a in args[1:])
-    name, state = fields["NodeName"], fields["State"]
-    if name not in nodes:
-        print("slurm_update error: Invalid node name specified", file=sys.stderr)
-        sys.exit(1)
-    n = nodes[name]
-    words = n["state"].split("+")
-    if state == "DRAIN":
-        if not fields.get("Reason"):
-            print("You must specify a reason when DOWNING or DRAINING a node. Request denied", file=sys.stderr)
-            sys.exit(1)
-        n["state"] = "+".join(words if "DRAIN" in words else [words[0], "DRAIN"] + words[1:])
-        n.update(reason=fields["Reason"], user="root", time=STAMP)
-    elif state == "RESUME":
-        words = ["IDLE" if w == "DOWN" else w for w in words if w != "DRAIN"]
-        n["state"] = "+".join(words)
-        n.update(reason="", user="", time="")
-    (HERE / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
-    sys.exit(0)
-print(f"invalid keyword: {args[0]}", file=sys.stderr)
-sys.exit(1)
-'''
+STAMP = "2026-11-29T14:02:03"                  # the fake's clock: every reason it sets has this stamp
 
 
 def _node(state: str, reason: str = "", user: str = "root", time: str = "2026-11-28T22:10:05") -> dict:
@@ -89,23 +24,18 @@ def _node(state: str, reason: str = "", user: str = "root", time: str = "2026-11
 
 
 class Fake:
-    """The fake scontrol in a directory, its node states and the argv it was called with."""
+    """The fake scontrol (tests/fakes/scontrol.py) in a directory, its node states and the argv it was
+    called with."""
 
     def __init__(self, root: Path, nodes: dict[str, dict]) -> None:
         self.root = root
-        self.script = root / "scontrol"
-        self.script.write_text(f"#!{sys.executable}\n{FAKE_SCONTROL}", encoding="utf-8")
-        self.script.chmod(self.script.stat().st_mode | stat.S_IXUSR)
-        (root / "nodes.json").write_text(json.dumps(nodes), encoding="utf-8")
-        env = {"PATH": os.environ.get("PATH", ""), "FAKE_SCONTROL_DIR": str(root),
+        self.script = fake_scontrol.install(root, nodes, clock=STAMP)
+        env = {"PATH": os.environ.get("PATH", ""),
                "SLURM_TIME_FORMAT": "relative"}   # the caller's setting must not reach scontrol
         self.slurm = Slurm(scontrol=str(self.script), timeout_s=20.0, env=env)
 
     def calls(self) -> list[list[str]]:
-        log = self.root / "argv.log"
-        if not log.exists():
-            return []
-        return [json.loads(line)["argv"] for line in log.read_text(encoding="utf-8").splitlines()]
+        return [call["argv"] for call in fake_scontrol.calls(self.root)]
 
     def state(self, name: str) -> dict:
         return json.loads((self.root / "nodes.json").read_text(encoding="utf-8"))[name]
@@ -143,8 +73,7 @@ def test_nodes_names_joined_by_comma_in_one_argument(fake):
 
 def test_scontrol_runs_with_standard_time_format(fake):
     fake.slurm.nodes(["gpu001"])
-    log = (fake.root / "argv.log").read_text(encoding="utf-8")
-    assert json.loads(log)["SLURM_TIME_FORMAT"] == "standard"
+    assert [call["SLURM_TIME_FORMAT"] for call in fake_scontrol.calls(fake.root)] == ["standard"]
 
 
 def test_drain_passes_the_reason_as_one_argument(fake):
