@@ -123,11 +123,19 @@ def _gate_parsers(sub) -> None:
     sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
     _gate_args(sweep, deadline=False)
     _target_args(sweep)
-    history = sub.add_parser("history", help="a node's or a check's results over past sweeps")
+    history = sub.add_parser("history", help="a node's or a check's results, versions, IB error counters or "
+                             "bandwidths over past sweeps")
     history.add_argument("--history", metavar="DB", default="reports/history.sqlite",
                          help="SQLite history file (default: reports/history.sqlite)")
     history.add_argument("--node", help="one node")
-    history.add_argument("--check", help="one check")
+    history.add_argument("--check", help="one check; with --show versions the version's check (nccl.version), "
+                         "with --show counters a counter (SymbolErrorCounter) or a port (mlx5_0/1), "
+                         "with --show measurements the check that measured (ib.pairs)")
+    history.add_argument("--show", choices=["results", "versions", "counters", "measurements"], default="results",
+                         help="what each sweep kept: statuses and messages (default), the versions the drift "
+                              "checks read (a change from the sweep before is marked), the IB error counters "
+                              "(rises and resets marked as the sweep's diff says them; unchanged zeros one table row), "
+                              "or the bandwidths")
     history.add_argument("--last", type=_positive_int(100_000), default=10, metavar="N",
                          help="the last N sweeps (default 10)")
     history.add_argument("--format", choices=["table", "json"], default="table")

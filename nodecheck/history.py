@@ -46,7 +46,9 @@ from typing import Iterator, NamedTuple, Sequence
 from nodecheck.errors import ConfigError
 from nodecheck.model import SEVERITY, Status
 from nodecheck.report import exit_code_for
-from nodecheck.report.diff import CounterRow, Measurement, NodeSweep, ResultRow, SweepSnapshot
+from nodecheck.report.diff import (FACT_CHECKS, KEPT_COUNTERS, CounterRow, Measurement, NodeSweep, ResultRow,
+                                   SweepSnapshot, natural)
+from nodecheck.report.diff import _counters as counter_changes    # the diff's rule: one rule for both
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 60.0                          # another sweep's commit takes well under a second
@@ -130,6 +132,29 @@ _SQLITE_MAX_INT = 2 ** 63 - 1
 PRUNE_MAX_SWEEPS = 24
 # What History.prune deletes a sweep from: its rows in every table, the sweeps row last.
 _SWEEP_TABLES = ("nodes", "results", "facts", "counters", "measurements")
+
+
+class KeptView(NamedTuple):
+    """What `history --show` reads besides results: one table, and what --check names in it."""
+    table: str
+    columns: str                               # as snapshot() reads them
+    order: str
+    check_columns: tuple[str, ...]             # --check matches any of them
+    what: str                                  # "versions": in titles and messages
+    check_word: str                            # what a --check value is here
+    read_by: str                               # the checks that keep them: a window without them has none
+
+
+VIEWS = {
+    "versions": KeptView("facts", "node, key, value", "rowid", ("key",), "versions", "check",
+                         "the version checks (nccl.version, gpu.driver, ...)"),
+    # a counter name and a port never look alike (SymbolErrorCounter, mlx5_0/1): one option for both
+    "counters": KeptView("counters", "node, port, counter, value, boot_id, source", "seq", ("counter", "port"),
+                         "IB error counters", "counter or port", "ib.counters"),
+    "measurements": KeptView("measurements", "node, check_name, name, subject, value, unit", "rowid",
+                             ("check_name",), "measurements", "check",
+                             "ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out"),
+}
 
 
 class SweepRow(NamedTuple):
@@ -447,6 +472,37 @@ class History:
             f"SELECT node, check_name, status, message, subject FROM results WHERE {' AND '.join(clauses)} "
             "ORDER BY rowid", args)]
 
+    def kept(self, view: str, sweep_id: int, node: str | None = None, check: str | None = None) -> list:
+        """What one sweep kept of a VIEWS table, in recorded order, as snapshot() reads it: facts
+        (node, key, value), CounterRows or Measurements; only this node's, only what --check names."""
+        spec = VIEWS[view]
+        clauses, args = ["sweep_id = ?"], [sweep_id]
+        if node is not None:
+            clauses.append("node = ?")
+            args.append(node)
+        if check is not None:
+            clauses.append("(" + " OR ".join(f"{c} = ?" for c in spec.check_columns) + ")")
+            args += [check] * len(spec.check_columns)
+        rows = self.conn.execute(f"SELECT {spec.columns} FROM {spec.table} WHERE {' AND '.join(clauses)} "
+                                 f"ORDER BY {spec.order}", args).fetchall()
+        if view == "counters":
+            return [CounterRow(n, p, c, int(v), b, src) for n, p, c, v, b, src in rows]
+        if view == "measurements":
+            return [Measurement(*r) for r in rows]
+        return [tuple(r) for r in rows]
+
+    def kept_names(self, view: str, columns: Sequence[str], sweep_ids: Sequence[int],
+                   node: str | None = None) -> set[str]:
+        """The distinct values of these columns of a VIEWS table in these sweeps (on one node): what
+        a --node or --check could have named. One query a sweep: each is a prefix of the key."""
+        table, names = VIEWS[view].table, set()
+        where, extra = ("AND node = ?", (node,)) if node is not None else ("", ())
+        for column in columns:
+            for sweep_id in sweep_ids:
+                names.update(r[0] for r in self.conn.execute(
+                    f"SELECT DISTINCT {column} FROM {table} WHERE sweep_id = ? {where}", (sweep_id, *extra)))
+        return names
+
     def covered(self, sweep_id: int, node: str) -> bool:
         return self.conn.execute("SELECT 1 FROM nodes WHERE sweep_id = ? AND node = ?",
                                  (sweep_id, node)).fetchone() is not None
@@ -491,22 +547,34 @@ def _parse_ts(s: str) -> datetime:
 # ---------------------------------------------------------------- nodecheck history
 
 def history_command(args: Namespace) -> int:
-    """`nodecheck history [--node N] [--check C] [--last K]`: per sweep, oldest first."""
+    """`nodecheck history [--node N] [--check C] [--last K] [--show WHAT]`: per sweep, oldest first."""
     with History.open(args.history, readonly=True) as h:
-        for column, value, flag in (("node", args.node, "--node"), ("check_name", args.check, "--check")):
-            if value is not None and not h.knows(column, value):
-                known = h.known(column)
-                close = difflib.get_close_matches(value, known, n=1)
-                raise ConfigError(f"{value!r} is in no sweep of {h.path}", file=flag,
-                                  hint=f"did you mean {close[0]!r}?" if close else
-                                  f"{len(known)} {'nodes' if column == 'node' else 'checks'} are recorded")
-        entries = [_entry(h, sweep, args.node, args.check) for sweep in h.sweeps(args.last)]
+        _refuse_unknown(h, "node", args.node, "--node")
+        if args.show == "results":
+            _refuse_unknown(h, "check_name", args.check, "--check")
+            entries = [_entry(h, sweep, args.node, args.check) for sweep in h.sweeps(args.last)]
+        else:
+            entries = kept_entries(h, args.show, args.node, args.check, args.last)
     if args.format == "json":
-        doc = {"history": str(args.history), "node": args.node, "check": args.check, "sweeps": entries}
+        doc = {"history": str(args.history), "show": args.show, "node": args.node, "check": args.check,
+               "sweeps": entries}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
+    elif args.show == "results":
         sys.stdout.write(render_history(entries, args.node, args.check))
+    else:
+        sys.stdout.write(render_kept(args.show, entries, args.node, args.check))
     return 0
+
+
+def _refuse_unknown(h: History, column: str, value: str | None, flag: str) -> None:
+    """A node no sweep covered or a check no sweep judged is a typo: bad input, with the nearest name."""
+    if value is None or h.knows(column, value):
+        return
+    known = h.known(column)
+    close = difflib.get_close_matches(value, known, n=1)
+    raise ConfigError(f"{value!r} is in no sweep of {h.path}", file=flag,
+                      hint=f"did you mean {close[0]!r}?" if close else
+                      f"{len(known)} {'nodes' if column == 'node' else 'checks'} are recorded")
 
 
 def _entry(h: History, sweep: SweepRow, node: str | None, check: str | None) -> dict:
@@ -571,3 +639,158 @@ def _detail(results: list[dict], node: str | None, check: str | None, fold) -> s
     elif not bad:
         parts.append(results[0]["message"] if check is not None else f"{len(results)} checks pass")
     return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- history --show versions|counters|measurements
+
+def kept_entries(h: History, show: str, node: str | None, check: str | None, last: int) -> list[dict]:
+    """The last `last` sweeps (oldest first), each with what it kept of VIEWS[show]. A version or a
+    counter is compared with the latest earlier sweep that read it (the one before the window
+    included, so the oldest row shown has its change too): versions get `was` and `changed`,
+    counters `was` and `change` (counter_change). A --node or --check that matches nothing in
+    these sweeps is bad input (ConfigError), as an unknown one is for results."""
+    window = h.sweeps(last + 1)
+    seen: dict[tuple, tuple | CounterRow | Measurement] = {}    # what each version or counter was last
+    if len(window) > last:
+        seen.update((_identity(show, row), row) for row in h.kept(show, window[0].id, node, check))
+    entries = []
+    for sweep in window[-last:] if len(window) > last else window:
+        items = []
+        for row in h.kept(show, sweep.id, node, check):
+            key = _identity(show, row)
+            items.append(_item(show, row, seen.get(key)))
+            seen[key] = row
+        entries.append({"run_id": sweep.run_id, "playbook": sweep.playbook, "started": _ts(sweep.started),
+                        "report_dir": sweep.report_dir, "complete": sweep.complete, show: items})
+    if (node is not None or check is not None) and entries and not any(e[show] for e in entries):
+        raise _matched_nothing(h, show, node, check, window[-len(entries):])
+    return entries
+
+
+def _identity(show: str, row) -> tuple:
+    if show == "counters":
+        return (row.node, row.port, row.counter)
+    if show == "measurements":
+        return (row.node, row.check, row.name, row.subject)
+    return row[:2]                             # (node, key)
+
+
+def _item(show: str, row, was) -> dict:
+    if show == "versions":
+        node, key, value = row
+        old = was[2] if was is not None else None
+        return {"node": node, "key": key, "value": value, "was": old, "changed": old is not None and old != value}
+    if show == "counters":
+        return {"node": row.node, "port": row.port, "counter": row.counter, "value": row.value,
+                "boot_id": row.boot_id, "source": row.source, "was": was.value if was is not None else None,
+                "change": counter_change(was, row)}
+    return {"node": row.node, "check": row.check, "name": row.name, "subject": row.subject, "value": row.value,
+            "unit": row.unit}
+
+
+def counter_change(was: CounterRow | None, now: CounterRow) -> str | None:
+    """What a counter did since its last read, by the sweep diff's rule (diff._counters, so
+    `history` and the sweep's "since the last sweep" never disagree): "rise"; "reboot" (a new
+    boot id: counters restart at zero); "cleared" (went down within one boot: perfquery -R or a
+    reset); "other source" (perfquery vs sysfs, other widths: not compared); "same"; None when
+    there is no earlier read."""
+    if was is None:
+        return None
+    if was.source != now.source:
+        return "other source"
+    risen, reset = counter_changes((was,), (now,))
+    if risen:
+        return "rise"
+    if reset:
+        return "cleared" if reset[0].port else "reboot"
+    return "same"
+
+
+def _matched_nothing(h: History, show: str, node: str | None, check: str | None,
+                     sweeps: Sequence[SweepRow]) -> ConfigError:
+    """Which filter matched nothing in these sweeps, and what would have matched. The node is one
+    some sweep covered (_refuse_unknown): no "did you mean" for it; a --check that is a real name
+    of this view (cuda.version, a counter) gets what was recorded, a typo the nearest name."""
+    spec = VIEWS[show]
+    ids = [s.id for s in sweeps]
+    span = f"the last {len(sweeps)} sweeps of {h.path}"
+    nodes = h.kept_names(show, ("node",), ids)
+    if not nodes:
+        return ConfigError(f"no {spec.what} in {span}", file="--show",
+                           hint=f"kept by {spec.read_by}: none read in these sweeps")
+    if check is not None:
+        names = h.kept_names(show, spec.check_columns, ids)
+        if check not in names:
+            close = difflib.get_close_matches(check, names, n=1)
+            return ConfigError(f"no {spec.what} for {spec.check_word} {check!r} in {span}", file="--check",
+                               hint=f"did you mean {close[0]!r}?" if close and check not in _NAMES[show]
+                               else f"recorded there: {_listing(names)}")
+    if node is not None and node not in nodes:
+        return ConfigError(f"no {spec.what} for node {node!r} in {span}", file="--node",
+                           hint=f"{len(nodes)} nodes have {spec.what} there; its statuses: --show results")
+    names = h.kept_names(show, spec.check_columns, ids, node=node)
+    return ConfigError(f"no {spec.what} for {spec.check_word} {check!r} on node {node!r} in {span}",
+                       file="--check", hint=f"that node's: {_listing(names)}")
+
+
+def _listing(names: set[str], most: int = 10) -> str:
+    ordered = sorted(names, key=natural)
+    more = f", ... ({len(ordered) - most} more)" if len(ordered) > most else ""
+    return ", ".join(ordered[:most]) + more
+
+
+# The names a --check of each view may rightly give that a window may lack (no "did you mean" for them)
+_NAMES = {"versions": FACT_CHECKS, "counters": KEPT_COUNTERS, "measurements": ()}
+_COUNTER_CHANGE = {"rise": "+{delta} (was {was})", "reboot": "new boot: restarted at zero (was {was})",
+                   "cleared": "went down (was {was}): cleared or reset", "other source": "not compared: another source"}
+
+
+def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str | None) -> str:
+    """One row per sweep and identical item, its nodes folded (a value 2000 nodes share is one
+    row); a column the query fixed is left out. A sweep that kept none says so. Counters: without
+    --check, those at 0 that did not change are one "(others)" row per sweep (64 a node otherwise)."""
+    from tabulate import tabulate
+
+    from nodecheck.report.diff import fold
+    spec = VIEWS[show]
+    headers = {"versions": ["check", "value", "change"], "counters": ["port", "counter", "value", "change"],
+               "measurements": ["check", "measurement", "subject", "value"]}[show]
+    drop = {0} if check is not None and show != "counters" else set()   # the check column, fixed
+    headers = [h for i, h in enumerate(headers) if i not in drop]
+    rows = []
+    for e in entries:
+        when, run = e["started"][:19].replace("T", " ") + "Z", e["run_id"]
+        groups: dict[tuple, list[str]] = {}
+        zeros: list[str] = []
+        for item in e[show]:
+            cells = _cells(show, item)
+            if show == "counters" and check is None and item["value"] == 0 and item["change"] in (None, "same"):
+                zeros.append(item["node"])
+                continue
+            groups.setdefault(tuple(c for i, c in enumerate(cells) if i not in drop), []).append(item["node"])
+        if zeros:
+            plural = "s" if len(zeros) != 1 else ""
+            groups[("(others)", f"{len(zeros)} counter{plural}", "0", "")] = list(dict.fromkeys(zeros))
+        who = [] if node is not None else ["-"]
+        if not groups:
+            note = "(sweep cut short) not read" if not e["complete"] else "not read in this sweep"
+            rows.append([when, run, *who, note, *[""] * (len(headers) - 1)])
+        for cells, nodes in groups.items():
+            rows.append([when, run, *([] if node is not None else [fold(nodes)]), *cells])
+    named = check if show == "counters" else f"check {check}"          # a counter or a port names itself
+    what = " ".join(p for p in (node and f"node {node}", check and named) if p) or "all nodes"
+    if not entries:
+        return f"{spec.what} of {what}: no sweep recorded\n"
+    table = tabulate(rows, headers=["started (UTC)", "run id", *([] if node is not None else ["nodes"]), *headers],
+                     tablefmt="simple", disable_numparse=True)
+    return f"{spec.what} of {what}, last {len(entries)} sweeps (oldest first):\n{table}\n"
+
+
+def _cells(show: str, item: dict) -> list[str]:
+    if show == "versions":
+        return [item["key"], item["value"], f"<- changed (was {item['was']})" if item["changed"] else ""]
+    if show == "counters":
+        template = _COUNTER_CHANGE.get(item["change"], "")
+        change = template.format(delta=item["value"] - item["was"], was=item["was"]) if template else ""
+        return [item["port"], item["counter"], str(item["value"]), change]
+    return [item["check"], item["name"], item["subject"], f"{item['value']:g} {item['unit']}"]

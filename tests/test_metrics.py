@@ -174,3 +174,38 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path, m
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["nodecheck.prom"]
     [temporary] = seen
     assert temporary.startswith(".nodecheck.prom.") and not temporary.endswith(".prom")   # never collected
+
+
+def test_ib_error_counters_are_one_gauge_series_per_node_port_counter():
+    text = rendered()
+    start = text.index("# HELP nodecheck_ib_port_counter ")
+    assert text[start:].splitlines() == [
+        "# HELP nodecheck_ib_port_counter An IB error counter's raw value at the last sweep (ib.counters' second "
+        "read); use increase() or rate(): a reboot or perfquery -R resets it, shown as a drop",
+        "# TYPE nodecheck_ib_port_counter gauge",
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="LinkDownedCounter"} 1',
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="SymbolErrorCounter"} 50',
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_1/1",counter="LinkDownedCounter"} 9',
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_2/1",counter="LinkDownedCounter"} 0',
+        'nodecheck_ib_port_counter{node="node2",port="mlx5_0/1",counter="LinkDownedCounter"} 0',
+        'nodecheck_ib_port_counter{node="node2",port="mlx5_0/1",counter="SymbolErrorCounter"} 0']   # PortXmitData: not kept
+    samples = parse_textfile(text)                                   # HELP and TYPE once, no duplicate series
+    assert sample(samples, "nodecheck_ib_port_counter", node="node1", port="mlx5_0/1", counter="SymbolErrorCounter") == 50
+    # the families that were there before are all still there, under the same names
+    assert {k[0] for k in samples} == {
+        "nodecheck_check_status", "nodecheck_check_healthy", "nodecheck_node_status", "nodecheck_node_healthy",
+        "nodecheck_nodes", "nodecheck_repeat_offender", "nodecheck_sweep_last_timestamp_seconds",
+        "nodecheck_sweep_duration_seconds", "nodecheck_sweep_complete", "nodecheck_sweep_problems",
+        "nodecheck_sweep_info", "nodecheck_nccl_busbw_bytes_per_second",
+        "nodecheck_ib_write_bw_best_bytes_per_second", "nodecheck_ib_port_counter"}
+
+
+def test_a_64_bit_counter_is_written_as_its_exact_integer_and_no_counters_no_family():
+    snap = D.snapshot(current_report())
+    big = [D.CounterRow("node1", "mlx5_0/1", name, v, "boot-1", "perfquery -x")
+           for name, v in (("SymbolErrorCounter", 2 ** 64 - 1), ("LinkDownedCounter", 2 ** 53 + 1))]
+    lines = metrics.render(replace(snap, counters=tuple(big)), []).splitlines()
+    assert lines[-2:] == [                          # float(2**53 + 1) would print ...992; 2**64-1 1.8446744073709552e+19
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="SymbolErrorCounter"} 18446744073709551615',
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="LinkDownedCounter"} 9007199254740993']
+    assert "nodecheck_ib_port_counter" not in metrics.render(replace(snap, counters=()), [])

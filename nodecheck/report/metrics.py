@@ -18,6 +18,13 @@ Metrics (gauges; every status metric uses Status.rank, the severity order of nod
     nodecheck_nccl_busbw_bytes_per_second{node,check,test}   nccl-tests busbw at the plateau (GB/s x 1e9)
     nodecheck_ib_write_bw_best_bytes_per_second{node,check,device} best ib_write_bw of the node's HCA in
                                                              ib.pairs (Gb/s x 1e9 / 8)
+    nodecheck_ib_port_counter{node,port,counter}   an IB error counter's raw value at the sweep's
+                                              read (ib.counters' second read; the error counters
+                                              the history keeps). A gauge, not a counter: take
+                                              increase()/rate() over it; a reboot or perfquery -R
+                                              resets it, which shows as a drop (rate() reads a drop
+                                              as a counter reset, as it should). The value is
+                                              written as the exact integer, up to 2^64-1.
 No sample carries a timestamp: the textfile collector refuses them.
 """
 from __future__ import annotations
@@ -32,6 +39,8 @@ from typing import Iterable, Sequence
 from nodecheck import __version__
 from nodecheck.model import SEVERITY
 from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
+
+COUNTER_METRIC = "nodecheck_ib_port_counter"
 
 STATUS_HELP = ", ".join(f"{s.rank} {s.value}" for s in SEVERITY)
 # (measurement name, unit) -> (metric, factor to base units, the subject's label, help)
@@ -82,6 +91,10 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
             by_metric[(name, text)].append(({"node": m.node, "check": m.check, label: m.subject}, m.value * factor))
     for (name, text), samples in by_metric.items():
         _family(out, name, text, samples)
+    if snap.counters:                          # ints: number() writes them exactly, 2^64-1 included
+        _family(out, COUNTER_METRIC, "An IB error counter's raw value at the last sweep (ib.counters' second "
+                "read); use increase() or rate(): a reboot or perfquery -R resets it, shown as a drop",
+                [({"node": c.node, "port": c.port, "counter": c.counter}, c.value) for c in snap.counters])
     return "".join(out)
 
 
