@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import Session, Transport
+from nodecheck.transport import CUT_AT_DEADLINE, Session, Transport
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
 MIN_STEP_S = 0.5                               # less time than this left: the step is SKIPPED, not tried
@@ -71,7 +71,7 @@ class CommandRunner:
                 session = self._session(node, end - time.monotonic(), replace_failed=session)
                 capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
         if capture.outcome is Outcome.TIMEOUT and left < probe.timeout_s:
-            capture = replace(capture, detail=f"stopped at the run deadline after {left:.1f} s "
+            capture = replace(capture, detail=f"{CUT_AT_DEADLINE} after {left:.1f} s "
                                               f"(probe timeout {probe.timeout_s:g} s)")
         return self._keep(capture)
 

@@ -22,11 +22,12 @@ from typing import Iterable, Literal, Mapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodecheck.model import Capture, CheckResult, Status, Verdict
+from nodecheck.parsers.slurm import OWNER, NodeState
 from nodecheck.report import Report
+from nodecheck.transport import CUT_AT_DEADLINE
 
 DrainOn = Literal["fail", "timeout", "unreachable"]
 DRAIN_STATUS = {"fail": Status.FAIL, "timeout": Status.TIMEOUT, "unreachable": Status.UNREACHABLE}
-OWNER = "nodecheck:"                           # the drain reasons nodecheck owns start with this
 
 
 class GateSettings(BaseModel):
@@ -108,16 +109,12 @@ def _subject_message(v: Verdict) -> str:
     return v.message
 
 
-# what the transport says of a probe it cut because nodecheck's own deadline (or a stop) came first
-CUT_BY_US = "stopped at the run deadline"
-
-
 def draining(r: CheckResult, statuses: frozenset[Status]) -> bool:
     """Does this result drain its node? Its status is one that drains, and a TIMEOUT is the node's
     (its tool ran past the probe's own timeout), not nodecheck's run deadline cutting it short."""
     if r.verdict.status not in statuses:
         return False
-    return not (r.verdict.status is Status.TIMEOUT and CUT_BY_US in r.verdict.message)
+    return not (r.verdict.status is Status.TIMEOUT and CUT_AT_DEADLINE in r.verdict.message)
 
 
 def blames(report: Report, statuses: frozenset[Status], order: Sequence[str] = ()) -> dict[str, Blame]:
@@ -175,10 +172,10 @@ def run_breaker(report: Report, statuses: frozenset[Status], settings: GateSetti
                if len(tripped) > 1 else ""))
 
 
-def cluster_breaker(check: str, states: Mapping[str, object], settings: GateSettings,
+def cluster_breaker(check: str, states: Mapping[str, NodeState], settings: GateSettings,
                     since: datetime | None = None) -> str:
     """The node Prolog sees one node per run, so its breaker counts the cluster: '' or why. `states`:
-    every node's slurm.NodeState (after this node drained itself and the settle wait).
+    every node's state (after this node drained itself and the settle wait).
 
     `since`: count only drains whose reason was set at or after it (NodeState.reason_time, Slurm's
     local time). Without it every standing nodecheck drain for the check counts, old ones too: on
@@ -190,8 +187,8 @@ def cluster_breaker(check: str, states: Mapping[str, object], settings: GateSett
         return ""
     cutoff = _local_naive(since) if since is not None else None
     mine = [n for n, s in states.items()
-            if getattr(s, "drained", False) and reason_check(getattr(s, "reason", "")) == check
-            and (cutoff is None or not _set_before(getattr(s, "reason_time", ""), cutoff))]
+            if s.drained and reason_check(s.reason) == check
+            and (cutoff is None or not _set_before(s.reason_time, cutoff))]
     if not _more_than(len(mine), total, settings.breaker_share):
         return ""
     return (f"mass-drain breaker: {len(mine)} of {total} nodes are drained by nodecheck for {check} "
@@ -221,9 +218,9 @@ def reason_check(reason: str) -> str | None:
 
 
 def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | None = None,
-           states: Mapping[str, object] | None = None, order: Sequence[str] = (),
+           states: Mapping[str, NodeState] | None = None, order: Sequence[str] = (),
            resume: bool = True) -> Decision:
-    """What to do after a run. `states`: the report's nodes' current slurm.NodeState (needed to
+    """What to do after a run. `states`: the report's nodes' current Slurm states (needed to
     resume; a node missing from it is not resumed). `order`: the playbook's check names."""
     statuses = drain_statuses(drain_on or settings.drain_on)
     blamed = blames(report, statuses, order)
@@ -232,12 +229,12 @@ def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | 
     held: list[tuple[str, str]] = []
     for node in report.node_names if resume else ():
         state = (states or {}).get(node)
-        if state is None or not getattr(state, "drained", False) or not getattr(state, "ours", False):
+        if state is None or not state.drained or not state.ours:
             continue
-        check = reason_check(getattr(state, "reason", ""))
+        check = reason_check(state.reason)
         status = report.node_status(node)
         if node in blamed:
-            continue                           # still failing: stays drained (the reason is refreshed)
+            continue                           # still failing: stays drained (drain_politely keeps or updates it)
         # the check must have run on this node: that it ran on others says nothing about this one
         ran = {r.check for r in report.results_for(node)}
         if check is None or check not in ran:

@@ -14,7 +14,7 @@ from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Prob
                              excerpt)
 from nodecheck.playbook import PlannedCheck, Playbook
 from nodecheck.report import Report, capture_relpath
-from nodecheck.transport import Transport
+from nodecheck.transport import CUT_AT_DEADLINE, Transport
 from nodecheck.transport.fanout import run_probes
 
 
@@ -94,7 +94,7 @@ def _first_failure(node: str, playbook: Playbook, captures: Mapping[tuple[str, s
 
 
 def _cut(captures: Sequence[Capture], stop: threading.Event) -> str:
-    if any(c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and "run deadline" in c.detail)
+    if any(c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and CUT_AT_DEADLINE in c.detail)
            for c in captures):
         return "stopped by a signal" if stop.is_set() else "the run deadline was reached"
     return ""

@@ -13,6 +13,7 @@ from nodecheck.gate import Blame, GateSettings, decide, merge_attempts, reason_c
 from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.parsers.slurm import NodeState
 from nodecheck.report import Report
+from nodecheck.transport import CUT_AT_DEADLINE
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
 FAIL_ONLY = gate.drain_statuses(["fail"])
@@ -100,7 +101,7 @@ def test_with_drain_on_fail_and_timeout_a_timeout_drains():
 
 
 def test_a_probe_cut_by_nodecheck_own_deadline_never_drains_even_with_drain_on_timeout():
-    cut = "ibstat timed out: stopped at the run deadline after 1.5 s (probe timeout 5 s)"
+    cut = f"ibstat timed out: {CUT_AT_DEADLINE} after 1.5 s (probe timeout 5 s)"
     rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.TIMEOUT, cut),
                                         res("ib.ports", "gpu002", Status.TIMEOUT, "ibstat timed out after 5 s")])
     d = decide(rep, DEFAULT, drain_on=["fail", "timeout"])

@@ -13,6 +13,9 @@ from nodecheck.model import Capture, Node, Outcome, Probe
 # A remote `timeout` outlives the client's own timeout by this much: the client decides, and the
 # remote one only makes sure a hung tool does not linger on the node after we hung up.
 REMOTE_KILL_GRACE_S = 5
+# the detail of a probe cut short because nodecheck's own run deadline came before the probe's
+# timeout: not the node's fault (the gate never drains for it; the report says the run was cut)
+CUT_AT_DEADLINE = "stopped at the run deadline"
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # per stream: a runaway tool must not exhaust the client
 
 

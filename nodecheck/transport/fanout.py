@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import Transport
+from nodecheck.transport import CUT_AT_DEADLINE, Transport
 
 STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker
 STOP_GRACE_S = 1.0                             # after a stop request, how long running probes may finish
@@ -122,7 +122,7 @@ def _run_node(transport: Transport, node: Node, run: _Run) -> None:
             capture = session.run(probe, budget)
             cut = capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s
             if cut:
-                capture = _with_detail(capture, f"stopped at the run deadline after {budget:.1f} s "
+                capture = _with_detail(capture, f"{CUT_AT_DEADLINE} after {budget:.1f} s "
                                                 f"(probe timeout {probe.timeout_s:g} s)")
             run.record(capture, cut_short=cut)
     finally:
