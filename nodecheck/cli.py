@@ -239,7 +239,7 @@ def _positive_float(high: float):
     return parse
 
 
-DRAIN_ON = ("fail", "timeout", "unreachable")
+DRAIN_ON = ("fail", "timeout", "unreachable")       # = gate.DrainOn (a test holds them together)
 
 
 def _drain_on(text: str) -> tuple[str, ...]:

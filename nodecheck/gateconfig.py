@@ -25,6 +25,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from nodecheck.gate import DrainOn
 from nodecheck.yamlsrc import load_file, pydantic_error
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -42,7 +43,7 @@ class GateOptions(BaseModel):
     log_file: Optional[str] = None
     observe: Optional[bool] = None
     retries: Optional[int] = Field(None, ge=0, le=10, strict=True)
-    drain_on: Optional[list[Literal["fail", "timeout", "unreachable"]]] = Field(None, min_length=1)
+    drain_on: Optional[list[DrainOn]] = Field(None, min_length=1)
     fanout: Optional[int] = Field(None, ge=1, le=4096, strict=True)
     connect_timeout: Optional[float] = Field(None, gt=0, le=600, allow_inf_nan=False)
     accept_new_host_keys: Optional[bool] = None

@@ -80,6 +80,13 @@ def test_the_cli_deadline_bound_is_the_playbook_one():
     assert cli.MAX_DEADLINE_S == playbook.MAX_DEADLINE_S
 
 
+def test_the_cli_drain_on_words_are_the_gate_ones():
+    """cli keeps its own copy (--help must not import pydantic); the config file uses gate's."""
+    import typing
+    from nodecheck import cli, gate
+    assert cli.DRAIN_ON == tuple(gate.DRAIN_STATUS) == typing.get_args(gate.DrainOn)
+
+
 def test_a_huge_nodes_hostlist_is_refused_not_expanded(tmp_path, capsys):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("nodes:\n  gpu1: {}\n")
