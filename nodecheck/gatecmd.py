@@ -30,7 +30,7 @@ from typing import Sequence
 
 from nodecheck import gate
 from nodecheck.errors import ConfigError
-from nodecheck.model import Node, one_line
+from nodecheck.model import Node, Status, one_line
 from nodecheck.playbook import Playbook
 from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report
 
@@ -260,7 +260,7 @@ def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log:
     """Write the report (the evidence every log line points at); its name says node and job. A
     Prolog runs per job and node, so by default (keep_reports: problems) a run where everything
     passed and nothing changed keeps no report: its result line says so."""
-    if getattr(args, "keep_reports", None) != "always" and report.status.value == "pass" and \
+    if getattr(args, "keep_reports", None) != "always" and report.status is Status.PASS and \
             not (decision.blamed or decision.unjudged or decision.resume or decision.held):
         return None
     from nodecheck.report import json as report_json
@@ -279,7 +279,7 @@ def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log:
 def _tail(where: str | None, report: Report) -> str:
     if where:
         return f" (report {where})"
-    return " (all passed: no report kept)" if report.status.value == "pass" else " (report NOT written)"
+    return " (all passed: no report kept)" if report.status is Status.PASS else " (report NOT written)"
 
 
 def _stopper():
