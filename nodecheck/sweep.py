@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import sqlite3
-import stat
 import sys
 from argparse import Namespace
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
 
 from nodecheck.errors import ConfigError
 
@@ -64,76 +60,18 @@ class Retention:
 def retire(history, playbook: str, recorded: int, keep: int,
            output_dir: str | Path) -> tuple[Retention | None, list[str]]:
     """--keep: delete the playbook's sweeps beyond the newest `keep` from the history, then their
-    report directories (remove_report_dirs). Returns what was done and the warnings."""
+    report directories (report.store.remove_reports). Returns what was done and the warnings."""
     if not keep:
         return None, []
     try:
         pruned = history.prune(playbook, keep, recorded)
     except sqlite3.Error as e:
         return None, [f"retention: could not delete old sweeps from {history.path}: {e}"]
+    from nodecheck.report.store import remove_reports
     if pruned is None:
         return None, []
-    removed, warnings = remove_report_dirs(pruned.removed, output_dir)
+    removed, warnings = remove_reports(((r.run_id, r.report_dir) for r in pruned.removed), output_dir)
     return Retention(keep, tuple(s.run_id for s in pruned.removed), pruned.older_than, removed, pruned.left), warnings
-
-
-def remove_report_dirs(sweeps: Sequence, output_dir: str | Path) -> tuple[int, list[str]]:
-    """Remove deleted sweeps' report directories (SweepRow.report_dir), each only if it is what
-    store() made of that sweep: a directory, not a symbolic link, right inside output_dir, named
-    after the sweep's run id (or run id-2, -3 ...), with a report.json file in it. Anything else is
-    left in place and warned about; one already gone is not. Returns (removed, warnings)."""
-    root = os.path.realpath(output_dir)
-    removed, warnings = 0, []
-    for sweep in sweeps:
-        if not sweep.report_dir:               # its report could not be written
-            continue
-        path = Path(sweep.report_dir)
-        try:
-            why = _not_its_report_dir(path, sweep.run_id, root)
-        except FileNotFoundError:              # removed by hand, or by an overlapping sweep
-            continue
-        except OSError as e:
-            why = f"cannot look at it: {e.strerror or e}"
-        if why:
-            warnings.append(f"retention: left {path} in place: {why}")
-            continue
-        failed: list[str] = []
-        _rmtree(path, lambda p, e: failed.append(f"{p}: {getattr(e, 'strerror', None) or e}"))
-        if failed:
-            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
-            warnings.append(f"retention: could not remove the report directory {path}: {failed[0]}{more}")
-        else:
-            removed += 1
-    return removed, warnings
-
-
-def _not_its_report_dir(path: Path, run_id: str, root: str) -> str:
-    """Why `path` is not a report directory retention may remove ("" when it is); raises
-    FileNotFoundError when there is nothing there. lstat throughout: no symbolic link is followed."""
-    mode = os.lstat(path).st_mode
-    if os.path.realpath(path.parent) != root:
-        return f"not in the --output-dir {root}"
-    if path.name != run_id and not re.fullmatch(re.escape(run_id) + r"-[0-9]+", path.name):
-        return f"not named after the sweep's run id {run_id}"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if not stat.S_ISDIR(mode):
-        return "not a directory"
-    try:
-        if not stat.S_ISREG(os.lstat(path / "report.json").st_mode):
-            return "its report.json is not a file"
-    except FileNotFoundError:
-        return "no report.json in it"
-    return ""
-
-
-def _rmtree(path: Path, failed) -> None:
-    """shutil.rmtree, each failure to `failed(path, exception)`; on Linux it neither follows nor
-    removes through symbolic links inside (rmtree.avoids_symlink_attacks)."""
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=lambda func, p, e: failed(p, e))
-    else:
-        shutil.rmtree(path, onerror=lambda func, p, info: failed(p, info[1]))
 
 
 def history_path(args: Namespace) -> Path:

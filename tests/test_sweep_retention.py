@@ -15,11 +15,12 @@ import pytest
 
 from nodecheck import cli, commands, gatecmd
 from nodecheck.errors import ConfigError
-from nodecheck.history import SCHEMA, SCHEMA_VERSION, History, SweepRow
+from nodecheck.history import SCHEMA, SCHEMA_VERSION, History
 from nodecheck.model import Status
 from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, ResultRow, SweepSnapshot
-from nodecheck.sweep import Retention, check_keep, remove_report_dirs
+from nodecheck.report.store import remove_reports
+from nodecheck.sweep import Retention, check_keep
 from tests.test_diff import T0, r, report
 
 P, F = Status.PASS, Status.FAIL
@@ -120,8 +121,9 @@ def report_dir(root: Path, name: str, with_json: bool = True) -> Path:
     return d
 
 
-def row(run_id: str, path) -> SweepRow:
-    return SweepRow(1, run_id, "sweep", T0, T0, True, P, 0, None if path is None else str(path))
+def row(run_id: str, path) -> tuple[str, str | None]:
+    """(run id, report directory) as retire() hands them to remove_reports."""
+    return run_id, None if path is None else str(path)
 
 
 def test_only_the_sweeps_own_report_directories_inside_output_dir_are_removed(tmp_path):
@@ -139,7 +141,7 @@ def test_only_the_sweeps_own_report_directories_inside_output_dir_are_removed(tm
     (json_link / "report.json").symlink_to(target / "report.json")
     # a link inside a removed report directory: removed as a link, never followed
     (kept_name / "captures" / "outside").symlink_to(target, target_is_directory=True)
-    removed, warnings = remove_report_dirs([
+    removed, warnings = remove_reports([
         row("20261129T100000Z_sweep", kept_name), row("20261129T100000Z_sweep", suffixed),
         row("20261129T110000Z_sweep", outside), row("20261129T110000Z_sweep", renamed),
         row("20261129T120000Z_sweep", no_json), row("20261129T130000Z_sweep", out / "20261129T130000Z_sweep"),
@@ -166,7 +168,7 @@ def test_only_the_sweeps_own_report_directories_inside_output_dir_are_removed(tm
 def test_a_relative_report_dir_is_the_one_under_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     report_dir(tmp_path / "reports", "s1")
-    assert remove_report_dirs([row("s1", "reports/s1")], "reports") == (1, [])
+    assert remove_reports([row("s1", "reports/s1")], "reports") == (1, [])
     assert list((tmp_path / "reports").iterdir()) == []
 
 
@@ -180,7 +182,7 @@ def test_a_report_dir_that_cannot_be_removed_is_a_warning(tmp_path, monkeypatch)
             raise PermissionError(13, "Permission denied", str(path))
         return real_rmdir(path, *args, **kw)
     monkeypatch.setattr(os, "rmdir", refuse)
-    assert remove_report_dirs([row("s1", stuck)], out) == (
+    assert remove_reports([row("s1", stuck)], out) == (
         0, [f"retention: could not remove the report directory {stuck}: {stuck}: Permission denied"])
     assert list(stuck.iterdir()) == []                                  # what could go, went
 

@@ -1,11 +1,16 @@
-"""Write a run's report directory atomically: reports/<UTC>_<playbook>/{report.json,summary.txt,captures/}."""
+"""Write a run's report directory atomically: reports/<UTC>_<playbook>/{report.json,summary.txt,captures/};
+remove old ones (sweep retention) only where they are exactly what this module wrote."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterable
 
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
@@ -77,3 +82,63 @@ def _publish(tmp: Path, root: Path, run_id: str) -> Path:
             if not final.exists():
                 raise
     raise FileExistsError(f"too many reports named {run_id} in {root}")
+
+
+def remove_reports(reports: Iterable[tuple[str, str | None]], output_dir: str | Path) -> tuple[int, list[str]]:
+    """Remove report directories, given as (run id, directory) (sweep retention), each only if it is
+    what store() made of that run: a directory, not a symbolic link, right inside output_dir, named
+    after the run id (or run id-2, -3 ... as _publish names them), with a report.json file in it.
+    Anything else is left in place and warned about; one already gone is not. Returns (removed,
+    warnings)."""
+    root = os.path.realpath(output_dir)
+    removed, warnings = 0, []
+    for run_id, report_dir in reports:
+        if not report_dir:                     # its report could not be written
+            continue
+        path = Path(report_dir)
+        try:
+            why = _not_its_report_dir(path, run_id, root)
+        except FileNotFoundError:              # removed by hand, or by an overlapping sweep
+            continue
+        except OSError as e:
+            why = f"cannot look at it: {e.strerror or e}"
+        if why:
+            warnings.append(f"retention: left {path} in place: {why}")
+            continue
+        failed: list[str] = []
+        _rmtree(path, lambda p, e: failed.append(f"{p}: {getattr(e, 'strerror', None) or e}"))
+        if failed:
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            warnings.append(f"retention: could not remove the report directory {path}: {failed[0]}{more}")
+        else:
+            removed += 1
+    return removed, warnings
+
+
+def _not_its_report_dir(path: Path, run_id: str, root: str) -> str:
+    """Why `path` is not a report directory retention may remove ("" when it is); raises
+    FileNotFoundError when there is nothing there. lstat throughout: no symbolic link is followed."""
+    mode = os.lstat(path).st_mode
+    if os.path.realpath(path.parent) != root:
+        return f"not in the --output-dir {root}"
+    if path.name != run_id and not re.fullmatch(re.escape(run_id) + r"-[0-9]+", path.name):
+        return f"not named after the sweep's run id {run_id}"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if not stat.S_ISDIR(mode):
+        return "not a directory"
+    try:
+        if not stat.S_ISREG(os.lstat(path / "report.json").st_mode):
+            return "its report.json is not a file"
+    except FileNotFoundError:
+        return "no report.json in it"
+    return ""
+
+
+def _rmtree(path: Path, failed) -> None:
+    """shutil.rmtree, each failure to `failed(path, exception)`; on Linux it neither follows nor
+    removes through symbolic links inside (rmtree.avoids_symlink_attacks)."""
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=lambda func, p, e: failed(p, e))
+    else:
+        shutil.rmtree(path, onerror=lambda func, p, info: failed(p, info[1]))
