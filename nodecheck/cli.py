@@ -64,7 +64,86 @@ def build_parser() -> argparse.ArgumentParser:
     _target_args(base)
     sub.add_parser("checks", help="list every check with its description and parameters")
     _gate_parsers(sub)
+    _job_parsers(sub)
     return p
+
+
+JOB_CHECK_EPILOG = """A gate the launcher runs before srun/torchrun, e.g. in the batch script:
+  nodecheck job-check job.yml && srun python train.py
+Nodes: --slurm-job (default $SLURM_JOB_ID inside an allocation), else an --inventory, else --local.
+exit codes: as run (0 pass, 1 warn, 2 an invariant failed: do not launch, 3 could not judge, 64 bad input)"""
+
+WATCH_EPILOG = """Runs on a host outside the job; never touches the job unless --on-hang says so.
+verdicts: starting, progressing, checkpointing (quiet); slow, straggler, unresponsive, hung, crashed
+(alarms); completed. Each change of verdict is alerted (--alert-command, --alert-url) and recorded
+under OUTPUT_DIR with the samples that justify it.
+exit codes (the last verdict): 0 completed, starting, progressing or checkpointing; 1 slow, straggler or
+unresponsive; 2 hung or crashed; 3 could not watch (no sample came back); 64 bad input; 70 the
+watcher itself failed (a bug: see stderr)"""
+
+
+def _job_parsers(sub) -> None:
+    """job-check and watch: the job itself, before it starts and while it runs."""
+    jc = sub.add_parser("job-check", help="check a job's own invariants before launching it (data balance, "
+                        "world size, env consistency, timeouts, flight recorder, checkpoints, retries)",
+                        epilog=JOB_CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    jc.add_argument("job", metavar="JOB_YML", help="the job's description (see README, 'Job guard')")
+    where = jc.add_mutually_exclusive_group()
+    where.add_argument("--inventory", metavar="HOSTS_YML", help="the job's nodes: these inventory nodes "
+                       "(with --slurm-job: how to reach the job's nodes)")
+    where.add_argument("--local", action="store_true", help="only this machine, no SSH")
+    jc.add_argument("--slurm-job", metavar="ID", help="the job's allocation: its nodes and GPUs from "
+                    "scontrol (default: $SLURM_JOB_ID when set)")
+    jc.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST", help="only these inventory nodes")
+    jc.add_argument("--format", choices=["table", "json", "junit"], default="table",
+                    help="stdout: the table (default), one JSON document, or JUnit XML")
+    jc.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    jc.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
+                    help="bound on the whole check (default 120)")
+    _reach_args(jc)
+    watch = sub.add_parser("watch", help="watch a running job from outside: progressing, checkpointing, "
+                           "slow, straggler, hung (the power-deadlock signature), crashed, completed",
+                           epilog=WATCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    watch.add_argument("inventory", nargs="?", help="hosts.yml: watch these nodes (with --match); with "
+                       "--slurm-job: how to reach the job's nodes (nodes not in it are reached by name)")
+    watch.add_argument("--slurm-job", metavar="ID", help="the job: its nodes and state from scontrol")
+    watch.add_argument("--match", metavar="PATTERN", help="the job's processes on each node: an extended "
+                       "regular expression on the command line (as pgrep -f); default: the config's `match`")
+    watch.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST", help="only these inventory nodes")
+    watch.add_argument("--config", metavar="FILE", help="watch settings (YAML): progress log and regexes, "
+                       "bounds, alerts; a JOB.yml's `watch:` block works too")
+    watch.add_argument("--log", metavar="PATH", help="the job's log on each node ({node} is the node's name); "
+                       "overrides the config's progress.log")
+    watch.add_argument("--heartbeat", metavar="PATH", help="a file the job touches as it progresses (its "
+                       "modification time is the progress signal); overrides the config's progress.heartbeat")
+    watch.add_argument("--interval", type=_positive_float(3600.0), metavar="SECONDS",
+                       help="seconds between samples (default: the config's interval_s, else 30)")
+    watch.add_argument("--alert-command", metavar="COMMAND", help="run on each change of verdict (split as "
+                       "the shell does, not run by one); the event JSON on its stdin")
+    watch.add_argument("--alert-url", metavar="URL", help="POST the event JSON here on each change of verdict")
+    watch.add_argument("--on-hang", choices=["cancel", "requeue"], help="act on a hung job: cancel it "
+                       "(scancel; with an inventory, SIGTERM to the matched processes) or requeue it "
+                       "(--slurm-job only). Default: never touch the job")
+    watch.add_argument("--state-dir", metavar="DIR", help="the watcher's state (it resumes from it after a "
+                       "restart; default OUTPUT_DIR/watch/<job>)")
+    watch.add_argument("--output-dir", default="reports", help="where incident records go (default: reports/)")
+    watch.add_argument("--once", action="store_true", help="take one sample, judge it against the state on "
+                       "disk, exit with the verdict's code (for cron or a monitoring agent)")
+    watch.add_argument("--max-samples", type=_positive_int(10_000_000), metavar="N", help="stop after N samples")
+    watch.add_argument("--duration", type=_positive_float(MAX_DEADLINE_S * 365), metavar="SECONDS",
+                       help="stop after this long")
+    _reach_args(watch)
+
+
+def _reach_args(p: argparse.ArgumentParser) -> None:
+    """How nodes are reached over SSH: run, facts, baseline, sweep, job-check, watch."""
+    p.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
+                   help=f"nodes contacted at once (default {DEFAULT_FANOUT})")
+    p.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
+                   metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
+    p.add_argument("--accept-new-host-keys", action="store_true",
+                   help="trust-on-first-use: accept and record unknown host keys (a changed key is "
+                        "still refused). Default: strict known_hosts checking")
 
 
 GATE_EPILOG = """Slurm gate: a node is drained only for a judged failure (or what --drain-on adds), with a
@@ -183,15 +262,9 @@ def _target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
     p.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST",
                    help="only these inventory nodes, e.g. 'gpu[001-004]'")
-    p.add_argument("--fanout", type=_positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
-                   help=f"nodes checked at once (default {DEFAULT_FANOUT})")
     p.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
                    help="bound on the whole run; overrides the playbook's deadline_s")
-    p.add_argument("--connect-timeout", type=_positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
-                   metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
-    p.add_argument("--accept-new-host-keys", action="store_true",
-                   help="trust-on-first-use: accept and record unknown host keys (a changed key is "
-                        "still refused). Default: strict known_hosts checking")
+    _reach_args(p)
     p.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
 
 
@@ -279,6 +352,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             from nodecheck.sweep import sweep_command
             return sweep_command(args)
+        if args.command == "job-check":
+            from nodecheck.job.command import job_check_command
+            return job_check_command(args)
+        if args.command == "watch":
+            from nodecheck.watch.command import watch_command
+            return watch_command(args)
         if args.command == "history":
             from nodecheck.history import history_command
             return history_command(args)

@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from nodecheck.errors import ConfigError
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)   # \Z: "$" would let "NAME\n" through
 _ASSIGNMENT = re.compile(r"^(export[ \t]+)?([^=\s]*)=")
 # after an unquoted or double-quoted `$`: what the shell expands (a name, ${...}, $(...), $1, $@ ...)
 _EXPANDS = re.compile(r"[A-Za-z_{(0-9@*#?$!-]")

@@ -19,9 +19,9 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from nodecheck.errors import ConfigError, ParseError
 from nodecheck.inventory import MAX_NODES, size_bound
 from nodecheck.model import excerpt, one_line
-from nodecheck.parsers.slurm import OWNER, NodeState, parse_show_node
+from nodecheck.parsers.slurm import OWNER, JobRecord, NodeState, parse_show_job, parse_show_node
 
-__all__ = ["MAX_REASON_CHARS", "OWNER", "Change", "NodeState", "Slurm", "SlurmError", "drain_politely",
+__all__ = ["MAX_REASON_CHARS", "OWNER", "Change", "JobRecord", "NodeState", "Slurm", "SlurmError", "drain_politely",
            "drain_reason", "expand_hostlist", "is_ours", "resume_politely"]
 
 # Slurm 22.05 keeps a reason of any length (tests/harness measured up to 100,000 characters); a
@@ -31,6 +31,8 @@ KILL_WAIT_S = 2.0               # after SIGKILL, how long to collect what scontr
 ELLIPSIS = "…"
 # One Slurm node name: a hostlist ("gpu[1-2]", "a,b") given to drain() would change many nodes.
 _SINGLE_NODE = re.compile(r"[^\s,\[\]=\"']+")
+# One job: "123", an array task "123_4", a heterogeneous component "123+1" (never a list or a name)
+_JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?", re.ASCII)
 
 
 class SlurmError(Exception):
@@ -89,8 +91,11 @@ class Slurm:
     """scontrol, run as an argv list (never a shell), every call bounded by `timeout_s`."""
 
     def __init__(self, scontrol: str = "scontrol", timeout_s: float = 10.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, scancel: str | None = None) -> None:
         self.scontrol, self.timeout_s = scontrol, timeout_s
+        # scancel beside the scontrol given (a wrapper or a test's fake), else the one on PATH
+        self.scancel = scancel or (os.path.join(os.path.dirname(scontrol), "scancel")
+                                   if os.path.dirname(scontrol) else "scancel")
         self.env = dict(os.environ if env is None else env)
         # Reason timestamps as "2026-11-29T14:02:03" whatever the caller's SLURM_TIME_FORMAT:
         # the parser strips the " [user@time]" suffix only in that form.
@@ -112,6 +117,25 @@ class Slurm:
     def resume(self, node: str) -> None:
         """scontrol update NodeName=<node> State=RESUME"""
         self._run([self.scontrol, "update", f"NodeName={_single(node)}", "State=RESUME"])
+
+    def job(self, jobid: str) -> JobRecord:
+        """`scontrol show job ID` -> JobRecord. SlurmError when scontrol fails; an unknown job id is a
+        SlurmError whose returncode is scontrol's (1) and whose message contains "Invalid job id"."""
+        argv = [self.scontrol, "show", "job", _job_id(jobid)]
+        out = self._run(argv)
+        try:
+            return parse_show_job(out)
+        except ParseError as e:
+            raise SlurmError(f"{shlex.join(argv)}: {e}", argv=argv) from e
+
+    def cancel(self, jobid: str) -> None:
+        """scancel ID: Slurm signals every step, then ends the job."""
+        self._run([self.scancel, _job_id(jobid)])
+
+    def requeue(self, jobid: str) -> None:
+        """scontrol requeue ID: the job goes back to the queue (Restarts+1) and starts again when
+        Slurm allocates it; a job submitted with --no-requeue is refused by Slurm (SlurmError)."""
+        self._run([self.scontrol, "requeue", _job_id(jobid)])
 
     def _run(self, argv: list[str]) -> str:
         command = shlex.join(argv)
@@ -139,6 +163,13 @@ class Slurm:
             raise SlurmError(f"{command}: exit {proc.returncode}: {excerpt(said, 500)}", argv=argv,
                              returncode=proc.returncode, stderr=err)
         return out
+
+
+def _job_id(jobid: str) -> str:
+    jobid = str(jobid).strip()
+    if not _JOB_ID.fullmatch(jobid):
+        raise SlurmError(f"{jobid!r} is not a Slurm job id (digits, e.g. 4242 or 4242_7)", argv=())
+    return jobid
 
 
 def _single(node: str) -> str:

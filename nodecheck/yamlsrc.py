@@ -1,6 +1,8 @@
 """Load a YAML file keeping the line of every key, so config errors can name file:line."""
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import difflib
 import hashlib
@@ -221,6 +223,9 @@ class _Walker:
                               line=node.start_mark.line + 1, hint="quote it if it is text") from None
 
 
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
 def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
                    model: Any = None) -> ConfigError:
     """The first error of a pydantic ValidationError, placed at its key's line.
@@ -238,6 +243,8 @@ def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
         return src.error(loc[:-1], f"missing required key {dotted!r}{what}",
                          hint=f"add {loc[-1]}: <value>")
     got = first.get("input")
+    if isinstance(got, str):                   # an alert URL's user:token@ never reaches a log or terminal
+        got = _URL_CREDENTIALS.sub(r"\1***@", got)
     shown = "" if isinstance(got, (dict, list)) else f", got {got!r}"
     return src.error(loc, f"{dotted}: {msg}{shown}{what}")
 

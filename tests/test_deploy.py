@@ -40,7 +40,8 @@ def seconds(text: str) -> float:
 
 def test_the_deploy_folder_holds_exactly_the_shipped_files():
     assert sorted(p.name for p in DEPLOY.iterdir() if not p.name.startswith("__")) == [
-        "nodecheck-gate.logrotate", "nodecheck-sweep.cron", "nodecheck-sweep.service", "nodecheck-sweep.timer"]
+        "nodecheck-gate.logrotate", "nodecheck-sweep.cron", "nodecheck-sweep.service", "nodecheck-sweep.timer",
+        "nodecheck-watch@.service"]
 
 
 def test_the_logrotate_file_rotates_the_gate_and_sweep_logs():

@@ -156,3 +156,10 @@ def test_the_job_env_goes_over_the_playbooks_env_key_by_key(tmp_path):
     playbook.write_text("checks:\n  nccl.env:\n    env: {NCCL_DEBUG: INFO, NCCL_IB_HCA: mlx5_0}\n")
     book = load_playbook(str(playbook), job_env=env_file(tmp_path, "NCCL_IB_HCA=mlx5_1\nMASTER_PORT=29500\n"))
     assert book.checks[0].params.env == {"NCCL_DEBUG": "INFO", "NCCL_IB_HCA": "mlx5_1", "MASTER_PORT": "29500"}
+
+
+def test_a_name_with_a_trailing_newline_is_not_a_name():
+    from nodecheck.jobenv import ENV_NAME
+    assert ENV_NAME.match("NCCL_DEBUG") is not None
+    assert ENV_NAME.match("NCCL_DEBUG\n") is None
+    assert ENV_NAME.match("NCCLÄ") is None

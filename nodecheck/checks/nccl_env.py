@@ -43,6 +43,7 @@ from nodecheck.parsers.ncclenv import PROBE_NAME, Address, NodeFacts, RdmaPortSt
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
+from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
 from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
                                            listener_directory, start_listener, stop_listener)
 from nodecheck.registry import check
@@ -97,28 +98,14 @@ class NcclEnv(BaseModel):
 # The node's variables are filtered on the node: its other variables (secrets) never leave it.
 # NCCL also reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf (src/misc/param.cc
 # initEnvFunc): a variable the environment leaves unset may be set there.
-_SCRIPT = SHELL_FUNCTION + r'''
+_SCRIPT = SHELL_FUNCTION + WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
 node_env=$1; conf=$2; shift 2
 [ -n "$conf" ] || { [ "$node_env" = 1 ] && conf=${NCCL_CONF_FILE:-}; }
 [ -n "$conf" ] || conf=$HOME/.nccl.conf
-echo "@@nodecheck conf_path $conf"
-echo "@@nodecheck begin user.conf"
-cat -- "$conf" 2>/dev/null
-echo "@@nodecheck end user.conf rc=0"
-echo "@@nodecheck begin nccl.conf"
-cat /etc/nccl.conf 2>/dev/null
-echo "@@nodecheck end nccl.conf rc=0"
-writable() {
-  case $2 in
-    /*) d=${2%/*}; [ -n "$d" ] || d=/
-        if t=$(mktemp "$d/.nodecheck-write-test.XXXXXX" 2>&1); then rm -f "$t"; printf '%s\tok\n' "$1"
-        else printf '%s\t!%s\n' "$1" "$(printf '%s\n' "$t" | head -n 1)"; fi ;;
-    *) printf '%s\t!relative\n' "$1" ;;
-  esac
-}
+nccl_confs "$conf"
 echo "@@nodecheck begin node_env"
-[ "$node_env" = 1 ] && env | grep -E '^(NCCL|TORCH|MASTER)_[A-Za-z0-9_]*='
-echo "@@nodecheck end node_env rc=0"
+rc=0; [ "$node_env" = 1 ] && { env_matching '^(NCCL|TORCH|MASTER)_[A-Za-z0-9_]*$' 2>&1; rc=$?; }
+echo "@@nodecheck end node_env rc=$rc"
 echo "@@nodecheck begin links"
 for d in /sys/class/net/*; do
   [ -e "$d" ] || continue

@@ -13,9 +13,10 @@ from typing import Mapping
 
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt
-from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.sysfs import parse_sysfs_dump
 from nodecheck.parsers.versions import parse_nccl_conf
+from nodecheck.probes.shell import unescape
 
 PROBE_NAME = "nccl_env"
 ETC_CONF = "/etc/nccl.conf"
@@ -82,20 +83,57 @@ def parse_probe(text: str) -> NodeFacts:
     sections = split_sections(text, PROBE_NAME)
     required = {name: sections.require(name, PROBE_NAME)
                 for name in ("node_env", "links", "addrs", "hcas", "ib", "writable")}
-    for fact in ("memlock", "python3", "conf_path"):
+    for fact in ("memlock", "python3"):
         if fact not in sections.facts:
             raise ParseError(PROBE_NAME, f"probe output has no {fact!r} line", excerpt(text))
-    conf = tuple(_conf(path, sections.require(name, PROBE_NAME).text) for name, path in
-                 (("user.conf", sections.facts["conf_path"].strip()), ("nccl.conf", ETC_CONF)))
+    conf = read_confs(sections, PROBE_NAME, text)
     addrs = required["addrs"]
     addresses, why = (_addresses(addrs.text), "") if addrs.rc == 0 else \
         (None, f"`ip -o addr show` exited {addrs.rc}" + (f": {first_line(addrs.text)}" if addrs.text.strip() else "")
          + (" (iproute2 not installed)" if addrs.rc == 127 else ""))
-    return NodeFacts(_pairs(required["node_env"].text, "="), _links(required["links"].text), addresses, why,
+    return NodeFacts(read_node_env(sections, PROBE_NAME, text), _links(required["links"].text), addresses, why,
                      tuple(ln.strip() for ln in required["hcas"].text.splitlines() if ln.strip()),
                      _rdma_ports(required["ib"].text), sections.facts["memlock"].strip(),
-                     sections.facts["python3"].strip(), _pairs(required["writable"].text, "\t"),
+                     sections.facts["python3"].strip(), key_values(required["writable"].text, "\t", PROBE_NAME),
                      required["links"].text, conf)
+
+
+# --- what the nccl_env and job probes share (probes/shell.py prints it) ------------------------------
+
+def read_confs(sections: Sections, tool: str, text: str) -> tuple[NcclConf, ...]:
+    """The files NCCL reads (nccl_confs: conf_path, user.conf, nccl.conf), in NCCL's order."""
+    if "conf_path" not in sections.facts:
+        raise ParseError(tool, "probe output has no 'conf_path' line", excerpt(text))
+    path = unescaped(sections.facts["conf_path"].strip(), tool, text)
+    return tuple(_conf(where, sections.require(name, tool).text)
+                 for name, where in (("user.conf", path), ("nccl.conf", ETC_CONF)))
+
+
+def read_node_env(sections: Sections, tool: str, text: str) -> dict[str, str]:
+    """The node_env section (env_matching): NAME=VALUE lines, values escaped one per line."""
+    section = sections.require("node_env", tool)
+    if section.rc != 0:                        # no awk: an empty environment would read as "nothing set"
+        raise ParseError(tool, f"reading the node's environment failed (exit {section.rc}): "
+                         f"{first_line(section.text) or 'no output'}", excerpt(text))
+    return {k: unescaped(v, tool, text) for k, v in key_values(section.text, "=", tool).items()}
+
+
+def unescaped(value: str, tool: str, text: str) -> str:
+    """What probes/shell.py's `escaped` printed -> the value; ParseError for anything else."""
+    try:
+        return unescape(value)
+    except ValueError as e:
+        raise ParseError(tool, str(e), excerpt(text)) from None
+
+
+def key_values(text: str, sep: str, tool: str) -> dict[str, str]:
+    found = {}
+    for line in text.splitlines():
+        key, has, value = line.partition(sep)
+        if not has or not key:
+            raise ParseError(tool, f"expected KEY{sep!r}VALUE, got {line!r}", text)
+        found[key] = value
+    return found
 
 
 def _conf(path: str, text: str) -> NcclConf:
@@ -103,16 +141,6 @@ def _conf(path: str, text: str) -> NcclConf:
         return NcclConf(path, parse_nccl_conf(text))
     except ParseError as e:                    # judged as an error of its own; the rest is still judged
         return NcclConf(path, {}, e.reason)
-
-
-def _pairs(text: str, sep: str) -> dict[str, str]:
-    found = {}
-    for line in text.splitlines():
-        key, has, value = line.partition(sep)
-        if not has or not key:
-            raise ParseError(PROBE_NAME, f"expected KEY{sep!r}VALUE, got {line!r}", text)
-        found[key] = value
-    return found
 
 
 def _links(text: str) -> dict[str, str]:

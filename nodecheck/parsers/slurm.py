@@ -148,3 +148,110 @@ def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, Node
 def _quote(value: str, limit: int = 60) -> str:
     """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
     return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
+
+
+# ---- scontrol show job ----------------------------------------------------------------------------
+
+JOB_TOOL = "scontrol show job"
+# JobState values after which the job will not run again on its own (Slurm's job_state_string)
+ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                          "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+_INVALID_JOB = "Invalid job id specified"
+_JOB_FIRST = re.compile(r"JobId=(\S+)")
+# Key=value words; the value is one word (free-text keys are skipped by _JOB_FREE_TEXT)
+_JOB_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(\S*)")
+# Keys whose value is the rest of the line, spaces included: paths and the submitted command
+_JOB_FREE_TEXT = frozenset({"Command", "WorkDir", "StdErr", "StdIn", "StdOut", "Comment", "AdminComment",
+                            "SystemComment", "Extra", "Container", "ContainerID", "OverSubscribe"})
+_JOB_NAME = re.compile(r"JobName=(.*?)(?=\s+[A-Z][A-Za-z0-9_]*=|$)")
+_GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+_NULL = ("", "(null)", "None", "N/A")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job of `scontrol show job ID` (the multi-line form; for an array or a heterogeneous job,
+    its first record)."""
+    job_id: str
+    name: str
+    state: str                                 # "RUNNING", "PENDING", "COMPLETED", ...; a trailing '+' stripped
+    reason: str                                # "None", "BeginTime", "NonZeroExitCode", ...
+    node_list: str                             # "node[1-3]"; "" while pending ("" or "(null)" in the output)
+    nodes: tuple[str, ...]                     # node_list expanded
+    num_nodes: int | None                      # NumNodes (pending "1-1": the minimum)
+    num_tasks: int | None
+    gpus: int | None                           # gres/gpu=N of AllocTRES (else TRES); None: no GPU in the TRES
+    requeue: bool | None                       # Requeue=1: Slurm requeues the job after a node failure
+    restarts: int | None                       # how often it was requeued
+    user: str                                  # "root" of "UserId=root(0)"
+    batch_host: str
+    raw: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+
+def parse_show_job(text: str) -> JobRecord:
+    """`scontrol show job ID` -> JobRecord. ParseError on empty output, scontrol's "Invalid job id
+    specified", text that does not start with JobId=, no JobState, or a NodeList that is not a hostlist."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if start is None:
+        raise ParseError(JOB_TOOL, "empty output", text)
+    first = _JOB_FIRST.match(lines[start].strip())
+    if first is None and _INVALID_JOB in text:  # only in place of a record: a job's Comment may quote it
+        raise ParseError(JOB_TOOL, "no such job (\"Invalid job id specified\"): it ended long enough ago that "
+                         "slurmctld forgot it (MinJobAge), or the id is wrong", text)
+    if first is None:
+        raise ParseError(JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {_quote(lines[start].strip())}",
+                         text)
+    record = []                                # this job's lines: up to the first blank line
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        record.append(line)
+    fields: dict[str, str] = {}
+    for line in record:
+        stripped = line.strip()
+        key = stripped.partition("=")[0]
+        if key in _JOB_FREE_TEXT:
+            fields[key] = stripped[len(key) + 1:]
+            continue
+        if not _JOB_FIELD.match(stripped):
+            raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {_quote(stripped)}", text)
+        for k, v in _JOB_FIELD.findall(stripped):
+            fields.setdefault(k, v)
+    name = _JOB_NAME.search(record[0])
+    state = fields.get("JobState")
+    if not state:
+        raise ParseError(JOB_TOOL, f"job {first[1]}: no JobState= field (output cut off?)", text)
+    node_list = "" if fields.get("NodeList", "") in _NULL else fields["NodeList"]
+    try:
+        from nodecheck.slurm import expand_hostlist   # (slurm.py imports this module)
+        nodes = tuple(expand_hostlist(node_list)) if node_list else ()
+    except Exception as e:                     # ConfigError: not a hostlist
+        raise ParseError(JOB_TOOL, f"job {first[1]}: NodeList={node_list} is not a hostlist: {e}", text) from None
+    tres = fields.get("AllocTRES") or fields.get("TRES") or ""
+    gpu = _GRES_GPU.search(tres)
+    requeue = fields.get("Requeue")
+    return JobRecord(
+        job_id=first[1], name=name[1] if name else "", state=state.rstrip("+"),
+        reason=fields.get("Reason", ""), node_list=node_list, nodes=nodes,
+        num_nodes=_count(fields.get("NumNodes")), num_tasks=_count(fields.get("NumTasks")),
+        gpus=int(gpu[1]) if gpu else None,
+        requeue=None if requeue is None else requeue == "1",
+        restarts=_count(fields.get("Restarts")),
+        user=fields.get("UserId", "").partition("(")[0],
+        batch_host="" if fields.get("BatchHost", "") in _NULL else fields["BatchHost"],
+        raw="\n".join(record) + "\n")
+
+
+def _count(value: str | None) -> int | None:
+    """"3" -> 3; "1-1" (a pending job's range) -> 1; absent or "N/A" -> None."""
+    m = re.fullmatch(r"(\d+)(?:-\d+)?", value or "")
+    return int(m[1]) if m else None

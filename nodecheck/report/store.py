@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
@@ -23,21 +23,46 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
     """Everything is written into a hidden temporary directory, synced to disk, then renamed into
     place: a reader, a crash or a power cut never sees a half-written report. `report_json`, when
     the caller has already rendered it, saves rendering a large report twice."""
-    root = Path(output_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{report.run_id}-", dir=root))
-    try:
+    def write(tmp: Path) -> None:
         _write(tmp / "report.json", report_json or dumps(report))
         _write(tmp / "summary.txt", summary_text)
         for c in report.captures:
             _write(tmp / capture_relpath(c.node, c.probe), c.stdout)
             if c.stderr:
                 _write(tmp / capture_relpath(c.node, c.probe, "stderr"), c.stderr)
+    return _store_dir(report.run_id, write, output_dir)
+
+
+def store_files(run_id: str, files: Mapping[str, str], output_dir: str | Path) -> Path:
+    """Any record directory (a watcher's incident: incident.json, samples.jsonl, summary.txt), written
+    as store() writes a report: into a hidden temporary, synced, renamed to <output_dir>/<run_id>
+    (-2, -3 … when that name is taken). `files` maps a relative path inside it to its text."""
+    if not _SAFE_RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run id {run_id!r}: letters, digits, '.', '_' and '-', not starting with '.'")
+
+    def write(tmp: Path) -> None:
+        for relpath, text in files.items():
+            target = (tmp / relpath).resolve()
+            if tmp.resolve() not in target.parents:    # "../x" or "/x" would write outside the record
+                raise ValueError(f"{relpath!r} is not a path inside the record")
+            _write(target, text)
+    return _store_dir(run_id, write, output_dir)
+
+
+def _store_dir(run_id: str, write: Callable[[Path], None], output_dir: str | Path) -> Path:
+    """The directory `write` fills, made atomically: a hidden temporary, its files and entries synced,
+    renamed into place. Files 0644 and directories 0755 whatever the umask: a report or record holds
+    tool output and the job's log lines, never writable by others."""
+    root = Path(output_dir)
+    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    _remove_stale_temporaries(root)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{run_id}-", dir=root))
+    try:
+        write(tmp)
         for folder in [*(p for p in tmp.rglob("*") if p.is_dir()), tmp]:
             _fsync_dir(folder)                 # the entries, not just the bytes, must be on disk
         os.chmod(tmp, 0o755)                   # mkdtemp makes it 0700
-        final = _publish(tmp, root, report.run_id)
+        final = _publish(tmp, root, run_id)
         _fsync_dir(root)
         return final
     except BaseException:
@@ -45,9 +70,14 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
         raise
 
 
+_SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")   # never hidden, never ".."
+
+
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    for folder in reversed(missing):           # mkdir(parents=True) gives the parents 0777 - umask
+        folder.mkdir(mode=0o755, exist_ok=True)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -61,6 +61,19 @@ def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on
     assert parse_probe(without.stdout).node_env == {}
 
 
+def test_a_value_with_a_newline_neither_leaks_another_variable_nor_invents_one():
+    # `env | grep` printed values raw: SECRET="s\nTORCH_LEAK=..." sent the secret's second line off
+    # the node as a variable, and NCCL_X="a\nNCCL_FAKE=evil" invented NCCL_FAKE
+    run = subprocess.run(ne.probes(NcclEnv())[0].argv, capture_output=True, text=True, timeout=20,
+                         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SECRET": "s\nTORCH_LEAK=hunter2",
+                              "NCCL_X": "a\nNCCL_FAKE=evil", "NCCL_Y": "back\\slash @@nodecheck end node_env rc=0",
+                              "HOME": "/nonexistent-nodecheck-home"})
+    assert run.returncode == 0, run.stderr
+    assert "hunter2" not in run.stdout
+    assert parse_probe(run.stdout).node_env == {"NCCL_X": "a\nNCCL_FAKE=evil",
+                                                "NCCL_Y": "back\\slash @@nodecheck end node_env rc=0"}
+
+
 def test_the_probe_reads_the_conf_file_nccl_would_read(tmp_path):
     """NCCL_CONF_FILE from the job, else from the node's session (when it is the job's), else ~/.nccl.conf."""
     job_conf, node_conf = tmp_path / "job.conf", tmp_path / "node.conf"

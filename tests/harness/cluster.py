@@ -27,6 +27,12 @@ Real Slurm (see "Slurm" in tests/harness/README.md): slurm_up() starts slurmctld
 node through tests/harness/slurm_cluster.sh, each slurmd inside its node's namespaces, so a Prolog on
 node3 runs node3's fake tools; sbatch(), wait_job(), node(), drain()/resume(), slurm_reset(),
 run_on_node() drive it from tests.
+
+Training jobs for `nodecheck watch` (see "trainer.py" in tests/fakes/README.md): start_training()
+runs tests/fakes/trainer.py inside a node's namespaces, detached, writing step lines to its log, and
+installs tests/fakes/gpu_telemetry.py as the node's nvidia-smi; both follow one scenario clock
+(builders: tests/harness/training.py). stop_training(), hang_ssh()/unhang_ssh() (sshd SIGSTOPped:
+connections time out while the node keeps training); reset() undoes all of it.
 """
 from __future__ import annotations
 
@@ -48,6 +54,8 @@ SCRIPT = HERE / "ssh_nodes.sh"
 SLURM_SCRIPT = HERE / "slurm_cluster.sh"
 FAKE_PYNVML = HERE.parent / "fakes" / "pynvml.py"
 FAKE_IB_WRITE_BW = HERE.parent / "fakes" / "ib_write_bw.py"
+FAKE_TRAINER = HERE.parent / "fakes" / "trainer.py"
+FAKE_GPU_TELEMETRY = HERE.parent / "fakes" / "gpu_telemetry.py"
 RDMA_DRIVER = HERE / "rdma_driver.py"
 ROCE_BEHAVIOURS = ("stable", "networkmanager")
 FABRIC_DEVICES = tuple(f"mlx5_{i}" for i in range(8))   # fabric(devices=None): mlx5_0..mlx5_7
@@ -81,6 +89,8 @@ class SimCluster:
         and munged live outside the nodes."""
         if self.slurm_dir.exists():
             self.slurm_down()
+        if self.is_up:
+            self.unhang_ssh()          # a stopped sshd would ignore SIGTERM until down's SIGKILL
         self._sh("down", timeout=60)
 
     @property
@@ -144,6 +154,7 @@ class SimCluster:
     def stop(self, node: str) -> None:
         """Power the node off: its sshd and everything running on it are killed; connections
         to it are refused until start()."""
+        self.unhang_ssh(node)
         self._sh("stop", node)
 
     def start(self, node: str) -> None:
@@ -160,7 +171,10 @@ class SimCluster:
 
     def reset(self) -> None:
         """Back to a clean cluster: no fake tools, every node up, every original host key back, no
-        RDMA ports (drivers stopped, veths deleted, every /sys/class/infiniband view empty)."""
+        RDMA ports (drivers stopped, veths deleted, every /sys/class/infiniband view empty), no
+        training (trainers stopped, their files and logs removed) and no hung sshd."""
+        self.unhang_ssh()
+        self.clear_training()
         self.clear_fabric()
         self.clear_nccl()
         self.clear_tools()
@@ -463,15 +477,7 @@ class SimCluster:
                 continue
             if p.name.isdigit() and any(a.startswith(marker) and a.endswith("/data/nccl_tests.py") for a in argv):
                 pids.append(int(p.name))
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + 1.0
-            while time.monotonic() < deadline and any(_alive(p) for p in pids):
-                time.sleep(0.01)
+        _terminate(pids)
         (self.state_dir / "nccl.json").unlink(missing_ok=True)
 
     def kill_ssh_sessions(self, node: str) -> int:
@@ -479,6 +485,179 @@ class SimCluster:
         network dropped: their connections close; processes started with setsid keep running.
         Returns how many were killed."""
         return int(self._sh("drop-sessions", node).strip())
+
+    # ---- training jobs (tests/fakes/trainer.py, gpu_telemetry.py; scenarios: tests/harness/training.py)
+    # A fake training process per node (or `procs` per node) inside the node's namespaces, writing
+    # torchtitan-like step lines to its log, and a fake nvidia-smi that reads the same scenario, so
+    # `nodecheck watch` samples a real process, a real log and GPU telemetry that follow one clock.
+    def training_dir(self, node: str) -> Path:
+        """<node dir>/training: the scenario, the copies of the fakes, trainer-K.pid and trainer-K.out."""
+        return self.node_dir(node) / "training"
+
+    def training_log(self, node: str, scenario: Mapping | None = None) -> Path:
+        """The host's path of the node's training log (the scenario's "log"; /root/... on the node is
+        <node dir>/home/... here)."""
+        if scenario is None:
+            scenario = json.loads((self.training_dir(node) / "scenario.json").read_text())
+        log = str(scenario.get("log") or _load_trainer().DEFAULTS["log"])
+        if log == "/root" or log.startswith("/root/"):
+            return self.node_dir(node) / "home" / log[len("/root/"):]
+        return Path(log)
+
+    def start_training(self, node: str, scenario: Mapping, fresh_log: bool = True, timeout: float = 10) -> Path:
+        """Start the scenario's training on the node: a fake trainer (`procs` processes, default 1)
+        inside the node's UTS + mount + network namespaces, detached (setsid; stdio to
+        training_dir/trainer-K.out), with "train.py" in its argv; the node's nvidia-smi answers from
+        the same scenario. Installs on every node a pgrep that sees only its own node's processes
+        (the simulated nodes share one PID namespace). A training already running on the node is
+        stopped first; fresh_log removes an old log. Returns the log's path on this host."""
+        return self.start_training_all({node: scenario}, fresh_log=fresh_log, timeout=timeout)[f"node{self._index(node)}"]
+
+    def start_training_all(self, scenarios: Mapping[str, Mapping], fresh_log: bool = True,
+                           timeout: float = 10) -> dict[str, Path]:
+        """start_training() for each {node: scenario} (e.g. from tests/harness/training.py), all
+        launched before waiting for any: {node: host path of its log}."""
+        trainer = _load_trainer()
+        checked = {}
+        for name, scn in scenarios.items():
+            node = f"node{self._index(name)}"
+            try:
+                checked[node] = trainer.check_scenario(dict(scn))
+            except trainer.ScenarioError as e:
+                raise ValueError(f"{node}: {e}") from None
+        self._install_node_pgrep()
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        logs = {}
+        for node, scn in checked.items():
+            self.stop_training(node)
+            d = self.training_dir(node)
+            if d.exists():
+                shutil.rmtree(d)
+            d.mkdir(parents=True)
+            _atomic_write(d / "trainer.py", FAKE_TRAINER.read_bytes(), 0o644)
+            _atomic_write(d / "gpu_telemetry.py", FAKE_GPU_TELEMETRY.read_bytes(), 0o644)
+            _atomic_write(d / "scenario.json", json.dumps(scn, indent=1).encode(), 0o644)
+            logs[node] = self.training_log(node, scn)
+            if fresh_log:
+                logs[node].unlink(missing_ok=True)
+            self._write_tool(node, "nvidia-smi", "fake GPU telemetry of the training scenario (tests/fakes/gpu_telemetry.py)",
+                             [f'exec {shlex.join([python, "-I", str(d / "gpu_telemetry.py"), str(d / "scenario.json")])} "$@"'])
+            sshd = str(self.pid(node))
+            for k in range(int(scn["procs"])):
+                cmd = ["nsenter", "-t", sshd, "-u", "-m", "-n", "--wd=/root", "--",
+                       "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                       "HOME=/root", "setsid", "-f", python, "-I", str(d / "trainer.py"), "train.py",
+                       "--scenario", str(d / "scenario.json"), "--proc", str(k)]
+                with open(d / f"trainer-{k}.out", "ab") as out:
+                    subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, check=True, timeout=10)
+        deadline = time.monotonic() + timeout
+        for node, scn in checked.items():
+            d = self.training_dir(node)
+            for k in range(int(scn["procs"])):
+                while not (d / f"trainer-{k}.pid").exists():
+                    if time.monotonic() > deadline:
+                        out = (d / f"trainer-{k}.out").read_text(errors="replace")[-2000:]
+                        raise HarnessError(f"{node}: trainer process {k} did not start within {timeout} s: {out}")
+                    time.sleep(0.01)
+        return logs
+
+    def training_pids(self, node: str | None = None) -> list[int]:
+        """Live trainer processes (of one node, or of every node)."""
+        nodes = [f"node{self._index(node)}"] if node else self.nodes
+        wanted = {str(self.training_dir(n) / "trainer.py").encode() for n in nodes}
+        pids = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                argv = (p / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if wanted.intersection(argv) and _alive(int(p.name)):
+                pids.append(int(p.name))
+        return sorted(pids)
+
+    def stop_training(self, node: str | None = None) -> int:
+        """SIGTERM (then SIGKILL after 1 s) the trainers of one node, or of every node; returns how
+        many were running. The scenario stays: nvidia-smi keeps following its clock."""
+        pids = self.training_pids(node)
+        _terminate(pids)
+        return len(pids)
+
+    def clear_training(self) -> None:
+        """Stop every trainer, remove each node's training dir and the logs under its /root (part of
+        reset()). The fake nvidia-smi and pgrep go with clear_tools()."""
+        self.stop_training()
+        for n in self.nodes:
+            d = self.training_dir(n)
+            if not d.exists():
+                continue
+            try:
+                log = self.training_log(n)
+            except (OSError, ValueError):
+                log = None
+            if log is not None and self.node_dir(n) in log.parents:
+                log.unlink(missing_ok=True)
+            shutil.rmtree(d)
+
+    def hang_ssh(self, node: str) -> int:
+        """The node stops answering SSH while it keeps working: SIGSTOP its sshd listener and every
+        per-connection sshd process. A new connection is accepted by the kernel but never gets a
+        banner (the client times out); open sessions freeze; what they started, and the training,
+        keep running. Undo with unhang_ssh() (reset(), stop() and down() do). Returns how many
+        processes were stopped."""
+        name = f"node{self._index(node)}"
+        stopped: set[int] = set()
+        for _ in range(2):     # a second pass catches a session forked while the first one ran
+            for pid in self._sshd_processes(name):
+                if pid not in stopped:
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.add(pid)
+        hung = self.node_dir(name) / "ssh_hung"
+        old = set(_read_pids(hung))
+        _atomic_write(hung, "".join(f"{p}\n" for p in sorted(stopped | old)).encode(), 0o644)
+        return len(stopped)
+
+    def unhang_ssh(self, node: str | None = None) -> None:
+        """SIGCONT what hang_ssh() stopped (one node, or every node): the node answers again."""
+        for n in [f"node{self._index(node)}"] if node else self.nodes:
+            hung = self.node_dir(n) / "ssh_hung"
+            if not hung.exists():
+                continue
+            for pid in set(_read_pids(hung)) | set(self._sshd_processes(n)):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            hung.unlink()
+
+    def _sshd_processes(self, node: str) -> list[int]:
+        """The node's sshd listener and per-connection sshd processes (sshd, sshd-session, ...)."""
+        try:
+            ns = int((self.node_dir(node) / "mntns").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        pids = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if os.stat(p / "ns" / "mnt").st_ino != ns or not (p / "comm").read_text().startswith("sshd"):
+                    continue
+            except OSError:
+                continue
+            pids.append(int(p.name))
+        return pids
+
+    def _install_node_pgrep(self) -> None:
+        """Every simulated node shares the host's PID namespace, so a plain `pgrep -f 'train\\.py'` on
+        node1 would also find node2's trainer. On a real node it finds that node's only; this pgrep
+        (a wrapper in the node's /usr/local/sbin, first in PATH) keeps to the processes in the
+        node's own mount namespace, which is what "on the node" means here."""
+        real = "/usr/bin/pgrep" if os.access("/usr/bin/pgrep", os.X_OK) else (shutil.which("pgrep") or "pgrep")
+        for n in self.nodes:
+            self._write_tool(n, "pgrep", "only this node's processes (the nodes share one PID namespace)",
+                             [f'exec {shlex.quote(real)} --ns $$ --nslist mnt "$@"'])
 
     # ---- a client -------------------------------------------------------------------------------
     def connect(self, node: str, known_hosts: str | os.PathLike | None = None, timeout: float = 10):
@@ -822,6 +1001,19 @@ _WHOLE_LINE_KEYS = ("Reason", "OS", "Comment", "AdminComment", "SystemComment", 
 _KEY_START = re.compile(r"\s+(?=[A-Za-z][A-Za-z0-9_:/]*=)")
 
 
+def _terminate(pids: Sequence[int]) -> None:
+    """SIGTERM, then SIGKILL whatever still runs after 1 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.01)
+
+
 def _scontrol_record(text: str) -> dict[str, str]:
     """The first record of `scontrol show job|node` (multi-line form) as {key: value}."""
     record: dict[str, str] = {}
@@ -860,6 +1052,26 @@ def _atomic_write(dest: Path, raw: bytes, mode: int, tmp_dir: Path | None = None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _load_trainer():
+    """tests/fakes/trainer.py as a module (its scenario schema and clock), loaded by path."""
+    import importlib.util
+
+    mod = sys.modules.get("nodecheck_fake_trainer")
+    if mod is None:
+        spec = importlib.util.spec_from_file_location("nodecheck_fake_trainer", FAKE_TRAINER)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["nodecheck_fake_trainer"] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+def _read_pids(path: Path) -> list[int]:
+    try:
+        return [int(x) for x in path.read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _read_pid(path: Path) -> int | None:

@@ -75,6 +75,8 @@ def slurm(cluster, work):
     _write_config(cluster, work, prolog={"playbook": "prolog"}, health={"playbook": "health"})
     yield cluster
     cluster.slurm_command("scancel", "--user=root", check=False)
+    # down, not left up: a HealthCheckProgram every 5 s on ten nodes would load the later tests
+    cluster.slurm_down()
 
 
 def test_a_job_on_healthy_nodes_runs_and_each_node_kept_its_report(slurm, work):

@@ -1,0 +1,100 @@
+"""`nodecheck job-check JOB.yml [--slurm-job ID | --inventory hosts.yml | --local]`: the job's invariants,
+run as `nodecheck run` runs a playbook (same report, table, JSON, JUnit and exit codes)."""
+from __future__ import annotations
+
+import os
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+from nodecheck.errors import ConfigError
+from nodecheck.model import Node
+
+DEFAULT_DEADLINE_S = 120.0
+
+
+def job_check_command(args: Namespace) -> int:
+    from nodecheck import runner
+    from nodecheck.commands import _ensure_open_files, _publish, _stop_on_signals
+    from nodecheck.job.invariants import JobContext, specs
+    from nodecheck.job.spec import load_job_spec
+    from nodecheck.playbook import PlannedCheck, Playbook
+
+    spec = load_job_spec(args.job)
+    counts = _counts(spec, args.job) if spec.data_balance is not None else None
+    nodes, transport, record = _nodes(args)
+    ctx = JobContext(spec=spec, order=tuple(n.name for n in nodes), counts=counts, slurm=record)
+    checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec))
+    playbook = Playbook(name=f"job-check-{Path(args.job).stem}", path=str(Path(args.job)), sha256=spec.sha256,
+                        description=f"job-check of {args.job}", deadline_s=DEFAULT_DEADLINE_S,
+                        select_labels=frozenset(), checks=checks)
+    if not args.local:
+        _ensure_open_files(min(args.fanout, len(nodes)))
+    with _stop_on_signals() as stop:
+        report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
+                            inventory=args.inventory, stop=stop)
+    for warning in getattr(transport, "warnings", lambda: [])():
+        print(f"nodecheck: warning: {warning}", file=sys.stderr)
+    return _publish(report, args)
+
+
+def _counts(spec, job: str):
+    """The rank counts; a counts_command that fails is placed at its line of JOB.yml (a counts file
+    that fails names that file, and the line in it)."""
+    from nodecheck.job.counts import read_counts
+    from nodecheck.job.spec import base_dir
+    from nodecheck.yamlsrc import load_file
+    try:
+        return read_counts(spec.data_balance, base_dir(spec))
+    except ConfigError as e:
+        if not (e.file or "").startswith("data_balance.counts_command"):
+            raise
+        line = load_file(job).line(("data_balance", "counts_command"))
+        raise ConfigError(f"{e.file}: {e.message}", file=job, line=line, hint=e.hint) from None
+
+
+def _nodes(args: Namespace):
+    """(the job's nodes in rank order, the transport, the Slurm job record or None)."""
+    from nodecheck.commands import _local_transport, _ssh_transport, _this_node
+    from nodecheck.inventory import load_inventory, select
+
+    # $SLURM_JOB_ID is only a default: inventory nodes named with --nodes say the user picked the nodes
+    implicit = not (args.slurm_job or args.local or (args.inventory and args.nodes))
+    job_id = args.slurm_job or (os.environ.get("SLURM_JOB_ID") or None if implicit else None)
+    if args.local:
+        if args.nodes or args.slurm_job:
+            raise ConfigError("--local checks this machine only: give no --nodes and no --slurm-job",
+                              file="arguments")
+        return [_this_node()], _local_transport(), None
+    if job_id is None:
+        if not args.inventory:
+            raise ConfigError("which nodes? give --slurm-job ID (default $SLURM_JOB_ID inside an allocation), "
+                              "--inventory hosts.yml or --local", file="arguments",
+                              hint="nodecheck job-check job.yml --slurm-job 4242")
+        return select(load_inventory(args.inventory), args.nodes), _ssh_transport(args), None
+    record = _slurm_job(job_id, implicit=not args.slurm_job)
+    if record.ended:                           # its nodes may run someone else's job by now
+        raise ConfigError(f"Slurm job {record.job_id} has ended ({record.state}): job-check judges a job before its "
+                          "ranks start, inside its allocation",
+                          file="--slurm-job" if args.slurm_job else "SLURM_JOB_ID",
+                          hint="give the id of a running job (squeue --me)")
+    if not record.nodes:
+        raise ConfigError(f"Slurm job {record.job_id} is {record.state} (reason {record.reason}) and holds no nodes "
+                          "yet", file="--slurm-job", hint="run job-check inside the allocation, before srun")
+    known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
+    nodes = [known.get(name) or Node(name=name, address=name) for name in record.nodes]
+    if args.nodes:
+        raise ConfigError("--nodes picks inventory nodes; with a Slurm job the nodes are the allocation's",
+                          file="--nodes", hint="drop --nodes")
+    return nodes, _ssh_transport(args), record
+
+
+def _slurm_job(job_id: str, implicit: bool = False):
+    from nodecheck.slurm import Slurm, SlurmError
+    try:
+        return Slurm().job(job_id)
+    except SlurmError as e:
+        raise ConfigError(f"cannot read Slurm job {job_id}" + (" (from $SLURM_JOB_ID)" if implicit else "") + f": {e}",
+                          file="SLURM_JOB_ID" if implicit else "--slurm-job",
+                          hint="is the id right, and is scontrol on PATH with SLURM_CONF set?"
+                          + (" Outside the job, give --inventory hosts.yml --nodes ..." if implicit else "")) from None

@@ -1,0 +1,74 @@
+"""Shell functions the probe scripts share (POSIX sh; every value reaches them as an argument), and
+the decoder of what `escaped` / `env_matching` print."""
+from __future__ import annotations
+
+import re
+
+# writable LABEL PATH: can a file be created beside PATH (a dump-file prefix, or DIR/x for DIR)?
+# mktemp + rm, so no file is left behind; prints "LABEL<TAB>ok" or "LABEL<TAB>!<first line of the
+# error>", and "!relative" for a relative path (its directory is the job's working directory,
+# which the probe cannot know).
+WRITABLE_FUNCTION = r'''
+writable() {
+  case $2 in
+    /*) d=${2%/*}; [ -n "$d" ] || d=/
+        if t=$(mktemp "$d/.nodecheck-write-test.XXXXXX" 2>&1); then rm -f "$t"; printf '%s\tok\n' "$1"
+        else printf '%s\t!%s\n' "$1" "$(printf '%s\n' "$t" | head -n 1)"; fi ;;
+    *) printf '%s\t!relative\n' "$1" ;;
+  esac
+}
+'''
+
+# A value printed raw can hold a newline (then its second line reads as another variable, or as the
+# section's end: a secret whose value holds "\nTORCH_X=..." would leave the node) or a backslash
+# (dash's echo interprets "\c"). So values are printed on one line, every byte outside printable
+# ASCII, "\" and "@" (the framing's "@@nodecheck") as \xHH; awk reads ENVIRON, so names are exact.
+# LC_ALL=C: awk sees bytes, whatever the node's locale.
+_ESC_AWK = r'''function esc(v,   out, j, c, n) {
+  out = ""
+  for (j = 1; j <= length(v); j++) {
+    c = substr(v, j, 1); n = ord[c]
+    out = out ((n < 32 || n > 126 || c == "\\" || c == "@") ? sprintf("\\x%02x", n) : c)
+  }
+  return out
+}
+BEGIN { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }'''
+
+# escaped VALUE: VALUE on one line, escaped.  env_matching ERE: NAME=VALUE (escaped) of every exported
+# variable whose name matches ERE; nothing else leaves the node.
+ESCAPE_FUNCTIONS = f'''
+escaped() {{
+  NODECHECK_VALUE=$1 LC_ALL=C awk '{_ESC_AWK}
+BEGIN {{ print esc(ENVIRON["NODECHECK_VALUE"]) }}'
+}}
+env_matching() {{
+  NODECHECK_NAMES=$1 LC_ALL=C awk '{_ESC_AWK}
+BEGIN {{ for (k in ENVIRON) if (k ~ ENVIRON["NODECHECK_NAMES"]) print k "=" esc(ENVIRON[k]) }}'
+}}
+'''
+
+# nccl_confs PATH: the files NCCL reads its variables from, in its order (src/misc/param.cc
+# initEnvFunc): PATH (NCCL_CONF_FILE, else ~/.nccl.conf), then /etc/nccl.conf; PATH printed escaped.
+# Needs ESCAPE_FUNCTIONS.
+NCCL_CONF_FUNCTION = r'''
+nccl_confs() {
+  printf '@@nodecheck conf_path %s\n' "$(escaped "$1")"
+  echo "@@nodecheck begin user.conf"
+  cat -- "$1" 2>/dev/null
+  echo "@@nodecheck end user.conf rc=0"
+  echo "@@nodecheck begin nccl.conf"
+  cat /etc/nccl.conf 2>/dev/null
+  echo "@@nodecheck end nccl.conf rc=0"
+}
+'''
+
+_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+
+
+def unescape(text: str) -> str:
+    """What `escaped` printed -> the value (UTF-8; an undecodable byte stays visible as \\xHH).
+    ValueError for text no escaping function prints (non-ASCII: an older or foreign probe)."""
+    if not text.isascii():
+        raise ValueError(f"not escaped: {text[:60]!r}")
+    raw = _ESCAPE.sub(lambda m: chr(int(m[1], 16)), text).encode("latin-1")
+    return raw.decode("utf-8", "backslashreplace")

@@ -1,0 +1,92 @@
+"""The watcher's sample of one node: one `sh -c` round trip, read by parsers/watch_sample.py.
+
+Every value (the process pattern, the log and heartbeat paths, the tail size) is a positional
+argument of the script, never text inside it, so a pattern with quotes, `;` or spaces reaches pgrep
+as written and a path cannot inject a command.
+
+`pgrep -f PATTERN` also matches this script's own shell (its argv holds the pattern), the shells it
+forks for `$(...)`, and every process that started it: `timeout`, the login shell running the SSH
+command line (bash execs a lone command, but a `cmd; :` line, another shell or a ForceCommand
+wrapper does not), the watcher itself under the local transport (its argv holds `--match PATTERN`)
+and whatever shell launched it. Counted as the job's, one of them would keep a node whose job died
+"running": so $$, its children and ALL its ancestors (walked through /proc, without a fork) are
+dropped before the list is printed.
+"""
+from __future__ import annotations
+
+from nodecheck.model import Probe
+from nodecheck.parsers.watch_sample import GPU_FIELDS, TAIL_BYTES
+from nodecheck.watch.config import WatchConfig
+
+PROBE_NAME = "watch"
+ARGV0 = "nodecheck-watch"                      # $0 of the script: how it shows in `ps` on the node
+
+# $1 process pattern (ERE; "" = not watched)  $2 log path ("" = none)  $3 heartbeat path ("" = none)
+# $4 bytes of log tail. A leading "~/" in a path is the remote user's home.
+SCRIPT = r'''
+LC_ALL=C; export LC_ALL
+pattern=$1; log=$2; beat=$3; tail_bytes=$4
+case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
+case $beat in '~/'*) beat=$HOME/${beat#'~/'} ;; esac
+echo "@@nodecheck begin clock"
+date +%s.%N 2>&1; echo "@@nodecheck end clock rc=$?"
+echo "@@nodecheck begin gpus"
+nvidia-smi --query-gpu=''' + ",".join(GPU_FIELDS) + r''' --format=csv,noheader,nounits 2>&1
+echo "@@nodecheck end gpus rc=$?"
+if [ -n "$pattern" ]; then
+  echo "@@nodecheck begin procs"
+  pids=$(pgrep -f -- "$pattern" 2>&1); rc=$?
+  skip=" $$ " p=$PPID
+  while [ "${p:-0}" -gt 1 ] 2>/dev/null && [ -r "/proc/$p/status" ]; do
+    skip="$skip$p "; up=
+    while read -r key value; do [ "$key" = PPid: ] && up=$value && break; done <"/proc/$p/status"
+    p=$up
+  done
+  if [ "$rc" = 0 ]; then
+    out=$(ps -o pid=,ppid=,stat=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>&1); prc=$?
+    if [ "$prc" != 0 ] && [ -n "$out" ]; then
+      printf '%s\n' "$out"; rc=$prc
+    elif [ -n "$out" ]; then
+      printf '%s\n' "$out" | awk -v self=$$ -v skip="$skip" 'index(skip, " " $1 " ") == 0 && $2 != self'
+    fi
+  elif [ "$rc" = 1 ]; then
+    rc=0
+  else
+    printf '%s\n' "$pids"
+  fi
+  echo "@@nodecheck end procs rc=$rc"
+else
+  echo "@@nodecheck procs unwatched"
+fi
+if [ -n "$log" ]; then
+  echo "@@nodecheck begin log_stat"
+  { stat -c %s -- "$log" && date -r "$log" +%s.%N; } 2>&1; echo "@@nodecheck end log_stat rc=$?"
+else
+  echo "@@nodecheck log unwatched"
+fi
+if [ -n "$beat" ]; then
+  echo "@@nodecheck begin heartbeat"
+  date -r "$beat" +%s.%N 2>&1; echo "@@nodecheck end heartbeat rc=$?"
+else
+  echo "@@nodecheck heartbeat unwatched"
+fi
+if [ -n "$log" ]; then
+  echo "@@nodecheck begin log_tail"
+  if [ -e "$log" ] && [ ! -f "$log" ]; then   # a directory errs, but a FIFO or /dev/zero never ends
+    echo "nodecheck-watch: $log: not a regular file"; rc=1
+  else
+    tail -c "$tail_bytes" -- "$log" 2>&1; rc=$?
+  fi
+  echo; echo "@@nodecheck end log_tail rc=$rc"
+fi
+'''
+
+
+def sample_argv(cfg: WatchConfig, node: str) -> tuple[str, ...]:
+    log, heartbeat = cfg.progress.for_node(node)
+    return ("sh", "-c", SCRIPT, ARGV0, cfg.match or "", log or "", heartbeat or "", str(TAIL_BYTES))
+
+
+def sample_probe(cfg: WatchConfig, node: str) -> Probe:
+    """The one probe a tick runs on `node`; its stdout is parsed by parse_sample."""
+    return Probe(PROBE_NAME, sample_argv(cfg, node), timeout_s=cfg.sample_timeout)
