@@ -309,12 +309,31 @@ class RawServer:
 
     def _one(self, conn) -> None:
         try:
-            conn.recv(65536)
+            self._read_request(conn)
             self.reply(conn, self.closed)
         except OSError:
             pass
         finally:
             conn.close()
+
+    @staticmethod
+    def _read_request(conn) -> None:
+        """The whole request, headers and body: closing a socket with unread bytes sends a reset,
+        and the client would see "connection reset" instead of the answer under test."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
 
     def close(self) -> None:
         self.closed.set()
