@@ -19,3 +19,15 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "pynvml", module)
     return module
+
+
+@pytest.fixture
+def canned(monkeypatch):
+    """`nodecheck sweep` with the targets and the run replaced: each call returns the next report
+    appended to the returned list (test_history, test_sweep_retention)."""
+    from nodecheck import commands, gatecmd
+    reports = []
+    monkeypatch.setattr(commands, "_targets", lambda args, playbook: ([], [], None))
+    monkeypatch.setattr(commands, "_ensure_open_files", lambda n: None)
+    monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
+    return reports

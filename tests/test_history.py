@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from nodecheck import cli, commands, gatecmd
+from nodecheck import cli
 from nodecheck.errors import ConfigError
 from nodecheck.history import SCHEMA_VERSION, History
 from nodecheck.model import Status
@@ -206,14 +206,7 @@ def test_a_bad_offender_rule_is_bad_input(text):
 
 # ---------------------------------------------------------------- nodecheck sweep, around a canned run
 
-@pytest.fixture
-def canned(monkeypatch):
-    """`sweep` with the targets and the run replaced: each call returns the next report."""
-    reports = []
-    monkeypatch.setattr(commands, "_targets", lambda args, playbook: ([], [], None))
-    monkeypatch.setattr(commands, "_ensure_open_files", lambda n: None)
-    monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
-    return reports
+# the `canned` fixture (sweep with the targets and the run replaced) is in tests/conftest.py
 
 
 def sweep(tmp_path, *argv):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck import cli, commands, gatecmd
+from nodecheck import cli
 from nodecheck.errors import ConfigError
 from nodecheck.history import SCHEMA, SCHEMA_VERSION, History
 from nodecheck.model import Status
@@ -200,14 +200,7 @@ def test_keep_must_leave_the_offender_window_its_sweeps():
 
 # ---------------------------------------------------------------- nodecheck sweep --keep, around a canned run
 
-@pytest.fixture
-def canned(monkeypatch):
-    """`sweep` with the targets and the run replaced: each call returns the next report."""
-    reports = []
-    monkeypatch.setattr(commands, "_targets", lambda args, playbook: ([], [], None))
-    monkeypatch.setattr(commands, "_ensure_open_files", lambda n: None)
-    monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
-    return reports
+# the `canned` fixture (sweep with the targets and the run replaced) is in tests/conftest.py
 
 
 def sweeps(n: int) -> list:

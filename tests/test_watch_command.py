@@ -127,8 +127,11 @@ def env(tmp_path, monkeypatch):
 def watch(env, *extra, script=None, inventory=True, capsys=None):
     if script is not None:
         ScriptedTracker.SCRIPT = script
+    # 0.02 s ticks keep multi-sample tests fast; a single sample gets 1 s (the interval is also the
+    # sample timeout: a busy machine can miss 0.02 s, and a watch that never got a sample exits 3)
+    interval = "1" if extra[:2] == ("--max-samples", "1") else "0.02"
     argv = ["watch", *([str(env.inv), "--match", r"train\.py"] if inventory else []), "--log", "/x/train.log",
-            "--interval", "0.02", "--output-dir", str(env.out), *extra]
+            "--interval", interval, "--output-dir", str(env.out), *extra]
     return cli.main(argv)
 
 

@@ -167,6 +167,7 @@ class Tracker:
         self.new_run: list[str] = []            # nodes whose processes were all replaced this tick
         self.last_gpus: dict[str, tuple[float, tuple[GpuSample, ...]]] = {}   # node -> (when, readings)
         self.last_rank_seconds: dict[str, tuple[float, Mapping[int, float]]] = {}   # node -> (when, times)
+        self.log_problems: dict[str, str] = {}  # this tick's: why a node's log could not be read
 
     # -- one tick --------------------------------------------------------------------------------
 
@@ -227,7 +228,7 @@ class Tracker:
         """Fold the tick's samples into the node states; True when any step or heartbeat changed."""
         moved = False
         self.restarted = []
-        self.log_problems: dict[str, str] = {}   # this tick's: why a node's log could not be read
+        self.log_problems = {}
         for obs in tick.nodes:
             if obs.node not in self.node:
                 self.position[obs.node] = len(self.nodes)
