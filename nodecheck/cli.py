@@ -133,6 +133,50 @@ def _job_parsers(sub) -> None:
     watch.add_argument("--duration", type=_positive_float(MAX_DEADLINE_S * 365), metavar="SECONDS",
                        help="stop after this long")
     _reach_args(watch)
+    _forensics_parser(sub)
+
+
+FORENSICS_EPILOG = """Run it on a host outside the job when the job is stuck. It reads the flight-recorder dumps
+(TORCH_NCCL_DUMP_ON_TIMEOUT=1 writes them per rank when the watchdog fires; default prefix
+/tmp/nccl_trace_rank_, or the ranks' TORCH_FR_DUMP_TEMP_FILE), takes every rank's stack with py-spy
+(each process paused only for its dump), reads each node's GPUs, Xid/OOM kernel lines and the job
+log's NCCL WARN lines, then names the likely class, the culprit ranks and nodes and the next step.
+Everything, raw dumps and stacks included, is kept under OUTPUT_DIR/<UTC>_forensics_<job>/.
+classes: mismatched collectives; a rank missing or dead; all ranks in the same collective (look
+below NCCL, at the network); no collective ever ran (rendezvous or init); undetermined.
+exit codes: 0 a class was found; 3 undetermined (nothing gathered tells); 64 bad input;
+70 the record could not be written"""
+
+
+def _forensics_parser(sub) -> None:
+    fx = sub.add_parser("forensics", help="a hung job: read the flight-recorder dumps and every rank's stack, "
+                        "name the culprit ranks and nodes", epilog=FORENSICS_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    fx.add_argument("inventory", nargs="?", help="hosts.yml: the job's nodes (with --match); with --slurm-job: "
+                    "how to reach them (nodes not in it are reached by name)")
+    fx.add_argument("--slurm-job", metavar="ID", help="the job: its nodes from scontrol, its processes those "
+                    "whose environment holds SLURM_JOB_ID=ID (or --match)")
+    fx.add_argument("--match", metavar="PATTERN", help="the job's processes on each node: an extended regular "
+                    "expression on the command line (as pgrep -f)")
+    fx.add_argument("--nodes", type=_hostlist, metavar="HOSTLIST", help="only these inventory nodes")
+    fx.add_argument("--dumps", metavar="DIR", help="read the flight-recorder dumps from DIR (files, or one "
+                    "directory per node) instead of fetching them; alone, analyse only these")
+    fx.add_argument("--dump-prefix", metavar="PREFIX", help="also list dumps at this prefix on every node "
+                    "(as TORCH_FR_DUMP_TEMP_FILE; the ranks' own and c10d's default are always listed)")
+    fx.add_argument("--log", metavar="PATH", help="the job's log on each node ({node} is the node's name): its "
+                    "NCCL WARN lines are evidence")
+    fx.add_argument("--stack-timeout", type=_positive_float(600.0), default=10.0, metavar="SECONDS",
+                    help="how long py-spy may take for one process (default 10); one that does not answer is "
+                         "reported so")
+    fx.add_argument("--no-native", action="store_true", help="Python frames only (default: native frames too, "
+                    "where py-spy can unwind them)")
+    fx.add_argument("--py-spy", metavar="PATH", help="py-spy on the nodes (default: py-spy on the PATH)")
+    fx.add_argument("--deadline", type=_positive_float(MAX_DEADLINE_S), metavar="SECONDS",
+                    help="bound on the whole gathering (default 120)")
+    fx.add_argument("--format", choices=["text", "json"], default="text",
+                    help="stdout: the summary (default) or the record as one JSON document")
+    fx.add_argument("--output-dir", default="reports", help="where the record goes (default: reports/)")
+    _reach_args(fx)
 
 
 def _reach_args(p: argparse.ArgumentParser) -> None:
@@ -358,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "watch":
             from nodecheck.watch.command import watch_command
             return watch_command(args)
+        if args.command == "forensics":
+            from nodecheck.forensics.command import forensics_command
+            return forensics_command(args)
         if args.command == "history":
             from nodecheck.history import history_command
             return history_command(args)

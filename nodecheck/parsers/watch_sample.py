@@ -105,7 +105,7 @@ def parse_sample(text: str) -> NodeSample:
     parts = split_sections(head, TOOL)
     clock = _clock(parts.require("clock", TOOL).text, text)
 
-    gpus, gpu_error = _gpus(parts.get("gpus"))
+    gpus, gpu_error = read_gpus(parts.get("gpus"))
     processes, procs_error, procs_watched = _procs(parts, text)
 
     log_watched = parts.facts.get("log") != "unwatched"
@@ -192,7 +192,7 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _gpus(section) -> tuple[tuple[GpuSample, ...], str]:
+def read_gpus(section) -> tuple[tuple[GpuSample, ...], str]:
     """GPU readings, or the reason there are none. nvidia-smi missing, failing or printing something
     unreadable is reported on the node (gpu_error), never taken for "no GPUs"."""
     if section is None:

@@ -33,10 +33,11 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
     return _store_dir(report.run_id, write, output_dir)
 
 
-def store_files(run_id: str, files: Mapping[str, str], output_dir: str | Path) -> Path:
+def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path) -> Path:
     """Any record directory (a watcher's incident: incident.json, samples.jsonl, summary.txt), written
     as store() writes a report: into a hidden temporary, synced, renamed to <output_dir>/<run_id>
-    (-2, -3 … when that name is taken). `files` maps a relative path inside it to its text."""
+    (-2, -3 … when that name is taken). `files` maps a relative path inside it to its text (or bytes:
+    a forensics record keeps the flight-recorder dumps as they were read)."""
     if not _SAFE_RUN_ID.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r}: letters, digits, '.', '_' and '-', not starting with '.'")
 
@@ -73,11 +74,12 @@ def _store_dir(run_id: str, write: Callable[[Path], None], output_dir: str | Pat
 _SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")   # never hidden, never ".."
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str | bytes) -> None:
     missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
     for folder in reversed(missing):           # mkdir(parents=True) gives the parents 0777 - umask
         folder.mkdir(mode=0o755, exist_ok=True)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), "w") as f:
+    mode = "wb" if isinstance(text, bytes) else "w"
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), mode) as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

@@ -56,6 +56,8 @@ FAKE_PYNVML = HERE.parent / "fakes" / "pynvml.py"
 FAKE_IB_WRITE_BW = HERE.parent / "fakes" / "ib_write_bw.py"
 FAKE_TRAINER = HERE.parent / "fakes" / "trainer.py"
 FAKE_GPU_TELEMETRY = HERE.parent / "fakes" / "gpu_telemetry.py"
+FAKE_RANK = HERE.parent / "fakes" / "hung_rank.py"
+FAKE_RANK_PKG = HERE.parent / "fakes" / "hung_rank_pkg"
 RDMA_DRIVER = HERE / "rdma_driver.py"
 ROCE_BEHAVIOURS = ("stable", "networkmanager")
 FABRIC_DEVICES = tuple(f"mlx5_{i}" for i in range(8))   # fabric(devices=None): mlx5_0..mlx5_7
@@ -174,6 +176,7 @@ class SimCluster:
         RDMA ports (drivers stopped, veths deleted, every /sys/class/infiniband view empty), no
         training (trainers stopped, their files and logs removed) and no hung sshd."""
         self.unhang_ssh()
+        self.clear_ranks()
         self.clear_training()
         self.clear_fabric()
         self.clear_nccl()
@@ -599,6 +602,104 @@ class SimCluster:
             if log is not None and self.node_dir(n) in log.parents:
                 log.unlink(missing_ok=True)
             shutil.rmtree(d)
+
+    # ---- hung ranks for `nodecheck forensics` (tests/fakes/hung_rank.py, freeze.py) --------------
+    # Real Python processes inside a node's namespaces, each blocked in a function named like a
+    # collective, with the rank variables a launcher gives (RANK, LOCAL_RANK, WORLD_SIZE, ...), so the
+    # real py-spy dumps real stacks; frozen ones (cgroup freezer) never answer it.
+    def ranks_dir(self, node: str) -> Path:
+        return self.node_dir(node) / "ranks"
+
+    def start_ranks(self, node: str, ranks: Sequence[Mapping], world_size: int, env: Mapping[str, str] | None = None,
+                    timeout: float = 10) -> dict[int, int]:
+        """Start one fake rank per entry of `ranks` on the node: {"rank": R, "local_rank": L,
+        "collective": all_reduce|reduce_scatter|broadcast|barrier|all_gather|none, "via_aggregate":
+        bool, "threads": bool, "step": N}; each gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+        GROUP_RANK (rank // len(ranks)) and `env` in its environment, "train.py" in its argv.
+        Waits until every stack is in place; returns {rank: pid}."""
+        d = self.ranks_dir(node)
+        d.mkdir(parents=True, exist_ok=True)
+        _atomic_write(d / "hung_rank.py", FAKE_RANK.read_bytes(), 0o644)
+        pkg = d / "hung_rank_pkg"
+        pkg.mkdir(exist_ok=True)
+        for f in FAKE_RANK_PKG.glob("*.py"):
+            _atomic_write(pkg / f.name, f.read_bytes(), 0o644)
+        self._install_node_pgrep()
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        sshd = str(self.pid(node))
+        pid_files = {}
+        for spec in ranks:
+            rank, local = int(spec["rank"]), int(spec.get("local_rank", spec["rank"] % len(ranks)))
+            pid_file = d / f"rank-{rank}.pid"
+            pid_file.unlink(missing_ok=True)
+            variables = {"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(world_size),
+                         "LOCAL_WORLD_SIZE": str(len(ranks)), "GROUP_RANK": str(rank // len(ranks)), **(env or {})}
+            argv = [python, "-I", str(d / "hung_rank.py"), "train.py", "--collective", str(spec["collective"]),
+                    "--step", str(int(spec.get("step", 0))), "--pid-file", str(pid_file)]
+            argv += ["--via-aggregate"] if spec.get("via_aggregate") else []
+            argv += ["--threads"] if spec.get("threads") else []
+            cmd = ["nsenter", "-t", sshd, "-u", "-m", "-n", "--wd=/root", "--", "/usr/bin/env", "-i",
+                   "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
+                   *(f"{k}={v}" for k, v in variables.items()), "setsid", "-f", *argv]
+            with open(d / f"rank-{rank}.out", "ab") as out:
+                subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, check=True, timeout=10)
+            pid_files[rank] = pid_file
+        deadline = time.monotonic() + timeout
+        pids = {}
+        for rank, pid_file in pid_files.items():
+            while (pid := _read_pid(pid_file)) is None:
+                if time.monotonic() > deadline:
+                    out = (d / f"rank-{rank}.out").read_text(errors="replace")[-2000:]
+                    raise HarnessError(f"{node}: fake rank {rank} did not start within {timeout} s: {out}")
+                time.sleep(0.01)
+            pids[rank] = pid
+        return pids
+
+    def freeze_ranks(self, node: str, pids: Sequence[int]) -> str:
+        """Freeze these processes (cgroup freezer): py-spy then never gets an answer from them, as from
+        a process stuck in the kernel or the driver (State D). clear_ranks() thaws them."""
+        freeze = _load_fake("freeze")
+        return freeze.freeze(pids, f"nodecheck-harness-{self.state_dir.name}-node{self._index(node)}")
+
+    def rank_pids(self, node: str | None = None) -> list[int]:
+        nodes = [f"node{self._index(node)}"] if node else self.nodes
+        wanted = {str(self.ranks_dir(n) / "hung_rank.py").encode() for n in nodes}
+        return sorted(int(p.name) for p in Path("/proc").iterdir()
+                      if p.name.isdigit() and _argv_has(p, wanted) and _alive(int(p.name)))
+
+    def clear_ranks(self) -> None:
+        """Thaw and stop every fake rank, remove their files and the dumps placed in the nodes' homes."""
+        freeze = _load_fake("freeze")
+        for n in self.nodes:
+            cg = Path(freeze.FREEZER_ROOT) / f"nodecheck-harness-{self.state_dir.name}-{n}"
+            if cg.is_dir():
+                freeze.thaw(str(cg))
+        _terminate(self.rank_pids())
+        for n in self.nodes:
+            for d in (self.ranks_dir(n), self.node_dir(n) / "home" / "fr"):
+                if d.exists():
+                    shutil.rmtree(d)
+
+    def place_dumps(self, node: str, files: Mapping[int, str | os.PathLike | bytes],
+                    prefix: str = "/root/fr/trace_rank_") -> str:
+        """Flight-recorder dumps as a rank's watchdog writes them: {rank: file or bytes} to PREFIX<rank> on
+        the node (a /root/... prefix is the node's own home). Returns the prefix."""
+        if not prefix.startswith("/root/"):
+            raise ValueError("dumps go under the node's own /root (the nodes share /tmp)")
+        for rank, data in files.items():
+            raw = data if isinstance(data, bytes) else Path(data).read_bytes()
+            dest = self.node_dir(node) / "home" / f"{prefix[len('/root/'):]}{int(rank)}"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(dest, raw, 0o644)
+        return prefix
+
+    def install_pyspy(self, node: str | None = None) -> None:
+        """The real py-spy (from the test venv) on the node's PATH."""
+        spy = Path(sys.executable).parent / "py-spy"
+        if not os.access(spy, os.X_OK):
+            raise HarnessError(f"{spy} is not installed (pip install py-spy: the test extra has it)")
+        for n in [node] if node else self.nodes:
+            self._write_tool(n, "py-spy", "the real py-spy", [f'exec {shlex.quote(str(spy))} "$@"'])
 
     def hang_ssh(self, node: str) -> int:
         """The node stops answering SSH while it keeps working: SIGSTOP its sshd listener and every
@@ -1054,17 +1155,29 @@ def _atomic_write(dest: Path, raw: bytes, mode: int, tmp_dir: Path | None = None
         raise
 
 
-def _load_trainer():
-    """tests/fakes/trainer.py as a module (its scenario schema and clock), loaded by path."""
+def _argv_has(proc: Path, wanted: set[bytes]) -> bool:
+    try:
+        return bool(wanted.intersection((proc / "cmdline").read_bytes().split(b"\0")))
+    except OSError:
+        return False
+
+
+def _load_fake(name: str):
+    """A module of tests/fakes, loaded by path (the harness also runs outside the test package): the
+    trainer (its scenario schema and clock), freeze."""
     import importlib.util
 
-    mod = sys.modules.get("nodecheck_fake_trainer")
+    mod = sys.modules.get(f"nodecheck_fake_{name}")
     if mod is None:
-        spec = importlib.util.spec_from_file_location("nodecheck_fake_trainer", FAKE_TRAINER)
+        spec = importlib.util.spec_from_file_location(f"nodecheck_fake_{name}", HERE.parent / "fakes" / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
-        sys.modules["nodecheck_fake_trainer"] = mod
+        sys.modules[f"nodecheck_fake_{name}"] = mod
         spec.loader.exec_module(mod)
     return mod
+
+
+def _load_trainer():
+    return _load_fake("trainer")
 
 
 def _read_pids(path: Path) -> list[int]:

@@ -94,18 +94,33 @@ kill_namespaces() {
   local want=" $* " self_ns init_ns line pid ns pids tries sig=TERM
   self_ns=$(ns_id $$); init_ns=$(ns_id 1 2>/dev/null || echo none)   # /proc/1 may be unreadable
   [[ $want == *" $self_ns "* || $want == *" $init_ns "* ]] && die "refusing to kill the host's mount namespace"
+  thaw_frozen_ranks
   for ((tries = 1; tries <= 60; tries++)); do
     pids=()
     while read -r ns line; do
       pid=${line#/proc/}; pid=${pid%%/*}
       [[ $want == *" $ns "* ]] && ((pid != $$ && pid != 1)) && alive "$pid" && pids+=("$pid")
     done < <(stat -L -c '%i %n' /proc/[0-9]*/ns/mnt 2>/dev/null || true)
-    ((${#pids[@]})) || return 0
+    ((${#pids[@]})) || { remove_freezer_cgroups; return 0; }
     ((tries < 40)) || sig=KILL   # about 2 s of grace for TERM
     kill -s $sig "${pids[@]}" 2>/dev/null || true
     sleep 0.05
   done
   die "processes still running after SIGKILL: ${pids[*]}"
+}
+
+# Fake ranks frozen by SimCluster.freeze_ranks (cgroup v1 freezer): a frozen process does not die, not
+# even of SIGKILL, until it is thawed, so they are thawed before any kill.
+FREEZER_PREFIX=/sys/fs/cgroup/freezer/nodecheck-harness-
+thaw_frozen_ranks() {
+  local cg
+  for cg in "$FREEZER_PREFIX"*/; do
+    [ -w "${cg}freezer.state" ] && echo THAWED > "${cg}freezer.state" 2>/dev/null || true
+  done
+}
+remove_freezer_cgroups() {
+  local cg
+  for cg in "$FREEZER_PREFIX"*/; do [ -d "$cg" ] && rmdir "$cg" 2>/dev/null || true; done
 }
 
 fstab_escape() {   # fstab_escape VAR PATH: PATH with fstab's octal escapes (no subshell: no fork)

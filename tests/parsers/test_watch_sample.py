@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import data
 from nodecheck.errors import ParseError
 from nodecheck.parsers.sections import Section
-from nodecheck.parsers.watch_sample import (LINE_CHARS, TAIL_BYTES, GpuSample, Proc, _gpus, parse_sample,
+from nodecheck.parsers.watch_sample import (LINE_CHARS, TAIL_BYTES, GpuSample, Proc, read_gpus, parse_sample,
                                             read_progress)
 from nodecheck.watch.config import ProgressSource, WatchConfig
 from nodecheck.watch.probe import PROBE_NAME, SCRIPT, sample_argv, sample_probe
@@ -94,28 +94,28 @@ def test_procs_section_failure_is_unknown_not_gone():
 def test_gpus_from_real_csv_with_units_header():
     # the paste holds two queries separated by '---': the first is --query-gpu with units
     text = data("nvidia-smi-query-csv/issue-notes-query-gpu-and-compute-apps-csv-units.txt").split("---")[0]
-    gpus, error = _gpus(Section("gpus", text, 0))
+    gpus, error = read_gpus(Section("gpus", text, 0))
     assert error == ""
     assert gpus == (GpuSample(0, 95.0, None, None, 745.0, 6144.0),)
 
 
 def test_gpus_from_real_csv_bracketed_na():
     text = data("nvidia-smi-query-csv/netdata-tesla-p100-query-gpu-csv-NA-bracketed.txt")
-    gpus, error = _gpus(Section("gpus", text, 0))
+    gpus, error = read_gpus(Section("gpus", text, 0))
     assert error == ""
     assert gpus == (GpuSample(0, 0.0, 28.16, None, 0.0, None),)
 
 
 def test_gpus_failure_words_and_garbage_are_errors_on_the_node():
-    assert _gpus(Section("gpus", "No devices were found\n", 6)) == ((), "No devices were found")
-    gpus, error = _gpus(Section("gpus", "Failed to initialize NVML: Driver/library version mismatch\n", 0))
+    assert read_gpus(Section("gpus", "No devices were found\n", 6)) == ((), "No devices were found")
+    gpus, error = read_gpus(Section("gpus", "Failed to initialize NVML: Driver/library version mismatch\n", 0))
     assert gpus == () and error == ("unreadable nvidia-smi output: Failed to initialize NVML: "
                                     "Driver/library version mismatch")
-    gpus, error = _gpus(Section("gpus", "0, 100, 650.0, 700.0, 1, 2\n0, 100, 650.0, 700.0, 1, 2\n", 0))
+    gpus, error = read_gpus(Section("gpus", "0, 100, 650.0, 700.0, 1, 2\n0, 100, 650.0, 700.0, 1, 2\n", 0))
     assert error == "unreadable nvidia-smi output: a GPU index appears twice"
-    gpus, error = _gpus(Section("gpus", "0, 100, lots, 700.0, 1, 2\n", 0))
+    gpus, error = read_gpus(Section("gpus", "0, 100, lots, 700.0, 1, 2\n", 0))
     assert error == "unreadable nvidia-smi output: power.draw 'lots' is not a number"
-    gpus, error = _gpus(Section("gpus", "0, [N/A], [N/A], 700.00, 1, 2\n", 0))
+    gpus, error = read_gpus(Section("gpus", "0, [N/A], [N/A], 700.00, 1, 2\n", 0))
     assert gpus == (GpuSample(0, None, None, 700.0, 1.0, 2.0),) and error == ""
 
 

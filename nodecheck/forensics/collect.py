@@ -1,0 +1,188 @@
+"""Gather what forensics judges, in two fan-outs over the job's nodes: first each node's snapshot (GPUs,
+the job's processes and their ranks, dump files, NCCL warnings) and kernel log; then, on every node at
+once, py-spy on every rank and the fetch of every dump file. Or the dumps from a local directory.
+
+Nothing here judges: it returns captures and parsed facts; a node that cannot be read carries its
+failure. Every probe has its timeout and the whole gathering one deadline (transport.fanout).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from nodecheck.checks.kernel import KERNEL_LOG
+from nodecheck.errors import ParseError
+from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe, stacks_probe
+from nodecheck.forensics.ranks import RankProcess, rank_processes
+from nodecheck.model import Capture, Node, Outcome, one_line
+from nodecheck.parsers.forensics import NodeSnapshot, StackResult, parse_fetch, parse_snapshot, parse_stacks
+
+SNAPSHOT_TIMEOUT_S = 20.0
+FETCH_TIMEOUT_S = 60.0
+# a dump is the last TORCH_NCCL_TRACE_BUFFER_SIZE entries with their frames: a few MB; past this it is
+# not sent through one SSH capture (16 MiB of base64), the operator copies it and uses --dumps
+MAX_FETCH_BYTES = 10 * 1024 * 1024
+MAX_LOCAL_DUMP_BYTES = 256 * 1024 * 1024
+MAX_DUMPS_PER_NODE = 256                       # a prefix shared with other jobs' files must not fetch thousands
+
+
+@dataclass(frozen=True)
+class Where:
+    """How forensics finds the job's processes on a node."""
+    mode: str                                  # "match": pgrep -f pattern; "slurm": SLURM_JOB_ID in their environment
+    what: str                                  # the pattern or the job id
+    log: str | None = None                     # the job's log on each node ({node} replaced)
+    dump_prefix: str | None = None             # an extra flight-recorder prefix to list
+
+
+@dataclass(frozen=True)
+class DumpRead:
+    node: str                                  # "" when read from --dumps without a node directory
+    path: str
+    data: bytes | None
+    note: str = ""                             # why it was not read, or what to know about it
+
+
+@dataclass
+class Gathered:
+    nodes: list[str]
+    snapshots: dict[str, NodeSnapshot] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)           # node -> why it has no snapshot
+    kernel: dict[str, Capture] = field(default_factory=dict)
+    processes: list[RankProcess] = field(default_factory=list)
+    stack_results: dict[tuple[str, int], StackResult] = field(default_factory=dict)
+    stack_failures: dict[str, str] = field(default_factory=dict)     # node -> why no stack was taken there
+    pyspy: dict[str, str | None] = field(default_factory=dict)       # node -> py-spy version (None: missing)
+    dumps: list[DumpRead] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    incomplete: str = ""
+
+
+def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadline: float, stack_timeout_s: float,
+           native: bool, pyspy: str | None, fetch: bool, stop: threading.Event | None = None) -> Gathered:
+    from nodecheck.transport.fanout import run_probes
+    out = Gathered([n.name for n in nodes])
+    first = {n: [snapshot_probe(where.mode, where.what, n.name, _for_node(where.log, n.name), where.dump_prefix,
+                                SNAPSHOT_TIMEOUT_S), KERNEL_LOG] for n in nodes}
+    done = run_probes(transport, first, fanout=fanout, deadline=deadline, stop=stop)
+    out.incomplete = done.incomplete
+    for n in nodes:
+        snap = done.captures[(n.name, first[n][0].name)]
+        out.captures.append(snap)
+        out.kernel[n.name] = done.captures[(n.name, KERNEL_LOG.name)]
+        out.captures.append(out.kernel[n.name])
+        _read_snapshot(out, n.name, snap)
+    second = {}
+    for n in nodes:
+        probes = []
+        snap = out.snapshots.get(n.name)
+        if snap is None:
+            continue
+        pids = [p.pid for p in _targets([p for p in out.processes if p.node == n.name])]
+        if pids:
+            probes.append(stacks_probe(pids, stack_timeout_s, native, pyspy))
+        if fetch:
+            probes += [fetch_probe(k, d.path, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
+                       for k, d in enumerate(snap.dumps[:MAX_DUMPS_PER_NODE])]
+        if probes:
+            second[n] = probes
+    if second and not (stop is not None and stop.is_set()):
+        done = run_probes(transport, second, fanout=fanout, deadline=deadline, stop=stop)
+        out.incomplete = out.incomplete or done.incomplete
+        for n, probes in second.items():
+            for probe in probes:
+                c = done.captures[(n.name, probe.name)]
+                if probe.name.startswith(FETCH_PREFIX):
+                    path = out.snapshots[n.name].dumps[int(probe.name[len(FETCH_PREFIX):])].path
+                    out.dumps.append(_read_fetch(n.name, path, c))
+                else:
+                    out.captures.append(c)
+                    _read_stacks(out, n.name, c)
+    return out
+
+
+def _for_node(log: str | None, node: str) -> str | None:
+    return log.replace("{node}", node) if log else None
+
+
+def _targets(processes: Sequence[RankProcess]) -> list[RankProcess]:
+    """Whose stack is taken: the ranks; on a node where no process has a rank (a launcher that does
+    not set RANK), every matched process."""
+    ranked = [p for p in processes if p.rank is not None]
+    return ranked or list(processes)
+
+
+def targets(processes: Sequence[RankProcess]) -> list[RankProcess]:
+    """_targets over every node: per node, its ranks, else all of its processes."""
+    nodes = sorted({p.node for p in processes})
+    return [p for node in nodes for p in _targets([q for q in processes if q.node == node])]
+
+
+def _read_snapshot(out: Gathered, node: str, c: Capture) -> None:
+    if c.outcome is not Outcome.EXITED:
+        out.failures[node] = one_line(f"{c.outcome.value}: {c.detail or c.stderr.strip()}")
+        return
+    try:
+        snap = parse_snapshot(c.stdout)
+    except ParseError as e:
+        out.failures[node] = one_line(f"unreadable snapshot (exit {c.exit_code}): {e.reason}; output {e.excerpt[:200]!r}")
+        return
+    out.snapshots[node] = snap
+    out.processes += rank_processes(node, snap.processes)
+
+
+def _read_stacks(out: Gathered, node: str, c: Capture) -> None:
+    if c.outcome is not Outcome.EXITED:
+        out.stack_failures[node] = one_line(f"the stacks probe {c.outcome.value}: {c.detail or c.stderr.strip()}")
+        return
+    try:
+        parsed = parse_stacks(c.stdout)
+    except ParseError as e:
+        out.stack_failures[node] = one_line(f"unreadable stacks probe output (exit {c.exit_code}): {e.reason}")
+        return
+    out.pyspy[node] = parsed.pyspy
+    if parsed.pyspy is None:
+        out.stack_failures[node] = "py-spy is not installed on the node (pip install py-spy)"
+    for pid, result in parsed.results.items():
+        out.stack_results[(node, pid)] = result
+
+
+def _read_fetch(node: str, path: str, c: Capture) -> DumpRead:
+    if c.outcome is not Outcome.EXITED or c.exit_code != 0:
+        return DumpRead(node, path, None, one_line(f"not fetched: {c.outcome.value} (exit {c.exit_code}): "
+                                                   f"{c.detail or c.stderr.strip()}"))
+    try:
+        fetched = parse_fetch(c.stdout)
+    except ParseError as e:
+        return DumpRead(node, path, None, f"not fetched: {e.reason}")
+    if fetched.data is None:
+        size = f" ({fetched.size} bytes; copy it and pass --dumps)" if fetched.size else ""
+        return DumpRead(node, path, None, f"not fetched: {fetched.note}{size}")
+    return DumpRead(node, path, fetched.data, fetched.note)
+
+
+def read_local_dumps(directory: str) -> list[DumpRead]:
+    """--dumps DIR: every regular file in DIR (node "") and in DIR/<node>/ (that node), not deeper;
+    a file past MAX_LOCAL_DUMP_BYTES is listed, not read."""
+    root = Path(directory)
+    found: list[DumpRead] = []
+    entries = sorted(root.iterdir())
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            found += [_local(entry.name, f) for f in sorted(entry.iterdir()) if f.is_file()]
+        elif entry.is_file():
+            found.append(_local("", entry))
+    return found
+
+
+def _local(node: str, path: Path) -> DumpRead:
+    try:
+        size = path.stat().st_size
+        if size > MAX_LOCAL_DUMP_BYTES:
+            return DumpRead(node, str(path), None, f"not read: {size} bytes, more than {MAX_LOCAL_DUMP_BYTES}")
+        return DumpRead(node, str(path), path.read_bytes())
+    except OSError as e:
+        return DumpRead(node, str(path), None, f"not read: {e.strerror or e}")
+

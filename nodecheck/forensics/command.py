@@ -1,0 +1,128 @@
+"""`nodecheck forensics`: from "the job is stuck" to the culprit rank and node in one command.
+
+Which job: --slurm-job ID (its nodes from scontrol; its processes are those whose environment holds
+SLURM_JOB_ID=ID, or --match) or an inventory with --match PATTERN; --dumps DIR alone analyses
+flight-recorder dumps already copied off the nodes. collect.py gathers, analysis.py judges, record.py
+says it and writes the record. Nothing here touches the job: py-spy pauses each process for the
+moment of its dump only.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from argparse import Namespace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nodecheck.errors import ConfigError
+
+DEFAULT_DEADLINE_S = 120.0
+DEFAULT_STACK_TIMEOUT_S = 10.0
+EXIT_CLASSIFIED = 0                            # a class (and, where one shows, the culprits) was found
+EXIT_UNDETERMINED = 3                          # nothing gathered tells: could not judge
+EXIT_INTERNAL = 70
+
+
+def forensics_command(args: Namespace) -> int:
+    from nodecheck.forensics.analysis import examine
+    from nodecheck.forensics.collect import gather, read_local_dumps
+    from nodecheck.forensics.record import files, render, to_json
+    from nodecheck.forensics.verdict import UNDETERMINED
+    from nodecheck.report.store import store_files
+    from nodecheck.watch.incident import safe_key, stamp
+    plan = _plan(args)
+    started = time.time()
+    gathered = None
+    if plan["nodes"] is not None:
+        from nodecheck.commands import _stop_on_signals
+        with _stop_on_signals() as stop:
+            gathered = gather(plan["transport"], plan["nodes"], plan["where"], fanout=args.fanout,
+                              deadline=time.monotonic() + (args.deadline or DEFAULT_DEADLINE_S),
+                              stack_timeout_s=args.stack_timeout, native=not args.no_native, pyspy=args.py_spy,
+                              fetch=not args.dumps, stop=stop)
+    local = read_local_dumps(args.dumps) if args.dumps else []
+    result = examine(gathered, (gathered.dumps if gathered else []) + local, args.stack_timeout)
+    finished = time.time()
+    label = plan["label"]
+    summary = render(result, label)
+    iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat()   # noqa: E731
+    where = None
+    try:
+        where = store_files(f"{stamp(started)}_forensics_{safe_key(plan['key'])}",
+                            files(result, label, iso(started), iso(finished), summary), args.output_dir)
+    except (OSError, ValueError) as e:
+        print(f"nodecheck: error: the forensics record could not be written under {args.output_dir}: {e}",
+              file=sys.stderr)
+    if args.format == "json":
+        import json
+        doc = to_json(result, label, iso(started), iso(finished))
+        doc["record"] = str(where) if where else None
+        print(json.dumps(doc, indent=1, default=str))
+    else:
+        sys.stdout.write(summary)
+        print(f"record: {where}" if where else "record: NOT written (see stderr)")
+    if where is None:
+        return EXIT_INTERNAL
+    return EXIT_UNDETERMINED if result.diagnosis.kind == UNDETERMINED else EXIT_CLASSIFIED
+
+
+def _plan(args: Namespace) -> dict:
+    """Validate before anything runs; ConfigError (exit 64) names the option and the fix."""
+    from nodecheck.inventory import load_inventory, select
+    if not (args.slurm_job or args.inventory or args.dumps):
+        raise ConfigError("which job? give --slurm-job ID, or an inventory (hosts.yml) and --match PATTERN, "
+                          "or --dumps DIR", file="arguments",
+                          hint="nodecheck forensics --slurm-job 1234   or   nodecheck forensics hosts.yml --match 'train\\.py'")
+    if args.inventory and not args.slurm_job and not args.match:
+        raise ConfigError("an inventory needs --match PATTERN: the job's processes on each node (as pgrep -f)",
+                          file="--match", hint="e.g. --match 'train\\.py'")
+    if args.nodes and not args.inventory:
+        raise ConfigError("--nodes selects inventory nodes: give the inventory too", file="--nodes",
+                          hint="nodecheck forensics hosts.yml --nodes 'gpu[01-04]' --match PATTERN")
+    if args.slurm_job and args.nodes:
+        raise ConfigError("--nodes with --slurm-job: the job's nodes come from Slurm", file="--nodes", hint="drop --nodes")
+    if args.match is not None and not args.match.strip():
+        raise ConfigError("--match is empty: it would match every process", file="--match", hint="e.g. --match 'train\\.py'")
+    if args.dumps and not os.path.isdir(args.dumps):
+        raise ConfigError(f"--dumps {args.dumps}: not a directory", file="--dumps",
+                          hint="a directory holding the dump files (or one directory per node)")
+    if args.dump_prefix and not args.dump_prefix.startswith("/"):
+        raise ConfigError(f"--dump-prefix {args.dump_prefix!r} is not an absolute path", file="--dump-prefix",
+                          hint="as TORCH_FR_DUMP_TEMP_FILE: e.g. /scratch/fr/trace_rank_")
+    if not (args.slurm_job or args.inventory):
+        return {"nodes": None, "label": f"dumps:{Path(args.dumps).name}", "key": Path(args.dumps).name or "dumps"}
+    from nodecheck.commands import _ensure_open_files, _ssh_transport
+    from nodecheck.forensics.collect import Where
+    inventory = load_inventory(args.inventory) if args.inventory else []
+    if args.slurm_job:
+        nodes, label = _slurm_nodes(args.slurm_job.strip(), inventory), args.slurm_job.strip()
+        where = Where("match", args.match) if args.match else Where("slurm", label)
+        key = label
+    else:
+        nodes = select(inventory, args.nodes)
+        if not nodes:
+            raise ConfigError(f"{args.inventory} names no node", file=args.inventory)
+        where, label = Where("match", args.match), f"inventory:{args.match}"
+        key = Path(args.inventory).stem
+    where = Where(where.mode, where.what, args.log, args.dump_prefix)
+    _ensure_open_files(min(args.fanout, len(nodes)))
+    return {"nodes": nodes, "where": where, "label": label, "key": key, "transport": _ssh_transport(args)}
+
+
+def _slurm_nodes(job_id: str, inventory) -> list:
+    from nodecheck.model import Node
+    from nodecheck.slurm import Slurm, SlurmError
+    if not job_id.replace("_", "").isdigit():
+        raise ConfigError(f"--slurm-job {job_id!r} is not a job id", file="--slurm-job",
+                          hint="a number, or ARRAYJOB_TASK such as 1234_7")
+    try:
+        job = Slurm().job(job_id)
+    except SlurmError as e:
+        raise ConfigError(f"cannot read Slurm job {job_id}: {e}", file="--slurm-job",
+                          hint="squeue -j ID shows the job; a job that ended long ago is purged") from None
+    if not job.nodes:
+        raise ConfigError(f"Slurm job {job_id} has no nodes (it is {job.state})", file="--slurm-job",
+                          hint="forensics looks at a running job's processes; --dumps DIR reads dumps alone")
+    reach = {n.name: n for n in inventory}
+    return [reach.get(n) or Node(name=n, address=n) for n in job.nodes]
