@@ -115,29 +115,45 @@ def _no_answer(r: StackResult, timeout_s: float) -> str:
 
 
 def _events(g: Gathered) -> dict[str, NodeEvents]:
-    from nodecheck.checks.kernel import read_kernel_log
-    from nodecheck.model import Outcome
-    from nodecheck.parsers.xid_codes import classify
+    """Each reached node's Xid events and OOM kills of the job's lifetime, its NCCL WARN lines; a kernel
+    log that could not be read says so (no Xid read is not "no Xid")."""
     events = {}
     for node, snap in g.snapshots.items():
-        xids: list[str] = []
-        ooms: list[str] = []
-        capture = g.kernel.get(node)
-        if capture is not None and capture.outcome is Outcome.EXITED:
-            try:
-                log, now, _, _ = read_kernel_log({capture.probe: capture})
-            except ParseError:
-                log, now = None, None
-            if log is not None:
-                since = _since(now, [p for p in g.processes if p.node == node])
-                for x in [x for x in log.xids if since is None or x.time is None or x.time >= since][-MAX_EVENTS:]:
-                    gpu = f" on GPU {x.pci}" if x.pci else ""
-                    xids.append(f"Xid {x.code} ({classify(x.code)[1]}){gpu}{_at(x.time)}")
-                for o in [o for o in log.ooms if since is None or o.time is None or o.time >= since][-MAX_EVENTS:]:
-                    who = f"{o.process} (pid {o.pid})" if o.process else f"pid {o.pid}"
-                    ooms.append(f"OOM kill of {who}{_at(o.time)}")
-        events[node] = NodeEvents(tuple(xids), tuple(ooms), snap.nccl_warns)
+        log, now, error = _kernel_log(g.kernel.get(node))
+        xids, ooms = [], []
+        if log is not None:
+            since = _since(now, [p for p in g.processes if p.node == node])
+            xids = [_xid_line(x) for x in _within(log.xids, since)]
+            ooms = [f"OOM kill of {f'{o.process} (pid {o.pid})' if o.process else f'pid {o.pid}'}{_at(o.time)}"
+                    for o in _within(log.ooms, since)]
+        events[node] = NodeEvents(tuple(xids), tuple(ooms), snap.nccl_warns, error)
     return events
+
+
+def _kernel_log(capture):
+    """(parsed log, the node's clock, "") or (None, None, why it was not read)."""
+    from nodecheck.checks.kernel import read_kernel_log
+    from nodecheck.model import Outcome
+    if capture is None:
+        return None, None, "not gathered"
+    if capture.outcome is not Outcome.EXITED:
+        return None, None, f"{capture.outcome.value}: {capture.detail}".rstrip(": ")
+    try:
+        log, now, _, _ = read_kernel_log({capture.probe: capture})
+    except ParseError as e:
+        return None, None, e.reason
+    return log, now, ""
+
+
+def _within(events, since: datetime | None) -> list:
+    """The newest MAX_EVENTS events at or after `since` (an event without a time counts: it may be recent)."""
+    return [e for e in events if since is None or e.time is None or e.time >= since][-MAX_EVENTS:]
+
+
+def _xid_line(x) -> str:
+    from nodecheck.parsers.xid_codes import classify
+    gpu = f" on GPU {x.pci}" if x.pci else ""
+    return f"Xid {x.code} ({classify(x.code)[1]}){gpu}{_at(x.time)}"
 
 
 def _since(now: datetime | None, processes: Sequence[RankProcess]) -> datetime | None:

@@ -13,7 +13,7 @@ from typing import Sequence
 from nodecheck.model import Probe
 from nodecheck.ncclvars import TRACE_FILE_VARS
 from nodecheck.parsers.watch_sample import GPU_FIELDS
-from nodecheck.probes.shell import _ESC_AWK
+from nodecheck.probes.shell import _ESC_AWK, ANCESTRY_FUNCTION
 
 SNAPSHOT = "forensics-snapshot"
 STACKS = "forensics-stacks"
@@ -40,10 +40,10 @@ esc_lines() {{ LC_ALL=C awk '{_ESC_AWK}
 # remote user's home); $5 an extra dump prefix ("" none).
 #
 # pgrep -f also matches this script (its argv holds the pattern), its subshells and its ancestors
-# (the SSH session's shell, timeout): they are dropped, as in the watch probe (watch/probe.py).
+# (the SSH session's shell, timeout): they are dropped (probes/shell.py's ancestry, as the watch probe).
 # /proc/PID/environ is NUL-separated: grep -z reads it; a value's own newline becomes \001 before
 # the escaping, so every variable stays one line.
-SNAPSHOT_SCRIPT = _ESC_LINES + r'''
+SNAPSHOT_SCRIPT = _ESC_LINES + ANCESTRY_FUNCTION + r'''
 LC_ALL=C; export LC_ALL
 mode=$1; what=$2; node=$3; log=$4; extra=$5
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
@@ -52,12 +52,7 @@ date +%s 2>&1; echo "@@nodecheck end clock rc=$?"
 echo "@@nodecheck begin gpus"
 nvidia-smi --query-gpu=''' + ",".join(GPU_FIELDS) + r''' --format=csv,noheader,nounits 2>&1
 echo "@@nodecheck end gpus rc=$?"
-skip=" $$ " p=$PPID
-while [ "${p:-0}" -gt 1 ] 2>/dev/null && [ -r "/proc/$p/status" ]; do
-  skip="$skip$p "; up=
-  while read -r key value; do [ "$key" = PPid: ] && up=$value && break; done <"/proc/$p/status"
-  p=$up
-done
+ancestry
 if [ "$mode" = slurm ]; then
   pids=$(grep -l -z -x -F "SLURM_JOB_ID=$what" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
     f=${f#/proc/}; f=${f%/environ}

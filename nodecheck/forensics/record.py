@@ -68,11 +68,13 @@ def _node_line(f: Forensics, node: str) -> str:
     snap = g.snapshots[node]
     parts = [gpu_line(snap.gpus) if snap.gpus else f"GPUs unknown ({snap.gpu_error})"]
     ev = f.events.get(node)
-    if ev is not None:
+    if ev is not None and ev.kernel_error:
+        parts.append(f"kernel log not read ({ev.kernel_error})")
+    elif ev is not None:
         parts.append("; ".join(ev.xids) if ev.xids else "no Xid")
         parts.append("; ".join(ev.ooms) if ev.ooms else "no OOM kill")
-        if snap.log_watched:
-            parts.append(f"{len(ev.nccl_warns)} NCCL WARN lines" if not snap.log_error else f"log: {snap.log_error}")
+    if snap.log_watched:
+        parts.append(f"log: {snap.log_error}" if snap.log_error else f"{len(snap.nccl_warns)} NCCL WARN lines")
     return "; ".join(parts)
 
 
@@ -128,6 +130,7 @@ def _node_json(f: Forensics, node: str) -> dict:
     ev = f.events.get(node)
     return {"reached": True, "gpus": [asdict(x) for x in snap.gpus], "gpu_error": snap.gpu_error,
             "xids": list(ev.xids) if ev else [], "ooms": list(ev.ooms) if ev else [],
+            "kernel_log_error": ev.kernel_error if ev else "not gathered",
             "nccl_warns": list(snap.nccl_warns), "log_error": snap.log_error, "pyspy": g.pyspy.get(node),
             "stack_failure": g.stack_failures.get(node, "")}
 

@@ -38,6 +38,7 @@ class StackGroup:
     failure: str                               # "" for a stack; else why there is none
     members: tuple[RankProcess, ...]
     unpaused: tuple[PyFrame, ...] = ()         # with a failure: the frames read without stopping them
+    native: str = ""                           # the innermost native frame, when every member is in the same one
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -57,17 +58,35 @@ def python_frames(stacks: PyStacks) -> tuple[PyFrame, ...]:
 
 def group_stacks(stacks: Sequence[ProcessStack]) -> tuple[StackGroup, ...]:
     """Identical stacks together; the largest group first, groups without a stack last."""
-    groups: dict[tuple, list[RankProcess]] = {}
+    groups: dict[tuple, list[ProcessStack]] = {}
     for s in stacks:
         if s.stacks is not None:
             frames = python_frames(s.stacks)
             key = (frames, "" if frames else "no Python frames in the main thread", ())
         else:
             key = ((), s.failure, python_frames(s.unpaused) if s.unpaused is not None else ())
-        groups.setdefault(key, []).append(s.process)
-    ordered = sorted(groups.items(), key=lambda kv: (bool(kv[0][1]), -len(kv[1]), _first_rank(kv[1])))
-    return tuple(StackGroup(frames, failure, tuple(sorted(members, key=_order)), unpaused)
+        groups.setdefault(key, []).append(s)
+    ordered = sorted(groups.items(), key=lambda kv: (bool(kv[0][1]), -len(kv[1]), _first_rank([m.process for m in kv[1]])))
+    return tuple(StackGroup(frames, failure, tuple(sorted((m.process for m in members), key=_order)), unpaused,
+                            _common_native(members))
                  for (frames, failure, unpaused), members in ordered)
+
+
+def innermost_native(stacks: PyStacks) -> str:
+    """The main thread's innermost native frame with a name ("clock_nanosleep (libc.so.6)"): what the
+    process waits in below Python (a driver call, a futex, a sleep); "" without --native frames."""
+    thread = main_thread(stacks)
+    for f in thread.frames if thread is not None else ():
+        if not f.native:
+            return ""                          # a Python frame first: the innermost frame is Python's
+        if not f.function.startswith("0x"):    # a bare address names nothing (and differs between processes)
+            return frame_text(f)
+    return ""
+
+
+def _common_native(members: Sequence[ProcessStack]) -> str:
+    tops = {innermost_native(m.stacks) for m in members if m.stacks is not None}
+    return tops.pop() if len(tops) == 1 else ""
 
 
 def _order(p: RankProcess) -> tuple:
@@ -121,7 +140,8 @@ def describe_group(g: StackGroup) -> str:
     if g.failure:
         unpaused = f"; read without stopping it: in {chain_text(g.unpaused)}" if g.unpaused else ""
         return f"{who(g.members)}: {g.failure}{unpaused}"
-    return f"{who(g.members)} in {chain_text(g.frames)}"
+    native = f" [native: {g.native}]" if g.native else ""
+    return f"{who(g.members)} in {chain_text(g.frames)}{native}"
 
 
 def chain_text(frames: Sequence[PyFrame]) -> str:

@@ -38,6 +38,7 @@ class NodeEvents:
     xids: tuple[str, ...] = ()                 # one line each: "Xid 79 (GPU has fallen off the bus) at ..."
     ooms: tuple[str, ...] = ()
     nccl_warns: tuple[str, ...] = ()
+    kernel_error: str = ""                     # the kernel log was not read: no Xid is then not "no Xid"
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ def diagnose(findings: Sequence[GroupFinding], stacks: Sequence[ProcessStack], p
         if kind == UNDETERMINED:
             culprit_nodes = tuple(unreached)
     evidence += _events(events, culprit_nodes or tuple(nodes))
-    return Diagnosis(kind, tuple(culprits), culprit_nodes, tuple(evidence), _next_step(kind, culprit_nodes, nodes),
-                     basis)
+    return Diagnosis(kind, tuple(culprits), culprit_nodes, tuple(evidence),
+                     _next_step(kind, culprit_nodes, nodes, unreached), basis)
 
 
 def _from_findings(findings: Sequence[GroupFinding], place) -> tuple[str, tuple[int, ...], tuple[str, ...]] | None:
@@ -183,11 +184,12 @@ def _events(events: Mapping[str, NodeEvents], nodes: Sequence[str]) -> tuple[str
         if e is None:
             continue
         lines += [f"{node}: {x}" for x in e.xids] + [f"{node}: {o}" for o in e.ooms]
+        lines += [f"{node}: kernel log not read ({e.kernel_error}): Xid and OOM kills unknown"] if e.kernel_error else []
         lines += [f"{node}: {w}" for w in e.nccl_warns[-3:]]
     return tuple(lines)
 
 
-def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str]) -> str:
+def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str], unreached: Sequence[str] = ()) -> str:
     from nodecheck.report.table import fold
     culprits = fold(list(culprit_nodes)) if culprit_nodes else ""
     everyone = fold(list(nodes)) if nodes else "the job's nodes"
@@ -196,10 +198,12 @@ def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str]) ->
                 "(nodecheck job-check JOB.yml: job.data_balance) and any rank-dependent branch before the "
                 "collective the minority is in; restart from the last checkpoint once fixed")
     if kind == MISSING:
-        where = culprits or "the missing ranks' nodes"
-        return (f"read the missing ranks' own log and the Xid/OOM lines above; if {where} is at fault, drain it "
-                f"(scontrol update nodename={where} state=drain reason='nodecheck: forensics') and check it: "
-                f"nodecheck run hosts.yml --nodes '{where}'")
+        if not culprits:                       # (--dumps alone: no process says where a rank ran)
+            return ("read the missing ranks' own log and the Xid/OOM lines above; find the node they ran on (the "
+                    "launcher's log, or forensics with --slurm-job / --match) and check it with nodecheck run")
+        return (f"read the missing ranks' own log and the Xid/OOM lines above; if {culprits} is at fault, drain it "
+                f"(scontrol update nodename={culprits} state=drain reason='nodecheck: forensics') and check it: "
+                f"nodecheck run hosts.yml --nodes '{culprits}'")
     if kind == SAME:
         return (f"every rank waits in the same collective: look below NCCL, at the network: nodecheck run "
                 f"hosts.yml --playbook fabric --nodes '{everyone}' (ib.ports, ib.counters, ib.pairs) and the "
@@ -208,6 +212,10 @@ def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str]) ->
         return (f"rendezvous or init never finished: compare the nodes' NCCL, driver and image versions "
                 f"(nodecheck run hosts.yml --nodes '{everyone}'), and check that MASTER_ADDR:MASTER_PORT is "
                 f"reachable from every node")
+    if unreached:
+        down = fold(list(unreached))
+        return (f"{down} could not be reached and nothing else names a culprit: check {down} first (nodecheck run "
+                f"hosts.yml --nodes '{down}'); its ranks' stacks and dumps are what is missing")
     return ("nothing gathered names a culprit: enable the flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE, "
             "TORCH_NCCL_DUMP_ON_TIMEOUT=1) and install py-spy on the nodes, then run forensics again")
 

@@ -15,13 +15,12 @@ from typing import Mapping
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt
 from nodecheck.parsers.sections import split_sections
-from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus
+from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
 from nodecheck.probes.shell import unescape
 
 SNAPSHOT_TOOL = "forensics snapshot"
 STACKS_TOOL = "forensics stacks"
 FETCH_TOOL = "forensics fetch"
-_PROC = re.compile(r"\s*(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(.*)", re.ASCII)
 _PSTATE = re.compile(r"(\d+) (\S*)\t(.*)", re.ASCII)
 _ENCODING = re.compile(r"(gzip\+base64|base64) (\d+)", re.ASCII)
 
@@ -93,16 +92,9 @@ def parse_snapshot(text: str) -> NodeSnapshot:
     if procs_section.rc != 0:
         procs_error = _first_line(procs_section.text) or f"pgrep/ps exited {procs_section.rc}"
     else:
-        for line in procs_section.text.splitlines():
-            if not line.strip():
-                continue
-            match = _PROC.fullmatch(line)
-            if not match:
-                raise ParseError(SNAPSHOT_TOOL, f"process line {line[:80]!r} is not 'PID PPID STAT ELAPSED ARGS'", text)
-            pid, ppid, state, elapsed, args = match.groups()
-            env_section = parts.get(f"env-{pid}")
-            env = _env(env_section.text, text) if env_section is not None else {}
-            processes.append(JobProcess(Proc(int(pid), state, int(elapsed), args, int(ppid)), env))
+        for proc in read_procs(procs_section.text, SNAPSHOT_TOOL, text):
+            env_section = parts.get(f"env-{proc.pid}")
+            processes.append(JobProcess(proc, _env(env_section.text, text) if env_section is not None else {}))
     dumps, relative = _dumps(parts.require("dumps", SNAPSHOT_TOOL).text, text)
     warns: tuple[str, ...] = ()
     log_error, log_watched = "", False

@@ -236,16 +236,21 @@ def _procs(parts, text: str) -> tuple[tuple[Proc, ...], str, bool]:
         return (), "no procs section (output cut off)", True
     if section.rc != 0:
         return (), _first_line(section.text) or f"pgrep exited {section.rc}", True
+    return read_procs(section.text, TOOL, text), "", True
+
+
+def read_procs(lines: str, tool: str, text: str) -> tuple[Proc, ...]:
+    """`ps -o pid=,ppid=,stat=,etimes=,args=` lines -> Procs; ParseError (with `text`) for any other line."""
     procs = []
-    for line in section.text.splitlines():
+    for line in lines.splitlines():
         if not line.strip():
             continue
         match = _PROC.fullmatch(line)
         if not match:
-            raise ParseError(TOOL, f"process line {line[:80]!r} is not 'PID PPID STAT ELAPSED ARGS'", text)
+            raise ParseError(tool, f"process line {line[:80]!r} is not 'PID PPID STAT ELAPSED ARGS'", text)
         pid, ppid, state, elapsed, args = match.groups()
         procs.append(Proc(pid=int(pid), state=state, elapsed_s=int(elapsed), args=args, ppid=int(ppid)))
-    return tuple(procs), "", True
+    return tuple(procs)
 
 
 # == progress from the log tail ===================================================================

@@ -19,6 +19,20 @@ writable() {
 }
 '''
 
+# ancestry: $skip becomes " PID PID ... ": this shell and every process above it, walked through /proc
+# without a fork. `pgrep -f PATTERN` also matches the probe's own shell (its argv holds the pattern)
+# and whatever started it (timeout, the SSH session's shell, a wrapper): none of them is the job's.
+ANCESTRY_FUNCTION = r'''
+ancestry() {
+  skip=" $$ " p=$PPID
+  while [ "${p:-0}" -gt 1 ] 2>/dev/null && [ -r "/proc/$p/status" ]; do
+    skip="$skip$p "; up=
+    while read -r key value; do [ "$key" = PPid: ] && up=$value && break; done <"/proc/$p/status"
+    p=$up
+  done
+}
+'''
+
 # A value printed raw can hold a newline (then its second line reads as another variable, or as the
 # section's end: a secret whose value holds "\nTORCH_X=..." would leave the node) or a backslash
 # (dash's echo interprets "\c"). So values are printed on one line, every byte outside printable

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from nodecheck.model import Probe
 from nodecheck.parsers.watch_sample import GPU_FIELDS, TAIL_BYTES
+from nodecheck.probes.shell import ANCESTRY_FUNCTION
 from nodecheck.watch.config import WatchConfig
 
 PROBE_NAME = "watch"
@@ -25,6 +26,7 @@ ARGV0 = "nodecheck-watch"                      # $0 of the script: how it shows 
 # $4 bytes of log tail. A leading "~/" in a path is the remote user's home.
 SCRIPT = r'''
 LC_ALL=C; export LC_ALL
+''' + ANCESTRY_FUNCTION + r'''
 pattern=$1; log=$2; beat=$3; tail_bytes=$4
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
 case $beat in '~/'*) beat=$HOME/${beat#'~/'} ;; esac
@@ -36,12 +38,7 @@ echo "@@nodecheck end gpus rc=$?"
 if [ -n "$pattern" ]; then
   echo "@@nodecheck begin procs"
   pids=$(pgrep -f -- "$pattern" 2>&1); rc=$?
-  skip=" $$ " p=$PPID
-  while [ "${p:-0}" -gt 1 ] 2>/dev/null && [ -r "/proc/$p/status" ]; do
-    skip="$skip$p "; up=
-    while read -r key value; do [ "$key" = PPid: ] && up=$value && break; done <"/proc/$p/status"
-    p=$up
-  done
+  ancestry
   if [ "$rc" = 0 ]; then
     out=$(ps -o pid=,ppid=,stat=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>&1); prc=$?
     if [ "$prc" != 0 ] && [ -n "$out" ]; then
