@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import copy
 import pickle
+import resource
 import statistics
 import sys
 import time
@@ -66,13 +67,20 @@ def stacks(ranks: int) -> list[ProcessStack]:
 
 
 def measure(fn):
-    tracemalloc.start()
     t = time.perf_counter()
     result = fn()
-    took = time.perf_counter() - t
-    peak = tracemalloc.get_traced_memory()[1]
+    return result, time.perf_counter() - t
+
+
+def held_mib(fn) -> float:
+    """What fn's result holds in memory (traced allocations still alive after it returned)."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    kept = fn()
+    after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
-    return result, took, peak
+    del kept
+    return (after - before) / 2**20
 
 
 def main() -> None:
@@ -83,16 +91,18 @@ def main() -> None:
     a = ap.parse_args()
     raw = dumps(a.ranks, a.entries)
     size = sum(len(b) for b in raw)
-    parse_s, analyze_s, stack_s, peaks = [], [], [], []
+    parse_s, analyze_s, stack_s = [], [], []
     for _ in range(a.repeat):
-        parsed, took, peak_parse = measure(lambda: [parse_dump(b, source=f"nccl_trace_rank_{i}") for i, b in enumerate(raw)])
+        parsed, took = measure(lambda: [parse_dump(b, source=f"nccl_trace_rank_{i}") for i, b in enumerate(raw)])
         parse_s.append(took)
-        findings, took, peak_analyze = measure(lambda: analyze(parsed))
+        findings, took = measure(lambda: analyze(parsed))
         analyze_s.append(took)
         del parsed
-        groups, took, _ = measure(lambda: group_stacks(stacks(a.ranks)))
+        groups, took = measure(lambda: group_stacks(stacks(a.ranks)))
         stack_s.append(took)
-        peaks.append(max(peak_parse, peak_analyze))
+    sample = min(a.ranks, 64)                  # memory held by parsed dumps, per dump, on a sample
+    per_dump = held_mib(lambda: [parse_dump(b) for b in raw[:sample]]) / sample
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert findings[0].kind == "mismatched", findings[0]
     assert len(groups) == 2 and groups[1].ranks == (3,), groups
     print(f"{a.ranks} ranks x {a.entries} entries: {size / 2**20:.0f} MiB of pickles "
@@ -100,7 +110,8 @@ def main() -> None:
     print(f"  parse (restricted unpickler + typed entries): median {statistics.median(parse_s):.2f} s "
           f"({statistics.median(parse_s) / a.ranks * 1e3:.1f} ms a dump)")
     print(f"  analyze (every process group):                median {statistics.median(analyze_s):.2f} s")
-    print(f"  peak traced memory (parse + analyze):         {max(peaks) / 2**20:.0f} MiB")
+    print(f"  parsed dumps held in memory:                  {per_dump:.2f} MiB a dump")
+    print(f"  peak RSS of this process:                     {rss:.0f} MiB")
     print(f"  {a.ranks} py-spy stacks parsed and grouped:        median {statistics.median(stack_s):.2f} s")
     print(f"  finding: {describe(findings[0])}")
     print(f"  stacks:  {describe_group(groups[1])}")
