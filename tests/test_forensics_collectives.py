@@ -162,3 +162,13 @@ def test_places_only_for_small_groups():
     f = only("built-2.4-mismatched")
     text = describe(f, lambda r: f"n{r}")
     assert "ranks 0-2,4-15 in" in text and "rank 3 (n3) in" in text
+
+
+def test_last_completed_per_rank_grouped_newest_first():
+    from nodecheck.forensics.collectives import last_completed_text
+    ahead, pp = analyze(dumps("built-2.10-ahead-p2p"))
+    assert last_completed_text(ahead) == "seq 10 on ranks 0-2; seq 9 on rank 3"
+    assert last_completed_text(pp) == "seq 3 on ranks 0-1"
+    (never,) = analyze(dumps("never-started"))
+    assert last_completed_text(never) == "none on ranks 0-7"
+

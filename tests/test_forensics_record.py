@@ -119,6 +119,8 @@ def test_render_every_section(examined):
         "  not reached: node2 (their ranks' stacks and dumps are missing)",
         f"  node1: {WARN_IB}",
         f"  node1: {WARN_CUDA}",
+        "last collective completed (flight recorder):",
+        "  pg 0 (default_pg): seq 20 on ranks 0-2",
         "stacks (py-spy 0.4.3; 3 processes):",
         "  2 ranks 0-1 (node1 GPU0, node1 GPU1) in wait (distributed_c10d.py:13) \u2190 reduce_scatter "
         "(distributed_c10d.py:21) \u2190 train (training.py:20) \u2190 \u2026 (5 frames) [native: clock_nanosleep (libc.so.6)]",

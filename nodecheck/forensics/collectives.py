@@ -251,3 +251,14 @@ def _p2p_tail(f: GroupFinding, place) -> str:
         return ""
     ops = "; ".join(f"{_who([r], place)} {', '.join(v)}" for r, v in sorted(f.p2p_pending.items()))
     return f"; pending p2p: {ops}"
+
+
+def last_completed_text(f: GroupFinding) -> str:
+    """"seq 20 on ranks 0-1,3; seq 19 on rank 2; none on rank 5": the last collective each rank completed."""
+    by_seq: dict[int | None, list[int]] = {}
+    for rank, seq in sorted(f.last_completed.items()):
+        by_seq.setdefault(seq, []).append(rank)
+    parts = [f"{'none' if seq is None else f'seq {seq}'} on {_who(ranks, lambda r: '')}"
+             for seq, ranks in sorted(by_seq.items(), key=lambda kv: (kv[0] is None, -(kv[0] or 0)))]
+    return "; ".join(parts) or "no rank's dump holds this group"
+

@@ -9,7 +9,7 @@ from pathlib import PurePath
 from typing import Sequence
 
 from nodecheck.forensics.analysis import Forensics
-from nodecheck.forensics.collectives import describe
+from nodecheck.forensics.collectives import describe, last_completed_text
 from nodecheck.forensics.stacks import describe_group, frame_text
 from nodecheck.parsers.watch_sample import GpuSample
 from nodecheck.report import capture_relpath
@@ -25,6 +25,9 @@ def render(f: Forensics, label: str) -> str:
     if d.evidence:
         lines.append("evidence:")
         lines += [f"  {e}" for e in d.evidence]
+    if f.findings:
+        lines.append("last collective completed (flight recorder):")
+        lines += [f"  pg {x.pg or '(unnamed)'}{f' ({x.desc})' if x.desc else ''}: {last_completed_text(x)}" for x in f.findings]
     other = [x for x in f.findings if describe(x, _place(f)) not in d.evidence]
     if other:
         lines.append("other process groups:")

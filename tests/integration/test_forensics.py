@@ -164,6 +164,19 @@ def test_a_malicious_dump_is_refused_never_run(cluster, tmp_path):
     assert doc["diagnosis"]["class"] == "mismatched collectives" and doc["diagnosis"]["culprit_ranks"] == [3]
 
 
+def test_a_node_without_py_spy_still_gets_the_flight_recorder_verdict(cluster, tmp_path):
+    start(cluster, lambda r: "all_reduce" if r == 3 else "all_gather")
+    place_dumps(cluster, "mismatched")
+    cluster.remove_tool("node2", "py-spy")
+    code, doc, _ = forensics(cluster, tmp_path)
+    assert code == 0 and doc["diagnosis"]["class"] == "mismatched collectives"
+    assert doc["diagnosis"]["culprit_ranks"] == [3] and doc["diagnosis"]["basis"] == "flight recorder and the stacks"
+    missing = rank_of(doc["stack_groups"], 4)
+    assert missing["ranks"] == [4, 5, 6, 7] and missing["failure"] == "py-spy is not installed on the node (pip install py-spy)"
+    assert doc["nodes"]["node2"]["pyspy"] is None and doc["nodes"]["node1"]["pyspy"].startswith("py-spy ")
+    assert "node2: no stacks: py-spy is not installed on the node (pip install py-spy)" in doc["notes"]
+
+
 def test_an_unreachable_node_is_reported_and_the_rest_still_judged(cluster, tmp_path):
     start(cluster, lambda r: "all_reduce" if r == 3 else "all_gather")
     place_dumps(cluster, "mismatched")
