@@ -53,8 +53,19 @@ def analyze(dumps: Sequence[FRDump]) -> tuple[GroupFinding, ...]:
     """One finding per process group, worst first."""
     by_rank = {d.rank: d for d in dumps if d.rank is not None}
     names = _group_names(by_rank.values())
-    findings = [_group(pg, desc, by_rank) for pg, desc in names.items()]
+    index = _index(by_rank)
+    findings = [_group(pg, desc, by_rank, index.get(pg, {})) for pg, desc in names.items()]
     return tuple(sorted(findings, key=lambda f: (KINDS.index(f.kind), f.pg)))
+
+
+def _index(by_rank: Mapping[int, FRDump]) -> dict[str, dict[int, list[FREntry]]]:
+    """pg name -> rank -> its entries on that group, in one pass: a job with tens of groups and a
+    thousand ranks' buffers is not scanned once per group."""
+    index: dict[str, dict[int, list[FREntry]]] = {}
+    for r, d in by_rank.items():
+        for e in d.entries:
+            index.setdefault(e.pg_name, {}).setdefault(r, []).append(e)
+    return index
 
 
 def _group_names(dumps) -> dict[str, str]:
@@ -70,15 +81,15 @@ def _group_names(dumps) -> dict[str, str]:
     return names or {"": ""}
 
 
-def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump]) -> GroupFinding:
-    members = _members(pg, by_rank)
-    views = {r: _view(pg, by_rank[r]) for r in members if r in by_rank}
+def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump], entries: Mapping[int, list[FREntry]]) -> GroupFinding:
+    members = _members(pg, by_rank, entries)
+    views = {r: _view(pg, by_rank[r], entries.get(r, ())) for r in members if r in by_rank}
     no_dump = tuple(r for r in members if r not in by_rank)
-    p2p = _p2p_pending(pg, by_rank, members)
+    p2p = _p2p_pending(entries, members)
     done = {r: (v.done or None) for r, v in views.items()}
     base = dict(pg=pg, desc=desc, members=members, last_completed=done, no_dump=no_dump, p2p_pending=p2p)
     if not any(v.by_seq or v.done for v in views.values()):
-        kind = "p2p_only" if _has_p2p(pg, by_rank) else "never_started"
+        kind = "p2p_only" if any(e.is_p2p for es in entries.values() for e in es) else "never_started"
         return GroupFinding(kind=kind, seq=None, at_seq=(), missing=(), ahead=(), **base)
     seq = min(v.done for v in views.values()) + 1 if views else 1
     if seq > max(v.enqueued for v in views.values()) and not no_dump:
@@ -88,7 +99,7 @@ def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump]) -> GroupFinding:
                         ahead=ahead, **base)
 
 
-def _members(pg: str, by_rank: Mapping[int, FRDump]) -> tuple[int, ...]:
+def _members(pg: str, by_rank: Mapping[int, FRDump], entries: Mapping[int, list[FREntry]]) -> tuple[int, ...]:
     """pg_config's ranks where a dump names this group with a rank list; else the ranks whose dump
     mentions the group. (gloo's pg_config in torch 2.13 is keyed "" with the last group's ranks, so
     it cannot be trusted to name a group it does not key.)"""
@@ -96,14 +107,14 @@ def _members(pg: str, by_rank: Mapping[int, FRDump]) -> tuple[int, ...]:
         g = d.groups.get(pg)
         if g is not None and g.ranks:
             return tuple(sorted(set(g.ranks)))
-    mention = {r for r, d in by_rank.items() if any(e.pg_name == pg for e in d.entries)}
-    pg_ids = {e.pg_id for d in by_rank.values() for e in d.entries if e.pg_name == pg and e.pg_id is not None}
+    mention = set(entries)
+    pg_ids = {e.pg_id for es in entries.values() for e in es if e.pg_id is not None}
     mention |= {r for r, d in by_rank.items() if any(str(i) in d.status for i in pg_ids)}
     return tuple(sorted(mention or by_rank))
 
 
-def _view(pg: str, d: FRDump) -> _RankView:
-    entries = [e for e in d.entries if e.pg_name == pg and not e.is_p2p and e.collective_seq_id is not None]
+def _view(pg: str, d: FRDump, on_group: Sequence[FREntry]) -> _RankView:
+    entries = [e for e in on_group if not e.is_p2p and e.collective_seq_id is not None]
     by_seq: dict[int, list[FREntry]] = defaultdict(list)
     for e in entries:
         by_seq[e.collective_seq_id].append(e)
@@ -168,15 +179,10 @@ def _kind(at: Sequence[RankAt], missing, no_dump, ahead) -> str:
     return "same_collective"
 
 
-def _has_p2p(pg: str, by_rank: Mapping[int, FRDump]) -> bool:
-    return any(e.pg_name == pg and e.is_p2p for d in by_rank.values() for e in d.entries)
-
-
-def _p2p_pending(pg: str, by_rank: Mapping[int, FRDump], members) -> dict[int, tuple[str, ...]]:
+def _p2p_pending(entries: Mapping[int, list[FREntry]], members) -> dict[int, tuple[str, ...]]:
     out = {}
     for r in members:
-        d = by_rank.get(r)
-        ops = [e for e in (d.entries if d else ()) if e.pg_name == pg and e.is_p2p and not _completed(e)]
+        ops = [e for e in entries.get(r, ()) if e.is_p2p and not _completed(e)]
         if ops:
             out[r] = tuple(f"{e.profiling_name.partition(':')[2] or e.profiling_name} {_sizes([e])} ({e.state}, "
                            f"p2p seq {e.p2p_seq_id})".replace("  ", " ") for e in ops)

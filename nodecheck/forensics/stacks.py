@@ -108,7 +108,8 @@ def in_init(frames: Sequence[PyFrame]) -> bool:
 
 
 def frame_text(f: PyFrame) -> str:
-    return f"{f.function} ({f.file}:{f.line})" if f.line is not None else f"{f.function} ({f.file})"
+    """"all_reduce (distributed_c10d.py:17)", as py-spy prints a frame."""
+    return str(f)
 
 
 def summary_frames(frames: Sequence[PyFrame]) -> tuple[PyFrame, ...]:
