@@ -124,6 +124,10 @@ def _job_parsers(sub) -> None:
     watch.add_argument("--on-hang", choices=["cancel", "requeue"], help="act on a hung job: cancel it "
                        "(scancel; with an inventory, SIGTERM to the matched processes) or requeue it "
                        "(--slurm-job only). Default: never touch the job")
+    watch.add_argument("--forensics", action="store_true", default=None,
+                       help="when the job turns hung: run `nodecheck forensics` on its nodes first (every rank's "
+                            "stack, the flight-recorder dumps, the culprit) and link the record from the incident "
+                            "and the alert (default: the config's `forensics`)")
     watch.add_argument("--state-dir", metavar="DIR", help="the watcher's state (it resumes from it after a "
                        "restart; default OUTPUT_DIR/watch/<job>)")
     watch.add_argument("--output-dir", default="reports", help="where incident records go (default: reports/)")

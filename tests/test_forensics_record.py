@@ -215,7 +215,7 @@ def test_to_json_is_a_versioned_record_with_the_diagnosis(examined):
 
 
 def test_files_hold_every_dump_stack_and_capture(examined):
-    out = record.files(examined, "4242", "s", "f", "the summary\n")
+    out = record.files(examined, record.to_json(examined, "4242", "s", "f"), "the summary\n")
     reads = dump_reads()
     assert sorted(out) == sorted([
         "forensics.json", "summary.txt",
@@ -245,7 +245,7 @@ def test_dumps_of_the_same_name_on_two_prefixes_do_not_collide():
              DumpRead("gpu-a07", "/scratch/b/nccl_trace_rank_0", fr_bytes("mismatched", 0)),
              DumpRead("", "/dumps/odd name", b"garbage")]
     f = analysis.examine(None, reads, 3.0)
-    dumps = {k: v for k, v in record.files(f, "j", "s", "f", "").items() if k.startswith("dumps/")}
+    dumps = {k: v for k, v in record.files(f, record.to_json(f, "j", "s", "f"), "").items() if k.startswith("dumps/")}
     assert sorted(dumps) == ["dumps/gpu-a07/000-nccl_trace_rank_0", "dumps/gpu-a07/001-nccl_trace_rank_0",
                              "dumps/local/002-odd_name"]
 

@@ -210,3 +210,13 @@ def test_a_rejected_alert_url_does_not_echo_its_credentials(tmp_path):
         load_watch_config(str(path))
     assert "s3cret" not in str(e.value) and "alice" not in str(e.value)
     assert "got 'ftp://***@h/x'" in str(e.value) and ":3" in str(e.value)
+
+
+def test_forensics_on_hang_from_the_file_and_the_command_line(tmp_path):
+    assert load_watch_config(None).forensics is False
+    on = load_watch_config(write(tmp_path, "match: 'train\\\\.py'\nforensics: true\n"))
+    assert on.forensics is True
+    assert apply_overrides(load_watch_config(None), log="/x", forensics=True).forensics is True
+    assert apply_overrides(on, log="/x").forensics is True          # no flag: the file's value stays
+    with pytest.raises(ConfigError, match="forensics"):
+        load_watch_config(write(tmp_path, "forensics: 'on'\n", "bad.yml"))

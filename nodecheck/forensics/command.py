@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from argparse import Namespace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,46 +26,67 @@ EXIT_INTERNAL = 70
 
 
 def forensics_command(args: Namespace) -> int:
-    from nodecheck.forensics.analysis import examine
-    from nodecheck.forensics.collect import gather, read_local_dumps
-    from nodecheck.forensics.record import files, render, to_json
+    from nodecheck.forensics.collect import read_local_dumps
     from nodecheck.forensics.verdict import UNDETERMINED
-    from nodecheck.report.store import store_files
-    from nodecheck.watch.incident import safe_key, stamp
     plan = _plan(args)
-    started = time.time()
-    gathered = None
+    local = read_local_dumps(args.dumps) if args.dumps else []
     if plan["nodes"] is not None:
         from nodecheck.commands import _stop_on_signals
         with _stop_on_signals() as stop:
-            gathered = gather(plan["transport"], plan["nodes"], plan["where"], fanout=args.fanout,
-                              deadline=time.monotonic() + (args.deadline or DEFAULT_DEADLINE_S),
-                              stack_timeout_s=args.stack_timeout, native=not args.no_native, pyspy=args.py_spy,
-                              fetch=not args.dumps, stop=stop)
-    local = read_local_dumps(args.dumps) if args.dumps else []
-    result = examine(gathered, (gathered.dumps if gathered else []) + local, args.stack_timeout)
-    finished = time.time()
-    label = plan["label"]
-    summary = render(result, label)
-    iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat()   # noqa: E731
-    where = None
-    try:
-        where = store_files(f"{stamp(started)}_forensics_{safe_key(plan['key'])}",
-                            files(result, label, iso(started), iso(finished), summary), args.output_dir)
-    except (OSError, ValueError) as e:
-        print(f"nodecheck: error: the forensics record could not be written under {args.output_dir}: {e}",
-              file=sys.stderr)
+            done = investigate(plan["transport"], plan["nodes"], plan["where"], label=plan["label"], key=plan["key"],
+                               output_dir=args.output_dir, fanout=args.fanout,
+                               deadline_s=args.deadline or DEFAULT_DEADLINE_S, stack_timeout_s=args.stack_timeout,
+                               native=not args.no_native, pyspy=args.py_spy, local_dumps=local, stop=stop)
+    else:
+        done = investigate(None, None, None, label=plan["label"], key=plan["key"], output_dir=args.output_dir,
+                           stack_timeout_s=args.stack_timeout, local_dumps=local)
     if args.format == "json":
         import json
-        doc = to_json(result, label, iso(started), iso(finished))
-        doc["record"] = str(where) if where else None
-        print(json.dumps(doc, indent=1, default=str))
+        print(json.dumps(dict(done.record, record=str(done.where) if done.where else None), indent=1, default=str))
     else:
-        sys.stdout.write(summary)
-        print(f"record: {where}" if where else "record: NOT written (see stderr)")
-    if where is None:
+        sys.stdout.write(done.summary)
+        print(f"record: {done.where}" if done.where else "record: NOT written (see stderr)")
+    if done.where is None:
         return EXIT_INTERNAL
-    return EXIT_UNDETERMINED if result.diagnosis.kind == UNDETERMINED else EXIT_CLASSIFIED
+    return EXIT_UNDETERMINED if done.result.diagnosis.kind == UNDETERMINED else EXIT_CLASSIFIED
+
+
+@dataclass
+class Investigation:
+    result: object                             # analysis.Forensics
+    summary: str                               # what an operator reads (record.render)
+    record: dict                               # forensics.json's content
+    where: Path | None                         # the record directory; None when it could not be written
+
+
+def investigate(transport, nodes, where, *, label: str, key: str, output_dir: str | Path, fanout: int = 64,
+                deadline_s: float = DEFAULT_DEADLINE_S, stack_timeout_s: float = DEFAULT_STACK_TIMEOUT_S,
+                native: bool = True, pyspy: str | None = None, local_dumps=(), stop=None) -> Investigation:
+    """Gather (when nodes are given), judge, write the record; for `nodecheck forensics` and for
+    `nodecheck watch --forensics` on a hang. A record that cannot be written is said on stderr."""
+    from nodecheck.forensics.analysis import examine
+    from nodecheck.forensics.collect import gather
+    from nodecheck.forensics.record import files, render, to_json
+    from nodecheck.report.store import store_files
+    from nodecheck.watch.incident import safe_key, stamp
+    started = time.time()
+    gathered = None
+    if nodes is not None:
+        gathered = gather(transport, nodes, where, fanout=fanout, deadline=time.monotonic() + deadline_s,
+                          stack_timeout_s=stack_timeout_s, native=native, pyspy=pyspy,
+                          fetch=not local_dumps, stop=stop)
+    result = examine(gathered, (gathered.dumps if gathered else []) + list(local_dumps), stack_timeout_s)
+    finished = time.time()
+    summary = render(result, label)
+    iso = lambda t: datetime.fromtimestamp(t, timezone.utc).isoformat()   # noqa: E731
+    record = to_json(result, label, iso(started), iso(finished))
+    written = None
+    try:
+        written = store_files(f"{stamp(started)}_forensics_{safe_key(key)}",
+                              files(result, record, summary), output_dir)
+    except (OSError, ValueError) as e:
+        print(f"nodecheck: error: the forensics record could not be written under {output_dir}: {e}", file=sys.stderr)
+    return Investigation(result, summary, record, written)
 
 
 def _plan(args: Namespace) -> dict:

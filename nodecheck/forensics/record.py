@@ -138,11 +138,11 @@ def _node_json(f: Forensics, node: str) -> dict:
             "stack_failure": g.stack_failures.get(node, "")}
 
 
-def files(f: Forensics, label: str, started: str, finished: str, summary: str) -> dict[str, str | bytes]:
-    """The record directory's contents: relative path -> text or bytes."""
-    out: dict[str, str | bytes] = {
-        "forensics.json": json.dumps(to_json(f, label, started, finished), indent=1, default=str) + "\n",
-        "summary.txt": summary}
+def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
+    """The record directory's contents (relative path -> text or bytes): `record` (to_json's) and
+    `summary` (render's) as the caller made them, every raw capture, stack and dump."""
+    out: dict[str, str | bytes] = {"forensics.json": json.dumps(record, indent=1, default=str) + "\n",
+                                   "summary.txt": summary}
     g = f.gathered
     if g is not None:
         for c in g.captures:

@@ -42,6 +42,7 @@ EXIT_NO_SAMPLE = 3                             # could not watch: no tick ever g
 # nodecheck's own failure mid-watch (sysexits EX_SOFTWARE): the state is saved first, and the unit
 # restarts on it; Python's own 1 for an uncaught exception would read as the verdict "slow"
 EXIT_INTERNAL = 70
+FORENSICS_DEADLINE_S = 90.0                    # --forensics on a hang: the tick waits this long at most
 HANG_ACTION_ATTEMPTS = 3                       # --on-hang tries (one per tick) before giving up on this hang
 FAILURE_CHARS = 600                            # of a node's failure text in the tick (and the incident)
 
@@ -184,10 +185,14 @@ class Watcher:
         quiet verdict: nothing happened yet), the alert queued; returns the line for stdout."""
         previous = self.state.verdict
         kind = alert_kind(previous, a.verdict)
+        # forensics before --on-hang: the stacks of a cancelled job are gone
+        forensics = self._forensics(nodes) if a.verdict == "hung" and self.cfg.forensics else None
         action = self._act_on_hang(nodes) if a.verdict == "hung" else None
         event = build_event(job=self.plan.label, kind=kind, verdict=a.verdict, previous=previous, at=at,
                             since=a.since, message=a.message, nodes=a.nodes, ranks=a.ranks, incident=None,
                             watcher=self.host)
+        if forensics is not None:
+            event["forensics"] = forensics
         where, record = None, previous is not None or kind is not None
         if record:
             try:
@@ -204,9 +209,31 @@ class Watcher:
             self.state.pending = self.deliverer.enqueue(self.state.pending, event)
         return (f"{iso(at)} job {self.plan.label}: {one_line(a.message) or a.verdict}"
                 + (f" (was {previous})" if previous else "")
+                + (f"; forensics: {forensics['verdict']} ({forensics['record']})" if forensics else "")
                 + (f"; on-hang {action['action']}: {action['result']}" if action else "")
                 + (f"; incident {where}" if where else "")
                 + ("; incident NOT written (see alerts.log)" if record and not where else ""))
+
+    def _forensics(self, nodes: list[Node]) -> dict:
+        """`nodecheck forensics` on the hung job's nodes, its record beside the incidents: {"verdict": the
+        headline, "record": its directory, "culprit_ranks", "culprit_nodes"}; a failure is said, never raised."""
+        from nodecheck.forensics.collect import Where
+        from nodecheck.forensics.command import investigate
+        job_id = self.plan.label if isinstance(self.plan.job, SlurmJob) else None
+        where = Where("match", self.cfg.match) if self.cfg.match else Where("slurm", job_id)
+        where = Where(where.mode, where.what, self.cfg.progress.log)
+        try:
+            done = investigate(self.plan.transport, nodes, where, label=self.plan.label, key=self.plan.key,
+                               output_dir=self.plan.output_dir, fanout=self.plan.fanout,
+                               deadline_s=FORENSICS_DEADLINE_S, stop=self.stop)
+        except Exception as e:                 # forensics failing must not stop the watching
+            self.log.event("forensics-failed", "-", message=f"{type(e).__name__}: {e}")
+            return {"verdict": f"forensics failed: {type(e).__name__}: {e}", "record": None,
+                    "culprit_ranks": [], "culprit_nodes": []}
+        d = done.result.diagnosis
+        self.log.event("forensics", "-", verdict=d.kind, record=str(done.where))
+        return {"verdict": d.headline, "record": str(done.where) if done.where else None,
+                "culprit_ranks": list(d.culprit_ranks), "culprit_nodes": list(d.culprit_nodes)}
 
     def _act_on_hang(self, nodes: list[Node], again: bool = False) -> dict | None:
         """--on-hang, once per hang: a failed attempt is tried again on the next hung ticks, up to
@@ -391,7 +418,7 @@ def plan_watch(args: Namespace) -> Plan:
     from nodecheck.watch.config import apply_overrides, load_watch_config
     cfg = apply_overrides(load_watch_config(args.config), match=args.match, log=args.log, heartbeat=args.heartbeat,
                           interval_s=args.interval, alert_command=args.alert_command, alert_url=args.alert_url,
-                          on_hang=args.on_hang)
+                          on_hang=args.on_hang, forensics=args.forensics)
     if args.once and (args.max_samples or args.duration):
         raise ConfigError("--once takes one sample: it cannot be combined with --max-samples or --duration",
                           file="arguments", hint="drop --once, or drop --max-samples/--duration")
@@ -459,7 +486,7 @@ def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:
     alerts = ", ".join(c.name for c in channels_of(cfg.alerts)) or "none (stdout and incident records only)"
     hang = {"cancel": "cancel the job", "requeue": "requeue the job", None: "nothing (the job is never touched)"}
     head = f"nodecheck watch: job {plan.label} {where}, every {cfg.interval_s:g} s; alerts: {alerts}; " \
-           f"on hang: {hang[cfg.on_hang]}; state {plan.state_dir}"
+           f"on hang: {'forensics, then ' if cfg.forensics else ''}{hang[cfg.on_hang]}; state {plan.state_dir}"
     if resumed and state.verdict:
         head += f"; resumed: {state.verdict} since {iso(state.since)}" if state.since else f"; resumed: {state.verdict}"
         if state.pending:

@@ -13,6 +13,7 @@ reads), then overridden by the command line (apply_overrides). Every error names
     bounds: {hang_after_s: 600, checkpoint_max_s: 900, throughput_floor: 4000}
     alerts: {command: /usr/local/bin/page-oncall, url: https://hooks.example/nodecheck}
     on_hang: cancel                        # or requeue; unset: never touch the job
+    forensics: true                        # on hung: nodecheck forensics first (stacks, dumps, culprit)
 
 Bounds, and how they interact (classify.py applies them):
 - progress frozen longer than hang_after_s is a hang, EXCEPT while a checkpoint explains the freeze
@@ -186,6 +187,8 @@ class WatchConfig(BaseModel):
     bounds: Bounds = Bounds()
     alerts: Alerts = Alerts()
     on_hang: Optional[Literal["cancel", "requeue"]] = None
+    forensics: bool = Field(False, strict=True, description="on hung: run nodecheck forensics on the job's "
+                            "nodes (before on_hang acts) and link its record from the incident")
     sample_timeout_s: Optional[float] = Field(None, gt=0, le=600, allow_inf_nan=False,
                                               description=f"default: min({MAX_SAMPLE_TIMEOUT_S:g}, interval_s)")
 
@@ -285,11 +288,11 @@ def _derive_checkpoint_bound(src: Located, job: dict, block: dict) -> dict:
 def apply_overrides(cfg: WatchConfig, *, match: str | None = None, log: str | None = None,
                     heartbeat: str | None = None, interval_s: float | None = None,
                     alert_command: str | None = None, alert_url: str | None = None,
-                    on_hang: str | None = None) -> WatchConfig:
+                    on_hang: str | None = None, forensics: bool | None = None) -> WatchConfig:
     """A new config: the command line's values (None: keep the file's) over `cfg`, validated again;
     then a progress signal is required. ConfigError names the option and the fix."""
     data = cfg.model_dump()
-    given = {"match": match, "interval_s": interval_s, "on_hang": on_hang}
+    given = {"match": match, "interval_s": interval_s, "on_hang": on_hang, "forensics": forensics}
     data.update({k: v for k, v in given.items() if v is not None})
     progress = {"log": log, "heartbeat": heartbeat}
     data["progress"].update({k: v for k, v in progress.items() if v is not None})

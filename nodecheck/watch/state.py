@@ -101,7 +101,7 @@ def _words(want: tuple) -> str:
 def config_fingerprint(cfg) -> str:
     """What judging depends on (progress, bounds, match, interval, gpus, history), not where alerts go:
     a restart with another alert URL is the same watch."""
-    judged = cfg.model_dump(mode="json", exclude={"alerts", "on_hang", "sample_timeout_s"})
+    judged = cfg.model_dump(mode="json", exclude={"alerts", "on_hang", "forensics", "sample_timeout_s"})
     return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -307,3 +307,27 @@ def test_on_hang_cancel_of_a_slurm_job_scancels_it_once(cluster, tmp_path):
     assert action == {"action": "cancel", "ok": True, "result": f"scancel {jobid}: done"}
     assert len([ln for ln in w.alert_log() if "action=on-hang-cancel" in ln]) == 1     # once per hang
     assert code == 2, err
+
+
+def test_forensics_on_hang_runs_before_anything_else_and_is_linked(cluster, tmp_path):
+    """--forensics: when the deadlock turns hung, `nodecheck forensics` runs on the job's nodes (the real
+    py-spy on each fake trainer) before the alert; the event, the incident and stdout link its record."""
+    cluster.install_pyspy()
+    cluster.start_training_all(training.deadlock(NODES, at=3.0, odd_node="node2", odd_gpu=3))
+    w = Watch(cluster, tmp_path, "--forensics")
+    code, lines, err = w.run("--duration", "8", timeout=120)
+    assert code == 2, err
+    assert "on hang: forensics, then nothing" in lines[0]
+    [event] = w.sent()
+    fx = event["forensics"]
+    record = Path(fx["record"])
+    assert record.parent == w.out and record.name.split("_")[1] == "forensics"
+    doc = json.loads((record / "forensics.json").read_text())
+    assert fx["verdict"] == doc["diagnosis"]["headline"]
+    assert sorted(doc["nodes"]) == NODES and all(doc["nodes"][n]["pyspy"].startswith("py-spy ") for n in NODES)
+    # every node's trainer process was found and its stack taken (the fake trainer sets no rank variables)
+    stacked = [p for g in doc["stack_groups"] if not g["failure"] for p in g["processes"]]
+    assert sorted(p["node"] for p in stacked) == NODES
+    assert any(f"; forensics: {fx['verdict']} ({record}); incident " in line for line in lines), lines
+    [incident] = w.incidents("hung")
+    assert json.loads((incident / "incident.json").read_text())["event"]["forensics"] == fx
