@@ -95,7 +95,7 @@ def main() -> None:
     for _ in range(a.repeat):
         parsed, took = measure(lambda: [parse_dump(b, source=f"nccl_trace_rank_{i}") for i, b in enumerate(raw)])
         parse_s.append(took)
-        findings, took = measure(lambda: analyze(parsed))
+        findings, took = measure(lambda parsed=parsed: analyze(parsed))
         analyze_s.append(took)
         del parsed
         groups, took = measure(lambda: group_stacks(stacks(a.ranks)))

@@ -75,12 +75,15 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
         out.captures.append(out.kernel[n.name])
         _read_snapshot(out, n.name, snap)
     second = {}
+    wanted: dict[str, list[int]] = {}
+    for p in targets(out.processes):
+        wanted.setdefault(p.node, []).append(p.pid)
     for n in nodes:
         probes = []
         snap = out.snapshots.get(n.name)
         if snap is None:
             continue
-        pids = [p.pid for p in _targets([p for p in out.processes if p.node == n.name])]
+        pids = wanted.get(n.name, [])
         if pids:
             probes.append(stacks_probe(pids, stack_timeout_s, native, pyspy))
         if fetch:
@@ -116,8 +119,10 @@ def _targets(processes: Sequence[RankProcess]) -> list[RankProcess]:
 
 def targets(processes: Sequence[RankProcess]) -> list[RankProcess]:
     """_targets over every node: per node, its ranks, else all of its processes."""
-    nodes = sorted({p.node for p in processes})
-    return [p for node in nodes for p in _targets([q for q in processes if q.node == node])]
+    by_node: dict[str, list[RankProcess]] = {}
+    for p in processes:
+        by_node.setdefault(p.node, []).append(p)
+    return [p for node in sorted(by_node) for p in _targets(by_node[node])]
 
 
 def _read_snapshot(out: Gathered, node: str, c: Capture) -> None:

@@ -315,7 +315,7 @@ def test_forensics_on_hang_runs_before_anything_else_and_is_linked(cluster, tmp_
     cluster.install_pyspy()
     cluster.start_training_all(training.deadlock(NODES, at=3.0, odd_node="node2", odd_gpu=3))
     w = Watch(cluster, tmp_path, "--forensics")
-    code, lines, err = w.run("--duration", "8", timeout=120)
+    code, lines, err = w.run("--duration", "10", timeout=120)
     assert code == 2, err
     assert "on hang: forensics, then nothing" in lines[0]
     [event] = w.sent()
