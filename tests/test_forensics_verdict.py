@@ -310,3 +310,15 @@ def test_missing_rank_without_a_known_node_gives_no_broken_command():
     assert (d.kind, d.culprit_ranks, d.culprit_nodes) == (MISSING, (2,), ())
     assert "nodename=" not in d.next_step and "--nodes" not in d.next_step
     assert d.next_step.startswith("read the missing ranks' own log") and "find the node they ran on" in d.next_step
+
+
+def test_a_flight_recorder_that_shows_nothing_pending_keeps_its_word_when_the_stacks_decide():
+    """Every collective in the dumps completed (the hang is elsewhere): the stacks decide, and what the
+    flight recorder said stays in the evidence."""
+    from nodecheck.forensics.collectives import GroupFinding
+    done = GroupFinding(pg="0", desc="default_pg", members=(0, 1, 2, 3), kind="completed", seq=None,
+                        last_completed={r: 7 for r in range(4)}, at_seq=(), missing=(), no_dump=(), ahead=())
+    procs = job(range(4), 4)
+    d = diagnose([done], stacks_of(procs, {2: ALL_GATHER}, ALL_REDUCE), procs, {}, NODES)
+    assert (d.kind, d.culprit_ranks, d.basis) == (MISMATCHED, (2,), "stacks")
+    assert d.evidence[-1].startswith("flight recorder: pg 0: all 4 ranks completed every collective they enqueued")

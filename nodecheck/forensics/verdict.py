@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from nodecheck.forensics.collectives import GroupFinding, describe
-from nodecheck.forensics.ranks import RankProcess, likely_node, missing_ranks, ranks_phrase
+from nodecheck.forensics.ranks import RankProcess, expected_world, likely_node, missing_ranks, ranks_phrase
 from nodecheck.forensics.stacks import ProcessStack, collective_of, frame_text, in_init, python_frames, summary_frames
 
 MISMATCHED = "mismatched collectives"
@@ -83,12 +83,13 @@ def diagnose(findings: Sequence[GroupFinding], stacks: Sequence[ProcessStack], p
     elif from_stacks is not None:
         kind, culprits, evidence = from_stacks
         basis = "stacks"
+        evidence += tuple(f"flight recorder: {line}" for line in (from_fr[2] if from_fr else ()))
     else:
-        kind, culprits, evidence, basis = UNDETERMINED, (), (), ""
+        kind, culprits, evidence, basis = UNDETERMINED, (), from_fr[2] if from_fr else (), ""
     if gone and kind in (UNDETERMINED, SAME, MISSING):
         # ranks the world size promises but no process holds: dead (or their node was not reached)
         where = {r: likely_node(r, processes) for r in gone}
-        evidence += (f"no process holds {ranks_phrase(gone)} of the world size {len(by_rank) + len(gone)}"
+        evidence += (f"no process holds {ranks_phrase(gone)} of the world size {expected_world(processes)}"
                      + "".join(f"; rank {r} ran on {n}" for r, n in where.items() if n) + ": dead, or on a node not reached",)
         if kind != MISSING:
             kind, basis = MISSING, basis or "processes"
