@@ -14,6 +14,7 @@ from nodecheck.forensics.stacks import describe_group, frame_text
 from nodecheck.parsers.watch_sample import GpuSample
 from nodecheck.report import capture_relpath
 from nodecheck.report.table import fold
+from nodecheck.watch.incident import safe_key
 
 RECORD_VERSION = 1
 
@@ -151,7 +152,7 @@ def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
                 out[capture_relpath(c.node, c.probe, "stderr")] = c.stderr
     for s in f.stacks:
         if s.raw:
-            out[f"stacks/{_safe(s.process.node)}/pid-{s.process.pid}.txt"] = s.raw
+            out[f"stacks/{safe_key(s.process.node)}/pid-{s.process.pid}.txt"] = s.raw
     for k, r in enumerate(f.dumps):
         if r.read.data is not None:
             out[_dump_relpath(r.read.node, r.read.path, k)] = r.read.data
@@ -160,9 +161,4 @@ def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
 
 def _dump_relpath(node: str, path: str, k: int) -> str:
     # numbered: two prefixes on one node may hold files of the same name
-    return f"dumps/{_safe(node or 'local')}/{k:03d}-{_safe(PurePath(path).name)}"
-
-
-def _safe(name: str) -> str:
-    from nodecheck.watch.incident import safe_key
-    return safe_key(name)
+    return f"dumps/{safe_key(node or 'local')}/{k:03d}-{safe_key(PurePath(path).name)}"

@@ -8,7 +8,7 @@ undetermined when nothing gathered tells.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from nodecheck.forensics.collectives import GroupFinding, describe
@@ -48,8 +48,7 @@ class Diagnosis:
     culprit_nodes: tuple[str, ...]
     evidence: tuple[str, ...]
     next_step: str
-    basis: str                                 # "flight recorder", "stacks", "flight recorder and stacks", ...
-    details: Mapping[str, object] = field(default_factory=dict)
+    basis: str                                 # "flight recorder", "flight recorder and the stacks", "stacks", ...
 
     @property
     def headline(self) -> str:

@@ -14,6 +14,7 @@ from typing import Mapping
 
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt
+from nodecheck.parsers.ncclenv import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
 from nodecheck.probes.shell import unescape
@@ -90,7 +91,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
     processes: list[JobProcess] = []
     procs_error = ""
     if procs_section.rc != 0:
-        procs_error = _first_line(procs_section.text) or f"pgrep/ps exited {procs_section.rc}"
+        procs_error = first_line(procs_section.text) or f"pgrep/ps exited {procs_section.rc}"
     else:
         for proc in read_procs(procs_section.text, SNAPSHOT_TOOL, text):
             env_section = parts.get(f"env-{proc.pid}")
@@ -104,7 +105,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
         if section.ok:
             warns = tuple(_unescaped(line, text) for line in section.text.splitlines() if line)
         else:
-            log_error = _first_line(section.text) or f"reading the log failed (exit {section.rc})"
+            log_error = first_line(section.text) or f"reading the log failed (exit {section.rc})"
     return NodeSnapshot(clock, gpus, gpu_error, tuple(processes), procs_error, dumps, relative, warns,
                         log_error, log_watched)
 
@@ -191,7 +192,3 @@ def _unescaped(value: str, text: str) -> str:
         return unescape(value)
     except ValueError as e:
         raise ParseError(SNAPSHOT_TOOL, str(e), excerpt(text)) from None
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")

@@ -84,7 +84,7 @@ def test_mismatched_collectives_the_epoch_end_deadlock(cluster, tmp_path):
     majority, odd = rank_of(doc["stack_groups"], 0), rank_of(doc["stack_groups"], 3)
     assert majority["ranks"] == [0, 1, 2, 4, 5, 6, 7] and majority["nodes"] == ["node1", "node2"]
     assert majority["frames"][:3] == ["wait (distributed_c10d.py:13)", "all_gather (distributed_c10d.py:33)",
-                                      "train (training.py:20)"] or "all_gather (distributed_c10d.py" in majority["text"]
+                                      "train (training.py:20)"]
     assert odd["ranks"] == [3] and "_aggregate_total_loss (engine.py:" in " ".join(odd["frames"])
     assert odd["text"].startswith("rank 3 (node1 GPU3) in ")
     # the record holds every raw dump and stack
