@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.redact import redact_argv, redact_text
 from nodecheck.transport import CUT_AT_DEADLINE, Session, Transport
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
@@ -97,7 +98,9 @@ class CommandRunner:
         return session
 
     def _keep(self, capture: Capture) -> Capture:
-        """Recorded for the report; a step that ran twice under one name keeps both (".2")."""
+        """Recorded for the report; a step that ran twice under one name keeps both (".2"). What is
+        recorded has its secrets masked (redact: NAME=value of a secret-looking name, --token VALUE,
+        URL credentials), whatever a tool echoed; the check itself judges what came back."""
         with self._lock:
             name, n = capture.probe, 1
             while (capture.node, name) in self._names:
@@ -106,7 +109,8 @@ class CommandRunner:
             if name != capture.probe:
                 capture = replace(capture, probe=name)
             self._names.add((capture.node, name))
-            self.captures.append(capture)
+            self.captures.append(replace(capture, argv=redact_argv(capture.argv), stdout=redact_text(capture.stdout),
+                                         stderr=redact_text(capture.stderr), detail=redact_text(capture.detail)))
         return capture
 
 

@@ -12,17 +12,40 @@ from __future__ import annotations
 import io
 import re
 import shlex
-from typing import Annotated, Any
+from typing import Annotated, Any, Mapping
 
 from pydantic import AfterValidator, BeforeValidator
 
 from nodecheck.errors import ConfigError
+from nodecheck.redact import is_secret_name
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)   # \Z: "$" would let "NAME\n" through
 _ASSIGNMENT = re.compile(r"^(export[ \t]+)?([^=\s]*)=")
 # after an unquoted or double-quoted `$`: what the shell expands (a name, ${...}, $(...), $1, $@ ...)
 _EXPANDS = re.compile(r"[A-Za-z_{(0-9@*#?$!-]")
 NOT_RUN = "nodecheck reads this file, it does not run it"
+
+
+# What of a job's environment reaches a node for a test that runs the job's communication stack
+# (nccl-tests): the variables of the libraries under it, by prefix, and the library path they load
+# from. Nothing else travels: the job's tokens, passwords and cloud keys (HF_TOKEN, WANDB_API_KEY,
+# AWS_*) have no business on a node's command line or in a report, and PATH or LD_PRELOAD would
+# change which program nodecheck runs as root. A name that looks secret (redact.is_secret_name)
+# stays behind even with one of these prefixes. The values travel on the probe's stdin, never argv.
+TEST_ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "UCX_", "OMPI_", "PMIX_", "HCOLL_", "SHARP_",
+                     "MELLANOX_", "MLX5_", "FI_", "GLOO_")
+TEST_ENV_NAMES = frozenset({"LD_LIBRARY_PATH"})
+
+
+def travels(name: str) -> bool:
+    """Whether the job's variable `name` may reach a node for a test (TEST_ENV_PREFIXES, TEST_ENV_NAMES,
+    and never a secret-looking name)."""
+    return (name.startswith(TEST_ENV_PREFIXES) or name in TEST_ENV_NAMES) and not is_secret_name(name)
+
+
+def probe_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """(the variables that travel, the names left behind, sorted)."""
+    return ({k: v for k, v in env.items() if travels(k)}, sorted(k for k in env if not travels(k)))
 
 
 def load_job_env(path: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from nodecheck.parsers.ncclenv import NcclConf
+from nodecheck.redact import redact_value
 
 JOB, NODE = "job environment", "node environment"
 DEFAULT_MASTER_PORT = 29500                    # torchrun's and torch.distributed's default MASTER_PORT
@@ -59,9 +60,10 @@ def effective_env(job: Mapping[str, str], node: Mapping[str, str], use_node: boo
 
 
 def said(env: Env, name: str) -> str:
-    """`NAME=value (job environment)` or `NAME unset`: every message says where its value came from."""
+    """`NAME=value (job environment)` or `NAME unset`: every message says where its value came from
+    (a secret's value, or credentials in a URL, as redact writes them: messages reach reports)."""
     s = env.get(name)
-    return f"{name} unset" if s is None else f"{name}={s.value} ({s.source})"
+    return f"{name} unset" if s is None else f"{name}={redact_value(name, s.value)} ({s.source})"
 
 
 def first_set(env: Env, names: Sequence[str]) -> tuple[str, Setting | None]:

@@ -163,3 +163,18 @@ def test_a_name_with_a_trailing_newline_is_not_a_name():
     assert ENV_NAME.match("NCCL_DEBUG") is not None
     assert ENV_NAME.match("NCCL_DEBUG\n") is None
     assert ENV_NAME.match("NCCLÄ") is None
+
+
+def test_only_the_variables_a_test_needs_travel_and_never_a_secret_looking_one():
+    """issue 17, finding 3: HF_TOKEN from --job-env reached the node's command line and report.json."""
+    from nodecheck.jobenv import probe_env, travels
+    env = {"NCCL_IB_HCA": "mlx5_0", "TORCH_NCCL_BLOCKING_WAIT": "1", "UCX_TLS": "rc", "OMPI_MCA_btl": "^openib",
+           "LD_LIBRARY_PATH": "/opt/nccl/lib", "HF_TOKEN": "s3cr3t", "NCCL_IB_PKEY": "0x8001",
+           "TORCH_HUB_TOKEN": "s3cr3t", "NCCL_SECRET_SAUCE": "x", "PATH": "/home/u/bin", "LD_PRELOAD": "/tmp/x.so",
+           "AWS_SECRET_ACCESS_KEY": "k", "MASTER_ADDR": "node1"}
+    kept, left = probe_env(env)
+    assert kept == {"NCCL_IB_HCA": "mlx5_0", "TORCH_NCCL_BLOCKING_WAIT": "1", "UCX_TLS": "rc",
+                    "OMPI_MCA_btl": "^openib", "LD_LIBRARY_PATH": "/opt/nccl/lib", "NCCL_IB_PKEY": "0x8001"}
+    assert left == ["AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "LD_PRELOAD", "MASTER_ADDR", "NCCL_SECRET_SAUCE", "PATH",
+                    "TORCH_HUB_TOKEN"]
+    assert not travels("nccl_lowercase") and travels("CUDA_VISIBLE_DEVICES")

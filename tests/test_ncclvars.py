@@ -16,3 +16,14 @@ from nodecheck.ncclvars import parse_nccl_list
 def test_nccl_list_syntax_is_read_as_parseStringList_does(value, exclude, exact, entries):
     spec = parse_nccl_list(value)
     assert (spec.exclude, spec.exact, spec.entries) == (exclude, exact, entries)
+
+
+def test_a_message_names_a_secret_but_never_shows_its_value():
+    from nodecheck.ncclvars import Setting, said
+    from nodecheck.redact import REDACTED
+    env = {"NCCL_SOCKET_IFNAME": Setting("ib0", "job environment"),
+           "TORCH_HUB_TOKEN": Setting("s3cr3t", "job environment"),
+           "MASTER_ADDR": Setting("https://alice:s3cr3t@host", "node environment")}
+    assert said(env, "NCCL_SOCKET_IFNAME") == "NCCL_SOCKET_IFNAME=ib0 (job environment)"
+    assert said(env, "TORCH_HUB_TOKEN") == f"TORCH_HUB_TOKEN={REDACTED} (job environment)"
+    assert said(env, "MASTER_ADDR") == "MASTER_ADDR=https://***@host (node environment)"

@@ -82,15 +82,18 @@ def test_start_waits_for_the_listener_the_client_gets_the_result_and_collect_cle
     start = run(pairtest.start_servers("s", "t1", [rail], SHAPE), env)
     assert start.returncode == 0, start.stderr
     facts = split_sections(start.stdout).facts
-    assert facts["dir"] == f"{tmp_path}/nodecheck-pairtest.t1"
+    made = pairtest.made_directory(start.stdout)
+    assert facts["dir"] == made and made.startswith(f"{tmp_path}/nodecheck-pairtest.t1.")
+    assert len(made) == len(f"{tmp_path}/nodecheck-pairtest.t1.") + 6          # mktemp's XXXXXX
+    assert os.stat(made).st_mode & 0o777 == 0o700
     assert facts["ready"].startswith(f"mlx5_0 {rail.tcp_port} ")
     client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
     section = split_sections(client.stdout).get("client:mlx5_0")
     assert section.rc == 0 and "111.71" in section.text
-    collect = run(pairtest.collect_servers("x", "t1"), env)
+    collect = run(pairtest.collect_servers("x", "t1", made), env)
     server = split_sections(collect.stdout).get("server:mlx5_0")
     assert server.rc == 0 and "111.71" in server.text
-    assert not (tmp_path / "nodecheck-pairtest.t1").exists()
+    assert not os.path.exists(made)
 
 
 def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
@@ -100,7 +103,7 @@ def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
     pid = int(split_sections(start.stdout).facts["ready"].split()[2])
     assert alive(pid)
     started = time.monotonic()
-    collect = run(pairtest.collect_servers("x", "t2"), env)
+    collect = run(pairtest.collect_servers("x", "t2", pairtest.made_directory(start.stdout)), env)
     assert "@@nodecheck killed mlx5_3" in collect.stdout
     assert split_sections(collect.stdout).get("server:mlx5_3").rc == 137
     deadline = time.monotonic() + 5
@@ -112,7 +115,7 @@ def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
 
 def test_collect_without_a_start_says_so_and_a_missing_tool_is_exit_127(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path), PATH="/usr/bin:/bin")
-    collect = run(pairtest.collect_servers("x", "never"), env)
+    collect = run(pairtest.collect_servers("x", "never", ""), env)
     assert collect.returncode == 0 and "the start step never ran" in collect.stdout
     start = run(pairtest.start_servers("s", "t3", [pairtest.Rail("mlx5_0", 1, 1, free_port())], SHAPE), env)
     assert start.returncode == 127 and "ib_write_bw not found (perftest not installed)" in start.stderr
@@ -124,3 +127,86 @@ def test_values_that_are_not_names_never_reach_a_node(bad):
         pairtest.run_clients("c", [(pairtest.Rail("mlx5_0", 1, 1, 18515), 18515)], bad, SHAPE)
     with pytest.raises(ValueError):
         pairtest.start_servers("s", "t", [pairtest.Rail(bad or "-", 1, 1, 18515)], SHAPE)
+
+
+# --- a local user who gets to /tmp first (issue 17, finding 2) -----------------------------------------
+
+@pytest.fixture
+def victim():
+    """A process of its own group, as a stranger's would be: collect must never signal it."""
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def planted(directory: Path, pid: int, secret: Path, mode: int = 0o700) -> None:
+    """What a local user leaves for a round: a pid file naming someone else's process group and a
+    server output that is a symlink to a file only root may read."""
+    directory.mkdir()
+    directory.chmod(mode)
+    (directory / "mlx5_0.pid").write_text(f"{pid}\n")
+    (directory / "mlx5_0.out").symlink_to(secret)
+
+
+@pytest.fixture
+def secret(tmp_path) -> Path:
+    path = tmp_path / "shadow"
+    path.write_text("root:$6$s3cr3t-hash:19000:0:99999:7:::\n")
+    path.chmod(0o600)
+    return path
+
+
+def test_a_round_directory_made_before_the_start_step_is_neither_used_nor_trusted(tmp_path, victim, secret):
+    """The old round directory's name (nodecheck-pairtest.<name>) made first by someone else: start
+    makes its own private directory; collect, run even when start failed, signals nobody and shows
+    nothing of what was planted."""
+    env = tool(tmp_path, hang=False)
+    planted(tmp_path / "nodecheck-pairtest.t5", victim.pid, secret)
+    rail = pairtest.Rail("mlx5_0", 1, 2, free_port())
+    start = run(pairtest.start_servers("s", "t5", [rail], SHAPE), env)
+    made = pairtest.made_directory(start.stdout)
+    assert made != f"{tmp_path}/nodecheck-pairtest.t5" and os.stat(made).st_mode & 0o777 == 0o700
+    client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
+    assert split_sections(client.stdout).get("client:mlx5_0").rc == 0
+    for given in (made, ""):                   # what start printed, and nothing (start's output lost)
+        collect = run(pairtest.collect_servers("x", "t5", given), env)
+        assert "s3cr3t" not in collect.stdout + collect.stderr
+        assert victim.poll() is None, "collect signalled a process group it did not start"
+    assert (tmp_path / "nodecheck-pairtest.t5" / "mlx5_0.out").is_symlink()     # left alone
+
+
+@pytest.mark.parametrize("pid", ["1", "VICTIM", "-1", "0", "1 2", "$(id)"])
+def test_collect_signals_no_process_nodecheck_did_not_start(tmp_path, victim, secret, pid):
+    """A directory of the new form (prefix + six characters, 0700, ours: as root a stranger cannot
+    make one, but a process of the same user could): the pid must still lead a group whose argv names
+    this directory, and an output that is a symlink is not shown."""
+    planted(tmp_path / "nodecheck-pairtest.t6.AbC123", victim.pid, secret)
+    (tmp_path / "nodecheck-pairtest.t6.AbC123" / "mlx5_0.pid").write_text(pid.replace("VICTIM", str(victim.pid)))
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    for given in (f"{tmp_path}/nodecheck-pairtest.t6.AbC123", ""):
+        collect = run(pairtest.collect_servers("x", "t6", given, wait_s=0), env)
+        assert collect.returncode == 0, collect.stderr
+        assert "@@nodecheck killed" not in collect.stdout and "s3cr3t" not in collect.stdout
+        assert victim.poll() is None
+        if given:                              # (collect removes the directory it collected)
+            planted(tmp_path / "nodecheck-pairtest.t6.AbC123", victim.pid, secret)
+
+
+@pytest.mark.parametrize("kind", ["symlink", "mode 0755", "other prefix"])
+def test_collect_refuses_a_directory_that_is_not_the_private_one_start_made(tmp_path, victim, secret, kind):
+    elsewhere = tmp_path / "elsewhere.AbC123"
+    planted(elsewhere, victim.pid, secret)
+    given = tmp_path / "nodecheck-pairtest.t7.AbC123"
+    if kind == "symlink":
+        given.symlink_to(elsewhere)
+    elif kind == "mode 0755":
+        elsewhere.rename(given)
+        given.chmod(0o755)
+    else:
+        given = elsewhere
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    collect = run(pairtest.collect_servers("x", "t7", str(given), wait_s=0), env)
+    assert "@@nodecheck refused" in collect.stdout and "begin server" not in collect.stdout
+    assert "s3cr3t" not in collect.stdout and victim.poll() is None
+    assert (given / "mlx5_0.pid").exists()     # not removed either

@@ -286,8 +286,11 @@ def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: s
         finished = clients is not None and clients.outcome is Outcome.EXITED and clients.exit_code == 0 and all(
             sections.get(f"client:{r.device}") is not None and sections[f"client:{r.device}"].rc == 0
             for r, _ in listening)
+        # the private directory start made, from its output (collect finds it by its prefix, and
+        # checks it is ours, when start printed none)
         collected = ctx.run(server, pairtest.collect_servers(
-            f"ib_write_bw.r{rnd}.server", directory, pairtest.COLLECT_WAIT_S if finished else 0), cleanup=True)
+            f"ib_write_bw.r{rnd}.server", directory, pairtest.made_directory(start.stdout),
+            pairtest.COLLECT_WAIT_S if finished else 0), cleanup=True)
     servers = split_sections(collected.stdout).sections if collected.outcome is Outcome.EXITED else {}
     return [_judge_rail(rnd, server, client, r, start, ready, clients, sections, servers, rates, want)
             for r in rails]

@@ -45,7 +45,7 @@ from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
 from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
-                                           listener_directory, start_listener, stop_listener)
+                                           listener_directory, listener_made, start_listener, stop_listener)
 from nodecheck.registry import check
 from nodecheck.thresholds import fmt
 
@@ -99,10 +99,10 @@ class NcclEnv(BaseModel):
 # NCCL also reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf (src/misc/param.cc
 # initEnvFunc): a variable the environment leaves unset may be set there.
 _SCRIPT = SHELL_FUNCTION + WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
-node_env=$1; conf=$2; shift 2
+node_env=$1; conf=$2; shift 2; named=1
 [ -n "$conf" ] || { [ "$node_env" = 1 ] && conf=${NCCL_CONF_FILE:-}; }
-[ -n "$conf" ] || conf=$HOME/.nccl.conf
-nccl_confs "$conf"
+[ -n "$conf" ] || { conf=$HOME/.nccl.conf; named=0; }
+nccl_confs "$conf" "$named" ""
 echo "@@nodecheck begin node_env"
 rc=0; [ "$node_env" = 1 ] && { env_matching '^(NCCL|TORCH|MASTER)_[A-Za-z0-9_]*$' 2>&1; rc=$?; }
 echo "@@nodecheck end node_env rc=$rc"
@@ -500,6 +500,7 @@ class Listener:
     ports: dict[int, str] = field(default_factory=dict)    # port -> "listening" / "busy: why" / "error: why"
     problem: Verdict | None = None
     ended: str = ""                            # from the stop step: "" = still listening, else how it ended
+    made: str = ""                             # the private directory the start step made ("" = none said)
 
 
 @dataclass
@@ -558,7 +559,8 @@ def reachability(ctx: ActiveContext, want: NcclEnv, facts: Mapping[str, NodeFact
         outputs = dict(zip(connectors, _each(ctx, connectors, lambda n: _connect(ctx, n, tag, plan.runs[n], want))))
     finally:
         # every node where a start ran, whatever became of it: a start cut short may have left a listener
-        for node, ended in zip(runnable, _each(ctx, runnable, lambda n: _stop(ctx, n, tag))):
+        for node, ended in zip(runnable, _each(ctx, runnable, lambda n: _stop(
+                ctx, n, tag, listeners[n].made if n in listeners else ""))):
             if node in listeners:
                 listeners[node].ended = ended
     for node, listener in listeners.items():
@@ -613,7 +615,7 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
     probe = start_listener(f"{PROBE_NAME}.listen", listener_directory(tag, node), limit_s, tag,
                            ctx.nodes[node].address, ports)
     out = ctx.run(node, probe)
-    listener = Listener(node)
+    listener = Listener(node, made=listener_made(out.stdout))
     text = out.stdout
     if out.outcome is not Outcome.EXITED or out.exit_code != 0:
         listener.problem = _step_failed(out, f"cannot test reachability: the listener start on {node}")
@@ -639,15 +641,19 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
     return listener
 
 
-def _stop(ctx: ActiveContext, node: str, tag: str) -> str:
-    """Kills the listener; "" when it was still listening, else how it had ended."""
-    out = ctx.run(node, stop_listener(f"{PROBE_NAME}.listen-stop", listener_directory(tag, node)), cleanup=True)
+def _stop(ctx: ActiveContext, node: str, tag: str, made: str) -> str:
+    """Kills the listener; "" when it was still listening, else how it had ended. `made`: the
+    directory its start step made ("" when unknown: the stop step looks for it by its prefix)."""
+    out = ctx.run(node, stop_listener(f"{PROBE_NAME}.listen-stop", listener_directory(tag, node), made),
+                  cleanup=True)
     if out.outcome is not Outcome.EXITED:
         return f"its state is unknown: the stop step {out.outcome.value}"
     if "@@nodecheck alive" in out.stdout:
         return ""
     state = next((ln[len("@@nodecheck "):] for ln in out.stdout.splitlines()
-                  if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir"))), "gone")
+                  if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir", "@@nodecheck refused"))), "gone")
+    if state.startswith("refused"):
+        return "its directory was not the private one the start step made (left alone)"
     return "its directory was gone" if state == "nodir" else state
 
 

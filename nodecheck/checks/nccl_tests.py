@@ -27,6 +27,7 @@ from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt, w
 from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
 from nodecheck.probes import nccltest
+from nodecheck.redact import redact_text
 from nodecheck.registry import Captures, check
 from nodecheck.thresholds import Floor, fmt
 
@@ -468,6 +469,9 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
                                    f"{len(usable)}")
         return
     runs: list[dict] = []
+    left_behind = nccltest.left_behind(want.env)
+    if left_behind:                            # names only: what the test ran without, and why not its values
+        ctx.extras["env_not_passed"] = left_behind
     for variant in want.variants:
         for collective in want.collectives:
             yield from _one_collective(ctx, want, usable, collective, variant, runs)
@@ -492,7 +496,7 @@ def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], colle
     capture = ctx.run(nodes[0], probe)
     full = _judge_capture(capture, want, what, ranks, want.floor(variant), env)
     runs.append({"test": what, "nodes": fold(nodes), "ranks": ranks, "status": full.status.value,
-                 "busbw_gbs": full.busbw, "message": full.message, "hang": full.hang})
+                 "busbw_gbs": full.busbw, "message": redact_text(full.message), "hang": full.hang})
     scale = f"{len(nodes)} nodes ({fold(nodes)}), {ranks} ranks"
     if full.status in (Status.PASS, Status.WARN):
         yield tuple(nodes), Verdict(full.status, f"{full.message.replace(what + ': ', what + ' across ' + scale + ': ', 1)}",

@@ -35,10 +35,10 @@ ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 # $3: the resume point ("" = any entry of the checkpoint directory, "-" = not resuming);
 # then LABEL PATH pairs: the job's dump-file prefixes.
 _SCRIPT = WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
-conf=$1; ckpt=$2; resume=$3; shift 3
+conf=$1; ckpt=$2; resume=$3; shift 3; named=1
 [ -n "$conf" ] || conf=${NCCL_CONF_FILE:-}
-[ -n "$conf" ] || conf=$HOME/.nccl.conf
-nccl_confs "$conf"
+[ -n "$conf" ] || { conf=$HOME/.nccl.conf; named=0; }
+nccl_confs "$conf" "$named" ""
 echo "@@nodecheck begin node_env"
 env_matching '^(NCCL|TORCH|CUDA)_[A-Za-z0-9_]*$' 2>&1; echo "@@nodecheck end node_env rc=$?"
 echo "@@nodecheck begin writable"

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt
-from nodecheck.parsers.sections import Sections, split_sections
+from nodecheck.parsers.sections import Section, Sections, split_sections
 from nodecheck.parsers.sysfs import parse_sysfs_dump
 from nodecheck.parsers.versions import parse_nccl_conf
 from nodecheck.probes.shell import unescape
@@ -105,7 +105,7 @@ def read_confs(sections: Sections, tool: str, text: str) -> tuple[NcclConf, ...]
     if "conf_path" not in sections.facts:
         raise ParseError(tool, "probe output has no 'conf_path' line", excerpt(text))
     path = unescaped(sections.facts["conf_path"].strip(), tool, text)
-    return tuple(_conf(where, sections.require(name, tool).text)
+    return tuple(_conf(where, sections.require(name, tool))
                  for name, where in (("user.conf", path), ("nccl.conf", ETC_CONF)))
 
 
@@ -136,9 +136,11 @@ def key_values(text: str, sep: str, tool: str) -> dict[str, str]:
     return found
 
 
-def _conf(path: str, text: str) -> NcclConf:
+def _conf(path: str, section: Section) -> NcclConf:
+    if section.rc not in (0, None):            # the probe would not read it (a job's file: shell.job_file)
+        return NcclConf(path, {}, first_line(section.text) or f"exit {section.rc}")
     try:
-        return NcclConf(path, parse_nccl_conf(text))
+        return NcclConf(path, parse_nccl_conf(section.text))
     except ParseError as e:                    # judged as an error of its own; the rest is still judged
         return NcclConf(path, {}, e.reason)
 

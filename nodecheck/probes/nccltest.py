@@ -3,10 +3,13 @@ launch node that runs one test across several nodes.
 
 Every run is bounded twice: `timeout` on the node (so a hang ends as exit 124 with the output so far,
 which says how far the run got) and the probe's own timeout around it. Every value reaches the node
-as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by the transport: environment
-variables as NAME=VALUE words the script exports (names checked here), then the script's own words
-(after the environment, so no variable of the job's can change the time limit or the binary), then the
-command as argv words.
+as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by the transport: the script's own
+words, then the command as argv words. The test's environment is not among them: a node's
+/proc/*/cmdline is readable by every user there, and a probe's argv is kept in report.json. It
+travels on the probe's stdin as NAME=VALUE lines (values escaped, names checked here), which the
+script exports before its own variables are set, so no variable of the job's can change the time
+limit or the binary; only the job's variables that the test needs travel (jobenv.travels), and
+`mpirun -x NAME` passes names, never values.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from nodecheck.jobenv import ENV_NAME
+from nodecheck.jobenv import ENV_NAME, probe_env, travels
 from nodecheck.model import Probe
 from nodecheck.probes.pairtest import ARGUMENT
 
@@ -52,10 +55,17 @@ KILL_AFTER_S = 10                              # timeout -k: TERM first, KILL th
 PROBE_SLACK_S = 10                             # the probe outlives the test's own timeout by this
 USAGE_CHECK_S = 10                             # `tool -h` (json: auto) before the test: bounded, and budgeted
 
+# stdin: NAME=VALUE lines (env_lines: a backslash and control characters as \0ooo, which printf %b
+# undoes; the x keeps a trailing newline from $(...)). A line without a valid name is skipped.
 _RUN = r'''
 set -f
-while [ $# -gt 0 ] && [ "$1" != -- ]; do export "$1"; shift; done
-[ $# -gt 0 ] && shift
+while IFS= read -r nc_line; do
+  nc_name=${nc_line%%=*}
+  case $nc_name in ''|[!A-Za-z_]*|*[!A-Za-z0-9_]*) continue ;; esac
+  nc_value=$(printf '%bx' "${nc_line#*=}"); nc_value=${nc_value%x}
+  export "$nc_name=$nc_value"
+done
+[ "${1-}" = -- ] && shift
 nc_limit=$1; nc_tool=$2; nc_json=$3; nc_mark=$4; nc_jopt=$5; shift 5
 command -v timeout >/dev/null 2>&1 || { echo "timeout not found (coreutils): cannot bound the test" >&2; exit 127; }
 command -v "$nc_tool" >/dev/null 2>&1 || { echo "$nc_tool not found (nccl-tests not installed, or set binary_dir)" >&2; exit 127; }
@@ -110,21 +120,38 @@ def tool_path(collective: str, binary_dir: str | None) -> str:
 
 
 def job_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
-    """The test's environment: the job's, the variant's switches over it, NCCL_DEBUG=VERSION unless
-    the job sets NCCL_DEBUG."""
-    merged = {"NCCL_DEBUG": DEFAULT_NCCL_DEBUG, **env, **VARIANT_ENV[variant]}
-    for name in merged:
+    """The test's environment: the job's variables that travel to a node (jobenv.travels: NCCL_*,
+    TORCH_*, CUDA_*, UCX_*, ...; never a secret-looking name), the variant's switches over them,
+    NCCL_DEBUG=VERSION unless the job sets NCCL_DEBUG."""
+    for name in env:
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
-    return merged
+    return {"NCCL_DEBUG": DEFAULT_NCCL_DEBUG, **probe_env(env)[0], **VARIANT_ENV[variant]}
+
+
+def left_behind(env: Mapping[str, str]) -> list[str]:
+    """The names of the job's variables that do not reach the test (job_env leaves them out)."""
+    return probe_env(env)[1]
+
+
+def env_lines(env: Mapping[str, str]) -> str:
+    """The probe's stdin: NAME=VALUE a line, each byte of a value that is a backslash or a control
+    character (a newline would start another variable) as printf %b's \0ooo."""
+    def escaped(value: str) -> str:
+        return "".join(f"\\0{ord(c):03o}" if c < " " or c in "\\\x7f" else c for c in value)
+    for name in env:
+        if not ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable name")
+        if not travels(name):                  # job_env leaves these out: a caller that did not is wrong
+            raise ValueError(f"{name!r} is not a variable a test may be given (see jobenv.travels)")
+    return "".join(f"{k}={escaped(v)}\n" for k, v in env.items())
 
 
 def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str], limit_s: float,
            json: str) -> Probe:
-    words = [f"{k}={v}" for k, v in env.items()]
-    return Probe(name, ("sh", "-c", _RUN, "sh", *words, "--", str(math.ceil(limit_s)), tool, json,
+    return Probe(name, ("sh", "-c", _RUN, "sh", "--", str(math.ceil(limit_s)), tool, json,
                         JSON_USAGE_MARK, JSON_OPTION, *command),
-                 timeout_s=probe_timeout_s(limit_s, json))
+                 timeout_s=probe_timeout_s(limit_s, json), stdin=env_lines(env))
 
 
 def command_words(argv: Sequence[str]) -> tuple[str, ...]:

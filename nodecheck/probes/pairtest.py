@@ -9,6 +9,13 @@ every rail's client at once, each under `timeout`: a hung client is exit 124, a 
 
 Every value reaches the node as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by
 the transport; the scripts only use them as "$var".
+
+The steps run as root in a /tmp every user can write to, so nothing there is taken on trust: `start`
+makes a private directory (mktemp -d: an unpredictable name, 0700) and prints its path; `collect`
+gets that path back and acts on it only when it is still what start made (PRIVATE_DIR_FUNCTION). A
+pid is signalled only when it leads a process group nodecheck started (OUR_GROUP_FUNCTION), and an
+output is shown only from a regular file (SHOW_FUNCTION). A directory a local user made first, a
+`*.pid` holding 1 or a `*.out` linked to /etc/shadow is never read, killed or shown.
 """
 from __future__ import annotations
 
@@ -54,30 +61,78 @@ def _tool_args(rail: Rail, ib_port: int, shape: TestShape) -> list[str]:
     return args
 
 
+# the path of a directory a start step made, as collect gets it back: absolute, one printable line
+MADE_DIR = re.compile(r"^/[^\x00-\x1f\x7f]*$")
+
+
 def check_arguments(*values: str) -> None:
     for v in values:
         if not ARGUMENT.match(v):
             raise ValueError(f"{v!r} cannot be passed to a pair test (expected a name or an address)")
 
 
+def made_directory(start_stdout: str) -> str:
+    """The directory a start step made ("" when it printed none: it failed before, or its output was
+    lost, and collect then looks for it by its prefix)."""
+    for line in start_stdout.splitlines():
+        if line.startswith("@@nodecheck dir "):
+            path = line[len("@@nodecheck dir "):]
+            return path if MADE_DIR.match(path) else ""
+    return ""
+
+
+# private_dir PATH PREFIX: PATH is a directory a start step made: PREFIX and mktemp's six characters,
+# a directory itself (not a symlink to one), owned by this user, mode 0700 (nobody else can have put
+# anything in it). Whatever fails this is left alone: never read, never signalled, never removed.
+PRIVATE_DIR_FUNCTION = r'''
+private_dir() {
+  case $1 in "$2"??????) ;; *) return 1 ;; esac
+  case ${1#"$2"} in */*) return 1 ;; esac
+  [ -d "$1" ] && [ ! -L "$1" ] || return 1
+  [ "$(stat -c '%u %a' -- "$1" 2>/dev/null)" = "$(id -u) 700" ]
+}
+'''
+
+# our_group PID MARK: PID (a decimal number > 1) is a live process of this user that leads its own
+# process group and whose argv holds MARK as one word (the private path nodecheck gave it), so
+# `kill -- -PID` reaches only what nodecheck started, never init (-1 is every process) or a stranger.
+OUR_GROUP_FUNCTION = r'''
+our_group() {
+  case $1 in ''|0*|*[!0-9]*) return 1 ;; esac
+  [ "${#1}" -le 10 ] && [ "$1" -gt 1 ] || return 1
+  [ "$(stat -c %u "/proc/$1" 2>/dev/null)" = "$(id -u)" ] || return 1
+  og_stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  og_fields=${og_stat##*")"}
+  set -- "$1" "$2" $og_fields
+  [ "$5" = "$1" ] || return 1              # state ppid PGRP: the group it leads
+  tr '\000' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -Fqx -e "$2"
+}
+'''
+
+# show FILE: FILE's content when it is a regular file (not a symlink), else nothing
+SHOW_FUNCTION = r'''
+show() { [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" 2>/dev/null; }
+'''
+
+
 # Listeners show in /proc/net/tcp{,6} as ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
 # The readiness wait is by the clock (date +%s), not by counting sleeps: reading /proc/net/tcp on a
 # node with many sockets is not free.
-_COMMON = r'''
+_COMMON = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
 listening() {
   hex=$(printf ':%04X ' "$1")
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex[0-9A-F]*:0000 0A"
 }
 '''
 
-# $1 limit (s, each server's own timeout)  $2 ready wait (s)  $3 the test directory's name
+# $1 limit (s, each server's own timeout)  $2 ready wait (s)  $3 the test's name (the directory's prefix)
 # then per rail: DEVICE TCPPORT ARGS (one word, split on spaces; no globbing)
 _START = _COMMON + r'''
 set -f
-limit=$1; ready_wait=$2; dir=${TMPDIR:-/tmp}/nodecheck-pairtest.$3; shift 3
+limit=$1; ready_wait=$2; name=$3; shift 3
 command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; exit 127; }
 command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the servers" >&2; exit 127; }
-mkdir -m 700 "$dir" || { echo "cannot create $dir" >&2; exit 70; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-pairtest.$name.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
 echo "@@nodecheck dir $dir"
 while [ $# -ge 3 ]; do
   dev=$1; port=$2; args=$3; shift 3
@@ -96,7 +151,7 @@ for pidf in "$dir"/*.pid; do
   dev=${pidf##*/}; dev=${dev%.pid}; port=$(cat "$dir/$dev.port"); pid=$(cat "$pidf")
   while :; do
     if listening "$port"; then echo "@@nodecheck ready $dev $port $pid"; break; fi
-    if [ -e "$dir/$dev.rc" ]; then echo "@@nodecheck exited $dev $port rc=$(cat "$dir/$dev.rc")"; cat "$dir/$dev.out"; break; fi
+    if [ -e "$dir/$dev.rc" ]; then echo "@@nodecheck exited $dev $port rc=$(show "$dir/$dev.rc")"; show "$dir/$dev.out"; break; fi
     if [ "$(date +%s)" -ge "$end" ]; then echo "@@nodecheck notready $dev $port"; break; fi
     sleep 0.1
   done
@@ -124,33 +179,50 @@ done
 rm -rf "$dir"
 '''
 
-# $1 the test directory's name  $2 wait (s). Kills each server's whole process group (setsid made
-# it a session leader; dash's kill wants `-s SIGNAL -- -PGID`, it refuses `-TERM -- -PGID`).
-_COLLECT = r'''
-dir=${TMPDIR:-/tmp}/nodecheck-pairtest.$1; wait_s=$2
-[ -d "$dir" ] || { echo "no test directory $dir (the start step never ran)"; exit 0; }
+# $1 the test's name  $2 the directory start made ("" when it printed none: then every directory of
+# this test's prefix that passes private_dir)  $3 wait (s). Kills each server's whole process group
+# (setsid made it a session leader; dash's kill wants `-s SIGNAL -- -PGID`, it refuses `-TERM -- -PGID`).
+_COLLECT = _COMMON + r'''
+prefix=${TMPDIR:-/tmp}/nodecheck-pairtest.$1.; made=$2; wait_s=$3
 end=$(( $(date +%s) + wait_s ))
-for pidf in "$dir"/*.pid; do
-  [ -e "$pidf" ] || continue
-  dev=${pidf##*/}; dev=${dev%.pid}; pid=$(cat "$pidf")
-  while [ ! -e "$dir/$dev.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
-  # no rc file: the server (its wrapper writes rc last) is still running
-  if [ ! -e "$dir/$dev.rc" ] && kill -s 0 -- "-$pid" 2>/dev/null; then
-    # TERM, then KILL, which cannot be refused (what is left is a zombie for init to reap)
-    kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.5
-    kill -s KILL -- "-$pid" 2>/dev/null
-    echo "@@nodecheck killed $dev"
-  fi
-  echo "@@nodecheck begin server:$dev"
-  cat "$dir/$dev.out" 2>/dev/null
-  echo "@@nodecheck end server:$dev rc=$(cat "$dir/$dev.rc" 2>/dev/null || echo 137)"
-done
-rm -rf "$dir"
+collect() {
+  dir=$1
+  for pidf in "$dir"/*.pid; do
+    [ -f "$pidf" ] && [ ! -L "$pidf" ] || continue
+    dev=${pidf##*/}; dev=${dev%.pid}; pid=$(show "$pidf")
+    while [ ! -e "$dir/$dev.rc" ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.1; done
+    # no rc file: the server (its wrapper writes rc last) is still running
+    if [ ! -e "$dir/$dev.rc" ] && our_group "$pid" "$dir/$dev"; then
+      # TERM, then KILL, which cannot be refused (what is left is a zombie for init to reap)
+      kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.5
+      kill -s KILL -- "-$pid" 2>/dev/null
+      echo "@@nodecheck killed $dev"
+    fi
+    echo "@@nodecheck begin server:$dev"
+    show "$dir/$dev.out"
+    rc=$(show "$dir/$dev.rc"); case $rc in ''|*[!0-9]*) rc=137 ;; esac
+    echo "@@nodecheck end server:$dev rc=$rc"
+  done
+  rm -rf -- "$dir"
+}
+found=0
+if [ -n "$made" ]; then
+  if private_dir "$made" "$prefix"; then collect "$made"; found=1
+  elif [ -e "$made" ] || [ -L "$made" ]; then echo "@@nodecheck refused $made (not the private directory the start step made)"; found=1; fi
+else
+  for d in "$prefix"??????; do
+    private_dir "$d" "$prefix" || continue
+    collect "$d"; found=1
+  done
+fi
+[ "$found" = 1 ] || echo "no test directory ${made:-${prefix}XXXXXX} (the start step never ran)"
+exit 0
 '''
 
 
 def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape) -> Probe:
-    """`directory`: a name nodecheck chose (run, round, node), so collect can always find it."""
+    """`directory`: a name nodecheck chose (run, round, node): the prefix of the private directory
+    the step makes (mktemp -d) and prints as `@@nodecheck dir PATH` (made_directory reads it)."""
     check_arguments(directory, *(r.device for r in rails))
     limit = math.ceil(shape.timeout_s) + READY_WAIT_S + COLLECT_WAIT_S
     specs = [word for r in rails for word in (r.device, str(r.tcp_port),
@@ -168,8 +240,11 @@ def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, s
                  timeout_s=math.ceil(shape.timeout_s) + 10)
 
 
-def collect_servers(name: str, directory: str, wait_s: int = COLLECT_WAIT_S) -> Probe:
-    """`wait_s`: how long a server may take to finish on its own; 0 when its client failed (it
-    would wait for a client that never comes)."""
+def collect_servers(name: str, directory: str, made: str, wait_s: int = COLLECT_WAIT_S) -> Probe:
+    """`directory`: the name start_servers got; `made`: the directory it printed (made_directory;
+    "" when it printed none). `wait_s`: how long a server may take to finish on its own; 0 when its
+    client failed (it would wait for a client that never comes)."""
     check_arguments(directory)
-    return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, str(wait_s)), timeout_s=COLLECT_WAIT_S + 15)
+    if made and not MADE_DIR.match(made):
+        raise ValueError(f"{made!r} is not a directory a start step made")
+    return Probe(name, ("sh", "-c", _COLLECT, "sh", directory, made, str(wait_s)), timeout_s=COLLECT_WAIT_S + 15)

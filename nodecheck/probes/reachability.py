@@ -9,6 +9,9 @@ listener's process group and says whether it was still listening.
 
 Every value reaches the node as a positional argument (`sh -c SCRIPT sh ARGS...`, `python3 -c SRC
 ARGS...`), quoted once by the transport; the scripts only use them as "$var" or sys.argv.
+
+As the pair test's steps (probes/pairtest.py), the listener's directory is private (mktemp -d) and
+the stop step gets its path back and checks it, and the pid, before it reads or kills anything.
 """
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ import re
 from typing import Sequence
 
 from nodecheck.model import Probe
+from nodecheck.probes.pairtest import MADE_DIR, OUR_GROUP_FUNCTION, PRIVATE_DIR_FUNCTION, SHOW_FUNCTION, made_directory
 from nodecheck.thresholds import fmt
 
 READY_WAIT_S = 10                              # how long a listener may take to bind its ports
-LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>
+LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>.XXXXXX
 
 # The listener: binds each port on the node's address (never the wildcard: the simulated nodes share
 # one network namespace), says which ports it holds, then answers each connection with a line naming
@@ -52,13 +56,14 @@ while socks:
             pass
 '''
 
-# $1 limit (s, the listener's own timeout)  $2 ready wait (s)  $3 directory name  $4 listener source
-# then the listener's arguments: TAG ADDRESS PORT...
-_START = r'''
-limit=$1; ready_wait=$2; dir=${TMPDIR:-/tmp}/nodecheck-reach.$3; src=$4; shift 4
+# $1 limit (s, the listener's own timeout)  $2 ready wait (s)  $3 directory name (its prefix)
+# $4 listener source, then the listener's arguments: TAG ADDRESS PORT...
+_START = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
+limit=$1; ready_wait=$2; name=$3; src=$4; shift 4
 command -v python3 >/dev/null 2>&1 || { echo "@@nodecheck nopython"; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the listener" >&2; exit 127; }
-mkdir -m 700 "$dir" || { echo "cannot create $dir" >&2; exit 70; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/nodecheck-reach.$name.XXXXXX") || { echo "cannot create a temporary directory" >&2; exit 70; }
+echo "@@nodecheck dir $dir"
 # its own session (the stop step kills the group) and its own timeout (a lost nodecheck leaves nothing
 # behind: a listener that ran into its timeout was never stopped, so it removes its directory itself);
 # --foreground keeps timeout in that group (else it makes its own and outlives the kill)
@@ -68,13 +73,13 @@ echo $! >"$dir/pid"
 end=$(( $(date +%s) + ready_wait ))
 while :; do
   if grep -q '^@@nodecheck bound' "$dir/out" 2>/dev/null; then state=ready; break; fi
-  if [ -e "$dir/rc" ]; then state="exited $(cat "$dir/rc")"; break; fi
+  if [ -e "$dir/rc" ]; then state="exited $(show "$dir/rc")"; break; fi
   if [ "$(date +%s)" -ge "$end" ]; then state=notready; break; fi
   sleep 0.05
 done
-cat "$dir/out" 2>/dev/null
+show "$dir/out"
 echo "@@nodecheck $state"
-echo "@@nodecheck begin stderr"; cat "$dir/err" 2>/dev/null; echo "@@nodecheck end stderr rc=0"
+echo "@@nodecheck begin stderr"; show "$dir/err"; echo "@@nodecheck end stderr rc=0"
 '''
 
 # The client: every target at once, each within the connect timeout; one result line per target.
@@ -118,19 +123,34 @@ for i, r in enumerate(results):
     print("@@nodecheck conn %d %s" % (i, r))
 '''
 
-# $1 directory name. Kills the listener's process group (dash's kill wants `-s SIGNAL -- -PGID`).
-_STOP = r'''
-dir=${TMPDIR:-/tmp}/nodecheck-reach.$1
-[ -d "$dir" ] || { echo "@@nodecheck nodir"; exit 0; }
-pid=$(cat "$dir/pid" 2>/dev/null)
-if [ -n "$pid" ] && [ ! -e "$dir/rc" ] && kill -s 0 -- "-$pid" 2>/dev/null; then
-  echo "@@nodecheck alive"
-  kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.2; kill -s KILL -- "-$pid" 2>/dev/null
-else
-  echo "@@nodecheck exited $(cat "$dir/rc" 2>/dev/null)"
-  echo "@@nodecheck begin stderr"; cat "$dir/err" 2>/dev/null; echo "@@nodecheck end stderr rc=0"
+# $1 directory name (its prefix)  $2 the directory start made ("" when it printed none: then every
+# directory of the prefix that passes private_dir). Kills the listener's process group, only when its
+# leader is the listener nodecheck started there (dash's kill wants `-s SIGNAL -- -PGID`).
+_STOP = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
+prefix=${TMPDIR:-/tmp}/nodecheck-reach.$1.; made=$2
+stop() {
+  dir=$1; pid=$(show "$dir/pid")
+  if [ ! -e "$dir/rc" ] && our_group "$pid" "$dir"; then
+    echo "@@nodecheck alive"
+    kill -s TERM -- "-$pid" 2>/dev/null; sleep 0.2; kill -s KILL -- "-$pid" 2>/dev/null
+  else
+    echo "@@nodecheck exited $(show "$dir/rc")"
+    echo "@@nodecheck begin stderr"; show "$dir/err"; echo "@@nodecheck end stderr rc=0"
+  fi
+  rm -rf -- "$dir"
+}
+if [ -n "$made" ]; then
+  if private_dir "$made" "$prefix"; then stop "$made"
+  elif [ -e "$made" ] || [ -L "$made" ]; then echo "@@nodecheck refused $made (not the private directory the start step made)"
+  else echo "@@nodecheck nodir"; fi
+  exit 0
 fi
-rm -rf "$dir"
+found=0
+for d in "$prefix"??????; do
+  private_dir "$d" "$prefix" || continue
+  stop "$d"; found=1
+done
+[ "$found" = 1 ] || echo "@@nodecheck nodir"
 '''
 
 _PORT_LINE = re.compile(r"^@@nodecheck port (\d+) (listening|busy|error) ?(.*)$", re.M)
@@ -156,8 +176,17 @@ def connect_to_listeners(name: str, tag: str, timeout_s: float, targets: Sequenc
     return Probe(name, ("python3", "-c", _CONNECT, tag, fmt(timeout_s), *words), timeout_s=2 * timeout_s + 10)
 
 
-def stop_listener(name: str, directory: str) -> Probe:
-    return Probe(name, ("sh", "-c", _STOP, "sh", directory), timeout_s=10)
+def stop_listener(name: str, directory: str, made: str) -> Probe:
+    """`directory`: the name start_listener got; `made`: the directory it printed (listener_made;
+    "" when it printed none)."""
+    if made and not MADE_DIR.match(made):
+        raise ValueError(f"{made!r} is not a directory a start step made")
+    return Probe(name, ("sh", "-c", _STOP, "sh", directory, made), timeout_s=10)
+
+
+def listener_made(start_stdout: str) -> str:
+    """The private directory the start step made ("" when it printed none)."""
+    return made_directory(start_stdout)
 
 
 def listened_ports(text: str) -> dict[int, str]:

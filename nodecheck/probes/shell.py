@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+JOB_FILE_MAX = 65536                           # bytes of a file a job names that a probe reads at most
+
 # writable LABEL PATH: can a file be created beside PATH (a dump-file prefix, or DIR/x for DIR)?
 # mktemp + rm, so no file is left behind; prints "LABEL<TAB>ok" or "LABEL<TAB>!<first line of the
 # error>", and "!relative" for a relative path (its directory is the job's working directory,
@@ -61,20 +63,52 @@ BEGIN {{ for (k in ENVIRON) if (k ~ ENVIRON["NODECHECK_NAMES"]) print k "=" esc(
 }}
 '''
 
-# nccl_confs PATH: the files NCCL reads its variables from, in its order (src/misc/param.cc
+# nccl_confs PATH NAMED [UID]: the files NCCL reads its variables from, in its order (src/misc/param.cc
 # initEnvFunc): PATH (NCCL_CONF_FILE, else ~/.nccl.conf), then /etc/nccl.conf; PATH printed escaped.
-# Needs ESCAPE_FUNCTIONS.
+# NAMED=1: PATH came from an environment (the job's, or the session's NCCL_CONF_FILE), so it is read
+# only as job_file allows. Needs ESCAPE_FUNCTIONS.
 NCCL_CONF_FUNCTION = r'''
 nccl_confs() {
   printf '@@nodecheck conf_path %s\n' "$(escaped "$1")"
-  echo "@@nodecheck begin user.conf"
-  cat -- "$1" 2>/dev/null
-  echo "@@nodecheck end user.conf rc=0"
+  if [ "$2" = 1 ]; then job_file user.conf "$1" "${3-}"
+  else echo "@@nodecheck begin user.conf"; head -c JOB_FILE_MAX -- "$1" 2>/dev/null; echo "@@nodecheck end user.conf rc=0"; fi
   echo "@@nodecheck begin nccl.conf"
-  cat /etc/nccl.conf 2>/dev/null
+  head -c JOB_FILE_MAX /etc/nccl.conf 2>/dev/null
   echo "@@nodecheck end nccl.conf rc=0"
 }
-'''
+# job_file LABEL PATH UID: a file a job names (its NCCL_CONF_FILE), as section LABEL. nodecheck runs as
+# root, so a path from a job's environment must not make it copy /etc/shadow or a key into a report:
+# the file is read only when it is a regular file (never through a symlink), at most JOB_FILE_MAX
+# bytes, and owned by the job's user UID ("" = not known), or by root or nodecheck's own user and
+# readable by everyone. Otherwise the section holds "not read: WHY" with rc=1, never the content. The
+# checks are made on the file as opened (its device and inode against the path's own, not followed),
+# so a path swapped between the checks and the read is refused. A missing file is an empty rc=0
+# section (NCCL skips it too).
+job_file() {
+  echo "@@nodecheck begin $1"
+  jf_rc=1
+  if [ -L "$2" ]; then echo "not read: it is a symbolic link"
+  elif [ ! -e "$2" ]; then jf_rc=0
+  elif [ ! -f "$2" ]; then echo "not read: not a regular file"
+  elif ! { command exec 3<"$2"; } 2>/dev/null; then echo "not read: cannot open it"
+  else
+    jf_at=$(stat -c '%d:%i' -- "$2" 2>/dev/null)
+    set -- "$1" "$2" "$3" $(stat -L -c '%d:%i %u %a %s %F' /dev/fd/3 2>/dev/null)
+    jf_other=${6#"${6%?}"}
+    if [ "$4" != "$jf_at" ] || [ "${8-}" != regular ]; then echo "not read: it changed while it was read"
+    elif [ "$7" -gt JOB_FILE_MAX ]; then echo "not read: $7 bytes, more than JOB_FILE_MAX"
+    elif [ -n "$3" ] && [ "$5" = "$3" ]; then jf_rc=0
+    elif [ "$5" != 0 ] && [ "$5" != "$(id -u)" ]; then
+      echo "not read: owned by uid $5, not by root${3:+ or the job's user (uid $3)}"
+    else
+      case $jf_other in [4567]) jf_rc=0 ;; *) echo "not read: mode $6 (not readable by everyone) and not the job's own file" ;; esac
+    fi
+    [ "$jf_rc" = 0 ] && head -c JOB_FILE_MAX <&3
+    exec 3<&-
+  fi
+  echo "@@nodecheck end $1 rc=$jf_rc"
+}
+'''.replace("JOB_FILE_MAX", str(JOB_FILE_MAX))
 
 _ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
 

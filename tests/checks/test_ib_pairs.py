@@ -32,7 +32,7 @@ class ScriptedSession:
         argv, text, code = probe.argv, "", 0
         if probe.name.endswith("server-start"):    # sh -c SCRIPT sh LIMIT WAIT DIR (DEV PORT ARGS)...
             specs = argv[7:]
-            text = f"@@nodecheck dir /tmp/nodecheck-pairtest.{argv[6]}\n" + "".join(
+            text = f"@@nodecheck dir /tmp/nodecheck-pairtest.{argv[6]}.AbC123\n" + "".join(
                 f"@@nodecheck ready {specs[i]} {specs[i + 1]} 4242\n" for i in range(0, len(specs), 3))
             self.cluster.servers[self.node] = True
         elif probe.name.endswith(".client"):        # sh -c SCRIPT sh LIMIT HOST (DEV PORT ARGS)...
@@ -201,3 +201,13 @@ def test_unreadable_ibstat_is_an_error_that_says_so_not_no_port():
     verdicts = {n[0]: v for n, v in pair_bandwidth(ctx, IbPairs(devices=["mlx5_0"], bw_gbps={"fail_below": 100}))}
     assert verdicts["node2"].status is Status.ERROR and verdicts["node2"].message.startswith("cannot read ibstat output: ")
     assert verdicts["node1"].status is Status.PASS and verdicts["node3"].status is Status.PASS
+
+
+def test_collect_is_given_the_private_directory_its_start_step_made():
+    """Not a name anyone can predict (issue 17, finding 2): the path start printed goes back to collect."""
+    _, _, captures = run_check(2, ScriptedCluster())
+    starts = {c.node: c for c in captures if c.probe.endswith(".server-start")}
+    collects = [c for c in captures if c.probe.endswith(".server")]
+    assert len(collects) == 2
+    for c in collects:                         # sh -c SCRIPT sh NAME MADE WAIT
+        assert c.argv[5] == f"/tmp/nodecheck-pairtest.{starts[c.node].argv[6]}.AbC123"

@@ -3,10 +3,12 @@ them), and the reachability test against a scripted cluster (no SSH): each step 
 listener and client scripts print."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -721,7 +723,8 @@ def test_a_listener_never_stopped_ends_at_its_own_timeout_and_removes_its_direct
     run = subprocess.run(argv, capture_output=True, text=True, timeout=20,
                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
     assert f"@@nodecheck port {port} listening" in run.stdout and "@@nodecheck ready" in run.stdout
-    directory = tmp_path / "nodecheck-reach.t1.node1"
+    directory = Path(reachability.listener_made(run.stdout))
+    assert directory.parent == tmp_path and directory.name.startswith("nodecheck-reach.t1.node1.")
     pid = int((directory / "pid").read_text())
     deadline = time.monotonic() + 10
     while directory.exists() and time.monotonic() < deadline:
@@ -736,3 +739,128 @@ def _alive(pid: int) -> bool:
     """A process of the group still running (a zombie nobody reaped yet does not count)."""
     out = subprocess.run(["ps", "-o", "stat=", "-s", str(pid)], capture_output=True, text=True).stdout
     return any(not state.startswith("Z") for state in out.split())
+
+
+# --- a local user who gets to /tmp first (issue 17, finding 2) -----------------------------------------
+
+def _plant(directory: Path, pid: int, secret: Path) -> None:
+    """A listener directory as a stranger would leave it: a pid naming someone else's process group,
+    an stderr that is a symlink to a file only root may read."""
+    directory.mkdir()
+    directory.chmod(0o700)
+    (directory / "pid").write_text(f"{pid}\n")
+    (directory / "err").symlink_to(secret)
+
+
+def test_the_stop_step_signals_and_shows_nothing_a_local_user_planted(tmp_path):
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$s3cr3t-hash:19000::::::\n")
+    secret.chmod(0o600)
+    victim = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}
+    try:
+        # the old, predictable name, made before the start step: start makes its own private one
+        _plant(tmp_path / "nodecheck-reach.t2.node1", victim.pid, secret)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        start = subprocess.run(reachability.start_listener("l", "t2.node1", 5, "t2", "127.0.0.1", [port]).argv,
+                               capture_output=True, text=True, timeout=20, env=env)
+        made = reachability.listener_made(start.stdout)
+        assert "@@nodecheck ready" in start.stdout and made.startswith(f"{tmp_path}/nodecheck-reach.t2.node1.")
+        assert os.stat(made).st_mode & 0o777 == 0o700
+        listener = int(Path(made, "pid").read_text())
+        stop = subprocess.run(reachability.stop_listener("x", "t2.node1", made).argv, capture_output=True,
+                              text=True, timeout=20, env=env)
+        assert "@@nodecheck alive" in stop.stdout and not Path(made).exists()
+        deadline = time.monotonic() + 5
+        while _alive(listener) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(listener)
+        # the new form of name, planted (as root a stranger cannot, a process of nodecheck's user could),
+        # then named by a start's output, or found by its prefix: no signal, no secret
+        for pid in (str(victim.pid), "1", "-1"):
+            for given in (f"{tmp_path}/nodecheck-reach.t2.node1.AbC123", ""):
+                _plant(tmp_path / "nodecheck-reach.t2.node1.AbC123", victim.pid, secret)
+                (tmp_path / "nodecheck-reach.t2.node1.AbC123" / "pid").write_text(pid)
+                stop = subprocess.run(reachability.stop_listener("x", "t2.node1", given).argv, capture_output=True,
+                                      text=True, timeout=20, env=env)
+                assert "@@nodecheck alive" not in stop.stdout and "s3cr3t" not in stop.stdout
+                assert victim.poll() is None, "the stop step signalled a process group it did not start"
+        # a symlink where the start's directory should be is refused, not followed
+        target = tmp_path / "elsewhere"
+        _plant(target, victim.pid, secret)
+        (tmp_path / "nodecheck-reach.t2.node1.XyZ789").symlink_to(target)
+        stop = subprocess.run(reachability.stop_listener("x", "t2.node1", f"{tmp_path}/nodecheck-reach.t2.node1.XyZ789")
+                              .argv, capture_output=True, text=True, timeout=20, env=env)
+        assert stop.stdout.startswith("@@nodecheck refused") and "s3cr3t" not in stop.stdout
+        assert (target / "pid").exists() and victim.poll() is None
+        assert (tmp_path / "nodecheck-reach.t2.node1" / "err").is_symlink()      # the planted one: left alone
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+# --- files a job names (issue 17, finding 3: NCCL_CONF_FILE=/etc/shadow was captured) ------------------
+
+SHADOW = "root:$6$s3cr3t-hash:19000:0:99999:7:::\n"
+
+
+def _conf_read(tmp_path, path: str, via: str = "job") -> tuple[str, NcclEnv]:
+    """The probe's stdout with NCCL_CONF_FILE=path from the job's environment or the node's session."""
+    want = NcclEnv(env={"NCCL_CONF_FILE": path} if via == "job" else {})
+    node = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **({"NCCL_CONF_FILE": path} if via == "node" else {})}
+    run = subprocess.run(ne.probes(want)[0].argv, capture_output=True, text=True, timeout=20, env=node)
+    assert run.returncode == 0, run.stderr
+    return run.stdout, want
+
+
+@pytest.mark.parametrize("via", ["job", "node"])
+def test_a_root_only_file_named_as_nccl_conf_file_is_not_captured(tmp_path, via):
+    shadow = tmp_path / "shadow"
+    shadow.write_text(SHADOW)
+    shadow.chmod(0o600)
+    os.chown(shadow, 0, 0)
+    text, want = _conf_read(tmp_path, str(shadow), via)
+    assert "s3cr3t" not in text
+    verdicts = [(v.status, v.message) for v in judge_node(text, want) if v.subject == "nccl.conf"]
+    assert verdicts == [(Status.ERROR, f"cannot read {shadow}, which NCCL reads: not read: mode 600 (not readable "
+                                       "by everyone) and not the job's own file; the NCCL_* values it sets are "
+                                       "not known, so the NCCL verdicts may not be what the job gets")]
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("symlink", "not read: it is a symbolic link"),
+    ("fifo", "not read: not a regular file"),
+    ("large", "not read: 65537 bytes, more than 65536"),
+    ("stranger", "not read: owned by uid 4242, not by root"),
+])
+def test_a_job_named_file_that_is_not_a_plain_small_file_of_root_or_the_job_is_refused(tmp_path, kind, why):
+    shadow = tmp_path / "shadow"
+    shadow.write_text(SHADOW)
+    shadow.chmod(0o600)
+    path = tmp_path / "nccl.conf"
+    if kind == "symlink":
+        path.symlink_to(shadow)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "large":
+        path.write_text("NCCL_DEBUG=INFO\n" + "#" * (65537 - 16))
+        assert path.stat().st_size == 65537
+    else:
+        path.write_text("NCCL_DEBUG=INFO\n")   # world-readable, but another user's: not the job's
+        os.chown(path, 4242, 4242)
+    text, want = _conf_read(tmp_path, str(path))
+    assert "s3cr3t" not in text and "NCCL_DEBUG=INFO" not in text
+    [conf] = [c for c in parse_probe(text).conf if c.path == str(path)]
+    assert (conf.settings, conf.error) == ({}, why)
+
+
+def test_a_plain_world_readable_conf_file_is_still_read_and_a_missing_one_is_no_error(tmp_path):
+    path = tmp_path / "nccl.conf"
+    path.write_text("NCCL_SOCKET_IFNAME=eth9\n")
+    path.chmod(0o644)
+    conf = parse_probe(_conf_read(tmp_path, str(path))[0]).conf[0]
+    assert (conf.path, dict(conf.settings), conf.error) == (str(path), {"NCCL_SOCKET_IFNAME": "eth9"}, "")
+    conf = parse_probe(_conf_read(tmp_path, str(tmp_path / "missing.conf"))[0]).conf[0]
+    assert (dict(conf.settings), conf.error) == ({}, "")

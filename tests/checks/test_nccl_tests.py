@@ -153,8 +153,9 @@ def test_single_node_check_has_one_probe_and_one_verdict_per_variant_and_collect
     assert [p.name for p in probes] == ["nccl_all_reduce", "nccl_all_gather", "nccl_all_reduce_network_only",
                                         "nccl_all_gather_network_only"]
     argv = probes[2].argv
-    assert "NCCL_P2P_DISABLE=1" in argv and "NCCL_SHM_DISABLE=1" in argv and "NCCL_SOCKET_IFNAME=ib0" in argv
-    assert "NCCL_DEBUG=VERSION" in argv
+    # the environment on stdin, never in argv (issue 17: argv is in report.json and /proc/*/cmdline)
+    assert probes[2].stdin == "NCCL_DEBUG=VERSION\nNCCL_SOCKET_IFNAME=ib0\nNCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\n"
+    assert not [w for w in argv if "NCCL_" in w]
     assert nccltest.command_words(argv) == ("all_reduce_perf", "-b", "8", "-e", "8589934592", "-f", "2", "-g", "8",
                                           "-n", "20", "-w", "5", "-c", "1", "-d", "float", "-o", "sum")
     spec = all_checks()["nccl.allreduce_single"]
@@ -176,11 +177,11 @@ def test_the_jobs_nccl_debug_wins_over_the_default():
 
 def test_launcher_commands_put_rank_0_on_the_first_host():
     sweep = nccltest.Sweep(max_bytes=1 << 30)
-    p = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {"NCCL_DEBUG": "VERSION", "A": "x y"},
+    p = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {"NCCL_DEBUG": "VERSION", "UCX_A": "x y"},
                             300, launcher_args=["--allow-run-as-root"])
     cmd = nccltest.command_words(p.argv)
     assert cmd[:8] == ("mpirun", "--allow-run-as-root", "-np", "2", "-H", "node1:1,node2:1", "-x", "NCCL_DEBUG")
-    assert cmd[8:11] == ("-x", "A", "all_reduce_perf") and "A=x y" in p.argv
+    assert cmd[8:11] == ("-x", "UCX_A", "all_reduce_perf") and "UCX_A=x y\n" in p.stdin
     # json auto: the usage check (10 s at most, +1 s KILL grace) comes before the test and is budgeted
     assert p.timeout_s == 300 + 11 + nccltest.KILL_AFTER_S + nccltest.PROBE_SLACK_S == 331
     off = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {}, 300, json="off")
@@ -393,3 +394,29 @@ def test_ranks_that_print_different_nccl_versions_are_named_the_stale_image_sign
                                 info + "#\n#                                                              out-of-place", 1)
     passed = judge(text, busbw_gbps={"fail_below": 250})
     assert passed.status is Status.WARN and "different NCCL versions" in passed.message
+
+
+def test_the_jobs_secrets_reach_neither_the_launch_node_nor_the_report():
+    """--job-env HF_TOKEN=s3cr3t NCCL_FOO=1 (issue 17, finding 3): the captured argv (report.json keeps it)
+    holds neither value; NCCL_FOO reaches the launcher on stdin and is exported by name (-x); the
+    report says which names stayed behind, never their values."""
+    probes = []
+
+    class Recording(ScriptedNccl):
+        def run(self, probe, timeout_s):
+            probes.append(probe)
+            return super().run(probe, timeout_s)
+
+    cluster = Recording(lambda a, b: "ok")
+    nodes = {name: Node(name, f"10.0.0.{i}") for i, name in enumerate(["node1", "node2"], 1)}
+    tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
+    commands = CommandRunner(cluster, time.monotonic() + 3600, threading.Event())
+    ctx = ActiveContext("nccl.allreduce_multi", nodes, tools, commands, order=list(nodes))
+    want = NcclMulti(busbw_gbps={"fail_below": 250}, json_report="off",
+                     env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x"})
+    list(nccl_tests.allreduce_multi(ctx, want))
+    [probe] = probes
+    assert "NCCL_FOO=1\n" in probe.stdin and "s3cr3t" not in probe.stdin
+    assert ("-x", "NCCL_FOO") in zip(probe.argv, probe.argv[1:])
+    assert not [w for c in commands.captures for w in c.argv if "s3cr3t" in w or "NCCL_FOO=" in w]
+    assert ctx.extras["env_not_passed"] == ["GITHUB_PAT", "HF_TOKEN"]

@@ -1,0 +1,32 @@
+"""The job check's probe reads the job's NCCL_CONF_FILE as nccl.env does: only a plain, small file
+of root (or the job's user) that everyone may read (issue 17, finding 3: /etc/shadow was captured)."""
+from __future__ import annotations
+
+import subprocess
+
+from nodecheck.job.probe import job_probe, parse_job_probe
+from nodecheck.job.spec import JobSpec
+
+
+def run(spec: JobSpec, home) -> str:
+    probe = job_probe(spec)
+    done = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    assert "@@nodecheck end gpus" in done.stdout, done.stderr
+    return done.stdout
+
+
+def test_a_root_only_conf_file_the_job_names_is_not_captured_a_readable_one_is(tmp_path):
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$s3cr3t-hash:19000::::::\n")
+    shadow.chmod(0o600)
+    text = run(JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(shadow)}), tmp_path)
+    assert "s3cr3t" not in text
+    [conf, _] = parse_job_probe(text).conf
+    assert (conf.path, dict(conf.settings)) == (str(shadow), {})
+    assert conf.error == "not read: mode 600 (not readable by everyone) and not the job's own file"
+    shadow.chmod(0o644)
+    shadow.write_text("NCCL_IB_HCA=mlx5_1\n")
+    [conf, _] = parse_job_probe(run(JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(shadow)}),
+                                    tmp_path)).conf
+    assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
