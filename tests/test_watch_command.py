@@ -341,6 +341,22 @@ def test_on_hang_cancel_signals_the_matched_processes_once_per_hang(env, capsys)
     assert r"; on-hang cancel: SIGTERM to 2 process(es) matching 'train\\.py' on 2 node(s); incident " in out
 
 
+def test_on_hang_cancel_keeps_a_ranks_token_out_of_the_incident(env, capsys):
+    """The signalled processes' command lines go into incident.json and alerts: a token on them is masked."""
+    def answer(node, probe, tick):
+        if probe.name == "watch-cancel":
+            return ("signalled 4242 python3 train.py --hf-token hf_s3cr3t WANDB_API_KEY=w4ndb\n"
+                    "@@nodecheck signalled 1\n")
+        return sample()
+    env.transport.answer = answer
+    assert watch(env, "--on-hang", "cancel", "--max-samples", "3", script=["progressing", "hung", "hung"]) == 2
+    records = [p for p in env.out.iterdir() if "_hung" in p.name]
+    text = (records[0] / "incident.json").read_text()
+    assert "hf_s3cr3t" not in text and "w4ndb" not in text
+    lines = json.loads(text)["on_hang"]["nodes"]["node1"]
+    assert lines == ["signalled 4242 python3 train.py --hf-token <redacted> WANDB_API_KEY=<redacted>"]
+
+
 def test_what_our_own_cancel_causes_is_not_a_second_alarm(env, capsys):
     """After --on-hang cancel, the processes gone (or Slurm's CANCELLED) read as crashed: that is the
     cancel, so the verdict stays hung, one alert, one incident."""

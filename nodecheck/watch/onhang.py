@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Sequence
 
-from nodecheck.model import Node, Outcome, Probe, one_line
+from nodecheck.model import Node, Outcome, Probe, excerpt, one_line
+from nodecheck.redact import redact_text
 
 CANCEL_TIMEOUT_S = 10.0
 
@@ -69,11 +70,13 @@ class OnHang:
         for n in nodes:
             c = done.captures[(n.name, probe.name)]
             if c.outcome is Outcome.EXITED and c.exit_code == 0:
-                lines = [ln for ln in c.stdout.splitlines() if ln.startswith(("signalled ", "failed "))]
+                # a rank's command line may carry a token (--hf-token X): the event and alerts keep it masked
+                lines = [excerpt(redact_text(ln), 500) for ln in c.stdout.split("\n")
+                         if ln.startswith(("signalled ", "failed "))]
                 per_node[n.name] = lines
                 ok = ok and not any(ln.startswith("failed ") for ln in lines)
             else:
-                per_node[n.name] = [f"{c.outcome.value}: {c.detail or c.stderr.strip()}"]
+                per_node[n.name] = [excerpt(redact_text(f"{c.outcome.value}: {c.detail or c.stderr.strip()}"), 500)]
                 ok = False
         count = sum(1 for lines in per_node.values() for ln in lines if ln.startswith("signalled "))
         return {"action": self.action, "ok": ok, "nodes": per_node,
