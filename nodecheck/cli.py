@@ -427,10 +427,19 @@ def entry(argv: list[str] | None = None) -> None:
     threads stuck past every timeout (reported, not waited for); finalizing the interpreter
     around them costs time and can hang. Output is flushed first; report files are closed."""
     import os
+    _narrow_umask()
     code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _narrow_umask() -> None:
+    """Nothing the process creates is readable by others: the umask keeps its bits and gains 027
+    (a log opened for appending, what a hook or a tool started here writes). nodecheck's own files
+    get their modes explicitly anyway (report.store: 0640/0750, forensics 0600/0700)."""
+    import os
+    os.umask(os.umask(0o027) | 0o027)
 
 
 # slurm.conf names a program without arguments (Prolog=, PrologSlurmctld=, HealthCheckProgram=):
@@ -441,6 +450,7 @@ def prolog_entry() -> None:
     bad arguments and nodecheck's own crashes included (they are on stderr, which slurmd logs)."""
     import os
     import traceback
+    _narrow_umask()
     try:
         code = main(["prolog", *sys.argv[1:]])
     except SystemExit as e:                    # argparse

@@ -152,28 +152,33 @@ def _targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], object]
 
 
 def _publish(report, args: Namespace) -> int:
-    """Store the report, print it in the asked format; the exit code follows the report."""
-    from nodecheck.report import EXIT_UNKNOWN
+    """Store the report, print it in the asked format; the exit code follows the report. A report
+    that could not be written (a full or read-only disk) is said on stderr with the directory and
+    the reason; the verdicts are still printed, and the run never exits 0 or 1 for it (3 then;
+    2 and 3 are kept): a lost report is not a clean bill of health."""
+    from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN
     from nodecheck.report import json as report_json
     from nodecheck.report import table
-    from nodecheck.report.store import store
+    from nodecheck.report.store import store, why
 
-    summary, as_json = table.render(report), report_json.dumps(report)
+    summary, as_json = table.render(report_json.redacted(report)), report_json.dumps(report)
     try:
         where = str(store(report, summary, args.output_dir, as_json))
     except OSError as e:
-        print(f"nodecheck: error: could not write the report under {args.output_dir}: {e}", file=sys.stderr)
+        print(f"nodecheck: error: could not write the report under {args.output_dir}: {why(e)}; "
+              "nothing was left there", file=sys.stderr)
         where = None
-    # a report that could not be kept is not a clean bill of health
-    code = report.exit_code if where or report.exit_code else EXIT_UNKNOWN
+    code = report.exit_code
+    if where is None and code in (EXIT_PASS, EXIT_WARN):
+        code = EXIT_UNKNOWN
     if args.format in ("json", "junit"):           # stdout is one document; the rest goes to stderr
         if args.format == "junit":
             from nodecheck.report import junit
             sys.stdout.write(junit.render(report))
         else:
             sys.stdout.write(as_json)
-        if where:
-            print(f"report: {where}", file=sys.stderr)
+        print(f"report: {where}" if where else f"report: NOT WRITTEN (see the error above); exit {code}",
+              file=sys.stderr)
     else:
         sys.stdout.write(summary + (f"report: {where}\n" if where else
                                     f"report: NOT WRITTEN (see the error above); exit {code}\n"))

@@ -45,6 +45,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from nodecheck.errors import ConfigError
 from nodecheck.model import SEVERITY, Status
+from nodecheck.redact import redact_text
 from nodecheck.report import exit_code_for
 from nodecheck.report.diff import (FACT_CHECKS, KEPT_COUNTERS, CounterRow, Measurement, NodeSweep, ResultRow,
                                    SweepSnapshot, natural)
@@ -204,7 +205,7 @@ class History:
             if readonly:
                 conn = _connect_readonly(path)
             else:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                _prepare_files(path)
                 conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
             history = cls(path, conn)
             conn.execute("PRAGMA foreign_keys = ON")
@@ -297,8 +298,10 @@ class History:
             conn.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
                              [(sid, n, s.value) for n, s in snap.node_statuses.items()])
             conn.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                             [(sid, r.node, r.check, r.status.value, r.message, r.subject) for r in snap.results])
-            conn.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)", [(sid, *f) for f in snap.facts])
+                             [(sid, r.node, r.check, r.status.value, redact_text(r.message), redact_text(r.subject))
+                              for r in snap.results])
+            conn.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)",
+                             [(sid, node, key, redact_text(value)) for node, key, value in snap.facts])
             conn.executemany("INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                              [(sid, c.node, c.port, c.counter, c.value if c.value <= _SQLITE_MAX_INT else str(c.value),
                                c.boot_id, c.source, seq) for seq, c in enumerate(snap.counters)])
@@ -517,6 +520,19 @@ class History:
         """Every node (column "node") or check ("check_name") the history has seen."""
         table = "nodes" if column == "node" else "results"
         return [r[0] for r in self.conn.execute(f"SELECT DISTINCT {column} FROM {table}")]
+
+
+def _prepare_files(path: Path) -> None:
+    """The database file made (empty: SQLite takes an empty file for a new database) or narrowed
+    with nodecheck's modes before SQLite opens it: SQLite makes its -wal, -shm and -journal files
+    with the database file's mode and owner, so none of them is readable by others either
+    (report.store.shared(): 0640, the operators' group). Existing ones a sweep left are narrowed too."""
+    from nodecheck.report.store import create, make_dirs, shared
+    access = shared()
+    make_dirs(path.parent, access)
+    for name in (path, *(Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        if name == path or os.path.lexists(name):
+            os.close(create(name, access, keep=True))
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:

@@ -108,7 +108,8 @@ def sweep_command(args: Namespace) -> int:
     nodes, excluded, transport = _targets(args, playbook)
     if not args.local:
         _ensure_open_files(min(args.fanout, len(nodes)))
-    with History.open(history_path(args)) as history:      # a history we cannot write: nothing runs
+    history = _open_history(history_path(args))
+    try:
         # a progress bar only for a person at a terminal; the timer's sweep prints none
         with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
                 _stop_on_signals() as stop:
@@ -118,6 +119,22 @@ def sweep_command(args: Namespace) -> int:
         for warning in getattr(transport, "warnings", lambda: [])():
             print(f"nodecheck: warning: {warning}", file=sys.stderr)
         return _keep_and_publish(report, playbook, args, history, k, n)
+    finally:
+        if isinstance(history, History):
+            history.close()
+
+
+def _open_history(path: Path):
+    """The open history, or why it cannot be used (a str). A corrupt, locked, foreign or unwritable
+    database must not cost the fleet its sweep: the sweep runs, reports and says why it was not
+    recorded; the file is left exactly as it is (never deleted, never moved: it may be evidence, or
+    another program's), and the exit code is never 0 or 1."""
+    from nodecheck.history import History
+    try:
+        return History.open(path)
+    except ConfigError as e:
+        return (f"{e.message} ({path}); this sweep is not compared or recorded; the file was left as it is "
+                "(move it aside: the next sweep starts a new history there)")
 
 
 def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int) -> int:
@@ -126,16 +143,21 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     from nodecheck.report import diff as D
     from nodecheck.report import json as report_json
     from nodecheck.report import metrics, table
-    from nodecheck.report.store import store
+    from nodecheck.report.store import store, why
 
     problems: list[str] = []
-    snap = D.snapshot(report)
-    try:
-        previous = history.baseline(report.playbook, snap)
-        rows = history.node_sweeps(report.playbook, n - 1)
-    except (sqlite3.Error, ValueError) as e:   # a damaged history must not lose this sweep's report
-        problems.append(f"could not read the sweep history {history.path}: {e}")
-        previous, rows = None, []
+    # what the history, the diff and the metrics keep: secrets masked, as in the report
+    snap = D.snapshot(report_json.redacted(report))
+    previous, rows = None, []
+    if isinstance(history, str):               # it could not even be opened: _open_history said why
+        problems.append(history)
+    else:
+        try:
+            previous = history.baseline(report.playbook, snap)
+            rows = history.node_sweeps(report.playbook, n - 1)
+        except (sqlite3.Error, ValueError) as e:   # a damaged history must not lose this sweep's report
+            problems.append(f"could not read the sweep history {history.path}: {e}")
+            previous, rows = None, []
     changes = D.diff(previous, snap)
     if problems:                               # not "first sweep": there were sweeps, unreadable
         changes = replace(changes, unread=problems[0])
@@ -150,18 +172,19 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     try:
         report_dir = str(store(report, kept, args.output_dir, as_json))
     except OSError as e:
-        problems.append(f"could not write the report under {args.output_dir}: {e}")
+        problems.append(f"could not write the report under {args.output_dir}: {why(e)}; nothing was left there")
     recorded = None
-    try:
-        # absolute: retention finds the directory whatever the working directory of a later sweep
-        recorded = history.record(snap, report_dir and os.path.abspath(report_dir), __version__)
-    except sqlite3.Error as e:
-        problems.append(f"could not record the sweep in {history.path}: {e}")
+    if not isinstance(history, str):
+        try:
+            # absolute: retention finds the directory whatever the working directory of a later sweep
+            recorded = history.record(snap, report_dir and os.path.abspath(report_dir), __version__)
+        except sqlite3.Error as e:             # "database is locked": another process held it past the timeout
+            problems.append(f"could not record the sweep in {history.path}: {e}")
     if args.metrics:
         try:
             metrics.write_atomic(args.metrics, metrics.render(snap, found, problems=len(problems)))
         except OSError as e:
-            problems.append(f"could not write the metrics file {args.metrics}: {e}")
+            problems.append(f"could not write the metrics file {args.metrics}: {why(e)}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []
     # last: the gate acts on this sweep first. A sweep that was not recorded deletes nothing.
     retention, warnings = retire(history, snap.playbook, recorded, args.keep, args.output_dir) \
@@ -177,7 +200,7 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     kept_line = [retention.line()] if retention else []
     _print(args, report, summary, report_dir, gate, kept_line, lambda: {
         **report_json.to_dict(report),
-        "sweep": {"history": str(history.path), "report_dir": report_dir, "metrics": args.metrics,
+        "sweep": {"history": str(history_path(args)), "report_dir": report_dir, "metrics": args.metrics,
                   "changes": D.to_dict(changes, found, k, n), "gate": gate, "problems": problems,
                   "retention": asdict(retention) if retention else None}})
     return code

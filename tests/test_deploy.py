@@ -48,7 +48,14 @@ def test_the_logrotate_file_rotates_the_gate_and_sweep_logs():
     text = (DEPLOY / "nodecheck-gate.logrotate").read_text()
     body = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     assert body[0] == "/var/log/nodecheck/*.log {" and body[-1] == "}"
-    assert {"weekly", "rotate 12", "compress", "missingok", "copytruncate"} <= set(body)
+    assert {"weekly", "rotate 12", "compress", "missingok", "copytruncate", "su root root"} <= set(body)
+
+
+@pytest.mark.parametrize("name", ["nodecheck-sweep.service", "nodecheck-watch@.service"])
+def test_the_units_write_nothing_others_can_read(name):
+    """UMask=0027 for whatever nodecheck does not set a mode on itself (a hook's files, a log the
+    unit's own redirection makes); systemd's default is 0022."""
+    assert unit(name)["Service"]["UMask"] == "0027"
 
 
 def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
@@ -106,6 +113,8 @@ def test_the_cron_line_never_stacks_sweeps_and_runs_the_same_command():
     fields = job.split(None, 6)
     assert fields[:6] == ["17", "*", "*", "*", "*", "root"]                 # cron.d: minute 17 hourly, as root
     command = shlex.split(fields[6])
+    assert command[:3] == ["umask", "027", "&&"]                           # its log is not readable by others
+    command = command[3:]
     assert command[:4] == ["cd", "/var/lib/nodecheck", "&&", "flock"]
     assert command[4:6] == ["-n", "/run/lock/nodecheck-sweep.lock"]        # skip, never queue, a second sweep
     assert command[6:10] == ["timeout", "--kill-after=60", "900", "nice"]

@@ -91,7 +91,7 @@ def test_store_writes_the_whole_report_atomically(tmp_path):
     assert (where / "summary.txt").read_text() == "summary\n"                     # not overwritten
 
 
-def test_a_report_is_not_writable_by_others_whatever_the_umask(tmp_path):
+def test_a_report_is_not_readable_by_others_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
         where = store(sample(), "summary\n", tmp_path / "reports")
@@ -99,16 +99,17 @@ def test_a_report_is_not_writable_by_others_whatever_the_umask(tmp_path):
         os.umask(old)
     modes = {str(p.relative_to(where)): oct(p.stat().st_mode & 0o777) for p in [where, *where.rglob("*")]}
     assert {k: v for k, v in modes.items() if "gpu001" in k or "/" not in k} == {
-        ".": "0o755", "report.json": "0o644", "summary.txt": "0o644", "captures": "0o755",
-        "captures/gpu001": "0o755", "captures/gpu001/ibstat.txt": "0o644", "captures/gpu001/ibstat.stderr.txt": "0o644"}
-    assert {v for k, v in modes.items() if (where / k).is_dir()} == {"0o755"}
-    assert {v for k, v in modes.items() if (where / k).is_file()} == {"0o644"}
+        ".": "0o750", "report.json": "0o640", "summary.txt": "0o640", "captures": "0o750",
+        "captures/gpu001": "0o750", "captures/gpu001/ibstat.txt": "0o640", "captures/gpu001/ibstat.stderr.txt": "0o640"}
+    assert {v for k, v in modes.items() if (where / k).is_dir()} == {"0o750"}
+    assert {v for k, v in modes.items() if (where / k).is_file()} == {"0o640"}
+    assert oct((tmp_path / "reports").stat().st_mode & 0o777) == "0o750"      # made by nodecheck: closed too
 
 
 def test_a_failed_store_leaves_nothing_behind(tmp_path, monkeypatch):
     import nodecheck.report.store as st
 
-    def broken(path, text):
+    def broken(path, text, access):
         if path.name == "summary.txt":
             raise OSError(28, "No space left on device")
         path.parent.mkdir(parents=True, exist_ok=True)

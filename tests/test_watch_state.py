@@ -119,17 +119,19 @@ def umask0():
     os.umask(old)
 
 
-def test_state_files_are_not_world_writable_whatever_the_umask(tmp_path, umask0):
+def test_state_files_are_not_readable_by_others_whatever_the_umask(tmp_path, umask0):
     d = StateDir(tmp_path / "reports" / "watch" / "1234")
     d.lock()
     d.save(full_state())
     modes = {p.name: p.stat().st_mode & 0o777 for p in [d.path, *d.path.iterdir()]}
-    assert modes == {"1234": 0o755, "lock": 0o644, "state.json": 0o644, "alerts.log": 0o644}
+    assert modes == {"1234": 0o750, "lock": 0o640, "state.json": 0o640, "alerts.log": 0o640}
+    assert {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "reports", tmp_path / "reports" / "watch")} == \
+        {"reports": 0o750, "watch": 0o750}                  # the parents nodecheck made: closed too
     # a corrupt state moved aside keeps its mode; a fresh one is written as above
     (d.path / STATE_FILE).write_text("{")
     assert d.load()[0] is None
     d.save(full_state())
-    assert (d.path / STATE_FILE).stat().st_mode & 0o777 == 0o644
+    assert (d.path / STATE_FILE).stat().st_mode & 0o777 == 0o640
 
 
 @pytest.mark.parametrize("field, value", [
@@ -213,12 +215,12 @@ def incident(tmp_path, at=1_767_225_600.0, verdict="hung"):
     return write_incident(tmp_path, event=event, assessment=a, ticks=[big_tick(0, 2, tail=10)], job_key="1234", at=at)
 
 
-def test_incident_records_are_complete_unique_and_not_writable_by_others(tmp_path, umask0):
+def test_incident_records_are_complete_unique_and_not_readable_by_others(tmp_path, umask0):
     first, second = incident(tmp_path), incident(tmp_path)       # the same second, the same verdict
     assert (first.name, second.name) == ("20260101T000000Z_watch_1234_hung", "20260101T000000Z_watch_1234_hung-2")
     assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, second.name]   # no temporary left
     modes = {p.name: p.stat().st_mode & 0o777 for p in [first, *first.iterdir()]}
-    assert modes == {first.name: 0o755, "incident.json": 0o644, "samples.jsonl": 0o644, "summary.txt": 0o644}
+    assert modes == {first.name: 0o750, "incident.json": 0o640, "samples.jsonl": 0o640, "summary.txt": 0o640}
     doc = json.loads((first / "incident.json").read_text())
     assert doc["samples"] == {"ticks": 1, "first": "2026-01-01T00:00:00.000Z", "last": "2026-01-01T00:00:00.000Z",
                               "raw_ticks": 1, "dropped_for_size": 0}

@@ -3,15 +3,18 @@ NodeSet order), so sweeps can diff old reports."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 
 from ClusterShell.NodeSet import NodeSet
 
 from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.redact import REDACTED, is_secret_name, redact_argv, redact_text
 from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
 
 def to_dict(report: Report) -> dict:
+    report = redacted(report)                  # whatever a check or a probe let through
     shared = _Shared()
     return {
         "report_version": REPORT_VERSION,
@@ -138,3 +141,38 @@ def fold(nodes) -> str:
 
 def _parse_ts(s: str) -> datetime:
     return datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+
+
+# ---------------------------------------------------------------- secrets: the last line of defence
+
+def redacted(report: Report) -> Report:
+    """The report as it may be written or printed: secrets masked (nodecheck.redact) in every argv,
+    message, excerpt, observed/expected value and extras entry (capture texts: store()). Probes and checks keep
+    secrets out at the source (a job's environment travels on stdin, never in an argv); this is for
+    what they missed, so that no renderer (JSON, JUnit, table, store) writes a token."""
+    return replace(report, results=tuple(_redact_result(r) for r in report.results),
+                   # the capture texts are store()'s (no renderer prints them): not scanned twice
+                   captures=tuple(replace(c, argv=redact_argv(c.argv), detail=redact_text(c.detail))
+                                  for c in report.captures),
+                   incomplete_reason=redact_text(report.incomplete_reason), extras=scrub(report.extras))
+
+
+def _redact_result(r: CheckResult) -> CheckResult:
+    v = r.verdict
+    verdict = replace(v, message=redact_text(v.message), subject=redact_text(v.subject), excerpt=redact_text(v.excerpt),
+                      observed=scrub(dict(v.observed)), expected=scrub(dict(v.expected)))
+    return replace(r, verdict=verdict, evidence=tuple(replace(e, argv=redact_argv(e.argv)) for e in r.evidence))
+
+
+def scrub(value):
+    """Plain JSON data with secrets masked: a text value under a secret-looking key (an environment:
+    {"HF_TOKEN": ...}) is REDACTED, any other text has its NAME=value, --token and URL credentials
+    masked (redact_text); numbers, booleans and keys are kept."""
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(v, str) and isinstance(k, str) and is_secret_name(k) and v else scrub(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(scrub(v) for v in value)
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

@@ -30,8 +30,6 @@ No sample carries a timestamp: the textfile collector refuses them.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -41,6 +39,7 @@ from nodecheck.model import SEVERITY
 from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
 
 COUNTER_METRIC = "nodecheck_ib_port_counter"
+METRICS_FILE_MODE = 0o644                      # node_exporter's user reads it; why not 0640: write_atomic
 
 STATUS_HELP = ", ".join(f"{s.rank} {s.value}" for s in SEVERITY)
 # (measurement name, unit) -> (metric, factor to base units, the subject's label, help)
@@ -128,25 +127,11 @@ def number(value: float) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """A temporary file beside the target (same filesystem; a name node_exporter ignores: it
-    reads *.prom only), synced, made readable by node_exporter's user, then renamed over it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:     # the exposition format is UTF-8
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)                   # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)                       # the rename itself survives a power cut
-    finally:
-        os.close(dir_fd)
+    """A temporary file beside the target (same filesystem; a name node_exporter ignores: it reads
+    *.prom only), synced, then renamed over it (report.store.write_atomic).
+
+    0644, unlike every other file nodecheck writes (0640): node_exporter reads it as its own user,
+    and what it holds is not secret: statuses, counts, bandwidths, node and check names, the
+    playbook and version, never a message, an argv or tool output."""
+    from nodecheck.report.store import Access, write_atomic as replace_file
+    replace_file(path, text, Access(METRICS_FILE_MODE, 0o755))

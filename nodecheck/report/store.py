@@ -1,68 +1,224 @@
 """Write a run's report directory atomically: reports/<UTC>_<playbook>/{report.json,summary.txt,captures/};
-remove old ones (sweep retention) only where they are exactly what this module wrote."""
+remove old ones (sweep retention) only where they are exactly what this module wrote.
+
+Who may read what nodecheck writes (README, "Files and permissions"): reports, captures, incident
+records, the history database, the watcher's state and logs hold tool output, job log lines and node
+facts, so they are files 0640 in directories 0750, owned by the operators' group when
+NODECHECK_REPORT_GROUP names one (else the process's own group: root's, for a root run). Forensics
+records hold every rank's stack, environment and flight-recorder dumps: 0600/0700, the owner alone.
+The modes are set explicitly, whatever the umask; an existing directory nodecheck did not create
+now is never widened (nor changed)."""
 from __future__ import annotations
 
+import errno
+import grp
 import os
 import re
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
+from nodecheck.redact import redact_text
 
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600                             # a temporary this old is a killed run's leftover
+GROUP_ENV = "NODECHECK_REPORT_GROUP"           # the operators' group: a name or a numeric gid
+
+
+@dataclass(frozen=True)
+class Access:
+    """The mode of what is written, files and directories, and the group that owns them (-1: the
+    process's own)."""
+    file_mode: int
+    dir_mode: int
+    gid: int = -1
+
+
+def shared() -> Access:
+    """Reports, captures, incidents, history, watch state, logs: the owner writes, the operators'
+    group reads, others nothing."""
+    return Access(0o640, 0o750, report_gid())
+
+
+def private() -> Access:
+    """Forensics records (stacks, environments, dumps): the owner alone."""
+    return Access(0o600, 0o700)
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(text: str) -> None:
+    with _warned_lock:
+        if text in _warned:
+            return
+        _warned.add(text)
+    print(f"nodecheck: warning: {text}", file=sys.stderr)
+
+
+def report_gid() -> int:
+    """The gid NODECHECK_REPORT_GROUP names, or -1 (unset, or unknown: said once on stderr; the files
+    then keep the process's group, which is narrower, never wider)."""
+    name = os.environ.get(GROUP_ENV, "").strip()
+    if not name:
+        return -1
+    try:
+        return int(name) if name.isdigit() else grp.getgrnam(name).gr_gid
+    except KeyError:
+        _warn_once(f"{GROUP_ENV}={name}: no such group; reports keep the process's own group")
+        return -1
+
+
+def _own(fd_or_path, access: Access) -> None:
+    """The access's group, then its mode (chmod after chown: a chown may clear mode bits)."""
+    if access.gid >= 0:
+        try:
+            if isinstance(fd_or_path, int):
+                os.fchown(fd_or_path, -1, access.gid)
+            else:
+                os.chown(fd_or_path, -1, access.gid, follow_symlinks=False)
+        except PermissionError:                # not root and not in the group: narrower, never wider
+            _warn_once(f"cannot give files to group {access.gid} ({GROUP_ENV}): not a member; "
+                       "they keep the process's own group")
+    if isinstance(fd_or_path, int):
+        os.fchmod(fd_or_path, access.file_mode)
+    else:                                      # a directory this process has just made
+        os.chmod(fd_or_path, access.dir_mode)
+
+
+def make_dirs(path: str | Path, access: Access | None = None) -> None:
+    """mkdir -p: each directory made here gets the access's mode and group (Path.mkdir would give the
+    parents 0777 - umask); the ones already there are left as they are."""
+    access = access or shared()
+    path = Path(path)
+    missing = []
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)            # closed until its mode and group are set
+        except FileExistsError:                # another run made it meanwhile: theirs, as it is
+            continue
+        _own(folder, access)
+
+
+def create(path: str | Path, access: Access | None = None, *, append: bool = False, read: bool = False,
+           keep: bool = False) -> int:
+    """Open a file for writing (and reading, `read`), truncated unless `append` or `keep` (its bytes
+    left as they are: a database nodecheck is about to open). A new file gets the
+    access's mode and group; an existing one is narrowed to at most that mode, never widened.
+    O_NOFOLLOW: a symbolic link planted where nodecheck writes is refused, not followed. Returns the
+    descriptor."""
+    access = access or shared()
+    flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:                                       # 0600 until its mode and group are set
+        fd, new = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
+    except FileExistsError:
+        fd, new = os.open(path, flags | (os.O_APPEND if append else 0 if keep else os.O_TRUNC)), False
+    try:
+        if new:
+            _own(fd, access)
+        else:
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            if mode & ~access.file_mode:
+                os.fchmod(fd, mode & access.file_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_atomic(path: str | Path, data: str | bytes, access: Access | None = None) -> None:
+    """Replace one file whole: a temporary beside it (same filesystem; hidden, ".<name>.<random>.tmp"),
+    written, synced, given the access's mode and group, renamed over the file, the directory synced.
+    A crash, a full disk or a reader never sees half a file; a failure leaves the old file and no
+    temporary."""
+    path = Path(path)
+    access = access or shared()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
+                       **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:
+            _own(f.fileno(), access)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)                    # the rename itself survives a power cut
+
+
+def why(e: OSError) -> str:
+    """An OSError as an operator reads it: "No space left on device (ENOSPC)"; the temporary's path
+    an error names is nodecheck's business, not theirs."""
+    code = errno.errorcode.get(e.errno or 0)
+    text = e.strerror or str(e)
+    return f"{text} ({code})" if code else text
 
 
 def store(report: Report, summary_text: str, output_dir: str | Path, report_json: str | None = None) -> Path:
     """Everything is written into a hidden temporary directory, synced to disk, then renamed into
-    place: a reader, a crash or a power cut never sees a half-written report. `report_json`, when
-    the caller has already rendered it, saves rendering a large report twice."""
-    def write(tmp: Path) -> None:
-        _write(tmp / "report.json", report_json or dumps(report))
-        _write(tmp / "summary.txt", summary_text)
+    place: a reader, a crash, a power cut or a full disk never sees a half-written report. Secrets
+    are masked in what is written (report.json by its renderer; the summary and the captures here:
+    a capture is raw tool output, and a tool may echo a token). `report_json`, when the caller has
+    already rendered it (with report.json.dumps), saves rendering a large report twice."""
+    def write(tmp: Path, access: Access) -> None:
+        _write(tmp / "report.json", report_json or dumps(report), access)
+        _write(tmp / "summary.txt", redact_text(summary_text), access)
         for c in report.captures:
-            _write(tmp / capture_relpath(c.node, c.probe), c.stdout)
+            _write(tmp / capture_relpath(c.node, c.probe), redact_text(c.stdout), access)
             if c.stderr:
-                _write(tmp / capture_relpath(c.node, c.probe, "stderr"), c.stderr)
-    return _store_dir(report.run_id, write, output_dir)
+                _write(tmp / capture_relpath(c.node, c.probe, "stderr"), redact_text(c.stderr), access)
+    return _store_dir(report.run_id, write, output_dir, shared())
 
 
-def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path) -> Path:
+def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path,
+                access: Access | None = None) -> Path:
     """Any record directory (a watcher's incident: incident.json, samples.jsonl, summary.txt), written
     as store() writes a report: into a hidden temporary, synced, renamed to <output_dir>/<run_id>
     (-2, -3 … when that name is taken). `files` maps a relative path inside it to its text (or bytes:
-    a forensics record keeps the flight-recorder dumps as they were read)."""
+    a forensics record keeps the flight-recorder dumps as they were read). `access`: shared() unless
+    given (forensics records are private())."""
     if not _SAFE_RUN_ID.fullmatch(run_id):
         raise ValueError(f"run id {run_id!r}: letters, digits, '.', '_' and '-', not starting with '.'")
 
-    def write(tmp: Path) -> None:
+    def write(tmp: Path, access: Access) -> None:
         for relpath, text in files.items():
             target = (tmp / relpath).resolve()
             if tmp.resolve() not in target.parents:    # "../x" or "/x" would write outside the record
                 raise ValueError(f"{relpath!r} is not a path inside the record")
-            _write(target, text)
-    return _store_dir(run_id, write, output_dir)
+            _write(target, text, access)
+    return _store_dir(run_id, write, output_dir, access or shared())
 
 
-def _store_dir(run_id: str, write: Callable[[Path], None], output_dir: str | Path) -> Path:
+def _store_dir(run_id: str, write: Callable[[Path, Access], None], output_dir: str | Path, access: Access) -> Path:
     """The directory `write` fills, made atomically: a hidden temporary, its files and entries synced,
-    renamed into place. Files 0644 and directories 0755 whatever the umask: a report or record holds
-    tool output and the job's log lines, never writable by others."""
+    renamed into place, with the access's modes and group whatever the umask. Whatever fails (a full
+    disk, a read-only one), the temporary is removed: no half-written record is ever left."""
     root = Path(output_dir)
-    root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    make_dirs(root, shared())                  # reports/ itself, when nodecheck makes it
     _remove_stale_temporaries(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{run_id}-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{run_id}-", dir=root))   # 0700 while filled
     try:
-        write(tmp)
+        write(tmp, access)
         for folder in [*(p for p in tmp.rglob("*") if p.is_dir()), tmp]:
             _fsync_dir(folder)                 # the entries, not just the bytes, must be on disk
-        os.chmod(tmp, 0o755)                   # mkdtemp makes it 0700
+        _own(tmp, access)
         final = _publish(tmp, root, run_id)
         _fsync_dir(root)
         return final
@@ -74,12 +230,10 @@ def _store_dir(run_id: str, write: Callable[[Path], None], output_dir: str | Pat
 _SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")   # never hidden, never ".."
 
 
-def _write(path: Path, text: str | bytes) -> None:
-    missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
-    for folder in reversed(missing):           # mkdir(parents=True) gives the parents 0777 - umask
-        folder.mkdir(mode=0o755, exist_ok=True)
-    mode = "wb" if isinstance(text, bytes) else "w"
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), mode) as f:
+def _write(path: Path, text: str | bytes, access: Access) -> None:
+    make_dirs(path.parent, access)
+    fd = create(path, access)
+    with open(fd, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())

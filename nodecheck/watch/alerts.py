@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping, Protocol, Sequence
 
 from nodecheck.model import excerpt, one_line
+from nodecheck.redact import redact_text
 from nodecheck.watch.classify import ALARM
 
 EVENT_NAME = "nodecheck.watch"
@@ -65,8 +66,9 @@ def build_event(*, job: str, kind: str | None, verdict: str, previous: str | Non
                 message: str, nodes: Sequence[str], ranks: Sequence[int], incident: str | None,
                 watcher: str | None = None) -> dict:
     """The alert event (a JSON object); the same object goes to the hook's stdin and the POST body."""
+    # the message may quote the job's log lines: a token printed there goes no further
     return {"event": EVENT_NAME, "version": EVENT_VERSION, "kind": kind, "job": job, "verdict": verdict,
-            "previous": previous, "at": iso(at), "since": iso(since), "message": message,
+            "previous": previous, "at": iso(at), "since": iso(since), "message": redact_text(message),
             "nodes": list(nodes), "ranks": list(ranks), "incident": incident,
             "watcher": watcher or socket.gethostname()}
 
@@ -112,7 +114,8 @@ class CommandHook:
             said = _tail(output).strip()
         if proc.returncode != 0:
             how = f"exit {proc.returncode}" if proc.returncode > 0 else f"killed by signal {-proc.returncode}"
-            raise DeliveryFailed(how + (f": {_last(one_line(said), 300)}" if said else ""))
+            # logged in alerts.log: a hook that echoes its credentials must not leave them there
+            raise DeliveryFailed(how + (f": {_last(one_line(redact_text(said)), 300)}" if said else ""))
         return "exit 0"
 
 
@@ -270,7 +273,8 @@ class HttpPost:
             except (OSError, http.client.HTTPException):
                 text = ""
             e.close()
-            raise DeliveryFailed(f"HTTP {e.code} {e.reason}" + (f": {one_line(excerpt(text, 300))}" if text else "")) \
+            raise DeliveryFailed(f"HTTP {e.code} {e.reason}" + (f": {one_line(excerpt(redact_text(text), 300))}"
+                                                                if text else "")) \
                 from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
             if deadline.expired or isinstance(e, TimeoutError) or \

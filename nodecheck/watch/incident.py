@@ -1,5 +1,5 @@
 """Incident records: on each change of verdict, a directory under OUTPUT_DIR with what justifies it,
-written atomically (report.store.store_files):
+written atomically (report.store.store_files), 0640 in a 0750 directory, secrets masked:
 
   <UTC stamp>_watch_<job key>_<verdict>/
     incident.json   the event (as alerted), the assessment and its facts, the --on-hang action, the watcher
@@ -118,6 +118,8 @@ def write_incident(output_dir: str | Path, *, event: Mapping, assessment, ticks:
     """Write the record and return its directory. `event` is the alert event without its "incident"
     field (the caller adds the path this returns); `assessment` a classify.Assessment; `ticks` a
     TickHistory (or a list of tick records)."""
+    from nodecheck.redact import redact_text
+    from nodecheck.report.json import scrub
     from nodecheck.report.store import store_files
     dropped = getattr(ticks, "dropped", 0)
     ticks = list(ticks)
@@ -131,9 +133,10 @@ def write_incident(output_dir: str | Path, *, event: Mapping, assessment, ticks:
                         "last": ticks[-1]["at"] if ticks else None,
                         "raw_ticks": sum(1 for t in ticks if any("raw" in e for e in t["nodes"].values())),
                         "dropped_for_size": dropped}}
-    files = {"incident.json": json.dumps(body, indent=2, default=str) + "\n",
-             "samples.jsonl": "".join(json.dumps(t, default=str) + "\n" for t in ticks),
-             "summary.txt": summary_text(event, assessment, ticks, action)}
+    # the raw output holds the job's log tail: a token a job printed is masked in what is kept
+    files = {"incident.json": json.dumps(scrub(body), indent=2, default=str) + "\n",
+             "samples.jsonl": "".join(json.dumps(scrub(t), default=str) + "\n" for t in ticks),
+             "summary.txt": redact_text(summary_text(event, assessment, ticks, action))}
     return store_files(incident_id(at, job_key, assessment.verdict), files, output_dir)
 
 

@@ -7,7 +7,8 @@ and since when, alerts not yet delivered, whether --on-hang already acted. One d
 
 A state file that cannot be read, or holds a field of the wrong type, is moved aside and reported,
 never fatal: the watcher starts afresh. The state and the alert log carry the job's log lines (in
-messages): the directory and its files are made 0755/0644 whatever the umask, never writable by others.
+messages): the directory and its files are made 0750/0640 whatever the umask (report.store.shared():
+the operators' group reads them, others nothing; an existing file is narrowed, never widened).
 """
 from __future__ import annotations
 
@@ -21,13 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nodecheck.errors import ConfigError
+from nodecheck.report.store import create, make_dirs, shared, write_atomic
 from nodecheck.watch.classify import VERDICTS
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "lock"
 ALERT_LOG = "alerts.log"
-DIR_MODE, FILE_MODE = 0o755, 0o644
 
 
 @dataclass
@@ -124,10 +125,10 @@ class StateDir:
         """Hold the directory for this process (released when it exits, even by SIGKILL); ConfigError
         when another watcher holds it."""
         try:
-            _make_dirs(self.path)
-            fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+            make_dirs(self.path, shared())
+            fd = create(self.path / LOCK_FILE, shared(), read=True, keep=True)
             # made here with its mode: the command's log appends to it as any file, with the umask's
-            os.close(os.open(self.alert_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE))
+            os.close(create(self.alert_log, shared(), append=True))
         except OSError as e:
             raise ConfigError(f"cannot use the state directory {self.path}: {e.strerror or e}",
                               file="--state-dir", hint="a writable directory (default OUTPUT_DIR/watch/<job>)") from None
@@ -173,33 +174,7 @@ class StateDir:
     def save(self, state: WatchState) -> None:
         """Write state.json atomically: a crash leaves the previous state or this one, never half."""
         state.updated = time.time()
-        text = json.dumps(state.to_json(), separators=(",", ":"))
-        tmp = self.path / f".{STATE_FILE}.tmp-{os.getpid()}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-            with open(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.state_file)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _make_dirs(path: Path) -> None:
-    """mkdir -p with DIR_MODE for every directory it makes (Path.mkdir gives the parents the umask's)."""
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for p in reversed(missing):
-        p.mkdir(mode=DIR_MODE, exist_ok=True)
+        write_atomic(self.state_file, json.dumps(state.to_json(), separators=(",", ":")), shared())
 
 
 def _read_pid(fd: int) -> int | None:
