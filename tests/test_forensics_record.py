@@ -23,7 +23,7 @@ FORENSICS = DATA / "forensics"
 FR = DATA / "flight-recorder"
 SNAPSHOT_TEXT = (FORENSICS / "recorded-snapshot-three-ranks-no-nvidia-smi.txt").read_text()
 STACKS_TEXT = (FORENSICS / "recorded-stacks-two-answer-one-frozen.txt").read_text()
-RECORDED_PREFIX = "/tmp/nc-forensics-record-l4uqqhcv/fr/trace_rank_"
+RECORDED_PREFIX = "/tmp/nc-forensics-record-7glaq490/fr/trace_rank_"
 UNREACHED = "unreachable: connect timeout after 10 s"
 XID119 = DATA / "dmesg-xid" / "gpud-xid119-gsp-rpc-timeout-dmesg-T-xe9680.txt"
 AFTER_119 = 1740328260          # a minute after the last Xid 119 of XID119
@@ -101,8 +101,8 @@ def test_examine_a_frozen_rank_and_a_dead_one(examined):
     assert [r.dump is not None for r in examined.dumps] == [True, True, True, False, False]
     assert [g.ranks for g in examined.groups] == [(0, 1), (2,)]
     frozen = examined.stacks[2]
-    assert (frozen.process.pid, frozen.stacks, frozen.failure) == (9369, None, FROZEN)
-    assert frozen.unpaused is not None and frozen.unpaused.pid == 9369
+    assert (frozen.process.pid, frozen.stacks, frozen.failure) == (5001, None, FROZEN)
+    assert frozen.unpaused is not None and frozen.unpaused.pid == 5001
 
 
 def test_render_every_section(examined):
@@ -127,7 +127,7 @@ def test_render_every_section(examined):
         f"  rank 2 (node1 GPU2): {FROZEN}; read without stopping it: in wait (distributed_c10d.py:13) \u2190 all_reduce "
         "(distributed_c10d.py:17) \u2190 _aggregate_total_loss (engine.py:6) \u2190 \u2026 (6 frames)",
         "nodes:",
-        "  node1: GPUs unknown (nodecheck-forensics: 19: nvidia-smi: not found); no Xid; no OOM kill; 2 NCCL WARN lines",
+        "  node1: GPUs unknown (nodecheck-forensics: 28: nvidia-smi: not found); no Xid; no OOM kill; 2 NCCL WARN lines",
         f"  node2: not read: {UNREACHED}",
         "next step: read the missing ranks' own log and the Xid/OOM lines above; if node1 is at fault, drain it "
         "(scontrol update nodename=node1 state=drain reason='nodecheck: forensics') and check it: "
@@ -173,7 +173,7 @@ def test_xids_of_the_culprit_node_in_the_evidence_and_the_node_line():
     assert xids == [f"node1: Xid 119 (GSP RPC timeout) on GPU 0000:9b:00 at 2025-02-23 {t}Z"
                     for t in ("16:24:18", "16:24:24", "16:24:30", "16:27:12", "16:30:13")]
     line = node_line(record.render(f, "4242"), "node1")
-    assert line.startswith("  node1: GPUs unknown (nodecheck-forensics: 19: nvidia-smi: not found); Xid 119 (GSP RPC "
+    assert line.startswith("  node1: GPUs unknown (nodecheck-forensics: 28: nvidia-smi: not found); Xid 119 (GSP RPC "
                            "timeout) on GPU 0000:9b:00 at 2025-02-23 16:24:18Z; ")
     assert line.endswith("16:30:13Z; no OOM kill; 2 NCCL WARN lines")
 
@@ -201,8 +201,8 @@ def test_to_json_is_a_versioned_record_with_the_diagnosis(examined):
     assert [(s["ranks"], s["failure"]) for s in back["stack_groups"]] == [([0, 1], ""), ([2], FROZEN)]
     assert back["stack_groups"][0]["frames"][:2] == ["wait (distributed_c10d.py:13)",
                                                      "reduce_scatter (distributed_c10d.py:21)"]
-    assert [(p["rank"], p["pid"], p["gpu"]) for p in back["processes"]] == [(0, 9367, "0"), (1, 9368, "1"),
-                                                                             (2, 9369, "2")]
+    assert [(p["rank"], p["pid"], p["gpu"]) for p in back["processes"]] == [(0, 4999, "0"), (1, 5000, "1"),
+                                                                             (2, 5001, "2")]
     assert [(x["read"], x["rank"], x["version"], x["format"]) for x in back["dumps"]] == [
         (True, 0, "2.10", "pickle"), (True, 1, "2.10", "pickle"), (True, 2, "2.10", "pickle"),
         (False, None, None, None), (False, None, None, None)]
@@ -214,30 +214,33 @@ def test_to_json_is_a_versioned_record_with_the_diagnosis(examined):
     assert back["notes"] == list(examined.notes) and len(back["notes"]) == 3
 
 
-def test_files_hold_every_dump_stack_and_capture(examined):
+def test_files_hold_every_dump_that_parsed_every_stack_and_capture(examined):
     out = record.files(examined, record.to_json(examined, "4242", "s", "f"), "the summary\n")
     reads = dump_reads()
     assert sorted(out) == sorted([
         "forensics.json", "summary.txt",
         "captures/node1/forensics-snapshot.txt", "captures/node1/forensics-stacks.txt",
         "captures/node2/forensics-snapshot.txt", "captures/node1/kernel-log.txt",
-        "stacks/node1/pid-9367.txt", "stacks/node1/pid-9368.txt", "stacks/node1/pid-9369.txt",
-        "dumps/node1/000-nccl_trace_rank_0", "dumps/node1/001-nccl_trace_rank_1", "dumps/node1/002-nccl_trace_rank_2",
-        "dumps/node1/003-trace_rank_0"])                # the unreadable one is kept, the one not fetched has no bytes
+        "stacks/node1/pid-4999.txt", "stacks/node1/pid-5000.txt", "stacks/node1/pid-5001.txt",
+        "dumps/node1/000-nccl_trace_rank_0", "dumps/node1/001-nccl_trace_rank_1", "dumps/node1/002-nccl_trace_rank_2"])
+    # the fetched bytes that did not parse are not kept (they are whatever the path held), the one not
+    # fetched has no bytes
     assert out["summary.txt"] == "the summary\n"
     assert out["captures/node1/forensics-snapshot.txt"] == SNAPSHOT_TEXT
     assert out["captures/node1/kernel-log.txt"].startswith(f"@@nodecheck clock now={THREE_DAYS_LATER} ")
-    for k in range(4):
+    for k in range(3):
         path = next(p for p in out if p.startswith(f"dumps/node1/{k:03d}-"))
         assert out[path] == reads[k].data and isinstance(out[path], bytes)
-    assert out["stacks/node1/pid-9367.txt"].startswith("Process 9367: /usr/bin/python3 -I ")
-    frozen = out["stacks/node1/pid-9369.txt"]
-    assert "\n--- py-spy dump --nonblocking (exit 0) ---\nProcess 9369: " in frozen
+    assert out["stacks/node1/pid-4999.txt"].startswith("Process 4999: /usr/bin/python3 -I ")
+    frozen = out["stacks/node1/pid-5001.txt"]
+    assert "\n--- py-spy dump --nonblocking (exit 0) ---\nProcess 5001: " in frozen
     assert "    _aggregate_total_loss (engine.py:6)\n" in frozen
     record_json = json.loads(out["forensics.json"])
     assert [x["file"] for x in record_json["dumps"]] == [
         "dumps/node1/000-nccl_trace_rank_0", "dumps/node1/001-nccl_trace_rank_1", "dumps/node1/002-nccl_trace_rank_2",
-        "dumps/node1/003-trace_rank_0", None]
+        None, None]
+    assert [x["not_kept"] for x in record_json["dumps"]] == [
+        "", "", "", "its bytes are not kept: they did not parse as a flight-recorder dump", ""]
 
 
 def test_dumps_of_the_same_name_on_two_prefixes_do_not_collide():
@@ -246,8 +249,7 @@ def test_dumps_of_the_same_name_on_two_prefixes_do_not_collide():
              DumpRead("", "/dumps/odd name", b"garbage")]
     f = analysis.examine(None, reads, 3.0)
     dumps = {k: v for k, v in record.files(f, record.to_json(f, "j", "s", "f"), "").items() if k.startswith("dumps/")}
-    assert sorted(dumps) == ["dumps/gpu-a07/000-nccl_trace_rank_0", "dumps/gpu-a07/001-nccl_trace_rank_0",
-                             "dumps/local/002-odd_name"]
+    assert sorted(dumps) == ["dumps/gpu-a07/000-nccl_trace_rank_0", "dumps/gpu-a07/001-nccl_trace_rank_0"]
 
 
 GPUS = [GpuSample(i, 0.0 if i == 3 else 100.0, 188.0 + i, 1100.0, 1000.0, 81559.0) for i in range(8)]

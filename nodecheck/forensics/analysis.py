@@ -63,6 +63,8 @@ def _parse(d: DumpRead) -> ReadDump:
         return ReadDump(d, parse_dump(d.data, source=d.path))
     except ParseError as e:
         return ReadDump(d, None, f"unreadable: {e.reason}")
+    except Exception as e:                     # noqa: BLE001 - one hostile dump is that dump's error, never the run's
+        return ReadDump(d, None, f"unreadable: {type(e).__name__} while reading it")
 
 
 def _latest_per_rank(dumps: Sequence[FRDump]) -> list[FRDump]:

@@ -7,8 +7,10 @@ failure. Every probe has its timeout and the whole gathering one deadline (trans
 """
 from __future__ import annotations
 
+import os
+import stat
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -18,6 +20,7 @@ from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe,
 from nodecheck.forensics.ranks import RankProcess, rank_processes
 from nodecheck.model import Capture, Node, Outcome, one_line
 from nodecheck.parsers.forensics import NodeSnapshot, StackResult, parse_fetch, parse_snapshot, parse_stacks
+from nodecheck.redact import redact_text
 
 SNAPSHOT_TIMEOUT_S = 20.0
 FETCH_TIMEOUT_S = 60.0
@@ -70,7 +73,7 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
     out.incomplete = done.incomplete
     for n in nodes:
         snap = done.captures[(n.name, first[n][0].name)]
-        out.captures.append(snap)
+        out.captures.append(_redacted(snap))
         out.kernel[n.name] = done.captures[(n.name, KERNEL_LOG.name)]
         out.captures.append(out.kernel[n.name])
         _read_snapshot(out, n.name, snap)
@@ -87,7 +90,7 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
         if pids:
             probes.append(stacks_probe(pids, stack_timeout_s, native, pyspy))
         if fetch:
-            probes += [fetch_probe(k, d.path, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
+            probes += [fetch_probe(k, d.path, d.owner, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
                        for k, d in enumerate(snap.dumps[:MAX_DUMPS_PER_NODE])]
         if probes:
             second[n] = probes
@@ -101,9 +104,16 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
                     path = out.snapshots[n.name].dumps[int(probe.name[len(FETCH_PREFIX):])].path
                     out.dumps.append(_read_fetch(n.name, path, c))
                 else:
+                    c = _redacted(c)               # py-spy prints each rank's command line
                     out.captures.append(c)
                     _read_stacks(out, n.name, c)
     return out
+
+
+def _redacted(c: Capture) -> Capture:
+    """A capture as the record may keep it: secrets in command lines and log lines masked
+    (a rank started with --hf-token X or WANDB_API_KEY=X on its command line)."""
+    return replace(c, stdout=redact_text(c.stdout), stderr=redact_text(c.stderr))
 
 
 def _for_node(log: str | None, node: str) -> str | None:
@@ -132,10 +142,14 @@ def _read_snapshot(out: Gathered, node: str, c: Capture) -> None:
     try:
         snap = parse_snapshot(c.stdout)
     except ParseError as e:
-        out.failures[node] = one_line(f"unreadable snapshot (exit {c.exit_code}): {e.reason}; output {e.excerpt[:200]!r}")
+        out.failures[node] = one_line(redact_text(f"unreadable snapshot (exit {c.exit_code}): {e.reason}; "
+                                                  f"output {e.excerpt[:200]!r}"))
         return
+    snap = replace(snap, nccl_warns=tuple(redact_text(w) for w in snap.nccl_warns))
     out.snapshots[node] = snap
-    out.processes += rank_processes(node, snap.processes)
+    out.processes += rank_processes(node, snap.processes)     # their command lines redacted
+    # files the listing would not read (a symbolic link, another user's file): said, never fetched
+    out.dumps += [DumpRead(node, path, None, f"refused: {why}") for path, why in snap.refused]
 
 
 def _read_stacks(out: Gathered, node: str, c: Capture) -> None:
@@ -159,9 +173,11 @@ def _read_fetch(node: str, path: str, c: Capture) -> DumpRead:
         return DumpRead(node, path, None, one_line(f"not fetched: {c.outcome.value} (exit {c.exit_code}): "
                                                    f"{c.detail or c.stderr.strip()}"))
     try:
-        fetched = parse_fetch(c.stdout)
+        fetched = parse_fetch(c.stdout, MAX_FETCH_BYTES)
     except ParseError as e:
         return DumpRead(node, path, None, f"not fetched: {e.reason}")
+    if fetched.refused:
+        return DumpRead(node, path, None, fetched.note)
     if fetched.data is None:
         size = f" ({fetched.size} bytes; copy it and pass --dumps)" if fetched.size else ""
         return DumpRead(node, path, None, f"not fetched: {fetched.note}{size}")
@@ -169,25 +185,67 @@ def _read_fetch(node: str, path: str, c: Capture) -> DumpRead:
 
 
 def read_local_dumps(directory: str) -> list[DumpRead]:
-    """--dumps DIR: every regular file in DIR (node "") and in DIR/<node>/ (that node), not deeper;
-    a file past MAX_LOCAL_DUMP_BYTES is listed, not read."""
-    root = Path(directory)
+    """--dumps DIR: every regular file in DIR (node "") and in DIR/<node>/ (that node), not deeper. A
+    symbolic link is listed, never followed (a link out of DIR would copy whatever it names into the
+    record), and so is a file past MAX_LOCAL_DUMP_BYTES; each file is opened once (O_NOFOLLOW) and
+    checked as opened."""
     found: list[DumpRead] = []
-    entries = sorted(root.iterdir())
-    for entry in entries:
-        if entry.is_dir() and not entry.is_symlink():
-            found += [_local(entry.name, f) for f in sorted(entry.iterdir()) if f.is_file()]
-        elif entry.is_file():
-            found.append(_local("", entry))
+    top = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)     # DIR itself is the operator's choice
+    try:
+        for name in sorted(os.listdir(top)):
+            kind = _kind(top, name)
+            if kind == "directory":
+                found += _node_dir(top, name, Path(directory) / name)
+            elif kind is not None:
+                found.append(_local("", top, name, Path(directory) / name, kind))
+    finally:
+        os.close(top)
     return found
 
 
-def _local(node: str, path: Path) -> DumpRead:
+def _node_dir(top: int, name: str, path: Path) -> list[DumpRead]:
     try:
-        size = path.stat().st_size
-        if size > MAX_LOCAL_DUMP_BYTES:
-            return DumpRead(node, str(path), None, f"not read: {size} bytes, more than {MAX_LOCAL_DUMP_BYTES}")
-        return DumpRead(node, str(path), path.read_bytes())
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+    except OSError as e:
+        return [DumpRead(name, str(path), None, f"not read: {e.strerror or e}")]
+    try:
+        return [_local(name, fd, f, path / f, kind) for f in sorted(os.listdir(fd))
+                if (kind := _kind(fd, f)) not in (None, "directory")]
+    finally:
+        os.close(fd)
+
+
+def _kind(fd: int, name: str) -> str | None:
+    """"file", "directory", "link", "other"; None when it is gone."""
+    try:
+        mode = os.lstat(name, dir_fd=fd).st_mode
+    except OSError:
+        return None
+    return ("link" if stat.S_ISLNK(mode) else "directory" if stat.S_ISDIR(mode)
+            else "file" if stat.S_ISREG(mode) else "other")
+
+
+def _local(node: str, dir_fd: int, name: str, path: Path, kind: str) -> DumpRead:
+    if kind == "link":
+        return DumpRead(node, str(path), None, "not read: a symbolic link, not followed")
+    if kind != "file":
+        return DumpRead(node, str(path), None, "not read: not a regular file")
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
     except OSError as e:
         return DumpRead(node, str(path), None, f"not read: {e.strerror or e}")
-
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return DumpRead(node, str(path), None, "not read: not a regular file")
+        if st.st_size > MAX_LOCAL_DUMP_BYTES:
+            return DumpRead(node, str(path), None, f"not read: {st.st_size} bytes, more than {MAX_LOCAL_DUMP_BYTES}")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_LOCAL_DUMP_BYTES + 1)
+        if len(data) > MAX_LOCAL_DUMP_BYTES:
+            return DumpRead(node, str(path), None, f"not read: it grew past {MAX_LOCAL_DUMP_BYTES} bytes while read")
+        return DumpRead(node, str(path), data)
+    except OSError as e:
+        return DumpRead(node, str(path), None, f"not read: {e.strerror or e}")
+    finally:
+        os.close(fd)

@@ -67,7 +67,7 @@ def investigate(transport, nodes, where, *, label: str, key: str, output_dir: st
     from nodecheck.forensics.analysis import examine
     from nodecheck.forensics.collect import gather
     from nodecheck.forensics.record import files, render, to_json
-    from nodecheck.report.store import store_files
+    from nodecheck.report.store import private, store_files
     from nodecheck.watch.incident import safe_key, stamp
     started = time.time()
     gathered = None
@@ -83,7 +83,7 @@ def investigate(transport, nodes, where, *, label: str, key: str, output_dir: st
     written = None
     try:
         written = store_files(f"{stamp(started)}_forensics_{safe_key(key)}",
-                              files(result, record, summary), output_dir)
+                              files(result, record, summary), output_dir, private())   # stacks, dumps: 0600/0700
     except (OSError, ValueError) as e:
         print(f"nodecheck: error: the forensics record could not be written under {output_dir}: {e}", file=sys.stderr)
     return Investigation(result, summary, record, written)

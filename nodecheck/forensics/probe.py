@@ -5,6 +5,12 @@ Every value (the process pattern, the job id, paths, pids) is a positional argum
 never text inside it. Values that come back (environment variables, paths) are printed escaped on
 one line (probes/shell.py), so a variable whose value holds a newline or "@@nodecheck" cannot forge
 a line, and only the variables named in RANK_VARS leave the node (never the job's secrets).
+
+Dump paths come from the ranks' own environment and from /tmp, which the job's user controls: a file is
+listed only when it is a regular file (not a symbolic link) owned by the uid of a rank that names its
+prefix (c10d's default prefix: any rank of the job), and fetched only after the same checks are made
+again on the file as opened (FETCH_PY): /etc/shadow behind TORCH_FR_DUMP_TEMP_FILE, or behind a
+symlink in /tmp, is refused, never copied.
 """
 from __future__ import annotations
 
@@ -77,25 +83,54 @@ if [ "$rc" != 0 ]; then printf '%s\n' "$pids"
 elif [ -n "$mine" ]; then ps -o pid=,ppid=,stat=,etimes=,args= -p "$(echo $mine | tr ' ' ,)"; rc=$?; [ "$rc" = 1 ] && rc=0
 fi
 echo "@@nodecheck end procs rc=$rc"
-prefixes="$extra"
+# each rank's dump prefixes with its uid ("UID<tab>PREFIX" lines); c10d's default prefix and
+# --dump-prefix with every rank's uid: a dump is a file of a rank whose prefix names it, owned by that
+# rank's user (the real uid of /proc/PID/status)
+tab=$(printf '\t')
+uids=; prefixes=
 for q in $mine; do
   [ -r "/proc/$q/environ" ] || continue
+  uid=$(sed -n 's/^Uid:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "/proc/$q/status" 2>/dev/null)
   echo "@@nodecheck begin env-$q"
   grep -z -E "^(''' + "|".join(RANK_VARS) + r''')=" "/proc/$q/environ" 2>/dev/null | tr '\n\000' '\001\n' | esc_lines
   echo "@@nodecheck end env-$q rc=0"
+  [ -n "$uid" ] || continue
+  case " $uids " in *" $uid "*) ;; *) uids="$uids $uid" ;; esac
   for v in ''' + " ".join(TRACE_FILE_VARS) + r'''; do
     pre=$(grep -z "^$v=" "/proc/$q/environ" 2>/dev/null | tr -d '\000' | sed -n "1s/^$v=//p")
     [ -n "$pre" ] && prefixes="$prefixes
-$pre"
+$uid$tab$pre"
   done
 done
+for uid in $uids; do
+  for pre in "''' + DEFAULT_DUMP_PREFIX + r'''" "$extra"; do
+    [ -n "$pre" ] && prefixes="$prefixes
+$uid$tab$pre"
+  done
+done
+# per prefix, the uids that may own its files (" 0 1000 <tab>PREFIX"), then each of its files:
+# "file SIZE MTIME OWNER PATH", or "refused WHY PATH" for a symbolic link, a file that is not regular
+# or another user's file (never read). lstat only (stat without -L); the fetch checks again on the file
+# as opened.
 echo "@@nodecheck begin dumps"
-printf '%s\n%s\n' "''' + DEFAULT_DUMP_PREFIX + r'''" "$prefixes" | sort -u | while IFS= read -r pre; do
-  [ -n "$pre" ] || continue
+printf '%s\n' "$prefixes" | LC_ALL=C awk '{ i = index($0, "\t"); if (!i) next
+  u = substr($0, 1, i - 1); p = substr($0, i + 1)
+  if (!(p in us)) { order[++n] = p; us[p] = " " }
+  if (index(us[p], " " u " ") == 0) us[p] = us[p] u " " }
+  END { for (k = 1; k <= n; k++) print us[order[k]] "\t" order[k] }' | while IFS= read -r line; do
+  owners=${line%%"$tab"*}; pre=${line#*"$tab"}
   case $pre in /*) ;; *) printf 'relative\t%s\n' "$(printf '%s\n' "$pre" | esc_lines)"; continue ;; esac
   for f in "$pre"*; do
-    [ -f "$f" ] || continue
-    printf 'file\t%s\t%s\t%s\n' "$(stat -c %s -- "$f")" "$(stat -c %Y -- "$f")" "$(printf '%s\n' "$f" | esc_lines)"
+    [ -L "$f" ] || [ -e "$f" ] || continue
+    e=$(printf '%s\n' "$f" | esc_lines)
+    if [ -L "$f" ]; then printf 'refused\ta symbolic link, not followed\t%s\n' "$e"; continue; fi
+    if [ ! -f "$f" ]; then printf 'refused\tnot a regular file\t%s\n' "$e"; continue; fi
+    set -- $(stat -c '%s %Y %u' -- "$f" 2>/dev/null)
+    [ $# = 3 ] || continue
+    case $owners in
+      *" $3 "*) printf 'file\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$e" ;;
+      *) printf 'refused\towned by uid %s, not by the rank that names it (uid%s)\t%s\n' "$3" "${owners% }" "$e" ;;
+    esac
   done
 done
 echo "@@nodecheck end dumps rc=0"
@@ -161,18 +196,84 @@ for p in "$@"; do
 done
 '''
 
-# $1 the dump file, $2 the most bytes fetched: gzip'ed (a dump is mostly repeated frame strings) and
-# base64'ed, since a capture is text; "too_large" instead of a file past the bound.
+# The fetch: $1 the Python below, $2 the dump file, $3 the uid that must own it, $4 the most bytes
+# fetched. Python, not sh: the file is opened once, with O_NOFOLLOW (a symbolic link is refused, never
+# followed) and O_NONBLOCK (a FIFO put in its place cannot hang the probe); each directory on its path
+# is opened the same way (a symbolic link there is followed only when root owns it, as /scratch ->
+# /lustre/scratch); the checks are made on the open file (fstat): a regular file, the very one lstat
+# saw, owned by the rank's uid, one link, within the bound. Those bytes are read, gzip'ed (a dump is
+# mostly repeated frame strings) and base64'ed, since a capture is text. No python3: refused, never a
+# weaker read.
 FETCH_SCRIPT = r'''
-f=$1; max=$2
-[ -f "$f" ] || { echo "@@nodecheck missing"; exit 0; }
-size=$(stat -c %s -- "$f") || exit 1
-if [ "$size" -gt "$max" ]; then echo "@@nodecheck too_large $size"; exit 0; fi
-if command -v gzip >/dev/null 2>&1; then
-  echo "@@nodecheck encoding gzip+base64 $size"; gzip -c -- "$f" | base64
-else
-  echo "@@nodecheck encoding base64 $size"; base64 -- "$f"
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "@@nodecheck refused python3 is not installed on the node (a dump is read only through its O_NOFOLLOW open and fstat checks)"
+  exit 0
 fi
+exec python3 -I -S -c "$1" "$2" "$3" "$4"
+'''
+
+FETCH_PY = r'''
+import base64, errno, os, stat, sys, zlib
+path, uid, bound = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def say(line):
+    sys.stdout.write("@@nodecheck " + line + "\n")
+    sys.exit(0)
+def directory(parts):
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    for part in parts:
+        try:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            st = os.lstat(part, dir_fd=fd)
+            if not stat.S_ISLNK(st.st_mode):
+                raise
+            if st.st_uid != 0:
+                say("refused a directory on its path is a symbolic link owned by uid %d" % st.st_uid)
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    return fd
+parts = [p for p in path.split("/") if p]
+if not path.startswith("/") or not parts or any(p in (".", "..") for p in parts):
+    say("refused not an absolute path free of . and ..")
+try:
+    fd = directory(parts[:-1])
+    seen = os.lstat(parts[-1], dir_fd=fd)
+    if stat.S_ISLNK(seen.st_mode):
+        say("refused a symbolic link, not followed")
+    if not stat.S_ISREG(seen.st_mode):
+        say("refused not a regular file")
+    f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=fd)
+except FileNotFoundError:
+    say("missing")
+except OSError as e:
+    if e.errno == errno.ELOOP:
+        say("refused a symbolic link, not followed")
+    say("refused cannot open it: %s" % os.strerror(e.errno or 0))
+st = os.fstat(f)
+if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
+    say("refused it changed while it was opened")
+if st.st_uid != uid:
+    say("refused owned by uid %d, not by the rank (uid %d)" % (st.st_uid, uid))
+if st.st_nlink != 1:
+    say("refused it has %d hard links" % st.st_nlink)
+if st.st_size > bound:
+    say("too_large %d" % st.st_size)
+chunks, got = [], 0
+while got <= bound:
+    chunk = os.read(f, min(1 << 20, bound + 1 - got))
+    if not chunk:
+        break
+    chunks.append(chunk)
+    got += len(chunk)
+if got > bound:
+    say("too_large %d" % got)
+packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+packed = packer.compress(b"".join(chunks)) + packer.flush()
+sys.stdout.write("@@nodecheck encoding gzip+base64 %d\n" % st.st_size)
+sys.stdout.write(base64.encodebytes(packed).decode("ascii"))
 '''
 
 
@@ -192,6 +293,7 @@ def stacks_probe(pids: Sequence[int], timeout_s: float, native: bool, pyspy: str
                           "1" if native else "0", pyspy or "", *(str(int(p)) for p in pids)), timeout_s=bound)
 
 
-def fetch_probe(k: int, path: str, max_bytes: int, timeout_s: float) -> Probe:
-    return Probe(f"{FETCH_PREFIX}{k}", ("sh", "-c", FETCH_SCRIPT, "nodecheck-forensics-fetch", path, str(max_bytes)),
-                 timeout_s=timeout_s)
+def fetch_probe(k: int, path: str, owner: int, max_bytes: int, timeout_s: float) -> Probe:
+    """forensics-dump-K: the dump at path, read only when it is still a regular file owned by uid owner."""
+    return Probe(f"{FETCH_PREFIX}{k}", ("sh", "-c", FETCH_SCRIPT, "nodecheck-forensics-fetch", FETCH_PY, path,
+                                        str(int(owner)), str(int(max_bytes))), timeout_s=timeout_s)

@@ -9,6 +9,7 @@ from ClusterShell.RangeSet import RangeSet
 
 from nodecheck.ncclvars import TRACE_FILE_VARS
 from nodecheck.parsers.forensics import JobProcess
+from nodecheck.redact import redact_text
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class RankProcess:
     world_size: int | None
     node_rank: int | None                      # torchrun's GROUP_RANK
     local_world_size: int | None
-    args: str
+    args: str                                  # its command line, secrets masked (redact.redact_text)
     state: str                                 # ps STAT
     elapsed_s: int | None                      # how long it has run (ps etimes)
     dump_prefix: str                           # where its flight recorder writes ("" = c10d's default)
@@ -49,7 +50,7 @@ def rank_process(node: str, p: JobProcess, slurm: bool = True) -> RankProcess:
     prefix = next((env[v] for v in TRACE_FILE_VARS if env.get(v)), "")
     return RankProcess(node=node, pid=p.pid, rank=rank, local_rank=local, gpu=gpu_of(local, env.get("CUDA_VISIBLE_DEVICES")),
                        world_size=_int(env, "WORLD_SIZE") if not task else _int(env, "SLURM_NTASKS"), node_rank=_int(env, "GROUP_RANK"),
-                       local_world_size=_int(env, "LOCAL_WORLD_SIZE"), args=p.proc.args, state=p.proc.state, elapsed_s=p.proc.elapsed_s,
+                       local_world_size=_int(env, "LOCAL_WORLD_SIZE"), args=redact_text(p.proc.args), state=p.proc.state, elapsed_s=p.proc.elapsed_s,
                        dump_prefix=prefix)
 
 

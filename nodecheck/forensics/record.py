@@ -1,6 +1,7 @@
 """What forensics says: the text an operator reads (render), the JSON record (to_json), and the record
-directory under reports/ with every raw dump, stack and capture (files), written atomically by
-report/store.py."""
+directory under reports/ with every dump that parsed, every stack and capture (files), written
+atomically by report/store.py. A dump's bytes are kept only when they parsed as a flight-recorder dump:
+bytes that did not are whatever the path held, and the record says why they were left out."""
 from __future__ import annotations
 
 import json
@@ -119,7 +120,8 @@ def to_json(f: Forensics, label: str, started: str, finished: str) -> dict:
         "dumps": [{"node": r.read.node, "path": r.read.path, "read": r.dump is not None, "error": r.error,
                    "rank": r.dump.rank if r.dump else None, "version": r.dump.version if r.dump else None,
                    "format": r.dump.format if r.dump else None, "entries": len(r.dump.entries) if r.dump else None,
-                   "file": _dump_relpath(r.read.node, r.read.path, k) if r.read.data is not None else None}
+                   "file": _dump_relpath(r.read.node, r.read.path, k) if _kept(r) else None,
+                   "not_kept": _not_kept(r)}
                   for k, r in enumerate(f.dumps)],
         "nodes": {node: _node_json(f, node) for node in (g.nodes if g else [])},
         "notes": list(f.notes),
@@ -154,9 +156,20 @@ def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
         if s.raw:
             out[f"stacks/{safe_key(s.process.node)}/pid-{s.process.pid}.txt"] = s.raw
     for k, r in enumerate(f.dumps):
-        if r.read.data is not None:
+        if _kept(r):
             out[_dump_relpath(r.read.node, r.read.path, k)] = r.read.data
     return out
+
+
+def _kept(r) -> bool:
+    """Only a dump that parsed is copied into the record: other bytes are whatever the path held."""
+    return r.read.data is not None and r.dump is not None
+
+
+def _not_kept(r) -> str:
+    if r.read.data is not None and r.dump is None:
+        return "its bytes are not kept: they did not parse as a flight-recorder dump"
+    return ""
 
 
 def _dump_relpath(node: str, path: str, k: int) -> str:

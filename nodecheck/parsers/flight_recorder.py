@@ -6,6 +6,16 @@ comes from an untrusted node, so it is loaded by an unpickler that can build onl
 tuples, sets, str, bytes, numbers, bools and None: every GLOBAL/STACK_GLOBAL/INST/OBJ/EXT lookup
 goes through ``find_class``, which always refuses, so REDUCE/BUILD/NEWOBJ never get a callable.
 
+Before the unpickler sees a byte, a pre-scan (``pickletools.genops``, which reads opcodes and never
+builds or allocates by what they say) proves the pickle is one the unpickler reads in bounded time and
+memory: only the opcodes a dump needs; memo indexes no larger than the count of values stored so far
+(the C unpickler sizes its memo array by the index: a 9-byte LONG_BINPUT 100000000 took 1.5 GiB);
+dict keys that are strings (their hash is seeded per process: integer keys that all hash alike made
+one dict take 136 s); nesting, opcode count, integer size and the size the pickle expands to (a
+value used again through the memo counts each time: 5000 uses of one 1 MiB string are 5 GiB to any
+walk of it) all bounded; and a time bound per dump. Any failure, whatever raised it, is that dump's
+ParseError, and every message quotes input through a bounded excerpt (never repr() of a structure).
+
 Schema versions (``version_val`` in torch/csrc/distributed/c10d/{NCCLUtils,FlightRecorder}.hpp):
   1.x   pre-2.0 dumps; the sequence key was ``seq_id`` (kept as an alias of collective_seq_id; not
         checked against a shipped 1.x dump here)
@@ -28,7 +38,10 @@ import io
 import json
 import math
 import pickle
+import pickletools
 import re
+import reprlib
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -36,6 +49,13 @@ from nodecheck.errors import ParseError
 
 TOOL = "flight-recorder"
 MAX_DUMP_BYTES = 256 * 1024 * 1024   # 2000 entries with stacks are a few MB; far bigger is not a dump
+# the pre-scan's bounds. A recorded torch 2.13 dump nests 5 deep (dump, entries, entry, frames,
+# frame); a 2000-entry dump is 92k opcodes and expands to about 1 MB
+MAX_DEPTH = 32
+MAX_OPCODES = 5_000_000
+MAX_EXPANDED = 256 * 1024 * 1024     # strings' lengths plus one per value, every memo use counted
+MAX_INT_BITS = 128                   # ns timestamps and ids are 64 bits
+DUMP_TIME_LIMIT_S = 30.0             # one dump's pre-scan, load and reading (a 2000-entry dump: 0.1 s)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 _RANKS = re.compile(r"\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
@@ -116,33 +136,275 @@ class _PlainUnpickler(pickle.Unpickler):
         raise _Refused("refused a persistent id")
 
 
-def parse_dump(data: bytes, source: str = "") -> FRDump:
-    """One dump file's bytes -> FRDump; ParseError for anything that is not a dump we understand."""
+def parse_dump(data: bytes, source: str = "", time_limit_s: float = DUMP_TIME_LIMIT_S) -> FRDump:
+    """One dump file's bytes -> FRDump; ParseError for anything that is not a dump we understand,
+    whatever went wrong inside (a RecursionError, a MemoryError: that dump's error, never the run's)."""
+    where = source or "dump"
     if len(data) > MAX_DUMP_BYTES:
-        raise ParseError(TOOL, f"{source or 'dump'}: {len(data)} bytes, over the {MAX_DUMP_BYTES} byte bound")
+        raise ParseError(TOOL, f"{where}: {len(data)} bytes, over the {MAX_DUMP_BYTES} byte bound")
+    deadline = time.monotonic() + time_limit_s
+    try:
+        return _parse(data, source, deadline, time_limit_s)
+    except ParseError:
+        raise
+    except Exception as e:                     # noqa: BLE001 - any failure is this dump's, reported as such
+        raise ParseError(TOOL, f"{where}: not readable ({type(e).__name__}: {_error_text(e)})",
+                         excerpt=_excerpt(data)) from None
+
+
+def _parse(data: bytes, source: str, deadline: float, time_limit_s: float) -> FRDump:
     if not data.strip():
         raise ParseError(TOOL, f"{source or 'dump'}: empty file")
     fmt = "json" if data.lstrip()[:1] == b"{" else "pickle"
-    raw = _load_json(data, source) if fmt == "json" else _load_pickle(data, source)
+    raw = _load_json(data, source) if fmt == "json" else _load_pickle(data, source, deadline, time_limit_s)
     if not isinstance(raw, dict):
         raise ParseError(TOOL, f"{source or 'dump'}: top level is a {type(raw).__name__}, expected a dict",
                          excerpt=_excerpt(data))
-    return _dump(raw, source, fmt, data)
+    return _dump(raw, source, fmt, data, _Clock(deadline, time_limit_s, source or "dump"))
 
 
-def _load_pickle(data: bytes, source: str) -> Any:
+def _load_pickle(data: bytes, source: str, deadline: float, time_limit_s: float) -> Any:
+    where = source or "dump"
     try:
+        _prescan(data, _Clock(deadline, time_limit_s, where))
         obj = _PlainUnpickler(io.BytesIO(data)).load()
     except _Refused as e:
-        raise ParseError(TOOL, f"{source or 'dump'}: {e}", excerpt=_excerpt(data)) from None
+        raise ParseError(TOOL, f"{where}: {e}", excerpt=_excerpt(data)) from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             OverflowError, RecursionError, MemoryError, UnicodeDecodeError) as e:
-        raise ParseError(TOOL, f"{source or 'dump'}: not a readable pickle ({type(e).__name__}: {e})",
+        raise ParseError(TOOL, f"{where}: not a readable pickle ({type(e).__name__}: {_error_text(e)})",
                          excerpt=_excerpt(data)) from None
-    # nothing but plain containers and scalars can come out (find_class refuses every lookup), and
-    # the fields read below are type-checked one by one: no second walk over the whole tree (it cost
-    # half the parse of a 2000-entry dump)
+    # nothing but plain containers and scalars can come out (the pre-scan admits no other opcode and
+    # find_class refuses every lookup), and the fields read below are type-checked one by one: no second
+    # walk over the whole tree (it cost half the parse of a 2000-entry dump)
     return obj
+
+
+class _Clock:
+    """One dump's time bound, checked between steps of the pre-scan and of the reading."""
+
+    def __init__(self, deadline: float, limit_s: float, where: str) -> None:
+        self.deadline, self.limit_s, self.where = deadline, limit_s, where
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ParseError(TOOL, f"{self.where}: refused: not read within {self.limit_s:g} s")
+
+
+# the opcodes a dump needs (torch's pickler writes protocol 2; Python's, for the built dumps, up to 5)
+_NUMBERS = frozenset({"NONE", "NEWTRUE", "NEWFALSE", "BININT", "BININT1", "BININT2", "BINFLOAT"})
+_LONGS = frozenset({"LONG1", "LONG4"})
+_STRINGS = frozenset({"BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"})
+_BYTES = frozenset({"BINBYTES", "SHORT_BINBYTES", "BINBYTES8"})
+_PUTS = frozenset({"BINPUT", "LONG_BINPUT"})
+_GETS = frozenset({"BINGET", "LONG_BINGET"})
+_TUPLES = {"EMPTY_TUPLE": 0, "TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
+# what a value on the pre-scan's stack is: its kind, nesting depth and expanded size. A list or dict is
+# one _Value shared by the stack and the memo, so a change through either is seen by both.
+_NUM, _STR, _BYTE, _TUPLE, _LIST, _DICT = range(6)
+_KIND_NAMES = ("number", "string", "bytes", "tuple", "list", "dict")
+
+
+class _Value:
+    __slots__ = ("kind", "depth", "size", "nested", "text")
+
+    def __init__(self, kind: int, depth: int = 0, size: int = 1, text: str = "") -> None:
+        self.kind, self.depth, self.size, self.nested, self.text = kind, depth, size, False, text
+
+
+_NUMBER = _Value(_NUM)                         # one for all: nothing about a number is tracked
+
+
+def _prescan(data: bytes, clock: _Clock) -> None:
+    """Walk the opcodes without building anything; _Refused for a pickle past a bound or holding an
+    opcode a dump does not need. Containers are complete before they are nested (a pickler writes a
+    list's items, then the list into its parent), so a depth and size known at nesting time stay true;
+    a container changed after it was nested is refused."""
+    stack: list = []
+    marks: list[int] = []
+    memo: dict[int, Any] = {}
+    puts = 0
+    for count, (op, arg, _pos) in enumerate(pickletools.genops(data)):
+        name = op.name
+        if not count & 0xFFF:
+            clock.check()
+            if count >= MAX_OPCODES:
+                raise _Refused(f"refused: more than {MAX_OPCODES} opcodes")
+        if name in _GETS:
+            if arg not in memo:
+                raise _Refused(f"refused: {name} reads memo index {arg}, which was never stored")
+            stack.append(memo[arg])
+        elif name in _NUMBERS:
+            stack.append(_NUMBER)
+        elif name in _STRINGS:
+            stack.append(_Value(_STR, 0, len(arg) + 1, arg))
+        elif name in _PUTS:
+            if arg > puts:
+                raise _Refused(f"refused: {name} stores memo index {arg}, beyond the {puts} values stored before it")
+            puts += 1
+            memo[arg] = stack[-1]
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1]
+            puts += 1
+        elif name == "MARK":
+            marks.append(len(stack))
+            if len(marks) > MAX_DEPTH:
+                raise _Refused(f"refused: nested more than {MAX_DEPTH} deep")
+        elif name == "EMPTY_DICT":
+            stack.append(_Value(_DICT, 1))
+        elif name == "EMPTY_LIST":
+            stack.append(_Value(_LIST, 1))
+        elif name == "SETITEMS":
+            at = marks.pop()
+            items = stack[at:]
+            del stack[at:]
+            if len(items) % 2:
+                raise _Refused("refused: SETITEMS with a key and no value")
+            _fill(stack[-1], _DICT, items)
+        elif name == "SETITEM":
+            items = stack[-2:]
+            del stack[-2:]
+            _fill(stack[-1], _DICT, items)
+        elif name == "APPENDS":
+            at = marks.pop()
+            items = stack[at:]
+            del stack[at:]
+            _fill(stack[-1], _LIST, items)
+        elif name == "APPEND":
+            _fill(stack[-2], _LIST, [stack.pop()])
+        elif name in _LONGS:
+            if arg.bit_length() > MAX_INT_BITS:
+                raise _Refused(f"refused: an integer of {arg.bit_length()} bits")
+            stack.append(_NUMBER)
+        elif name in _TUPLES:
+            n = _TUPLES[name]
+            items = stack[len(stack) - n:] if n else []
+            del stack[len(stack) - n:]
+            stack.append(_tuple(items))
+        elif name == "TUPLE":
+            at = marks.pop()
+            items = stack[at:]
+            del stack[at:]
+            stack.append(_tuple(items))
+        elif name in ("LIST", "DICT"):
+            at = marks.pop()
+            items = stack[at:]
+            del stack[at:]
+            box = _Value(_LIST if name == "LIST" else _DICT, 1)
+            if name == "DICT" and len(items) % 2:
+                raise _Refused("refused: DICT with a key and no value")
+            _fill(box, box.kind, items)
+            stack.append(box)
+        elif name in _BYTES:
+            stack.append(_Value(_BYTE, 0, len(arg) + 1))
+        elif name == "POP":
+            if marks and marks[-1] == len(stack):
+                marks.pop()
+            else:
+                stack.pop()
+        elif name == "POP_MARK":
+            del stack[marks.pop():]
+        elif name == "DUP":
+            stack.append(stack[-1])
+        elif name == "PROTO":
+            if not 2 <= arg <= pickle.HIGHEST_PROTOCOL:
+                raise _Refused(f"refused: pickle protocol {arg}")
+        elif name == "FRAME":
+            pass
+        elif name == "STOP":
+            if len(stack) != 1 or marks:
+                raise _Refused(f"refused: STOP with {len(stack)} values on the stack")
+            return
+        elif name == "GLOBAL":
+            raise _Refused(f"refused to load {_show_text(str(arg).replace(' ', '.'))}")
+        elif name == "STACK_GLOBAL":
+            names = [x.text if x.kind == _STR else "?" for x in stack[-2:]]
+            raise _Refused(f"refused to load {_show_text('.'.join(names))}")
+        else:
+            raise _Refused(f"refused the {name} opcode: a dump holds only dicts, lists, tuples, strings and numbers")
+    raise _Refused("refused: no STOP opcode")       # genops ends at STOP or raises on truncation
+
+
+def _fill(box: _Value, kind: int, items: list) -> None:
+    """items nested into box (a list's new items, or a dict's key, value pairs), box's depth and size grown."""
+    if box.kind != kind:
+        raise _Refused(f"refused: {'SETITEM' if kind == _DICT else 'APPEND'} into a {_KIND_NAMES[box.kind]}")
+    if box.nested:
+        raise _Refused("refused: a list or dict changed after it was nested (not what a pickler writes)")
+    if kind == _DICT:
+        for key in items[::2]:
+            if key.kind != _STR:
+                raise _Refused(f"refused: a dict key is a {_KIND_NAMES[key.kind]}, not a string")
+    depth, size = _nest(items, box)
+    box.depth, box.size = max(box.depth, depth), box.size + size
+    _bound(box.depth, box.size)
+
+
+def _tuple(items: list) -> _Value:
+    depth, size = _nest(items, None)
+    _bound(depth, size + 1)
+    return _Value(_TUPLE, depth, size + 1)
+
+
+def _nest(items: list, into: _Value | None) -> tuple[int, int]:
+    """Items being nested: each list or dict among them is complete from now on. (the depth they
+    give their container, the size they add to it)"""
+    depth, size = 1, 0
+    for item in items:
+        if item is into:
+            raise _Refused("refused: a list or dict that holds itself")
+        item.nested = True
+        if item.depth >= depth:
+            depth = item.depth + 1
+        size += item.size
+    return depth, size
+
+
+def _bound(depth: int, size: int) -> None:
+    if depth > MAX_DEPTH:
+        raise _Refused(f"refused: nested more than {MAX_DEPTH} deep")
+    if size > MAX_EXPANDED:
+        raise _Refused(f"refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo "
+                       "counts each time)")
+
+
+class _BoundedRepr(reprlib.Repr):
+    """repr() for messages: a few levels, a few items, short strings; never the whole of a deep or
+    huge value (a repr of 5000 uses of one 1 MiB string is 5 GiB; of 100k levels, a RecursionError)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 40, 40, 40
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 4
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        text = repr(x[:self.maxstring])
+        return text + "..." if len(x) > self.maxstring else text
+
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if x.bit_length() <= 256 else f"<an integer of {x.bit_length()} bits>"
+
+
+_SHOW = _BoundedRepr()
+
+
+def _show(value: Any) -> str:
+    """A value quoted in a message, bounded."""
+    try:
+        return _show_text(_SHOW.repr(value))
+    except Exception:                          # noqa: BLE001 - a message must not fail
+        return f"<a {type(value).__name__}>"
+
+
+def _show_text(text: str) -> str:
+    return text if len(text) <= 120 else text[:120] + "..."
+
+
+def _error_text(e: BaseException) -> str:
+    try:
+        return _show_text(str(e))
+    except Exception:                          # noqa: BLE001
+        return ""
 
 
 def _load_json(data: bytes, source: str) -> Any:
@@ -157,13 +419,13 @@ def _excerpt(data: bytes) -> str:
     return data[:300].decode("latin-1")
 
 
-def _dump(raw: dict, source: str, fmt: str, data: bytes) -> FRDump:
+def _dump(raw: dict, source: str, fmt: str, data: bytes, clock: _Clock) -> FRDump:
     where = source or "dump"
     version = raw.get("version")
     if not isinstance(version, str):
         raise ParseError(TOOL, f"{where}: no 'version' string", excerpt=_excerpt(data))
     if not _VERSION.fullmatch(version):
-        raise ParseError(TOOL, f"{where}: version {version!r}, expected <major>.<minor>", excerpt=_excerpt(data))
+        raise ParseError(TOOL, f"{where}: version {_show(version)}, expected <major>.<minor>", excerpt=_excerpt(data))
     if "entries" in raw:
         raw_entries = raw["entries"]
     elif fmt == "json":
@@ -174,16 +436,20 @@ def _dump(raw: dict, source: str, fmt: str, data: bytes) -> FRDump:
         raise ParseError(TOOL, f"{where}: 'entries' is a {type(raw_entries).__name__}, expected a list",
                          excerpt=_excerpt(data))
     common: dict = {}                # values every entry repeats (frames of a call site, names): one object each
-    entries = tuple(_entry(e, i, where, fmt, common) for i, e in enumerate(raw_entries))
+    entries = []
+    for i, e in enumerate(raw_entries):
+        if not i & 0xFF:
+            clock.check()
+        entries.append(_entry(e, i, where, fmt, common))
     return FRDump(source=source, version=version, rank=_rank(raw, source, where), format=fmt,
                   groups=_groups(raw.get("pg_config", {}), where), status=_statuses(raw.get("pg_status", {}), where),
-                  entries=entries)
+                  entries=tuple(entries))
 
 
 def _rank(raw: dict, source: str, where: str) -> int | None:
     if "rank" in raw:
         if not _is_int(raw["rank"]):
-            raise ParseError(TOOL, f"{where}: 'rank' is {raw['rank']!r}, expected an int")
+            raise ParseError(TOOL, f"{where}: 'rank' is {_show(raw['rank'])}, expected an int")
         return raw["rank"]
     m = _TRAILING_DIGITS.search(source.rsplit("/", 1)[-1])   # DebugInfoWriter names it <prefix><rank>
     return int(m.group(1)) if m else None
@@ -195,11 +461,11 @@ def _groups(cfg: Any, where: str) -> dict[str, FRGroup]:
     out = {}
     for key, g in cfg.items():
         if not isinstance(key, str) or not isinstance(g, dict):
-            raise ParseError(TOOL, f"{where}: pg_config[{key!r}] is not a name -> dict")
+            raise ParseError(TOOL, f"{where}: pg_config[{_show(key)}] is not a name -> dict")
         name, desc = g.get("name", key), g.get("desc", "")
         if not isinstance(name, str) or not isinstance(desc, str):
-            raise ParseError(TOOL, f"{where}: pg_config[{key!r}] name/desc are not strings")
-        out[key] = FRGroup(name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{key!r}]"))
+            raise ParseError(TOOL, f"{where}: pg_config[{_show(key)}] name/desc are not strings")
+        out[key] = FRGroup(name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{_show(key)}]"))
     return out
 
 
@@ -207,11 +473,11 @@ def _ranks(value: Any, where: str) -> tuple[int, ...]:
     # the C++ side writes the list as its string form "[0, 1]"; read it without eval
     if isinstance(value, str):
         if not _RANKS.fullmatch(value.strip()):
-            raise ParseError(TOOL, f"{where}: ranks {value[:80]!r}, expected \"[0, 1, ...]\"")
+            raise ParseError(TOOL, f"{where}: ranks {_show(value)}, expected \"[0, 1, ...]\"")
         return tuple(int(x) for x in re.findall(r"-?\d+", value))
     if isinstance(value, (list, tuple)) and all(_is_int(x) for x in value):
         return tuple(value)
-    raise ParseError(TOOL, f"{where}: ranks {value!r:.80}, expected a list of ints")
+    raise ParseError(TOOL, f"{where}: ranks {_show(value)}, expected a list of ints")
 
 
 def _statuses(st: Any, where: str) -> dict[str, FRGroupStatus]:
@@ -220,8 +486,8 @@ def _statuses(st: Any, where: str) -> dict[str, FRGroupStatus]:
     out = {}
     for key, s in st.items():
         if not isinstance(s, dict):
-            raise ParseError(TOOL, f"{where}: pg_status[{key!r}] is a {type(s).__name__}, expected a dict")
-        seq = {k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{key!r}].last_{k}_collective")
+            raise ParseError(TOOL, f"{where}: pg_status[{_show(key)}] is a {type(s).__name__}, expected a dict")
+        seq = {k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{_show(key)}].last_{k}_collective")
                for k in ("enqueued", "started", "completed")}
         out[str(key)] = FRGroupStatus(last_enqueued=seq["enqueued"], last_started=seq["started"],
                                       last_completed=seq["completed"])
@@ -235,7 +501,7 @@ def _status_seq(v: Any, where: str) -> int | None:
     if v is None:
         return None
     if not _is_int(v):
-        raise ParseError(TOOL, f"{where} is {v!r}, expected an int")
+        raise ParseError(TOOL, f"{where} is {_show(v)}, expected an int")
     return v if v >= 0 else None
 
 
@@ -305,7 +571,7 @@ class _Getter:
         self.e, self.i, self.where = e, i, where
 
     def fail(self, key: str, value: Any, expected: str) -> None:
-        raise ParseError(TOOL, f"{self.where}: entry {self.i} '{key}' is {value!r:.80}, expected {expected}")
+        raise ParseError(TOOL, f"{self.where}: entry {self.i} '{key}' is {_show(value)}, expected {expected}")
 
     def req(self, key: str, kind: type | tuple[type, ...]) -> Any:
         if key not in self.e:

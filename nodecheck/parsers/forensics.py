@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from nodecheck.errors import ParseError
-from nodecheck.model import excerpt
+from nodecheck.model import excerpt, one_line
 from nodecheck.parsers.ncclenv import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
@@ -24,6 +23,7 @@ STACKS_TOOL = "forensics stacks"
 FETCH_TOOL = "forensics fetch"
 _PSTATE = re.compile(r"(\d+) (\S*)\t(.*)", re.ASCII)
 _ENCODING = re.compile(r"(gzip\+base64|base64) (\d+)", re.ASCII)
+MAX_FETCHED_BYTES = 10 * 1024 * 1024           # what a fetch inflates to at most, unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class DumpFile:
     path: str
     size: int
     mtime: int                                 # epoch seconds, the node's clock
+    owner: int                                 # its uid: a rank's, the one the fetch requires again
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class NodeSnapshot:
     nccl_warns: tuple[str, ...]
     log_error: str = ""
     log_watched: bool = False
+    refused: tuple[tuple[str, str], ...] = ()  # (path, why) of files the listing would not read
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class FetchedDump:
     data: bytes | None                         # the file's bytes; None with a note when not fetched
     size: int | None
     note: str = ""
+    refused: bool = False                      # the node's checks refused the file (a link, another user's)
 
 
 def parse_snapshot(text: str) -> NodeSnapshot:
@@ -96,7 +99,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
         for proc in read_procs(procs_section.text, SNAPSHOT_TOOL, text):
             env_section = parts.get(f"env-{proc.pid}")
             processes.append(JobProcess(proc, _env(env_section.text, text) if env_section is not None else {}))
-    dumps, relative = _dumps(parts.require("dumps", SNAPSHOT_TOOL).text, text)
+    dumps, relative, refused = _dumps(parts.require("dumps", SNAPSHOT_TOOL).text, text)
     warns: tuple[str, ...] = ()
     log_error, log_watched = "", False
     section = parts.get("nccl_warn")
@@ -107,7 +110,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
         else:
             log_error = first_line(section.text) or f"reading the log failed (exit {section.rc})"
     return NodeSnapshot(clock, gpus, gpu_error, tuple(processes), procs_error, dumps, relative, warns,
-                        log_error, log_watched)
+                        log_error, log_watched, refused)
 
 
 def _env(text: str, whole: str) -> dict[str, str]:
@@ -120,18 +123,25 @@ def _env(text: str, whole: str) -> dict[str, str]:
     return env
 
 
-def _dumps(text: str, whole: str) -> tuple[tuple[DumpFile, ...], tuple[str, ...]]:
-    files, relative = [], []
+def _dumps(text: str, whole: str) -> tuple[tuple[DumpFile, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
+    files, relative, refused = [], [], []
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")
         if kind == "relative":
             relative.append(_unescaped(rest, whole))
             continue
-        size, mtime, path = (rest.split("\t", 2) + ["", ""])[:3]
-        if kind != "file" or not size.isdigit() or not mtime.isdigit() or not path:
-            raise ParseError(SNAPSHOT_TOOL, f"dump listing line {line[:80]!r} is not 'file SIZE MTIME PATH'", whole)
-        files.append(DumpFile(_unescaped(path, whole), int(size), int(mtime)))
-    return tuple(files), tuple(relative)
+        if kind == "refused":
+            why, _, path = rest.rpartition("\t")    # the path is escaped: it holds no tab
+            if not why or not path:
+                raise ParseError(SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'refused WHY PATH'", whole)
+            refused.append((_unescaped(path, whole), why))
+            continue
+        size, mtime, owner, path = (rest.split("\t", 3) + ["", "", ""])[:4]
+        if kind != "file" or not (size.isdigit() and mtime.isdigit() and owner.isdigit()) or not path:
+            raise ParseError(SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'file SIZE MTIME OWNER PATH'",
+                             whole)
+        files.append(DumpFile(_unescaped(path, whole), int(size), int(mtime), int(owner)))
+    return tuple(files), tuple(relative), tuple(refused)
 
 
 def parse_stacks(text: str) -> StacksOutput:
@@ -165,26 +175,47 @@ def parse_stacks(text: str) -> StacksOutput:
     return StacksOutput(version, results)
 
 
-def parse_fetch(text: str) -> FetchedDump:
+def parse_fetch(text: str, max_bytes: int = MAX_FETCHED_BYTES) -> FetchedDump:
+    """The fetch probe's output -> the file's bytes, or why there are none. The bytes are decoded and
+    decompressed to at most max_bytes (what the probe was told to send): a gzip bomb from a node
+    (1.4 MB that inflates to 1 GiB) is a ParseError, never inflated."""
     first, _, body = text.partition("\n")
     if first == "@@nodecheck missing":
         return FetchedDump(None, None, "the file was gone when it was fetched")
+    if first.startswith("@@nodecheck refused "):
+        return FetchedDump(None, None, f"refused: {one_line(excerpt(first[len('@@nodecheck refused '):], 200))}",
+                           refused=True)
     if first.startswith("@@nodecheck too_large "):
         size = first.split()[-1]
         return FetchedDump(None, int(size) if size.isdigit() else None, "too large to fetch")
     match = _ENCODING.fullmatch(first[len("@@nodecheck encoding "):]) if first.startswith("@@nodecheck encoding ") else None
     if match is None:
-        raise ParseError(FETCH_TOOL, "no encoding line: not the fetch probe's output", text)
+        raise ParseError(FETCH_TOOL, "no encoding line: not the fetch probe's output", excerpt(text))
     try:
         data = base64.b64decode("".join(body.split()), validate=True)
+        if len(data) > max_bytes and match.group(1) == "base64":
+            raise ParseError(FETCH_TOOL, f"the fetched file is {len(data)} bytes, more than the {max_bytes} asked for")
         if match.group(1) == "gzip+base64":
-            data = gzip.decompress(data)
+            data = _gunzip(data, max_bytes)
     except (binascii.Error, ValueError, OSError, EOFError, zlib.error) as e:
         raise ParseError(FETCH_TOOL, f"the fetched file does not decode: {e}", excerpt(text)) from None
     size = int(match.group(2))
     if len(data) != size:                      # the file grew or shrank while it was read: a dump being written
         return FetchedDump(data, size, f"read {len(data)} bytes of {size}: the file changed while it was read")
     return FetchedDump(data, size)
+
+
+def _gunzip(data: bytes, max_bytes: int) -> bytes:
+    """One gzip member, inflated to at most max_bytes."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = inflate.decompress(data, max_bytes + 1)
+    if len(out) > max_bytes or inflate.unconsumed_tail:
+        raise ParseError(FETCH_TOOL, f"the fetched file inflates past {max_bytes} bytes: not inflated further")
+    if not inflate.eof:
+        raise ParseError(FETCH_TOOL, "the fetched file does not decode: the gzip stream is cut short")
+    if inflate.unused_data:
+        raise ParseError(FETCH_TOOL, "the fetched file does not decode: data after the gzip stream")
+    return out
 
 
 def _unescaped(value: str, text: str) -> str:

@@ -272,3 +272,60 @@ def test_a_slurm_job_by_id_its_ranks_from_srun(cluster, tmp_path):
     assert d["class"] == "mismatched collectives" and d["culprit_ranks"] == [2] and d["culprit_nodes"] == ["node2"]
     assert sorted(p["rank"] for p in doc["processes"] if p["rank"] is not None) == [0, 1, 2, 3]
     assert rank_of(doc["stack_groups"], 0)["ranks"] == [0, 1, 3]
+
+
+SECRET_MARKER = "NODECHECK-ROOT-ONLY-SECRET-7f3a"
+
+
+def test_a_hostile_job_user_gets_root_only_files_refused_never_copied(cluster, tmp_path):
+    """Issue 17, finding 1, as a job user would try it: a process of the job, run as nobody, whose
+    TORCH_FR_DUMP_TEMP_FILE names a root-only file (/root/secret/shado -> /root/secret/shadow, 0600 root),
+    and a symlink /tmp/nccl_trace_rank_0 -> that file (c10d's default prefix). Neither is copied: each
+    is a dump refused with its reason; the record and the output hold no byte of it; the rank's command
+    line (--hf-token) is redacted; the real ranks' dumps still give the verdict."""
+    import os
+    import subprocess
+    import sys
+    import time
+    start(cluster, lambda r: "all_reduce", world=4)
+    place_dumps(cluster, "missing-rank", world=4)
+    secret_dir = cluster.node_dir("node1") / "home" / "secret"
+    secret_dir.mkdir(mode=0o700)
+    (secret_dir / "shadow").write_text(f"root:{SECRET_MARKER}:19000:0:99999:7:::\n")
+    (secret_dir / "shadow").chmod(0o600)
+    link = Path("/tmp/nccl_trace_rank_0")
+    assert not link.exists() and not link.is_symlink(), "a stale /tmp/nccl_trace_rank_0 on this host"
+    link.symlink_to("/root/secret/shadow")
+    os.lchown(link, 65534, 65534)
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    hostile = subprocess.Popen(
+        ["nsenter", "-t", str(cluster.pid("node1")), "-u", "-m", "-n", "--wd=/", "--", "setpriv", "--reuid=65534",
+         "--regid=65534", "--clear-groups", "/usr/bin/env", "-i", "PATH=/usr/bin:/bin",
+         "TORCH_FR_DUMP_TEMP_FILE=/root/secret/shado", "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+         python, "-I", "-c", "import time; time.sleep(600)", "train.py", "--hf-token", "hf_SECRETVALUE123"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while b"train.py" not in Path(f"/proc/{hostile.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        code, doc, record = forensics(cluster, tmp_path)
+    finally:
+        hostile.kill()
+        hostile.wait()
+        link.unlink()
+    refused = {(d["node"], d["path"]): d for d in doc["dumps"] if not d["read"]}
+    assert refused[("node1", "/root/secret/shadow")]["error"] == \
+        "refused: owned by uid 0, not by the rank that names it (uid 65534)"
+    assert refused[("node1", "/tmp/nccl_trace_rank_0")]["error"] == "refused: a symbolic link, not followed"
+    assert refused[("node2", "/tmp/nccl_trace_rank_0")]["error"] == "refused: a symbolic link, not followed"
+    assert all(d["file"] is None for d in refused.values())
+    assert any(n == "dump /tmp/nccl_trace_rank_0 on node1: refused: a symbolic link, not followed" for n in doc["notes"])
+    on_disk = b"".join(p.read_bytes() for p in record.rglob("*") if p.is_file())
+    assert SECRET_MARKER.encode() not in on_disk and SECRET_MARKER not in json.dumps(doc)
+    assert b"hf_SECRETVALUE123" not in on_disk and "hf_SECRETVALUE123" not in json.dumps(doc)
+    (args,) = [p["args"] for p in doc["processes"] if "--hf-token" in p["args"]]
+    assert args.endswith("train.py --hf-token <redacted>")
+    # the real ranks' four dumps: read, kept, and the verdict
+    assert sum(1 for d in doc["dumps"] if d["read"]) == 4
+    assert code == 0 and doc["diagnosis"]["class"] == "a rank missing or dead" and doc["diagnosis"]["culprit_ranks"] == [2]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import DATA
 from nodecheck.errors import ParseError
-from nodecheck.parsers.flight_recorder import MAX_DUMP_BYTES, FRFrame, FRGroup, FRGroupStatus, parse_dump
+from nodecheck.parsers.flight_recorder import MAX_DEPTH, MAX_DUMP_BYTES, FRFrame, FRGroup, FRGroupStatus, parse_dump
 
 FR = DATA / "flight-recorder"
 
@@ -177,15 +177,15 @@ def test_malformed_inputs(data, reason):
     assert reason in e.value.reason
 
 
-def test_deeply_nested_pickle_is_refused_not_a_crash():
+def test_deeply_nested_pickle_is_refused_before_it_is_loaded():
     # {"version": "2.10", "entries": [[[...]]]} 100,000 lists deep, written opcode by opcode (pickle.dumps
-    # itself recurses): deeper than Python's recursion limit, which the (iterative) unpickler does not hit
+    # itself recurses): the pre-scan refuses it at the bound, before the unpickler builds anything
     n = 100_000
     data = (b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
             + b"]" * n + b"a" * (n - 1) + b"u.")
     with pytest.raises(ParseError) as e:
         parse_dump(data, "deep")
-    assert "entry 0 is a list, expected a dict" in e.value.reason
+    assert e.value.reason == f"deep: refused: nested more than {MAX_DEPTH} deep"
 
 
 def test_oversized_dump_is_refused_unread():

@@ -30,7 +30,9 @@ def test_snapshot_three_ranks_their_variables_dumps_and_nccl_warnings():
     # only the rank variables leave the node: not the secret, not the variable whose value forges a line
     assert all("SECRET_TOKEN" not in p.env and "NCCL_ODD" not in p.env for p in snap.processes)
     assert [Path(d.path).name for d in snap.dumps] == ["trace_rank_0", "trace_rank_1"]
-    assert [d.size for d in snap.dumps] == [1027, 1027]
+    assert [(d.size, d.owner) for d in snap.dumps] == [(1027, 0), (1027, 0)]
+    # trace_rank_2 is a symbolic link to a root-only file: listed as refused, never as a dump
+    assert [(Path(path).name, why) for path, why in snap.refused] == [("trace_rank_2", "a symbolic link, not followed")]
     assert snap.log_watched and snap.log_error == ""
     assert len(snap.nccl_warns) == 2 and "vendor err 129" in snap.nccl_warns[0]
 
@@ -96,6 +98,20 @@ def test_fetch_missing_and_too_large_are_notes_not_data():
     assert parse_fetch(text("recorded-fetch-missing.txt")).data is None
     big = parse_fetch(text("recorded-fetch-too-large.txt"))
     assert big.data is None and big.size == 1027 and big.note == "too large to fetch"
+
+
+def test_fetch_refused_by_the_node_is_a_note_never_data():
+    link = parse_fetch(text("recorded-fetch-refused-symlink.txt"))
+    assert (link.data, link.refused, link.note) == (None, True, "refused: a symbolic link, not followed")
+    other = parse_fetch(text("recorded-fetch-refused-owner.txt"))
+    assert (other.data, other.refused, other.note) == (None, True, "refused: owned by uid 0, not by the rank (uid 4242)")
+
+
+def test_snapshot_listing_lines_of_another_shape_are_a_parse_error():
+    raw = text("recorded-snapshot-three-ranks-no-nvidia-smi.txt")
+    old_shape = raw.replace("file\t1027\t", "file\t", 1)       # no OWNER column
+    with pytest.raises(ParseError, match="is not 'file SIZE MTIME OWNER PATH'"):
+        parse_snapshot(old_shape)
 
 
 def test_fetch_plain_base64_and_a_file_that_changed_while_read():

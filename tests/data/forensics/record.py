@@ -32,6 +32,12 @@ def main(out: Path) -> None:
     (work / "fr").mkdir()
     for rank in (0, 1):
         Path(f"{prefix}{rank}").write_bytes(b"\x80\x04\x95" + bytes(range(256)) * 4)
+    # what a hostile job leaves under its prefix: a symbolic link to a root-only file (listed as refused,
+    # and refused by the fetch even when asked for it by name)
+    secret = work / "root-only-secret"
+    secret.write_text("NODECHECK-SECRET-MARKER\n")
+    secret.chmod(0o600)
+    Path(f"{prefix}2").symlink_to(secret)
     log = work / "train.log"
     log.write_text("step 10 loss 2.1\nnode1:4242:4300 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
                    "node1:4242:4301 [0] transport/net_ib.cc:1701 NCCL WARN NET/IB : Got completion from peer "
@@ -58,9 +64,12 @@ def main(out: Path) -> None:
             run(snapshot_probe("match", pattern, "node1", str(log), None, 20)))
         (out / "recorded-stacks-two-answer-one-frozen.txt").write_text(run(stacks_probe(pids, 3, True, str(ROOT / ".venv/bin/py-spy"))))
         (out / "recorded-stacks-no-pyspy.txt").write_text(run(stacks_probe(pids[:1], 3, True, "/nonexistent/py-spy")))
-        (out / "recorded-fetch-dump-gzip.txt").write_text(run(fetch_probe(0, f"{prefix}0", 1 << 20, 10)))
-        (out / "recorded-fetch-too-large.txt").write_text(run(fetch_probe(0, f"{prefix}0", 100, 10)))
-        (out / "recorded-fetch-missing.txt").write_text(run(fetch_probe(0, f"{prefix}9", 100, 10)))
+        uid = os.getuid()
+        (out / "recorded-fetch-dump-gzip.txt").write_text(run(fetch_probe(0, f"{prefix}0", uid, 1 << 20, 10)))
+        (out / "recorded-fetch-too-large.txt").write_text(run(fetch_probe(0, f"{prefix}0", uid, 100, 10)))
+        (out / "recorded-fetch-missing.txt").write_text(run(fetch_probe(0, f"{prefix}9", uid, 100, 10)))
+        (out / "recorded-fetch-refused-symlink.txt").write_text(run(fetch_probe(0, f"{prefix}2", uid, 1 << 20, 10)))
+        (out / "recorded-fetch-refused-owner.txt").write_text(run(fetch_probe(0, f"{prefix}0", uid + 4242, 1 << 20, 10)))
     finally:
         freeze.thaw(frozen)
         for p in procs:
