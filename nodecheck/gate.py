@@ -7,8 +7,10 @@ The rules every mode shares (prolog, prolog --controller, health, sweep --drain/
   config problem, an unparsable output, a nodecheck bug) and SKIPPED never drain;
 * if one check fails on more than `breaker_share` of the nodes of a run with at least
   `breaker_min_nodes` nodes, the check or its thresholds are suspect (aznhc #142): drain nothing;
-* only nodes drained by nodecheck (reason "nodecheck: ...") are resumed, and only once the check
-  named in the reason ran again and everything on the node is healthy;
+* only nodes drained by nodecheck (a reason it marked: "nodecheck[<mark>]: ...", see
+  parsers.slurm.reason_owner) are resumed, and only once the check named in the reason ran again
+  and everything on the node is healthy; an unmarked "nodecheck: ..." reason (earlier versions, or
+  a person) is held, with how to resume it by hand;
 * flaky-prone checks (bandwidth tests) are retried: a failure stands only if every attempt failed.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Iterable, Literal, Mapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodecheck.model import Capture, CheckResult, Status, Verdict
-from nodecheck.parsers.slurm import OWNER, NodeState
+from nodecheck.parsers.slurm import NodeState, reason_body
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
 
@@ -62,10 +64,10 @@ class Blame:
     message: str                               # the verdict's message, with its subject
     capture: str = ""                          # where the evidence is, inside the report dir
 
-    def reason(self, max_chars: int) -> str:
-        """The Slurm drain reason: 'nodecheck: <check> <message>', one line, bounded."""
+    def reason(self, max_chars: int, token: str = "") -> str:
+        """The Slurm drain reason: 'nodecheck[<mark>]: <check> <message>', one line, bounded."""
         from nodecheck.slurm import drain_reason
-        return drain_reason(self.check, self.message, max_chars)
+        return drain_reason(self.check, self.message, max_chars, token)
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def run_breaker(report: Report, statuses: frozenset[Status], settings: GateSetti
 
 
 def cluster_breaker(check: str, states: Mapping[str, NodeState], settings: GateSettings,
-                    since: datetime | None = None) -> str:
+                    since: datetime | None = None, token: str = "") -> str:
     """The node Prolog sees one node per run, so its breaker counts the cluster: '' or why. `states`:
     every node's state (after this node drained itself and the settle wait).
 
@@ -187,7 +189,7 @@ def cluster_breaker(check: str, states: Mapping[str, NodeState], settings: GateS
         return ""
     cutoff = _local_naive(since) if since is not None else None
     mine = [n for n, s in states.items()
-            if s.drained and reason_check(s.reason) == check
+            if s.drained and s.owner(token) == "ours" and reason_check(s.reason) == check
             and (cutoff is None or not _set_before(s.reason_time, cutoff))]
     if not _more_than(len(mine), total, settings.breaker_share):
         return ""
@@ -208,20 +210,27 @@ def _set_before(reason_time: str, cutoff: datetime) -> bool:
         return False
 
 
-_REASON_CHECK = re.compile(r"^" + re.escape(OWNER) + r"\s*([A-Za-z0-9_.\-]+)")
+_REASON_CHECK = re.compile(r"([A-Za-z0-9_.\-]+)")
 
 
 def reason_check(reason: str) -> str | None:
-    """The check a nodecheck drain reason names: 'nodecheck: gpu.health GPU3 ...' -> 'gpu.health'."""
-    m = _REASON_CHECK.match(reason or "")
+    """The check a nodecheck drain reason names: 'nodecheck[1a2b3c4d]: gpu.health GPU3 ...' (or the
+    old 'nodecheck: gpu.health ...') -> 'gpu.health'. Whose the reason is, is reason_owner's to say."""
+    m = _REASON_CHECK.match(reason_body(reason or ""))
     return m.group(1) if m else None
+
+
+OLD_FORMAT_HELD = ("drained with an unmarked nodecheck-style reason ({reason!r}): nodecheck before the "
+                   "ownership mark wrote these, and so can a person (\"held for RMA\"), so it is never resumed "
+                   "automatically; once fixed, resume it by hand: scontrol update nodename={node} state=resume")
 
 
 def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | None = None,
            states: Mapping[str, NodeState] | None = None, order: Sequence[str] = (),
-           resume: bool = True) -> Decision:
+           resume: bool = True, token: str = "") -> Decision:
     """What to do after a run. `states`: the report's nodes' current Slurm states (needed to
-    resume; a node missing from it is not resumed). `order`: the playbook's check names."""
+    resume; a node missing from it is not resumed). `order`: the playbook's check names. `token`:
+    the site's drain token (gate config `drain_token`), whose mark makes a reason nodecheck's."""
     statuses = drain_statuses(drain_on or settings.drain_on)
     blamed = blames(report, statuses, order)
     breaker = run_breaker(report, statuses, settings)
@@ -229,7 +238,13 @@ def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | 
     held: list[tuple[str, str]] = []
     for node in report.node_names if resume else ():
         state = (states or {}).get(node)
-        if state is None or not state.drained or not state.ours:
+        if state is None or not state.drained:
+            continue
+        owner = state.owner(token)
+        if owner == "old" and node not in blamed:
+            from nodecheck.model import excerpt
+            held.append((node, OLD_FORMAT_HELD.format(reason=excerpt(state.reason, 200), node=node)))
+        if owner != "ours":
             continue
         check = reason_check(state.reason)
         status = report.node_status(node)

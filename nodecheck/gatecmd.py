@@ -153,21 +153,22 @@ class Applied:
 
 
 def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report_dir: str | None,
-          drain: bool = True, resume: bool = True) -> Applied:
+          drain: bool = True, resume: bool = True, token: str = "") -> Applied:
     """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
-    node's state first and never touches another's drain). Logs each change with its evidence."""
+    node's state first and never touches another's drain). Logs each change with its evidence.
+    `token`: the site's drain token, whose mark makes a reason nodecheck's."""
     from nodecheck.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
     done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
     if decision.tripped:
         log.event("breaker", "-", message=decision.breaker, evidence=report_dir,
                   blamed=",".join(b.node for b in decision.blamed))
     for b in decision.drain if drain else ():
-        reason = b.reason(MAX_REASON_CHARS)
+        reason = b.reason(MAX_REASON_CHARS, token)
         evidence = _evidence(report_dir, b.capture)
         if observe:
             log.event("would-drain", b.node, check=b.check, reason=reason, evidence=evidence)
             continue
-        change = drain_politely(slurm, b.node, reason)
+        change = drain_politely(slurm, b.node, reason, token)
         done[change.action].append(b.node)
         log.event("still-drained" if change.action == "kept" else change.action, b.node, check=b.check,
                   reason=change.reason, evidence=evidence)
@@ -175,7 +176,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
         if observe:
             log.event("would-resume", node, evidence=report_dir)
             continue
-        change = resume_politely(slurm, node)
+        change = resume_politely(slurm, node, token)
         done[change.action].append(node)
         log.event(change.action, node, reason=change.reason, evidence=report_dir)
     for node, why in decision.held if resume else ():
@@ -245,14 +246,22 @@ def _this_node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
+def _token(args: Namespace) -> str:
+    """The site's drain token (gate config `drain_token`; default none)."""
+    return getattr(args, "drain_token", None) or ""
+
+
 def _slurm(args: Namespace, timeout_s: float = 10.0):
     from nodecheck.slurm import Slurm
     return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
 
 def _load(args: Namespace, mode: str) -> Playbook:
+    from nodecheck.commands import prolog_job_user, with_job_user
     from nodecheck.playbook import load_playbook
-    return load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
+    playbook = load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
+    # the node Prolog reads files the job names (its NCCL_CONF_FILE) as the job's user would
+    return with_job_user(playbook, prolog_job_user()) if mode == "prolog" else playbook
 
 
 def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog,
@@ -309,13 +318,14 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
                            deadline_s=deadline, stop=stop, retries=args.retries, drain_on=args.drain_on)
     settings = playbook.gate
     decision = gate.decide(report, settings, drain_on=args.drain_on, order=[c.spec.name for c in playbook.checks],
+                           token=_token(args),
                            resume=False)
     where = _store(report, args, node, job, log, decision)
     head = f"nodecheck prolog {node}" + (f" job {job}" if job else "")
     tail = _tail(where, report)
     if not decision.blamed:
         if decision.unjudged:                  # fail open, loudly
-            apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+            apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
             _say(f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
                   f"the job may start{tail}")
         else:
@@ -324,18 +334,18 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     if decision.tripped:
         # this one-node run tripped the run breaker (gate.breaker_min_nodes: 1): nothing drains, and
         # a non-zero exit would have Slurm drain the node ("Prolog error") in the breaker's stead
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
         _say(f"{head}: {_first_line(report, decision)}; {decision.breaker}; the job may start{tail}")
         return EXIT_PASS
     if args.observe:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
         _say(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
         return EXIT_PASS
     slurm = _slurm(args, timeout_s=PROLOG_SCONTROL_TIMEOUT_S)
-    done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where)
+    done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where, token=_token(args))
     if done.drained:
         try:
-            breaker = _undo_if_mass_drain(slurm, node, decision, report, settings, log, where)
+            breaker = _undo_if_mass_drain(slurm, node, decision, report, settings, log, where, _token(args))
             if breaker:
                 _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
                 return EXIT_PASS
@@ -349,30 +359,31 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
 
 
 def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Report, settings: gate.GateSettings,
-                        log: GateLog, where: str | None) -> str:
+                        log: GateLog, where: str | None, token: str = "") -> str:
     """A run on one node (the node Prolog, the local health check) cannot see a mass failure, so
     after draining itself it waits for the other nodes' runs (settle_s), counts nodecheck's recent
     drains for the same check across the cluster and, if they trip the breaker, undoes its own
     drain. Returns the breaker's message, or ''."""
     time.sleep(settings.settle_s)
     breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
-                               since=report.started - timedelta(seconds=settings.breaker_window_s))
+                               since=report.started - timedelta(seconds=settings.breaker_window_s), token=token)
     if breaker:
         from nodecheck.slurm import resume_politely
         time.sleep(settings.settle_s)          # hold our drain one more period: slower runs still count it
-        change = resume_politely(slurm, node)
+        change = resume_politely(slurm, node, token)
         log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
     return breaker
 
 
-def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime) -> str:
+def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime,
+                     token: str = "") -> str:
     from nodecheck.slurm import SlurmError
     try:
         states = slurm.nodes()
     except SlurmError as e:
         log.event("breaker-unknown", "-", message=f"cannot read the cluster's node states: {e}")
         return ""
-    return gate.cluster_breaker(check, states, settings, since=since)
+    return gate.cluster_breaker(check, states, settings, since=since, token=token)
 
 
 def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
@@ -408,16 +419,16 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
         report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
                            inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
     decision = gate.decide(report, playbook.gate, drain_on=args.drain_on,
-                           order=[c.spec.name for c in playbook.checks], resume=False)
+                           order=[c.spec.name for c in playbook.checks], token=_token(args), resume=False)
     where = _store(report, args, "", job, log, decision)
     head = "nodecheck prolog --controller" + (f" job {job}" if job else "") + f" ({len(nodes)} nodes)"
     tail = _tail(where, report)
     if decision.tripped:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where, drain=False)
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args), drain=False)
         _say(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
         return EXIT_PASS if args.observe else EXIT_UNKNOWN
     if not decision.blamed:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where)
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
         _say(f"{head}: {_first_line(report, decision)}{tail}")
         return EXIT_PASS
     done = apply(decision, slurm=None if args.observe else _slurm(args), log=log, observe=bool(args.observe),
@@ -456,12 +467,13 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         log.event("slurm-unreadable", "-", message=str(e))
         states = {}
     decision = gate.decide(report, playbook.gate, drain_on=args.drain_on, states=states,
-                           order=[c.spec.name for c in playbook.checks])
+                           order=[c.spec.name for c in playbook.checks], token=_token(args))
     where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log, decision)
-    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where)
+    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where, token=_token(args))
     breaker = decision.breaker
     if done.drained and not args.inventory:    # the local health check: one node per run, as the Prolog
-        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where)
+        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where,
+                                      _token(args))
     tail = _tail(where, report)
     parts = [f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
              f"{_first_line(report, decision)}"]
@@ -494,8 +506,9 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
         log.event("slurm-unreadable", "-", message=str(e))
         return [f"gate: cannot read the nodes' Slurm states ({e}); nothing drained or resumed"]
     decision = gate.decide(report, playbook.gate, drain_on=getattr(args, "drain_on", None), states=states,
-                           order=[c.spec.name for c in playbook.checks], resume=args.resume)
+                           order=[c.spec.name for c in playbook.checks], token=_token(args), resume=args.resume)
     done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=report_dir,
+                 token=_token(args),
                  drain=args.drain, resume=args.resume)
     verb = "would " if args.observe else ""
     lines = []

@@ -49,6 +49,11 @@ class GateOptions(BaseModel):
     accept_new_host_keys: Optional[bool] = None
     path: Optional[str] = Field(None, description="PATH for the checks' tools (default: the system dirs)")
     scontrol: Optional[str] = Field(None, description="the scontrol to use (default: scontrol on PATH)")
+    drain_token: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9._-]{1,64}$",
+        description="this site's drain token: mixed into the mark of every drain reason nodecheck sets "
+                    "('nodecheck[<mark>]: ...'), so only reasons this site's nodecheck wrote are resumed; "
+                    "changing it leaves the drains of the old token to be resumed by hand")
     keep_reports: Optional[Literal["problems", "always"]] = Field(
         None, description="prolog/controller/health: store a run's report only when it found something "
                           "(not all pass, or a drain/resume: the default), or always")

@@ -1,8 +1,12 @@
-"""The only module that runs scontrol: read node states, drain and resume nodes, politely.
+"""The only module that runs scontrol (and squeue): read node states and jobs, drain and resume
+nodes, politely.
 
-Etiquette (NHC's): nodecheck owns the drain reasons that start with "nodecheck:". It never
-overwrites another drain's reason, never resumes a node it did not drain, and never resumes a
-node that is DOWN or FAIL (Slurm's or an admin's call, even if our reason is still on it).
+Etiquette (NHC's): nodecheck owns the drain reasons it marked, "nodecheck[<mark>]: <check> ...",
+the mark a hash of the site's drain token and the reason's text (parsers.slurm.reason_owner): a
+reason a person typed or edited never carries it. It never overwrites another drain's reason,
+never resumes a node it did not drain (the unmarked "nodecheck: ..." reasons of earlier versions
+included: resumed by hand), and never resumes a node that is DOWN or FAIL (Slurm's or an admin's
+call, even if our reason is still on it). Every call is bounded by the Slurm object's timeout.
 """
 from __future__ import annotations
 
@@ -19,10 +23,11 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from nodecheck.errors import ConfigError, ParseError
 from nodecheck.inventory import MAX_NODES, size_bound
 from nodecheck.model import excerpt, one_line
-from nodecheck.parsers.slurm import OWNER, JobRecord, NodeState, parse_show_job, parse_show_node
+from nodecheck.parsers.slurm import (MARK_CHARS, OLD_OWNER, OWNER, SQUEUE_FORMAT, JobRecord, NodeState,
+                                      parse_show_node, parse_squeue_job, reason_mark, reason_owner)
 
-__all__ = ["MAX_REASON_CHARS", "OWNER", "Change", "JobRecord", "NodeState", "Slurm", "SlurmError", "drain_politely",
-           "drain_reason", "expand_hostlist", "is_ours", "resume_politely"]
+__all__ = ["MAX_REASON_CHARS", "OLD_OWNER", "OWNER", "Change", "JobRecord", "NodeState", "Slurm", "SlurmError",
+           "drain_politely", "drain_reason", "expand_hostlist", "is_ours", "resume_politely"]
 
 # Slurm 22.05 keeps a reason of any length (tests/harness measured up to 100,000 characters); a
 # drain reason is read in `sinfo -R -o %E` and `scontrol show node`, so nodecheck keeps it short
@@ -46,22 +51,25 @@ class SlurmError(Exception):
 
 # ---- reasons ------------------------------------------------------------------------------------
 
-def drain_reason(check: str, message: str, max_chars: int = MAX_REASON_CHARS) -> str:
-    """'nodecheck: <check> <message>' on one line: control chars/newlines -> space, runs of spaces
-    collapsed, cut with '…' to max_chars."""
-    if max_chars < len(OWNER) + 2:             # the cut must leave the owner prefix and one character
-        raise ValueError(f"max_chars {max_chars} leaves no room for a reason after {OWNER!r}")
-    text = f"{OWNER} {check} {message}"
+def drain_reason(check: str, message: str, max_chars: int = MAX_REASON_CHARS, token: str = "") -> str:
+    """'nodecheck[<mark>]: <check> <message>' on one line: control chars/newlines -> space, runs of
+    spaces collapsed, cut with '…' to max_chars; the mark (reason_mark) is of the final text and the
+    site's drain token, so only nodecheck's own, unedited reasons carry it."""
+    head = len(OWNER) + MARK_CHARS + len("]: ")
+    if max_chars < head + 1:                   # the cut must leave the owner's mark and one character
+        raise ValueError(f"max_chars {max_chars} leaves no room for a reason after {OWNER}<mark>]:")
     # str.split() also folds other whitespace (no-break space, ideographic space) into one
-    text = " ".join(one_line(text).split())
-    if len(text) > max_chars:
-        text = text[:max_chars - len(ELLIPSIS)].rstrip() + ELLIPSIS
-    return text
+    body = " ".join(one_line(f"{check} {message}").split())
+    if len(body) > max_chars - head:
+        body = body[:max_chars - head - len(ELLIPSIS)].rstrip() + ELLIPSIS
+    # scontrol drops a trailing '"' from a reason: the text Slurm keeps must be the text marked
+    body = body.rstrip('" ') or check
+    return f"{OWNER}{reason_mark(body, token)}]: {body}"
 
 
-def is_ours(reason: str) -> bool:
-    """A reason nodecheck set (and so may replace or clear)."""
-    return reason.startswith(OWNER)
+def is_ours(reason: str, token: str = "") -> bool:
+    """A reason nodecheck set with this drain token (and so may replace or clear)."""
+    return reason_owner(reason, token) == "ours"
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -91,11 +99,12 @@ class Slurm:
     """scontrol, run as an argv list (never a shell), every call bounded by `timeout_s`."""
 
     def __init__(self, scontrol: str = "scontrol", timeout_s: float = 10.0,
-                 env: Mapping[str, str] | None = None, scancel: str | None = None) -> None:
+                 env: Mapping[str, str] | None = None, scancel: str | None = None,
+                 squeue: str | None = None) -> None:
         self.scontrol, self.timeout_s = scontrol, timeout_s
-        # scancel beside the scontrol given (a wrapper or a test's fake), else the one on PATH
-        self.scancel = scancel or (os.path.join(os.path.dirname(scontrol), "scancel")
-                                   if os.path.dirname(scontrol) else "scancel")
+        # scancel and squeue beside the scontrol given (a wrapper or a test's fake), else those on PATH
+        self.scancel = scancel or _beside(scontrol, "scancel")
+        self.squeue = squeue or _beside(scontrol, "squeue")
         self.env = dict(os.environ if env is None else env)
         # Reason timestamps as "2026-11-29T14:02:03" whatever the caller's SLURM_TIME_FORMAT:
         # the parser strips the " [user@time]" suffix only in that form.
@@ -119,14 +128,22 @@ class Slurm:
         self._run([self.scontrol, "update", f"NodeName={_single(node)}", "State=RESUME"])
 
     def job(self, jobid: str) -> JobRecord:
-        """`scontrol show job ID` -> JobRecord. SlurmError when scontrol fails; an unknown job id is a
-        SlurmError whose returncode is scontrol's (1) and whose message contains "Invalid job id"."""
-        argv = [self.scontrol, "show", "job", _job_id(jobid)]
-        out = self._run(argv)
+        """`squeue -h -t all -j ID -O <fields>` -> JobRecord. SlurmError when squeue fails; an unknown
+        job id is a SlurmError whose message contains "Invalid job id" (returncode squeue's 1, or None
+        for an array task squeue does not list).
+
+        Not `scontrol show job`: it prints the job's name, which the job's owner chooses, unquoted on
+        the first line, and a name like "x NodeList=gpu[001-064] JobState=COMPLETED" (or one with a
+        newline) reads as the job's nodes and state there. squeue prints only the fields asked for,
+        none of them the owner's; `squeue --json` (22.05) ignores -j and lists every job."""
+        jobid = _job_id(jobid)
+        argv = [self.squeue, "-h", "-t", "all", "-j", jobid, "-O", SQUEUE_FORMAT]
+        shown = f"{shlex.quote(self.squeue)} -j {jobid}"      # (the field list's separators unprintable)
+        out = self._run(argv, shown)
         try:
-            return parse_show_job(out)
+            return parse_squeue_job(out, jobid)
         except ParseError as e:
-            raise SlurmError(f"{shlex.join(argv)}: {e}", argv=argv) from e
+            raise SlurmError(f"{shown}: {e}", argv=argv) from e
 
     def cancel(self, jobid: str) -> None:
         """scancel ID: Slurm signals every step, then ends the job."""
@@ -137,8 +154,10 @@ class Slurm:
         Slurm allocates it; a job submitted with --no-requeue is refused by Slurm (SlurmError)."""
         self._run([self.scontrol, "requeue", _job_id(jobid)])
 
-    def _run(self, argv: list[str]) -> str:
-        command = shlex.join(argv)
+    def _run(self, argv: list[str], shown: str | None = None) -> str:
+        """stdout of argv; SlurmError (its message starting with `shown`, default argv) if it cannot
+        run, fails or outlives timeout_s (then killed with what it started)."""
+        command = shown or shlex.join(argv)
         try:
             # a new session, so a timeout kills scontrol and anything a wrapper script started
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -163,6 +182,10 @@ class Slurm:
             raise SlurmError(f"{command}: exit {proc.returncode}: {excerpt(said, 500)}", argv=argv,
                              returncode=proc.returncode, stderr=err)
         return out
+
+
+def _beside(scontrol: str, tool: str) -> str:
+    return os.path.join(os.path.dirname(scontrol), tool) if os.path.dirname(scontrol) else tool
 
 
 def _job_id(jobid: str) -> str:
@@ -190,15 +213,15 @@ class Change:
     before: NodeState | None                   # the state read right before acting; None if unread
 
 
-def drain_politely(slurm: Slurm, node: str, reason: str) -> Change:
+def drain_politely(slurm: Slurm, node: str, reason: str, token: str = "") -> Change:
     """Re-read the node's state right before acting. Drain unless it is already drained/down with a
     reason that is not ours (then 'left', quoting the foreign reason). Already drained by us: update
     the reason (ours), or 'kept' when it is the same reason. SlurmError -> 'failed'."""
     before, failed = _read(slurm, node)
     if failed:
         return failed
-    if before.drained and not before.ours:
-        return Change(node, "left", f"already {before.state}, {_foreign(before)}; not nodecheck's to change",
+    if before.drained and before.owner(token) != "ours":
+        return Change(node, "left", f"already {before.state}, {_foreign(before, token)}; not nodecheck's to change",
                       before)
     if before.drained and before.reason == reason.rstrip('"'):   # (scontrol drops a trailing quote)
         # the same drain again (every health run, every sweep): no call, so Slurm keeps the reason's
@@ -211,16 +234,17 @@ def drain_politely(slurm: Slurm, node: str, reason: str) -> Change:
     return Change(node, "drain", reason, before)
 
 
-def resume_politely(slurm: Slurm, node: str) -> Change:
-    """Resume only a node drained with our reason (flags DRAIN, reason ours); never one that is DOWN
-    for another reason, never a foreign drain ('left'). SlurmError -> 'failed'."""
+def resume_politely(slurm: Slurm, node: str, token: str = "") -> Change:
+    """Resume only a node drained with our marked reason (flags DRAIN, reason ours for `token`);
+    never one that is DOWN for another reason, never a foreign or old-format drain ('left').
+    SlurmError -> 'failed'."""
     before, failed = _read(slurm, node)
     if failed:
         return failed
     if not before.drained:
         return Change(node, "left", f"not drained ({before.state})", before)
-    if not before.ours:
-        return Change(node, "left", f"{before.state}, {_foreign(before)}; only nodecheck's drains are resumed",
+    if before.owner(token) != "ours":
+        return Change(node, "left", f"{before.state}, {_foreign(before, token)}; only nodecheck's drains are resumed",
                       before)
     down = sorted(before.flags & {"DOWN", "FAIL", "FAILING"})
     if down:
@@ -246,8 +270,10 @@ def _read(slurm: Slurm, node: str) -> tuple[NodeState | None, Change | None]:
     return states[node], None
 
 
-def _foreign(state: NodeState) -> str:
+def _foreign(state: NodeState, token: str = "") -> str:
     if not state.reason:
         return "with no reason"
     by = f" (set by {state.reason_user} at {state.reason_time})" if state.reason_user else ""
-    return f"reason {state.reason!r}{by}"
+    old = (" (an unmarked, old-format nodecheck reason: anyone could have typed it, so it is resumed by "
+           "hand)") if state.owner(token) == "old" else ""
+    return f"reason {excerpt(state.reason, 300)!r}{by}{old}"

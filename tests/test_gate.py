@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from nodecheck import gate
 from nodecheck.gate import Blame, GateSettings, decide, merge_attempts, reason_check
 from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
-from nodecheck.parsers.slurm import NodeState
+from nodecheck.parsers.slurm import NodeState, reason_mark, reason_owner
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
 
@@ -39,6 +39,11 @@ def report(names, results, *, complete: bool = True, incomplete_reason: str = ""
 
 def names(n: int) -> list[str]:
     return [f"gpu{i:03d}" for i in range(1, n + 1)]
+
+
+def M(body: str, token: str = "") -> str:
+    """The reason nodecheck writes for this body: its mark, then the text."""
+    return f"nodecheck[{reason_mark(body, token)}]: {body}"
 
 
 def state(name: str, flags: str, reason: str = "", reason_time: str = "") -> NodeState:
@@ -133,9 +138,10 @@ def test_drain_on_words_are_checked_even_past_validation():
 
 def test_blame_reason_is_slurm_drain_reason_bounded():
     b = Blame("gpu001", "gpu.health", Status.FAIL, "GPU3: NVLink 3 down\nand more")
-    assert b.reason(256) == "nodecheck: gpu.health GPU3: NVLink 3 down and more"
-    assert b.reason(30) == "nodecheck: gpu.health GPU3: N…"
-    assert reason_check(b.reason(30)) == "gpu.health"
+    assert b.reason(256) == M("gpu.health GPU3: NVLink 3 down and more")
+    assert b.reason(40) == M("gpu.health GPU3: N…")
+    assert reason_check(b.reason(40)) == "gpu.health"
+    assert b.reason(256, token="site7") == M("gpu.health GPU3: NVLink 3 down and more", "site7")
 
 
 # ---- the run breaker ---------------------------------------------------------------------------
@@ -215,32 +221,35 @@ class Drained:
     reason: str
     reason_time: str = ""
 
+    def owner(self, token: str = "") -> str:
+        return reason_owner(self.reason, token)
+
 
 def test_cluster_breaker_counts_nodecheck_drains_for_the_same_check():
     states = {n: Drained(False, "") for n in names(10)}
-    states["gpu001"] = Drained(True, "nodecheck: gpu.health GPU3: NVLink 3 down")
+    states["gpu001"] = Drained(True, M("gpu.health GPU3: NVLink 3 down"))
     assert gate.cluster_breaker("gpu.health", states, DEFAULT) == ""
-    states["gpu002"] = Drained(True, "nodecheck: gpu.health GPU1: ECC off")
+    states["gpu002"] = Drained(True, M("gpu.health GPU1: ECC off"))
     assert gate.cluster_breaker("gpu.health", states, DEFAULT) == (
         "mass-drain breaker: 2 of 10 nodes are drained by nodecheck for gpu.health (more than 10%): "
         "suspect the check, its thresholds or the config; this node is not drained")
     # other checks, foreign drains and a nodecheck reason on an undrained node do not count
-    other = dict(states, gpu002=Drained(True, "nodecheck: ib.ports mlx5_0/1 down"))
-    other.update(gpu003=Drained(True, "gpu.health by hand"), gpu004=Drained(False, "nodecheck: gpu.health x"))
+    other = dict(states, gpu002=Drained(True, M("ib.ports mlx5_0/1 down")))
+    other.update(gpu003=Drained(True, "gpu.health by hand"), gpu004=Drained(False, M("gpu.health x")))
     assert gate.cluster_breaker("gpu.health", other, DEFAULT) == ""
     # fewer than breaker_min_nodes in the cluster: never trips
-    small = {n: Drained(True, "nodecheck: gpu.health x") for n in names(9)}
+    small = {n: Drained(True, M("gpu.health x")) for n in names(9)}
     assert gate.cluster_breaker("gpu.health", small, DEFAULT) == ""
 
 
 def test_cluster_breaker_since_leaves_out_drains_set_before_the_run():
     local = datetime(2026, 11, 29, 14, 0, 0)
     states = {n: Drained(False, "") for n in names(10)}
-    states["gpu001"] = Drained(True, "nodecheck: gpu.health old fault", "2026-11-22T09:00:00")
-    states["gpu002"] = Drained(True, "nodecheck: gpu.health this run", "2026-11-29T14:00:02")
+    states["gpu001"] = Drained(True, M("gpu.health old fault"), "2026-11-22T09:00:00")
+    states["gpu002"] = Drained(True, M("gpu.health this run"), "2026-11-29T14:00:02")
     assert gate.cluster_breaker("gpu.health", states, DEFAULT, since=local) == ""
     assert gate.cluster_breaker("gpu.health", states, DEFAULT) != ""         # without since: both count
-    unreadable = dict(states, gpu001=Drained(True, "nodecheck: gpu.health x", "Tue Nov 22"))
+    unreadable = dict(states, gpu001=Drained(True, M("gpu.health x"), "Tue Nov 22"))
     assert "2 of 10" in gate.cluster_breaker("gpu.health", unreadable, DEFAULT, since=local)
 
 
@@ -258,12 +267,12 @@ def test_resume_only_our_drains_once_the_check_ran_and_the_node_is_healthy():
         res("gpu.health", "gpu007", Status.PASS),          # no state read -> nothing
     ])
     states = {
-        "gpu001": state("gpu001", "IDLE+DRAIN", "nodecheck: gpu.health GPU3: NVLink 3 down"),
+        "gpu001": state("gpu001", "IDLE+DRAIN", M("gpu.health GPU3: NVLink 3 down")),
         "gpu002": state("gpu002", "IDLE+DRAIN", "bad fan, ticket 4711"),
-        "gpu003": state("gpu003", "IDLE+DRAIN", "nodecheck: ib.ports mlx5_2/1: Down"),
-        "gpu004": state("gpu004", "IDLE+DRAIN", "nodecheck: gpu.health GPU3: ECC off"),
-        "gpu005": state("gpu005", "IDLE+DRAIN", "nodecheck: gpu.health GPU3: ECC off"),
-        "gpu006": state("gpu006", "IDLE", "nodecheck: gpu.health old"),
+        "gpu003": state("gpu003", "IDLE+DRAIN", M("ib.ports mlx5_2/1: Down")),
+        "gpu004": state("gpu004", "IDLE+DRAIN", M("gpu.health GPU3: ECC off")),
+        "gpu005": state("gpu005", "IDLE+DRAIN", M("gpu.health GPU3: ECC off")),
+        "gpu006": state("gpu006", "IDLE", M("gpu.health old")),
     }
     d = decide(rep, DEFAULT, states=states)
     assert d.resume == ("gpu001",)
@@ -280,19 +289,52 @@ def test_resume_only_our_drains_once_the_check_ran_and_the_node_is_healthy():
 def test_the_reason_check_must_have_run_on_that_node_not_just_somewhere():
     rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.PASS),
                                         res("gpu.health", "gpu002", Status.PASS)])
-    states = {"gpu002": state("gpu002", "IDLE+DRAIN", "nodecheck: ib.ports mlx5_2/1: Down")}
+    states = {"gpu002": state("gpu002", "IDLE+DRAIN", M("ib.ports mlx5_2/1: Down"))}
     d = decide(rep, DEFAULT, states=states)
     assert d.resume == () and [n for n, _ in d.held] == ["gpu002"]
 
 
 def test_an_unnamed_nodecheck_reason_is_held():
     rep = report(["gpu001"], [res("gpu.health", "gpu001", Status.PASS)])
-    d = decide(rep, DEFAULT, states={"gpu001": state("gpu001", "IDLE+DRAIN", "nodecheck:")})
-    assert d.held == (("gpu001", "drained for an unnamed check, which this run did not check; resume it by "
+    d = decide(rep, DEFAULT, states={"gpu001": state("gpu001", "IDLE+DRAIN", M("-"))})
+    assert d.held == (("gpu001", "drained for -, which this run did not check; resume it by "
                                  "hand once fixed: scontrol update nodename=gpu001 state=resume"),)
 
 
+RMA = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"
+
+
+def test_an_operators_reason_in_nodecheck_style_is_never_resumed_when_the_check_passes():
+    """Issue 17, finding 10: ownership by the "nodecheck:" prefix resumed an operator's RMA hold."""
+    rep = report(["gpu001", "gpu002"], [res("gpu.health", "gpu001", Status.PASS),
+                                        res("gpu.health", "gpu002", Status.PASS)])
+    states = {"gpu001": state("gpu001", "IDLE+DRAIN", RMA),
+              "gpu002": state("gpu002", "IDLE+DRAIN", M("gpu.health GPU3: row remap pending"))}
+    d = decide(rep, DEFAULT, states=states)
+    assert d.resume == ("gpu002",)             # the reason nodecheck wrote is resumed
+    assert d.held == (("gpu001", f"drained with an unmarked nodecheck-style reason ({RMA!r}): nodecheck before "
+                                 "the ownership mark wrote these, and so can a person (\"held for RMA\"), so it is "
+                                 "never resumed automatically; once fixed, resume it by hand: scontrol update "
+                                 "nodename=gpu001 state=resume"),)
+    # nor a copy of nodecheck's own reason that a person edited, nor another token's
+    edited = M("gpu.health GPU3: row remap pending") + " - RMA, do not resume"
+    other_site = M("gpu.health GPU3: row remap pending", "site-b")
+    for reason in (edited, other_site):
+        d = decide(rep, DEFAULT, states={"gpu001": state("gpu001", "IDLE+DRAIN", reason)})
+        assert (d.resume, d.held) == ((), ())
+    d = decide(rep, DEFAULT, states={"gpu001": state("gpu001", "IDLE+DRAIN", other_site)}, token="site-b")
+    assert d.resume == ("gpu001",)
+
+
+def test_old_format_drains_do_not_count_towards_the_cluster_breaker():
+    states = {n: Drained(True, RMA) for n in names(10)}
+    assert gate.cluster_breaker("gpu.health", states, DEFAULT) == ""
+
+
 @pytest.mark.parametrize("reason, check", [
+    (M("gpu.health GPU3: NVLink 3 down"), "gpu.health"),
+    (M("ib.pairs…"), "ib.pairs"),
+    ("nodecheck[12345678]: ib.pairs x", "ib.pairs"),   # (whose it is, is reason_owner's to say)
     ("nodecheck: gpu.health GPU3: NVLink 3 down", "gpu.health"),
     ("nodecheck:ib.pairs bad node", "ib.pairs"),
     ("nodecheck: nccl.allreduce_multi busbw 12 GB/s", "nccl.allreduce_multi"),

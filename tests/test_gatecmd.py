@@ -22,6 +22,7 @@ from nodecheck.cli import build_parser
 from nodecheck.model import CheckResult, Evidence, Node, Status, Verdict
 from nodecheck.playbook import load_playbook
 from nodecheck.report import Report
+from nodecheck.parsers.slurm import reason_mark
 from tests.fakes import scontrol as fake_scontrol
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
@@ -289,7 +290,14 @@ IDLE = {"state": "IDLE", "reason": "", "user": "", "time": ""}
 FOREIGN = {"state": "IDLE+DRAIN", "reason": "RMA ticket 4411: replace GPU 5", "user": "alice",
            "time": "2026-11-28T22:10:05"}
 PIN_MESSAGE = f"kernel {KERNEL} on nodeX, expected {WRONG_KERNEL} (pinned; no node has it)"
-OUR_REASON = f"nodecheck: kernel.version {PIN_MESSAGE}"
+
+
+def M(body: str, token: str = "") -> str:
+    """The reason nodecheck writes for this body: its mark, then the text."""
+    return f"nodecheck[{reason_mark(body, token)}]: {body}"
+
+
+OUR_REASON = M(f"kernel.version {PIN_MESSAGE}")
 _FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 
@@ -458,11 +466,36 @@ def test_prolog_drain_that_scontrol_refuses_is_logged_failed_and_exits_1(tmp_pat
     assert site.state() == IDLE
 
 
+@pytest.mark.parametrize("hangs", ["update", "show"])
+def test_prolog_with_a_hanging_scontrol_ends_at_its_bound_with_a_clear_error(tmp_path, hangs):
+    """slurmctld down: scontrol retries for minutes. The gate's every call is bounded (5 s in the
+    Prolog): the drain fails loudly, Slurm drains the node for the Prolog error, nothing hangs."""
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    (tmp_path / "slurm" / "hangs").write_text(hangs)
+    started = time.monotonic()
+    proc = site.run("prolog")
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    where = site.report_dir(proc.stdout)
+    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+                              f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})")
+    (event,) = site.events()
+    assert event["action"] == "failed"
+    said = ("'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'")
+    if hangs == "update":
+        assert event["reason"] == (f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': "
+                                   f"no answer within 5 s; killed; stderr: {said}")
+    else:
+        assert event["reason"] == (f"cannot read its state: {site.scontrol} show node nodeX: no answer within 5 s; "
+                                   f"killed; stderr: {said}")
+    assert site.state() == IDLE
+
+
 def _cluster(others_drained_at: str) -> dict[str, dict]:
     nodes = {"nodeX": dict(IDLE)}
     for i in range(1, 10):
-        nodes[f"node{i:02d}"] = drained(f"nodecheck: kernel.version kernel 6.1.0 on node{i:02d}, expected "
-                                        f"{WRONG_KERNEL}", others_drained_at)
+        nodes[f"node{i:02d}"] = drained(M(f"kernel.version kernel 6.1.0 on node{i:02d}, expected {WRONG_KERNEL}"),
+                                        others_drained_at)
     return nodes
 
 
@@ -527,7 +560,7 @@ def test_controller_without_slurm_job_nodelist_is_a_config_error(tmp_path):
 
 
 def test_health_resumes_its_own_drain_once_the_check_passes(tmp_path):
-    site = Site(tmp_path, {"nodeX": drained("nodecheck: kernel.version old kernel")}, kernel=KERNEL)
+    site = Site(tmp_path, {"nodeX": drained(M("kernel.version old kernel"))}, kernel=KERNEL)
     proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     where = site.report_dir(proc.stdout)
@@ -538,17 +571,17 @@ def test_health_resumes_its_own_drain_once_the_check_passes(tmp_path):
     assert site.state() == IDLE
     (event,) = site.events()
     assert event == {"tag": "nodecheck[health]", "action": "resume", "node": "nodeX",
-                     "reason": "nodecheck: kernel.version old kernel", "evidence": str(where)}
+                     "reason": M("kernel.version old kernel"), "evidence": str(where)}
 
 
 def test_health_holds_a_drain_for_a_check_it_did_not_run_and_never_resumes_a_foreign_one(tmp_path):
-    site = Site(tmp_path, {"nodeX": drained("nodecheck: gpu.health GPU3 Xid 79")}, kernel=KERNEL)
+    site = Site(tmp_path, {"nodeX": drained(M("gpu.health GPU3 Xid 79"))}, kernel=KERNEL)
     env = {"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)}
     proc = site.run("health", env=env)
     assert proc.returncode == 0
     assert one_line(proc) == f"nodecheck health nodeX: PASS (report {site.report_dir(proc.stdout)})"
     assert site.calls() == [["show", "node", "nodeX"]]
-    assert site.state()["reason"] == "nodecheck: gpu.health GPU3 Xid 79"
+    assert site.state()["reason"] == M("gpu.health GPU3 Xid 79")
     (event,) = site.events()
     assert (event["action"], event["message"]) == (
         "held", "drained for gpu.health, which this run did not check; resume it by hand once fixed: "
@@ -557,6 +590,34 @@ def test_health_holds_a_drain_for_a_check_it_did_not_run_and_never_resumes_a_for
     assert site.run("health", env=env).returncode == 0
     assert site.state() == FOREIGN and len(site.events()) == 1    # nothing done, nothing logged
     assert [c[0] for c in site.calls()] == ["show", "show"]
+
+
+def test_health_never_resumes_an_operators_nodecheck_style_reason(tmp_path):
+    """Issue 17, finding 10: the check named in the reason passes, the reason is not nodecheck's mark."""
+    rma = "nodecheck: kernel.version held for RMA #4711 - do not resume"
+    site = Site(tmp_path, {"nodeX": drained(rma)}, kernel=KERNEL)
+    proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert one_line(proc) == f"nodecheck health nodeX: PASS (report {site.report_dir(proc.stdout)})"
+    assert site.calls() == [["show", "node", "nodeX"]]
+    assert site.state()["reason"] == rma
+    (event,) = site.events()
+    assert event["action"] == "held" and event["message"].startswith(
+        f"drained with an unmarked nodecheck-style reason ({rma!r}): ")
+    assert event["message"].endswith("resume it by hand: scontrol update nodename=nodeX state=resume")
+
+
+def test_the_sites_drain_token_marks_the_reasons_it_drains_and_resumes(tmp_path):
+    site = Site(tmp_path, {"nodeX": dict(IDLE)}, config="drain_token: site-7\n")
+    env = {"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)}
+    assert site.run("health", env=env).returncode == 2
+    assert site.state()["reason"] == M(f"kernel.version {PIN_MESSAGE}", "site-7") != OUR_REASON
+    # the pin fixed (a new playbook): the reason this site's token marked is resumed
+    site.playbook.write_text(site.playbook.read_text().replace(WRONG_KERNEL, KERNEL))
+    proc = site.run("health", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert site.state() == IDLE
+    assert [e["action"] for e in site.events()] == ["drain", "resume"]
 
 
 def test_health_drains_a_failing_node_and_exits_2(tmp_path):
@@ -582,7 +643,8 @@ def test_a_message_with_a_newline_stays_one_result_line_and_one_log_line(tmp_pat
                               f"expected 0.0.0 not-this (pinned; no node has it); observe only: not drained "
                               f"(report {where})")
     (event,) = site.events()                    # the drain reason is folded to one line by drain_reason
-    assert event["reason"] == f"nodecheck: kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this (pinned; no node has it)"
+    assert event["reason"] == M(f"kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this "
+                                "(pinned; no node has it)")
 
 
 def test_the_node_prolog_console_script_exits_non_zero_only_for_a_drain():

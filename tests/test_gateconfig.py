@@ -125,6 +125,13 @@ def test_a_bad_key_or_value_names_file_and_line(tmp_path, text, line, message, h
     assert str(e).startswith(f"{path}:{line}: ")
 
 
+def test_the_drain_token_is_a_short_word(tmp_path):
+    assert load(write(tmp_path / "a.yml", "drain_token: site-7.b_2\n"), "health")[0].drain_token == "site-7.b_2"
+    with pytest.raises(ConfigError) as caught:
+        load(write(tmp_path / "b.yml", "drain_token: 'has space'\n"), "sweep")
+    assert (caught.value.line, caught.value.message.split(":")[0]) == (1, "drain_token")
+
+
 def test_a_list_is_not_a_config(tmp_path):
     path = write(tmp_path / "nodecheck.yml", "- prolog\n- health\n")
     with pytest.raises(ConfigError) as caught:

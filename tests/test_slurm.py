@@ -9,13 +9,20 @@ from pathlib import Path
 import pytest
 
 from nodecheck.errors import ConfigError
-from nodecheck.parsers.slurm import parse_show_node
+from nodecheck.parsers.slurm import parse_show_node, reason_mark
 from nodecheck.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
                              expand_hostlist, is_ours, resume_politely)
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data
 
-REASON = "nodecheck: gpu.health GPU3 (00000000:9B:00.0): 2 uncorrectable ECC errors, expected 0"
+
+
+def M(body: str, token: str = "") -> str:
+    """The reason nodecheck writes for this body: its mark, then the text."""
+    return f"nodecheck[{reason_mark(body, token)}]: {body}"
+
+
+REASON = M("gpu.health GPU3 (00000000:9B:00.0): 2 uncorrectable ECC errors, expected 0")
 STAMP = "2026-11-29T14:02:03"                  # the fake's clock: every reason it sets has this stamp
 
 
@@ -45,10 +52,10 @@ class Fake:
 def fake(tmp_path):
     return Fake(tmp_path, {
         "gpu001": _node("IDLE"),
-        "gpu002": _node("MIXED+DRAIN", "nodecheck: gpu.health GPU1 Xid 79", time="2026-11-29T09:00:00"),
+        "gpu002": _node("MIXED+DRAIN", M("gpu.health GPU1 Xid 79"), time="2026-11-29T09:00:00"),
         "gpu003": _node("DOWN+NOT_RESPONDING", "Not responding", user="slurm", time="2026-11-29T13:41:52"),
         "gpu004": _node("IDLE+DRAIN", "RMA ticket 4411: replace GPU 5", user="alice"),
-        "gpu005": _node("DOWN+DRAIN+NOT_RESPONDING", "nodecheck: ib.port mlx5_0 Down, expected Active"),
+        "gpu005": _node("DOWN+DRAIN+NOT_RESPONDING", M("ib.port mlx5_0 Down, expected Active")),
         "gpu006": _node("IDLE+DRAIN"),    # drained with no reason recorded
         "gpu007": _node("ALLOCATED"),
     })
@@ -61,7 +68,7 @@ def test_nodes_reads_every_node_with_one_show_node(fake):
     assert list(states) == ["gpu001", "gpu002", "gpu003", "gpu004", "gpu005", "gpu006", "gpu007"]
     assert fake.calls() == [["show", "node"]]
     assert (states["gpu002"].state, states["gpu002"].reason, states["gpu002"].reason_time) == (
-        "MIXED+DRAIN", "nodecheck: gpu.health GPU1 Xid 79", "2026-11-29T09:00:00")
+        "MIXED+DRAIN", M("gpu.health GPU1 Xid 79"), "2026-11-29T09:00:00")
     assert states["gpu003"].not_responding and states["gpu003"].reason_user == "slurm"
 
 
@@ -169,14 +176,14 @@ def test_idle_node_is_drained_after_a_fresh_read(fake):
 def test_our_drain_gets_the_new_reason(fake):
     change = drain_politely(fake.slurm, "gpu002", REASON)
     assert (change.action, change.reason, change.before.reason) == ("drain", REASON,
-                                                                     "nodecheck: gpu.health GPU1 Xid 79")
+                                                                     M("gpu.health GPU1 Xid 79"))
     assert fake.state("gpu002") == {"state": "MIXED+DRAIN", "reason": REASON, "user": "root", "time": STAMP}
 
 
 def test_our_drain_for_the_same_reason_is_kept_without_an_update(fake):
     """Every health run and sweep finds its own drain again: no scontrol update, so the reason's
     time still says since when (and the Prolog's breaker does not count it as fresh)."""
-    same = "nodecheck: gpu.health GPU1 Xid 79"
+    same = M("gpu.health GPU1 Xid 79")
     change = drain_politely(fake.slurm, "gpu002", same)
     assert (change.action, change.reason) == ("kept", same)
     assert fake.calls() == [["show", "node", "gpu002"]]
@@ -231,7 +238,7 @@ def test_drain_politely_with_missing_scontrol_fails(tmp_path):
 
 def test_our_drain_is_resumed(fake):
     change = resume_politely(fake.slurm, "gpu002")
-    assert (change.action, change.reason) == ("resume", "nodecheck: gpu.health GPU1 Xid 79")
+    assert (change.action, change.reason) == ("resume", M("gpu.health GPU1 Xid 79"))
     assert fake.calls() == [["show", "node", "gpu002"], ["update", "NodeName=gpu002", "State=RESUME"]]
     assert fake.state("gpu002") == {"state": "MIXED", "reason": "", "user": "", "time": ""}
 
@@ -276,7 +283,7 @@ def test_resume_refused_by_scontrol_is_failed(fake):
                              "slurm_update error: Invalid node name specified", returncode=1)
     vanishing = Vanishing(slurm.scontrol, slurm.timeout_s, slurm.env)
     change = resume_politely(vanishing, "gpu002")
-    assert change.action == "failed" and change.before.ours
+    assert change.action == "failed" and change.before.owner() == "ours"
     assert change.reason == ("scontrol update NodeName=gpu002 State=RESUME: exit 1: "
                              "slurm_update error: Invalid node name specified")
 
@@ -300,36 +307,59 @@ def test_multiline_foreign_reason_is_read_whole_and_left(fake):
 
 def test_drain_reason_is_one_clean_line():
     assert drain_reason("gpu.health", "GPU3\tXid 79\n\n  fell off\r\nthe bus\x1b[31m") == (
-        "nodecheck: gpu.health GPU3 Xid 79 fell off the bus [31m")
+        M("gpu.health GPU3 Xid 79 fell off the bus [31m"))
     assert drain_reason("ib.port", "mlx5_0\u2028Down\u00a0\u00a0expected\u3000Active") == (
-        "nodecheck: ib.port mlx5_0 Down expected Active")
-    assert drain_reason("gpu.health", "") == "nodecheck: gpu.health"
+        M("ib.port mlx5_0 Down expected Active"))
+    assert drain_reason("gpu.health", "") == M("gpu.health")
+    # scontrol drops a trailing '"': the reason never ends with one, so what Slurm keeps is what was marked
+    assert drain_reason("gpu.health", 'GPU3 "bad"') == M('gpu.health GPU3 "bad')
 
 
 def test_drain_reason_keeps_non_ascii():
-    assert drain_reason("gpu.health", "GPU3 温度 92 °C > 85 °C") == "nodecheck: gpu.health GPU3 温度 92 °C > 85 °C"
+    assert drain_reason("gpu.health", "GPU3 温度 92 °C > 85 °C") == M("gpu.health GPU3 温度 92 °C > 85 °C")
 
 
 def test_drain_reason_is_cut_with_an_ellipsis():
     reason = drain_reason("nccl.allreduce_multi", "busbw " + "x" * 500)
     assert len(reason) == MAX_REASON_CHARS == 256
-    assert reason.startswith("nodecheck: nccl.allreduce_multi busbw xxx") and reason.endswith("x…")
-    short = drain_reason("gpu.health", "GPU3 温度 92 °C too hot", max_chars=30)
-    assert short == "nodecheck: gpu.health GPU3 温度…" and len(short) == 30
-    cut_at_space = drain_reason("gpu.health", "GPU3 fell off", max_chars=28)
-    assert cut_at_space == "nodecheck: gpu.health GPU3…" and len(cut_at_space) == 27   # not "GPU3 …"
-    assert drain_reason("gpu.health", "GPU3", max_chars=26) == "nodecheck: gpu.health GPU3"      # fits: uncut
+    assert reason.startswith("nodecheck[") and reason.endswith("x…") and is_ours(reason)
+    assert reason == M("nccl.allreduce_multi busbw " + "x" * (256 - 21 - 27 - 1) + "…")
+    short = drain_reason("gpu.health", "GPU3 温度 92 °C too hot", max_chars=40)
+    assert short == M("gpu.health GPU3 温度…") and len(short) == 40
+    cut_at_space = drain_reason("gpu.health", "GPU3 fell off", max_chars=38)
+    assert cut_at_space == M("gpu.health GPU3…") and len(cut_at_space) == 37      # not "GPU3 …"
+    assert drain_reason("gpu.health", "GPU3", max_chars=36) == M("gpu.health GPU3")     # fits: uncut
 
 
 def test_drain_reason_needs_room_after_the_owner():
-    assert drain_reason("gpu.health", "x", max_chars=12) == "nodecheck:…"
+    assert drain_reason("gpu.health", "x", max_chars=22) == M("…")
     with pytest.raises(ValueError):
-        drain_reason("gpu.health", "x", max_chars=11)
+        drain_reason("gpu.health", "x", max_chars=21)
 
 
 def test_is_ours():
     assert is_ours(REASON) and is_ours(drain_reason("a", "b"))
     assert not is_ours("Not responding") and not is_ours("") and not is_ours(" nodecheck: x")
+    assert is_ours(drain_reason("a", "b", token="site7"), token="site7")
+    assert not is_ours(drain_reason("a", "b", token="site7")) and not is_ours(drain_reason("a", "b"), "site7")
+
+
+def test_an_operators_nodecheck_style_reason_is_never_resumed(fake):
+    """Issue 17, finding 10: an operator's hold in the old "nodecheck:" form is not nodecheck's."""
+    rma = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"
+    assert not is_ours(rma)
+    fake_nodes = json.loads((fake.root / "nodes.json").read_text(encoding="utf-8"))
+    fake_nodes["gpu001"] = _node("IDLE+DRAIN", rma, user="alice")
+    (fake.root / "nodes.json").write_text(json.dumps(fake_nodes), encoding="utf-8")
+    change = resume_politely(fake.slurm, "gpu001")
+    assert (change.action, change.reason) == (
+        "left", f"IDLE+DRAIN, reason {rma!r} (set by alice at 2026-11-28T22:10:05) (an unmarked, old-format "
+                "nodecheck reason: anyone could have typed it, so it is resumed by hand); only nodecheck's drains "
+                "are resumed")
+    # nor is its reason replaced by a failing run's (which would make it nodecheck's to resume later)
+    assert drain_politely(fake.slurm, "gpu001", drain_reason("gpu.health", "GPU3 ECC")).action == "left"
+    assert fake.state("gpu001")["reason"] == rma
+    assert [c[0] for c in fake.calls()] == ["show", "show"]
 
 
 # -- expand_hostlist -------------------------------------------------------------------------------

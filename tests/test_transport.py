@@ -49,8 +49,56 @@ def test_a_failed_session_reports_every_probe_unreachable_with_its_reason():
 
 
 def test_local_output_is_capped_and_the_cut_is_said(monkeypatch):
-    import nodecheck.transport.local as local
-    monkeypatch.setattr(local, "MAX_CAPTURE_BYTES", 10)
-    c = run_local(Probe("p", ("sh", "-c", "printf '%030d' 0"), 5))
-    assert (len(c.stdout), c.exit_code) == (10, 0)
-    assert c.detail.startswith("stdout cut at")
+    import nodecheck.transport as transport
+    monkeypatch.setattr(transport, "MAX_CAPTURE_BYTES", 10)
+    c = run_local(Probe("p", ("sh", "-c", "printf '%030d' 0; printf '%012d' 0 >&2"), 5))
+    assert (c.stdout, c.stderr, c.exit_code) == ("0" * 10, "0" * 10, 0)
+    assert c.detail == "stdout cut at 10 bytes (20 bytes dropped); stderr cut at 10 bytes (2 bytes dropped)"
+
+
+# a child Python: run the local transport on a tool that prints `mb` MB, print the capture's facts and
+# how much the peak RSS grew (ru_maxrss, KiB on Linux)
+_RSS_PROBE = """
+import json, resource, sys
+from nodecheck.model import Node, Probe
+from nodecheck.transport.local import LocalTransport
+mb = int(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+c = LocalTransport().connect(Node("here", "localhost"), 10).run(
+    Probe("p", ("sh", "-c", f"head -c {mb}000000 /dev/zero; echo done >&2"), 60), 60)
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"outcome": c.outcome.value, "code": c.exit_code, "stdout": len(c.stdout), "stderr": c.stderr,
+                  "detail": c.detail, "grown_mib": grown / 1024}))
+"""
+
+
+def test_local_output_is_read_as_it_comes_and_memory_stays_bounded():
+    """Issue 17, finding 9: 400 MB of output took 1.16 GB RSS (all read, then cut)."""
+    import json
+    import subprocess
+    import sys
+    from nodecheck.transport import MAX_CAPTURE_BYTES
+    r = subprocess.run([sys.executable, "-c", _RSS_PROBE, "200"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["outcome"], got["code"], got["stdout"], got["stderr"]) == ("exited", 0, MAX_CAPTURE_BYTES, "done\n")
+    assert got["detail"] == f"stdout cut at 16 MiB ({200_000_000 - MAX_CAPTURE_BYTES} bytes dropped)"
+    # the kept 16 MiB (bytes, then its text) and the pipe chunks; not the 200 MB
+    assert got["grown_mib"] < 80, got
+
+
+def test_local_timeout_with_endless_output_is_bounded_and_reaped():
+    started = time.monotonic()
+    c = run_local(Probe("p", ("sh", "-c", "yes"), 5), timeout_s=1)
+    assert c.outcome is Outcome.TIMEOUT and c.exit_code is None
+    assert time.monotonic() - started < 4
+    assert c.detail.startswith("no answer within 1 s; killed; stdout cut at 16 MiB (")
+    assert len(c.stdout) == 16 << 20
+
+
+def test_local_stdin_larger_than_a_pipe_and_a_tool_that_never_reads_it():
+    big = "x" * 300_000 + "\n"
+    c = run_local(Probe("p", ("sh", "-c", "wc -c"), 5, stdin=big))
+    assert (c.outcome, c.exit_code, c.stdout.strip()) == (Outcome.EXITED, 0, "300001")
+    c = run_local(Probe("p", ("true",), 5, stdin=big))
+    assert (c.outcome, c.exit_code) == (Outcome.EXITED, 0)

@@ -471,9 +471,10 @@ def retries(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -> It
         yield _all(nodes, Verdict(Status.PASS, f"torchrun --max-restarts={launcher.max_restarts}: a failed start "
                                   "is retried", "retries", {"max_restarts": launcher.max_restarts}))
     elif ctx.slurm is not None and ctx.slurm.requeue:
-        yield _all(nodes, Verdict(Status.PASS, f"Slurm job {ctx.slurm.job_id} has Requeue=1 (restarts so far: "
-                                  f"{ctx.slurm.restarts}): Slurm requeues it after a node failure", "retries",
-                                  {"requeue": True}))
+        # (squeue, the source that the job's name cannot forge, has no restart count)
+        so_far = f" (restarts so far: {ctx.slurm.restarts})" if ctx.slurm.restarts is not None else ""
+        yield _all(nodes, Verdict(Status.PASS, f"Slurm job {ctx.slurm.job_id} has Requeue=1{so_far}: Slurm "
+                                  "requeues it after a node failure", "retries", {"requeue": True}))
     elif launcher.requeue:
         yield _all(nodes, Verdict(Status.PASS, "launcher.requeue: the batch script requeues a failed start",
                                   "retries", {"requeue": True}))
@@ -490,9 +491,10 @@ def retries(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -> It
 
 # --- the specs --------------------------------------------------------------------------------------
 
-def specs(spec: JobSpec) -> tuple[CheckSpec, ...]:
-    """The job's checks in report order; the probe depends on JOB.yml (its paths are arguments)."""
-    probe = (job_probe(spec),)
+def specs(spec: JobSpec, job_user: str = "") -> tuple[CheckSpec, ...]:
+    """The job's checks in report order; the probe depends on JOB.yml (its paths are arguments) and
+    on the job's user (whose files it names are read as theirs: job_probe)."""
+    probe = (job_probe(spec, job_user),)
     return tuple(CheckSpec(name, judge, probes, JobContext, scope="fleet") for name, judge, probes in (
         ("job.data_balance", data_balance, ()),
         ("job.world_size", world_size, probe),

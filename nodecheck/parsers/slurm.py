@@ -1,12 +1,44 @@
 """Parse `scontrol show node` (the multi-line form) into each node's state and drain reason."""
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from nodecheck.errors import ParseError
 
-OWNER = "nodecheck:"                           # every drain reason nodecheck sets starts with this
+# Drain ownership. A reason nodecheck sets reads "nodecheck[1a2b3c4d]: <check> <message>": the mark
+# in brackets is a hash of the site's drain token and the rest of the reason, so a reason a person
+# typed, or copied from nodecheck's and edited ("nodecheck: gpu.health GPU3 held for RMA - do not
+# resume"), is not nodecheck's, and nodecheck never resumes it.
+OWNER = "nodecheck["                           # every drain reason nodecheck sets starts with this
+OLD_OWNER = "nodecheck:"                       # the reasons of nodecheck before the mark: never resumed
+MARK_CHARS = 8
+_MARKED = re.compile(r"nodecheck\[([0-9a-f]{%d})\]: (\S.*)" % MARK_CHARS, re.ASCII)
+Owner = Literal["ours", "old", "foreign"]
+
+
+def reason_mark(body: str, token: str = "") -> str:
+    """The mark of a reason's body (what follows "nodecheck[mark]: ") for a site's drain token."""
+    return hashlib.sha256(f"nodecheck-drain\0{token}\0{body}".encode("utf-8", "surrogatepass")).hexdigest()[:MARK_CHARS]
+
+
+def reason_owner(reason: str, token: str = "") -> Owner:
+    """"ours": a reason nodecheck set with this token (its mark matches its text); "old": the
+    "nodecheck: ..." form of earlier versions, which anyone could have typed; else "foreign"."""
+    m = _MARKED.fullmatch(reason or "")
+    if m and m[1] == reason_mark(m[2], token):
+        return "ours"
+    return "old" if (reason or "").startswith(OLD_OWNER) else "foreign"
+
+
+def reason_body(reason: str) -> str:
+    """"<check> <message>" of a marked reason (or of an old-format one); "" otherwise."""
+    m = _MARKED.fullmatch(reason or "")
+    if m:
+        return m[2]
+    return reason[len(OLD_OWNER):].lstrip() if (reason or "").startswith(OLD_OWNER) else ""
 TOOL = "scontrol show node"
 
 # Flags that mean "taken out of service by someone, with a reason": an admin's or a health
@@ -46,10 +78,9 @@ class NodeState:
         """Out of service with a reason someone set: DRAIN, DOWN or FAIL (Slurm's own DOWN included)."""
         return bool(self.flags & UNAVAILABLE_FLAGS)
 
-    @property
-    def ours(self) -> bool:
-        """The reason is one nodecheck set."""
-        return self.reason.startswith(OWNER)
+    def owner(self, token: str = "") -> Owner:
+        """Whose the reason is: reason_owner(reason, token)."""
+        return reason_owner(self.reason, token)
 
 
 @dataclass
@@ -163,17 +194,16 @@ _JOB_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(\S*)")
 # Keys whose value is the rest of the line, spaces included: paths and the submitted command
 _JOB_FREE_TEXT = frozenset({"Command", "WorkDir", "StdErr", "StdIn", "StdOut", "Comment", "AdminComment",
                             "SystemComment", "Extra", "Container", "ContainerID", "OverSubscribe"})
-_JOB_NAME = re.compile(r"JobName=(.*?)(?=\s+[A-Z][A-Za-z0-9_]*=|$)")
 _GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 _NULL = ("", "(null)", "None", "N/A")
 
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One job of `scontrol show job ID` (the multi-line form; for an array or a heterogeneous job,
-    its first record)."""
+    """One job, from `squeue -O` (parse_squeue_job: what nodecheck acts on) or `scontrol show job ID`
+    (parse_show_job); for an array or a heterogeneous job, its first record."""
     job_id: str
-    name: str
+    name: str                                  # "" from squeue (the owner's text: not read)
     state: str                                 # "RUNNING", "PENDING", "COMPLETED", ...; a trailing '+' stripped
     reason: str                                # "None", "BeginTime", "NonZeroExitCode", ...
     node_list: str                             # "node[1-3]"; "" while pending ("" or "(null)" in the output)
@@ -182,7 +212,7 @@ class JobRecord:
     num_tasks: int | None
     gpus: int | None                           # gres/gpu=N of AllocTRES (else TRES); None: no GPU in the TRES
     requeue: bool | None                       # Requeue=1: Slurm requeues the job after a node failure
-    restarts: int | None                       # how often it was requeued
+    restarts: int | None                       # how often it was requeued (None: squeue does not say)
     user: str                                  # "root" of "UserId=root(0)"
     batch_host: str
     raw: str
@@ -198,7 +228,14 @@ class JobRecord:
 
 def parse_show_job(text: str) -> JobRecord:
     """`scontrol show job ID` -> JobRecord. ParseError on empty output, scontrol's "Invalid job id
-    specified", text that does not start with JobId=, no JobState, or a NodeList that is not a hostlist."""
+    specified", text that does not start with JobId=, no JobState, a NodeList that is not a hostlist,
+    or a field printed twice.
+
+    The job's owner chooses its name, and Slurm prints it unquoted as the rest of the first line; a
+    name may hold spaces, '=' and newlines. So the name is the whole rest of that line (nothing after
+    JobName= on it is a field), and a key seen twice (a name that forges whole lines) is refused.
+    Still, lines a name forges are indistinguishable from Slurm's: decisions read the job from
+    `squeue` (parse_squeue_job), which prints no name; this parser serves reading a saved record."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.strip()), None)
     if start is None:
@@ -215,40 +252,110 @@ def parse_show_job(text: str) -> JobRecord:
         if not line.strip():
             break
         record.append(line)
+    head, has_name, name = record[0].strip().partition(" JobName=")
     fields: dict[str, str] = {}
-    for line in record:
+    for line in [head, *record[1:]]:
         stripped = line.strip()
         key = stripped.partition("=")[0]
         if key in _JOB_FREE_TEXT:
-            fields[key] = stripped[len(key) + 1:]
+            _put(fields, key, stripped[len(key) + 1:], first[1], text)
             continue
         if not _JOB_FIELD.match(stripped):
             raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {_quote(stripped)}", text)
         for k, v in _JOB_FIELD.findall(stripped):
-            fields.setdefault(k, v)
-    name = _JOB_NAME.search(record[0])
+            _put(fields, k, v, first[1], text)
     state = fields.get("JobState")
     if not state:
         raise ParseError(JOB_TOOL, f"job {first[1]}: no JobState= field (output cut off?)", text)
     node_list = "" if fields.get("NodeList", "") in _NULL else fields["NodeList"]
-    try:
-        from nodecheck.slurm import expand_hostlist   # (slurm.py imports this module)
-        nodes = tuple(expand_hostlist(node_list)) if node_list else ()
-    except Exception as e:                     # ConfigError: not a hostlist
-        raise ParseError(JOB_TOOL, f"job {first[1]}: NodeList={node_list} is not a hostlist: {e}", text) from None
     tres = fields.get("AllocTRES") or fields.get("TRES") or ""
-    gpu = _GRES_GPU.search(tres)
     requeue = fields.get("Requeue")
     return JobRecord(
-        job_id=first[1], name=name[1] if name else "", state=state.rstrip("+"),
-        reason=fields.get("Reason", ""), node_list=node_list, nodes=nodes,
+        job_id=first[1], name=name if has_name else "", state=state.rstrip("+"),
+        reason=fields.get("Reason", ""), node_list=node_list, nodes=_nodes(node_list, first[1], text),
         num_nodes=_count(fields.get("NumNodes")), num_tasks=_count(fields.get("NumTasks")),
-        gpus=int(gpu[1]) if gpu else None,
-        requeue=None if requeue is None else requeue == "1",
+        gpus=_gpus(tres), requeue=None if requeue is None else requeue == "1",
         restarts=_count(fields.get("Restarts")),
         user=fields.get("UserId", "").partition("(")[0],
         batch_host="" if fields.get("BatchHost", "") in _NULL else fields["BatchHost"],
         raw="\n".join(record) + "\n")
+
+
+def _put(fields: dict[str, str], key: str, value: str, job_id: str, text: str) -> None:
+    if key in fields:
+        raise ParseError(JOB_TOOL, f"job {job_id}: {key}= printed twice (a job name with a newline can forge "
+                         "lines; read the job with squeue)", text)
+    fields[key] = value
+
+
+def _nodes(node_list: str, job_id: str, text: str, tool: str = JOB_TOOL) -> tuple[str, ...]:
+    try:
+        from nodecheck.slurm import expand_hostlist   # (slurm.py imports this module)
+        return tuple(expand_hostlist(node_list)) if node_list else ()
+    except Exception as e:                     # ConfigError: not a hostlist
+        raise ParseError(tool, f"job {job_id}: NodeList={node_list} is not a hostlist: {e}", text) from None
+
+
+def _gpus(tres: str) -> int | None:
+    gpu = _GRES_GPU.search(tres)
+    return int(gpu[1]) if gpu else None
+
+
+# ---- squeue: the job's facts where its owner cannot write ------------------------------------------
+
+SQUEUE_TOOL = "squeue"
+# squeue -O fields, each ended by the ASCII unit separator. The job's name is not asked for: it is the
+# one field the job's owner writes (any bytes, newlines and separators included), so no field, line or
+# record of this output is the owner's. Reason goes last (the rest of the line), being free text that
+# slurmctld or an admin may write.
+SQUEUE_SEP = "\x1f"
+SQUEUE_FIELDS = ("JobArrayID", "JobID", "State", "NodeList", "UserName", "Requeue", "NumNodes", "NumTasks",
+                 "tres-alloc", "BatchHost", "Reason")
+SQUEUE_FORMAT = ",".join(f"{f}:{SQUEUE_SEP}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
+_ARRAY_ID = re.compile(r"(\d+)(?:_(?:\d+|\[[\d,\-%]+\]))?(?:\+\d+)?", re.ASCII)
+_WORD = re.compile(r"[A-Z][A-Z_]*", re.ASCII)
+_USER = re.compile(r"[^\s:/]+")
+_BOOL = {"0": False, "1": True}
+
+
+def parse_squeue_job(text: str, job_id: str) -> JobRecord:
+    """`squeue -h -t all -j ID -O SQUEUE_FORMAT` -> JobRecord of job ID (an array's first task, as
+    scontrol). ParseError on no line (Slurm does not know the job), a line without exactly the fields
+    asked for, a field not in its form, or a first line of another job."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise ParseError(SQUEUE_TOOL, f"no such job ({_INVALID_JOB!r}: squeue listed nothing for {job_id})", text)
+    values = lines[0].split(SQUEUE_SEP)
+    if len(values) != len(SQUEUE_FIELDS):
+        raise ParseError(SQUEUE_TOOL, f"job {job_id}: {len(values)} fields, expected {len(SQUEUE_FIELDS)} "
+                         f"({', '.join(SQUEUE_FIELDS)})", text)
+    f = dict(zip(SQUEUE_FIELDS, (v.strip() for v in values)))
+    array_id = _ARRAY_ID.fullmatch(f["JobArrayID"])
+    if array_id is None or not f["JobID"].isdigit() or not f["JobID"].isascii():
+        raise ParseError(SQUEUE_TOOL, f"job {job_id}: JobArrayID={_quote(f['JobArrayID'])} JobID={_quote(f['JobID'])} "
+                         "are not job ids", text)
+    asked = re.split(r"[_+]", job_id)[0]
+    if asked not in (array_id[1], f["JobID"]):
+        raise ParseError(SQUEUE_TOOL, f"asked for job {job_id}, squeue answered with job {_quote(f['JobArrayID'])}",
+                         text)
+    for key, form in (("State", _WORD), ("UserName", _USER)):
+        if not form.fullmatch(f[key]):
+            raise ParseError(SQUEUE_TOOL, f"job {job_id}: {key}={_quote(f[key])} is not a Slurm {key.lower()}", text)
+    if f["Requeue"] not in _BOOL:
+        raise ParseError(SQUEUE_TOOL, f"job {job_id}: Requeue={_quote(f['Requeue'])} is not 0 or 1", text)
+    node_list = "" if f["NodeList"] in _NULL else f["NodeList"]
+    batch_host = "" if f["BatchHost"] in (*_NULL, "n/a") else f["BatchHost"]
+    return JobRecord(
+        # an array task keeps its "4_2" form; a pending array's "4_[1-2]" is its job id
+        job_id=f["JobArrayID"] if _JOB_ID_FORM.fullmatch(f["JobArrayID"]) else f["JobID"],
+        name="", state=f["State"].rstrip("+"), reason=f["Reason"], node_list=node_list,
+        nodes=_nodes(node_list, job_id, text, SQUEUE_TOOL),
+        num_nodes=_count(f["NumNodes"]), num_tasks=_count(f["NumTasks"]), gpus=_gpus(f["tres-alloc"]),
+        requeue=_BOOL[f["Requeue"]], restarts=None, user=f["UserName"], batch_host=batch_host,
+        raw=lines[0] + "\n")
+
+
+_JOB_ID_FORM = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?", re.ASCII)
 
 
 def _count(value: str | None) -> int | None:

@@ -19,6 +19,31 @@ CUT_AT_DEADLINE = "stopped at the run deadline"
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # per stream: a runaway tool must not exhaust the client
 
 
+class CappedBuffer:
+    """An output stream as it arrives: the first `limit` bytes (default MAX_CAPTURE_BYTES) kept, the
+    rest counted and dropped, so a runaway tool costs the client at most the bound (both transports)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = MAX_CAPTURE_BYTES if limit is None else limit
+        self.buf, self.dropped = bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        room = max(0, self.limit - len(self.buf))
+        self.buf.extend(data[:room])
+        self.dropped += max(0, len(data) - room)
+
+    def text(self) -> str:
+        return self.buf.decode(errors="replace")
+
+
+def cut_details(out: CappedBuffer, err: CappedBuffer) -> list[str]:
+    """What a capture says about streams cut at the bound: "stdout cut at 16 MiB (N bytes dropped)"."""
+    def size(n: int) -> str:
+        return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+    return [f"{name} cut at {size(b.limit)} ({b.dropped} bytes dropped)"
+            for name, b in (("stdout", out), ("stderr", err)) if b.dropped]
+
+
 class Session(Protocol):
     def run(self, probe: Probe, timeout_s: float) -> Capture: ...
     def close(self) -> None: ...

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -10,9 +11,10 @@ import time
 import traceback
 
 from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import MAX_CAPTURE_BYTES
+from nodecheck.transport import CappedBuffer, cut_details
 
 KILL_WAIT_S = 2.0                              # after SIGKILL, how long to collect what was printed
+CHUNK = 65536
 
 
 class LocalTransport:
@@ -67,31 +69,89 @@ class LocalSession:
             # a new session, so a timeout can kill the tool and everything it started
             proc = subprocess.Popen(probe.argv, stdin=subprocess.PIPE if probe.stdin else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                    start_new_session=True, text=True, errors="replace")
+                                    start_new_session=True)
         except FileNotFoundError:
             return self._capture(probe, Outcome.EXITED, 127, "", f"{probe.argv[0]}: command not found", started)
         except PermissionError as e:
             return self._capture(probe, Outcome.EXITED, 126, "", f"{probe.argv[0]}: {e.strerror}", started)
+        out, err = CappedBuffer(), CappedBuffer()
         try:
-            out, err = proc.communicate(probe.stdin, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            try:                               # a child that left the group may hold the pipes open
-                out, err = proc.communicate(timeout=KILL_WAIT_S)
+            finished = _pump(proc, (probe.stdin or "").encode(), out, err, started + timeout_s)
+            if not finished:
+                os.killpg(proc.pid, signal.SIGKILL)
+                # what it printed before the kill; a child that left the group may hold the pipes open
+                _pump(proc, b"", out, err, time.monotonic() + KILL_WAIT_S)
+                return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
+                                     f"no answer within {timeout_s:g} s; killed")
+            return self._capture(probe, Outcome.EXITED, proc.wait(), out, err, started)
+        finally:
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            try:                               # reaped, never a zombie (killed above if it outlived us)
+                proc.wait(KILL_WAIT_S)
             except subprocess.TimeoutExpired:
-                out, err = "", ""
-            return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
-                                 f"no answer within {timeout_s:g} s; killed")
-        return self._capture(probe, Outcome.EXITED, proc.returncode, out, err, started)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
-    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: str, err: str,
-                 started: float, detail: str = "") -> Capture:
-        # the same cap as over SSH, so a report never depends on which transport ran the probe
-        cut = [f"{name} cut at {MAX_CAPTURE_BYTES >> 20} MiB" for name, text in (("stdout", out), ("stderr", err))
-               if len(text) > MAX_CAPTURE_BYTES]
-        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out[:MAX_CAPTURE_BYTES],
-                       err[:MAX_CAPTURE_BYTES], time.monotonic() - started,
-                       "; ".join([d for d in (detail, *cut) if d]))
+    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: "CappedBuffer | str",
+                 err: "CappedBuffer | str", started: float, detail: str = "") -> Capture:
+        # the same cap and words as over SSH, so a report never depends on which transport ran the probe
+        out, err = (_buffer(x) for x in (out, err))
+        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
+                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]))
 
     def close(self) -> None:
         pass
+
+
+def _buffer(x: "CappedBuffer | str") -> CappedBuffer:
+    if isinstance(x, CappedBuffer):
+        return x
+    b = CappedBuffer()
+    b.add(x.encode(errors="replace"))
+    return b
+
+
+def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBuffer, end: float) -> bool:
+    """Feed stdin and read both streams as they come (at most the cap kept, the rest counted), until
+    both reach EOF and the process exited (True) or `end` passes (False). Never holds more than the
+    cap and one chunk, however much the tool prints."""
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    poller = select.poll()
+    for fd in streams:
+        poller.register(fd, select.POLLIN)
+    if proc.stdin is not None and not proc.stdin.closed:
+        if stdin:
+            os.set_blocking(proc.stdin.fileno(), False)
+            poller.register(proc.stdin.fileno(), select.POLLOUT)
+        else:
+            proc.stdin.close()
+    open_fds = set(streams)
+    while open_fds or proc.poll() is None:
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        if not open_fds:                       # both streams closed: wait for the exit alone
+            try:
+                proc.wait(min(left, 0.25))
+            except subprocess.TimeoutExpired:
+                pass
+            continue
+        for fd, _ in poller.poll(min(left, 0.25) * 1000):
+            if fd in streams:
+                data = os.read(fd, CHUNK)
+                if data:
+                    streams[fd].add(data)
+                else:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+            else:                              # stdin writable
+                try:
+                    stdin = stdin[os.write(fd, stdin[:CHUNK]):]
+                except (BrokenPipeError, BlockingIOError) as e:
+                    stdin = b"" if isinstance(e, BrokenPipeError) else stdin
+                if not stdin:
+                    poller.unregister(fd)
+                    proc.stdin.close()
+    return True

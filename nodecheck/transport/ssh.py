@@ -22,7 +22,7 @@ from pathlib import Path
 import paramiko
 
 from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import MAX_CAPTURE_BYTES, FailedSession, remote_command
+from nodecheck.transport import CappedBuffer, FailedSession, cut_details, remote_command
 from nodecheck.transport.known_hosts import KnownHosts, node_names
 from nodecheck.transport.known_hosts import Verdict as KeyVerdict
 
@@ -258,33 +258,51 @@ def _load_key(path: str) -> paramiko.PKey:
         raise paramiko.AuthenticationException(f"cannot use identity file {path}: {e}") from None
 
 
+class ProbeTimeout(Exception):
+    """A step of a probe (channel open, exec request, stdin) got no answer before the probe's bound."""
+
+
 class SshSession:
+    """Every blocking step of a probe shares the probe's one bound: opening the channel, the exec
+    request (paramiko's exec_command waits for the answer without a timeout: an sshd that never
+    answers would hold the worker for ever), sending stdin, reading the output and closing."""
+
     def __init__(self, node: Node, transport: paramiko.Transport, hops: list) -> None:
         self.node, self.t, self.hops = node, transport, hops
 
     def run(self, probe: Probe, timeout_s: float) -> Capture:
         started = time.monotonic()
+        end = started + timeout_s
         try:
             chan = self.t.open_session(timeout=timeout_s)
-        except Exception as e:                 # the connection died between probes
-            return self._capture(probe, Outcome.UNREACHABLE, None, _Capped(), _Capped(), started,
+        except Exception as e:                 # the connection died between probes, or never answered
+            if time.monotonic() >= end and self.t.is_active():
+                return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
+                                     f"no answer within {timeout_s:g} s (the node never opened the session channel)")
+            return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started,
                                  f"connection lost before {probe.name}: {e or type(e).__name__}")
         try:
             return self._exec(chan, probe, timeout_s, started)
+        except ProbeTimeout as e:
+            return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
+                                 f"no answer within {timeout_s:g} s ({e})")
         except (OSError, EOFError, paramiko.SSHException) as e:
-            return self._capture(probe, Outcome.UNREACHABLE, None, _Capped(), _Capped(), started,
+            if isinstance(e, socket.timeout) or time.monotonic() >= end:
+                return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
+                                     f"no answer within {timeout_s:g} s (sending its input)")
+            return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started,
                                  f"connection lost during {probe.name}: {e or type(e).__name__}")
         finally:
-            chan.close()
+            chan.close()                       # sends a close and returns: it waits for nothing
 
     def _exec(self, chan: paramiko.Channel, probe: Probe, timeout_s: float, started: float) -> Capture:
         end = started + timeout_s
-        chan.settimeout(timeout_s)
-        chan.exec_command(remote_command(probe, timeout_s))
+        _exec_request(chan, remote_command(probe, timeout_s), end)
         if probe.stdin:
+            chan.settimeout(max(0.001, end - time.monotonic()))   # a full window waits at most what is left
             chan.sendall(probe.stdin.encode())
         chan.shutdown_write()
-        out, err = _Capped(), _Capped()
+        out, err = CappedBuffer(), CappedBuffer()
         while True:
             while chan.recv_ready():
                 out.add(chan.recv(65536))
@@ -299,7 +317,7 @@ class SshSession:
                                      f"no answer within {timeout_s:g} s")
             _wait_readable(chan, min(remaining, 0.25))
 
-    def _finished(self, probe: Probe, code: int, out: "_Capped", err: "_Capped", started: float) -> Capture:
+    def _finished(self, probe: Probe, code: int, out: CappedBuffer, err: CappedBuffer, started: float) -> Capture:
         stderr = err.text()
         if code == 127 and _wrapper_missing(stderr):
             return self._capture(probe, Outcome.FAILED, code, out, err, started,
@@ -307,16 +325,53 @@ class SshSession:
                                  f"command: {stderr.strip()[:200]}")
         return self._capture(probe, Outcome.EXITED, code, out, err, started)
 
-    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: "_Capped", err: "_Capped",
+    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: CappedBuffer, err: CappedBuffer,
                  started: float, detail: str = "") -> Capture:
-        cut = [f"{name} cut at {MAX_CAPTURE_BYTES >> 20} MiB ({b.dropped} bytes dropped)"
-               for name, b in (("stdout", out), ("stderr", err)) if b.dropped]
         return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
-                       time.monotonic() - started, "; ".join([d for d in (detail, *cut) if d]))
+                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]))
 
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:
             t.close()
+
+
+def _exec_request(chan: paramiko.Channel, command: str, end: float) -> None:
+    """Channel.exec_command with its wait for the server's answer bounded by `end`: the request is
+    sent as paramiko sends it, then the channel's event is waited on with a timeout (paramiko's own
+    wait has none). ProbeTimeout when no answer came; paramiko's SSHException when refused."""
+    try:
+        m = paramiko.Message()
+        m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+        m.add_int(chan.remote_chanid)
+        m.add_string("exec")
+        m.add_boolean(True)
+        m.add_string(command)
+        chan._event_pending()
+        pending = chan.event
+    except AttributeError:                     # paramiko's internals moved: its own call, abandoned at the bound
+        return _exec_in_thread(chan, command, end)
+    chan.transport._send_user_message(m)
+    if not pending.wait(max(0.0, end - time.monotonic())):
+        raise ProbeTimeout("the node never answered the exec request")
+    chan._wait_for_event()                     # answered: returns, or raises the refusal / the closed channel
+
+
+def _exec_in_thread(chan: paramiko.Channel, command: str, end: float) -> None:
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            chan.exec_command(command)
+        except BaseException as e:             # handed to the caller's thread
+            box["error"] = e
+    worker = threading.Thread(target=call, daemon=True, name="nodecheck-exec")
+    worker.start()
+    worker.join(max(0.0, end - time.monotonic()))
+    if worker.is_alive():
+        chan.close()                           # (the session's close ends the transport, and the thread with it)
+        raise ProbeTimeout("the node never answered the exec request")
+    if "error" in box:
+        raise box["error"]
 
 
 def _wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:
@@ -324,21 +379,6 @@ def _wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:
     poller = select.poll()
     poller.register(chan.fileno(), select.POLLIN)
     poller.poll(timeout_s * 1000)
-
-
-class _Capped:
-    """An output buffer that keeps the first MAX_CAPTURE_BYTES and counts what it dropped."""
-
-    def __init__(self) -> None:
-        self.buf, self.dropped = bytearray(), 0
-
-    def add(self, data: bytes) -> None:
-        room = max(0, MAX_CAPTURE_BYTES - len(self.buf))
-        self.buf.extend(data[:room])
-        self.dropped += max(0, len(data) - room)
-
-    def text(self) -> str:
-        return self.buf.decode(errors="replace")
 
 
 def _wrapper_missing(stderr: str) -> bool:

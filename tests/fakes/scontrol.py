@@ -16,6 +16,8 @@ NODES = HERE / "nodes.json"          # {name: {"state", "reason", "user", "time"
 ARGV_LOG = HERE / "argv.log"         # one JSON line per call: {"argv": [...], "SLURM_TIME_FORMAT": ...}
 CLOCK = HERE / "clock"               # a fixed reason stamp; without it the local time now, as slurmctld
 UPDATE_FAILS = HERE / "update-fails"  # present: every update fails as when slurmctld cannot be reached
+HANGS = HERE / "hangs"               # present: calls whose first word it lists ("update", "show") hang,
+                                     # as scontrol does while slurmctld is down (it retries for minutes)
 
 
 def install(directory: Path, nodes: dict[str, dict], *, clock: str | None = None) -> Path:
@@ -104,6 +106,11 @@ def update(nodes: dict[str, dict], args: list[str]) -> int:
 def main(args: list[str]) -> int:
     with open(ARGV_LOG, "a", encoding="utf-8") as log:
         log.write(json.dumps({"argv": args, "SLURM_TIME_FORMAT": os.environ.get("SLURM_TIME_FORMAT")}) + "\n")
+    if HANGS.exists() and args[:1] and args[0] in HANGS.read_text(encoding="utf-8").split():
+        print("slurm_load_node: Unable to contact slurm controller (connect failure), retrying", file=sys.stderr,
+              flush=True)
+        import time
+        time.sleep(600)
     nodes = json.loads(NODES.read_text(encoding="utf-8"))
     if args[:2] == ["show", "node"]:
         return show_node(nodes, args[2:])

@@ -16,7 +16,8 @@ import yaml
 
 from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node
 from integration.runs import nodecheck
-from nodecheck.slurm import expand_hostlist
+from nodecheck.parsers.slurm import reason_body, reason_mark
+from nodecheck.slurm import expand_hostlist, is_ours
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,16 @@ gate: {settle_s: 8}         # the job's ten Prologs start within a few seconds o
 checks:
   kernel.version: {expect: "0.0.0-no-such-kernel"}
 """
+
+
+def M(body: str) -> str:
+    """The reason nodecheck writes for this body (no drain_token): its mark, then the text."""
+    return f"nodecheck[{reason_mark(body)}]: {body}"
+
+
+def _ours(reason: str, starts: str) -> bool:
+    """A reason nodecheck set whose text starts so."""
+    return is_ours(reason) and reason_body(reason).startswith(starts)
 
 
 def _config(work: Path, **sections) -> str:
@@ -101,8 +112,8 @@ def test_a_failing_node_is_drained_with_its_reason_and_the_job_completes_elsewhe
     assert "node3" not in expand_hostlist(done["NodeList"]) and len(expand_hostlist(done["NodeList"])) == 4
     node3 = slurm.node("node3")
     assert "DRAIN" in node3["State"]
-    assert node3["ReasonText"] == ("nodecheck: gpu.health GPU3: row remap pending (correctable 0, "
-                                   "uncorrectable 4); reset the GPU before the next job")
+    assert node3["ReasonText"] == M("gpu.health GPU3: row remap pending (correctable 0, "
+                                    "uncorrectable 4); reset the GPU before the next job")
     [drain] = _events(work, "drain")
     assert (drain["node"], drain["job"], drain["check"]) == ("node3", str(job), "gpu.health")
     assert Path(drain["evidence"]).is_file()      # the capture the verdict was judged on
@@ -114,7 +125,7 @@ def test_a_failing_node_is_drained_with_its_reason_and_the_job_completes_elsewhe
     assert out.startswith("nodecheck health node3: PASS; resume node3 (report ")
     assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE")["Reason"] == ""
     [resume] = _events(work, "resume")
-    assert resume["node"] == "node3" and resume["reason"].startswith("nodecheck: gpu.health GPU3")
+    assert resume["node"] == "node3" and _ours(resume["reason"], "gpu.health GPU3")
 
 
 def test_an_operators_drain_is_never_overwritten_nor_resumed(slurm, work):
@@ -136,18 +147,22 @@ def test_an_operators_drain_is_never_overwritten_nor_resumed(slurm, work):
 
 
 def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
-    slurm.drain("node3", "nodecheck: gpu.health GPU3: row remap pending")     # what the Prolog left
+    slurm.drain("node3", M("gpu.health GPU3: row remap pending"))     # what the Prolog left
     slurm.drain("node5", "operator: replacing a fan")
-    slurm.drain("node6", "nodecheck: nccl.allreduce_multi bad node")           # not in this playbook
+    slurm.drain("node6", M("nccl.allreduce_multi bad node"))           # not in this playbook
+    rma = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"    # an operator's, in the old form
+    slurm.drain("node2", rma)
     code, out, err, _ = nodecheck("sweep", str(slurm.inventory_path), "--playbook", "health",
                                   "--nodes", "node[1-6]", "--resume", "--output-dir", str(work / "reports"),
                                   "--log-file", str(work / "gate.log"), env=slurm.slurm_env())
     assert code == 0, out + err
     assert "gate: node3 resumed" in out
     assert "gate: node6 stays drained: drained for nccl.allreduce_multi, which this run did not check" in out
+    assert f"gate: node2 stays drained: drained with an unmarked nodecheck-style reason ({rma!r})" in out
+    assert slurm.node("node2")["ReasonText"] == rma
     assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE")["Reason"] == ""
     assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"
-    assert slurm.node("node6")["ReasonText"] == "nodecheck: nccl.allreduce_multi bad node"
+    assert slurm.node("node6")["ReasonText"] == M("nccl.allreduce_multi bad node")
     assert [e["node"] for e in _events(work, "resume")] == ["node3"]
 
     # --drain too: a node that fails now is drained by the sweep, the operator's node still untouched
@@ -159,7 +174,7 @@ def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
     assert code == 2, out + err
     assert "gate: node4 drained: gpu.health: GPU3: row remap pending" in out
     assert "gate: node5 left as is (drained by someone else): gpu.health" in out
-    assert slurm.node("node4")["ReasonText"].startswith("nodecheck: gpu.health GPU3: row remap pending")
+    assert _ours(slurm.node("node4")["ReasonText"], "gpu.health GPU3: row remap pending")
     assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"
 
 
@@ -195,7 +210,7 @@ def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm
     done = slurm.wait_job(job, timeout=120)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
     assert "node2" not in expand_hostlist(done["NodeList"])
-    assert slurm.node("node2")["ReasonText"] == "nodecheck: nccl.version NCCL 2.21.5 on node2, expected 2.29.2 (3 nodes)"
+    assert slurm.node("node2")["ReasonText"] == M("nccl.version NCCL 2.21.5 on node2, expected 2.29.2 (3 nodes)")
     drains = _events(work, "drain")
     assert [(e["node"], e["check"]) for e in drains] == [("node2", "nccl.version")]
     assert all(slurm.node(n)["State"] == "IDLE" for n in ("node1", "node3", "node4"))
@@ -210,7 +225,7 @@ def test_observe_only_judges_and_logs_but_drains_nothing(slurm, work):
     assert slurm.slurm_nodes()["node2"] == "IDLE"
     [would] = _events(work, "would-drain")
     assert (would["node"], would["check"]) == ("node2", "gpu.health")
-    assert would["reason"].startswith("nodecheck: gpu.health GPU3: row remap pending")
+    assert _ours(would["reason"], "gpu.health GPU3: row remap pending")
     assert _events(work, "drain") == []
 
 
@@ -261,7 +276,7 @@ def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slu
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
     assert "node3" not in expand_hostlist(done["NodeList"])
     reason = slurm.node("node3")["ReasonText"]
-    assert reason.startswith("nodecheck: ib.pairs ") and reason.endswith("[failed on 2 of 2 attempts]"), reason
+    assert _ours(reason, "ib.pairs ") and reason.endswith("[failed on 2 of 2 attempts]"), reason
     assert [(e["node"], e["check"]) for e in _events(work, "drain")] == [("node3", "ib.pairs")]
     report = json.loads((Path(_events(work, "drain")[0]["evidence"]).parents[2] / "report.json").read_text())
     assert report["extras"]["gate"]["attempts"] == 2 and report["extras"]["gate"]["retried"] == ["ib.pairs"]
@@ -276,7 +291,7 @@ def test_slurmd_runs_the_health_check_which_drains_and_after_the_repair_resumes(
     slurm.drain("node5", "operator: replacing a fan")
     slurm.fake_nvml("node3", NVML_REMAP_PENDING)
     node3 = slurm.wait_node("node3", lambda n: "DRAIN" in n["State"], timeout=30)
-    assert node3["ReasonText"].startswith("nodecheck: gpu.health GPU3: row remap pending")
+    assert _ours(node3["ReasonText"], "gpu.health GPU3: row remap pending")
     slurm.fake_nvml("node3", NVML_HEALTHY)
     assert slurm.wait_node("node3", lambda n: n["State"] == "IDLE", timeout=30)["Reason"] == ""
     assert slurm.node("node5")["ReasonText"] == "operator: replacing a fan"

@@ -5,7 +5,8 @@ import pytest
 
 from tests.helpers import data, data_files
 from nodecheck.errors import ParseError
-from nodecheck.parsers.slurm import OWNER, NodeState, parse_show_node
+from nodecheck.parsers.slurm import (OLD_OWNER, OWNER, NodeState, parse_show_node, reason_body, reason_mark,
+                                      reason_owner)
 
 CN_DOC = "slurm/cn-doc-scontrol-show-node-25.05-idle-drain-unicode-reason-and-sinfo.txt"
 CN_DOC_PROMPT = "root@server2:~# sinfo"        # the poster's next command, pasted right after the block
@@ -86,7 +87,8 @@ def test_show_node_file_gives_exact_states(path):
     want = SHOW_NODE[path]
     assert list(states) == [node.name for node, _, _ in want]
     assert list(states.values()) == [node for node, _, _ in want]
-    assert [(s.drained, s.ours) for s in states.values()] == [(d, o) for _, d, o in want]
+    # (o: a nodecheck-style reason; every recorded one is unmarked, old-format: never nodecheck's own)
+    assert [(s.drained, s.owner()) for s in states.values()] == [(d, "old" if o else "foreign") for _, d, o in want]
 
 
 def test_cn_doc_whole_file_is_refused_at_the_pasted_prompt():
@@ -114,11 +116,23 @@ def test_two_nodes_keep_output_order_and_a_blank_line_separates_them():
     assert list(parse_show_node(text)) == ["gpu004", "gpu005"]
 
 
-def test_owner_prefix():
-    assert OWNER == "nodecheck:"
-    assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "nodecheck: ib.port mlx5_0 Down").ours
-    assert not _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "NHC: nodecheck: x").ours
-    assert not _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "Nodecheck: x").ours
+def test_owner_is_the_mark_of_the_reasons_text_and_the_sites_token():
+    assert (OWNER, OLD_OWNER) == ("nodecheck[", "nodecheck:")
+    mark = reason_mark("ib.port mlx5_0 Down")
+    assert len(mark) == 8 and mark == reason_mark("ib.port mlx5_0 Down", "")
+    ours = f"nodecheck[{mark}]: ib.port mlx5_0 Down"
+    assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, ours).owner() == "ours"
+    assert reason_owner(ours, token="site-b") == "foreign"          # another site's (or token's) mark
+    assert reason_owner(f"nodecheck[{reason_mark('x', 'site-b')}]: x", token="site-b") == "ours"
+    # the mark is of the text: an edit (a person copying nodecheck's reason and adding to it) loses it
+    assert reason_owner(ours + " - held for RMA", "") == "foreign"
+    assert reason_owner(ours.replace("Down", "down"), "") == "foreign"
+    assert reason_owner(f"nodecheck[{mark.upper()}]: ib.port mlx5_0 Down") == "foreign"
+    assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "nodecheck: ib.port mlx5_0 Down").owner() == "old"
+    assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "NHC: nodecheck: x").owner() == "foreign"
+    assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "Nodecheck: x").owner() == "foreign"
+    assert reason_body(ours) == "ib.port mlx5_0 Down" and reason_body("nodecheck: a b") == "a b"
+    assert reason_body("admin: nodecheck: a") == ""
 
 
 @pytest.mark.parametrize("state, flags, drained, not_responding", [

@@ -1,0 +1,137 @@
+"""A probe's timeout holds at every blocking SSH step (issue 17, finding 6): against an in-process
+paramiko sshd that authenticates and then never answers the session-channel open, never answers
+the exec request, or stops sending mid-output, a 2 s probe comes back TIMEOUT in about 2 s, and
+no thread is left behind once the session is closed."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import paramiko
+import pytest
+
+from nodecheck.model import Node, Outcome, Probe
+from nodecheck.transport.ssh import SshSession, SshTransport
+
+HOST_KEY = paramiko.RSAKey.generate(2048)
+CLIENT_KEY = paramiko.RSAKey.generate(2048)
+
+
+class Server(paramiko.ServerInterface):
+    """Accepts the client's key; then behaves as told: "open-mute" (never answers the channel open),
+    "exec-mute" (never answers the exec request), "stalls" (prints a line, then nothing, no exit),
+    "ok" (prints and exits 0)."""
+
+    def __init__(self, behaviour: str, release: threading.Event) -> None:
+        self.behaviour, self.release = behaviour, release
+        self.channels: list[paramiko.Channel] = []
+
+    def get_allowed_auths(self, username):
+        return "publickey"
+
+    def check_auth_publickey(self, username, key):
+        return paramiko.AUTH_SUCCESSFUL if key == CLIENT_KEY else paramiko.AUTH_FAILED
+
+    def check_channel_request(self, kind, chanid):
+        if self.behaviour == "open-mute":
+            self.release.wait(60)              # the server's transport thread: nothing is answered
+        return paramiko.OPEN_SUCCEEDED
+
+    def check_channel_exec_request(self, channel, command):
+        if self.behaviour == "exec-mute":
+            self.release.wait(60)
+            return False
+        self.channels.append(channel)
+        threading.Thread(target=self._answer, args=(channel,), daemon=True).start()
+        return True
+
+    def _answer(self, channel: paramiko.Channel) -> None:
+        time.sleep(0.05)
+        channel.sendall(b"first line\n")
+        if self.behaviour == "stalls":
+            self.release.wait(60)
+            return
+        channel.send_exit_status(0)
+        channel.close()
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    """make(behaviour) -> a Node that reaches a fresh in-process sshd on 127.0.0.1."""
+    release, listeners, transports = threading.Event(), [], []
+
+    def make(behaviour: str) -> Node:
+        srv = socket.create_server(("127.0.0.1", 0))
+        listeners.append(srv)
+        port = srv.getsockname()[1]
+
+        def serve() -> None:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            t = paramiko.Transport(conn)
+            transports.append(t)
+            t.add_server_key(HOST_KEY)
+            t.start_server(server=Server(behaviour, release))
+        threading.Thread(target=serve, daemon=True, name="test-sshd-accept").start()
+        identity = tmp_path / "id_rsa"
+        CLIENT_KEY.write_private_key_file(str(identity))
+        known = tmp_path / f"known_hosts_{port}"
+        known.write_text(f"[127.0.0.1]:{port},[n1]:{port} ssh-rsa {HOST_KEY.get_base64()}\n")
+        return Node("n1", "127.0.0.1", port=port, user="root", identity_file=str(identity),
+                    known_hosts=str(known))
+    yield make
+    release.set()
+    for t in transports:
+        t.close()
+    for s in listeners:
+        s.close()
+
+
+def _settled(baseline: set[threading.Thread], wait_s: float = 3.0) -> list[str]:
+    """The threads started since `baseline` that are still alive after up to wait_s (test server's aside)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = [t.name for t in threading.enumerate() if t not in baseline and t.is_alive()
+                and not t.name.startswith("test-sshd")]
+        ours = [t for t in threading.enumerate() if t not in baseline and t.is_alive()
+                and isinstance(t, paramiko.Transport) and not t.server_mode]
+        if not ours and not [n for n in left if "nodecheck" in n] or time.monotonic() > deadline:
+            return [t.name for t in ours] + [n for n in left if "nodecheck" in n]
+        time.sleep(0.05)
+
+
+def _probe_run(node: Node, timeout_s: float = 2.0):
+    session = SshTransport(connect_timeout_s=5).connect(node, 5)
+    assert isinstance(session, SshSession), getattr(session, "detail", session)
+    started = time.monotonic()
+    capture = session.run(Probe("ibstat", ("ibstat",), timeout_s), timeout_s)
+    took = time.monotonic() - started
+    session.close()
+    return capture, took
+
+
+@pytest.mark.parametrize("behaviour, detail", [
+    ("exec-mute", "no answer within 2 s (the node never answered the exec request)"),
+    ("open-mute", "no answer within 2 s (the node never opened the session channel)"),
+    ("stalls", "no answer within 2 s"),
+])
+def test_a_probe_times_out_at_its_bound_at_every_ssh_step_and_leaves_no_thread(sshd, behaviour, detail):
+    node = sshd(behaviour)
+    baseline = set(threading.enumerate())
+    capture, took = _probe_run(node)
+    assert (capture.outcome, capture.exit_code, capture.detail) == (Outcome.TIMEOUT, None, detail)
+    assert 1.9 <= took < 3.0, took
+    if behaviour == "stalls":
+        assert capture.stdout == "first line\n"          # what came before the stall is kept
+    assert _settled(baseline) == []
+
+
+def test_a_server_that_answers_still_runs_the_probe(sshd):
+    baseline = set(threading.enumerate())
+    capture, took = _probe_run(sshd("ok"))
+    assert (capture.outcome, capture.exit_code, capture.stdout) == (Outcome.EXITED, 0, "first line\n")
+    assert took < 2
+    assert _settled(baseline) == []
