@@ -32,7 +32,8 @@ from nodecheck import gate
 from nodecheck.errors import ConfigError
 from nodecheck.model import Node, Status, one_line
 from nodecheck.playbook import Playbook
-from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report
+from nodecheck.redact import redact_text
+from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report, store
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_OUTPUT_DIR = "/var/lib/nodecheck/reports"
@@ -113,13 +114,15 @@ class GateLog:
         if self.job:
             parts.append(f"job={self.job}")
         parts += [f"{k}={_quoted(v)}" for k, v in fields.items() if v not in (None, "")]
-        line = " ".join(parts)
+        # a verdict message can quote a tool's output or a job's command line: a token is masked
+        line = redact_text(" ".join(parts))
         self.lines.append(line)
         print(line, file=sys.stderr)
         if self.path:
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a", encoding="utf-8") as f:
+                Path(self.path).parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+                # 0640 for the operators' group, never through a planted symlink (report.store.create)
+                with os.fdopen(store.create(self.path, store.shared(), append=True), "a", encoding="utf-8") as f:
                     f.write(line + "\n")
             except OSError as e:
                 print(f"nodecheck: warning: cannot write the gate log {self.path}: {e}", file=sys.stderr)

@@ -23,15 +23,17 @@ _NOT_SECRET = frozenset({"NCCL_IB_PKEY", "SSH_AUTH_SOCK", "NCCL_IB_AR_THRESHOLD"
 
 # scheme://user[:password]@host: the userinfo part goes (a lone user name may be the token itself)
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]{1,2048}@")
-# NAME=value inside free text (an argv, a command line, an env dump); NAME is a shell name. The
-# value runs to the next whitespace (unbounded: a long token is masked whole), or is a quoted string
-# (bounded: an unclosed quote must not make every later NAME=" rescan the line).
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]{0,255})="
-                         r"(\"[^\"\n]{0,65536}\"|'[^'\n]{0,65536}'|[^\s\"']*)")
+# NAME=value inside free text (an argv, a command line, an env dump, a log field); NAME is a shell
+# name. Only NAME= is matched here, so a non-secret NAME="..." (a log's message="...") does not hide
+# the assignments quoted inside it; a secret NAME's value is then taken by _VALUE: to the next
+# whitespace or quote (unbounded: a long token is masked whole), or a quoted string (bounded: an
+# unclosed quote must not make every later NAME=" rescan the line).
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]{0,255})=")
+_VALUE = re.compile(r"\"[^\"\n]{0,65536}\"|'[^'\n]{0,65536}'|[^\s\"']*")
 # --token VALUE / --password=VALUE style options in a command line
 _OPTION_NAME = (r"--?[A-Za-z0-9_-]{0,64}(?:token|secret|password|passwd|api[-_]?key|key)"
                 r"[A-Za-z0-9_-]{0,32}")
-_OPTION = re.compile(rf"({_OPTION_NAME})(=|[ \t]+)([^\s]+)", re.IGNORECASE)
+_OPTION = re.compile(rf"({_OPTION_NAME})(=|[ \t]+)([^\s\"']+)", re.IGNORECASE)
 _OPTION_ALONE = re.compile(_OPTION_NAME, re.IGNORECASE)
 
 
@@ -62,14 +64,26 @@ def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
     """Free text (a command line, a log line, a capture) with secrets masked: NAME=value where NAME
     looks secret, --token VALUE options, URL credentials, and every literal in known_secrets (the
     values a job's environment declared secret, wherever they were echoed)."""
-    out = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={REDACTED}" if is_secret_name(m.group(1))
-                          else m.group(0), text)
+    out = _redact_assignments(text)
     out = _OPTION.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", out)
     out = mask_url_credentials(out)
     # longest first: a secret that contains another is replaced whole
     for secret in sorted({s for s in known_secrets if len(s) >= 4}, key=len, reverse=True):
         out = out.replace(secret, REDACTED)
     return out
+
+
+def _redact_assignments(text: str) -> str:
+    parts, pos = [], 0
+    for m in _ASSIGNMENT.finditer(text):
+        if m.start() < pos or not is_secret_name(m.group(1)):
+            continue                           # inside a value already masked, or nothing to mask
+        value = _VALUE.match(text, m.end())
+        assert value is not None               # _VALUE matches the empty string
+        parts += [text[pos:m.end()], REDACTED]
+        pos = value.end()
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def redact_argv(argv: Iterable[str], known_secrets: Iterable[str] = ()) -> tuple[str, ...]:

@@ -130,7 +130,7 @@ def test_render_every_section(examined):
         "  node1: GPUs unknown (nodecheck-forensics: 28: nvidia-smi: not found); no Xid; no OOM kill; 2 NCCL WARN lines",
         f"  node2: not read: {UNREACHED}",
         "next step: read the missing ranks' own log and the Xid/OOM lines above; if node1 is at fault, drain it "
-        "(scontrol update nodename=node1 state=drain reason='nodecheck: forensics') and check it: "
+        "(scontrol update nodename=node1 state=drain reason='forensics: hung collective, see the record') and check it: "
         "nodecheck run hosts.yml --nodes 'node1'",
     ]
     assert lines[notes + 1] == f"  node2: not read: {UNREACHED}"

@@ -240,6 +240,21 @@ def test_an_unwritable_log_is_a_warning_not_a_failure(tmp_path, capsys):
     assert "nodecheck: warning: cannot write the gate log" in capsys.readouterr().err
 
 
+def test_the_log_masks_secrets_is_not_world_readable_and_never_follows_a_planted_link(tmp_path):
+    import os
+    import stat
+    log = gatecmd.GateLog(str(tmp_path / "logs" / "gate.log"), "prolog", "7")
+    log.event("could-not-judge", "gpu001", message="probe argv: env HF_TOKEN=hf_s3cr3t python3 - --api-key k3y5")
+    text = (tmp_path / "logs" / "gate.log").read_text()
+    assert "hf_s3cr3t" not in text and "k3y5" not in text and "HF_TOKEN=<redacted>" in text
+    assert stat.S_IMODE(os.stat(tmp_path / "logs" / "gate.log").st_mode) == 0o640
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (tmp_path / "planted.log").symlink_to(victim)
+    gatecmd.GateLog(str(tmp_path / "planted.log"), "health").event("resume", "gpu001")
+    assert victim.read_text() == "keep\n"
+
+
 def test_the_result_line_folds_newlines_and_separators(capsys):
     gatecmd._say("FAIL gpu.health: line 1\nline 2\r\u2028tab\there")
     assert capsys.readouterr().out == "FAIL gpu.health: line 1 line 2  tab here\n"

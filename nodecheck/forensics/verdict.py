@@ -202,7 +202,7 @@ def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str], un
             return ("read the missing ranks' own log and the Xid/OOM lines above; find the node they ran on (the "
                     "launcher's log, or forensics with --slurm-job / --match) and check it with nodecheck run")
         return (f"read the missing ranks' own log and the Xid/OOM lines above; if {culprits} is at fault, drain it "
-                f"(scontrol update nodename={culprits} state=drain reason='nodecheck: forensics') and check it: "
+                f"(scontrol update nodename={culprits} state=drain reason='forensics: hung collective, see the record') and check it: "
                 f"nodecheck run hosts.yml --nodes '{culprits}'")
     if kind == SAME:
         return (f"every rank waits in the same collective: look below NCCL, at the network: nodecheck run "
