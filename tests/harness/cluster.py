@@ -489,6 +489,83 @@ class SimCluster:
         Returns how many were killed."""
         return int(self._sh("drop-sessions", node).strip())
 
+    # ---- fault injection (tests/faults) ------------------------------------------------------
+    def fake_killed(self, node: str, tool: str, sig: str = "KILL", stdout: str = "") -> Path:
+        """`tool` on `node` prints `stdout`, then dies by signal `sig` (KILL, SEGV, ...), as a tool
+        that crashed or was OOM-killed mid-run."""
+        if not re.fullmatch(r"[A-Z0-9]+", sig):
+            raise ValueError(f"bad signal name {sig!r}")
+        lines = [f"cat {shlex.quote(str(self._copy_data(node, tool, 'stdout', stdout.encode())))}"] if stdout else []
+        return self._write_tool(node, tool, f"dies by SIG{sig}", lines + [f"kill -{sig} $$", "sleep 5"])
+
+    def fake_flood(self, node: str, tool: str, nbytes: int, line: str = "x" * 99) -> Path:
+        """`tool` on `node` prints `nbytes` bytes of `line` lines (100 MB of output), then exits 0."""
+        if "'" in line or "\n" in line:
+            raise ValueError(f"bad flood line {line!r}")
+        return self._write_tool(node, tool, f"prints {nbytes} bytes",
+                                [f"yes '{line}' | head -c {int(nbytes)}", "exit 0"])
+
+    def fake_stall_after(self, node: str, tool: str, first: bytes, rest: bytes, stall_s: float,
+                         marker: str | os.PathLike) -> Path:
+        """`tool` prints `first`, touches `marker` (the test's cue to inject a fault), waits
+        `stall_s`, then prints `rest`: output cut by whatever the test does in between."""
+        a = self._copy_data(node, tool, "stdout", first)
+        b = self._copy_data(node, tool, "rest", rest)
+        return self._write_tool(node, tool, f"prints, stalls {stall_s:g} s, prints the rest",
+                                [f"cat {shlex.quote(str(a))}", f"touch {shlex.quote(str(marker))}",
+                                 f"sleep {float(stall_s):g}", f"cat {shlex.quote(str(b))}", "exit 0"])
+
+    def node_processes(self, node: str, ignore: Collection[str] = ("slurmd", "slurmstepd")) -> list[tuple[int, str]]:
+        """(pid, command line) of every process "on" the node (in its mount namespace; the nodes
+        share one PID namespace) except its sshd listener and daemons named in `ignore`: what a
+        run left behind on the node."""
+        name = f"node{self._index(node)}"
+        try:
+            ns = int((self.node_dir(name) / "mntns").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        listener = _read_pid(self.node_dir(name) / "sshd.pid")
+        found = []
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit() or int(p.name) == listener:
+                continue
+            try:
+                if os.stat(p / "ns" / "mnt").st_ino != ns or "\nState:\tZ" in (p / "status").read_text():
+                    continue
+                comm = (p / "comm").read_text().strip()
+                argv = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if comm not in ignore:
+                found.append((int(p.name), argv or f"[{comm}]"))
+        return found
+
+    def reset_ssh_connections(self, node: str) -> int:
+        """TCP reset of every established connection to the node's sshd (`ss -K`, the kernel's
+        socket destroy: the client gets ECONNRESET mid-stream). Returns how many sockets went;
+        0 means the kernel lacks CONFIG_INET_DIAG_DESTROY (use kill_ssh_sessions instead)."""
+        addr = self.address(node)
+        query = ["state", "established", "(", "src", f"{addr}:{self.port}", ")"]
+        before = subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True,
+                                text=True, timeout=10).stdout.strip().splitlines()
+        subprocess.run([*self._netns_prefix(), "ss", "-K", "-Htn", *query], capture_output=True, timeout=10)
+        after = subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True,
+                               text=True, timeout=10).stdout.strip().splitlines()
+        return len(before) - len(after)
+
+    def slurmctld_kill(self) -> int:
+        """slurmctld dies (SIGKILL), slurmd and munged stay: every scontrol gets "Unable to contact
+        slurm controller". slurm_up() again (or slurm_down()) brings it back / cleans up."""
+        pid = _read_pid(self.slurm_dir / "slurmctld.pid")
+        if not _alive(pid):
+            raise HarnessError("slurmctld is not running")
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(50):
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        return pid
+
     # ---- training jobs (tests/fakes/trainer.py, gpu_telemetry.py; scenarios: tests/harness/training.py)
     # A fake training process per node (or `procs` per node) inside the node's namespaces, writing
     # torchtitan-like step lines to its log, and a fake nvidia-smi that reads the same scenario, so

@@ -62,6 +62,12 @@ nc_sandbox_cleanup() {
     || echo "warning: stopping the simulated Slurm cluster failed ($NC_TMP/sim/slurm)" >&2
   NODECHECK_HARNESS_DIR=$NC_TMP/sim bash "$NC_HARNESS/ssh_nodes.sh" down >/dev/null 2>&1 \
     || echo "warning: stopping the simulated cluster failed ($NC_TMP/sim)" >&2
+  # the fault suite's own cluster (tests/faults/conftest.py), beside the integration tests' one
+  if [ -d "$NC_TMP/sim-faults" ]; then
+    NODECHECK_HARNESS_DIR=$NC_TMP/sim-faults bash "$NC_HARNESS/slurm_cluster.sh" down >/dev/null 2>&1 || true
+    NODECHECK_HARNESS_DIR=$NC_TMP/sim-faults bash "$NC_HARNESS/ssh_nodes.sh" down >/dev/null 2>&1 \
+      || echo "warning: stopping the fault suite's cluster failed ($NC_TMP/sim-faults)" >&2
+  fi
   nc_netns_delete "$NC_NS"
   rm -rf -- "$NC_TMP"
 }

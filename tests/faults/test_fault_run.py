@@ -1,0 +1,138 @@
+"""Faults around the run itself: a signal, the deadline, a clock step, and a report directory that
+cannot take the report."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from faults.support import (HEALTHY, REMOTE_BACKSTOP_S, assert_no_crash, assert_nothing_left, assert_report,
+                            book, command, finish, run, start, temp_entries)
+from harness.scenarios import IB_CAS, IBSTAT_HEALTHY, Fabric, Replay, apply
+from nodecheck.checks.ib_pairs import IbPairs, _round_needs
+
+NODES = ["node1", "node2"]
+CLOCKSTEP = Path(__file__).resolve().parent / "clockstep"
+
+
+def test_sigterm_mid_run_writes_a_partial_report_and_leaves_nothing(cluster, tmp_path):
+    cluster.fake_replay("node1", "ibstat", HEALTHY)
+    cluster.fake_hang("node2", "ibstat")
+    before = temp_entries()
+    started = time.monotonic()
+    proc = start(cluster, tmp_path, "node[1-2]", playbook=book(timeout_s=3))
+    _wait_for_process(cluster, "node2", "sleep 3600")
+    proc.send_signal(signal.SIGTERM)
+    o = finish(proc, tmp_path, started)
+    assert_report(o, NODES, complete=False, reason="stopped by a signal")
+    assert (o.status("node1"), o.status("node2"), o.code) == ("pass", "timeout", 3)
+    # the hung tool ends by the remote `timeout` wrapper, the backstop after the client hung up
+    assert_nothing_left(cluster, NODES, before, within=3 + REMOTE_BACKSTOP_S + 2)
+
+
+def _wait_for_process(cluster, node: str, argv: str, timeout: float = 20) -> None:
+    end = time.monotonic() + timeout
+    while not any(argv in a for _, a in cluster.node_processes(node)):
+        assert time.monotonic() < end, f"{argv!r} never ran on {node}"
+        time.sleep(0.05)
+
+
+PAIRS = "  ib.pairs: {devices: [mlx5_0], duration_s: 1, test_timeout_s: %d}\n"
+
+
+def _pair_layout(cluster, test_s: float, nodes=NODES) -> None:
+    apply(cluster, {"*": [Fabric(devices=IB_CAS, test_s=test_s)],
+                    **{n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes}})
+
+
+def test_sigterm_during_a_pair_test_round_stops_it_and_cleans_the_nodes(cluster, tmp_path):
+    _pair_layout(cluster, test_s=6)
+    before = temp_entries()
+    started = time.monotonic()
+    proc = start(cluster, tmp_path, "node[1-2]", playbook="version: 1\ndeadline_s: 120\nchecks:\n" + PAIRS % 10)
+    _wait_for_process(cluster, "node1", "ib_write_bw")
+    proc.send_signal(signal.SIGTERM)
+    o = finish(proc, tmp_path, started)
+    assert_report(o, NODES, complete=False, reason="stopped by a signal")
+    assert time.monotonic() - started < 15
+    assert {o.status(n) for n in NODES} == {"skipped"}, [o.messages(n) for n in NODES]
+    assert o.code == 3
+    assert_nothing_left(cluster, NODES, before, within=5)
+
+
+def test_the_deadline_hit_during_the_pair_test_rounds_is_a_partial_report(cluster, tmp_path):
+    """ib.pairs starts a round only when the round's worst case fits before the deadline (a round
+    is bounded by test_timeout_s), so the deadline can only fall between rounds: 3 nodes are 3
+    rounds; the deadline leaves room for one or two of them."""
+    nodes = ["node1", "node2", "node3"]
+    _pair_layout(cluster, test_s=3, nodes=nodes)
+    needs = _round_needs(IbPairs(devices=["mlx5_0"], duration_s=1, test_timeout_s=4))
+    before = temp_entries()
+    o = run(cluster, tmp_path, "node[1-3]", "--deadline", f"{needs + 4:g}", playbook="version: 1\nchecks:\n" + PAIRS % 4)
+    assert re.match(r"ib\.pairs: round [23] not run: \d+ s left before the deadline, it needs \d+ s",
+                        o.doc["incomplete_reason"]), o.doc["incomplete_reason"]
+    assert_report(o, nodes, complete=False, reason=o.doc["incomplete_reason"])
+    # the pair tested in round 1 passes; a node left untested says so (SKIPPED), never PASS
+    statuses = sorted(o.status(n) for n in nodes)
+    assert statuses in (["pass", "pass", "skipped"], ["pass", "pass", "pass"]), [o.messages(n) for n in nodes]
+    for n in nodes:
+        if o.status(n) == "skipped":
+            assert o.messages(n)[0][1].startswith("not tested: round "), o.messages(n)
+    assert o.code == 3 and o.wall < 20
+    assert_nothing_left(cluster, nodes, before, within=5)
+
+
+@pytest.mark.parametrize("step_s", [3600, -3600], ids=["clock-forward-1h", "clock-back-1h"])
+def test_a_clock_step_during_the_run_changes_no_verdict_and_no_bound(cluster, tmp_path, step_s):
+    """The wall clock jumps 1.5 s into the run (see clockstep/sitecustomize.py for what is real);
+    timeouts and the deadline run on the monotonic clock, so nothing times out early or late."""
+    cluster.fake_replay("node1", "ibstat", HEALTHY)
+    cluster.fake_script("node2", "ibstat", f"sleep 2.5; cat {HEALTHY}")
+    env = dict(os.environ, PYTHONPATH=str(CLOCKSTEP), NODECHECK_FAULT_CLOCK_STEP=f"1.5:{step_s}")
+    before = temp_entries()
+    o = run(cluster, tmp_path, "node[1-2]", playbook=book(timeout_s=5, deadline_s=8), env=env)
+    assert_report(o, NODES, complete=True)
+    assert (o.status("node1"), o.status("node2"), o.code) == ("pass", "pass", 0)
+    assert o.wall < 8
+    assert_nothing_left(cluster, NODES, before)
+
+
+@pytest.fixture
+def mount(tmp_path):
+    """mount(options) -> a fresh tmpfs directory under tmp_path; unmounted after the test."""
+    mounted = []
+
+    def make(options: str) -> Path:
+        where = tmp_path / f"fs{len(mounted)}"
+        where.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "nodecheck-fault", str(where)], check=True)
+        mounted.append(where)
+        return where
+    yield make
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.parametrize("options, why", [("size=8k", "No space left on device"),
+                                          ("ro,size=1m", "Read-only file system")],
+                         ids=["report-dir-full", "report-dir-not-writable"])
+def test_a_report_dir_that_cannot_take_the_report_is_no_clean_bill_of_health(cluster, tmp_path, mount,
+                                                                              options, why):
+    """All nodes pass, but the report cannot be kept: exit 3 (never 0), stdout still carries the
+    whole report, stderr says why, and no half-written report is left where it was to go."""
+    cluster.fake_replay("node1", "ibstat", HEALTHY)
+    cluster.fake_replay("node2", "ibstat", HEALTHY)
+    where = mount(options)
+    before = temp_entries()
+    o = run(cluster, tmp_path, "node[1-2]", out=where)
+    assert o.stored is None
+    assert [(n["node"], n["status"]) for n in o.doc["nodes"]] == [("node1", "pass"), ("node2", "pass")]
+    assert o.doc["complete"] is True and o.code == 3
+    assert f"nodecheck: error: could not write the report under {where}" in o.err and why in o.err, o.err
+    assert [p for p in where.rglob("*") if p.is_file()] == []
+    assert_nothing_left(cluster, NODES, before)
