@@ -6,7 +6,6 @@ re-add that address's GIDs, which can land at new indices (incident 2 in
 """
 from __future__ import annotations
 
-import configparser
 import fnmatch
 import re
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ _SPEC_ESCAPES = {"s": " ", "t": "\t", "n": "\n"}
 _SPEC_ESCAPE = re.compile(r"\\(.)")
 _HWADDR = re.compile(r"[0-9A-Fa-f]{2}(?:[:-][0-9A-Fa-f]{2})+")
 _KEY = "unmanaged-devices"
+_GROUP = re.compile(r"\[[^\[\]]+\]")
 
 
 def parse_nmcli_devices(text: str) -> dict[str, str]:
@@ -31,13 +31,13 @@ def parse_nmcli_devices(text: str) -> dict[str, str]:
         if not line.strip():
             continue
         if line.startswith("Error:"):          # "Error: NetworkManager is not running."
-            raise ParseError("nmcli", f"nmcli failed: {line.strip()!r}", text)
+            raise ParseError("nmcli", f"nmcli failed: {_quote(line.strip())}", text)
         fields = _terse_fields(line)
         if len(fields) != 3 or not fields[0]:
-            raise ParseError("nmcli", f"expected DEVICE:TYPE:STATE, got {line!r}", text)
+            raise ParseError("nmcli", f"expected DEVICE:TYPE:STATE, got {_quote(line)}", text)
         device, _type, state = fields
         if device in states:
-            raise ParseError("nmcli", f"device {device!r} listed twice", text)
+            raise ParseError("nmcli", f"device {_quote(device)} listed twice", text)
         states[device] = state
     if not states:
         raise ParseError("nmcli", "empty output", text)
@@ -98,19 +98,37 @@ def _terse_fields(line: str) -> list[str]:
 
 
 def _keyfile_section(text: str) -> dict[str, str]:
-    # GKeyFile syntax: '#' comments only, '=' only, keys are case sensitive
-    parser = configparser.ConfigParser(strict=False, interpolation=None, comment_prefixes=("#",),
-                                       delimiters=("=",), default_section="\0no default\0")
-    parser.optionxform = str                   # type: ignore[assignment, method-assign]
-    try:
-        parser.read_string(text)
-    except configparser.Error as why:
-        raise ParseError("NetworkManager.conf", f"not a key file: {why.message.splitlines()[0]}",
-                         text) from None
-    if not parser.has_section("keyfile"):
-        return {}
-    # "unmanaged-devices+=x" reads as key "unmanaged-devices+" with value "x"
-    return {key.strip(): value for key, value in parser.items("keyfile")}
+    """The [keyfile] group's keys, read by GKeyFile's rules (GLib gkeyfile.c): one line at a time
+    ('\\n' only), '#' comment lines, '[group]' lines, `key=value` with the spaces around '=' dropped,
+    keys case sensitive, a later value winning. Not configparser: its option regex (a lazy `.*?`
+    before `\\s*=`) is quadratic on a line holding a long run of spaces."""
+    tool = "NetworkManager.conf"
+    keys: dict[str, str] = {}
+    group: str | None = None
+    for number, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("["):
+            if not _GROUP.fullmatch(stripped):
+                raise ParseError(tool, f"not a key file: line {number}: not a [group] line: {_quote(stripped)}", text)
+            group = stripped[1:-1]
+            continue
+        key, equals, value = stripped.partition("=")
+        if group is None:
+            raise ParseError(tool, f"not a key file: line {number}: a key before any [group]", text)
+        if not equals or not key.strip():
+            raise ParseError(tool, f"not a key file: line {number}: not a key=value line: {_quote(stripped)}",
+                             text)
+        if group == "keyfile":
+            # "unmanaged-devices+=x" reads as key "unmanaged-devices+" with value "x"
+            keys[key.strip()] = value.strip()
+    return keys
+
+
+def _quote(value: str, limit: int = 60) -> str:
+    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
 
 
 def _split_specs(value: str) -> list[str]:

@@ -69,7 +69,7 @@ def test_conf_d_files_override_and_extend_in_load_order():
 
 
 def test_not_a_key_file_is_a_parse_error():
-    with pytest.raises(ParseError, match="not a key file: File contains no section headers"):
+    with pytest.raises(ParseError, match="not a key file: line 1: a key before any \\[group\\]"):
         unmanaged_devices("unmanaged-devices=interface-name:eth1\n")
 
 
@@ -102,3 +102,36 @@ def test_specs_not_decidable_by_name():
     assert specs_not_by_name(["interface-name:ens*", "mac:00:22:68:1c:59:b1", "type:ethernet",
                               "00:1E:65:30:D1:C4", "except:driver:mlx5_core", "eth1", "*"]) == \
         ["mac:00:22:68:1c:59:b1", "type:ethernet", "00:1E:65:30:D1:C4", "except:driver:mlx5_core"]
+
+
+def test_a_key_holding_a_long_run_of_spaces_is_read_in_linear_time():
+    """configparser's option regex (a lazy `.*?` before `\\s*=`) took 3 s on a key with 20k spaces
+    inside and 67 s on 80k (issue 17, found by tests/fuzz); GKeyFile's own rules are read by line."""
+    import time
+    conf = "[device]\nwifi.scan-rand-mac-" + " " * 200_000 + "address=no\n[keyfile]\nunmanaged-devices=ib0\n"
+    start = time.perf_counter()
+    assert unmanaged_devices(conf) == ["ib0"]
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("unmanaged-devices=interface-name:eth1\n", "line 1: a key before any \\[group\\]"),
+    ("[keyfile]\nunmanaged-devices\n", "line 2: not a key=value line: 'unmanaged-devices'"),
+    ("[keyfile\nunmanaged-devices=x\n", "line 1: not a \\[group\\] line: '\\[keyfile'"),
+])
+def test_what_glib_refuses_is_a_parse_error_naming_the_line(text, reason):
+    with pytest.raises(ParseError, match=reason):
+        unmanaged_devices(text)
+
+
+def test_keyfile_rules_comments_spaces_around_the_sign_and_the_last_value_wins():
+    conf = ("  # a comment\n[keyfile]\n  unmanaged-devices = interface-name:a \n"
+            "[main]\nunmanaged-devices=interface-name:not-keyfile\n[keyfile]\nunmanaged-devices=interface-name:b\n")
+    assert unmanaged_devices(conf) == ["interface-name:b"]
+    assert unmanaged_devices("[keyfile]\r\nunmanaged-devices=interface-name:c\r\n") == ["interface-name:c"]
+
+
+def test_nmcli_messages_quote_a_bounded_excerpt():
+    with pytest.raises(ParseError) as error:
+        parse_nmcli_devices("x" * 100_000 + "\n")
+    assert len(error.value.reason) < 200 and "(100000 characters)" in error.value.reason
