@@ -1,6 +1,7 @@
 """What each subcommand does, between argument parsing (cli.py) and the runner."""
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -18,6 +19,8 @@ def run_command(args: Namespace) -> int:
     from nodecheck.playbook import load_playbook
 
     playbook = load_playbook(args.playbook, tuple(args.pins), getattr(args, "job_env", None))
+    if getattr(args, "job_env", None):
+        playbook = with_job_user(playbook, job_user_of(args.job_env))
     nodes, excluded, transport = _targets(args, playbook)
     if not args.local:
         _ensure_open_files(min(args.fanout, len(nodes)))
@@ -29,6 +32,53 @@ def run_command(args: Namespace) -> int:
     for warning in getattr(transport, "warnings", lambda: [])():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     return _publish(report, args)
+
+
+# --- whose files a job names are read as -----------------------------------------------------------
+# A path in a job's environment (NCCL_CONF_FILE) is read on the node by root, so only as the job's user
+# could read it (probes/shell.py job_file): their own file, else root's readable by everyone. The job's
+# user is whoever hands nodecheck the environment: the owner of the file it came from (a user running
+# nodecheck on their own job owns theirs). Root's copy says nothing about whose job it is (an operator
+# copied a user's file): no user.
+
+
+def job_user_of(path: str) -> str:
+    """The uid owning `path` (a --job-env file, a JOB.yml), as text; "" for root or a file that
+    cannot be read."""
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return ""
+    return "" if uid == 0 else str(uid)
+
+
+def prolog_job_user() -> str:
+    """The job's uid in the node Prolog: slurmd sets SLURM_JOB_UID there (not the job); "" for root's."""
+    uid = os.environ.get("SLURM_JOB_UID", "")
+    return uid if uid.isascii() and uid.isdigit() and int(uid) != 0 else ""
+
+
+def with_job_user(playbook, user: str):
+    """The playbook with `user` as the job's user of every check that reads the job's files
+    (params `job_user`), where the playbook names none itself; the probes are made again, keeping
+    their timeouts (a check's `timeout_s`)."""
+    import dataclasses
+    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+    if not user:
+        return playbook
+    if not JOB_USER.fullmatch(user) or len(user) > JOB_USER_MAX:
+        raise ValueError(f"not a uid or a user name: {user[:60]!r}")
+
+    def again(made, old):
+        return tuple(dataclasses.replace(p, timeout_s=o.timeout_s) for p, o in zip(made, old, strict=True))
+    checks = []
+    for c in playbook.checks:
+        if "job_user" in type(c.params).model_fields and not c.params.job_user:
+            params = c.params.model_copy(update={"job_user": user})
+            c = dataclasses.replace(c, params=params, probes=again(c.spec.probes_for(params), c.probes),
+                                    after=again(c.spec.after_probes_for(params), c.after))
+        checks.append(c)
+    return dataclasses.replace(playbook, checks=tuple(checks))
 
 
 FACTS_DEADLINE_S = 300.0                       # facts/baseline without --deadline

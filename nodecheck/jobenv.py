@@ -36,16 +36,79 @@ TEST_ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "UCX_", "OMPI_", "PM
                      "MELLANOX_", "MLX5_", "FI_", "GLOO_")
 TEST_ENV_NAMES = frozenset({"LD_LIBRARY_PATH"})
 
+# Who chose a variable matters. The test runs as root (often over SSH, as the Prolog): a variable that
+# names a library, plugin, module directory, program or file makes root load the job's code
+# (LD_LIBRARY_PATH, NCCL_NET_PLUGIN, OMPI_MCA_mca_base_component_path, UCX_MODULE_DIR,
+# CUDA_INJECTION64_PATH), run its program (OMPI_MCA_plm_rsh_agent), or create, truncate or read a file
+# of its choosing (NCCL_DEBUG_FILE=/etc/passwd, NCCL_TOPO_FILE). So from the JOB (--job-env) such a
+# variable never travels, by two rules: (1) its name has a word (split at "_", any case) that says
+# what it names: PATH, DIR, FILE, PLUGIN, LIB, AGENT, PREFIX, ... (LOADING_WORDS; or a word ending in
+# DIR/PATH/FILE: TMPDIR), or it is LD_LIBRARY_PATH; (2) its value looks like a path or a URI (holds a
+# "/") and the name is not one known to take a "/" that names no file (an address range 10.0.0.0/16,
+# a MIG device MIG-GPU-.../7/0). Tuning (NCCL_IB_HCA=mlx5_0:1, NCCL_SOCKET_IFNAME=ib0, NCCL_ALGO=Ring,
+# OMPI_MCA_pml=ucx) travels. The test then runs without them, the report names them (never their
+# values) with LOADS_OR_WRITES, and the verdict says so: the operator knows the job's plugin was not
+# what was tested. The operator's own playbook `env:` is trusted input and may set any of them
+# (a site's aws-ofi-nccl plugin); where the job's value is refused, the operator's stays.
+LOADING_WORDS = frozenset({"PATH", "PATHS", "DIR", "DIRS", "FILE", "FILES", "PLUGIN", "PLUGINS", "LIB", "LIBS",
+                           "LIBRARY", "LIBRARIES", "PRELOAD", "AGENT", "CMD", "COMMAND", "EXE", "EXEC", "PROGRAM",
+                           "SCRIPT", "HOME", "ROOT", "PREFIX", "URI"})
+_LOADING_SUFFIXES = ("DIR", "PATH", "FILE", "FILES")
+# names whose values hold a "/" that names no file: address ranges (NCCL's, Open MPI's if_include /
+# if_exclude, CIDR) and device selections (a MIG device's GPU-uuid/GI/CI)
+SLASH_NAMES = frozenset({"NCCL_IB_ADDR_RANGE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+_SLASH_NAME = re.compile(r"(OMPI|PMIX|PRTE)_MCA_\w*_if_(include|exclude)\Z", re.ASCII)
+_CIDR = re.compile(r"[0-9A-Fa-f:.]+/[0-9]{1,3}\Z", re.ASCII)
+
+NOT_NEEDED = "not a variable the test needs"
+SECRET_NAME = "its name looks secret"
+LOADS_OR_WRITES = "names a library, plugin, program or file that nodecheck would load, run, read or write as root"
+
 
 def travels(name: str) -> bool:
-    """Whether the job's variable `name` may reach a node for a test (TEST_ENV_PREFIXES, TEST_ENV_NAMES,
-    and never a secret-looking name)."""
+    """Whether the variable `name` may reach a node for a test (TEST_ENV_PREFIXES, TEST_ENV_NAMES,
+    and never a secret-looking name), whoever set it."""
     return (name.startswith(TEST_ENV_PREFIXES) or name in TEST_ENV_NAMES) and not is_secret_name(name)
 
 
-def probe_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """(the variables that travel, the names left behind, sorted)."""
-    return ({k: v for k, v in env.items() if travels(k)}, sorted(k for k in env if not travels(k)))
+def job_refuses(name: str, value: str) -> str:
+    """Why the JOB's `name`=`value` stays behind (NOT_NEEDED, SECRET_NAME, LOADS_OR_WRITES); "" when it
+    travels."""
+    if not travels(name):
+        return SECRET_NAME if is_secret_name(name) else NOT_NEEDED
+    if name == "LD_LIBRARY_PATH" or _loading_name(name) or (_path_like(value) and not _slash_name(name)):
+        return LOADS_OR_WRITES
+    return ""
+
+
+def _loading_name(name: str) -> bool:
+    words = name.upper().split("_")
+    return any(w in LOADING_WORDS or w.endswith(_LOADING_SUFFIXES) for w in words)
+
+
+def _slash_name(name: str) -> bool:
+    return name in SLASH_NAMES or _SLASH_NAME.match(name) is not None
+
+
+def _path_like(value: str) -> bool:
+    """A "/" outside address ranges (10.0.0.0/16, fd00::/64): a path, a URI, a device path."""
+    return any("/" in item and not _CIDR.match(item) for item in re.split(r"[,\s]+", value))
+
+
+def probe_env(env: Mapping[str, str], job: Mapping[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(the variables that travel: the operator's `env` (travels) with the job's over it (job_refuses),
+    {name left behind: why}, sorted by name). A job's variable refused for what it names leaves the
+    operator's value of it in place."""
+    kept = {k: v for k, v in env.items() if travels(k)}
+    left = {k: SECRET_NAME if is_secret_name(k) else NOT_NEEDED for k in env if not travels(k)}
+    for k, v in (job or {}).items():
+        why = job_refuses(k, v)
+        if why:
+            left[k] = why
+        else:
+            kept[k] = v
+            left.pop(k, None)
+    return kept, dict(sorted(left.items()))
 
 
 def load_job_env(path: str) -> dict[str, str]:

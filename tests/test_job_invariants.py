@@ -20,11 +20,12 @@ NODES = ("node1", "node2")
 
 def probe_out(env: str = "", conf: str = "", writable: str = "default\tok\ncheckpoint\tok\n", ckpt: str = "1",
               avail_kib: int = 104857600, fs: str = "nfs:/ckpt 1000000000 1 104857600 1% /shared",
-              resume: str = "", gpus: int = 8, gpu_rc: int = 0, fstype: str = "") -> str:
+              resume: str = "", gpus: int = 8, gpu_rc: int = 0, fstype: str = "", checked_as: str = "") -> str:
     df = f"Filesystem 1024-blocks Used Available Capacity Mounted on\n{fs.replace('104857600', str(avail_kib))}\n"
     return (f"@@nodecheck conf_path /root/.nccl.conf\n@@nodecheck begin user.conf\n{conf}@@nodecheck end user.conf rc=0\n"
             "@@nodecheck begin nccl.conf\n@@nodecheck end nccl.conf rc=0\n"
             f"@@nodecheck begin node_env\n{env}@@nodecheck end node_env rc=0\n"
+            + (f"@@nodecheck checked_as {checked_as}\n" if checked_as else "") +
             f"@@nodecheck begin writable\n{writable}@@nodecheck end writable rc=0\n"
             f"@@nodecheck ckpt_exists {ckpt}\n"
             + (f"@@nodecheck begin df\n{df}@@nodecheck end df rc=0\n" if ckpt == "1" else "")
@@ -361,3 +362,34 @@ def test_same_device_name_on_every_node_is_not_called_shared():
 def test_async_error_handling_names_and_values(env, status, start):
     out = judged(timeouts, ctx(spec(env=env, timeouts={"collective_s": 1800})))
     assert out[-1][1] is status and out[-1][2].startswith(start)
+
+
+# --- the directory tests are the job's user's, not root's (issue 17, slice I) -----------------------------
+
+NOT_AS_USER = "!not checked as the job's user: neither setpriv nor runuser (util-linux) is on this node"
+
+
+def test_directory_tests_that_could_not_run_as_the_jobs_user_are_errors_not_roots_answers():
+    s = spec(checkpoint={"dir": "/c", "every_minutes": 30, "resume": True})
+    text = probe_out(checked_as=NOT_AS_USER.replace(" ", "\\x20"), ckpt="", resume="",
+                     writable="default\t?" + NOT_AS_USER[1:] + "\ncheckpoint\t?" + NOT_AS_USER[1:] + "\n")
+    text = text.replace("@@nodecheck ckpt_exists \n", "")
+    out = judged(checkpoints, ctx(s), node1=text, node2=text)
+    assert out[1:] == [(NODES, Status.ERROR, "checkpoint directory /c: " + NOT_AS_USER[1:]),
+                       (NODES, Status.ERROR, "resume point: " + NOT_AS_USER[1:])]
+    fr = judged(flight_recorder, ctx(), node1=text, node2=text)
+    assert fr[0][:2] == (NODES, Status.ERROR) and fr[0][2].endswith(
+        "; its directory was " + NOT_AS_USER[1:])
+
+
+def test_directory_tests_made_as_root_say_so():
+    s = spec(checkpoint={"dir": "/c", "every_minutes": 30, "resume": True})
+    out = judged(checkpoints, ctx(s), node1=probe_out(checked_as="root", resume="exists"),
+                 node2=probe_out(checked_as="alice", resume="exists"))
+    assert ("node1",) in [n for n, _, _ in out]
+    messages = {(nodes, m) for nodes, _, m in out}
+    assert (("node1",), "resumes from a checkpoint in /c: present on this node (checked as root: the job's user "
+                        "is not known)") in messages
+    assert (("node2",), "resumes from a checkpoint in /c: present on this node") in messages
+    assert any(n == ("node1",) and m.endswith("(checked as root: the job's user is not known)")
+               and "writable" in m for n, m in messages)

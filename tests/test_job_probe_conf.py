@@ -2,6 +2,7 @@
 of root (or the job's user) that everyone may read (issue 17, finding 3: /etc/shadow was captured)."""
 from __future__ import annotations
 
+import os
 import subprocess
 
 from nodecheck.job.probe import job_probe, parse_job_probe
@@ -30,3 +31,26 @@ def test_a_root_only_conf_file_the_job_names_is_not_captured_a_readable_one_is(t
     [conf, _] = parse_job_probe(run(JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(shadow)}),
                                     tmp_path)).conf
     assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
+
+
+def test_the_jobs_own_private_conf_file_is_read_for_the_jobs_user_and_nobody_elses(tmp_path):
+    conf_file = tmp_path / "job.conf"
+    conf_file.write_text("NCCL_IB_HCA=mlx5_1\n")
+    conf_file.chmod(0o600)
+    os.chown(conf_file, 65534, 65534)
+    spec = JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(conf_file)})
+    for user in ("65534", "nobody"):
+        [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user=user), tmp_path)).conf
+        assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
+    [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user="4243"), tmp_path)).conf
+    assert (dict(conf.settings), conf.error) == (
+        {}, "not read: owned by uid 65534, not by root or the job's user (uid 4243)")
+    [conf, _] = parse_job_probe(run_probe(job_probe(spec), tmp_path)).conf
+    assert (dict(conf.settings), conf.error) == ({}, "not read: owned by uid 65534, not by root")
+
+
+def run_probe(probe, home) -> str:
+    done = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    assert "@@nodecheck end gpus" in done.stdout, done.stderr
+    return done.stdout

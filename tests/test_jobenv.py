@@ -175,6 +175,50 @@ def test_only_the_variables_a_test_needs_travel_and_never_a_secret_looking_one()
     kept, left = probe_env(env)
     assert kept == {"NCCL_IB_HCA": "mlx5_0", "TORCH_NCCL_BLOCKING_WAIT": "1", "UCX_TLS": "rc",
                     "OMPI_MCA_btl": "^openib", "LD_LIBRARY_PATH": "/opt/nccl/lib", "NCCL_IB_PKEY": "0x8001"}
-    assert left == ["AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "LD_PRELOAD", "MASTER_ADDR", "NCCL_SECRET_SAUCE", "PATH",
-                    "TORCH_HUB_TOKEN"]
+    assert list(left) == ["AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "LD_PRELOAD", "MASTER_ADDR", "NCCL_SECRET_SAUCE",
+                          "PATH", "TORCH_HUB_TOKEN"]
+    assert (left["HF_TOKEN"], left["PATH"]) == ("its name looks secret", "not a variable the test needs")
     assert not travels("nccl_lowercase") and travels("CUDA_VISIBLE_DEVICES")
+
+
+# --- what a job may not choose for a test that runs as root (issue 17, slice I) ----------------------------
+
+# each names a library, plugin, module directory, program or file that the test (nccl-tests, mpirun, UCX,
+# CUDA), run as root, would load, run, read or write
+LOADING = {"LD_LIBRARY_PATH": "/home/u/evil", "NCCL_NET_PLUGIN": "/home/u/libevil.so", "NCCL_TUNER_PLUGIN": "evil",
+           "NCCL_PROFILER_PLUGIN": "evil", "NCCL_ENV_PLUGIN": "evil", "NCCL_DEBUG_FILE": "/etc/passwd",
+           "NCCL_TOPO_DUMP_FILE": "topo.xml", "NCCL_GRAPH_DUMP_FILE": "graph.xml", "NCCL_TOPO_FILE": "/root/t.xml",
+           "NCCL_GRAPH_FILE": "g.xml", "NCCL_TUNER_CONFIG_FILE": "tuner.conf", "NCCL_CONF_FILE": "/home/u/nccl.conf",
+           "OMPI_MCA_mca_base_component_path": "/home/u/mca", "OMPI_MCA_mca_base_param_files": "mca.conf",
+           "OMPI_MCA_plm_rsh_agent": "sh -c evil", "OMPI_MCA_orte_launch_agent": "evil",
+           "OMPI_MCA_orte_tmpdir_base": "tmp", "OMPI_MCA_pml_ucx_plugin": "x", "UCX_MODULE_DIR": "/home/u/ucx",
+           "UCX_LOG_FILE": "ucx.log", "CUDA_INJECTION64_PATH": "/home/u/inj.so", "CUDA_CACHE_PATH": "/root/.nv",
+           "CUDA_HOME": "/home/u/cuda", "TORCH_FR_DUMP_TEMP_FILE": "/tmp/fr_", "FI_PROVIDER_PATH": "/home/u/fi",
+           "PMIX_MCA_ptl_tcp_report_uri": "uri.txt", "HCOLL_LIB": "x",
+           # a name nodecheck has never heard of, with a path for a value: not known to be harmless
+           "NCCL_SOME_FUTURE_VAR": "/home/u/x", "UCX_SOMETHING": "./lib.so"}
+TUNING = {"NCCL_IB_HCA": "mlx5_0:1", "NCCL_SOCKET_IFNAME": "ib0", "NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple",
+          "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET", "NCCL_NET": "AWS Libfabric", "NCCL_IB_GID_INDEX": "3",
+          "NCCL_IB_ADDR_RANGE": "10.0.0.0/16", "OMPI_MCA_btl_tcp_if_include": "10.0.0.0/8,fd00::/64",
+          "OMPI_MCA_pml": "ucx", "UCX_NET_DEVICES": "mlx5_0:1", "UCX_TLS": "rc,sm",
+          "CUDA_VISIBLE_DEVICES": "MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0", "CUDA_MODULE_LOADING": "LAZY",
+          "NVIDIA_VISIBLE_DEVICES": "all", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+
+
+def test_a_jobs_variable_that_names_a_library_plugin_or_file_stays_behind_and_its_tuning_travels():
+    """A root-run test must not dlopen the job's library (LD_LIBRARY_PATH, NCCL_NET_PLUGIN, UCX_MODULE_DIR),
+    run its program (OMPI_MCA_plm_rsh_agent) or create/read a file of its choosing (NCCL_DEBUG_FILE=/etc/passwd);
+    the operator's playbook `env:` may set them, and keeps its value where the job's is refused."""
+    from nodecheck.jobenv import LOADS_OR_WRITES, NOT_NEEDED, SECRET_NAME, job_refuses, probe_env
+    operator = {"NCCL_NET_PLUGIN": "aws-ofi", "LD_LIBRARY_PATH": "/opt/aws-ofi-nccl/lib", "NCCL_IB_HCA": "mlx5_1"}
+    kept, left = probe_env(operator, {**LOADING, **TUNING, "HF_TOKEN": "s3cr3t", "PATH": "/home/u/bin"})
+    assert kept == {"NCCL_NET_PLUGIN": "aws-ofi", "LD_LIBRARY_PATH": "/opt/aws-ofi-nccl/lib", **TUNING}
+    assert left == {**{name: LOADS_OR_WRITES for name in sorted(LOADING)}, "HF_TOKEN": SECRET_NAME,
+                    "PATH": NOT_NEEDED}
+    assert list(left) == sorted(left)
+    assert LOADS_OR_WRITES == "names a library, plugin, program or file that nodecheck would load, run, read or " \
+                              "write as root"
+    for name, value in LOADING.items():
+        assert job_refuses(name, value) == LOADS_OR_WRITES, name
+    for name, value in TUNING.items():
+        assert job_refuses(name, value) == "", name

@@ -43,13 +43,15 @@ from nodecheck.parsers.ncclenv import PROBE_NAME, Address, NodeFacts, RdmaPortSt
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
-from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
+from nodecheck.probes.shell import (ESCAPE_FUNCTIONS, JOB_USER_MAX, JOB_USER_PATTERN, NCCL_CONF_FUNCTION,
+                                     WRITABLE_FUNCTION)
 from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
                                            listener_directory, listener_made, start_listener, stop_listener)
 from nodecheck.registry import check
 from nodecheck.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
+JobUser = Annotated[str, Field(pattern=JOB_USER_PATTERN, max_length=JOB_USER_MAX)]   # (see shell.JOB_USER)
 DEFAULT_MEMLOCK_FAIL_BELOW_KIB = 65536         # 64 MiB: below it even small RDMA registrations fail
 
 
@@ -88,21 +90,25 @@ class NcclEnv(BaseModel):
     flight_recorder: Literal["warn", "fail", "off"] = Field(
         "warn", description="when TORCH_NCCL_TRACE_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 are not both set")
     reachability: Reachability = Field(Reachability(), description="{ports, connect_timeout_s, enabled}")
+    job_user: JobUser = Field("", description="the job's user (a uid or a name): a NCCL_CONF_FILE of theirs is "
+                              "read even when private; set by nodecheck from --job-env's owner or the prolog's "
+                              "SLURM_JOB_UID; \"\": only root's files readable by everyone")
 
 
 # --- the passive probe ------------------------------------------------------------------------------
 
 # $1: 1 to print the node's NCCL_*/TORCH_*/MASTER_* variables; $2: the job's NCCL_CONF_FILE ("" when
-# the job does not set it); then LABEL PATH pairs: the job's dump file prefixes, whose directories are
-# tested for writing next to the default's and the node's own.
+# the job does not set it); $3: the job's user ("" when not known: shell.job_file reads the file as
+# theirs); then LABEL PATH pairs: the job's dump file prefixes, whose directories are tested for
+# writing next to the default's and the node's own.
 # The node's variables are filtered on the node: its other variables (secrets) never leave it.
 # NCCL also reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf (src/misc/param.cc
 # initEnvFunc): a variable the environment leaves unset may be set there.
 _SCRIPT = SHELL_FUNCTION + WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
-node_env=$1; conf=$2; shift 2; named=1
+node_env=$1; conf=$2; job_user=$3; shift 3; named=1
 [ -n "$conf" ] || { [ "$node_env" = 1 ] && conf=${NCCL_CONF_FILE:-}; }
 [ -n "$conf" ] || { conf=$HOME/.nccl.conf; named=0; }
-nccl_confs "$conf" "$named" ""
+nccl_confs "$conf" "$named" "$job_user"
 echo "@@nodecheck begin node_env"
 rc=0; [ "$node_env" = 1 ] && { env_matching '^(NCCL|TORCH|MASTER)_[A-Za-z0-9_]*$' 2>&1; rc=$?; }
 echo "@@nodecheck end node_env rc=$rc"
@@ -138,7 +144,7 @@ echo "@@nodecheck end writable rc=0"
 
 def probes(want: NcclEnv) -> list[Probe]:
     """One probe; the job's dump prefixes reach it as positional arguments, never inside the script."""
-    args = ["1" if want.node_env else "0", want.env.get("NCCL_CONF_FILE", "")]
+    args = ["1" if want.node_env else "0", want.env.get("NCCL_CONF_FILE", ""), want.job_user]
     for name in TRACE_FILE_VARS:
         if name in want.env:
             args += [f"job:{name}", want.env[name]]
@@ -429,6 +435,8 @@ def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
                         "which nodecheck cannot check; give an absolute path", "flight_recorder", observed)]
     if result is None:
         return [Verdict(Status.ERROR, f"{head}; the probe did not test that directory", "flight_recorder", observed)]
+    if result.startswith("?"):                 # shell.writable: it could not test as the job's user
+        return [Verdict(Status.ERROR, f"{head}; its directory was {result[1:]}", "flight_recorder", observed)]
     directory = prefix.rsplit("/", 1)[0] or "/"
     return [Verdict(Status.FAIL, f"{head}, but {directory} is not writable on this node ({result[1:]}): the dump "
                     "of a timed-out collective would be lost", "flight_recorder", observed, {"writable": "ok"})]

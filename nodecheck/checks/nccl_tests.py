@@ -22,7 +22,7 @@ from nodecheck import pairs as planner
 from nodecheck.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.crossnode import fold
 from nodecheck.errors import ParseError
-from nodecheck.jobenv import EnvName, EnvValue
+from nodecheck.jobenv import LOADS_OR_WRITES, EnvName, EnvValue
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
 from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
@@ -92,7 +92,11 @@ class NcclSweep(BaseModel):
         "run moves a node's own GPU traffic through its NICs and is slower by design (default busbw_gbps)")
     env: dict[EnvName, EnvValue] = Field(
         {}, description="environment of the test (the job's: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...); "
-        "--job-env FILE overrides it; NCCL_DEBUG defaults to VERSION")
+        "--job-env FILE overrides it (except what names a library, plugin or file); NCCL_DEBUG defaults to VERSION")
+    job_env: dict[EnvName, EnvValue] = Field(
+        {}, description="set by nodecheck from --job-env FILE, not written in a playbook: the job's variables, "
+        "over `env`; one that names a library, plugin, program or file stays behind (jobenv.job_refuses): the "
+        "test runs as root")
     test_timeout_s: float = Field(600, gt=0, le=86400, allow_inf_nan=False, description=(
         "each test is killed after this (timeout on the node); a killed test is a hang, classified "
         "by how far its output got"))
@@ -112,6 +116,23 @@ class NcclSweep(BaseModel):
 
     def floor(self, variant: str) -> Floor | None:
         return self.variant_busbw_gbps.get(variant, self.busbw_gbps)
+
+    def test_env(self, variant: str) -> dict[str, str]:
+        """The environment the test runs with: `env`, the job's over it as far as each travels."""
+        return nccltest.job_env(self.env, variant, self.job_env)
+
+    def ran_without(self, verdict: Verdict) -> Verdict:
+        """`verdict` with what of the environment the test ran without: every name left behind and why
+        in observed["env_not_passed"] (names only), and, where the job's library, plugin or file
+        variables were refused, a note in the message, so no one takes the job's plugin as tested."""
+        left = nccltest.left_behind(self.env, self.job_env)
+        if not left:
+            return verdict
+        loading = [name for name, why in left.items() if why == LOADS_OR_WRITES]
+        note = f"; the test ran without the job's {', '.join(loading)}: each {LOADS_OR_WRITES} (a playbook's " \
+               "env: may set it)" if loading else ""
+        return dataclasses.replace(verdict, message=verdict.message + note,
+                                   observed={**verdict.observed, "env_not_passed": left})
 
     def sweep(self, collective: str) -> nccltest.Sweep:
         return nccltest.Sweep(collective, self.min_bytes, self.max_bytes, self.step_factor, self.iters,
@@ -394,7 +415,7 @@ def _single_name(collective: str, variant: str) -> str:
 
 
 def single_probes(want: NcclSingle) -> list[Probe]:
-    return [nccltest.single_node(_single_name(c, v), want.sweep(c), want.gpus, nccltest.job_env(want.env, v),
+    return [nccltest.single_node(_single_name(c, v), want.sweep(c), want.gpus, want.test_env(v),
                                  want.test_timeout_s, want.binary_dir, want.json_report)
             for v in want.variants for c in want.collectives]
 
@@ -411,8 +432,9 @@ def allreduce_single(out: Captures, want: NcclSingle) -> Verdicts:
             what = subject(collective, variant)
             floor = want.floor(variant)
             t = judge_output(capture.stdout, want, what, expected_ranks=want.gpus, floor=floor,
-                             env=nccltest.job_env(want.env, variant))
-            yield t.verdict(what, {"busbw_gbps": floor.model_dump() if floor else None, "gpus": want.gpus})
+                             env=want.test_env(variant))
+            yield want.ran_without(t.verdict(what, {"busbw_gbps": floor.model_dump() if floor else None,
+                                                    "gpus": want.gpus}))
 
 
 # ---------------------------------------------------------------- nccl.allreduce_multi
@@ -469,19 +491,20 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
                                    f"{len(usable)}")
         return
     runs: list[dict] = []
-    left_behind = nccltest.left_behind(want.env)
+    left_behind = nccltest.left_behind(want.env, want.job_env)
     if left_behind:                            # names only: what the test ran without, and why not its values
         ctx.extras["env_not_passed"] = left_behind
     for variant in want.variants:
         for collective in want.collectives:
-            yield from _one_collective(ctx, want, usable, collective, variant, runs)
+            for group, verdict in _one_collective(ctx, want, usable, collective, variant, runs):
+                yield group, want.ran_without(verdict)
     ctx.extras["tests"] = runs
 
 
 def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: str,
                     runs: list[dict]) -> Iterator[Grouped]:
     what = subject(collective, variant)
-    env = nccltest.job_env(want.env, variant)
+    env = want.test_env(variant)
     limit = want.test_timeout_s
     ranks = len(nodes) * want.ranks_per_node * want.gpus_per_rank
     needs = nccltest.probe_timeout_s(limit, want.json_report) + AFTER_RESERVE_S

@@ -24,7 +24,7 @@ def job_check_command(args: Namespace) -> int:
     counts = _counts(spec, args.job) if spec.data_balance is not None else None
     nodes, transport, record = _nodes(args)
     ctx = JobContext(spec=spec, order=tuple(n.name for n in nodes), counts=counts, slurm=record)
-    checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec))
+    checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec, job_user(args.job, record)))
     playbook = Playbook(name=f"job-check-{Path(args.job).stem}", path=str(Path(args.job)), sha256=spec.sha256,
                         description=f"job-check of {args.job}", deadline_s=DEFAULT_DEADLINE_S,
                         select_labels=frozenset(), checks=checks)
@@ -36,6 +36,19 @@ def job_check_command(args: Namespace) -> int:
     for warning in getattr(transport, "warnings", lambda: [])():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     return _publish(report, args)
+
+
+def job_user(job: str, record) -> str:
+    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: JOB.yml's author (its owner: a
+    user's JOB.yml names only that user's own private files, whoever's job it checks), else, for a
+    root-owned copy, the Slurm job's user (squeue's, which the job cannot forge); "" for none or root."""
+    from nodecheck.commands import job_user_of
+    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+    author = job_user_of(job)
+    if author or record is None:
+        return author
+    user = record.user
+    return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
 
 
 def _counts(spec, job: str):
@@ -96,5 +109,5 @@ def _slurm_job(job_id: str, implicit: bool = False):
     except SlurmError as e:
         raise ConfigError(f"cannot read Slurm job {job_id}" + (" (from $SLURM_JOB_ID)" if implicit else "") + f": {e}",
                           file="SLURM_JOB_ID" if implicit else "--slurm-job",
-                          hint="is the id right, and is scontrol on PATH with SLURM_CONF set?"
+                          hint="is the id right, and are squeue and scontrol on PATH with SLURM_CONF set?"
                           + (" Outside the job, give --inventory hosts.yml --nodes ..." if implicit else "")) from None

@@ -363,6 +363,16 @@ def checkpoints(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -
     per_node: dict[str, list[Verdict]] = {}
     for node, f in facts.items():
         out: list[Verdict] = []
+        # made as the job's user (job/probe.py); root's view is said, and none is given in the user's place
+        as_root = " (checked as root: the job's user is not known)" if f.checked_as == "root" else ""
+        if f.checked_as.startswith("!"):
+            out.append(Verdict(Status.ERROR, f"checkpoint directory {ck.dir}: {f.checked_as[1:]}", "dir",
+                               {"checked_as": f.checked_as}))
+            if ck.resume:
+                out.append(Verdict(Status.ERROR, f"resume point: {f.checked_as[1:]}", "resume",
+                                   {"checked_as": f.checked_as}))
+            per_node[node] = out
+            continue
         if f.ckpt_exists is None:
             out.append(Verdict(Status.ERROR, f"the probe did not report on {ck.dir} (output cut off?)", "dir"))
         elif f.ckpt_not_dir:
@@ -377,7 +387,7 @@ def checkpoints(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -
             w = f.writable.get(CHECKPOINT)
             if w != "ok":
                 out.append(Verdict(Status.FAIL, f"checkpoint directory {ck.dir} is not writable on this node "
-                                   f"({(w or '!not tested')[1:]}): the first save fails", "dir",
+                                   f"({(w or '!not tested')[1:]}){as_root}: the first save fails", "dir",
                                    {"writable": w}, {"writable": "ok"}))
             if f.ckpt_free_bytes is None:
                 out.append(Verdict(Status.ERROR, f"cannot read the free space of {ck.dir}: {f.ckpt_df_error}", "free"))
@@ -388,13 +398,13 @@ def checkpoints(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -
                                    {"free_gb": f">= {fmt(ck.min_free_gb)}"}))
             elif w == "ok":
                 out.append(Verdict(Status.PASS, f"{ck.dir} writable, {f.ckpt_free_bytes / 1e9:.1f} {GB} free"
-                                   + (f" (>= {fmt(ck.min_free_gb)} GB)" if ck.min_free_gb else "") + shared,
+                                   + (f" (>= {fmt(ck.min_free_gb)} GB)" if ck.min_free_gb else "") + shared + as_root,
                                    "dir", {"free_gb": round(f.ckpt_free_bytes / 1e9, 1)}))
         if ck.resume:
             what = ck.resume_from or f"a checkpoint in {ck.dir}"
             # an entry of the directory counts only where it is one (a file's own name is no resume point)
             if f.resume == "exists" or (f.resume.startswith("entry ") and f.ckpt_exists):
-                out.append(Verdict(Status.PASS, f"resumes from {what}: present on this node", "resume"))
+                out.append(Verdict(Status.PASS, f"resumes from {what}: present on this node{as_root}", "resume"))
             else:
                 out.append(Verdict(Status.FAIL, f"checkpoint.resume is true but {what} is not there on this node: "
                                    "the job starts from scratch (or fails to load); fix resume_from or copy the "

@@ -32,13 +32,21 @@ CHECKPOINT = "checkpoint"                      # the writable label of the check
 ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 
 # $1: the job's NCCL_CONF_FILE ("" when unset); $2: the checkpoint directory ("" when none);
-# $3: the resume point ("" = any entry of the checkpoint directory, "-" = not resuming);
-# then LABEL PATH pairs: the job's dump-file prefixes.
+# $3: the resume point ("" = any entry of the checkpoint directory, "-" = not resuming); $4: the
+# job's user ("" when not known: shell.job_file reads the conf file as theirs, and the directory tests
+# run as them: shell.as_job); then LABEL PATH pairs: the job's dump-file prefixes.
+# The checkpoint and dump-directory tests are the job's: made as root they would say "writable" for a
+# directory only root may write, answer whether a path the job cannot reach exists, and name the first
+# entry of a directory the job cannot read. So they run as the job's user (checked_as: that user's name;
+# "root" when none is known, said in the verdicts; "!not checked as the job's user: WHY", then no
+# directory fact is given at all, never root's answer in the user's place).
 _SCRIPT = WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
-conf=$1; ckpt=$2; resume=$3; shift 3; named=1
+conf=$1; ckpt=$2; resume=$3; job_user=$4; shift 4; named=1
 [ -n "$conf" ] || conf=${NCCL_CONF_FILE:-}
 [ -n "$conf" ] || { conf=$HOME/.nccl.conf; named=0; }
-nccl_confs "$conf" "$named" ""
+nccl_confs "$conf" "$named" "$job_user"
+job_as "$job_user"
+printf '@@nodecheck checked_as %s\n' "$(escaped "$ja_how")"
 echo "@@nodecheck begin node_env"
 env_matching '^(NCCL|TORCH|CUDA)_[A-Za-z0-9_]*$' 2>&1; echo "@@nodecheck end node_env rc=$?"
 echo "@@nodecheck begin writable"
@@ -46,28 +54,27 @@ writable default /tmp/nccl_trace_rank_
 while [ $# -ge 2 ]; do writable "$1" "$2"; shift 2; done
 [ -n "${TORCH_FR_DUMP_TEMP_FILE+x}" ] && writable node:TORCH_FR_DUMP_TEMP_FILE "$TORCH_FR_DUMP_TEMP_FILE"
 [ -n "${TORCH_NCCL_DEBUG_INFO_TEMP_FILE+x}" ] && writable node:TORCH_NCCL_DEBUG_INFO_TEMP_FILE "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
-[ -n "$ckpt" ] && [ -d "$ckpt" ] && writable checkpoint "$ckpt/x"
+[ -n "$ckpt" ] && { [ "$ja_run" = ! ] || as_job test -d "$ckpt"; } && writable checkpoint "$ckpt/x"
 echo "@@nodecheck end writable rc=0"
-if [ -n "$ckpt" ]; then
-  if [ -d "$ckpt" ]; then
+if [ -n "$ckpt" ] && [ "$ja_run" != ! ]; then
+  if as_job test -d "$ckpt"; then
     echo "@@nodecheck ckpt_exists 1"
     echo "@@nodecheck begin df"
-    df -P -k -- "$ckpt" 2>&1; echo "@@nodecheck end df rc=$?"
-    printf '@@nodecheck ckpt_fstype %s\n' "$(stat -f -c %T -- "$ckpt" 2>/dev/null | head -n 1)"
-  elif [ -e "$ckpt" ]; then echo "@@nodecheck ckpt_exists notdir"
+    as_job df -P -k -- "$ckpt" 2>&1; echo "@@nodecheck end df rc=$?"
+    printf '@@nodecheck ckpt_fstype %s\n' "$(as_job stat -f -c %T -- "$ckpt" 2>/dev/null | head -n 1)"
+  elif as_job test -e "$ckpt"; then echo "@@nodecheck ckpt_exists notdir"
   else echo "@@nodecheck ckpt_exists 0"; fi
   if [ "$resume" = - ]; then :
   elif [ -n "$resume" ]; then
-    if [ -e "$resume" ]; then echo "@@nodecheck resume exists"; else echo "@@nodecheck resume missing"; fi
+    if as_job test -e "$resume"; then echo "@@nodecheck resume exists"; else echo "@@nodecheck resume missing"; fi
   else
     # the first entry that a save wrote: a glob (never a file's own name, as ls FILE prints), without
     # dot-entries (.snapshot, .nfs*) and lost+found, which an empty filesystem's root holds
-    first=
-    [ -d "$ckpt" ] && for e in "$ckpt"/*; do
+    first=$(as_job sh -c 'for e in "$1"/*; do
       [ -e "$e" ] || [ -L "$e" ] || continue
       case ${e##*/} in lost+found) continue ;; esac
-      first=${e##*/}; break
-    done
+      printf %s "${e##*/}"; break
+    done' nodecheck-job-entries "$ckpt" 2>/dev/null)
     if [ -n "$first" ]; then printf '@@nodecheck resume entry %s\n' "$(escaped "$first")"
     else echo "@@nodecheck resume missing"; fi
   fi
@@ -77,10 +84,12 @@ nvidia-smi --query-gpu=index --format=csv,noheader 2>&1; echo "@@nodecheck end g
 '''
 
 
-def job_probe(spec: JobSpec) -> Probe:
+def job_probe(spec: JobSpec, job_user: str = "") -> Probe:
+    """`job_user`: the job's user (a uid or a name; "" not known), whose own NCCL_CONF_FILE is read
+    even when private (shell.job_file)."""
     ck = spec.checkpoint
     resume = "-" if ck is None or not ck.resume else (ck.resume_from or "")
-    args = [spec.env.get("NCCL_CONF_FILE", ""), ck.dir if ck else "", resume]
+    args = [spec.env.get("NCCL_CONF_FILE", ""), ck.dir if ck else "", resume, job_user]
     for name in TRACE_FILE_VARS:
         if name in spec.env:
             args += [f"job:{name}", spec.env[name]]
@@ -101,6 +110,8 @@ class JobNodeFacts:
     gpu_error: str
     ckpt_not_dir: bool = False                 # the path exists but is not a directory (a file)
     ckpt_fstype: str = ""                      # stat -f's type name ("nfs", "xfs"); "" unknown
+    checked_as: str = ""                       # whose view the directory tests are: a user name ("root":
+                                               # no job's user known), "!not checked as the job's user: WHY"
 
 
 def parse_job_probe(text: str) -> JobNodeFacts:
@@ -126,7 +137,12 @@ def parse_job_probe(text: str) -> JobNodeFacts:
         resume = "entry " + unescaped(resume[len("entry "):], PROBE_NAME, text)
     return JobNodeFacts(node_env, conf, writable, None if exists is None else exists == "1", free, fs, df_error,
                         resume, count, gpu_error, ckpt_not_dir=exists == "notdir",
-                        ckpt_fstype=sections.facts.get("ckpt_fstype", "").strip())
+                        ckpt_fstype=sections.facts.get("ckpt_fstype", "").strip(),
+                        checked_as=_checked_as(sections.facts.get("checked_as", ""), text))
+
+
+def _checked_as(fact: str, text: str) -> str:
+    return unescaped(fact.strip(), PROBE_NAME, text) if fact.strip() else ""
 
 
 def _df(section) -> tuple[int | None, str, str]:

@@ -8,8 +8,9 @@ words, then the command as argv words. The test's environment is not among them:
 /proc/*/cmdline is readable by every user there, and a probe's argv is kept in report.json. It
 travels on the probe's stdin as NAME=VALUE lines (values escaped, names checked here), which the
 script exports before its own variables are set, so no variable of the job's can change the time
-limit or the binary; only the job's variables that the test needs travel (jobenv.travels), and
-`mpirun -x NAME` passes names, never values.
+limit or the binary; only the variables that the test needs travel (jobenv.travels), from the job
+never one that names a library, plugin, program or file (jobenv.job_refuses: the test runs as root),
+and `mpirun -x NAME` passes names, never values.
 """
 from __future__ import annotations
 
@@ -119,19 +120,20 @@ def tool_path(collective: str, binary_dir: str | None) -> str:
     return f"{binary_dir.rstrip('/')}/{name}" if binary_dir else name
 
 
-def job_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
-    """The test's environment: the job's variables that travel to a node (jobenv.travels: NCCL_*,
-    TORCH_*, CUDA_*, UCX_*, ...; never a secret-looking name), the variant's switches over them,
-    NCCL_DEBUG=VERSION unless the job sets NCCL_DEBUG."""
-    for name in env:
+def job_env(env: Mapping[str, str], variant: str, job: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test's environment: the operator's `env` and the job's variables over it, each as far as it
+    travels to a node (jobenv.probe_env: NCCL_*, TORCH_*, CUDA_*, UCX_*, ...; never a secret-looking
+    name; from the job, never one that names a library, plugin, program or file), the variant's
+    switches over them, NCCL_DEBUG=VERSION unless one of them sets NCCL_DEBUG."""
+    for name in [*env, *(job or {})]:
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
-    return {"NCCL_DEBUG": DEFAULT_NCCL_DEBUG, **probe_env(env)[0], **VARIANT_ENV[variant]}
+    return {"NCCL_DEBUG": DEFAULT_NCCL_DEBUG, **probe_env(env, job)[0], **VARIANT_ENV[variant]}
 
 
-def left_behind(env: Mapping[str, str]) -> list[str]:
-    """The names of the job's variables that do not reach the test (job_env leaves them out)."""
-    return probe_env(env)[1]
+def left_behind(env: Mapping[str, str], job: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{name: why} of the variables that do not reach the test (job_env leaves them out), by name."""
+    return probe_env(env, job)[1]
 
 
 def env_lines(env: Mapping[str, str]) -> str:

@@ -62,6 +62,7 @@ class Plan:
     output_dir: Path
     on_hang: OnHang | None
     first: Target | None = None
+    config: str | None = None                  # --config's path: its owner is the job's user (job_user)
 
 
 class Watcher:
@@ -95,7 +96,8 @@ class Watcher:
                               "note": target.note})
         else:
             nodes = list(target.nodes)
-            work = {n: [sample_probe(self.cfg, n.name)] for n in nodes}
+            user = job_user(self.plan.config, self.plan.job)
+            work = {n: [sample_probe(self.cfg, n.name, user)] for n in nodes}
             done = run_probes(self.plan.transport, work, fanout=self.plan.fanout,
                               deadline=time.monotonic() + self.cfg.sample_timeout, stop=self.stop)
             if self.stop.is_set():
@@ -466,12 +468,27 @@ def plan_watch(args: Namespace) -> Plan:
     if first is not None and first.nodes:
         _ensure_open_files(min(fanout, len(first.nodes)))
     state_dir = Path(args.state_dir) if args.state_dir else output_dir / "watch" / safe_key(key)
-    return Plan(cfg, job, label, safe_key(key), transport, fanout, state_dir, output_dir, on_hang, first)
+    return Plan(cfg, job, label, safe_key(key), transport, fanout, state_dir, output_dir, on_hang, first,
+                config=args.config)
 
 
 def _slurm():
     from nodecheck.slurm import Slurm
     return Slurm()
+
+
+def job_user(config: str | None, job) -> str:
+    """Whose progress log and heartbeat the watcher reads (watch/probe.py): the watch config's owner
+    when it is not root (a user's JOB.yml names only that user's own files, whoever's job it
+    watches), else the Slurm job's user (squeue's, once read: the job cannot forge it); "" when none
+    is known (an operator's config over an inventory) or it is root."""
+    from nodecheck.commands import job_user_of
+    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+    author = job_user_of(config) if config else ""
+    if author:
+        return author
+    user = getattr(job, "user", "")
+    return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
 
 
 def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:

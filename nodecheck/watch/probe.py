@@ -11,23 +11,32 @@ wrapper does not), the watcher itself under the local transport (its argv holds 
 and whatever shell launched it. Counted as the job's, one of them would keep a node whose job died
 "running": so $$, its children and ALL its ancestors (walked through /proc, without a fork) are
 dropped before the list is printed.
+
+The log and the heartbeat are read only as the job's user could read them (shell.owned_open): the
+watch config can be a user's JOB.yml, and the watcher runs as root, so `progress.log: /etc/shadow`, a
+symlink to it, or another user's log is refused on the node (the sample says why, as the log's
+error), never copied into a sample, an incident record or the watcher's output. Size, mtime and tail
+are all taken from the file as opened. The job's user: the config file's owner when it is not root,
+else the Slurm job's user (squeue's); none known (an operator's config over an inventory): any user's
+file but root's private ones.
 """
 from __future__ import annotations
 
 from nodecheck.model import Probe
 from nodecheck.parsers.watch_sample import GPU_FIELDS, TAIL_BYTES
-from nodecheck.probes.shell import ANCESTRY_FUNCTION
+from nodecheck.probes.shell import ANCESTRY_FUNCTION, JOB_USER, JOB_USER_MAX, OWNED_OPEN_FUNCTION
 from nodecheck.watch.config import WatchConfig
 
 PROBE_NAME = "watch"
 ARGV0 = "nodecheck-watch"                      # $0 of the script: how it shows in `ps` on the node
 
 # $1 process pattern (ERE; "" = not watched)  $2 log path ("" = none)  $3 heartbeat path ("" = none)
-# $4 bytes of log tail. A leading "~/" in a path is the remote user's home.
+# $4 bytes of log tail  $5 the job's user (a uid or a name; "" = not known). A leading "~/" in a path is
+# the remote user's home.
 SCRIPT = r'''
 LC_ALL=C; export LC_ALL
-''' + ANCESTRY_FUNCTION + r'''
-pattern=$1; log=$2; beat=$3; tail_bytes=$4
+''' + ANCESTRY_FUNCTION + OWNED_OPEN_FUNCTION + r'''
+pattern=$1; log=$2; beat=$3; tail_bytes=$4; job_user=${5-}
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
 case $beat in '~/'*) beat=$HOME/${beat#'~/'} ;; esac
 echo "@@nodecheck begin clock"
@@ -55,35 +64,47 @@ if [ -n "$pattern" ]; then
 else
   echo "@@nodecheck procs unwatched"
 fi
+log_open= log_why=
 if [ -n "$log" ]; then
   echo "@@nodecheck begin log_stat"
-  { stat -c %s -- "$log" && date -r "$log" +%s.%N; } 2>&1; echo "@@nodecheck end log_stat rc=$?"
+  # the log stays open on fd 3 until its tail is read: size, mtime and tail are the same file's
+  if owned_open "$log" "$job_user"; then
+    log_open=1; { stat -L -c %s /dev/stdin && date -r /dev/stdin +%s.%N; } <&3 2>&1; rc=$?
+  else
+    log_why=$oo_why; echo "nodecheck-watch: $log: $log_why"; rc=1
+  fi
+  echo "@@nodecheck end log_stat rc=$rc"
 else
   echo "@@nodecheck log unwatched"
 fi
 if [ -n "$beat" ]; then
   echo "@@nodecheck begin heartbeat"
-  date -r "$beat" +%s.%N 2>&1; echo "@@nodecheck end heartbeat rc=$?"
+  # a subshell: its fd 3 is the heartbeat's, the log's stays open out here
+  ( if owned_open "$beat" "$job_user"; then date -r /dev/stdin +%s.%N <&3 2>&1
+    else echo "nodecheck-watch: $beat: $oo_why"; exit 1; fi ); echo "@@nodecheck end heartbeat rc=$?"
 else
   echo "@@nodecheck heartbeat unwatched"
 fi
 if [ -n "$log" ]; then
   echo "@@nodecheck begin log_tail"
-  if [ -e "$log" ] && [ ! -f "$log" ]; then   # a directory errs, but a FIFO or /dev/zero never ends
-    echo "nodecheck-watch: $log: not a regular file"; rc=1
+  if [ -n "$log_open" ]; then
+    tail -c "$tail_bytes" <&3 2>&1; rc=$?; exec 3<&-
   else
-    tail -c "$tail_bytes" -- "$log" 2>&1; rc=$?
+    echo "nodecheck-watch: $log: $log_why"; rc=1
   fi
   echo; echo "@@nodecheck end log_tail rc=$rc"
 fi
 '''
 
 
-def sample_argv(cfg: WatchConfig, node: str) -> tuple[str, ...]:
+def sample_argv(cfg: WatchConfig, node: str, job_user: str = "") -> tuple[str, ...]:
+    if not JOB_USER.fullmatch(job_user) or len(job_user) > JOB_USER_MAX:
+        raise ValueError(f"not a uid or a user name: {job_user[:60]!r}")
     log, heartbeat = cfg.progress.for_node(node)
-    return ("sh", "-c", SCRIPT, ARGV0, cfg.match or "", log or "", heartbeat or "", str(TAIL_BYTES))
+    return ("sh", "-c", SCRIPT, ARGV0, cfg.match or "", log or "", heartbeat or "", str(TAIL_BYTES), job_user)
 
 
-def sample_probe(cfg: WatchConfig, node: str) -> Probe:
-    """The one probe a tick runs on `node`; its stdout is parsed by parse_sample."""
-    return Probe(PROBE_NAME, sample_argv(cfg, node), timeout_s=cfg.sample_timeout)
+def sample_probe(cfg: WatchConfig, node: str, job_user: str = "") -> Probe:
+    """The one probe a tick runs on `node`; its stdout is parsed by parse_sample. `job_user`: whose
+    log and heartbeat these are (a uid or a user name; "" not known): see the module's docstring."""
+    return Probe(PROBE_NAME, sample_argv(cfg, node, job_user), timeout_s=cfg.sample_timeout)

@@ -39,6 +39,7 @@ class SlurmJob:
         self.job_id, self.slurm, self.reach = job_id, slurm, reach
         self.last: tuple[Node, ...] = ()
         self.seen = False
+        self.user = ""                         # the job's user, as squeue says (watch.command.job_user)
 
     def first(self) -> Target:
         """The first read, at start-up: a job Slurm does not know is bad input (exit 64)."""
@@ -67,6 +68,7 @@ class SlurmJob:
 
     def _target(self, job) -> Target:
         self.seen = True
+        self.user = getattr(job, "user", "") or self.user
         if job.state == "PENDING" or (not job.nodes and not job.ended):
             why = f" ({job.reason})" if job.reason and job.reason != "None" else ""
             return Target((), job.state, job.reason, pending=True, note=f"job {self.job_id} is {job.state}{why}")

@@ -40,7 +40,7 @@ def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on
     want = NcclEnv(env={"TORCH_FR_DUMP_TEMP_FILE": "/nonexistent-nodecheck/fr_",
                         "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "trace_"})
     [probe] = ne.probes(want)
-    assert probe.argv[3:] == ("sh", "1", "", "job:TORCH_FR_DUMP_TEMP_FILE", "/nonexistent-nodecheck/fr_",
+    assert probe.argv[3:] == ("sh", "1", "", "", "job:TORCH_FR_DUMP_TEMP_FILE", "/nonexistent-nodecheck/fr_",
                               "job:TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "trace_")
     run = subprocess.run(probe.argv, capture_output=True, text=True, timeout=20,
                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "NCCL_DEBUG": "INFO", "SECRET_TOKEN": "x",
@@ -864,3 +864,90 @@ def test_a_plain_world_readable_conf_file_is_still_read_and_a_missing_one_is_no_
     assert (conf.path, dict(conf.settings), conf.error) == (str(path), {"NCCL_SOCKET_IFNAME": "eth9"}, "")
     conf = parse_probe(_conf_read(tmp_path, str(tmp_path / "missing.conf"))[0]).conf[0]
     assert (dict(conf.settings), conf.error) == ({}, "")
+
+
+# --- ... as the job's user would see them (issue 17): its own 0600 file is read, nobody else's ------------
+
+def _job_conf(tmp_path, owner: int, mode: int = 0o600, text: str = "NCCL_SOCKET_IFNAME=eth9\n"):
+    path = tmp_path / "job.conf"
+    path.write_text(text)
+    path.chmod(mode)
+    os.chown(path, owner, owner)
+    return path
+
+
+def _conf_as(tmp_path, path, job_user: str, via: str = "job"):
+    want = NcclEnv(env={"NCCL_CONF_FILE": str(path)} if via == "job" else {}, job_user=job_user)
+    node = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **({"NCCL_CONF_FILE": str(path)} if via == "node" else {})}
+    run = subprocess.run(ne.probes(want)[0].argv, capture_output=True, text=True, timeout=20, env=node)
+    assert run.returncode == 0, run.stderr
+    [conf] = [c for c in parse_probe(run.stdout).conf if c.path == str(path)]
+    return run.stdout, (dict(conf.settings), conf.error)
+
+
+@pytest.mark.parametrize("via", ["job", "node"])
+@pytest.mark.parametrize("job_user", ["65534", "nobody"])     # a uid, or a name the node resolves
+def test_the_jobs_own_private_conf_file_is_read_when_the_jobs_user_is_known(tmp_path, via, job_user):
+    path = _job_conf(tmp_path, owner=65534)
+    assert _conf_as(tmp_path, path, job_user, via)[1] == ({"NCCL_SOCKET_IFNAME": "eth9"}, "")
+    # without the job's user, the same file is refused, as before
+    assert _conf_as(tmp_path, path, "", via)[1] == (
+        {}, "not read: owned by uid 65534, not by root")
+
+
+@pytest.mark.parametrize("owner, mode, why", [
+    # another user's file, private or not: the job's user could not read the first, and the second is
+    # not the job's to name
+    (4243, 0o600, "not read: owned by uid 4243, not by root or the job's user (uid 65534)"),
+    (4243, 0o644, "not read: owned by uid 4243, not by root or the job's user (uid 65534)"),
+    # root's private file (/etc/shadow): the job's user could not read it
+    (0, 0o600, "not read: mode 600 (not readable by everyone) and not the job's own file"),
+    (0, 0o640, "not read: mode 640 (not readable by everyone) and not the job's own file"),
+])
+def test_with_the_jobs_user_known_other_users_and_roots_private_files_are_still_refused(tmp_path, owner, mode, why):
+    path = _job_conf(tmp_path, owner=owner, mode=mode, text=SHADOW)
+    text, conf = _conf_as(tmp_path, path, "65534")
+    assert "s3cr3t" not in text and conf == ({}, why)
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("symlink", "not read: it is a symbolic link"),
+    ("fifo", "not read: not a regular file"),
+    ("large", "not read: 65537 bytes, more than 65536"),
+])
+def test_the_jobs_own_symlink_fifo_or_big_file_is_still_refused(tmp_path, kind, why):
+    target = _job_conf(tmp_path, owner=0, text=SHADOW)           # root's 0600 file
+    path = tmp_path / "mine.conf"
+    if kind == "symlink":
+        path.symlink_to(target)
+        os.lchown(path, 65534, 65534)                           # the job's own link to root's file
+    elif kind == "fifo":
+        os.mkfifo(path)
+        os.chown(path, 65534, 65534)
+    else:
+        path.write_text("NCCL_DEBUG=INFO\n" + "#" * (65537 - 16))
+        os.chown(path, 65534, 65534)
+    text, conf = _conf_as(tmp_path, path, "65534")
+    assert "s3cr3t" not in text and "NCCL_DEBUG" not in text and conf == ({}, why)
+
+
+@pytest.mark.parametrize("job_user", ["0", "root"])
+def test_root_as_the_jobs_user_reads_no_private_file_of_roots(tmp_path, job_user):
+    path = _job_conf(tmp_path, owner=0, text=SHADOW)
+    text, conf = _conf_as(tmp_path, path, job_user)
+    assert "s3cr3t" not in text and conf == ({}, "not read: mode 600 (not readable by everyone) and not the job's "
+                                                 "own file")
+
+
+def test_a_job_user_the_node_does_not_know_is_no_user(tmp_path):
+    path = _job_conf(tmp_path, owner=65534)
+    assert _conf_as(tmp_path, path, "no-such-user-nodecheck")[1] == (
+        {}, "not read: owned by uid 65534, not by root (the job's user no-such-user-nodecheck is not known on "
+            "this node)")
+
+
+@pytest.mark.parametrize("bad", ["-1", "alice bob", "a\nb", "$(id)", "x" * 300])
+def test_the_job_user_is_a_uid_or_a_user_name(bad):
+    with pytest.raises(ValidationError):
+        NcclEnv(job_user=bad)
+    assert NcclEnv(job_user="alice@example.org").job_user == "alice@example.org"

@@ -13,6 +13,7 @@ from nodecheck.active import ActiveContext, CommandRunner
 
 from nodecheck.checks import nccl_tests
 from nodecheck.checks.nccl_tests import NcclMulti, NcclSingle, judge_output
+from nodecheck.jobenv import LOADS_OR_WRITES
 from nodecheck.model import Capture, Node, Outcome, Status
 from nodecheck.probes import nccltest
 from nodecheck.registry import all_checks
@@ -413,10 +414,17 @@ def test_the_jobs_secrets_reach_neither_the_launch_node_nor_the_report():
     commands = CommandRunner(cluster, time.monotonic() + 3600, threading.Event())
     ctx = ActiveContext("nccl.allreduce_multi", nodes, tools, commands, order=list(nodes))
     want = NcclMulti(busbw_gbps={"fail_below": 250}, json_report="off",
-                     env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x"})
-    list(nccl_tests.allreduce_multi(ctx, want))
+                     job_env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x",
+                              "NCCL_NET_PLUGIN": "/home/u/libevil.so"})
+    verdicts = list(nccl_tests.allreduce_multi(ctx, want))
     [probe] = probes
-    assert "NCCL_FOO=1\n" in probe.stdin and "s3cr3t" not in probe.stdin
+    assert "NCCL_FOO=1\n" in probe.stdin and "s3cr3t" not in probe.stdin and "evil" not in probe.stdin
     assert ("-x", "NCCL_FOO") in zip(probe.argv, probe.argv[1:])
-    assert not [w for c in commands.captures for w in c.argv if "s3cr3t" in w or "NCCL_FOO=" in w]
-    assert ctx.extras["env_not_passed"] == ["GITHUB_PAT", "HF_TOKEN"]
+    assert ("-x", "NCCL_NET_PLUGIN") not in zip(probe.argv, probe.argv[1:])
+    assert not [w for c in commands.captures for w in c.argv if "s3cr3t" in w or "NCCL_FOO=" in w or "evil" in w]
+    assert ctx.extras["env_not_passed"] == {"GITHUB_PAT": "not a variable the test needs", "HF_TOKEN": "its name looks secret",
+                                            "NCCL_NET_PLUGIN": LOADS_OR_WRITES}
+    [(group, v)] = verdicts
+    assert group == ("node1", "node2") and v.status is Status.PASS and v.message.endswith(
+        "; the test ran without the job's NCCL_NET_PLUGIN: each " + LOADS_OR_WRITES + " (a playbook's env: may set it)")
+    assert v.observed["env_not_passed"] == ctx.extras["env_not_passed"]

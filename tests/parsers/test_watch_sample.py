@@ -167,7 +167,7 @@ def test_probe_argv_carries_values_as_positional_arguments():
     probe = sample_probe(cfg, "gpu017")
     assert probe.name == PROBE_NAME == "watch"
     assert probe.argv == ("sh", "-c", SCRIPT, "nodecheck-watch", "a'b; rm -rf /", "/logs/gpu017/train.log",
-                          "/hb/gpu017", str(TAIL_BYTES))
+                          "/hb/gpu017", str(TAIL_BYTES), "")
     assert "gpu017" not in SCRIPT and "rm -rf" not in SCRIPT
     assert probe.timeout_s == 20.0
     assert sample_probe(WatchConfig(interval_s=0.5), "n").timeout_s == 0.5
