@@ -13,6 +13,7 @@ from nodecheck.crossnode import PinOrDrift
 from nodecheck.errors import ParseError
 from nodecheck.model import Probe, Status, Verdict
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, gpu_facts_from_nvidia_smi
 from nodecheck.parsers.nvml import parse_nvml_probe
 from nodecheck.parsers.sections import split_sections
@@ -21,6 +22,8 @@ from nodecheck.thresholds import Action, Ceiling, Floor, fmt
 
 NVML_PROBE_SCRIPT = (Path(__file__).resolve().parent.parent / "probes" / "nvml_probe.py").read_text()
 UNAVAILABLE = "nodecheck-nvml-unavailable:"    # what the NVML probe prints before exiting 3
+NO_DEVICES = "No devices were found"            # nvidia-smi, exit 6 (NVML_ERROR_NOT_FOUND)
+NO_DEVICES_EXIT_CODES = (0, 6)
 
 # python3 reads the NVML probe from stdin. Exit 3 means NVML could not answer (no nvidia-ml-py, no
 # driver): then nvidia-smi answers instead, each query in its own section, and the facts say so.
@@ -54,10 +57,14 @@ def parse_gpu_probe(text: str) -> GpuFacts:
     note = "NVML unavailable (" + first[len(UNAVAILABLE):].strip() + "); read from nvidia-smi"
     sections = split_sections(text, "gpu probe")
     query = sections.require("query-gpu", "nvidia-smi --query-gpu")
+    if query.text.strip() == NO_DEVICES and query.rc in NO_DEVICES_EXIT_CODES:
+        # nvidia-smi's answer where the driver is up and sees no GPU: a fact (zero GPUs) for the
+        # judges to weigh against what the playbook expects, not output that cannot be read
+        return GpuFacts("nvidia-smi", None, None, (), note)
     if not query.ok:
         # nvidia-smi's own words are the diagnosis: "couldn't communicate with the NVIDIA driver",
         # "GPU has fallen off the bus" (exit 15), "Driver/library version mismatch" (exit 18)
-        said = next((ln.strip() for ln in query.text.splitlines() if ln.strip()), "no output")
+        said = next((ln.strip() for ln in split_lines(query.text) if ln.strip()), "no output")
         raise ParseError("nvidia-smi", f"exit {query.rc}: {said}", query.text)
 
     def ok(name: str) -> str | None:
@@ -80,6 +87,19 @@ def _source(facts: GpuFacts) -> str:
     return "NVML" if facts.source == "nvml" else "nvidia-smi"
 
 
+def _no_gpu(facts: GpuFacts) -> str:
+    """How the source said it sees no GPU (GpuFacts has no GPU only where the source said so)."""
+    said = "NVML lists none" if facts.source == "nvml" else f"nvidia-smi: {NO_DEVICES}"
+    return f"no GPU found ({said})"
+
+
+def _no_gpu_verdict(facts: GpuFacts, check: str) -> Verdict:
+    # FAIL, not ERROR: the check runs here because the node is meant to have GPUs, and an ERROR never
+    # drains; the health playbook runs gpu.health without gpu.count, so this is its only word on it
+    return Verdict(Status.FAIL, f"{_no_gpu(facts)}; {check} expects GPUs on this node",
+                   observed={"gpus": 0, "source": facts.source}, expected={"gpus": ">= 1"})
+
+
 # ---- gpu.count --------------------------------------------------------------------------------
 
 class GpuCount(BaseModel):
@@ -95,6 +115,10 @@ def gpu_count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
     facts = gpu_facts(out)
     seen = len(facts.gpus)
     observed = {"gpus": seen, "pci": [g.pci_bus_id for g in facts.gpus], "source": facts.source}
+    if not facts.gpus:
+        status = Status.PASS if want.expect == 0 else Status.FAIL
+        yield Verdict(status, f"{_no_gpu(facts)}, expected {want.expect}", "", observed, {"gpus": want.expect})
+        return
     if seen != want.expect:
         listed = ", ".join(g.pci_bus_id or g.label for g in facts.gpus) or "none"
         yield Verdict(Status.FAIL, f"{seen} GPUs visible to {_source(facts)}, expected {want.expect} "
@@ -177,7 +201,7 @@ def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
     temperature and power limit — each its own verdict naming the GPU."""
     facts = gpu_facts(out)
     if not facts.gpus:
-        yield Verdict(Status.ERROR, f"{_source(facts)} lists no GPU: nothing to judge")
+        yield _no_gpu_verdict(facts, "gpu.health")
         return
     for gap in facts.gaps:
         yield Verdict(Status.ERROR, f"not read: {gap}", _gap_subject(gap))
@@ -363,7 +387,7 @@ def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
     """No compute process is left on any GPU and no GPU memory is held before the job starts."""
     facts = gpu_facts(out)
     if not facts.gpus:
-        yield Verdict(Status.ERROR, f"{_source(facts)} lists no GPU: nothing to judge")
+        yield _no_gpu_verdict(facts, "gpu.processes")
         return
     for gpu in facts.gpus:
         g = gpu.label

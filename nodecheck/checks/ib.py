@@ -38,7 +38,11 @@ class IbPorts(BaseModel):
 @check("ib.ports", probes=[IBSTAT], params=IbPorts)
 def ports(out: Captures, want: IbPorts) -> Iterator[Verdict]:
     """Every judged HCA port is Active/LinkUp at or above the minimum rate, in the expected number."""
-    facts = parse_ibstat(out[IBSTAT.name].stdout)
+    capture = out[IBSTAT.name]
+    facts = parse_ibstat(capture.stdout)
+    if facts.no_devices:
+        yield _no_device_verdict(capture.exit_code, want)
+        return
     listed = [p for p in facts.ports if want.devices is None or p.ca in want.devices]
     judged = [p for p in listed if want.link_layer in ("any", p.link_layer)]
     gaps = [g for g in facts.incomplete if _listed_gap(g, want)]
@@ -47,6 +51,30 @@ def ports(out: Captures, want: IbPorts) -> Iterator[Verdict]:
     if not gaps:                               # cut-off output cannot be counted; its ERROR stands instead
         yield from _count_verdicts(judged, listed, want)
     yield from (_port_verdict(port, want) for port in judged)
+
+
+def _no_device_verdict(exit_code: int | None, want: IbPorts) -> Verdict:
+    """ibstat printed nothing. With exit 0 that is its way of saying the node has no RDMA device
+    (Debian 12, driver unloaded or HCAs gone): a judged FAIL wherever the playbook expects a port.
+    With no expectation it fails too: ib.ports runs on this node because it is meant to have ports,
+    and an ERROR never drains, so a node that lost every HCA would keep taking jobs that die in
+    NCCL init. A node without IB by design says so with expected_ports: 0."""
+    if exit_code != 0:                         # nothing, and not a clean exit: no fact either way
+        return Verdict(Status.ERROR, f"ibstat printed nothing and exited {exit_code}: cannot tell whether "
+                                     "there is a device", observed={"exit_code": exit_code})
+    said = "no InfiniBand device found (ibstat printed nothing, exit 0)"
+    kind = "" if want.link_layer == "any" else f"{want.link_layer} "
+    observed = {"cas": [], "ports": 0}
+    if want.devices:
+        return Verdict(Status.FAIL, f"{said}; expected {', '.join(want.devices)}", "", observed,
+                       {"devices": list(want.devices)})
+    if want.expected_ports == 0:
+        return Verdict(Status.PASS, f"{said}; expected 0 ports", "", observed, {"ports": 0})
+    if want.expected_ports is not None:
+        return Verdict(Status.FAIL, f"{said}; expected {_ports(want.expected_ports, kind)}", "", observed,
+                       {"ports": want.expected_ports})
+    return Verdict(Status.FAIL, f"{said}; expected at least one {kind}port (set expected_ports: 0 for a "
+                                "node without any)", "", observed, {"ports": ">= 1"})
 
 
 def _listed_gap(gap: Gap, want: IbPorts) -> bool:

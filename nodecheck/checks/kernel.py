@@ -109,6 +109,20 @@ def _read_text(text: str) -> tuple[KernelLog, datetime | None, str, float | None
     raise ParseError("kernel log", f"could not read the kernel log ({said or 'no output'})", text)
 
 
+def _unread(out: Captures, log: KernelLog, source: str) -> Verdict | None:
+    """An ERROR in place of a PASS when no line of the log carries a kernel timestamp: whitespace,
+    binary garbage or "-- No entries --" show nothing was read, and no event in nothing is no
+    evidence of health. (Events found in such a log are still judged: they are evidence of a fault.)
+    A wholly empty log is refused before this (`_read_text`): a running kernel always has messages,
+    so an empty ring buffer means someone cleared it (dmesg -C) and what it held is unknown."""
+    if log.stamped:
+        return None
+    name = "dmesg" if source == "dmesg" else "journal"
+    section = split_sections(out[KERNEL_LOG.name].stdout, "kernel log probe").get(name)
+    return Verdict(Status.ERROR, f"cannot read {source} output: no line of its {log.lines} carries a kernel "
+                   "timestamp: nothing shows a kernel log was read", excerpt=excerpt(section.text if section else ""))
+
+
 BOOT_SLACK_S = 120.0                           # a log that starts this soon after boot is the whole boot
 
 
@@ -178,7 +192,9 @@ def gpu_xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
                       {"xid": code, "count": len(same), "pci": pci, "pid": last.pid, "process": last.process,
                        "time": last.time.isoformat() if last.time else None},
                       {"xid": None}, excerpt("\n".join(e.raw for e in same[-3:])))
-    if not judged and not unreadable:
+    if not judged and not unreadable and (unread := _unread(out, log, source)) is not None:
+        yield unread
+    elif not judged and not unreadable:
         ignored = len(events)
         note = f" ({ignored} ignored by the playbook)" if ignored else ""
         yield Verdict(Status.PASS, f"no Xid events {_window_text(want)} ({source}, {log.lines} lines){note}",
@@ -196,6 +212,9 @@ def node_oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
     for bad in unreadable:                     # a kill we cannot read is not "no kill"
         yield Verdict(Status.ERROR, f"unreadable OOM kill line: {bad.reason}", excerpt=excerpt(bad.raw))
     kills = [k for k in log.ooms if _in_window(k.time, now, want)]
+    if not kills and not unreadable and (unread := _unread(out, log, source)) is not None:
+        yield unread
+        return
     if not kills and not unreadable:
         yield Verdict(Status.PASS, f"no OOM kills {_window_text(want)} ({source}, {log.lines} lines)",
                       observed={"oom_kills": 0})

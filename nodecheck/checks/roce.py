@@ -22,8 +22,10 @@ from nodecheck.errors import ParseError
 from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.parsers.gids import Gid, RdmaPort, ports_from_sysfs
 from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION
 from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.registry import Captures, check
 from nodecheck.thresholds import fmt
@@ -54,18 +56,15 @@ roce_table() {
   done
 }
 '''
-_GIDS_SCRIPT = _TABLE + r'''
+_GIDS_SCRIPT = _TABLE + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
 echo "@@nodecheck begin table"
 roce_table
 echo "@@nodecheck end table rc=0"
 echo "@@nodecheck env_gid_index ${NCCL_IB_GID_INDEX:-}"
-# NCCL reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf; neither overrides the environment
-echo "@@nodecheck begin user.conf"
-cat "${NCCL_CONF_FILE:-$HOME/.nccl.conf}" 2>/dev/null
-echo "@@nodecheck end user.conf rc=$?"
-echo "@@nodecheck begin nccl.conf"
-cat /etc/nccl.conf 2>/dev/null
-echo "@@nodecheck end nccl.conf rc=$?"
+# NCCL reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf; neither overrides the environment.
+# The session's NCCL_CONF_FILE is the job's in the prolog: read only as shell.job_file allows (never
+# /etc/shadow), as nccl.env reads it
+if [ -n "${NCCL_CONF_FILE:-}" ]; then nccl_confs "$NCCL_CONF_FILE" 1; else nccl_confs "$HOME/.nccl.conf" 0; fi
 '''
 ROCE_GIDS = Probe("roce_gids", ("sh", "-c", _GIDS_SCRIPT), timeout_s=20)
 
@@ -94,6 +93,9 @@ def gids(by_node: Mapping[str, Captures], want: RoceGids) -> Iterator[Grouped]:
         except ParseError as e:
             yield (node,), Verdict(Status.ERROR, f"cannot read the GID table: {e.reason}", excerpt=e.excerpt)
             continue
+        if not ports and _no_rdma_device(text):
+            yield (node,), _no_rdma_verdict(want.devices)
+            continue
         if not ports:
             yield (node,), Verdict(Status.ERROR, "no RoCE (Ethernet) RDMA port" + (
                 f" among {', '.join(want.devices)}" if want.devices else ""), excerpt=excerpt(text))
@@ -117,6 +119,24 @@ def _roce_ports(text: str, devices: list[str] | None) -> list[RdmaPort]:
         return []
     return [p for p in ports_from_sysfs(values)
             if p.link_layer == "Ethernet" and (devices is None or p.ca in devices)]
+
+
+def _no_rdma_device(text: str) -> bool:
+    """The table walk ran to its end and found no port under /sys/class/infiniband: the node has
+    no RDMA device (driver not loaded, adapters gone). A walk cut off before its end says nothing."""
+    table = split_sections(text, "roce_gids").get("table")
+    return table is not None and table.rc == 0 and not table.text.strip()
+
+
+def _no_rdma_verdict(devices: list[str] | None) -> Verdict:
+    # FAIL, not ERROR: roce.gids runs here because the node is meant to have RoCE ports, and an
+    # ERROR never drains a node that lost every adapter
+    said = "no RDMA device under /sys/class/infiniband (driver not loaded or adapters gone)"
+    if devices:
+        return Verdict(Status.FAIL, f"{said}; expected {', '.join(devices)}", observed={"devices": []},
+                       expected={"devices": list(devices)})
+    return Verdict(Status.FAIL, f"{said}; expected a RoCE (Ethernet) port", observed={"ports": 0},
+                   expected={"ports": ">= 1"})
 
 
 # NCCL's setEnvFile takes NAME=VALUE as written (no spaces trimmed around "="): so do we
@@ -440,7 +460,7 @@ def _flap(ctx: ActiveContext, want: GidStability, node: str, port: RdmaPort) -> 
                            f"port {facts['final_state']} after it", port.where,
                            {"final_state": facts["final_state"]}, excerpt=e.excerpt)
     if out.outcome is Outcome.EXITED and "guard" not in facts:   # refused before touching the port
-        first = next((ln.strip() for ln in out.stderr.splitlines() if ln.strip()), "no message")
+        first = next((ln.strip() for ln in split_lines(out.stderr) if ln.strip()), "no message")
         return Verdict(Status.ERROR, f"{where}: not flapped: the flap script exited {out.exit_code}: {first}",
                        port.where, excerpt=excerpt(out.stderr + out.stdout))
     # cut short (connection lost, timeout): the guard brings the port back; make sure, and say so

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sysfs import Unreadable
 
 _ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
@@ -36,9 +37,10 @@ _DEVINFO_PORT = re.compile(r"port:\s*(\d+)", re.ASCII)
 _DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}", re.ASCII)
 _SHOW_GIDS_COUNT = re.compile(r"n_gids_found=(\d+)", re.ASCII)
 
-# `rdma link show`: "link mlx5_0/1 ..." (current iproute2 rdma/link.c) or, in older builds (seen
-# in OFED 23.07 docs), "8/1: mlx5_bond_0/1: ..." with the device index first.
-_RDMA_LINK = re.compile(r"(?:link (\S+)/(\d+)|\d+/\d+: (\S+)/(\d+):)(?:\s+(.*))?", re.ASCII)
+# `rdma link show`: "link mlx5_0/1 ..." (current iproute2 rdma/link.c), "link mlx5_0/1: ..." (MLNX
+# OFED's iproute2, /opt/mellanox/iproute2), or, in older builds (seen in OFED 23.07 docs),
+# "8/1: mlx5_bond_0/1: ..." with the device index first.
+_RDMA_LINK = re.compile(r"(?:link (\S+)/(\d+):?|\d+/\d+: (\S+)/(\d+):)(?:\s+(.*))?", re.ASCII)
 _RDMA_CAPS = re.compile(r"caps: <[^>]*>")                          # `rdma -d` only; not key/value
 # iproute2 rdma/link.c link_state_to_str / phys_state_to_str, "UNKNOWN" for out-of-range numbers
 _RDMA_STATES = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER", "UNKNOWN"}
@@ -49,7 +51,9 @@ _RDMA_IB_KEYS = {"subnet_prefix", "lid", "sm_lid", "lmc"}
 
 # mlnx-tools ofed_scripts/ibdev2netdev: "mlx5_0 port 1 ==> ens7f0np0 (Up)"; with -v a PCI address,
 # device description and port state come first; the old style is "mlx4_0 port 1 <===> eth2".
-_IBDEV2NETDEV = re.compile(r"(?:\S+ )?(\S+)(?: \(.*\).* fw \S+)? port (\d+)(?: \(\S+\s*\))? "
+# The description "(MT4123 - MCX653105A-HDAT) ConnectX-6 VPI" holds no ")" after its "(...)": read
+# as such, so no two greedy runs retry each other over a long line (that was quadratic).
+_IBDEV2NETDEV = re.compile(r"(?:\S+ )?(\S+)(?: \([^)]*\)[^)]*? fw \S+)? port (\d+)(?: \(\S+\s*\))? "
                            r"(?:==> (\S+) \((\w*)\)|<===> (\S+))", re.ASCII)
 
 
@@ -152,7 +156,7 @@ def roce_v2_ipv4(ports: Iterable[RdmaPort]) -> dict[tuple[str, int], list[Gid]]:
 
 def parse_show_gids(text: str) -> list[Gid]:
     """Rows of mlnx-tools `show_gids`, checked against its closing `n_gids_found=N` line."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in split_lines(text) if line.strip()]
     if not lines:
         raise ParseError("show_gids", "empty output", text)
     head = lines[0].split()
@@ -185,7 +189,7 @@ def parse_ibv_devinfo_gids(text: str) -> list[Gid]:
     ca: str | None = None
     port: int | None = None
     gids: list[Gid] = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         stripped = line.strip()
         if stripped.startswith("Failed to") or stripped == "No IB devices found":
             raise ParseError("ibv_devinfo", f"no devices listed: {_quote(stripped)}", text)
@@ -208,10 +212,13 @@ def parse_ibv_devinfo_gids(text: str) -> list[Gid]:
 
 
 def parse_rdma_link(text: str) -> list[RdmaLink]:
-    """Every port line of `rdma link show`; a last line cut short comes back `truncated`."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """Every port line of `rdma link show`; a last line cut short comes back `truncated`. Nothing
+    at all is no port: rdma prints nothing (exit 0) where no RDMA device exists."""
+    if text == "":
+        return []
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
     if not lines:
-        raise ParseError("rdma link", "empty output", text)
+        raise ParseError("rdma link", "only blank lines", text)
     links = []
     for number, line in enumerate(lines, 1):
         match = _RDMA_LINK.fullmatch(line)
@@ -233,7 +240,7 @@ def parse_ibdev2netdev(text: str) -> dict[tuple[str, int], tuple[str, str | None
     """{(ca, port): (netdev, "Up" | "Down" | None)}; None where the script prints NA, nothing, or
     (old style, "<===>") no state at all."""
     ports: dict[tuple[str, int], tuple[str, str | None]] = {}
-    for line in (line.strip() for line in text.splitlines()):
+    for line in (line.strip() for line in split_lines(text)):
         if not line:
             continue
         match = _IBDEV2NETDEV.fullmatch(line)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
 _CA_HEADER = re.compile(r"(CA|Switch|Router) '([^']+)'")             # node type word, then the name
@@ -87,6 +88,12 @@ class IbstatFacts:
     def ca_names(self) -> tuple[str, ...]:
         return tuple(ca.name for ca in self.cas)
 
+    @property
+    def no_devices(self) -> bool:
+        """The tool listed no device at all (it printed nothing): a fact about the node, which the
+        judge weighs with the exit code, not unreadable output."""
+        return not self.cas and not self.incomplete
+
 
 class _Unreadable(Exception):
     """A field value that cannot be read; the port or CA holding it becomes a Gap."""
@@ -103,7 +110,10 @@ class _Section:
 
 
 def parse_ibstat(text: str) -> IbstatFacts:
-    """Every CA and port in `ibstat` output; cut-off parts go to `incomplete`; garbage raises ParseError."""
+    """Every CA and port in `ibstat` output; cut-off parts go to `incomplete`; garbage raises ParseError.
+    Nothing at all is no device: ibstat prints nothing (and exits 0) where no RDMA device exists."""
+    if text == "":
+        return IbstatFacts((), (), ())
     lines, cut = _lines(text, "ibstat", (_CA_HEADER, _PORT_HEADER, _FIELD))
     preamble, sections = _split(lines, _CA_HEADER)
     _expect_headers("ibstat", text, preamble, sections, "CA 'name'", cut)
@@ -118,7 +128,10 @@ def parse_ibstat(text: str) -> IbstatFacts:
 
 
 def parse_ibstatus(text: str) -> IbstatFacts:
-    """Every port block in `ibstatus` output, in the same IbPort shape and state words as ibstat."""
+    """Every port block in `ibstatus` output, in the same IbPort shape and state words as ibstat.
+    Nothing at all is no device: ibstatus lists /sys/class/infiniband, and prints nothing where it is empty."""
+    if text == "":
+        return IbstatFacts((), (), ())
     lines, cut = _lines(text, "ibstatus", (_DEVICE_HEADER, _FIELD))
     preamble, sections = _split(lines, _DEVICE_HEADER)
     _expect_headers("ibstatus", text, preamble, sections, "Infiniband device 'name' port N status:",
@@ -137,7 +150,7 @@ def parse_ibstatus(text: str) -> IbstatFacts:
 
 def parse_ibstat_p(text: str) -> tuple[str, ...]:
     """The port GUIDs `ibstat -p` lists, one per line: "0x248a070300d2c691"."""
-    guids = tuple(line.strip() for line in text.splitlines() if line.strip())
+    guids = tuple(line.strip() for line in split_lines(text) if line.strip())
     if not guids:
         raise ParseError("ibstat -p", "empty output", text)
     for guid in guids:
@@ -148,9 +161,9 @@ def parse_ibstat_p(text: str) -> tuple[str, ...]:
 
 def _lines(text: str, tool: str, shapes: Sequence[re.Pattern]) -> tuple[list[str], str | None]:
     """Non-blank lines, less a final line of no known shape (output cut mid-line)."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ParseError(tool, "empty output", text)
+    lines = [line.rstrip() for line in split_lines(text) if line.strip()]
+    if not lines:                              # blank lines are not what the tool prints for "none"
+        raise ParseError(tool, "only blank lines", text)
     if not any(shape.fullmatch(lines[-1].strip()) for shape in shapes):
         return lines[:-1], lines[-1]
     return lines, None

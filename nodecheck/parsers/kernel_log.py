@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
+from nodecheck.parsers.lines import split_lines
+
 UTC = timezone.utc
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
@@ -121,6 +123,9 @@ class KernelLog:
     # buffer starts after boot); None when no line carries a usable time
     first_time: datetime | None = None
     first_uptime_s: float | None = None   # the first "[ 12.345]" stamp, seconds after boot
+    # lines that open with a kernel timestamp of a known form: 0 means nothing shows this is a
+    # kernel log at all (whitespace, garbage, "-- No entries --"), so finding no event in it is no pass
+    stamped: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,7 @@ def parse_kernel_log(text: str, *, now: datetime | None = None, uptime_s: float 
     if now is not None and now.utcoffset() is None:
         raise ValueError("now must be timezone-aware")   # a caller's bug, not odd input
     offset = timedelta(seconds=utc_offset_s)
-    raw_lines = text.splitlines()
+    raw_lines = split_lines(text)
     lines = [_read_line(raw, now, uptime_s, offset) for raw in raw_lines]
     xids: list[XidEvent] = []
     ooms: list[OomKill] = []
@@ -179,8 +184,9 @@ def parse_kernel_log(text: str, *, now: datetime | None = None, uptime_s: float 
     times = [ln.time for ln in lines if ln.time is not None]
     first_uptime = next((float(m.group("s")) for raw in raw_lines[:50]
                          if (m := _UPTIME.search(raw[:40])) is not None), None)
+    stamped = sum(1 for ln in lines if ln.form is not None)
     return KernelLog(tuple(_drop_echoed_79(xids)), tuple(ooms), tuple(unreadable), len(raw_lines),
-                     _timestamp_form(lines, cut), min(times) if times else None, first_uptime)
+                     _timestamp_form(lines, cut), min(times) if times else None, first_uptime, stamped)
 
 
 # -- line prefixes and times ------------------------------------------------------------------------

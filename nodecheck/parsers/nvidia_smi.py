@@ -7,6 +7,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from nodecheck.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.lines import split_lines
 
 # What the probe asks `nvidia-smi --query-gpu=<these> --format=csv,noheader,nounits` for. Note
 # `retired_pages.double_bit.count` has no `_ecc` while the single-bit one has (formats.md §6).
@@ -56,7 +57,7 @@ def _quote(value: str, limit: int = 60) -> str:
 
 def _check_failure(tool: str, text: str) -> None:
     """Raise ParseError on nvidia-smi's own failure lines ("Failed to initialize NVML: ...")."""
-    for line in text.splitlines():
+    for line in split_lines(text):
         if _FAILURES.fullmatch(line.strip()):
             raise ParseError(tool, line.strip(), text)
 
@@ -82,7 +83,7 @@ def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
     values); otherwise `fields_` names the columns. `joinable` names the one column that may hold
     commas (a process name): surplus cells are joined back into it."""
     _check_failure(tool, text)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
     if not lines:
         raise ParseError(tool, "empty output", text)
     first = [cell.strip() for cell in lines[0].split(",")]
@@ -130,10 +131,16 @@ def gpus_from_query_gpu(text: str, fields: Sequence[str] = QUERY_GPU_FIELDS) -> 
 
 def _expect_unique_indexes(tool: str, gpus: Sequence[Gpu], text: str) -> None:
     # one run never prints a GPU twice; two outputs run together would be judged twice
-    seen = [gpu.index for gpu in gpus]
-    for index in seen:
-        if seen.count(index) > 1:
-            raise ParseError(tool, f"GPU{index} appears twice", text)
+    _expect_unique(tool, (f"GPU{gpu.index}" for gpu in gpus), text)
+
+
+def _expect_unique(tool: str, names: Iterable[str], text: str) -> None:
+    """ParseError naming the first name seen twice (a set: a count() per name is quadratic)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ParseError(tool, f"{name} appears twice", text)
+        seen.add(name)
 
 
 def _csv_value(row: Mapping[str, str | None], name: str, convert: Callable[[str], object], text: str):
@@ -269,7 +276,7 @@ def parse_q(text: str) -> QFacts:
     Excerpts are read for what they show; cut-off parts are named in `gaps`, never filled in."""
     tool = "nvidia-smi -q"
     _check_failure(tool, text)
-    lines = [line.expandtabs(4).rstrip() for line in text.splitlines()]
+    lines = [line.expandtabs(4).rstrip() for line in split_lines(text)]
     gaps: list[str] = []
     cut = bool(lines) and not text.endswith("\n")
     if cut:
@@ -305,10 +312,7 @@ def parse_q(text: str) -> QFacts:
 
 
 def _expect_unique_bus_ids(tool: str, gpus: Sequence[Gpu], text: str) -> None:
-    ids = [gpu.pci_bus_id for gpu in gpus if gpu.pci_bus_id is not None]
-    for bus_id in ids:
-        if ids.count(bus_id) > 1:
-            raise ParseError(tool, f"GPU {bus_id} appears twice", text)
+    _expect_unique(tool, (f"GPU {gpu.pci_bus_id}" for gpu in gpus if gpu.pci_bus_id is not None), text)
 
 
 _Q_KNOWN_SECTIONS = ("product name", "gpu uuid", "serial number", "vbios version", "persistence mode",
@@ -333,6 +337,9 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
     for line in lines:
         indent = len(line) - len(line.lstrip())
         match = _Q_LINE.fullmatch(line.strip())
+        if match is None:                      # ": value" with no key: nothing says where it belongs
+            gaps.append(f"unreadable line {_quote(line.strip())} (no key before ':')")
+            continue
         key, value = match[1].strip().lower(), match[2]
         while stack and stack[-1][0] >= indent:
             stack.pop()
@@ -530,15 +537,40 @@ class TableFacts:
     gaps: tuple[str, ...] = ()
 
 
-_T_ROW1_GPU = re.compile(r"(\d+)\s+(.+?)\s+(On|Off|N/A)", re.ASCII)          # "0  NVIDIA H100 ...  On"
 _T_ROW1_BUS = re.compile(r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s+(On|Off|N/A)", re.ASCII)
-_T_ROW2 = re.compile(r"(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)")   # fan temp perf draw / cap
+# fan temp perf draw / cap; the draw is "20W", "N/A" or "ERR!": no "/" of its own but N/A's, so the
+# split before "/" is fixed (a draw of \S+ would retry every "/" of a long token: quadratic)
+_T_ROW2 = re.compile(r"(\S+)\s+(\S+)\s+(\S+)\s+(N/A|[^\s/]+)\s*/\s*(\S+)")
 _T_MEMORY = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB", re.ASCII)
 _T_TEMP = re.compile(r"(\d+)C", re.ASCII)
 _T_WATTS = re.compile(r"(\d+(?:\.\d+)?)W", re.ASCII)
-# "  0   N/A  N/A      1234      C   python     500MiB" (450+: GI/CI columns) or "  0   1234  C  python  500MiB"
-_T_PROCESS = re.compile(r"(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+([CGM+]+)\s+(.+?)\s+(\d+MiB|N/A)",
-                        re.ASCII)
+# "  0   N/A  N/A      1234      C   python     500MiB" (450+: GI/CI columns) or "  0   1234  C  python  500MiB":
+# the columns around the name, read as tokens; the name is what lies between (it may hold spaces)
+_T_PROCESS_HEAD = re.compile(r"(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+([CGM+]+)\s+", re.ASCII)
+_T_PROCESS_MEMORY = re.compile(r"\d+MiB|N/A", re.ASCII)
+
+
+def _row1_gpu(cell: str) -> tuple[int, str, str] | None:
+    """(index, name, persistence) from "0  NVIDIA H100 80GB HBM3  On", split at its outer blanks
+    (linear, whatever runs of spaces the cell holds); None when it is not that cell."""
+    head = cell.split(None, 1)
+    if len(head) != 2 or not _INT.fullmatch(head[0]):
+        return None
+    tail = head[1].rsplit(None, 1)
+    if len(tail) != 2 or tail[1] not in ("On", "Off", "N/A"):
+        return None
+    return int(head[0]), tail[0], tail[1]
+
+
+def _process_row(joined: str) -> tuple[int, int, str, str, str] | None:
+    """(gpu, pid, type, name, memory) of a Processes row; None when it is not a whole row."""
+    head = _T_PROCESS_HEAD.match(joined)
+    if head is None:
+        return None
+    tail = joined[head.end():].rsplit(None, 1)
+    if len(tail) != 2 or not _T_PROCESS_MEMORY.fullmatch(tail[1]):
+        return None
+    return int(head[1]), int(head[2]), head[3], tail[0], tail[1]
 
 
 def _cells(line: str) -> list[str]:
@@ -554,7 +586,7 @@ def parse_table(text: str) -> TableFacts:
     GPUs and cells that were printed in full plus gaps."""
     tool = "nvidia-smi"
     _check_failure(tool, text)
-    lines = text.splitlines()
+    lines = split_lines(text)
     gaps: list[str] = []
     if lines and not text.endswith("\n") and lines[-1].strip():
         gaps.append(f"output ends mid-line: {_quote(lines[-1].strip())}")
@@ -578,7 +610,7 @@ def parse_table(text: str) -> TableFacts:
             section, process_state = "processes", "header"
             continue
         if section == "gpus":
-            if len(cells) >= 2 and _T_ROW1_GPU.fullmatch(cells[0].strip()) \
+            if len(cells) >= 2 and _row1_gpu(cells[0]) is not None \
                     and _T_ROW1_BUS.fullmatch(cells[1].strip()):
                 blocks.append({"row1": cells, "row2": None, "next": True})
             elif blocks and blocks[-1]["next"] and cells:
@@ -605,7 +637,8 @@ def parse_table(text: str) -> TableFacts:
         for gpu_index, _ in processes:
             if gpu_index not in known:
                 gaps.append(f"a process on GPU{gpu_index}, which the GPU table does not show")
-        gpus = [replace(gpu, processes=tuple(p for i, p in processes if i == gpu.index)) for gpu in gpus]
+        by_gpu = _grouped(processes)
+        gpus = [replace(gpu, processes=tuple(by_gpu.get(gpu.index, ()))) for gpu in gpus]
     return TableFacts(driver, cuda, tuple(gpus), tuple(gaps))
 
 
@@ -620,19 +653,20 @@ def _table_process_line(stripped: str, joined: str, state: str | None,
         return "closed"
     if joined == "No running processes found":
         return "rows"
-    match = _T_PROCESS.fullmatch(joined)
-    if not match or not stripped.endswith("|"):
+    row = _process_row(joined)
+    if row is None or not stripped.endswith("|"):
         return "cut"                           # a row that is not whole: the list can't be trusted
-    if "C" in match[3]:                        # G-only (Xorg) is not a compute process
-        used = None if match[5] == "N/A" else float(match[5][:-3])
-        processes.append((int(match[1]), GpuProcess(int(match[2]), match[4], used)))
+    gpu, pid, kind, name, memory = row
+    if "C" in kind:                            # G-only (Xorg) is not a compute process
+        used = None if memory == "N/A" else float(memory[:-3])
+        processes.append((gpu, GpuProcess(pid, name, used)))
     return "rows"
 
 
 def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
     row1, row2 = block["row1"], block["row2"]
-    head, bus = _T_ROW1_GPU.fullmatch(row1[0].strip()), _T_ROW1_BUS.fullmatch(row1[1].strip())
-    index = int(head[1])
+    head, bus = _row1_gpu(row1[0]), _T_ROW1_BUS.fullmatch(row1[1].strip())
+    index = head[0]
     label = f"GPU{index}"
     ecc_enabled = ecc_count = None
     if len(row1) < 3:
@@ -664,8 +698,8 @@ def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
             gaps.append(f"{label}: output ends before its Memory-Usage cell")
         else:
             gaps.append(f"{label}: unreadable Memory-Usage cell {_quote(row2[1].strip())}")
-    persistence = {"On": True, "Off": False}.get(head[3])
-    return Gpu(index=index, name=head[2], pci_bus_id=normalise_bus_id(bus[1]), persistence_mode=persistence,
+    persistence = {"On": True, "Off": False}.get(head[2])
+    return Gpu(index=index, name=head[1], pci_bus_id=normalise_bus_id(bus[1]), persistence_mode=persistence,
                ecc_enabled=ecc_enabled, ecc_uncorrectable_volatile=ecc_count, temperature_c=temp,
                power_draw_w=draw, power_limit_w=cap, memory_used_mib=used, memory_total_mib=total)
 
@@ -693,9 +727,25 @@ class Topo:
 
 
 _TOPO_LABELS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-_TOPO_HEADER = re.compile(r"(.*?)\s*((?:(?:CPU Affinity|NUMA Affinity|GPU NUMA ID)\s*)*)")
 _TOPO_LINK = re.compile(r"[A-Za-z0-9#]+")
 _TOPO_NIC = re.compile(r"(NIC\d+):\s*(\S+)", re.ASCII)
+
+
+def _topo_header(line: str) -> tuple[tuple[str, ...], list[str]]:
+    """(device names, affinity labels) of the header line: the labels are peeled off its end by
+    words, so no pattern backtracks over a long run of blanks."""
+    words = line.split()
+    labels: list[str] = []
+    peeled = True
+    while peeled:
+        peeled = False
+        for label in _TOPO_LABELS:
+            parts = label.split()
+            if len(words) >= len(parts) and words[-len(parts):] == parts:
+                labels.insert(0, label)
+                del words[-len(parts):]
+                peeled = True
+    return tuple(words), labels
 
 
 def parse_topo(text: str) -> Topo:
@@ -703,7 +753,7 @@ def parse_topo(text: str) -> Topo:
     Cells are read by whitespace: no link word or affinity value holds a space."""
     tool = "nvidia-smi topo"
     _check_failure(tool, text)
-    lines = text.splitlines()
+    lines = split_lines(text)
     gaps: list[str] = []
     if lines and not text.endswith("\n") and lines[-1].strip():
         gaps.append(f"output ends mid-line: {_quote(lines[-1].strip())}")
@@ -711,9 +761,8 @@ def parse_topo(text: str) -> Topo:
     body = [line for line in lines if line.strip()]
     if not body:
         raise ParseError(tool, "empty output", text)
-    header = _TOPO_HEADER.fullmatch(body[0].strip())
-    devices = tuple(header[1].split())
-    labels = re.findall("|".join(_TOPO_LABELS), header[2])
+    devices, labels = _topo_header(body[0])
+    known = set(devices)
     if not devices or not all(re.fullmatch(r"[A-Za-z][\w.-]*\d", d, re.ASCII) for d in devices):
         raise ParseError(tool, f"expected a header of device names (GPU0 GPU1 ...), got {_quote(body[0].strip())}",
                          text)
@@ -721,6 +770,7 @@ def parse_topo(text: str) -> Topo:
     columns: dict[str, dict[str, str]] = {label: {} for label in _TOPO_LABELS}
     nics: dict[str, str] = {}
     rows: list[str] = []
+    done: set[str] = set()
     in_legend = False
     for line in body[1:]:
         stripped = line.strip()
@@ -733,19 +783,20 @@ def parse_topo(text: str) -> Topo:
                 nics[nic[1]] = nic[2]
             continue
         tokens = stripped.split()
-        if tokens[0] not in devices or tokens[0] in rows:
+        if tokens[0] not in known or tokens[0] in done:
             raise ParseError(tool, f"unexpected matrix row {_quote(stripped)}", text)
         values, extra = tokens[1:1 + len(devices)], tokens[1 + len(devices):]
         if len(values) < len(devices) or len(extra) > len(labels) \
                 or not all(_TOPO_LINK.fullmatch(value) for value in values):
             raise ParseError(tool, f"matrix row does not fit the header: {_quote(stripped)}", text)
         rows.append(tokens[0])
+        done.add(tokens[0])
         for column, value in zip(devices, values):
             links[(tokens[0], column)] = value
         for label, value in zip(labels, extra):
             if _na(value) is not None:
                 columns[label][tokens[0]] = value
-    gaps += [f"no matrix row for {device}" for device in devices if device not in rows]
+    gaps += [f"no matrix row for {device}" for device in devices if device not in done]
     return Topo(devices, links, columns["CPU Affinity"], columns["NUMA Affinity"], columns["GPU NUMA ID"],
                 nics, tuple(gaps))
 
@@ -769,7 +820,7 @@ def _nvlink_blocks(text: str, tool: str, line_shape: re.Pattern) -> dict[int, li
     _check_failure(tool, text)
     blocks: dict[int, list[re.Match]] = {}
     current = None
-    for line in text.splitlines():
+    for line in split_lines(text):
         stripped = line.strip()
         if not stripped:
             continue
@@ -827,7 +878,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
     for name, text in (("--query-gpu", query_gpu), ("--query-compute-apps", compute_apps),
                        ("nvlink -s", nvlink)):
         if text and text.strip() and not text.endswith("\n"):
-            last = text.splitlines()[-1].strip()
+            last = split_lines(text)[-1].strip()
             raise ParseError(f"nvidia-smi {name}", f"output ends mid-line: {_quote(last)}", text)
     if query_gpu is not None:
         rows = parse_query_gpu(query_gpu, QUERY_GPU_FIELDS)
@@ -863,16 +914,25 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
     return GpuFacts("nvidia-smi", driver, cuda, tuple(gpus), note, tuple(gaps))
 
 
+def _grouped(pairs: Iterable[tuple]) -> dict:
+    """{key: [values in order]} from (key, value) pairs: one pass, not one scan per key."""
+    groups: dict = {}
+    for key, value in pairs:
+        groups.setdefault(key, []).append(value)
+    return groups
+
+
 def _merge_q(gpus: Sequence[Gpu], q_gpus: Sequence[Gpu], gaps: list[str]) -> list[Gpu]:
     by_bus = {g.pci_bus_id: g for g in q_gpus if g.pci_bus_id is not None}
+    by_index = _grouped((g.index, g) for g in q_gpus)
     used: set[int] = set()
     merged = []
     for gpu in gpus:
         match = by_bus.get(gpu.pci_bus_id) if gpu.pci_bus_id is not None else None
         if match is None:
             # by index only where a bus id cannot decide: one side lacks it (a headless -q excerpt)
-            match = next((g for g in q_gpus if g.index == gpu.index
-                          and (g.pci_bus_id is None or gpu.pci_bus_id is None)), None)
+            match = next((g for g in by_index.get(gpu.index, ())
+                          if g.pci_bus_id is None or gpu.pci_bus_id is None), None)
         if match is None:
             merged.append(gpu)
             continue
@@ -901,11 +961,12 @@ def _attach_processes(gpus: Iterable[Gpu], apps: Sequence[tuple[str, GpuProcess]
     for uuid, process in apps:
         if uuid not in known:
             gaps.append(f"compute app pid {process.pid} on {uuid}, which the GPU query does not show")
+    by_uuid = _grouped(apps)
     result = []
     for gpu in gpus:
         if gpu.uuid is None:
             gaps.append(f"{gpu.label} processes: no uuid to match compute apps by")
             result.append(replace(gpu, processes=None))
         else:
-            result.append(replace(gpu, processes=tuple(p for uuid, p in apps if uuid == gpu.uuid)))
+            result.append(replace(gpu, processes=tuple(by_uuid.get(gpu.uuid, ()))))
     return result

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from nodecheck.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.lines import split_lines
 
 TOOL = "nvml probe"
 SCHEMA = 1
@@ -31,7 +32,7 @@ class NvmlUnavailable(ParseError):
 def parse_nvml_probe(text: str) -> GpuFacts:
     """The probe's stdout → GpuFacts; NvmlUnavailable for its unavailable line, ParseError otherwise."""
     stripped = text.strip()
-    first = stripped.splitlines()[0] if stripped else ""
+    first = split_lines(stripped)[0] if stripped else ""
     if first.startswith(UNAVAILABLE_PREFIX):
         raise NvmlUnavailable(first[len(UNAVAILABLE_PREFIX):].strip() or "no reason given", text)
     if not stripped:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers.lines import split_lines
 
 MARK = "@@nodecheck"
 _BEGIN = re.compile(r"^@@nodecheck begin (\S+)$")
@@ -54,7 +55,7 @@ def split_sections(text: str, tool: str = "probe") -> Sections:
     preamble: list[str] = []
     current: str | None = None
     body: list[str] = []
-    for line in text.splitlines():
+    for line in split_lines(text):           # "\n" only: a \x1c or U+2028 in a command's output is its own
         if current is not None:
             end = _END.search(line)
             if end and end.group(1) == current:

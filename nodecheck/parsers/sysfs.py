@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers.lines import split_lines
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Unreadable:
 def parse_sysfs_dump(text: str, tool: str = "sysfs") -> dict[str, "str | Unreadable"]:
     """{path: value}. A line without a tab, or a path that is not absolute, is not this format."""
     values: dict[str, str | Unreadable] = {}
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(split_lines(text), 1):     # a value may hold \x1c, U+2028...
         if not line.strip():
             continue
         path, tab, value = line.partition("\t")

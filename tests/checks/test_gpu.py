@@ -133,7 +133,8 @@ def test_count_seven_fails_listing_the_pci_ids_seen(tmp_path):
 
 def test_count_zero_fails_with_none_seen(tmp_path):
     [verdict] = gpu_count(nvml_out(tmp_path, lambda s: s.update(gpus=[])), GpuCount(expect=8))
-    assert (verdict.status, verdict.message) == (FAIL, "0 GPUs visible to NVML, expected 8 (seen: none)")
+    assert (verdict.status, verdict.message) == (FAIL, "no GPU found (NVML lists none), expected 8")
+    assert (verdict.observed, verdict.expected) == ({"gpus": 0, "pci": [], "source": "nvml"}, {"gpus": 8})
 
 
 def test_count_name_mismatch_fails_that_gpu(tmp_path):
@@ -309,10 +310,12 @@ def test_health_a_lost_gpu_is_an_error_never_a_pass(tmp_path):
     assert [v.subject for v in verdicts if v.status is PASS] == [f"GPU{i}" for i in range(7)]
 
 
-def test_health_zero_gpus_is_an_error(tmp_path):
+def test_health_zero_gpus_fails(tmp_path):
+    # issue 17: the health playbook runs gpu.health without gpu.count; an ERROR would never drain a
+    # node that lost every GPU
     verdicts = health(nvml_out(tmp_path, lambda s: s.update(gpus=[])))
     assert [(v.status, v.subject, v.message) for v in verdicts] == [
-        (ERROR, "", "NVML lists no GPU: nothing to judge")]
+        (FAIL, "", "no GPU found (NVML lists none); gpu.health expects GPUs on this node")]
 
 
 def test_health_expected_nvlinks_with_the_link_state_unknown_is_an_error(tmp_path):
@@ -426,9 +429,9 @@ def test_processes_not_reported_is_an_error(tmp_path):
     assert verdicts[0].message == "GPU0: compute processes not reported by NVML"
 
 
-def test_processes_zero_gpus_is_an_error(tmp_path):
+def test_processes_zero_gpus_fails(tmp_path):
     assert [(v.status, v.message) for v in _processes(nvml_out(tmp_path, lambda s: s.update(gpus=[])))] == [
-        (ERROR, "NVML lists no GPU: nothing to judge")]
+        (FAIL, "no GPU found (NVML lists none); gpu.processes expects GPUs on this node")]
 
 
 def test_processes_from_the_fallback_attribute_compute_apps_by_uuid():
@@ -617,3 +620,44 @@ def test_ecc_disabled_is_judged_by_ecc_mode_not_an_error(tmp_path):
     verdicts = [v for v in health(nvml_out(tmp_path, ecc_off)) if v.status is not PASS]
     assert [(v.status, v.message) for v in verdicts] == [(WARN, "GPU5: ECC disabled, expected enabled")]
     assert [v.status for v in health(nvml_out(tmp_path, ecc_off), ecc_mode="off") if v.subject == "GPU5"] == [PASS]
+
+
+# -- issue 17: nvidia-smi's "No devices were found"; -q lines holding a splitlines break ----------------
+
+NO_DEVICES = "No devices were found\n"
+
+
+@pytest.mark.parametrize("rc", [6, 0], ids=["exit-6", "exit-0"])
+def test_nvidia_smi_no_devices_fails_count_naming_what_is_missing(rc):
+    # nvidia-smi exits 6 (NVML_ERROR_NOT_FOUND) with this line where the driver sees no GPU
+    out = captures(GPU, fallback_stdout(query_gpu=NO_DEVICES, query_rc=rc, q=(NO_DEVICES, rc),
+                                        nvlink=(NO_DEVICES, rc)))
+    [verdict] = gpu_count(out, GpuCount(expect=8))
+    assert (verdict.status, verdict.message) == (
+        FAIL, "no GPU found (nvidia-smi: No devices were found), expected 8")
+    assert verdict.expected == {"gpus": 8}
+    [verdict] = gpu_count(out, GpuCount(expect=0))
+    assert (verdict.status, verdict.message) == (PASS, "no GPU found (nvidia-smi: No devices were found), expected 0")
+    assert [(v.status, v.message) for v in health(out)] == [
+        (FAIL, "no GPU found (nvidia-smi: No devices were found); gpu.health expects GPUs on this node")]
+
+
+def test_nvidia_smi_other_failures_stay_errors():
+    # not "no GPU": the driver could not be asked; that is unreadable, not a fact about the GPUs
+    text = fallback_stdout(query_gpu=NO_DRIVER + "\n", query_rc=9)
+    with pytest.raises(ParseError):
+        gpu_count(captures(GPU, text), GpuCount(expect=8)).__next__()
+    with pytest.raises(ParseError):
+        parse_gpu_probe(fallback_stdout(query_gpu=NO_DEVICES, query_rc=9))
+
+
+@pytest.mark.parametrize("breaker", ["\x0c", "\x1c", "\x85", "\u2028"], ids=ascii)
+def test_health_in_fallback_mode_reads_a_q_line_holding_a_splitlines_break(breaker):
+    # a form feed (or \x1c, \x85, U+2028) before the ":" of a -q line: str.splitlines cut it into a
+    # line starting with ":", and parse_q raised TypeError from gpu.health
+    from tests.parsers.test_nvidia_smi import Q_H100
+    q = Q_H100.replace("    Product Name                          : NVIDIA H100 PCIe",
+                       f"    Product Name{breaker}: NVIDIA H100 PCIe", 1)
+    facts = parse_gpu_probe(fallback_stdout(q=(q, 0)))
+    assert [g.name for g in facts.gpus] == ["NVIDIA H100 PCIe", "NVIDIA H100 PCIe"]
+    assert all(v.status in (PASS, WARN, FAIL, ERROR) for v in health(captures(GPU, fallback_stdout(q=(q, 0)))))

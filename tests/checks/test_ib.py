@@ -188,3 +188,77 @@ def test_params_defaults():
     want = IbPorts.model_validate({})
     assert (want.link_layer, want.min_rate_gbps, want.expected_ports, want.devices) == (
         "InfiniBand", None, None, None)
+
+
+# -- issue 17: a node whose ibstat lists no device at all ----------------------------------------------
+
+NO_DEVICE = "no InfiniBand device found (ibstat printed nothing, exit 0)"
+
+
+def test_no_device_with_expected_ports_fails_naming_what_is_missing():
+    # Debian 12: driver not loaded / HCAs gone, ibstat prints nothing and exits 0
+    assert [(v.status, v.subject, v.message, dict(v.observed), dict(v.expected)) for v in judge_empty(**NDR)] == [
+        (FAIL, "", f"{NO_DEVICE}; expected 8 InfiniBand ports", {"cas": [], "ports": 0}, {"ports": 8})]
+
+
+def test_no_device_with_a_devices_list_fails_naming_the_devices():
+    [verdict] = judge_empty(devices=["mlx5_0", "mlx5_3"], link_layer="any")
+    assert (verdict.status, verdict.message, dict(verdict.expected)) == (
+        FAIL, f"{NO_DEVICE}; expected mlx5_0, mlx5_3", {"devices": ["mlx5_0", "mlx5_3"]})
+
+
+def test_no_device_without_an_expectation_still_fails():
+    # ib.ports is enabled for this node, so it is meant to have ports: an ERROR would never drain a
+    # node that lost every HCA; a node without IB by design sets expected_ports: 0 (or drops the check)
+    [verdict] = judge_empty()
+    assert (verdict.status, verdict.message) == (
+        FAIL, f"{NO_DEVICE}; expected at least one InfiniBand port (set expected_ports: 0 for a node "
+              "without any)")
+
+
+def test_no_device_where_none_is_expected_passes():
+    [verdict] = judge_empty(expected_ports=0)
+    assert (verdict.status, verdict.message) == (PASS, f"{NO_DEVICE}; expected 0 ports")
+
+
+def test_empty_output_with_another_exit_code_is_an_error_not_no_device():
+    # the runner stops a bad exit before the judge; a judge handed one anyway does not call it "none"
+    out = captures(IBSTAT, "", exit_code=1)
+    [verdict] = ports(out, IbPorts(**NDR))
+    assert (verdict.status, verdict.message) == (ERROR, "ibstat printed nothing and exited 1: cannot tell "
+                                                        "whether there is a device")
+
+
+@pytest.mark.parametrize("exit_code, outcome, status, message", [
+    (0, "exited", FAIL, f"{NO_DEVICE}; expected 8 InfiniBand ports"),
+    (1, "exited", ERROR, "ibstat exited 1"),
+    (None, "timeout", Status.TIMEOUT, "ibstat timed out: killed after 10 s"),
+    (-9, "exited", ERROR, "SIGKILL"),
+], ids=["exit-0", "exit-1", "killed-timeout", "killed-signal"])
+def test_empty_output_is_judged_by_how_ibstat_ended(exit_code, outcome, status, message):
+    """Only a clean exit makes "nothing printed" mean "no device"; the runner's own wording for a
+    bad exit (owned by the runner) is matched by its part that names how ibstat ended."""
+    from nodecheck.model import Capture, Outcome
+    from nodecheck.playbook import PlannedCheck
+    from nodecheck.runner import judge_node
+    spec = all_checks()["ib.ports"]
+    params = IbPorts(**NDR)
+    capture = Capture("node001", IBSTAT.name, IBSTAT.argv, Outcome(outcome), exit_code, "", "", 10.0,
+                      "killed after 10 s" if outcome == "timeout" else "")
+    [result] = judge_node(PlannedCheck(spec, params, spec.probes_for(params)), "node001",
+                          {("node001", IBSTAT.name): capture})
+    assert result.verdict.status is status
+    if status is FAIL:
+        assert result.verdict.message == message
+    else:
+        assert message in result.verdict.message and NO_DEVICE not in result.verdict.message
+
+
+def test_blank_lines_or_garbage_are_still_unreadable_not_no_device():
+    for text in ("\n", "\x00\x01\xff\n"):
+        with pytest.raises(ParseError):
+            list(ports(captures(IBSTAT, text), IbPorts(**NDR)))
+
+
+def judge_empty(**params: object) -> list[Verdict]:
+    return list(ports(captures(IBSTAT, ""), IbPorts(**params)))

@@ -178,8 +178,11 @@ def test_dmesg_denied_reads_the_journal_instead():
     out = probe_out(DMESG_DENIED, rc=1, journal=(JOURNAL_119, 0))
     assert rows(xid(out)) == [(FAIL, "PCI:0000:9b:00", "Xid 119 on PCI:0000:9b:00: GSP RPC timeout "
                                                        "(1x, last 2025-02-23 16:24:18Z, pid 2024380 nvidia-smi)")]
+    # "-- No entries --": the journal holds no kernel line for this boot (journald with ReadKMsg=no,
+    # or the wrong boot): nothing shows the log was read, so no event found is not a pass (issue 17)
     assert rows(xid(captures(KERNEL_LOG, out["kernel-log"].stdout.replace(JOURNAL_119, "-- No entries --\n")))) == [
-        (PASS, "", "no Xid events since boot (journalctl -k, 1 lines)")]
+        (ERROR, "", "cannot read journalctl -k output: no line of its 1 carries a kernel timestamp: "
+                    "nothing shows a kernel log was read")]
 
 
 def test_both_sources_failing_is_an_error_naming_both():
@@ -291,3 +294,33 @@ def test_an_unreadable_oom_line_is_an_oom_error_not_an_xid_error():
 def test_since_must_be_a_positive_duration(since):
     with pytest.raises(ValidationError, match="positive duration"):
         XidParams(since=since)
+
+
+# -- issue 17: output with no timestamped kernel line is no evidence of health ------------------------
+
+NOT_A_LOG = {
+    "whitespace": " \n\t\n",
+    "binary": "\x00\x01\xff\ufffd\x7f\x1c\x85garbage\n",
+    "prose": "the quick brown fox\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_LOG))
+def test_a_dmesg_section_without_a_timestamped_line_is_an_error_not_a_pass(name):
+    body = NOT_A_LOG[name]
+    lines = len(body.rstrip("\n").split("\n"))
+    for check in ("gpu.xid", "node.oom"):
+        [result] = judge_node(planned(check), "node001", {("node001", "kernel-log"): probe_out(body)["kernel-log"]})
+        assert (result.check, result.verdict.status, result.verdict.message) == (
+            check, ERROR, f"cannot read dmesg output: no line of its {lines} carries a kernel timestamp: "
+                          "nothing shows a kernel log was read")
+        assert result.verdict.excerpt == body
+
+
+def test_events_in_a_log_without_timestamps_are_judged_but_nothing_passes_on_it():
+    # kmsg-style lines without stamps: the Xid lines are evidence of a fault; the absence of OOM
+    # kills in them is evidence of nothing
+    out = probe_out(data(NVLINK))
+    assert {v.status for v in xid(out)} == {FAIL}
+    assert rows(oom(out)) == [(ERROR, "", "cannot read dmesg output: no line of its 3 carries a kernel "
+                                         "timestamp: nothing shows a kernel log was read")]

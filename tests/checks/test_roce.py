@@ -146,3 +146,57 @@ def test_a_vanished_gid_and_a_port_left_down_fail():
     assert gone.status is Status.FAIL and "10.77.0.3 vanished (was at index 3)" in gone.message
     down = judge_flap(flap_output(table(), table(), final="1: DOWN"))
     assert down.status is Status.FAIL and "port 1: DOWN after the flap" in down.message
+
+
+# -- issue 17: an empty /sys/class/infiniband ------------------------------------------------------
+
+NO_RDMA = "no RDMA device under /sys/class/infiniband (driver not loaded or adapters gone)"
+
+
+def test_no_rdma_device_at_all_fails_naming_what_is_missing():
+    # the table walk finds no port directory: the node has no RDMA device, a fact, not unreadable
+    [(nodes, v)] = judge_gids({"node1": gids_output("")})
+    assert (nodes, v.status, v.message) == (("node1",), Status.FAIL, f"{NO_RDMA}; expected a RoCE (Ethernet) port")
+    [(_, v)] = judge_gids({"node1": gids_output("")}, devices=["mlx5_0", "mlx5_1"])
+    assert (v.status, v.message, dict(v.expected)) == (
+        Status.FAIL, f"{NO_RDMA}; expected mlx5_0, mlx5_1", {"devices": ["mlx5_0", "mlx5_1"]})
+
+
+def test_a_table_walk_that_did_not_finish_is_an_error_not_no_device():
+    text = "@@nodecheck begin table\n"                # cut before its end marker: rc unknown
+    [(_, v)] = judge_gids({"node1": text})
+    assert v.status is Status.ERROR
+
+
+# -- issue 17: the session's NCCL_CONF_FILE (the job's, in the prolog) is read only as shell.job_file allows --
+
+def _run_gids_probe(tmp_path, **env) -> str:
+    import subprocess
+    run = subprocess.run(roce.ROCE_GIDS.argv, capture_output=True, text=True, timeout=20,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env})
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_a_root_only_file_named_as_nccl_conf_file_is_not_captured_by_the_gid_probe(tmp_path):
+    import os
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$s3cr3t-hash:19000:0:99999:7:::\nNCCL_IB_GID_INDEX=7\n")
+    shadow.chmod(0o600)
+    os.chown(shadow, 0, 0)
+    text = _run_gids_probe(tmp_path, NCCL_CONF_FILE=str(shadow))
+    assert "s3cr3t" not in text and "NCCL_IB_GID_INDEX=7" not in text
+    assert "@@nodecheck begin user.conf\nnot read: mode 600 (not readable by everyone) and not the job's own file\n" \
+           "@@nodecheck end user.conf rc=1\n" in text
+    assert roce._job_gid_index(text, roce.RoceGids()) == (None, "NCCL's own choice")
+
+
+def test_the_gid_probe_still_reads_a_plain_conf_file_and_the_home_one(tmp_path):
+    conf = tmp_path / "site.conf"
+    conf.write_text("NCCL_IB_GID_INDEX=3\n")
+    conf.chmod(0o644)
+    assert roce._job_gid_index(_run_gids_probe(tmp_path, NCCL_CONF_FILE=str(conf)), roce.RoceGids()) == (
+        3, "NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf")
+    (tmp_path / ".nccl.conf").write_text("NCCL_IB_GID_INDEX=5\n")
+    assert roce._job_gid_index(_run_gids_probe(tmp_path), roce.RoceGids()) == (
+        5, "NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf")

@@ -66,6 +66,10 @@ RDMA_LINK = {
         RdmaLink("mlx5_9", 1, "DOWN", None, None, "InfiniBand", truncated=True)],
 }
 NO_NETLINK = "rdma_link/debian-iproute2-6.1-no-netlink-rdma-exit1.txt"
+# MLNX OFED's iproute2 puts a colon after the port (issue 17: the parser refused it)
+RDMA_LINK["rdma_link/mlnx-ofed-iproute2-rdma-link-colon-after-port.txt"] = [
+    RdmaLink("mlx5_0", 1, "ACTIVE", "LINK_UP", "ens21f0", "Ethernet"),
+    RdmaLink("mlx5_1", 1, "ACTIVE", "LINK_UP", "ens21f1", "Ethernet")]
 
 
 def rows(gids: list[Gid]) -> list[tuple]:
@@ -167,7 +171,7 @@ def test_rdma_link_cut_mid_word_and_details():
 
 
 @pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
+    ("\n \n", "only blank lines"),
     ("link mlx5_0/1 state ACTIVE\nlink mlx5_1/1 state ACTIVE physical_state LINK_UP\n",
      "state or physical_state missing"),
     ("link mlx5_0/1 state BOGUS physical_state LINK_UP\nlink mlx5_1/1 state ACTIVE physical_state LINK_UP\n",
@@ -309,3 +313,31 @@ def test_sysfs_garbage(text, reason):
 def test_make_gid_normalizes(text, expected):
     gid = make_gid("mlx5_0", 1, 0, text)
     assert (gid.gid, gid.ipv4, gid.link_local, gid.is_empty) == expected
+
+
+# -- issue 17 -------------------------------------------------------------------------------------------
+
+def test_rdma_link_printing_nothing_lists_no_port():
+    # `rdma link` on a host without RDMA devices prints nothing (exit 0): no port, for the judge to weigh
+    assert parse_rdma_link("") == []
+
+
+def test_rdma_link_colon_form_of_an_ib_port_with_details():
+    text = "link mlx5_0/1: subnet_prefix fe80:0000:0000:0000 lid 3 sm_lid 1 lmc 0 state ACTIVE physical_state LINK_UP\n"
+    assert parse_rdma_link(text) == [RdmaLink("mlx5_0", 1, "ACTIVE", "LINK_UP", None, "InfiniBand")]
+
+
+@pytest.mark.parametrize("breaker", ["\x0c", "\x1c", "\x85", "\u2028"], ids=ascii)
+def test_a_splitlines_break_inside_a_sysfs_value_stays_in_it(breaker):
+    # one line with a stray separator is one odd line, not two lines, the second without its path
+    values = parse_sysfs_dump(f"/sys/class/infiniband/mlx5_0/ports/1/rate\t400 Gb/sec{breaker}(4X NDR)\n")
+    assert values == {"/sys/class/infiniband/mlx5_0/ports/1/rate": f"400 Gb/sec{breaker}(4X NDR)"}
+
+
+def test_ibdev2netdev_is_linear_on_a_long_line():
+    import time
+    start = time.perf_counter()
+    for text in ("a b (" + ") fw" * 20_000 + " port 1\n", "a b (" + ")" * 20_000 + " port 1\n"):
+        with pytest.raises(ParseError):
+            parse_ibdev2netdev(text)
+    assert time.perf_counter() - start < 2.0       # the two greedy .* took 8 s

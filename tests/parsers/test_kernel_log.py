@@ -425,3 +425,21 @@ def test_classification(code, severity):
 def test_unknown_code_fails():
     assert classify(9999) == classify(0) == UNKNOWN == ("fail", "unknown Xid: not in the table")
     assert all(severity in ("fail", "warn") and meaning for severity, meaning in XID_ACTIONS.values())
+
+
+# -- issue 17: how many lines carry a kernel timestamp; lines break at "\n" only ------------------------
+
+def test_stamped_counts_lines_with_a_recognised_timestamp():
+    assert parse("").stamped == 0
+    assert parse("  \n\t\n").stamped == 0
+    assert parse("\x00\x01\xff\ufffd\x7f\n").stamped == 0
+    assert parse("[    5.000001] Linux version 6.1.0\nno stamp here\n").stamped == 1
+
+
+@pytest.mark.parametrize("breaker", ["\x0c", "\x1c", "\x85", "\u2028"], ids=ascii)
+def test_a_splitlines_break_inside_a_message_keeps_it_one_line(breaker):
+    line = (f"[ 1399.140318] NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=a{breaker}b, GPU has fallen off the "
+            "bus.\n")
+    log = parse(line)
+    assert (log.lines, log.stamped, [x.code for x in log.xids]) == (1, 1, [79])
+    assert log.xids[0].process == f"a{breaker}b"

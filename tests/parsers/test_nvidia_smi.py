@@ -1,6 +1,7 @@
 """nvidia-smi parsers on every copied corpus file (exact facts per file), plus constructed CSV/-q cases."""
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 
 import pytest
@@ -814,3 +815,97 @@ def test_merge_compute_apps_without_uuid_and_nvlink_missing_gpu():
 def test_clock_reason_names_are_the_shared_ones():
     text = Q_H100.replace("Not Active", "Active")
     assert parse_q(text).gpus[0].clock_event_reasons == frozenset(CLOCK_EVENT_REASONS)
+
+
+# -- issue 17: lines break at "\n" only; one odd line is a gap, never a crash -----------------------
+
+# str.splitlines also breaks at these; a GPU or process name, or a corrupted byte, can put one
+# inside a "Key : value" line, and the half after it starts with ":"
+LINE_BREAKERS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKERS, ids=ascii)
+def test_q_key_value_line_holding_a_splitlines_break_stays_one_line(breaker):
+    text = Q_H100.replace("    Product Name                          : NVIDIA H100 PCIe",
+                          f"    Product Name{breaker}: NVIDIA H100 PCIe", 1)
+    assert f"Product Name{breaker}:" in text
+    (gpu,) = parse_q(text).gpus
+    assert gpu == Q_H100_GPU
+
+
+def test_q_line_without_a_key_is_a_gap_not_a_crash():
+    text = Q_H100.replace("    Serial Number                         : 1654922001234",
+                          "    : 1654922001234", 1)
+    facts = parse_q(text)
+    assert facts.gpus[0].serial is None
+    assert "unreadable line ': 1654922001234' (no key before ':')" in facts.gaps
+
+
+# -- issue 17: every parser is linear in its input ----------------------------------------------------
+
+LINEAR_BOUND_S = 2.0          # generous: the quadratic code took 8-370 s on these inputs, linear code ms
+
+
+def _seconds(parse, *args) -> float:
+    start = time.perf_counter()
+    try:
+        parse(*args)
+    except ParseError:
+        pass
+    return time.perf_counter() - start
+
+
+def test_query_gpu_duplicate_index_check_is_linear():
+    # 78 KB of one-column rows, every index distinct: a count() per row took 9-18 s
+    rows = "".join(f"{i}\n" for i in range(15_000))
+    assert len(rows) > 78_000
+    assert _seconds(gpus_from_query_gpu, rows, ("index",)) < LINEAR_BOUND_S
+    with pytest.raises(ParseError, match="GPU14999 appears twice"):
+        gpus_from_query_gpu(rows + "14999\n", ("index",))
+
+
+def test_q_duplicate_bus_id_check_is_linear():
+    text = "".join(f"GPU 0000:{i // 256:02X}:{i % 256:02X}.0\n    Product Name : x\n" for i in range(2_000))
+    assert _seconds(parse_q, text) < LINEAR_BOUND_S
+    with pytest.raises(ParseError, match="GPU 0000:07:3f.0 appears twice"):
+        parse_q(text + "GPU 0000:07:3F.0\n    Product Name : x\n")
+
+
+SPACES = " " * 20_000
+
+
+@pytest.mark.parametrize("text", [
+    "\tGPU0" + SPACES + "X\n",                                                   # header: 13 s
+    "\tGPU0\tCPU Affinity\nGPU0" + SPACES + "X\n",
+    "\tGPU0" + SPACES + "CPU Affinity" + SPACES + "NUMA Affinity\n",
+], ids=["header", "row", "labels"])
+def test_topo_is_linear_on_a_line_of_spaces(text):
+    assert _seconds(parse_topo, text) < LINEAR_BOUND_S
+
+
+TABLE_HEAD = "| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |\n"
+
+
+@pytest.mark.parametrize("text", [
+    TABLE_HEAD + "|   0  A" + SPACES + "x | 00000000:01:00.0 Off |  0 |\n",         # GPU row: 8 s
+    TABLE_HEAD + "| Processes: |\n|====|\n|  0  1234  C  p" + SPACES + "q |\n",   # process row: 16 s
+    TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8" + SPACES + "/ 250W |\n",
+    TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8 " + "/" * 20_000 + " x |\n",
+], ids=["gpu-row", "process-row", "second-row", "second-row-slashes"])
+def test_table_is_linear_on_a_line_of_spaces(text):
+    assert _seconds(parse_table, text) < LINEAR_BOUND_S
+
+
+def test_merging_thousands_of_gpus_is_linear():
+    # -q GPUs matched by index, compute apps by uuid: a scan of all the others per GPU is quadratic
+    from nodecheck.parsers.nvidia_smi import _attach_processes, _merge_q
+    n = 20_000
+    gpus = [Gpu(index=i, uuid=f"GPU-{i}") for i in range(n)]
+    q_gpus = [Gpu(index=i, name="x") for i in range(n)]
+    apps = [(f"GPU-{i}", GpuProcess(1000 + i, "p", 1.0)) for i in range(n)]
+    start = time.perf_counter()
+    merged = _merge_q(gpus, q_gpus, [])
+    attached = _attach_processes(merged, apps, [])
+    assert time.perf_counter() - start < LINEAR_BOUND_S
+    assert [(g.name, g.processes) for g in attached[:2]] == [
+        ("x", (GpuProcess(1000, "p", 1.0),)), ("x", (GpuProcess(1001, "p", 1.0),))]

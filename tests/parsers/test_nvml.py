@@ -111,6 +111,14 @@ def test_unavailable_line_raises_nvml_unavailable_with_the_reason() -> None:
     assert info.value.excerpt == text
 
 
+def test_unavailable_reason_holding_a_splitlines_break_is_read_whole() -> None:
+    # issue 17: a library message with U+2028 (or \x1c, \x85) in it; lines break at "\n" only
+    text = "nodecheck-nvml-unavailable: nvmlInit failed:\u2028Driver Not Loaded\n"
+    with pytest.raises(NvmlUnavailable) as info:
+        parse_nvml_probe(text)
+    assert info.value.reason == "nvmlInit failed:\u2028Driver Not Loaded"
+
+
 def _mutate(path: str, value: object):
     """doc() with the value at a dotted path ("gpus.0.temperature_c") replaced; DELETE removes it."""
     def make() -> str:
