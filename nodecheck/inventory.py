@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.errors import ConfigError
 from nodecheck.model import Node
-from nodecheck.yamlsrc import Located, load_file, pydantic_error
+from nodecheck.yamlsrc import Located, load_file, pydantic_error, shown
 
 DEFAULT_SSH_PORT = 22
 
@@ -71,7 +71,7 @@ def load_inventory(path: str | Path) -> list[Node]:
                             hint="check the hostlist ranges for a typo, or split the inventory")
         for node in _expand(src, pattern, entry or NodeEntry(), inv.defaults):
             if node.name in seen:
-                raise src.error(("nodes", pattern), f"duplicate node {node.name!r} "
+                raise src.error(("nodes", pattern), f"duplicate node {shown(node.name)} "
                                 f"(already defined at line {seen[node.name]})",
                                 hint="each node may appear in one entry only")
             _check_machine(src, pattern, node, machines, seen)
@@ -86,7 +86,7 @@ def _check_machine(src: Located, pattern: str, node: Node, machines: dict, lines
     other = machines.setdefault(key, node)
     if other is not node:
         raise src.error(("nodes", pattern),
-                        f"node {node.name!r} dials {node.address}:{node.port}, as node {other.name!r} "
+                        f"node {shown(node.name)} dials {node.address}:{node.port}, as node {shown(other.name)} "
                         f"(line {lines[other.name]}) does",
                         hint="one machine, one entry: remove one of them or fix its address or port")
 
@@ -106,7 +106,7 @@ def _expand(src: Located, pattern: str, entry: NodeEntry, defaults: NodeSettings
         addresses = _hostlist(src, ("nodes", pattern, "address"), entry.address, "address")
         if len(addresses) != len(names):
             raise src.error(("nodes", pattern, "address"),
-                            f"{pattern!r} names {len(names)} nodes but address {entry.address!r} "
+                            f"{shown(pattern)} names {len(names)} nodes but address {shown(entry.address)} "
                             f"expands to {len(addresses)}",
                             hint="give an address hostlist of the same length, e.g. 10.0.0.[1-8]")
     base = Path(src.file).parent
@@ -126,7 +126,8 @@ def _check_files(src: Located, loc: tuple, settings: NodeSettings) -> None:
     for key in ("identity_file", "ssh_config"):
         value = getattr(settings, key)
         if value and not Path(_path(base, value)).is_file():
-            raise src.error(loc + (key,), f"{key} {value!r} does not exist (resolved to {_path(base, value)})",
+            raise src.error(loc + (key,),
+                            f"{key} {shown(value)} does not exist (resolved to {_cut(str(_path(base, value)))})",
                             hint="fix the path; relative paths are relative to the inventory file")
 
 
@@ -135,15 +136,15 @@ def _hostlist(src: Located, loc: tuple, text: str, what: str) -> list[str]:
         return [text]
     size = size_bound(text)
     if size > MAX_NODES:
-        raise src.error(loc, f"{what} hostlist {text!r} names {size:,} nodes, more than {MAX_NODES:,}",
+        raise src.error(loc, f"{what} hostlist {shown(text)} names {size:,} nodes, more than {MAX_NODES:,}",
                         hint="check the range for a typo, e.g. gpu[001-128]")
     try:
         expanded = list(_nodeset(text))
     except (NodeSetException, ValueError) as e:
-        raise src.error(loc, f"bad hostlist {text!r} for {what}: {e}",
+        raise src.error(loc, f"bad hostlist {shown(text)} for {what}: {_cut(str(e))}",
                         hint="use Slurm hostlist syntax, e.g. gpu[001-008,010]") from None
     if not expanded:
-        raise src.error(loc, f"empty hostlist {text!r}", hint="name at least one node")
+        raise src.error(loc, f"empty hostlist {shown(text)}", hint="name at least one node")
     return expanded
 
 
@@ -156,7 +157,7 @@ def _nodeset(text: str) -> NodeSet:
 # a bracket group of a hostlist, and one of its ranges: "7", "001-128", "1-99/2"
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*(?:/\s*(\d+)\s*)?)?")
-_TERM_SEPARATORS = re.compile(r"[,!&^](?![^\[]*\])")     # outside brackets: union and set operators
+_TERM_SEPARATORS = frozenset(",!&^")          # outside brackets: union and set operators
 _HUGE = 10 ** 15                               # a bound for numbers too long to be a real range
 
 
@@ -167,12 +168,26 @@ def size_bound(text: str) -> int:
     up (an upper bound also for the ! & ^ operators), and anything else counts as one name,
     left for ClusterShell to accept or reject."""
     total = 0
-    for term in _TERM_SEPARATORS.split(text):
+    for term in _terms(text):
         size = 1
         for group in _BRACKETS.findall(term):
             size *= sum(_range_size(item) for item in group.split(","))
         total += size
     return total
+
+
+def _terms(text: str) -> list[str]:
+    """The text split at separators outside brackets, in one pass: a lookahead regex for "not inside
+    brackets" rescans the rest of the text at every comma, quadratic in a long hostlist."""
+    terms, start, inside = [], 0, False
+    for i, c in enumerate(text):
+        if c in "[]":
+            inside = c == "["
+        elif c in _TERM_SEPARATORS and not inside:
+            terms.append(text[start:i])
+            start = i + 1
+    terms.append(text[start:])
+    return terms
 
 
 def _range_size(item: str) -> int:
@@ -199,16 +214,21 @@ def select(nodes: list[Node], hostlist: str | None, source: str = "--nodes") -> 
         return nodes
     size = size_bound(hostlist)
     if size > MAX_NODES:
-        raise ConfigError(f"hostlist {hostlist!r} names {size:,} nodes, more than {MAX_NODES:,}",
+        raise ConfigError(f"hostlist {shown(hostlist)} names {size:,} nodes, more than {MAX_NODES:,}",
                           file=source, hint="check the range for a typo, e.g. gpu[001-004]")
     try:
         wanted = _nodeset(hostlist)
     except (NodeSetException, ValueError) as e:
-        raise ConfigError(f"bad hostlist {hostlist!r}: {e}", file=source,
+        raise ConfigError(f"bad hostlist {shown(hostlist)}: {_cut(str(e))}", file=source,
                           hint="use Slurm hostlist syntax, e.g. gpu[001-004]") from None
     known = NodeSet.fromlist((n.name for n in nodes), resolver=RESOLVER_NOGROUP)
     missing = wanted - known
     if missing:
-        raise ConfigError(f"{missing} not in the inventory", file=source,
-                          hint=f"the inventory has {known}")
+        raise ConfigError(f"{_cut(str(missing))} not in the inventory", file=source,
+                          hint=f"the inventory has {_cut(str(known))}")
     return [n for n in nodes if n.name in wanted]
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """A folded hostlist or a path for a message, bounded like every quoted input."""
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -15,7 +15,7 @@ from nodecheck.errors import ConfigError
 from nodecheck.gate import GateSettings
 from nodecheck.model import Node, Probe
 from nodecheck.registry import CheckSpec, all_checks
-from nodecheck.yamlsrc import Located, load_file, pydantic_error
+from nodecheck.yamlsrc import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
 
 DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
 # Upper bounds, so a typo (1e10) or .inf is an error at load time, not an OverflowError when the
@@ -102,7 +102,7 @@ def resolve(name_or_path: str) -> Path:
             return candidate
     known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.yml")})
     close = difflib.get_close_matches(name_or_path, known, n=1)
-    raise ConfigError(f"no playbook named {name_or_path!r}", file="--playbook",
+    raise ConfigError(f"no playbook named {shown(name_or_path)}", file="--playbook",
                       hint=(f"did you mean {close[0]!r}? " if close else "")
                       + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path")
 
@@ -123,13 +123,14 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
         book = PlaybookFile.model_validate(src.data)
     except ValidationError as e:
         raise pydantic_error(src, (), e, model=PlaybookFile) from None
+    _refuse_non_finite(src, (), book.gate, root=("gate",))
     blocks: dict[str, list[tuple[Located, dict]]] = {}
     for name, block in book.checks.items():
         blocks.setdefault(name, []).append((src, block or {}))
     digest = hashlib.sha256(src.sha256.encode())
     for pin in pins:
         if not Path(pin).is_file():
-            raise ConfigError(f"pins file {pin!r} not found", file="--pins",
+            raise ConfigError(f"pins file {shown(pin)} not found", file="--pins",
                               hint="`nodecheck baseline hosts.yml > pins.yml` writes one")
     extra = [(i, str(Path(p).resolve())) for i, p in enumerate(pins)]
     pinned: dict[tuple[str, str], tuple[Located, object]] = {}
@@ -143,8 +144,8 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
                 # two pin files that disagree: which one is right is the operator's call, not ours
                 if (name, key) in pinned and pinned[(name, key)][1] != value:
                     other = pinned[(name, key)][0]
-                    raise inc.error(("checks", name, key), f"{name}.{key} is pinned to {value!r} here and to "
-                                    f"{pinned[(name, key)][1]!r} in {other.file}",
+                    raise inc.error(("checks", name, key), f"{name}.{key} is pinned to {shown(value)} here and to "
+                                    f"{shown(pinned[(name, key)][1])} in {other.file}",
                                     hint="keep one pins file per fleet, or remove the stale pin")
                 pinned[(name, key)] = (inc, value)
             # pin files come before the playbook's own block: the playbook's keys win
@@ -186,7 +187,8 @@ INCLUDE_KEYS = {"expect", "image", "runtime"}
 def _load_include(src: Located, path: Path, index: int, included: str, listed: dict[str, dict]) -> Located:
     target = (path.parent / included) if not Path(included).is_absolute() else Path(included)
     if not target.is_file():
-        raise src.error(("include", index), f"included file {included!r} not found (looked at {target})",
+        raise src.error(("include", index),
+                        f"included file {shown(included)} not found (looked at {shown(str(target))})",
                         hint="paths are relative to the playbook; `nodecheck baseline` writes one")
     inc = load_file(target)
     if not isinstance(inc.data, dict):
@@ -199,7 +201,7 @@ def _load_include(src: Located, path: Path, index: int, included: str, listed: d
     for name, block in inc.data["checks"].items():
         for key, value in block.items() if isinstance(block, dict) else ():
             if key not in INCLUDE_KEYS:
-                raise inc.error(("checks", name, key), f"an included file may only pin values: {key!r} is "
+                raise inc.error(("checks", name, key), f"an included file may only pin values: {shown(key)} is "
                                 f"not one of {', '.join(sorted(INCLUDE_KEYS))}",
                                 hint="set thresholds, drift, timeout_s and enabled in the playbook itself")
             # for a check the playbook lists, the pin must be about the same image the same way (it
@@ -207,7 +209,7 @@ def _load_include(src: Located, path: Path, index: int, included: str, listed: d
             own = listed.get(name)
             mine = None if own is None else own.get(key, "auto" if key == "runtime" else None)
             if key in ("image", "runtime") and mine is not None and mine != value:
-                raise inc.error(("checks", name, key), f"{name}.{key} is {value!r} here but {mine!r} in the "
+                raise inc.error(("checks", name, key), f"{name}.{key} is {shown(value)} here but {shown(mine)} in the "
                                 "playbook: these pins are for another image or runtime",
                                 hint="write the pins again with `nodecheck baseline --image ... --runtime ...`")
     return inc
@@ -222,7 +224,7 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
     src = parts[-1][0]
     if name not in registry:
         close = difflib.get_close_matches(name, list(registry), n=1)
-        raise src.error(loc, f"unknown check {name!r}",
+        raise src.error(loc, f"unknown check {shown(name)}",
                         hint=(f"did you mean {close[0]!r}? " if close else "")
                         + "`nodecheck checks` lists every check")
     spec = registry[name]
@@ -234,7 +236,9 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
                                  hint="e.g. {drift: fail}, or nothing")
         block.update(part)
         origin.update({key: part_src for key in part})
-    if job_env is not None and "env" in spec.params.model_fields:
+    if job_env is not None and "job_env" in spec.params.model_fields:
+        block["job_env"] = job_env             # kept apart from the operator's `env`: a test trusts it less (jobenv)
+    elif job_env is not None and "env" in spec.params.model_fields:
         mine = block.get("env", {})             # (`env:` left empty or a list is the block's error, job env or not)
         block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine   # a bad block still fails validation
     try:
@@ -244,6 +248,10 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
         first = e.errors()[0]["loc"] if e.errors() else ()
         where = origin.get(str(first[0]), src) if first else src
         raise pydantic_error(where, loc, e, what=f" (check {name})", model=spec.params) from None
+    for key, value in block.items():           # each key at the line of the file that set it
+        _refuse_non_finite(origin.get(key, src), loc, {key: value if key in ("timeout_s", "enabled")
+                                                            else getattr(params, key, value)},
+                           f" (check {name})")
     if not options.enabled:
         return None
     probes, after = spec.probes_for(params), spec.after_probes_for(params)
@@ -251,3 +259,14 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
         probes = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in probes)
         after = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in after)
     return PlannedCheck(spec, params, probes, after)
+
+
+def _refuse_non_finite(src: Located, base: tuple, value: object, what: str = "", root: tuple = ()) -> None:
+    """A NaN or infinity anywhere in validated settings is a ConfigError at its line: NaN compares
+    false with everything, so a NaN bound passes every value and would resume a drained node."""
+    found = non_finite(value, root)
+    if found is not None:
+        where, number = found
+        loc = base + where
+        dotted = ".".join(str(part) for part in loc)
+        raise src.error(loc, f"{dotted}: Input should be a finite number, got {number}{what}", hint=FINITE_HINT)

@@ -1,6 +1,7 @@
 """Named threshold bands with units in the caller's keys; each judges one value into a Verdict."""
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
@@ -14,7 +15,20 @@ def fmt(value: Any) -> str:
 
 
 class _Band(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN compares false with everything: a bound of .nan would pass every value, so bounds are finite
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def is_finite(value: Any) -> bool:
+    """False only for a float NaN or infinity; other values are not numbers this module judges."""
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _not_judged(value: Any, what: str, unit: str, subject: str, expected: dict) -> Verdict:
+    """A non-finite measurement (a tool printed nan or inf) says nothing about health either way."""
+    u = f" {unit}" if unit else ""
+    return Verdict(Status.ERROR, f"{what} {value}{u}: not a finite number, cannot be judged",
+                   subject, {what: str(value)}, expected)
 
 
 class Floor(_Band):
@@ -32,6 +46,8 @@ class Floor(_Band):
     def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
         seen = f"{what} {fmt(value)} {unit}"
         observed, expected = {what: value}, {"min": self.fail_below}
+        if not is_finite(value):
+            return _not_judged(value, what, unit, subject, expected)
         if value < self.fail_below:
             return Verdict(Status.FAIL, f"{seen}, expected >= {fmt(self.fail_below)} {unit}",
                            subject, observed, expected)
@@ -57,6 +73,8 @@ class Ceiling(_Band):
     def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
         seen = f"{what} {fmt(value)} {unit}"
         observed, expected = {what: value}, {"max": self.fail_above}
+        if not is_finite(value):
+            return _not_judged(value, what, unit, subject, expected)
         if value > self.fail_above:
             return Verdict(Status.FAIL, f"{seen}, expected <= {fmt(self.fail_above)} {unit}",
                            subject, observed, expected)
@@ -71,8 +89,16 @@ class Exact(_Band):
     """The value must equal the pinned one."""
     value: Any
 
+    @model_validator(mode="after")
+    def _finite(self) -> "Exact":
+        if not is_finite(self.value):
+            raise ValueError(f"value must be a finite number, got {self.value}")
+        return self
+
     def judge(self, value: Any, *, what: str, unit: str = "", subject: str = "") -> Verdict:
         u = f" {unit}" if unit else ""
+        if not is_finite(value):
+            return _not_judged(value, what, unit, subject, {what: self.value})
         if value != self.value:
             return Verdict(Status.FAIL, f"{what} {fmt(value)}{u}, expected {fmt(self.value)}{u}",
                            subject, {what: value}, {what: self.value})
@@ -83,8 +109,17 @@ class OneOf(_Band):
     """The value must be one of the allowed ones."""
     values: tuple[Any, ...]
 
+    @model_validator(mode="after")
+    def _finite(self) -> "OneOf":
+        bad = next((v for v in self.values if not is_finite(v)), None)
+        if bad is not None:
+            raise ValueError(f"values must be finite numbers, got {bad}")
+        return self
+
     def judge(self, value: Any, *, what: str, unit: str = "", subject: str = "") -> Verdict:
         allowed = ", ".join(fmt(v) for v in self.values)
+        if not is_finite(value):
+            return _not_judged(value, what, unit, subject, {what: list(self.values)})
         if value not in self.values:
             return Verdict(Status.FAIL, f"{what} {fmt(value)}, expected one of {allowed}",
                            subject, {what: value}, {what: list(self.values)})

@@ -1,11 +1,12 @@
 """Load a YAML file keeping the line of every key, so config errors can name file:line."""
 from __future__ import annotations
 
-import re
-
 import dataclasses
 import difflib
 import hashlib
+import math
+import re
+import reprlib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,38 @@ import yaml
 from nodecheck.errors import ConfigError
 
 Loc = tuple  # a path into the document: ("nodes", "gpu[001-008]", "address")
+
+FINITE_HINT = "nan and inf are not limits or settings: write a finite number, e.g. 85"
+
+
+class _Shown(reprlib.Repr):
+    """repr() cut to a few levels and items, computed without building the whole repr first: a
+    value of nested aliases (a few hundred bytes of YAML) stands for millions of items."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 80, 80, 40
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:               # repr() of a 5000-digit int raises ValueError
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+    def repr_instance(self, x: object, level: int) -> str:
+        if hasattr(type(x), "model_fields"):   # a model's repr would quote all of its fields
+            return f"<{type(x).__name__}>"
+        return super().repr_instance(x, level)
+
+
+_SHOWN = _Shown()
+SHOWN_MAX_CHARS = 300
+
+
+def shown(value: object) -> str:
+    """A value from an input file for a message: repr-like, and at most a few hundred characters."""
+    text = _SHOWN.repr(value)
+    return text if len(text) <= SHOWN_MAX_CHARS else text[:SHOWN_MAX_CHARS] + "…"
 
 # PyYAML's composer recurses once per nesting level, so a hostile depth ends in RecursionError;
 # inventories and playbooks are at most 5 levels deep, so this bound is far from any real file.
@@ -175,7 +208,7 @@ class _Walker:
                 continue
             key = self._key(key_node)
             if key in own:
-                raise ConfigError(f"duplicate key {key!r} (first at line {own[key][1].start_mark.line + 1})",
+                raise ConfigError(f"duplicate key {shown(key)} (first at line {own[key][1].start_mark.line + 1})",
                                   file=self.file, line=key_node.start_mark.line + 1,
                                   hint="each key may appear once; merge the two entries")
             own[key] = (key, key_node, value_node)
@@ -210,8 +243,8 @@ class _Walker:
             raise ConfigError("empty key", file=self.file, line=line,
                               hint="give the key a name; quote it if it is meant to be empty: \"\":")
         kind = _KINDS.get(type(key), f"a {type(key).__name__}")
-        raise ConfigError(f"key {node.value!r} is read by YAML as {kind}, not a name",
-                          file=self.file, line=line, hint=f'quote it: "{node.value}":')
+        raise ConfigError(f"key {shown(node.value)} is read by YAML as {kind}, not a name",
+                          file=self.file, line=line, hint=f'quote it: "{node.value[:80]}":')
 
     def _scalar(self, node: yaml.Node) -> Any:
         try:
@@ -219,7 +252,7 @@ class _Walker:
         except (ValueError, KeyError, TypeError, OverflowError) as e:    # e.g. the date 2024-13-45
             tag = node.tag.rsplit(":", 1)[-1]
             why = "" if isinstance(e, KeyError) else f": {e}"            # a KeyError says only the key
-            raise ConfigError(f"cannot read {node.value!r} as a {tag}{why}", file=self.file,
+            raise ConfigError(f"cannot read {shown(node.value)} as a {tag}{why[:200]}", file=self.file,
                               line=node.start_mark.line + 1, hint="quote it if it is text") from None
 
 
@@ -235,6 +268,7 @@ def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
     first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
     loc = base + tuple(first["loc"])
     dotted = ".".join(str(p) for p in loc if p != "__root__")
+    dotted = dotted if len(dotted) <= 200 else dotted[:200] + "…"   # keys come from the file too
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         return src.error(loc, f"unknown key {dotted!r}{what}",
@@ -245,8 +279,41 @@ def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
     got = first.get("input")
     if isinstance(got, str):                   # an alert URL's user:token@ never reaches a log or terminal
         got = _URL_CREDENTIALS.sub(r"\1***@", got)
-    shown = "" if isinstance(got, (dict, list)) else f", got {got!r}"
-    return src.error(loc, f"{dotted}: {msg}{shown}{what}")
+    seen = "" if isinstance(got, (dict, list)) else f", got {shown(got)}"
+    hint = FINITE_HINT if first["type"] == "finite_number" else ""
+    return src.error(loc, f"{dotted}: {msg[:300]}{seen}{what}", hint=hint)
+
+
+def non_finite(value: Any, loc: Loc = ()) -> tuple[Loc, float] | None:
+    """(where, the number) of the first NaN or infinity in validated settings, else None.
+
+    pydantic's allow_inf_nan reaches float fields only; this reaches every number a file can put
+    anywhere (a field that takes anything, a list, a nested model). Each container is visited
+    once, so values shared through YAML aliases cost what the file says, not their expansion."""
+    seen: set[int] = set()
+    todo: list[tuple[Loc, Any]] = [(loc, value)]
+    while todo:
+        where, item = todo.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return where, item
+            continue
+        if isinstance(item, (str, bytes, int)) or item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if hasattr(type(item), "model_fields"):
+            children = [(name, getattr(item, name, None)) for name in type(item).model_fields]
+            children += list((getattr(item, "model_extra", None) or {}).items())
+        elif isinstance(item, dict):
+            children = list(item.items())
+        elif isinstance(item, (list, tuple)):
+            children = list(enumerate(item))
+        elif isinstance(item, (set, frozenset)):
+            children = [(i, v) for i, v in enumerate(item)]
+        else:
+            continue
+        todo.extend((where + (key,), child) for key, child in reversed(children))
+    return None
 
 
 def _did_you_mean(key: str, model: Any) -> str:

@@ -176,3 +176,24 @@ def test_select_rejects_unknown_nodes_and_bad_hostlists(tmp_path, hostlist, frag
 def test_an_ipv6_address_is_one_address_not_a_hostlist(tmp_path):
     nodes = load_inventory(write(tmp_path, "nodes:\n  gpu1: {address: 'fd00::1'}\n"))
     assert nodes[0].address == "fd00::1"
+
+
+def test_errors_about_a_huge_hostlist_quote_it_bounded(tmp_path):
+    # issue 17: a message quotes a bounded excerpt of the input, not all of it
+    path = write(tmp_path, "nodes:\n  'gpu[1-2]" + ",x" * 100_000 + "]': {}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_inventory(path)
+    assert len(str(caught.value)) < 1000 and caught.value.line == 2
+    with pytest.raises(ConfigError) as caught:
+        select([], "gpu[" + "1," * 100_000 + "x")
+    assert len(str(caught.value)) < 1000
+
+
+@pytest.mark.parametrize("text", ["gpu[1-2" + ",x" * 200_000 + "]", "gpu[" + "1," * 200_000 + "x",
+                                  "a," * 200_000])
+def test_size_bound_is_linear_in_the_hostlist(text):
+    # issue 17: a lookahead per separator made 20k commas take a second, 200k a minute
+    import time
+    started = time.monotonic()
+    size_bound(text)
+    assert time.monotonic() - started < 1.0

@@ -103,7 +103,7 @@ def test_probe_runs_here_filters_env_and_leaves_no_file(tmp_path):
                                          f"{tmp_path}/fr/trace_}}\ncheckpoint: {{dir: ckpt, every_minutes: 10, "
                                          "resume: true}\n"))
     probe = job_probe(spec)
-    assert probe.argv[3:] == ("nodecheck-job", "", str(ckpt), "", "job:TORCH_FR_DUMP_TEMP_FILE",
+    assert probe.argv[3:] == ("nodecheck-job", "", str(ckpt), "", "", "job:TORCH_FR_DUMP_TEMP_FILE",
                               f"{tmp_path}/fr/trace_")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NCCL_IB_HCA": "mlx5_0", "CUDA_MODULE_LOADING": "LAZY",
            "AWS_SECRET_ACCESS_KEY": "hunter2"}
@@ -239,3 +239,27 @@ def test_probe_without_awk_is_unreadable_not_an_empty_environment(tmp_path):
                          env={"PATH": str(bin_dir), "NCCL_IB_HCA": "mlx5_0"}).stdout
     with pytest.raises(ParseError, match=r"reading the node's environment failed \(exit 127\): .*awk"):
         parse_job_probe(out)
+
+
+@pytest.mark.parametrize("text, line, fragment", [
+    ("world_size: 8\ngpus_per_node: 8\ncheckpoint: {dir: /c, save_s: .nan}\n", 3,
+     "checkpoint.save_s: Input should be a finite number"),
+    ("world_size: 8\ngpus_per_node: 8\nlimits:\n  timeout_max_s: .inf\n", 4,
+     "limits.timeout_max_s: Input should be a finite number"),
+])
+def test_a_non_finite_number_is_refused_at_its_line_with_a_hint(tmp_path, text, line, fragment):
+    # issue 17: NaN compares false with everything; no setting may be nan or inf
+    with pytest.raises(ConfigError) as caught:
+        load_job_spec(write(tmp_path, text))
+    assert caught.value.line == line and fragment in caught.value.message
+    assert "nan and inf" in caught.value.hint
+
+
+def test_the_watch_block_bound_from_an_aliased_save_s_is_quoted_bounded(tmp_path):
+    from nodecheck.watch.config import load_watch_config
+    aliased = "[&a [x, x, x, x, x, x, x, x], " + ", ".join(
+        f"&{n} [{', '.join([f'*{p}'] * 8)}]" for p, n in zip("abcdef", "bcdefg")) + "]"
+    path = write(tmp_path, f"world_size: 8\ngpus_per_node: 8\ncheckpoint: {{dir: /c, save_s: {aliased}}}\nwatch: {{}}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_watch_config(str(path))
+    assert len(str(caught.value)) < 1000 and "checkpoint.save_s must be a positive number" in caught.value.message

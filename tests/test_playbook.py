@@ -269,3 +269,70 @@ def test_two_pin_files_that_disagree_are_bad_input_and_the_report_names_both(tmp
     assert [Path(p).name for p, _ in book.includes] == ["a.yml", "b.yml"]
     assert {c.spec.name: c.params.expect for c in book.checks if c.spec.name != "gpu.driver"} == {
         "nccl.version": "2.23.4", "kernel.version": "6.8.0"}
+
+
+# --- issue 17: non-finite numbers and bounded messages ------------------------------------------
+
+@pytest.mark.parametrize("text, line, fragment", [
+    # the issue's input: `fail_above: .nan` loaded, and 95 °C then passed (nothing is > nan)
+    ("checks:\n  gpu.health:\n    temperature_c: {warn_above: 80, fail_above: .nan}\n", 3,
+     "checks.gpu.health.temperature_c.fail_above: Input should be a finite number, got nan"),
+    ("checks:\n  gpu.health:\n    temperature_c:\n      fail_above: 85\n      warn_above: -.inf\n", 5,
+     "temperature_c.warn_above: Input should be a finite number, got -inf"),
+    ("checks:\n  gpu.health:\n    temperature_c: {fail_above: \"NaN\"}\n", 3,
+     "temperature_c.fail_above: Input should be a finite number, got 'NaN'"),
+    ("checks:\n  gpu.processes: {max_memory_used_mib: .inf}\n", 2, "max_memory_used_mib: Input should be a finite"),
+    ("gate: {breaker_share: .nan}\nchecks:\n  gpu.processes: {}\n", 1, "gate.breaker_share: Input should be a finite"),
+])
+def test_a_non_finite_number_in_a_playbook_is_refused_at_its_line(tmp_path, text, line, fragment):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_playbook(str(path))
+    err = caught.value
+    assert (err.file, err.line) == (str(path), line), str(err)
+    assert fragment in err.message
+    assert "nan and inf" in err.hint
+
+
+def test_a_non_finite_number_in_a_field_that_takes_anything_is_refused_too(tmp_path):
+    # a pin (`expect`) of Any type: pydantic's allow_inf_nan does not reach it; the walk after
+    # validation does, whatever check or field it is in
+    from nodecheck.playbook import _refuse_non_finite
+    from nodecheck.thresholds import Exact
+    from nodecheck.yamlsrc import load_text
+    src = load_text("checks:\n  x:\n    pin:\n      - 1\n      - .nan\n", "f.yml")
+    with pytest.raises(ConfigError) as caught:
+        _refuse_non_finite(src, ("checks", "x"), {"pin": [1, float("nan")], "ok": Exact(value=3)}, " (check x)")
+    assert (caught.value.line, caught.value.message) == (
+        5, "checks.x.pin.1: Input should be a finite number, got nan (check x)")
+
+
+# 410 bytes: seven levels of eight aliases, 8^7 = 2 million strings if expanded (the issue's file
+# made a 722-million-character message through `{value!r}`)
+ALIASED_RUNTIME = ("version: 1\nchecks:\n  container.digest:\n    runtime: [&a [aaaaaaaa, aaaaaaaa, aaaaaaaa, "
+                   "aaaaaaaa, aaaaaaaa, aaaaaaaa, aaaaaaaa, aaaaaaaa], "
+                   + ", ".join(f"&{n} [{', '.join([f'*{p}'] * 8)}]" for p, n in zip("abcdef", "bcdefg")) + "]\n")
+
+
+def test_an_aliased_pin_gives_a_short_error_quickly(tmp_path):
+    import time
+    assert len(ALIASED_RUNTIME) < 600
+    (tmp_path / "pins.yml").write_text(ALIASED_RUNTIME)
+    path = write(tmp_path, 'version: 1\ninclude: [pins.yml]\nchecks:\n  container.digest: {image: "r/t:1"}\n')
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        load_playbook(str(path))
+    assert time.monotonic() - started < 1.0
+    assert len(str(caught.value)) < 1000, len(str(caught.value))
+    assert caught.value.line == 4
+    assert "container.digest.runtime is [['aaaaaaaa', 'aaaaaaaa', 'aaaaaaaa', 'aaaaaaaa', ...], [[" in caught.value.message
+    assert "here but 'auto' in the playbook" in caught.value.message
+
+
+def test_two_pin_files_that_disagree_on_an_aliased_value_give_a_short_error(tmp_path):
+    (tmp_path / "a.yml").write_text(ALIASED_RUNTIME.replace("container.digest:\n    runtime", "nccl.version:\n    expect"))
+    (tmp_path / "b.yml").write_text('version: 1\nchecks:\n  nccl.version: {expect: "2.21.5"}\n')
+    path = write(tmp_path, "version: 1\ninclude: [a.yml, b.yml]\nchecks:\n  gpu.driver: {}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_playbook(str(path))
+    assert len(str(caught.value)) < 1000 and "is pinned to '2.21.5' here and to [['aaaaaaaa', " in caught.value.message

@@ -38,3 +38,36 @@ def test_exact_and_one_of():
     assert (v.status, v.message) == (Status.FAIL, "driver 550.54.15, expected 550.90.07")
     v = OneOf(values=("2.21.5", "2.23.4")).judge("2.18.1", what="NCCL")
     assert (v.status, v.message) == (Status.FAIL, "NCCL 2.18.1, expected one of 2.21.5, 2.23.4")
+
+
+# --- issue 17: non-finite numbers -----------------------------------------------------------------
+# NaN compares false with everything, so `value > nan` never fails and a band of .nan passed 95 °C
+
+
+@pytest.mark.parametrize("band, bound", [
+    (Ceiling, {"fail_above": float("nan")}), (Ceiling, {"fail_above": 85, "warn_above": float("nan")}),
+    (Ceiling, {"fail_above": float("inf")}), (Floor, {"fail_below": float("nan")}),
+    (Floor, {"fail_below": float("-inf")}), (Floor, {"fail_below": 300, "warn_below": float("inf")}),
+    (Ceiling, {"fail_above": "nan"}), (Floor, {"fail_below": "-Infinity"}),
+])
+def test_a_non_finite_bound_is_refused_when_loaded(band, bound):
+    with pytest.raises(ValidationError, match="finite number"):
+        band(**bound)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_observed_value_is_an_error_never_a_pass_or_fail(value):
+    for band, what in ((Ceiling(fail_above=85, warn_above=80), "temperature"),
+                       (Floor(fail_below=300, warn_below=360), "busbw")):
+        v = band.judge(value, what=what, unit="x", subject="GPU0")
+        assert (v.status, v.subject) == (Status.ERROR, "GPU0")
+        assert v.message == f"{what} {value} x: not a finite number, cannot be judged"
+    assert Exact(value=8).judge(value, what="gpus").status is Status.ERROR
+    assert OneOf(values=(1, 2)).judge(value, what="width").status is Status.ERROR
+
+
+def test_exact_and_one_of_refuse_a_non_finite_pin():
+    with pytest.raises(ValidationError, match="finite number"):
+        Exact(value=float("nan"))
+    with pytest.raises(ValidationError, match="finite numbers, got inf"):
+        OneOf(values=(1, float("inf")))

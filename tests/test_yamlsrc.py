@@ -103,3 +103,30 @@ def test_the_file_is_hashed_as_read(tmp_path):
     path = tmp_path / "a.yml"
     path.write_text("a: 1\n")
     assert load_file(path).sha256 == hashlib.sha256(b"a: 1\n").hexdigest()
+
+
+# --- issue 17: every message that quotes input quotes a bounded excerpt -----------------------------
+
+def test_shown_is_bounded_for_nested_aliases_long_strings_and_huge_numbers():
+    import time
+
+    from nodecheck.yamlsrc import SHOWN_MAX_CHARS, shown
+    value = load_text(BILLION_LAUGHS, "f.yml").data["i"]        # 9^9 strings if expanded
+    started = time.monotonic()
+    text = shown(value)
+    assert time.monotonic() - started < 0.5 and len(text) <= SHOWN_MAX_CHARS + 1
+    assert text.startswith("[[[") and "..." in text
+    assert len(shown("x" * 1_000_000)) < 100 and shown("x" * 1_000_000).startswith("'xxxx")
+    assert shown(10 ** 5000) == "<an integer of 16610 bits>"
+    assert (shown(True), shown(float("nan")), shown("auto")) == ("True", "nan", "'auto'")
+
+
+def test_a_scalar_that_cannot_be_read_is_quoted_bounded():
+    err = error("a: !!int " + "9x" * 100_000 + "\n")
+    assert len(str(err)) < 1000 and err.message.startswith("cannot read '9x9x")
+
+
+def test_a_duplicate_long_key_is_quoted_bounded():
+    key = "k" * 100_000
+    err = error(f"? {key}\n: 1\n? {key}\n: 2\n")
+    assert len(str(err)) < 1000 and err.line == 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Sequence
@@ -237,7 +238,7 @@ def _stopped_sweep(run: NcclTestRun) -> str:
     elif run.max_bytes is not None and last.size >= run.max_bytes:
         where += " (the sweep's largest size); the summary lines never came"
     if run.cut_row is not None:
-        where += f"; the text ends inside a row: {run.cut_row.strip()!r}"
+        where += f"; the text ends inside a row: {_quote(run.cut_row.strip(), 200)}"
     return where
 
 
@@ -284,9 +285,12 @@ _PARAMS = re.compile(r"#?\s*nThread\s+\d", re.ASCII)
 _RANK = re.compile(r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?"
                    r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)",
                    re.ASCII)
-_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?\s*", re.ASCII)
-_AVG_BUSBW = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?\s*")
-_BITWISE = re.compile(r"Bitwise mismatches\s*:\s*(\d+)\s*(OK|FAILED)?\s*", re.ASCII)
+# Linear time on any line: no two adjacent quantifiers may take the same characters (`\s*(OK)?\s*`
+# tried every split of a run of spaces, `.*?` before `\s*` rescanned the rest at every step), so
+# the optional verdict word needs the whitespace before it, and a lazy tail is cut in code instead.
+_OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)(?:\s+(OK|FAILED))?\s*", re.ASCII)
+_AVG_BUSBW = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*")
+_BITWISE = re.compile(r"Bitwise mismatches\s*:\s*(\d+)(?:\s+(OK|FAILED))?\s*", re.ASCII)
 _REDUCED = re.compile(r"Reducing maxBytes to (\d+) due to memory limitation.*", re.ASCII)
 _JSON_OUTPUT = re.compile(r"Writing JSON output to (.+)")
 _LAST_ERROR = re.compile(r"error: (.*)")
@@ -306,8 +310,9 @@ _BODY_WIDTHS = (8, 10, 16, 18)                 # plain, + #bitdiff, + per-iterat
 
 # common.h: CUDACHECK / NCCLCHECK ('%s: Test NCCL failure %s:%d '%s / %s''), the NCCL 1 era's
 # 'NCCL failure f:l 'x'' and 'Cuda failure f:l 'x''; the reason's closing quote may be cut off
+# (_quoted drops it: a lazy group before `'?\s*` here was quadratic in a long reason)
 _CALL_FAILURE = re.compile(r"(?:(?P<host>\S+?): )?(?:Test )?(?P<what>NCCL|CUDA|Cuda) failure "
-                           r"(?P<loc>\S+:\d+) '(?P<msg>.*?)'?\s*", re.ASCII)
+                           r"(?P<loc>\S+:\d+) '(?P<msg>.*)", re.ASCII)
 # TESTCHECK's trace, one line per frame: ' .. host pid 123: Test failure common.cu:844'
 _STACK = re.compile(r"\s*\.\. (?P<host>\S+?)(?: pid (?P<pid>\d+))?: Test failure (?P<loc>\S+:\d+)\s*", re.ASCII)
 _TIMEOUT = re.compile(r"(?:(?P<host>\S+?): )?Test timeout \((?P<secs>\d+)s\) (?P<loc>\S+:\d+)\s*", re.ASCII)
@@ -320,12 +325,14 @@ _MPI_IMPROPER = re.compile(r"mpirun has exited due to process rank (\d+) with PI
                            r"exiting improperly.*", re.ASCII)
 _MPI_DETECTED_WORDS = "mpirun: a process exited with non-zero status"
 _MPI_DETAIL = re.compile(r"(Process name|Exit code):\s*(.*)")
+_MPI_DETAIL_KEYS = {"Process name": "process", "Exit code": "exit code"}
 _MPI_FILLER = re.compile(r"-{3,}|a non-zero exit code\. Per user-direction.*|"
                          r"the job to be terminated\. The first process to do so was:.*")
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\]]+): (?P<what>.+)")
 _SRUN = re.compile(r"srun: (?:error: )?(?P<what>.+)")
+# the reason (" DUE TO TIME LIMIT") runs to the closing ***: found by _stepd_reason, not a lazy group
 _STEPD = re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) "
-                    r"CANCELLED AT (?P<at>\S+)(?: DUE TO (?P<why>.*?))?\s*\*\*\*.*")
+                    r"CANCELLED AT (?P<at>[^\s*]+)(?P<rest>.*)")
 
 
 @dataclass(frozen=True)
@@ -343,13 +350,32 @@ class _Unreadable(ValueError):
     """A value that cannot be read; the line holding it becomes an unknown line."""
 
 
+class _NonFinite(Exception):
+    """nan or inf where nccl-tests prints a measurement: not a ValueError, so no caller takes the
+    line for an unknown one and judges the others."""
+
+
+class _NotJudgeable(Exception):
+    """Output that parses but must not be judged (two runs in one, a NaN measurement); the whole
+    parse becomes a ParseError carrying `lines` as its excerpt."""
+
+    def __init__(self, reason: str, lines: str) -> None:
+        super().__init__(reason)
+        self.reason, self.lines = reason, lines
+
+
 def parse_nccl_tests(text: str) -> NcclTestRun:
-    """Raises ParseError (with the excerpt) when the text is not nccl-tests output at all."""
+    """Raises ParseError (with the excerpt) when the text is not nccl-tests output at all, or is
+    output that must not be judged: two runs in one (a rank listed twice), a measurement printed as
+    nan or inf."""
     lines = text.splitlines()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     reader = _TextReader()
-    for index, line in enumerate(lines):
-        reader.feed(index + 1, line.rstrip(), at_end=index == last)
+    try:
+        for index, line in enumerate(lines):
+            reader.feed(index + 1, line.rstrip(), at_end=index == last)
+    except _NotJudgeable as why:
+        raise ParseError(TOOL, why.reason, why.lines) from None
     if not reader.recognised:
         first = next((line.strip() for line in lines if line.strip()), "")
         reason = ("empty output" if not first else
@@ -366,14 +392,15 @@ class _TextReader:
         self.fields: dict[str, Any] = {}
         self.params: TestParams | None = None
         self.devices: list[RankDevice] = []
-        self.versions: list[str] = []
+        self.versions: dict[str, None] = {}             # dicts: a membership test per line stays O(1)
+        self.rank_lines: dict[int, tuple[str, str]] = {}  # rank -> (host, its line)
         self.layout: _Layout | None = None
         self.columns: tuple[str, ...] = ()
         self.rows: list[SizeRow] = []
         self.log: list[NcclLogLine] = []
         self.log_count = 0
         self.info_kept = 0
-        self.version_hosts: dict[str, list[str]] = {}
+        self.version_hosts: dict[str, dict[str, None]] = {}
         self.failures: list[Failure] = []
         self.unknown: list[str] = []
         self.unknown_count = 0
@@ -387,7 +414,7 @@ class _TextReader:
 
     def build(self) -> NcclTestRun:
         return NcclTestRun(params=self.params, devices=tuple(self.devices),
-                           nccl_version=self.versions[0] if self.versions else None,
+                           nccl_version=next(iter(self.versions), None),
                            nccl_versions=tuple(self.versions), columns=self.columns,
                            rows=tuple(self.rows), log=tuple(self.log), failures=tuple(self.failures),
                            unknown=tuple(self.unknown), unknown_count=self.unknown_count,
@@ -422,8 +449,7 @@ class _TextReader:
             self.unknown.append(line)
 
     def _version(self, version: str) -> bool:
-        if version not in self.versions:
-            self.versions.append(version)
+        self.versions.setdefault(version)
         return True
 
     def _log_line(self, line: str) -> bool:
@@ -439,9 +465,7 @@ class _TextReader:
         version = _VERSION.fullmatch(text)
         if version:
             self._version(version[1])
-            hosts = self.version_hosts.setdefault(version[1], [])
-            if match["host"] not in hosts:
-                hosts.append(match["host"])
+            self.version_hosts.setdefault(version[1], {}).setdefault(match["host"])
         return True
 
     # -- '#' lines ----------------------------------------------------------------------------
@@ -488,6 +512,8 @@ class _TextReader:
             value = _float(match[1])
         except _Unreadable:
             return False
+        except _NonFinite:                     # nccl-tests averages zero rows to nan (0/0)
+            raise _NotJudgeable(f"Avg bus bandwidth {match[1]}: {_NOT_FINITE}", self.line) from None
         ok = None if match[2] is None else match[2] == "OK"
         self.fields.update(avg_busbw_gbs=value, avg_busbw_ok=ok)
         if ok is False:
@@ -527,6 +553,15 @@ class _TextReader:
         match = _RANK.fullmatch(body)
         if not match:
             return False
+        rank = int(match["rank"])
+        if rank in self.rank_lines:
+            # ranks are numbered across the whole job (common.cu: proc*nThreads*nGpus+i), so a rank
+            # listed twice is two runs: a launcher that started two independent jobs, each with
+            # its own rank 0. Counted together they would pass for one run of all their ranks.
+            host, line = self.rank_lines[rank]
+            raise _NotJudgeable(f"rank {rank} is listed twice (on {host} and {match['host']}): {_TWO_RUNS}",
+                                f"{line}\n{self.line}")
+        self.rank_lines[rank] = (match["host"], self.line)
         self.devices.append(RankDevice(
             rank=int(match["rank"]), host=match["host"], device=int(match["device"]), bus_id=match["bus"],
             model=match["model"].strip(), pid=_int_or_none(match["pid"]), group=_int_or_none(match["group"])))
@@ -554,6 +589,8 @@ class _TextReader:
             self.rows.append(_size_row(tokens, layout, number))
         except ValueError:                     # _Unreadable, or a header too short to map values
             return False
+        except _NonFinite as why:
+            raise _NotJudgeable(f"line {number}: {why}: {_NOT_FINITE}", line) from None
         if not self.columns:
             self.columns = layout.prefix
         return True
@@ -564,7 +601,7 @@ class _TextReader:
         match = _CALL_FAILURE.fullmatch(line)
         if match:
             kind = "nccl" if match["what"] == "NCCL" else "cuda"
-            self.failures.append(Failure(kind, _reason(match["msg"]), match["host"], match["loc"], line))
+            self.failures.append(Failure(kind, _reason(_quoted(match["msg"])), match["host"], match["loc"], line))
             return True
         match = _STACK.fullmatch(line)
         if match:
@@ -599,7 +636,9 @@ class _TextReader:
         """'Process name: [[6918,1],1]' / 'Exit code: 3' under 'mpirun detected that ...'."""
         if self.mpirun_detected is None:
             return False
-        self.mpirun_details[{"Process name": "process", "Exit code": "exit code"}[name]] = value
+        if name in _MPI_DETAIL_KEYS and _MPI_DETAIL_KEYS[name] in self.mpirun_details:
+            return True                        # said once; joining every repeat was quadratic
+        self.mpirun_details[_MPI_DETAIL_KEYS[name]] = value
         index, said = self.mpirun_detected, ", ".join(f"{k} {v}" for k, v in self.mpirun_details.items())
         before = self.failures[index]
         self.failures[index] = replace(before, message=f"{_MPI_DETECTED_WORDS} ({said})",
@@ -629,13 +668,31 @@ def _launcher_failure(line: str) -> Failure | None:
         return Failure("launcher", f"srun: task {match['tasks']}: {match['what'].strip()}",
                        host=match["host"], line=line)
     match = _STEPD.fullmatch(line)
-    if match:
-        why = f" due to {match['why'].lower()}" if match["why"] else ""
+    reason = _stepd_reason(match["rest"]) if match else None
+    if match and reason is not None:
+        why = f" due to {reason.lower()}" if reason else ""
         return Failure("launcher", f"slurm cancelled {match['id']} at {match['at']}{why}",
                        host=match["host"], line=line)
     if line.startswith("srun: error:") or line.startswith("srun: Job step aborted"):
         return Failure("launcher", f"srun: {_SRUN.fullmatch(line)['what'].strip()}", line=line)
     return None
+
+
+def _quoted(text: str) -> str:
+    """The reason inside 'NCCL failure f:l '...'': without its closing quote (which may be cut off)."""
+    text = text.rstrip()
+    return text[:-1] if text.endswith("'") else text
+
+
+def _stepd_reason(rest: str) -> str | None:
+    """After 'CANCELLED AT <time>': '' for ' ***', 'TIME LIMIT' for ' DUE TO TIME LIMIT ***', None
+    when there is no closing *** or something else stands before it."""
+    head, stars, _ = rest.partition("***")
+    if not stars:
+        return None
+    if not head.strip():
+        return ""
+    return head.strip()[len("DUE TO "):].strip() if head.startswith(" DUE TO ") else None
 
 
 def _out_of_bounds_failure(count: int, line: str = "") -> Failure:
@@ -724,26 +781,35 @@ def _size_row(tokens: Sequence[str], layout: _Layout, number: int) -> SizeRow:
 
 
 def _measurement(names: Sequence[str], values: Sequence[str]) -> Measurement:
-    time, algbw, busbw = (_number(value) for value in values[:3])
+    time, algbw, busbw = (_number(value, name) for value, name in zip(values[:3], ("time", "algbw", "busbw")))
     check_name = names[3] if len(names) > 3 else ""
     check = values[3] if len(values) > 3 else "N/A"
     wrong = error = None
     if check_name == "#wrong" or (check_name == "check" and _INT.fullmatch(check)):
         wrong = _count(check)
     elif check_name in ("error", "res", "check"):
-        error = _number(check)
+        error = _number(check, check_name)
     return Measurement(time, algbw, busbw, wrong=wrong, error=error)
 
 
-def _number(value: str) -> float | None:
-    return None if value == "N/A" else _float(value)
+_NOT_FINITE = "nccl-tests printed a number that is not finite; the run cannot be judged"
+_TWO_RUNS = "two runs in one output, not one run of their ranks together"
 
 
-def _float(value: str) -> float:
+def _number(value: str, name: str = "value") -> float | None:
+    return None if value == "N/A" else _float(value, name)
+
+
+def _float(value: str, name: str = "value") -> float:
+    """A printed number; nan and inf (%g prints them for 0/0 and x/0) raise _NonFinite: NaN passes
+    every floor, since nothing compares below it."""
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
-        raise _Unreadable(f"not a number: {value!r}") from None
+        raise _Unreadable(f"not a number: {_quote(value)}") from None
+    if not math.isfinite(number):
+        raise _NonFinite(f"{name} {_quote(value, 20)[1:-1]}")
+    return number
 
 
 def _count(value: str) -> int | None:
@@ -752,15 +818,12 @@ def _count(value: str) -> int | None:
         return None
     if _INT.fullmatch(value):
         return int(value)
-    number = _float(value)
-    if not math.isfinite(number):
-        raise _Unreadable(f"not a count: {value!r}")
-    return round(number)
+    return round(_float(value, "#wrong"))
 
 
 def _int(value: str) -> int:
     if not _INT.fullmatch(value):
-        raise _Unreadable(f"not an integer: {value!r}")
+        raise _Unreadable(f"not an integer: {_quote(value)}")
     return int(value)
 
 
@@ -787,6 +850,8 @@ def parse_nccl_tests_json(text: str) -> NcclTestRun:
         document = json.loads(text)
     except json.JSONDecodeError as cut:
         raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300):cut.pos + 60]) from None
+    except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
+        raise ParseError(TOOL, "JSON report nested too deeply", text) from None
     if not isinstance(document, dict) or not {"version", "config", "results"} & document.keys():
         raise ParseError(TOOL, "not an nccl-tests JSON report (no version, config or results key)", text)
     try:
@@ -817,7 +882,8 @@ def _json_run(document: dict) -> NcclTestRun:
     config = _json_object(document, "config")
     devices = config.get("devices", document.get("devices")) or []
     results = document.get("results")
-    rows = tuple(_json_row(_as_object(row, "results[]")) for row in _as_list(results or [], "results"))
+    rows = tuple(_json_row(_as_object(row, "results[]"), f"results[{i}]")
+                 for i, row in enumerate(_as_list(results or [], "results")))
     bounds = _json_object(document, "out_of_bounds")
     average = _json_object(document, "average_bus_bandwidth")
     library = _json_int(document, "nccl_version")
@@ -825,14 +891,17 @@ def _json_run(document: dict) -> NcclTestRun:
     if bounds:
         fields.update(out_of_bounds=_json_int(bounds, "count"), out_of_bounds_ok=_json_bool(bounds, "okay"))
     if average:
-        fields.update(avg_busbw_gbs=_json_float(average, "bandwidth"), avg_busbw_ok=_json_bool(average, "okay"),
+        fields.update(avg_busbw_gbs=_json_float(average, "bandwidth", "average_bus_bandwidth"),
+                      avg_busbw_ok=_json_bool(average, "okay"),
                       concluded=True)
     errors = [e for e in _as_list(document.get("errors") or [], "errors") if isinstance(e, str) and e]
     version = _nccl_version_text(library)
+    listed = tuple(_json_device(_as_object(d, "devices[]")) for d in _as_list(devices, "devices"))
+    _one_run(listed)
     run = NcclTestRun(
         nccl_library=library, nccl_version=version, nccl_versions=(version,) if version else (),
         collective=_program(document.get("args")), params=_json_params(config) if config else None,
-        devices=tuple(_json_device(_as_object(d, "devices[]")) for d in _as_list(devices, "devices")),
+        devices=listed,
         columns=("size", "count", "type", "redop", "root") if results is not None else (),
         rows=rows, from_json=True, nccl_last_error="; ".join(errors) or None, **fields)
     return replace(run, failures=_json_failures(run))
@@ -845,6 +914,16 @@ def _json_failures(run: NcclTestRun) -> tuple[Failure, ...]:
     if run.avg_busbw_ok is False and run.avg_busbw_gbs is not None:
         failures.append(_avg_busbw_failure(run.avg_busbw_gbs))
     return tuple(failures)
+
+
+def _one_run(devices: tuple[RankDevice, ...]) -> None:
+    """util.cu lists one device per process, each rank once: a rank twice is two runs' report."""
+    hosts: dict[int, str] = {}
+    for device in devices:
+        if device.rank in hosts:
+            raise _Unreadable(f"rank {device.rank} is listed twice (on {hosts[device.rank]} and "
+                              f"{device.host}): {_TWO_RUNS}")
+        hosts[device.rank] = device.host
 
 
 def _json_params(config: dict) -> TestParams:
@@ -868,7 +947,7 @@ def _json_device(device: dict) -> RankDevice:
                       group=_json_int(device, "group"))
 
 
-def _json_row(row: dict) -> SizeRow:
+def _json_row(row: dict, where: str) -> SizeRow:
     root = row.get("root")                     # written as the printed column: "    -1"
     if isinstance(root, str):
         root = _int_or_none(root.strip())
@@ -877,17 +956,17 @@ def _json_row(row: dict) -> SizeRow:
     redop = row.get("redop")
     return SizeRow(size=_json_int(row, "size") or 0, count=_json_int(row, "count") or 0,
                    dtype=str(row.get("type", "")), redop=redop if isinstance(redop, str) else None,
-                   root=root, out_of_place=_json_measurement(row.get("out_of_place")),
-                   in_place=_json_measurement(row.get("in_place")))
+                   root=root, out_of_place=_json_measurement(row.get("out_of_place"), f"{where} out_of_place"),
+                   in_place=_json_measurement(row.get("in_place"), f"{where} in_place"))
 
 
-def _json_measurement(half: Any) -> Measurement | None:
+def _json_measurement(half: Any, where: str) -> Measurement | None:
     if half is None:
         return None
     half = _as_object(half, "out_of_place/in_place")
-    time = _json_float(half, "time") if "time" in half else _json_float(half, "cpu_time")
-    wrong = _json_float(half, "nwrong")
-    return Measurement(time, _json_float(half, "alg_bw"), _json_float(half, "bus_bw"),
+    time = _json_float(half, "time", where) if "time" in half else _json_float(half, "cpu_time", where)
+    wrong = _json_float(half, "nwrong", where)
+    return Measurement(time, _json_float(half, "alg_bw", where), _json_float(half, "bus_bw", where),
                        wrong=None if wrong is None else round(wrong))
 
 
@@ -898,13 +977,13 @@ def _json_object(document: dict, key: str) -> dict:
 
 def _as_object(value: Any, what: str) -> dict:
     if not isinstance(value, dict):
-        raise _Unreadable(f"{what} is not an object: {_quote(json.dumps(value))}")
+        raise _Unreadable(f"{what} is not an object: {reprlib.repr(value)}")
     return value
 
 
 def _as_list(value: Any, what: str) -> list:
     if not isinstance(value, list):
-        raise _Unreadable(f"{what} is not a list: {_quote(json.dumps(value))}")
+        raise _Unreadable(f"{what} is not a list: {reprlib.repr(value)}")
     return value
 
 
@@ -913,18 +992,23 @@ def _json_int(obj: dict, key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise _Unreadable(f"{key} is not an integer: {_quote(json.dumps(value))}")
+        raise _Unreadable(f"{key} is not an integer: {reprlib.repr(value)}")
     return int(value)
 
 
-def _json_float(obj: dict, key: str) -> float | None:
-    """jsonDouble writes '%lf', and NaN as the string "nan"."""
+def _json_float(obj: dict, key: str, where: str = "") -> float | None:
+    """jsonDouble writes '%lf', and NaN as the string "nan"; Python's json reads NaN and Infinity
+    too. A measurement that is not finite is not one: NaN passes every floor."""
     value = obj.get(key)
-    if value is None or value == "nan":
+    if value is None:
         return None
+    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Unreadable(f"{key} is not a number: {_quote(json.dumps(value))}")
-    return None if math.isnan(value) else float(value)
+        raise _Unreadable(f"{key} is not a number: {reprlib.repr(value)}")
+    if not math.isfinite(value):
+        raise _Unreadable(f"{where + ' ' if where else ''}{key} is not a finite number ({value}): {_NOT_FINITE}")
+    return float(value)
 
 
 def _json_bool(obj: dict, key: str) -> bool | None:

@@ -8,6 +8,7 @@ them is in checks/nccl_env.py.
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -131,7 +132,7 @@ def key_values(text: str, sep: str, tool: str) -> dict[str, str]:
     for line in text.splitlines():
         key, has, value = line.partition(sep)
         if not has or not key:
-            raise ParseError(tool, f"expected KEY{sep!r}VALUE, got {line!r}", text)
+            raise ParseError(tool, f"expected KEY{sep!r}VALUE, got {reprlib.repr(line)}", text)
         found[key] = value
     return found
 
@@ -150,7 +151,7 @@ def _links(text: str) -> dict[str, str]:
     for line in text.splitlines():
         name, _, state = line.strip().partition(" ")
         if not name or not state:
-            raise ParseError(PROBE_NAME, f"expected 'INTERFACE OPERSTATE', got {line!r}", text)
+            raise ParseError(PROBE_NAME, f"expected 'INTERFACE OPERSTATE', got {reprlib.repr(line)}", text)
         links[name] = state
     return links
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
+import reprlib
 from dataclasses import dataclass, field
 
 from nodecheck.errors import ParseError
 
 TOOL = "ib_write_bw"
+# perftest's own lines are under 200 characters; longer ones are kept (cut) as notes, not matched
+MAX_LINE_CHARS = 4096
 # perftest's "MB/sec" (before 24.07) and "MiB/sec" labels both mean 2^20 bytes/s; only the label changed
 MIB_PER_S_IN_GBPS = 2**20 * 8 / 1e9
 _TO_GBPS = {"Gb/sec": 1.0, "MiB/sec": MIB_PER_S_IN_GBPS, "MB/sec": MIB_PER_S_IN_GBPS}
@@ -24,9 +28,14 @@ _RESULT_LINE = re.compile(r"-{3,}")                  # RESULT_LINE is 87 dashes;
 _TITLE = re.compile(r"[A-Za-z][\w ]*? (BW|Latency) Test", re.ASCII)   # "Send Bidirectional BW Test"
 _BANNER = re.compile(r"\*+|\* Waiting for client to connect\.\.\. \*|"
                      r"Waiting for client rdma_cm QP to connect")
-_FIELD_PATTERN = r"([A-Za-z][\w.*/ -]*?)\s*:\s*(\S+)"   # "Mtu             : 4096[B]", "rdma_cm QPs\t : OFF"
+# "Mtu             : 4096[B]", "rdma_cm QPs\t : OFF". Linear time on any line: a key is words joined
+# by single runs of spaces (a lazy key of spaces next to `\s*` tried every split of a long run of
+# spaces), and fields are separated by whitespace (a value could otherwise end anywhere inside a
+# long token and the next key start there)
+_KEY = r"[A-Za-z][\w.*/-]*(?: +[\w.*/-]+)*"
+_FIELD_PATTERN = rf"({_KEY})\s*:\s*(\S+)"
 _FIELD = re.compile(_FIELD_PATTERN, re.ASCII)
-_FIELDS_LINE = re.compile(rf"(?:{_FIELD_PATTERN}\s*)+", re.ASCII)   # one or two fields per line
+_FIELDS_LINE = re.compile(rf"{_FIELD_PATTERN}(?:\s+{_FIELD_PATTERN})*", re.ASCII)   # one or two fields
 _HEX = r"(?:0x)?[0-9a-fA-F]+"                        # "%#04x" prints 0 as "0000", others as "0x04"
 _ADDRESS = re.compile(rf"(local|remote) address: LID ({_HEX}) QPN ({_HEX}) PSN ({_HEX})(?:\s.*)?", re.ASCII)
 _GID = re.compile(r"GID: (\d{1,3}(?::\d{1,3}){15})", re.ASCII)     # 16 bytes in decimal (PERF_GID_FMT)
@@ -213,6 +222,10 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
             else:
                 lat_rows.append(_lat_row(s, table, tool, text))
             continue
+        if len(s) > MAX_LINE_CHARS:            # no title, info, address or error line is this long
+            (error_lines.append(("", s[:MAX_LINE_CHARS] + "…")) if error_lines
+             else notes.append(s[:MAX_LINE_CHARS] + "…"))
+            continue
         kind = _error_kind(s)
         if kind is not None:
             error_lines.append((kind, s))
@@ -237,6 +250,7 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
             continue
         gid = _GID.fullmatch(s)
         if gid and addresses and addresses[-1].gid is None:
+            _check_gid_bytes(gid[1], s, tool, text)
             last = addresses[-1]
             addresses[-1] = QpAddress(last.side, last.lid, last.qpn, last.psn, gid[1])
             continue
@@ -306,6 +320,8 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
         doc = json.loads(repaired)
     except json.JSONDecodeError as why:
         raise ParseError(tool, f"--out_json file is not JSON: {why}", text) from None
+    except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
+        raise ParseError(tool, "--out_json file nested too deeply", text) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("test_info"), dict) \
             or not isinstance(doc.get("results"), dict):
         raise ParseError(tool, "--out_json file has no test_info and results objects", text)
@@ -313,7 +329,7 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
     name = test_info.get("test")
     match = _JSON_TEST.fullmatch(name) if isinstance(name, str) else None
     if not match:
-        raise ParseError(tool, f"--out_json test name {name!r} is not like RDMA_Write_BW_Test", text)
+        raise ParseError(tool, f"--out_json test name {reprlib.repr(name)} is not like RDMA_Write_BW_Test", text)
     test = f"{match['verb']} {match['mods'].replace('_', ' ')}{match['kind']} Test"
     rows: tuple[BwRow, ...] = ()
     lat_rows: tuple[LatRow, ...] = ()
@@ -337,6 +353,14 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
         warnings=tuple(str(v) for k, v in test_info.items() if k.startswith("WARNING")),
         notes=(), cut_line=None, exit_code=None, info=info, raw=text)
 
+
+
+def _check_gid_bytes(gid: str, line: str, tool: str, text: str) -> None:
+    """perftest prints each GID byte with %02d of a uint8: 953 is garbage, and an address of it
+    cannot be built (QpAddress.gid_ip would raise)."""
+    big = next((part for part in gid.split(":") if int(part) > 255), None)
+    if big is not None:
+        raise ParseError(tool, f"GID byte {big} is not a byte (0-255): {_quote(line)}", text)
 
 
 def _kind(test: str | None, table: _Table | None) -> str | None:
@@ -424,13 +448,16 @@ def _json_int(doc: dict, key: str, tool: str, text: str) -> int | None:
     # formats.md documents ints; a quoted number is read too, since no real file was at hand
     if isinstance(value, str) and value.isascii() and value.isdigit():
         return int(value)
-    raise ParseError(tool, f"--out_json {key} {value!r} is not a number", text)
+    raise ParseError(tool, f"--out_json {key} {reprlib.repr(value)} is not a number", text)
 
 
 def _json_number(results: dict, key: str, tool: str, text: str) -> float:
     value = results.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ParseError(tool, f"--out_json results have no number {key!r} (got {value!r})", text)
+        raise ParseError(tool, f"--out_json results have no number {key!r} (got {reprlib.repr(value)})", text)
+    # Python's json reads NaN, Infinity and 1e999; a NaN bandwidth passes every floor
+    if not math.isfinite(value):
+        raise ParseError(tool, f"--out_json {key} is not a finite number ({value}): the run cannot be judged", text)
     return float(value)
 
 

@@ -18,13 +18,19 @@ _NOT_FOUND = re.compile(r"(?:.*: )?ofed_info: (?:command )?not found")
 _LDCONFIG = re.compile(r"(?P<soname>\S+) \((?P<flags>[^)]*)\) => (?P<path>\S+)(?: -> (?P<target>\S+))?")
 _LDCONFIG_HEADER = re.compile(r"\d+ libs found in cache `[^']*'", re.ASCII)
 _VERSIONED_NCCL = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)", re.ASCII)
-_DEFINE = re.compile(r"[ \t]*#[ \t]*define[ \t]+(NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH|NCCL_VERSION_CODE)"
+# anchored at a line's start, as a directive is: unanchored, findall tried the leading [ \t]* from
+# every position of a line of spaces, quadratic (1 MB of spaces did not finish in 400 s)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH|NCCL_VERSION_CODE)"
                      r"[ \t]+(\S+)", re.ASCII | re.MULTILINE)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 _DEBUG_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)", re.ASCII)   # "+cuda12.9" follows
-_LOADED_PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (.+?) \((v\d+)\)\s*$", re.ASCII)
+# matched on lines with trailing whitespace removed: a lazy group before `\s*$` was quadratic
+_LOADED_PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (.+) \((v\d+)\)$", re.ASCII)
 _EXTERNAL_PLUGIN = re.compile(r"Successfully loaded external plugin (\S+)")
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
+_USING_NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
+# NCCL log lines that name a plugin are short; longer lines are not searched (a search from each
+# occurrence of a prefix to the line's end is quadratic in a line that repeats the prefix)
+MAX_LOG_LINE_CHARS = 4096
 _OFI_RELEASE = re.compile(r"NET/OFI Using (aws-ofi-nccl \S+)")
 # NCCL's own transports: "Using network IB" / "Socket" means no external plugin carries traffic
 _INTERNAL_NETWORKS = {"IB", "Socket"}
@@ -202,6 +208,9 @@ def parse_nccl_debug_plugin(text: str) -> NetPlugin | None:
     """The external net plugin an NCCL_DEBUG=INFO log says it loaded; None when it names none."""
     names, apis, libraries, releases = [], [], [], []
     for line in text.splitlines():
+        if len(line) > MAX_LOG_LINE_CHARS:
+            continue
+        line = line.rstrip()
         if (match := _LOADED_PLUGIN.search(line)):
             names.append(match[1])
             apis.append(match[2])

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nodecheck.errors import ConfigError
-from nodecheck.yamlsrc import Located, load_file, pydantic_error
+from nodecheck.yamlsrc import Located, load_file, pydantic_error, shown
 
 DEFAULT_STEP_REGEX = r"\bstep[:= ]\s*(?P<step>\d+)"
 # "tps: 5,400" (torchtitan: the label first) or "5,400 tokens/s" (the unit after); one group, so the
@@ -279,7 +279,7 @@ def _derive_checkpoint_bound(src: Located, job: dict, block: dict) -> dict:
     if isinstance(save_s, bool) or not isinstance(save_s, (int, float)) or not math.isfinite(save_s) \
             or save_s <= 0:
         raise src.error(("checkpoint", "save_s"), f"checkpoint.save_s must be a positive number of "
-                        f"seconds, got {save_s!r}", hint="the longest expected checkpoint save, e.g. 300")
+                        f"seconds, got {shown(save_s)}", hint="the longest expected checkpoint save, e.g. 300")
     if bounds is not None and not isinstance(bounds, dict):
         return block                           # the model reports the bad bounds with its line
     return {**block, "bounds": {**(bounds or {}), "checkpoint_max_s": SAVE_S_MARGIN * float(save_s)}}
@@ -304,7 +304,7 @@ def apply_overrides(cfg: WatchConfig, *, match: str | None = None, log: str | No
         first = e.errors()[0]
         dotted = ".".join(str(p) for p in first["loc"])
         option = _OPTION.get(dotted, dotted)
-        raise ConfigError(f"{option}: {first['msg']}, got {first.get('input')!r}",
+        raise ConfigError(f"{option}: {first['msg']}, got {shown(first.get('input'))}",
                           hint=f"fix {option}") from None
     if out.progress.log is None and out.progress.heartbeat is None:
         raise ConfigError("no progress signal: the watcher cannot tell a hang from work without one",

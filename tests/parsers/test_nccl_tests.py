@@ -455,7 +455,7 @@ def test_shuffled_real_lines_with_noise_never_crash(lines, noise):
 
 def test_a_512_rank_debug_log_keeps_the_first_info_lines_and_counts_the_rest():
     """Speed is measured by benchmarks/bench_nccl_parse.py; here: memory stays bounded."""
-    ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {1000 + r:6d} on node{r // 8:03d} device {r % 8:2d} "
+    ranks = "".join(f"#  Rank {16 + r:3d} Group  0 Pid {1000 + r:6d} on node{r // 8:03d} device {r % 8:2d} "
                     f"[0000:{r % 8:02x}:00] {H100}\n" for r in range(512))
     info = "".join(f"node{i % 64:03d}:{1000 + i % 512}:{2000 + i} [{i % 8}] NCCL INFO Channel {i % 32:02d}/0 : "
                    f"{i % 512}[{i % 8}] -> {(i + 1) % 512}[{(i + 1) % 8}] via P2P/IPC\n" for i in range(100_000))
@@ -503,17 +503,16 @@ def test_json_report_cut_mid_results_names_where():
 
 def test_json_finalized_after_a_failure_nan_null_and_missing_keys():
     # a run that failed mid-sweep still closes its JSON (jsonOutputFinalize): no summary, the last
-    # row without its in-place half; "nan" for a NaN double; nwrong null with -c 0
+    # row without its in-place half; nwrong null with -c 0 ("nan" for a NaN double: not judged, below)
     document = json.loads(data(JSON_COMPLETE))
     document["results"] = document["results"][:3]
     del document["results"][-1]["in_place"], document["out_of_bounds"], document["average_bus_bandwidth"]
     del document["end_time"], document["config"]["devices"]
-    document["results"][0]["out_of_place"]["alg_bw"] = "nan"
     document["results"][1]["in_place"]["nwrong"] = None
     document["errors"] = ["NCCL WARN NET/IB : Got completion from peer with error 12"]
     run = parse_nccl_tests_json(json.dumps(document))
     assert run.stage is Stage.SWEEP and run.devices == ()
-    assert run.rows[0].out_of_place.algbw_gbs is None and run.rows[1].in_place.wrong is None
+    assert run.rows[1].in_place.wrong is None
     assert run.rows[2].in_place is None and run.rows[2].out_of_place.time_us == 20.0016
     assert run.nccl_last_error == "NCCL WARN NET/IB : Got completion from peer with error 12"
     assert run.stopped_at() == "mid-sweep after 32 B, the last of 3 rows; the next size 64 B never came"
@@ -538,3 +537,100 @@ def test_json_cut_anywhere_raises_parse_error(cut):
     text = data(JSON_COMPLETE)[:cut]
     with pytest.raises(ParseError):
         parse_nccl_tests_json(text)
+
+
+# --- issue 17: two runs in one output, non-finite numbers, linear time -----------------------------
+
+def test_two_single_node_runs_in_one_output_are_not_one_multi_node_run():
+    # a launcher that started two independent 2-rank jobs instead of one 4-rank job: each prints a
+    # whole single-node run with its own `Rank 0`; counted together they looked like the expected
+    # 4 ranks, and the multi-node check passed on single-node numbers
+    one = data(AUTODL)
+    two = one.replace("autodl-container-xxxxx", "autodl-container-yyyyy").replace("Pid  31706", "Pid  4242")
+    with pytest.raises(ParseError) as raised:
+        parse_nccl_tests(one + two)
+    assert raised.value.reason == ("rank 0 is listed twice (on autodl-container-xxxxx and autodl-container-yyyyy): "
+                                   "two runs in one output, not one run of their ranks together")
+    assert "autodl-container-yyyyy" in raised.value.excerpt
+    interleaved = "".join(a + b for a, b in zip(one.splitlines(True), two.splitlines(True)))
+    with pytest.raises(ParseError, match="rank 0 is listed twice"):
+        parse_nccl_tests(interleaved)
+
+
+def test_the_same_rank_line_twice_is_not_judged_either():
+    lines = data(AUTODL).splitlines(True)
+    with pytest.raises(ParseError, match=r"rank 1 is listed twice \(on autodl-container-xxxxx and "
+                                         r"autodl-container-xxxxx\)"):
+        parse_nccl_tests("".join(lines[:5] + lines[4:]))
+
+
+def test_two_json_devices_with_one_rank_are_not_judged():
+    document = json.loads(data(JSON_COMPLETE))
+    devices = document["config"]["devices"]
+    devices[1] = dict(devices[1], rank=devices[0]["rank"])
+    with pytest.raises(ParseError, match="JSON report: rank 0 is listed twice"):
+        parse_nccl_tests_json(json.dumps(document))
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    ("13.07    0.63    0.63", "13.07    0.63     nan", "line 20: busbw nan: nccl-tests printed a number that is not finite"),
+    ("13.07    0.63    0.63", "13.07    inf    0.63", "line 20: algbw inf"),
+    ("13.07    0.63    0.63", "-nan    0.63    0.63", "line 20: time -nan"),
+    ("12.96    0.63    0.63", "12.96    0.63    -inf", "line 20: busbw -inf"),
+    ("# Avg bus bandwidth    : 2.05774", "# Avg bus bandwidth    : -nan", "Avg bus bandwidth -nan"),
+])
+def test_a_non_finite_number_in_a_row_or_the_average_is_unjudgeable(old, new, reason):
+    # NaN passes every floor (nothing is < nan): a row that printed one must not be judged at all
+    text = data(AUTODL)
+    assert text.count(old) == 1
+    with pytest.raises(ParseError) as raised:
+        parse_nccl_tests(text.replace(old, new))
+    assert reason in raised.value.reason
+    assert new.split()[-1] in raised.value.excerpt
+
+
+@pytest.mark.parametrize("key, value", [("bus_bw", "nan"), ("alg_bw", float("nan")), ("time", float("inf")),
+                                        ("bus_bw", float("-inf"))])
+def test_a_non_finite_number_in_the_json_report_is_unjudgeable(key, value):
+    document = json.loads(data(JSON_COMPLETE))
+    document["results"][2]["in_place"][key] = value
+    with pytest.raises(ParseError, match=f"JSON report: results.2. in_place {key} is not a finite number"):
+        parse_nccl_tests_json(json.dumps(document))
+
+
+@pytest.mark.parametrize("text", [
+    "NCCL failure common.cu:959 '" + " " * 1_000_000 + "x",                        # the issue's 2.9 s at 20k
+    "node1: Test NCCL failure common.cu:1 'internal error" + " ''" * 300_000 + "x",
+    "slurmstepd: error: *** JOB 1 ON node1 CANCELLED AT 2024-01-01T00:00:00 DUE TO" + " " * 1_000_000 + "x",
+    "slurmstepd: error: *** STEP 1.0 ON node1 CANCELLED AT now" + " " * 1_000_000 + "x",
+    "# nThread 1\n# Out of bounds values : 0" + " " * 1_000_000 + "x",
+    "# nThread 1\n# Avg bus bandwidth : 1" + " " * 1_000_000 + "x",
+    "# nThread 1\n# Bitwise mismatches : 0" + " " * 1_000_000 + "x",
+    "# nThread 1\n#  Rank 0 Group 0 Pid 1 on h device 0 [0]" + " " * 1_000_000 + "x",
+    "mpirun has exited due to process rank 1 with PID 2 on" + " " * 1_000_000 + "x",
+    "".join(f"NCCL version 2.{i}.1\n" for i in range(100_000)),
+    "".join(f"h{i}:1:1 [0] NCCL INFO NCCL version 2.1.1\n" for i in range(100_000)),
+    "mpirun detected that one or more processes exited with non-zero status\n" + "Exit code: 1\n" * 100_000,
+])
+def test_one_long_line_or_many_lines_parse_in_linear_time(text):
+    import time
+    started = time.monotonic()
+    try:
+        parse_nccl_tests(text)
+    except ParseError:
+        pass
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_run_killed_after_its_table_header_stopped_in_the_first_collective():
+    # the check's hang label must follow this (issue 17: it said "hung in NCCL init")
+    lines = data(AUTODL).splitlines(True)
+    run = parse_nccl_tests("".join(lines[:9]))
+    assert (run.stage, run.nccl_version, run.columns[:3]) == (Stage.INIT, None, ("size", "count", "type"))
+    assert run.stopped_at() == ("after the table header, before the first data row (the first collective "
+                                "never finished)")
+
+
+def test_json_nested_too_deeply_is_a_parse_error():
+    with pytest.raises(ParseError, match="nested too deeply"):
+        parse_nccl_tests_json("[" * 100_000)

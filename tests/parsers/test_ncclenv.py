@@ -5,6 +5,9 @@ The `ip -o addr show` lines follow iproute2 6.1's output on this build machine (
 the `\\` that stands for the folded lifetime line); the sysfs lines follow the probe's `sysfs_dump`."""
 from __future__ import annotations
 
+import pytest
+
+from nodecheck.errors import ParseError
 from nodecheck.parsers.ncclenv import parse_probe
 
 LIFETIME = "\\       valid_lft forever preferred_lft forever"
@@ -52,3 +55,11 @@ def test_the_probe_output_is_read_into_facts():
         ("mlx5_0/1", "4: ACTIVE", "InfiniBand", True), ("mlx5_1/1", "1: DOWN", "InfiniBand", False),
         ("mlx5_2/1", "4: ACTIVE", "Ethernet", True)]
     assert (facts.memlock, facts.python3, dict(facts.writable)) == ("unlimited", "/usr/bin/python3", {"default": "ok"})
+
+
+def test_a_long_unreadable_line_is_quoted_bounded():
+    # issue 17: every message that quotes input quotes a bounded excerpt
+    from nodecheck.parsers.ncclenv import key_values
+    with pytest.raises(ParseError) as caught:
+        key_values("x" * 1_000_000, "=", "env")
+    assert len(caught.value.reason) < 200 and caught.value.reason.startswith("expected KEY'='VALUE, got 'xxx")

@@ -421,3 +421,50 @@ def test_the_cpu_util_column_is_read_only_when_the_header_has_it():
     without_header = data(DGX).replace("0.213070\n", "0.213070\t    3.52\n")
     with pytest.raises(ParseError, match="unreadable result row"):
         parse_perftest(without_header)
+
+
+# --- issue 17: crashes, non-finite numbers and linear time on hostile output -------------------------
+
+def test_a_gid_byte_above_255_is_a_parse_error_not_a_crash():
+    text = data(IONIC).replace("GID: 253:147:22:211", "GID: 953:147:22:211", 1)
+    with pytest.raises(ParseError) as caught:
+        parse_perftest(text)
+    assert caught.value.reason.startswith("GID byte 953 is not a byte (0-255): 'GID: 953:147:22:211")
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_bandwidth_in_out_json_is_a_parse_error(value):
+    with pytest.raises(ParseError) as caught:
+        parse_perftest_json(DGX_JSON.replace('"BW_average": 111.71', f'"BW_average": {value}'), report_gbits=True)
+    assert "--out_json BW_average is not a finite number" in caught.value.reason
+
+
+def test_out_json_nested_too_deeply_is_a_parse_error():
+    with pytest.raises(ParseError, match="nested too deeply"):
+        parse_perftest_json("[" * 100_000, report_gbits=True)
+
+
+def test_out_json_values_are_quoted_bounded():
+    with pytest.raises(ParseError) as caught:
+        parse_perftest_json(DGX_JSON.replace('"BW_average": 111.71', '"BW_average": "' + "9" * 100_000 + '"'),
+                            report_gbits=True)
+    assert len(caught.value.reason) < 300
+
+
+@pytest.mark.parametrize("line", [
+    " A" + " " * 1_000_000 + "x",                                  # the issue's info line, 1-4.7 s at 20k
+    " Mtu : 4096[B]" + " " * 1_000_000 + "x",
+    " A:" + "b" * 1_000_000 + " !",
+    " " + "a " * 500_000 + "x",
+    " " + "a : b " * 150_000 + "!",
+])
+def test_one_long_info_line_parses_in_linear_time(line):
+    import time
+    text = data(DGX).replace(" Number of qps   : 4", line, 1)
+    assert text != data(DGX)
+    started = time.monotonic()
+    try:
+        parse_perftest(text)
+    except ParseError:
+        pass
+    assert time.monotonic() - started < 2.0

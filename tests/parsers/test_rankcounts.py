@@ -55,3 +55,34 @@ def test_json_scalar_with_json_format():
     with pytest.raises(ParseError) as e:
         parse_rank_counts('"30871"', "json")
     assert e.value.reason == 'expected a JSON object {"rank": count} or an array, got str'
+
+
+# --- issue 17: crashes and bounded messages on a counts command's odd output --------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("0,5\r1,6\r", {0: 5, 1: 6}),                      # a bare \r raised csv.Error
+    ("rank,count\r\n0,5\r\n1,6\r\n", {0: 5, 1: 6}),
+])
+def test_carriage_returns_end_lines(text, expected):
+    assert parse_rank_counts(text) == expected
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("0,5\n1,\"6\r7\"\n", "line 2: not rank,count CSV (unexpected end of data): '1,\"6'"),
+    ("0," + "1" * 200_000 + "\n", "line 1: not rank,count CSV (field larger than field limit (131072)): '0,111"),
+    ("0,\"5\n", "line 1: not rank,count CSV (unexpected end of data): '0,\"5'"),
+    ("0,5\x0c1,6\n", "line 1: expected rank,count, got 3 fields: '0,5\\x0c1,6'"),
+])
+def test_odd_csv_is_a_parse_error_never_a_crash(text, reason):
+    with pytest.raises(ParseError) as caught:
+        parse_rank_counts(text, "csv")
+    assert caught.value.reason.startswith(reason)
+    assert len(caught.value.reason) < 300
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"0": ' + "[" * 500 + "]" * 500 + "}",
+                                  "[" + ", ".join(['"' + "x" * 100_000 + '"'] * 3) + "]"])
+def test_odd_json_is_a_parse_error_with_a_bounded_message(text):
+    with pytest.raises(ParseError) as caught:
+        parse_rank_counts(text)
+    assert len(caught.value.reason) < 300

@@ -345,3 +345,41 @@ def test_nccl_env():
 def test_nccl_env_unreadable(text):
     with pytest.raises(ParseError, match="not an NCCL_ variable line"):
         parse_nccl_env(text)
+
+
+# --- issue 17: linear time on one long line ----------------------------------------------------------
+
+@pytest.mark.parametrize("parse, text", [
+    (parse_nccl_header, "x" + " " * 1_000_000),                     # did not finish in 400 s
+    (parse_nccl_header, "#" + " " * 1_000_000 + "x"),
+    (parse_nccl_header, "# define" + " \t" * 500_000 + "x"),
+    (parse_nccl_header, "#define NCCL_MAJOR 2\n" * 100_000 + "x" + " " * 1_000_000),
+    (parse_nccl_debug_plugin, "NCCL INFO Using network " + " " * 1_000_000 + "x"),
+    (parse_nccl_debug_plugin, "NET/Plugin : Loaded net plugin " * 30_000),
+    (parse_nccl_debug_plugin, "NET/Plugin: Loaded net plugin a (v1)" + " " * 1_000_000 + "x"),
+    (parse_nccl_debug_version, "NCCL version " * 100_000),
+    (parse_ofed_info, "MLNX-" * 200_000),
+    (parse_ldconfig_nccl, "libnccl.so.2 (" + " " * 1_000_000),
+    (parse_os_release, "A=" + " " * 1_000_000),
+])
+def test_one_long_line_parses_in_linear_time(parse, text):
+    import time
+    started = time.monotonic()
+    try:
+        parse(text)
+    except ParseError:
+        pass
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_define_must_start_its_line():
+    # C preprocessor directives start a line; anchoring them is what makes the scan linear
+    assert parse_nccl_header("#define NCCL_MAJOR 2\n#define NCCL_MINOR 23\n  #  define NCCL_PATCH 4\n") == "2.23.4"
+    with pytest.raises(ParseError, match="no NCCL_MAJOR"):
+        parse_nccl_header("/* #define NCCL_MAJOR 2 */ x #define NCCL_MINOR 23\n")
+
+
+def test_the_plugin_and_network_lines_still_read_with_trailing_spaces():
+    text = ("h:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)   \n"
+            "h:1:1 [0] NCCL INFO Using network AWS Libfabric  \n")
+    assert parse_nccl_debug_plugin(text) == NetPlugin("AWS Libfabric", "v6", None, None)
