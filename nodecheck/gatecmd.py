@@ -45,6 +45,8 @@ MIN_RETRY_S = 5.0                              # a retry with less time left tha
 # all; undo: read + update), each bounded, so budget + 2 settle waits + calls stays under
 # PrologEpilogTimeout (20 + 6 + 5 x 7 s = 61 s < 90)
 PROLOG_SCONTROL_TIMEOUT_S = 5.0
+# a failed drain's why on a result line: the end of what scontrol said (the whole of it is in the gate log)
+MAX_WHY_CHARS = 200
 EXIT_DRAINED = 1                               # prolog modes: Slurm requeues the job
 
 
@@ -153,6 +155,13 @@ class Applied:
     left: tuple[str, ...] = ()                 # drained by someone else: not touched
     failed: tuple[str, ...] = ()               # scontrol failed
     kept: tuple[str, ...] = ()                 # already drained by us for the same reason: untouched
+    why_failed: tuple[tuple[str, str], ...] = ()   # (node, why scontrol failed) for each failed one
+
+    def failure(self, node: str) -> str:
+        """Why the drain or resume of `node` failed, bounded for a result line. The end of what
+        scontrol said: its command line (the whole reason) is in the gate log; the why is last."""
+        why = one_line(dict(self.why_failed).get(node, "")).strip()
+        return why if len(why) <= MAX_WHY_CHARS else "…" + why[-MAX_WHY_CHARS:]
 
 
 def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report_dir: str | None,
@@ -162,6 +171,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
     `token`: the site's drain token, whose mark makes a reason nodecheck's."""
     from nodecheck.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
     done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
+    why_failed: list[tuple[str, str]] = []
     if decision.tripped:
         log.event("breaker", "-", message=decision.breaker, evidence=report_dir,
                   blamed=",".join(b.node for b in decision.blamed))
@@ -173,6 +183,8 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
             continue
         change = drain_politely(slurm, b.node, reason, token)
         done[change.action].append(b.node)
+        if change.action == "failed":
+            why_failed.append((b.node, change.reason))
         log.event("still-drained" if change.action == "kept" else change.action, b.node, check=b.check,
                   reason=change.reason, evidence=evidence)
     for node in decision.resume if resume else ():
@@ -181,6 +193,8 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
             continue
         change = resume_politely(slurm, node, token)
         done[change.action].append(node)
+        if change.action == "failed":
+            why_failed.append((node, change.reason))
         log.event(change.action, node, reason=change.reason, evidence=report_dir)
     for node, why in decision.held if resume else ():
         log.event("held", node, message=why, evidence=report_dir)
@@ -188,7 +202,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
         log.event("not-judged", b.node, check=b.check, status=b.status.value, message=b.message,
                   evidence=_evidence(report_dir, b.capture))
     return Applied(tuple(done["drain"]), tuple(done["resume"]), tuple(done["left"]), tuple(done["failed"]),
-                   tuple(done["kept"]))
+                   tuple(done["kept"]), tuple(why_failed))
 
 
 def _evidence(report_dir: str | None, capture: str) -> str:
@@ -485,10 +499,16 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         _say("; ".join(parts) + tail)
         return EXIT_UNKNOWN
     verb = "would " if args.observe else ""
-    if decision.drain:
-        parts.append(f"{verb}drain {', '.join(b.node for b in decision.drain)}")
-    if decision.resume:
-        parts.append(f"{verb}resume {', '.join(decision.resume)}")
+    # a drain or resume scontrol refused (slurmctld down, the call killed at its bound) is said here
+    # too, with why: the result line is what Slurm's log and the operator see, not only the gate log
+    drains = [b.node for b in decision.drain if b.node not in done.failed]
+    resumes = [n for n in decision.resume if n not in done.failed]
+    if drains:
+        parts.append(f"{verb}drain {', '.join(drains)}")
+    parts += [f"drain FAILED {b.node} ({done.failure(b.node)})" for b in decision.drain if b.node in done.failed]
+    if resumes:
+        parts.append(f"{verb}resume {', '.join(resumes)}")
+    parts += [f"resume FAILED {n} ({done.failure(n)})" for n in decision.resume if n in done.failed]
     if done.left:
         parts.append(f"left as is (drained by someone else): {', '.join(done.left)}")
     _say("; ".join(parts) + tail)
@@ -520,11 +540,12 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
     if args.drain:
         for b in decision.drain:
             state = "left as is (drained by someone else)" if b.node in done.left else \
-                "drain FAILED" if b.node in done.failed else \
+                f"drain FAILED ({done.failure(b.node)})" if b.node in done.failed else \
                 "stays drained (same reason)" if b.node in done.kept else f"{verb}drained"
             lines.append(f"gate: {b.node} {state}: {b.check}: {b.message}")
     if args.resume:
-        lines += [f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")
+        lines += [f"gate: {n} resume FAILED ({done.failure(n)})" if n in done.failed else
+                  f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")
                   for n in decision.resume]
         lines += [f"gate: {n} stays drained: {why}" for n, why in decision.held]
     return lines

@@ -14,7 +14,7 @@ from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Prob
                              excerpt)
 from nodecheck.playbook import PlannedCheck, Playbook
 from nodecheck.report import Report, capture_relpath
-from nodecheck.transport import CUT_AT_DEADLINE, Transport
+from nodecheck.transport import CUT_AT_DEADLINE, Transport, signal_name
 from nodecheck.transport.fanout import run_probes
 
 
@@ -224,6 +224,10 @@ def _bad_exit(c: Capture) -> Verdict:
         message = f"{tool} not found on the node (exit 127)"
     elif c.exit_code == 126 and not script:
         message = f"{tool} found but not executable (exit 126)"
+    elif c.exit_code is None or c.exit_code < 0:   # killed by a signal: -N, or None with the name in the detail
+        stderr = next((ln.strip() for ln in c.stderr.splitlines() if ln.strip()), "")
+        killed = f"killed by {signal_name(c.exit_code)}" if c.exit_code is not None else c.detail or "killed"
+        message = f"{_command(c)} {killed}" + (f": {stderr}" if stderr else "")
     else:                                      # a probe script's own exit: its stderr says why
         first = next((ln.strip() for ln in c.stderr.splitlines() if ln.strip()), "no stderr")
         message = f"{_command(c)} exited {c.exit_code}: {first}"

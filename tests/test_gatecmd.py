@@ -645,6 +645,31 @@ def test_health_drains_a_failing_node_and_exits_2(tmp_path):
     assert [e["action"] for e in site.events()] == ["drain"]
 
 
+@pytest.mark.parametrize("fault", ["update-fails", "update-hangs"])
+def test_health_whose_drain_fails_says_so_on_its_result_line(tmp_path, fault):
+    """slurmctld down (scontrol says so) or `scontrol update` killed at its bound (10 s): the result
+    line says the drain FAILED and why, bounded, as the Prolog's does; never "drain nodeX" as if
+    it had been done (the gate log alone said action=failed)."""
+    site = Site(tmp_path, {"nodeX": dict(IDLE)})
+    if fault == "update-fails":
+        (tmp_path / "slurm" / "update-fails").write_text("")
+        why = "exit 1: slurm_update error: Unable to contact slurm controller (connect failure)"
+    else:
+        (tmp_path / "slurm" / "hangs").write_text("update")
+        why = ("no answer within 10 s; killed; stderr: "
+               "'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'")
+    proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = one_line(proc)
+    head = f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain FAILED nodeX ("
+    assert line.startswith(head), line
+    assert line.endswith(f"{why}) (report {site.report_dir(proc.stdout)})"), line
+    assert len(line) - len(head) < 400 + 2 * len(str(tmp_path)), line     # the why is an excerpt
+    assert site.state() == IDLE
+    (event,) = site.events()
+    assert event["action"] == "failed" and event["reason"].endswith(why)
+
+
 def test_a_message_with_a_newline_stays_one_result_line_and_one_log_line(tmp_path):
     # a pinned value with a newline in it reaches the verdict's message as is
     site = Site(tmp_path, {"nodeX": dict(IDLE)}, kernel="0.0.0\\nnot-this", config="observe: true\n")

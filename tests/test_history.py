@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 
@@ -112,6 +114,60 @@ def test_two_sweeps_writing_at_once_both_commit_whole_sweeps(tmp_path):
     per_sweep = conn.execute("SELECT COUNT(*) FROM results GROUP BY sweep_id").fetchall()
     assert per_sweep == [(20,)] * 30                                      # none half-written
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _lock_for(path, seconds: float) -> threading.Thread:
+    """Another sweep's connection holding the write lock (BEGIN EXCLUSIVE) for `seconds`, from its
+    own thread (a sqlite3 connection is used by the thread that made it: a Timer calling COMMIT on
+    the test's connection raises ProgrammingError and the lock is never given back)."""
+    held = threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        conn.execute("BEGIN EXCLUSIVE")
+        held.set()
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+        conn.close()
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    return holder
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_a_history_locked_by_another_sweep_is_waited_for_and_the_sweep_recorded(tmp_path, journal):
+    """The fault suite's "history database locked": another connection holds BEGIN EXCLUSIVE for a
+    while. Opening (a WAL file, or one from before WAL that must be switched) and recording wait
+    for it (the busy timeout) and record; nothing fails at the first "locked"."""
+    path, _ = recorded(tmp_path, previous_report())
+    if journal == "delete":
+        sqlite3.connect(path, isolation_level=None).execute("PRAGMA journal_mode = DELETE").close()
+    holder = _lock_for(path, 1.5)
+    started = time.monotonic()
+    try:
+        with History.open(path) as h:
+            h.record(D.snapshot(current_report()), None)
+    finally:
+        holder.join()
+    assert time.monotonic() - started >= 1.0
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM sweeps").fetchone() == (2,)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_history_locked_past_the_bound_fails_at_the_bound_and_says_locked(tmp_path, monkeypatch):
+    path, _ = recorded(tmp_path, previous_report())
+    monkeypatch.setattr("nodecheck.history.BUSY_TIMEOUT_S", 0.5)
+    holder = _lock_for(path, 3)
+    started = time.monotonic()
+    try:
+        with History.open(path) as h, pytest.raises(sqlite3.OperationalError, match="database is locked"):
+            h.record(D.snapshot(current_report()), None)
+        took = time.monotonic() - started
+    finally:
+        holder.join()
+    assert 0.4 <= took < 2.5, took
 
 
 def test_node_sweeps_feed_offenders_per_playbook_and_in_time_order(tmp_path):

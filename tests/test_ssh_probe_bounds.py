@@ -1,7 +1,12 @@
 """A probe's timeout holds at every blocking SSH step (issue 17, finding 6): against an in-process
 paramiko sshd that authenticates and then never answers the session-channel open, never answers
 the exec request, or stops sending mid-output, a 2 s probe comes back TIMEOUT in about 2 s, and
-no thread is left behind once the session is closed."""
+no thread is left behind once the session is closed.
+
+And how a probe ended is told apart (the fault suite's "tool killed by a signal", "sshd killed
+mid-run", "connection reset mid-output"): an `exit-signal` is the tool killed by that signal, exit
+code -N as the local transport reports it; a session that ends with no exit status at all is the
+connection lost, UNREACHABLE, never an exit code of -1."""
 from __future__ import annotations
 
 import socket
@@ -21,7 +26,9 @@ CLIENT_KEY = paramiko.RSAKey.generate(2048)
 class Server(paramiko.ServerInterface):
     """Accepts the client's key; then behaves as told: "open-mute" (never answers the channel open),
     "exec-mute" (never answers the exec request), "stalls" (prints a line, then nothing, no exit),
-    "ok" (prints and exits 0)."""
+    "ok" (prints and exits 0), "signal-KILL"/"signal-SEGV"/... (prints, then sends `exit-signal` as
+    sshd does for a tool killed by that signal), "drops" (prints, then the connection is cut),
+    "closes" (prints, then closes the channel with no exit status while the connection lives)."""
 
     def __init__(self, behaviour: str, release: threading.Event) -> None:
         self.behaviour, self.release = behaviour, release
@@ -52,8 +59,28 @@ class Server(paramiko.ServerInterface):
         if self.behaviour == "stalls":
             self.release.wait(60)
             return
-        channel.send_exit_status(0)
+        if self.behaviour.startswith("signal-"):
+            _send_exit_signal(channel, self.behaviour[len("signal-"):], core_dumped=self.behaviour.endswith("SEGV"))
+        elif self.behaviour == "drops":
+            channel.get_transport().sock.shutdown(socket.SHUT_RDWR)   # the TCP connection gone mid-output
+            return
+        elif self.behaviour != "closes":
+            channel.send_exit_status(0)
         channel.close()
+
+
+def _send_exit_signal(channel: paramiko.Channel, name: str, core_dumped: bool) -> None:
+    """RFC 4254 6.10, as OpenSSH's sshd sends it (paramiko's server has no call for it)."""
+    m = paramiko.Message()
+    m.add_byte(paramiko.common.cMSG_CHANNEL_REQUEST)
+    m.add_int(channel.remote_chanid)
+    m.add_string("exit-signal")
+    m.add_boolean(False)
+    m.add_string(name)
+    m.add_boolean(core_dumped)
+    m.add_string("")
+    m.add_string("")
+    channel.get_transport()._send_user_message(m)
 
 
 @pytest.fixture
@@ -134,4 +161,29 @@ def test_a_server_that_answers_still_runs_the_probe(sshd):
     capture, took = _probe_run(sshd("ok"))
     assert (capture.outcome, capture.exit_code, capture.stdout) == (Outcome.EXITED, 0, "first line\n")
     assert took < 2
+    assert _settled(baseline) == []
+
+
+@pytest.mark.parametrize("behaviour, code, detail", [
+    ("signal-KILL", -9, "killed by SIGKILL"),
+    ("signal-SEGV", -11, "killed by SIGSEGV (core dumped)"),
+    ("signal-TERM", -15, "killed by SIGTERM"),
+    ("signal-NOSUCH@openssh.com", None, "killed by signal NOSUCH@openssh.com"),
+])
+def test_a_tool_killed_by_a_signal_exits_with_that_signal_as_the_local_transport_says(sshd, behaviour, code, detail):
+    capture, took = _probe_run(sshd(behaviour))
+    assert (capture.outcome, capture.exit_code, capture.detail) == (Outcome.EXITED, code, detail)
+    assert capture.stdout == "first line\n" and took < 2
+
+
+@pytest.mark.parametrize("behaviour, detail", [
+    ("drops", "connection lost during ibstat: "),
+    ("closes", "connection lost during ibstat: the node closed the session without an exit status"),
+])
+def test_a_session_that_ends_without_an_exit_status_is_the_connection_lost(sshd, behaviour, detail):
+    baseline = set(threading.enumerate())
+    capture, took = _probe_run(sshd(behaviour))
+    assert (capture.outcome, capture.exit_code) == (Outcome.UNREACHABLE, None), capture
+    assert capture.detail.startswith(detail), capture.detail
+    assert capture.stdout == "first line\n" and took < 2      # what came before is kept
     assert _settled(baseline) == []

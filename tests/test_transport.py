@@ -102,3 +102,36 @@ def test_local_stdin_larger_than_a_pipe_and_a_tool_that_never_reads_it():
     assert (c.outcome, c.exit_code, c.stdout.strip()) == (Outcome.EXITED, 0, "300001")
     c = run_local(Probe("p", ("true",), 5, stdin=big))
     assert (c.outcome, c.exit_code) == (Outcome.EXITED, 0)
+
+
+def test_a_tool_killed_by_a_signal_is_named_so_whichever_transport_ran_it():
+    """Locally a killed tool's exit code is -N (subprocess's convention); the SSH transport maps an
+    `exit-signal` to the same (test_ssh_probe_bounds.py). The judged message names the signal, as
+    the fault suite's "tool killed by a signal" asserts: "ibstat killed by SIGSEGV", never
+    "exited -11" (or, before the SSH fix, "exited -1: no stderr")."""
+    from pathlib import Path
+
+    from nodecheck.model import Capture, Status
+    from nodecheck.playbook import load_playbook
+    from nodecheck.runner import run
+    from tests.replay import ReplayTransport
+
+    c = run_local(Probe("p", ("sh", "-c", "echo half; kill -SEGV $$"), 5))
+    assert (c.outcome, c.exit_code, c.stdout) == (Outcome.EXITED, -11, "half\n")
+    book = load_playbook(str(Path(__file__).parent / "data" / "playbooks" / "ib-only.yml"))
+    p = book.checks[0].probes[0]
+    answers = {
+        ("n1", p.name): Capture("n1", p.name, p.argv, Outcome.EXITED, -9, "CA 'mlx5_0'\n", "", 0.1),
+        ("n2", p.name): Capture("n2", p.name, p.argv, Outcome.EXITED, -11, "", "timeout: the monitored "
+                                "command dumped core\n", 0.1, "killed by SIGSEGV (core dumped)"),
+        # a signal the operator's host has no number for (OpenSSH's "SIG@openssh.com")
+        ("n3", p.name): Capture("n3", p.name, p.argv, Outcome.EXITED, None, "", "", 0.1,
+                                "killed by signal XCPU2@openssh.com"),
+    }
+    report = run(book, [Node(n, n) for n in ("n1", "n2", "n3")], ReplayTransport(answers), fanout=3)
+    got = {n: [(r.verdict.status, r.verdict.message) for r in report.results_for(n)] for n in report.node_names}
+    assert got == {
+        "n1": [(Status.ERROR, "ibstat killed by SIGKILL")],
+        "n2": [(Status.ERROR, "ibstat killed by SIGSEGV: timeout: the monitored command dumped core")],
+        "n3": [(Status.ERROR, "ibstat killed by signal XCPU2@openssh.com")],
+    }

@@ -6,6 +6,7 @@ Capture outcomes with a detail, so fan-out code needs no per-host try/except.
 from __future__ import annotations
 
 import shlex
+import signal
 from typing import Protocol
 
 from nodecheck.model import Capture, Node, Outcome, Probe
@@ -42,6 +43,15 @@ def cut_details(out: CappedBuffer, err: CappedBuffer) -> list[str]:
         return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
     return [f"{name} cut at {size(b.limit)} ({b.dropped} bytes dropped)"
             for name, b in (("stdout", out), ("stderr", err)) if b.dropped]
+
+
+def signal_name(code: int) -> str:
+    """A killed probe's exit code is -N, subprocess's convention, which the SSH transport follows for
+    an `exit-signal`: -9 is "SIGKILL"; a number this host has no name for is "signal N"."""
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
 
 
 class Session(Protocol):

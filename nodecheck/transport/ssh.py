@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import select
+import signal
 import socket
 import threading
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import paramiko
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.model import Capture, Node, Outcome, Probe, excerpt, one_line
 from nodecheck.transport import CappedBuffer, FailedSession, cut_details, remote_command
 from nodecheck.transport.known_hosts import KnownHosts, node_names
 from nodecheck.transport.known_hosts import Verdict as KeyVerdict
@@ -35,6 +36,39 @@ DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 # paramiko reports connection trouble through logging too; our outcomes carry it instead, and a
 # handler keeps Python's last-resort logger from printing it over the report.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+EXIT_SIGNAL = "_nodecheck_exit_signal"         # the Channel attribute _handle_channel_request sets
+
+
+def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None:
+    """paramiko's client ignores `exit-signal` (RFC 4254 6.10): a tool killed by a signal then reads
+    as exit status -1, the same as a connection that died. On the nodes `timeout` re-raises its
+    child's signal, so sshd reports a killed tool this way. Recorded here (name, core dumped,
+    message) and the status event set, as paramiko does for `exit-status`; everything else is
+    paramiko's own handling."""
+    start = m.packet.tell()
+    if m.get_text() != "exit-signal":
+        m.packet.seek(start)
+        return paramiko.Channel._handle_request(chan, m)
+    want_reply = m.get_boolean()
+    name, core_dumped, message = m.get_text(), m.get_boolean(), m.get_text()
+    setattr(chan, EXIT_SIGNAL, (name, core_dumped, message))
+    chan.status_event.set()
+    if want_reply:                             # the RFC says false; answered anyway, as paramiko answers
+        reply = paramiko.Message()
+        reply.add_byte(paramiko.common.cMSG_CHANNEL_SUCCESS)
+        reply.add_int(chan.remote_chanid)
+        chan.transport._send_user_message(reply)
+
+
+class _Transport(paramiko.Transport):
+    """paramiko's client transport, hearing `exit-signal` too (_handle_channel_request). The
+    handler table is paramiko's documented-by-code dispatch; without it (paramiko's internals
+    moved) a killed tool still never passes: it reads as the connection lost."""
+    if isinstance(getattr(paramiko.Transport, "_channel_handler_table", None), dict):
+        _channel_handler_table = {**paramiko.Transport._channel_handler_table,
+                                  paramiko.common.MSG_CHANNEL_REQUEST: _handle_channel_request}
 
 
 class HostKeyRejected(Exception):
@@ -162,7 +196,7 @@ class SshTransport:
     def _open(self, target: dict, end: float, depth: int = 0) -> tuple[paramiko.Transport, list]:
         hops: list = []                        # jump-host transports this connection rides on
         sock = self._socket(target, end, hops, depth)
-        t = paramiko.Transport(sock)
+        t = _Transport(sock)
         try:
             t.banner_timeout = t.handshake_timeout = t.auth_timeout = _left(end)
             known = self._known_hosts(target["known_hosts"])
@@ -310,12 +344,34 @@ class SshSession:
                 err.add(chan.recv_stderr(65536))
             if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
                     and not chan.recv_ready() and not chan.recv_stderr_ready():
-                return self._finished(probe, chan.recv_exit_status(), out, err, started)
+                return self._ended(chan, probe, out, err, started)
             remaining = end - time.monotonic()
             if remaining <= 0:
                 return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
                                      f"no answer within {timeout_s:g} s")
             _wait_readable(chan, min(remaining, 0.25))
+
+    def _ended(self, chan: paramiko.Channel, probe: Probe, out: CappedBuffer, err: CappedBuffer,
+               started: float) -> Capture:
+        """How the remote command ended: an exit status, a signal, or neither (the connection or
+        the session gone before either came: never an exit code, whatever paramiko's -1 says)."""
+        killed = getattr(chan, EXIT_SIGNAL, None)
+        if killed is not None:
+            code, detail = _signal_exit(*killed)
+            return self._capture(probe, Outcome.EXITED, code, out, err, started, detail)
+        code = chan.recv_exit_status()
+        if code == -1:                         # paramiko's "none came": a real exit status is unsigned
+            return self._capture(probe, Outcome.UNREACHABLE, None, out, err, started,
+                                 f"connection lost during {probe.name}: {self._why_lost()}")
+        return self._finished(probe, code, out, err, started)
+
+    def _why_lost(self) -> str:
+        e = self.t.get_exception()
+        if e is not None and str(e):
+            return str(e)
+        if e is not None or not self.t.is_active():
+            return "the connection closed before the command's exit status"
+        return "the node closed the session without an exit status"
 
     def _finished(self, probe: Probe, code: int, out: CappedBuffer, err: CappedBuffer, started: float) -> Capture:
         stderr = err.text()
@@ -372,6 +428,20 @@ def _exec_in_thread(chan: paramiko.Channel, command: str, end: float) -> None:
         raise ProbeTimeout("the node never answered the exec request")
     if "error" in box:
         raise box["error"]
+
+
+def _signal_exit(name: str, core_dumped: bool, message: str) -> tuple[int | None, str]:
+    """An exit-signal as the local transport reports a killed tool: exit code -N (subprocess's
+    convention; N this host's number for the name: the protocol sends names, not numbers) and
+    "killed by SIGKILL". A name this host does not know (OpenSSH sends "SIG@openssh.com" for a
+    signal outside the RFC's list) has no number: exit code None, the name in the detail."""
+    bare = name.removeprefix("SIG")
+    number = getattr(signal.Signals, f"SIG{bare}", None) if bare.isalnum() else None
+    what = f"SIG{bare}" if number is not None else f"signal {excerpt(one_line(name), 40)}"
+    detail = f"killed by {what}" + (" (core dumped)" if core_dumped else "")
+    if message.strip():
+        detail += f": {excerpt(one_line(message.strip()), 200)}"
+    return (-int(number) if number is not None else None), detail
 
 
 def _wait_readable(chan: paramiko.Channel, timeout_s: float) -> None:

@@ -132,7 +132,10 @@ def test_a_history_database_locked_by_another_sweep_waits_and_records(cluster, t
     history = tmp_path / "history.sqlite"
     code, out, err = _sweep(cluster, tmp_path, history)            # creates it
     assert code == 0, err
-    holder = sqlite3.connect(str(history), isolation_level=None)
+    # check_same_thread=False: the Timer's thread commits. Without it sqlite3 refuses the COMMIT
+    # there (ProgrammingError, printed by the thread and lost), the lock stays held until close()
+    # below, and the sweep rightly gives up at its busy timeout (60 s): "database is locked", exit 3
+    holder = sqlite3.connect(str(history), isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN EXCLUSIVE")
     release = threading.Timer(3.0, holder.execute, args=("COMMIT",))
     release.start()
