@@ -242,6 +242,10 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         # no nccl-tests line at all: the launcher or the binary refused to start (mpirun as root, a
         # bad option, a library missing). Nothing was measured, so nothing is judged: ERROR, and a
         # multi-node run is not "localized" onto healthy nodes
+        if note and not note.startswith(("empty output", "no nccl-tests line")):
+            # nccl-tests lines that cannot be judged as one run (two runs in one output, a nan row)
+            return RunVerdict(Status.ERROR, f"{what}: the output cannot be judged: {note}",
+                              {"exit_code": rc, "parse_error": note}, excerpt(test.text))
         said = _said(test.text)
         return RunVerdict(Status.ERROR, f"{what}: no nccl-tests output, exit {rc}" + (f": {said}" if said else ""),
                           {"exit_code": rc, "parse_error": note}, excerpt(test.text))
@@ -263,8 +267,10 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         stage = run.stage
         failed = next((f for f in run.failures if f.kind != "launcher"), None)
         also += f"; first failure: {failed}" if failed else ""
-        if stage is Stage.SWEEP or stage is Stage.DONE:
-            where = run.stopped_at(failures=False) if stage is Stage.SWEEP else "after the summary (teardown)"
+        # the table header is printed after the communicators are made: a run killed after it hung
+        # in the first collective, whether or not NCCL_DEBUG printed the 'NCCL version' line
+        if stage is Stage.SWEEP or stage is Stage.DONE or (stage is Stage.INIT and run.columns):
+            where = "after the summary (teardown)" if stage is Stage.DONE else run.stopped_at(failures=False)
             return RunVerdict(Status.FAIL, f"{what}: a collective hung {where}; killed after {limit} s{also}{mixed}",
                                observed, tail, hang="collective")
         debug = (env or {}).get("NCCL_DEBUG", nccltest.DEFAULT_NCCL_DEBUG).upper()

@@ -87,6 +87,24 @@ def test_a_run_killed_after_the_nccl_version_line_hung_in_nccl_init():
     assert "stale image" in v.message
 
 
+def test_a_run_killed_after_its_table_header_hung_in_the_first_collective_not_in_init():
+    # issue 17: the table header without an 'NCCL version' line (NCCL_DEBUG unset) was "hung in NCCL init"
+    lines = data("nccl-tests/autodl-2x2080ti-pcie-all_reduce_perf-single-node.txt").splitlines(True)
+    header = next(i for i, ln in enumerate(lines) if "redop" in ln and "root" in ln)
+    text = "".join(ln for ln in lines[:header + 2] if "NCCL version" not in ln)
+    v = judge(text, rc=124, test_timeout_s=60)
+    assert v.status is Status.FAIL and v.hang == "collective"
+    assert v.message == ("all_reduce: a collective hung after the table header, before the first data row "
+                         "(the first collective never finished); killed after 60 s")
+
+
+def test_two_runs_in_one_output_say_they_cannot_be_judged():
+    text = data(A3MEGA)
+    v = judge(text + text, ranks=32)
+    assert v.status is Status.ERROR
+    assert v.message.startswith("all_reduce: the output cannot be judged: "), v.message
+
+
 def test_a_run_killed_before_the_rank_list_never_got_its_ranks_together():
     v = judge(cut_after(data(A3MEGA), "# nThread"), rc=124)
     assert v.hang == "init" and "before the rank list" in v.message
