@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any, Callable, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers import jsonsafe
 
 TOOL = "nccl-tests"
 UNKNOWN_MAX = 50                               # lines kept in NcclTestRun.unknown; the rest are counted
@@ -847,9 +848,11 @@ _JSON_CONFIG_NAMED = {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "st
 def parse_nccl_tests_json(text: str) -> NcclTestRun:
     """nccl-tests' JSON report (-J FILE, JSON_FILE_VERSION 2 in src/util.cu)."""
     try:
-        document = json.loads(text)
+        document = jsonsafe.loads(text, finite_numbers=False)  # each number is checked where it is read, by name
     except json.JSONDecodeError as cut:
         raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300):cut.pos + 60]) from None
+    except jsonsafe.JsonRefused as why:        # NaN, Infinity, an integer no float holds
+        raise ParseError(TOOL, f"JSON report: {why}", text) from None
     except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
         raise ParseError(TOOL, "JSON report nested too deeply", text) from None
     if not isinstance(document, dict) or not {"version", "config", "results"} & document.keys():
@@ -858,6 +861,8 @@ def parse_nccl_tests_json(text: str) -> NcclTestRun:
         return _json_run(document)
     except _Unreadable as why:
         raise ParseError(TOOL, f"JSON report: {why}", text) from None
+    except (ValueError, OverflowError, TypeError) as why:   # int(NaN) of a count, a rank, a size
+        raise ParseError(TOOL, f"JSON report: a value cannot be read: {reprlib.repr(str(why))}", text) from None
 
 
 def _json_break(text: str, cut: json.JSONDecodeError) -> str:

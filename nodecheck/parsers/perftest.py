@@ -15,6 +15,7 @@ import reprlib
 from dataclasses import dataclass, field
 
 from nodecheck.errors import ParseError
+from nodecheck.parsers import jsonsafe
 
 TOOL = "ib_write_bw"
 # perftest's own lines are under 200 characters; longer ones are kept (cut) as notes, not matched
@@ -317,9 +318,11 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
     anything else unreadable is a ParseError, and the caller falls back to the text output."""
     repaired = _UNQUOTED_SL.sub(r'\1"sl":', _TRAILING_COMMA.sub(r"\1", text))
     try:
-        doc = json.loads(repaired)
+        doc = jsonsafe.loads(repaired, finite_numbers=False)  # each number is checked where it is read, by name
     except json.JSONDecodeError as why:
         raise ParseError(tool, f"--out_json file is not JSON: {why}", text) from None
+    except jsonsafe.JsonRefused as why:        # NaN, Infinity, an integer no float holds
+        raise ParseError(tool, f"--out_json file: {why}", text) from None
     except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
         raise ParseError(tool, "--out_json file nested too deeply", text) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("test_info"), dict) \
