@@ -449,14 +449,21 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
         _say(f"{head}: {_first_line(report, decision)}{tail}")
         return EXIT_PASS
     done = apply(decision, slurm=None if args.observe else _slurm(args), log=log, observe=bool(args.observe),
-                 report_dir=where)
-    blamed = ", ".join(f"{b.node} ({b.check})" for b in decision.blamed)
-    verb = "would drain" if args.observe else "drained"
-    if not args.observe and (done.left or done.failed):
-        verb += f" (left as is: {', '.join(done.left + done.failed)})"
-    _say(f"{head}: FAIL: {verb} {blamed}; the job is requeued{tail}" if not args.observe else
-          f"{head}: FAIL: {verb} {blamed}; observe only: the job may start{tail}")
-    return EXIT_PASS if args.observe else EXIT_DRAINED
+                 report_dir=where, token=_token(args))
+    if args.observe:
+        blamed = ", ".join(f"{b.node} ({b.check})" for b in decision.blamed)
+        _say(f"{head}: FAIL: would drain {blamed}; observe only: the job may start{tail}")
+        return EXIT_PASS
+    # what each drain became, as health's result line says it: a drain scontrol refused (slurmctld
+    # down, the call killed at its bound) is FAILED with why, never "left as is", which is only for
+    # a drain someone else owns. The job is requeued all the same: its node was judged bad.
+    drained = [f"{b.node} ({b.check})" for b in decision.drain if b.node not in done.failed + done.left]
+    parts = [f"drained {', '.join(drained)}"] if drained else []
+    parts += [f"drain FAILED {b.node} ({done.failure(b.node)})" for b in decision.drain if b.node in done.failed]
+    if done.left:
+        parts.append(f"left as is (drained by someone else): {', '.join(done.left)}")
+    _say(f"{head}: FAIL: {'; '.join(parts)}; the job is requeued{tail}")
+    return EXIT_DRAINED
 
 
 def _health(args: Namespace, log: GateLog, job: str | None) -> int:

@@ -715,3 +715,75 @@ def test_keep_reports_always_keeps_a_passing_runs_report(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert one_line(proc) == f"nodecheck prolog nodeX job 7: PASS (report {site.report_dir(proc.stdout)})"
     assert (site.report_dir(proc.stdout) / "report.json").is_file()
+
+
+# ---- the controller Prolog's result line: what its drains became --------------------------------
+
+def _controller_site(tmp_path, monkeypatch, nodes: dict[str, dict], failing: list[str], config: str = ""):
+    """`prolog --controller` in process: the job's nodes gpu001-3, the cross-node run scripted (ib.pairs
+    blames `failing`), a fake scontrol holding `nodes`. Returns (run, site dir)."""
+    for key in ("SLURM_SCRIPT_CONTEXT", "NODECHECK_GATE_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))     # _set_environment rewrites it
+    (tmp_path / "slurm").mkdir()
+    scontrol = fake_scontrol.install(tmp_path / "slurm", nodes)
+    book = tmp_path / "pairs.yml"
+    book.write_text("version: 1\ndeadline_s: 60\ngate: {settle_s: 0}\nchecks:\n  ib.pairs: {}\n")
+    cfg = tmp_path / "nodecheck.yml"
+    cfg.write_text(f"output_dir: {tmp_path}/reports\nlog_file: {tmp_path}/gate.log\nscontrol: {scontrol}\n"
+                   f"playbook: {book}\n{config}")
+    results = [res("ib.pairs", n, Status.FAIL if n in failing else Status.PASS,
+                   f"bad node: fails with 2/2 partners ({n})" if n in failing else "2 tests pass") for n in NAMES]
+    monkeypatch.setattr(gatecmd, "_job_nodes", lambda args: (NODES, TRANSPORT))
+    monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **k: report(results))
+
+    def run(capsys) -> tuple[int, str]:
+        code = gatecmd.gate_command(_args("prolog", "--controller", "--config", str(cfg)))
+        return code, capsys.readouterr().out
+    return run
+
+
+def test_controller_whose_drain_fails_says_drain_failed_and_why_not_left_as_is(tmp_path, monkeypatch, capsys):
+    """slurmctld unreachable while the controller drains: the result line (Slurm's log, the
+    operator's view) says the drain FAILED and why, as health's does; "left as is" is only for a
+    drain someone else owns. The job is still requeued: the node was judged bad."""
+    run = _controller_site(tmp_path, monkeypatch, {n: dict(IDLE) for n in NAMES}, ["gpu002"])
+    (tmp_path / "slurm" / "update-fails").write_text("")
+    code, out = run(capsys)
+    why = "exit 1: slurm_update error: Unable to contact slurm controller (connect failure)"
+    m = re.fullmatch(r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
+                     r"\(report (\S+)\)\n", out)
+    assert m and m.group(1).startswith("drain FAILED gpu002 (") and m.group(1).endswith(f"{why})"), out
+    assert "left as is" not in out and len(m.group(1)) < 400, out          # the why is an excerpt
+    assert code == gatecmd.EXIT_DRAINED
+    assert [(e["action"], e["node"]) for e in _log_events(tmp_path / "gate.log")] == [("failed", "gpu002")]
+
+
+def test_controller_result_line_names_what_it_drained_and_what_it_left(tmp_path, monkeypatch, capsys):
+    nodes = {"gpu001": dict(IDLE), "gpu002": dict(IDLE), "gpu003": dict(FOREIGN)}
+    run = _controller_site(tmp_path, monkeypatch, nodes, ["gpu002", "gpu003"])
+    code, out = run(capsys)
+    m = re.fullmatch(r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
+                     r"\(report (\S+)\)\n", out)
+    assert m and m.group(1) == "drained gpu002 (ib.pairs); left as is (drained by someone else): gpu003", out
+    assert code == gatecmd.EXIT_DRAINED
+    state = json.loads((tmp_path / "slurm" / "nodes.json").read_text())
+    assert state["gpu002"]["reason"] == M("ib.pairs bad node: fails with 2/2 partners (gpu002)")
+    assert state["gpu003"] == FOREIGN
+
+
+def test_controller_drains_with_the_sites_drain_token(tmp_path, monkeypatch, capsys):
+    """The site's token marks the controller's drains as it does health's: else health, run with
+    that token, would take the controller's drain for a person's and never resume it."""
+    run = _controller_site(tmp_path, monkeypatch, {n: dict(IDLE) for n in NAMES}, ["gpu002"],
+                           config="drain_token: site-7\n")
+    code, _ = run(capsys)
+    state = json.loads((tmp_path / "slurm" / "nodes.json").read_text())
+    assert state["gpu002"]["reason"] == M("ib.pairs bad node: fails with 2/2 partners (gpu002)", "site-7")
+    assert code == gatecmd.EXIT_DRAINED
+
+
+def _log_events(path: Path) -> list[dict]:
+    return [{k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(line.split(" ", 2)[2])}
+            for line in path.read_text(encoding="utf-8").splitlines()]

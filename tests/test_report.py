@@ -1,4 +1,5 @@
 """Reports: JSON round-trips, the table folds identical outcomes, the store is atomic."""
+import dataclasses
 import json
 import os
 from datetime import datetime, timedelta, timezone
@@ -150,3 +151,16 @@ def test_the_same_verdict_twice_on_one_node_survives_a_round_trip():
                     (twice, twice, group))
     back = report_json.loads(report_json.dumps(report))
     assert back.results == (twice, twice, group)
+
+
+def test_an_incomplete_run_whose_results_all_passed_never_exits_0():
+    """A safety net under the checks: a run the deadline or a signal cut short did not check all it
+    planned, so healthy results alone are no clean bill of health (exit 3); a failure stays 2."""
+    healthy = dataclasses.replace(sample(n=3), results=tuple(r for r in sample(n=3).results
+                                                             if r.verdict.status is Status.PASS))
+    healthy = dataclasses.replace(healthy, nodes=healthy.nodes[:1])
+    assert healthy.status is Status.PASS and healthy.exit_code == 0
+    cut = dataclasses.replace(healthy, complete=False, incomplete_reason="the run deadline was reached")
+    assert cut.status is Status.PASS and cut.exit_code == 3
+    assert json.loads(report_json.dumps(cut))["exit_code"] == 3
+    assert dataclasses.replace(sample(), complete=False).exit_code == 2

@@ -140,14 +140,23 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
     rates = _fleet_rates({n: ports[n] for n in usable})
     tag = secrets.token_hex(4)                 # names this run's test directories on the nodes
     cut: dict[int, str] = {}
+    groups = _groups(ctx, usable, want.group_label) if want.group_label else None
+    # the tests the pairing promised (not localization's extra ones, which judge their suspect):
+    # a node one of them never ran for is not PASS on the others, skipped is not healthy
+    planned = set(planner.plan(usable, want.pairing, groups, want.steer))
+    unrun: dict[str, dict[str, str]] = {}     # node -> partner -> why their planned test did not run
 
     def run_round(rnd: planner.Round) -> list[planner.PairResult]:
         # a pair runs both directions at once, 2 SSH steps at a time; more pairs than that run in waves
         workers = max(1, min(len(rnd.pairs), ctx.commands.parallel))
         needs = _round_needs(want, math.ceil(len(rnd.pairs) / workers))
         if ctx.left() < needs:                 # a round cut by the deadline would blame healthy nodes
-            cut.setdefault(rnd.index, f"round {rnd.index + 1} not run: {ctx.left():.0f} s left before the "
-                           f"deadline, it needs {needs:.0f} s")
+            why = cut.setdefault(rnd.index, f"round {rnd.index + 1} not run: " + (
+                "stopped by a signal" if ctx.commands.stop.is_set() else
+                f"{ctx.left():.0f} s left before the deadline, it needs {needs:.0f} s"))
+            if rnd in planned:
+                for pair in rnd.pairs:
+                    _not_run(unrun, pair.a, pair.b, why)
             return []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodecheck-pair") as pool:
             # rounds are numbered from 1 in messages, capture names and the report
@@ -158,18 +167,30 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         for pair, rails in zip(rnd.pairs, done):
             tests.extend(rails)
             if any(r.status is Status.SKIPPED for r in rails):
+                if rnd in planned:
+                    why = next(_cut_why(r) for r in rails if r.status is Status.SKIPPED)
+                    _not_run(unrun, pair.a, pair.b, why)
                 continue                       # never ran or cut (deadline, stop): no evidence either way
             out.append(planner.PairResult(pair, rnd.index, all(r.status is Status.PASS for r in rails)))
         return out
 
-    groups = _groups(ctx, usable, want.group_label) if want.group_label else None
     results, blame = planner.localize(usable, run_round, pairing=want.pairing, groups=groups,
                                       steer=want.steer, max_rounds=want.max_rounds)
     ctx.extras.update(_report_data(usable, tests, results, blame, want))
     if cut:
         ctx.extras["incomplete"] = list(cut.values())
-    yield from _verdicts(usable, tests, blame, list(cut.values()))
+    yield from _verdicts(usable, tests, blame, list(cut.values()), unrun)
     yield from _untested(usable, ports, tests, want)
+
+
+def _not_run(unrun: dict[str, dict[str, str]], a: str, b: str, why: str) -> None:
+    unrun.setdefault(a, {}).setdefault(b, why)
+    unrun.setdefault(b, {}).setdefault(a, why)
+
+
+def _cut_why(rail: RailResult) -> str:
+    """"not started: stopped by a signal" from "mlx5_0 node2->node1: not run to the end: not started: …"."""
+    return rail.message.partition(": not run to the end: ")[2] or rail.message
 
 
 def _round_needs(want: IbPairs, waves: int = 1) -> float:
@@ -410,7 +431,8 @@ def _how(c: Capture | None) -> str:
     return f"exited {c.exit_code}" + (f": {first}" if first else "")
 
 
-def _verdicts(nodes: list[str], tests: list[RailResult], blame, cut: list[str]) -> Verdicts:
+def _verdicts(nodes: list[str], tests: list[RailResult], blame, cut: list[str],
+              unrun: Mapping[str, Mapping[str, str]]) -> Verdicts:
     skipped = {n for t in tests if t.status is Status.SKIPPED for n in (t.server, t.client)}
     tests = [t for t in tests if t.status is not Status.SKIPPED]
     by_node: dict[str, list[RailResult]] = {n: [] for n in nodes}
@@ -477,8 +499,15 @@ def _verdicts(nodes: list[str], tests: list[RailResult], blame, cut: list[str]) 
         blamed = sorted({_partner(t, node) for t in mine if t.status is not Status.PASS})
         if blamed:
             message += f"; its failures with {', '.join(blamed)} are blamed on {'that node' if len(blamed) == 1 else 'those nodes'}"
-        yield (node,), Verdict(Status.PASS, message, observed={"partners": partners, "tests": len(ok),
-                                                             "min_gbps": low.gbps if low else None})
+        observed = {"partners": partners, "tests": len(ok), "min_gbps": low.gbps if low else None}
+        missed = unrun.get(node, {})
+        if missed:                             # what ran passed, but the plan's other partners never came
+            yield (node,), Verdict(Status.SKIPPED, f"partly tested: {message}; " + "; ".join(
+                f"{'not all tests with' if p in partners else 'not tested with'} {p}: {why}"
+                for p, why in sorted(missed.items())),
+                observed={**observed, "untested_partners": sorted(missed)})
+            continue
+        yield (node,), Verdict(Status.PASS, message, observed=observed)
 
 
 def _partner(t: RailResult, node: str) -> str:

@@ -77,7 +77,13 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.status)
+        code = exit_code_for(self.status)
+        # a run cut short (the deadline, a signal) did not check everything it planned: even when
+        # every result that came back is healthy, it is no clean bill of health (a safety net: the
+        # checks themselves already mark what they could not finish)
+        if not self.complete and code in (EXIT_PASS, EXIT_WARN):
+            return EXIT_UNKNOWN
+        return code
 
     def summary(self) -> dict[str, int]:
         """How many nodes ended in each status, in severity order, zeros left out."""

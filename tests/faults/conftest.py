@@ -25,7 +25,8 @@ if str(TESTS) not in sys.path:
 
 from harness.cluster import HarnessError, SimCluster  # noqa: E402
 
-from integration.conftest import _missing_prerequisites  # noqa: E402
+# the same prerequisites, and the same reset after every test (an autouse fixture, found here by name)
+from integration.conftest import _missing_prerequisites, _reset_cluster_after_test  # noqa: E402,F401
 
 N_NODES = 4
 NET = os.environ.get("NODECHECK_FAULTS_NET", "127.0.3")
@@ -56,15 +57,3 @@ def cluster(tmp_path_factory):
         yield sim
     finally:
         sim.down()
-
-
-@pytest.fixture(autouse=True)
-def _reset_cluster_after_test(request):
-    yield
-    if "cluster" not in request.fixturenames:
-        return
-    try:
-        sim = request.getfixturevalue("cluster")
-    except (Exception, pytest.fail.Exception):   # the fixture itself failed: already reported
-        return
-    sim.reset()
