@@ -1,6 +1,7 @@
 """Core value types shared by every stage: nodes, probes, captures, statuses, verdicts, results."""
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 from dataclasses import dataclass, field
 from enum import Enum
@@ -122,6 +123,49 @@ def excerpt(text: str, max_chars: int = EXCERPT_MAX_CHARS) -> str:
     if len(text) <= max_chars:
         return text
     return text[:max_chars] + f"\n… [{len(text) - max_chars} more characters]"
+
+
+def quote(value: str, limit: int = 60) -> str:
+    """A text value for a message: quoted, and bounded so one garbage line cannot flood a report."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
+
+
+class _Shown(reprlib.Repr):
+    """repr() cut to a few levels and items, computed without building the whole repr first: a value
+    of nested YAML aliases (a few hundred bytes) or a hostile pickle stands for millions of items."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 80, 80, 40
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
+
+    def repr_bytes(self, x: bytes, level: int) -> str:
+        text = repr(x[:self.maxstring])
+        return text + "..." if len(x) > self.maxstring else text
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:               # repr() of a 5000-digit int raises ValueError
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+    def repr_instance(self, x: object, level: int) -> str:
+        if hasattr(type(x), "model_fields"):   # a model's repr would quote all of its fields
+            return f"<{type(x).__name__}>"
+        return super().repr_instance(x, level)
+
+
+_SHOWN = _Shown()
+SHOWN_MAX_CHARS = 300
+
+
+def shown(value: object, max_chars: int = SHOWN_MAX_CHARS) -> str:
+    """Any value (from an input file, a tool, a dump) for a message: repr-like, a few levels and
+    items deep, at most max_chars; never fails (a message must not raise)."""
+    try:
+        text = _SHOWN.repr(value)
+    except Exception:                          # noqa: BLE001 - an object whose repr raises
+        return f"<a {type(value).__name__}>"
+    return text if len(text) <= max_chars else text[:max_chars] + "…"
 
 
 def one_line(text: str) -> str:

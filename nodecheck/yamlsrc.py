@@ -6,7 +6,6 @@ import difflib
 import hashlib
 import math
 import re
-import reprlib
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,40 +14,13 @@ from typing import Any
 import yaml
 
 from nodecheck.errors import ConfigError
+from nodecheck.model import SHOWN_MAX_CHARS, shown  # noqa: F401 - shown: this module's callers quote with it
+from nodecheck.redact import mask_url_credentials
 
 Loc = tuple  # a path into the document: ("nodes", "gpu[001-008]", "address")
 
 FINITE_HINT = "nan and inf are not limits or settings: write a finite number, e.g. 85"
 
-
-class _Shown(reprlib.Repr):
-    """repr() cut to a few levels and items, computed without building the whole repr first: a
-    value of nested aliases (a few hundred bytes of YAML) stands for millions of items."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 80, 80, 40
-        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
-
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:               # repr() of a 5000-digit int raises ValueError
-            return f"<an integer of {x.bit_length()} bits>"
-        return super().repr_int(x, level)
-
-    def repr_instance(self, x: object, level: int) -> str:
-        if hasattr(type(x), "model_fields"):   # a model's repr would quote all of its fields
-            return f"<{type(x).__name__}>"
-        return super().repr_instance(x, level)
-
-
-_SHOWN = _Shown()
-SHOWN_MAX_CHARS = 300
-
-
-def shown(value: object) -> str:
-    """A value from an input file for a message: repr-like, and at most a few hundred characters."""
-    text = _SHOWN.repr(value)
-    return text if len(text) <= SHOWN_MAX_CHARS else text[:SHOWN_MAX_CHARS] + "…"
 
 # PyYAML's composer recurses once per nesting level, so a hostile depth ends in RecursionError;
 # inventories and playbooks are at most 5 levels deep, so this bound is far from any real file.
@@ -256,7 +228,6 @@ class _Walker:
                               line=node.start_mark.line + 1, hint="quote it if it is text") from None
 
 
-_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 
 
 def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
@@ -278,7 +249,7 @@ def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
                          hint=f"add {loc[-1]}: <value>")
     got = first.get("input")
     if isinstance(got, str):                   # an alert URL's user:token@ never reaches a log or terminal
-        got = _URL_CREDENTIALS.sub(r"\1***@", got)
+        got = mask_url_credentials(got)
     seen = "" if isinstance(got, (dict, list)) else f", got {shown(got)}"
     hint = FINITE_HINT if first["type"] == "finite_number" else ""
     return src.error(loc, f"{dotted}: {msg[:300]}{seen}{what}", hint=hint)

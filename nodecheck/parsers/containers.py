@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
+from nodecheck.parsers.lines import split_lines
 
 # re.ASCII throughout: a str pattern's \d and \w also match other scripts' characters.
 _HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
@@ -97,7 +99,7 @@ def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
     """`docker/podman image inspect IMAGE` JSON, or ImageMissing when the runtime has no such image."""
     tool = "image inspect"
     json_lines, missing = [], []
-    for line in text.splitlines():
+    for line in split_lines(text):
         stripped = line.strip()
         found = _missing(stripped)
         if found:
@@ -105,7 +107,7 @@ def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
         elif _LOGRUS_NOTICE.fullmatch(stripped):
             continue
         elif stripped.startswith(("Error", "ERRO[")):    # not "no such image": daemon down, ...
-            raise ParseError(tool, f"unexpected error line {_quote(stripped)}", text)
+            raise ParseError(tool, f"unexpected error line {quote(stripped)}", text)
         else:
             json_lines.append(line)
     if missing:                                # the job needs the image; the first one missing decides
@@ -144,17 +146,17 @@ def parse_repo_digests_template(text: str) -> tuple[str, ...]:
     elif value.startswith("[") and value.endswith("]"):
         items = value[1:-1].split()            # Go prints a []string as "[a b c]"
     else:
-        raise ParseError(tool, f"expected '[...]', got {_quote(value)}", text)
+        raise ParseError(tool, f"expected '[...]', got {quote(value)}", text)
     for item in items:
         if not _REPO_DIGEST.fullmatch(item):
-            raise ParseError(tool, f"not a repo digest: {_quote(item)}", text)
+            raise ParseError(tool, f"not a repo digest: {quote(item)}", text)
     return tuple(items)
 
 
 def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
     """Rows of `docker images --digests`, `nerdctl images --digests` or `crictl images --digests`."""
     tool = "images --digests"
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in split_lines(text) if line.strip()]
     if not lines:
         raise ParseError(tool, "empty output", text)
     header = _cells(lines[0])
@@ -171,10 +173,10 @@ def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
         cells = _cells(line)
         columns = names or _HEADERLESS.get(len(cells))
         if columns is None:
-            raise ParseError(tool, f"headerless row of {len(cells)} cells: {_quote(line.strip())}", text)
+            raise ParseError(tool, f"headerless row of {len(cells)} cells: {quote(line.strip())}", text)
         if len(cells) != len(columns):
             raise ParseError(tool, f"row has {len(cells)} cells for {len(columns)} columns: "
-                             f"{_quote(line.strip())}", text)
+                             f"{quote(line.strip())}", text)
         row = dict(zip(columns, cells))
         digest, truncated = _table_digest(row["DIGEST"], tool, text)
         result.append(ImageRow(
@@ -207,19 +209,19 @@ def parse_sha256sum(text: str) -> Sha256Sums:
     sums: dict[str, str] = {}
     missing: list[str] = []
     unreadable: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         if not line.strip():
             continue
         entry = _sum_line(line)
         if entry is not None:
             path, digest = entry
             if sums.get(path, digest) != digest:
-                raise ParseError(tool, f"two different sums for {_quote(path)}", text)
+                raise ParseError(tool, f"two different sums for {quote(path)}", text)
             sums[path] = digest
             continue
         error = re.fullmatch(r"sha256sum: (.+): ([^:]+)", line)
         if not error:
-            raise ParseError(tool, f"unexpected line {_quote(line)}", text)
+            raise ParseError(tool, f"unexpected line {quote(line)}", text)
         if error[2] == "No such file or directory":
             missing.append(error[1])
         else:
@@ -231,21 +233,21 @@ def parse_sha256sum(text: str) -> Sha256Sums:
 
 def parse_enroot_list(text: str) -> tuple[str, ...]:
     """Names from `enroot list` (one per line) or `enroot list --fancy` (NAME column); () if none."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in split_lines(text) if line.strip()]
     if lines and lines[0].split()[:2] == ["NAME", "SIZE"]:
         # --fancy: a container's extra processes continue on lines that start with spaces
         return tuple(line.split()[0] for line in lines[1:] if not line[0].isspace())
     for line in lines:
         # enroot prints the bare directory names; indentation or spaces mean another output
         if line != line.strip() or len(line.split()) != 1:
-            raise ParseError("enroot list", f"not a container name: {_quote(line)}", text)
+            raise ParseError("enroot list", f"not a container name: {quote(line)}", text)
     return tuple(lines)
 
 
 def parse_pyxis_log(text: str) -> tuple[PyxisError, ...]:
     """Every "error: pyxis:" line in slurmd.log, journal or srun/slurmstepd output; () when there are none."""
     found = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         # searched, not anchored: journal and log prefixes vary, and pasted logs carry markup
         match = _PYXIS_ERROR.search(line)
         if not match:
@@ -275,11 +277,11 @@ def _image_record(item: object, text: str) -> ImageRecord:
     if _HEX64.fullmatch(image_id):             # podman prints the config digest without "sha256:"
         image_id = f"sha256:{image_id}"
     if not _IMAGE_ID.fullmatch(image_id):
-        raise ParseError(tool, f"\"Id\" is not sha256:<64 hex>: {_quote(image_id)}", text)
+        raise ParseError(tool, f"\"Id\" is not sha256:<64 hex>: {quote(image_id)}", text)
     digests = _string_list(item, "RepoDigests", text)
     for entry in digests:
         if not _REPO_DIGEST.fullmatch(entry):
-            raise ParseError(tool, f"not a repo digest: {_quote(entry)}", text)
+            raise ParseError(tool, f"not a repo digest: {quote(entry)}", text)
     return ImageRecord(image_id, digests, _string_list(item, "RepoTags", text))
 
 
@@ -309,7 +311,7 @@ def _table_digest(cell: str, tool: str, text: str) -> tuple[str | None, bool]:
         return cell, False
     if _TRUNCATED_DIGEST.fullmatch(cell):
         return cell, True
-    raise ParseError(tool, f"not a digest: {_quote(cell)}", text)
+    raise ParseError(tool, f"not a digest: {quote(cell)}", text)
 
 
 def _repository(reference: str) -> str:
@@ -346,8 +348,3 @@ def _sum_line(line: str) -> tuple[str, str] | None:
     if escaped:
         path = re.sub(r"\\(.)", lambda m: {"n": "\n", "r": "\r", "\\": "\\"}.get(m[1], m[0]), path)
     return path, digest
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

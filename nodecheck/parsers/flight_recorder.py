@@ -40,12 +40,12 @@ import math
 import pickle
 import pickletools
 import re
-import reprlib
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from nodecheck.errors import ParseError
+from nodecheck.model import shown
 
 TOOL = "flight-recorder"
 MAX_DUMP_BYTES = 256 * 1024 * 1024   # 2000 entries with stacks are a few MB; far bigger is not a dump
@@ -368,34 +368,6 @@ def _bound(depth: int, size: int) -> None:
                        "counts each time)")
 
 
-class _BoundedRepr(reprlib.Repr):
-    """repr() for messages: a few levels, a few items, short strings; never the whole of a deep or
-    huge value (a repr of 5000 uses of one 1 MiB string is 5 GiB; of 100k levels, a RecursionError)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 40, 40, 40
-        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 4
-
-    def repr_bytes(self, x: bytes, level: int) -> str:
-        text = repr(x[:self.maxstring])
-        return text + "..." if len(x) > self.maxstring else text
-
-    def repr_int(self, x: int, level: int) -> str:
-        return repr(x) if x.bit_length() <= 256 else f"<an integer of {x.bit_length()} bits>"
-
-
-_SHOW = _BoundedRepr()
-
-
-def _show(value: Any) -> str:
-    """A value quoted in a message, bounded."""
-    try:
-        return _show_text(_SHOW.repr(value))
-    except Exception:                          # noqa: BLE001 - a message must not fail
-        return f"<a {type(value).__name__}>"
-
-
 def _show_text(text: str) -> str:
     return text if len(text) <= 120 else text[:120] + "..."
 
@@ -425,7 +397,7 @@ def _dump(raw: dict, source: str, fmt: str, data: bytes, clock: _Clock) -> FRDum
     if not isinstance(version, str):
         raise ParseError(TOOL, f"{where}: no 'version' string", excerpt=_excerpt(data))
     if not _VERSION.fullmatch(version):
-        raise ParseError(TOOL, f"{where}: version {_show(version)}, expected <major>.<minor>", excerpt=_excerpt(data))
+        raise ParseError(TOOL, f"{where}: version {shown(version, 120)}, expected <major>.<minor>", excerpt=_excerpt(data))
     if "entries" in raw:
         raw_entries = raw["entries"]
     elif fmt == "json":
@@ -449,7 +421,7 @@ def _dump(raw: dict, source: str, fmt: str, data: bytes, clock: _Clock) -> FRDum
 def _rank(raw: dict, source: str, where: str) -> int | None:
     if "rank" in raw:
         if not _is_int(raw["rank"]):
-            raise ParseError(TOOL, f"{where}: 'rank' is {_show(raw['rank'])}, expected an int")
+            raise ParseError(TOOL, f"{where}: 'rank' is {shown(raw['rank'], 120)}, expected an int")
         return raw["rank"]
     m = _TRAILING_DIGITS.search(source.rsplit("/", 1)[-1])   # DebugInfoWriter names it <prefix><rank>
     return int(m.group(1)) if m else None
@@ -461,11 +433,11 @@ def _groups(cfg: Any, where: str) -> dict[str, FRGroup]:
     out = {}
     for key, g in cfg.items():
         if not isinstance(key, str) or not isinstance(g, dict):
-            raise ParseError(TOOL, f"{where}: pg_config[{_show(key)}] is not a name -> dict")
+            raise ParseError(TOOL, f"{where}: pg_config[{shown(key, 120)}] is not a name -> dict")
         name, desc = g.get("name", key), g.get("desc", "")
         if not isinstance(name, str) or not isinstance(desc, str):
-            raise ParseError(TOOL, f"{where}: pg_config[{_show(key)}] name/desc are not strings")
-        out[key] = FRGroup(name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{_show(key)}]"))
+            raise ParseError(TOOL, f"{where}: pg_config[{shown(key, 120)}] name/desc are not strings")
+        out[key] = FRGroup(name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{shown(key, 120)}]"))
     return out
 
 
@@ -473,11 +445,11 @@ def _ranks(value: Any, where: str) -> tuple[int, ...]:
     # the C++ side writes the list as its string form "[0, 1]"; read it without eval
     if isinstance(value, str):
         if not _RANKS.fullmatch(value.strip()):
-            raise ParseError(TOOL, f"{where}: ranks {_show(value)}, expected \"[0, 1, ...]\"")
+            raise ParseError(TOOL, f"{where}: ranks {shown(value, 120)}, expected \"[0, 1, ...]\"")
         return tuple(int(x) for x in re.findall(r"-?\d+", value))
     if isinstance(value, (list, tuple)) and all(_is_int(x) for x in value):
         return tuple(value)
-    raise ParseError(TOOL, f"{where}: ranks {_show(value)}, expected a list of ints")
+    raise ParseError(TOOL, f"{where}: ranks {shown(value, 120)}, expected a list of ints")
 
 
 def _statuses(st: Any, where: str) -> dict[str, FRGroupStatus]:
@@ -486,8 +458,8 @@ def _statuses(st: Any, where: str) -> dict[str, FRGroupStatus]:
     out = {}
     for key, s in st.items():
         if not isinstance(s, dict):
-            raise ParseError(TOOL, f"{where}: pg_status[{_show(key)}] is a {type(s).__name__}, expected a dict")
-        seq = {k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{_show(key)}].last_{k}_collective")
+            raise ParseError(TOOL, f"{where}: pg_status[{shown(key, 120)}] is a {type(s).__name__}, expected a dict")
+        seq = {k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{shown(key, 120)}].last_{k}_collective")
                for k in ("enqueued", "started", "completed")}
         out[str(key)] = FRGroupStatus(last_enqueued=seq["enqueued"], last_started=seq["started"],
                                       last_completed=seq["completed"])
@@ -501,7 +473,7 @@ def _status_seq(v: Any, where: str) -> int | None:
     if v is None:
         return None
     if not _is_int(v):
-        raise ParseError(TOOL, f"{where} is {_show(v)}, expected an int")
+        raise ParseError(TOOL, f"{where} is {shown(v, 120)}, expected an int")
     return v if v >= 0 else None
 
 
@@ -571,7 +543,7 @@ class _Getter:
         self.e, self.i, self.where = e, i, where
 
     def fail(self, key: str, value: Any, expected: str) -> None:
-        raise ParseError(TOOL, f"{self.where}: entry {self.i} '{key}' is {_show(value)}, expected {expected}")
+        raise ParseError(TOOL, f"{self.where}: entry {self.i} '{key}' is {shown(value, 120)}, expected {expected}")
 
     def req(self, key: str, kind: type | tuple[type, ...]) -> Any:
         if key not in self.e:

@@ -13,6 +13,7 @@ from typing import Mapping
 
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt, one_line
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.ncclenv import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
@@ -106,7 +107,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
     if section is not None:
         log_watched = True
         if section.ok:
-            warns = tuple(_unescaped(line, text) for line in section.text.splitlines() if line)
+            warns = tuple(_unescaped(line, text) for line in split_lines(section.text) if line)
         else:
             log_error = first_line(section.text) or f"reading the log failed (exit {section.rc})"
     return NodeSnapshot(clock, gpus, gpu_error, tuple(processes), procs_error, dumps, relative, warns,
@@ -115,7 +116,7 @@ def parse_snapshot(text: str) -> NodeSnapshot:
 
 def _env(text: str, whole: str) -> dict[str, str]:
     env = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         name, has, value = _unescaped(line, whole).partition("=")
         if not has or not name:
             raise ParseError(SNAPSHOT_TOOL, f"environment line {line[:80]!r} is not NAME=VALUE", whole)
@@ -125,7 +126,7 @@ def _env(text: str, whole: str) -> dict[str, str]:
 
 def _dumps(text: str, whole: str) -> tuple[tuple[DumpFile, ...], tuple[str, ...], tuple[tuple[str, str], ...]]:
     files, relative, refused = [], [], []
-    for line in text.splitlines():
+    for line in split_lines(text):
         kind, _, rest = line.partition("\t")
         if kind == "relative":
             relative.append(_unescaped(rest, whole))
@@ -152,7 +153,7 @@ def parse_stacks(text: str) -> StacksOutput:
     if version == "missing":
         return StacksOutput(None)
     states: dict[int, tuple[str, str]] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         if line.startswith("@@nodecheck pstate "):
             match = _PSTATE.fullmatch(line[len("@@nodecheck pstate "):])
             if match:
@@ -166,7 +167,7 @@ def parse_stacks(text: str) -> StacksOutput:
             raise ParseError(STACKS_TOOL, f"section {name!r} does not name a pid", text)
         pid = int(pid_text)
         err = parts.get(f"stackerr-{pid}")
-        stderr = "\n".join(_unescaped(line, text) for line in err.text.splitlines()) if err is not None else ""
+        stderr = "\n".join(_unescaped(line, text) for line in split_lines(err.text)) if err is not None else ""
         wchan, state = states.get(pid, ("", ""))
         unpaused = parts.get(f"unpaused-{pid}")
         results[pid] = StackResult(pid, section.rc, section.text, stderr, "" if wchan == "0" else wchan, state,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sysfs import Unreadable
 
@@ -117,7 +118,7 @@ def make_gid(ca: str | None, port: int | None, index: int, text: str, type_: str
     try:
         address = ipaddress.IPv6Address(text)
     except ValueError:
-        raise ValueError(f"not a GID: {_quote(text)}") from None
+        raise ValueError(f"not a GID: {quote(text)}") from None
     mapped = address.ipv4_mapped
     link_local = mapped.is_link_local if mapped is not None else address.is_link_local
     return Gid(ca, port, index, address.exploded, type_, netdev,
@@ -162,7 +163,7 @@ def parse_show_gids(text: str) -> list[Gid]:
     head = lines[0].split()
     if head[:4] != ["DEV", "PORT", "INDEX", "GID"]:
         raise ParseError("show_gids", f"expected the header 'DEV PORT INDEX GID ...', got "
-                         f"{_quote(lines[0].strip())}", text)
+                         f"{quote(lines[0].strip())}", text)
     body = lines[2:] if len(lines) > 1 and lines[1].lstrip().startswith("---") else lines[1:]
     count = _SHOW_GIDS_COUNT.fullmatch(body[-1].strip()) if body else None
     if count is None:
@@ -173,7 +174,7 @@ def parse_show_gids(text: str) -> list[Gid]:
         try:
             gids.append(_show_gids_row(line))
         except ValueError as why:
-            raise ParseError("show_gids", f"{why} in row {_quote(line.strip())}", text) from None
+            raise ParseError("show_gids", f"{why} in row {quote(line.strip())}", text) from None
     if len(gids) != int(count[1]):
         raise ParseError("show_gids", f"{len(gids)} rows but {count[0]}", text)
     _expect_unique_indices("show_gids", gids, text)
@@ -192,7 +193,7 @@ def parse_ibv_devinfo_gids(text: str) -> list[Gid]:
     for line in split_lines(text):
         stripped = line.strip()
         if stripped.startswith("Failed to") or stripped == "No IB devices found":
-            raise ParseError("ibv_devinfo", f"no devices listed: {_quote(stripped)}", text)
+            raise ParseError("ibv_devinfo", f"no devices listed: {quote(stripped)}", text)
         if stripped == "--":
             ca = port = None
         elif match := _DEVINFO_CA.fullmatch(stripped):
@@ -203,7 +204,7 @@ def parse_ibv_devinfo_gids(text: str) -> list[Gid]:
             try:
                 gids.append(make_gid(ca, port, int(match[1]), match[2], _gid_type(match[3])))
             except ValueError as why:
-                raise ParseError("ibv_devinfo", f"{why} in {_quote(stripped)}", text) from None
+                raise ParseError("ibv_devinfo", f"{why} in {quote(stripped)}", text) from None
         # every other line is a field of the device or port (or cut off); GIDs are all we read
     if not gids:
         raise ParseError("ibv_devinfo", "no 'GID[ n]:' lines (is this `ibv_devinfo -v`?)", text)
@@ -224,12 +225,12 @@ def parse_rdma_link(text: str) -> list[RdmaLink]:
         match = _RDMA_LINK.fullmatch(line)
         if not match:
             reason = "no RDMA netlink in this kernel" if "NETLINK_RDMA" in line else "unexpected line"
-            raise ParseError("rdma link", f"{reason}: {_quote(line)}", text)
+            raise ParseError("rdma link", f"{reason}: {quote(line)}", text)
         last = number == len(lines) and not text.endswith("\n")
         try:
             links.append(_rdma_link(match, last))
         except ValueError as why:
-            raise ParseError("rdma link", f"{why} in {_quote(line)}", text) from None
+            raise ParseError("rdma link", f"{why} in {quote(line)}", text) from None
     names = [link.where for link in links]
     if len(set(names)) != len(names):
         raise ParseError("rdma link", "a port is listed twice", text)
@@ -245,7 +246,7 @@ def parse_ibdev2netdev(text: str) -> dict[tuple[str, int], tuple[str, str | None
             continue
         match = _IBDEV2NETDEV.fullmatch(line)
         if not match:
-            raise ParseError("ibdev2netdev", f"unexpected line {_quote(line)}", text)
+            raise ParseError("ibdev2netdev", f"unexpected line {quote(line)}", text)
         ca, port, netdev, state, old_netdev = match.groups()
         key = (ca, int(port))
         if key in ports:
@@ -295,7 +296,7 @@ def _required(files: Mapping[str, str | Unreadable], name: str, where: str) -> s
 def _numbered(value: str, where: str, name: str) -> str:
     match = _SYSFS_NUMBERED.fullmatch(value)
     if not match:
-        raise ParseError("sysfs", f"{where}: {name} {_quote(value)} is not '<number>: <name>'", value)
+        raise ParseError("sysfs", f"{where}: {name} {quote(value)} is not '<number>: <name>'", value)
     return match[1]
 
 
@@ -309,7 +310,7 @@ def _gid_type(word: str | None) -> str | None:
         return None
     word = word.strip()
     if word not in _TYPES:
-        raise ValueError(f"unknown GID type {_quote(word)}")
+        raise ValueError(f"unknown GID type {quote(word)}")
     return _TYPES[word]
 
 
@@ -323,7 +324,7 @@ def _show_gids_row(line: str) -> Gid:
     ipv4 = rest.pop(0) if rest and _DOTTED_QUAD.fullmatch(rest[0]) else None
     type_ = _gid_type(rest.pop(0)) if rest and rest[0] in ("v1", "v2") else None
     if len(rest) > 1:
-        raise ValueError(f"unexpected columns {_quote(' '.join(rest))}")
+        raise ValueError(f"unexpected columns {quote(' '.join(rest))}")
     gid = make_gid(ca, port, index, gid_text, type_, rest[0] if rest else None)
     if ipv4 is not None and gid.ipv4 is not None and ipv4 != gid.ipv4:
         raise ValueError(f"IPv4 column {ipv4} is not the GID's {gid.ipv4}")
@@ -354,7 +355,7 @@ def _rdma_word(fields: Mapping[str, str], key: str, known: set[str], last: bool)
         return value
     if last:
         return None                            # "LINK_U": the word itself was cut
-    raise ValueError(f"unknown {key} {_quote(value)}")
+    raise ValueError(f"unknown {key} {quote(value)}")
 
 
 def _expect_unique_indices(tool: str, gids: list[Gid], text: str) -> None:
@@ -364,8 +365,3 @@ def _expect_unique_indices(tool: str, gids: list[Gid], text: str) -> None:
         if key in seen:
             raise ParseError(tool, f"{gid.ca}/{gid.port} index {gid.index} appears twice", text)
         seen.add(key)
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

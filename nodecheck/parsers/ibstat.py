@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
@@ -155,7 +156,7 @@ def parse_ibstat_p(text: str) -> tuple[str, ...]:
         raise ParseError("ibstat -p", "empty output", text)
     for guid in guids:
         if not _GUID.fullmatch(guid):
-            raise ParseError("ibstat -p", f"not a port GUID: {_quote(guid)}", text)
+            raise ParseError("ibstat -p", f"not a port GUID: {quote(guid)}", text)
     return guids
 
 
@@ -170,7 +171,7 @@ def _lines(text: str, tool: str, shapes: Sequence[re.Pattern]) -> tuple[list[str
 
 
 def _cut_gap(cut: str | None) -> list[Gap]:
-    return [Gap("", f"output ends mid-line: {_quote(cut.strip())}", cut)] if cut is not None else []
+    return [Gap("", f"output ends mid-line: {quote(cut.strip())}", cut)] if cut is not None else []
 
 
 def _split(lines: Sequence[str], header: re.Pattern) -> tuple[list[str], list[_Section]]:
@@ -191,7 +192,7 @@ def _expect_headers(tool: str, text: str, preamble: Sequence[str], sections: Seq
     # a line ahead of the first header is not ours: "Fatal error:  No devices", a banner, garbage
     if preamble or not sections:
         first = (list(preamble) + [cut or ""])[0].strip()
-        raise ParseError(tool, f"expected a header like {shape}, got {_quote(first)}", text)
+        raise ParseError(tool, f"expected a header like {shape}, got {quote(first)}", text)
 
 
 def _expect_unique(tool: str, text: str, names: Sequence[str]) -> None:
@@ -208,7 +209,7 @@ def _fields(lines: Sequence[str], tool: str, raw: str) -> dict[str, str]:
     for line in lines:
         match = _FIELD.fullmatch(line.strip())
         if not match:                          # mid-output: not a cut but something else
-            raise ParseError(tool, f"unexpected line {_quote(line.strip())}", raw)
+            raise ParseError(tool, f"unexpected line {quote(line.strip())}", raw)
         fields[match[1]] = match[2].strip()
     return fields
 
@@ -290,7 +291,7 @@ def _optional(fields: Mapping[str, str], key: str, convert: Callable[[str], int]
     try:
         return convert(fields[key])
     except ValueError:
-        raise _Unreadable(f"{key} {_quote(fields[key])} is not a number") from None
+        raise _Unreadable(f"{key} {quote(fields[key])} is not a number") from None
 
 
 def _hex(value: str) -> int:
@@ -300,13 +301,13 @@ def _hex(value: str) -> int:
 def _rate(value: str, shape: re.Pattern) -> float:
     match = shape.fullmatch(value)
     if not match:
-        raise _Unreadable(f"Rate {_quote(value)} is not a rate")
+        raise _Unreadable(f"Rate {quote(value)} is not a rate")
     return float(match[1])
 
 
 def _link_layer(value: str) -> str:
     if value not in _LINK_LAYERS:              # also catches a value cut short: "Infini"
-        raise _Unreadable(f"Link layer {_quote(value)} is not InfiniBand or Ethernet")
+        raise _Unreadable(f"Link layer {quote(value)} is not InfiniBand or Ethernet")
     return _LINK_LAYERS[value]
 
 
@@ -314,10 +315,5 @@ def _numbered(value: str, words: Mapping[int, str]) -> str:
     """sysfs "4: ACTIVE" → ibstat's "Active"; a number ibstat has no word for keeps sysfs's word."""
     match = _NUMBERED.fullmatch(value)
     if not match:
-        raise _Unreadable(f"state {_quote(value)} is not '<number>: <name>'")
+        raise _Unreadable(f"state {quote(value)} is not '<number>: <name>'")
     return words.get(int(match[1]), match[2])
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
+from nodecheck.model import quote
 from nodecheck.parsers.lines import split_lines
 
 UTC = timezone.utc
@@ -316,7 +317,7 @@ def _xid(line: _Line) -> XidEvent | Unreadable:
     start = line.message.index(_XID_MARK)
     match = _XID.match(line.message, start)
     if not match:
-        return Unreadable(line.raw, f"Xid line without a readable code: {_quote(line.message[start:])}")
+        return Unreadable(line.raw, f"Xid line without a readable code: {quote(line.message[start:])}")
     rest = match["rest"] or ""
     pid = process = None
     field = _PID_FIELD.match(rest)
@@ -325,7 +326,7 @@ def _xid(line: _Line) -> XidEvent | Unreadable:
         if _DIGITS.fullmatch(value):
             pid = int(value)
         elif value not in _NO_PROCESS:
-            return Unreadable(line.raw, f"Xid pid {_quote(value)} is not a number")
+            return Unreadable(line.raw, f"Xid pid {quote(value)} is not a number")
         rest = rest[field.end():]
     field = _NAME_FIELD.match(rest)
     if field:
@@ -336,7 +337,7 @@ def _xid(line: _Line) -> XidEvent | Unreadable:
         # the driver always prints a message after the fields: a line ending at the code or inside
         # pid=/name= was cut short ("119" cut to "11" is another code, ", p" a lost pid)
         return Unreadable(line.raw, f"Xid line ends before its message (cut short?): "
-                                    f"{_quote(line.message[start:])}")
+                                    f"{quote(line.message[start:])}")
     pci = match["pci"].lower() if match["pci"] else None
     return XidEvent(int(match["code"]), pci, pid, process, rest.strip(), line.time, line.raw)
 
@@ -391,7 +392,7 @@ def _killed(line: _Line, context: _OomContext) -> OomKill | Unreadable:
     """One kill per "Killed process" line; the lines before it may name its scope and cgroup."""
     match = _KILLED.match(line.message)
     if not match:
-        return Unreadable(line.raw, f"OOM kill line not in a known form: {_quote(line.message)}", "oom")
+        return Unreadable(line.raw, f"OOM kill line not in a known form: {quote(line.message)}", "oom")
     pid = int(match["pid"])
     scope = _SCOPES[match["msg"]] if match["msg"] else context.scope
     cgroup = context.cgroup
@@ -400,8 +401,3 @@ def _killed(line: _Line, context: _OomContext) -> OomKill | Unreadable:
     anon = _ANON_RSS.search(match["tail"] or "")
     return OomKill(pid, match["name"], scope, cgroup if scope == "cgroup" else None,
                    int(anon["kb"]) if anon else None, line.time, line.raw)
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

@@ -17,7 +17,9 @@ from enum import Enum
 from typing import Any, Callable, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
 from nodecheck.parsers import jsonsafe
+from nodecheck.parsers.lines import split_lines
 
 TOOL = "nccl-tests"
 UNKNOWN_MAX = 50                               # lines kept in NcclTestRun.unknown; the rest are counted
@@ -239,7 +241,7 @@ def _stopped_sweep(run: NcclTestRun) -> str:
     elif run.max_bytes is not None and last.size >= run.max_bytes:
         where += " (the sweep's largest size); the summary lines never came"
     if run.cut_row is not None:
-        where += f"; the text ends inside a row: {_quote(run.cut_row.strip(), 200)}"
+        where += f"; the text ends inside a row: {quote(run.cut_row.strip(), 200)}"
     return where
 
 
@@ -369,7 +371,7 @@ def parse_nccl_tests(text: str) -> NcclTestRun:
     """Raises ParseError (with the excerpt) when the text is not nccl-tests output at all, or is
     output that must not be judged: two runs in one (a rank listed twice), a measurement printed as
     nan or inf."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     reader = _TextReader()
     try:
@@ -381,7 +383,7 @@ def parse_nccl_tests(text: str) -> NcclTestRun:
         first = next((line.strip() for line in lines if line.strip()), "")
         reason = ("empty output" if not first else
                   f"no nccl-tests line (parameter line, rank line, data row, failure or NCCL version); "
-                  f"first line {_quote(first)}")
+                  f"first line {quote(first)}")
         raise ParseError(TOOL, reason, text)
     return reader.build()
 
@@ -807,9 +809,9 @@ def _float(value: str, name: str = "value") -> float:
     try:
         number = float(value)
     except ValueError:
-        raise _Unreadable(f"not a number: {_quote(value)}") from None
+        raise _Unreadable(f"not a number: {quote(value)}") from None
     if not math.isfinite(number):
-        raise _NonFinite(f"{name} {_quote(value, 20)[1:-1]}")
+        raise _NonFinite(f"{name} {quote(value, 20)[1:-1]}")
     return number
 
 
@@ -824,17 +826,12 @@ def _count(value: str) -> int | None:
 
 def _int(value: str) -> int:
     if not _INT.fullmatch(value):
-        raise _Unreadable(f"not an integer: {_quote(value)}")
+        raise _Unreadable(f"not an integer: {quote(value)}")
     return int(value)
 
 
 def _int_or_none(value: str | None) -> int | None:
     return int(value) if value is not None and _INT.fullmatch(value) else None
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
 
 
 # ---------------------------------------------------------------------------------------------

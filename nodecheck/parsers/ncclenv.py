@@ -14,6 +14,7 @@ from typing import Mapping
 
 from nodecheck.errors import ParseError
 from nodecheck.model import excerpt
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import Section, Sections, split_sections
 from nodecheck.parsers.sysfs import parse_sysfs_dump
 from nodecheck.parsers.versions import parse_nccl_conf
@@ -93,7 +94,7 @@ def parse_probe(text: str) -> NodeFacts:
         (None, f"`ip -o addr show` exited {addrs.rc}" + (f": {first_line(addrs.text)}" if addrs.text.strip() else "")
          + (" (iproute2 not installed)" if addrs.rc == 127 else ""))
     return NodeFacts(read_node_env(sections, PROBE_NAME, text), _links(required["links"].text), addresses, why,
-                     tuple(ln.strip() for ln in required["hcas"].text.splitlines() if ln.strip()),
+                     tuple(ln.strip() for ln in split_lines(required["hcas"].text) if ln.strip()),
                      _rdma_ports(required["ib"].text), sections.facts["memlock"].strip(),
                      sections.facts["python3"].strip(), key_values(required["writable"].text, "\t", PROBE_NAME),
                      required["links"].text, conf)
@@ -129,7 +130,7 @@ def unescaped(value: str, tool: str, text: str) -> str:
 
 def key_values(text: str, sep: str, tool: str) -> dict[str, str]:
     found = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         key, has, value = line.partition(sep)
         if not has or not key:
             raise ParseError(tool, f"expected KEY{sep!r}VALUE, got {reprlib.repr(line)}", text)
@@ -148,7 +149,7 @@ def _conf(path: str, section: Section) -> NcclConf:
 
 def _links(text: str) -> dict[str, str]:
     links = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         name, _, state = line.strip().partition(" ")
         if not name or not state:
             raise ParseError(PROBE_NAME, f"expected 'INTERFACE OPERSTATE', got {reprlib.repr(line)}", text)
@@ -160,7 +161,7 @@ def _addresses(text: str) -> dict[str, tuple[Address, ...]]:
     """`ip -o addr show`: one address a line. Addresses the kernel does not use (a tentative or
     duplicate IPv6 address) and ::1 (NCCL skips IPv6 loopback) are left out."""
     found: dict[str, list[Address]] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         if not line.strip():
             continue
         m = _IP_LINE.match(line)
@@ -190,5 +191,5 @@ def _rdma_ports(text: str) -> dict[tuple[str, int], RdmaPortState]:
 
 def first_line(text: str) -> str:
     """The first line that is not blank, stripped ("" when there is none)."""
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return next((ln.strip() for ln in split_lines(text) if ln.strip()), "")
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
+from nodecheck.parsers.lines import split_lines
 
 # nmcli(1) -e/--escape (default yes): in terse mode ':' and '\' inside a value are escaped with '\'.
 
@@ -27,17 +29,17 @@ _GROUP = re.compile(r"\[[^\[\]]+\]")
 def parse_nmcli_devices(text: str) -> dict[str, str]:
     """{device: state} from `nmcli -t -f DEVICE,TYPE,STATE device`: {"ens7f0np0": "connected"}."""
     states: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         if not line.strip():
             continue
         if line.startswith("Error:"):          # "Error: NetworkManager is not running."
-            raise ParseError("nmcli", f"nmcli failed: {_quote(line.strip())}", text)
+            raise ParseError("nmcli", f"nmcli failed: {quote(line.strip())}", text)
         fields = _terse_fields(line)
         if len(fields) != 3 or not fields[0]:
-            raise ParseError("nmcli", f"expected DEVICE:TYPE:STATE, got {_quote(line)}", text)
+            raise ParseError("nmcli", f"expected DEVICE:TYPE:STATE, got {quote(line)}", text)
         device, _type, state = fields
         if device in states:
-            raise ParseError("nmcli", f"device {_quote(device)} listed twice", text)
+            raise ParseError("nmcli", f"device {quote(device)} listed twice", text)
         states[device] = state
     if not states:
         raise ParseError("nmcli", "empty output", text)
@@ -111,24 +113,19 @@ def _keyfile_section(text: str) -> dict[str, str]:
             continue
         if stripped.startswith("["):
             if not _GROUP.fullmatch(stripped):
-                raise ParseError(tool, f"not a key file: line {number}: not a [group] line: {_quote(stripped)}", text)
+                raise ParseError(tool, f"not a key file: line {number}: not a [group] line: {quote(stripped)}", text)
             group = stripped[1:-1]
             continue
         key, equals, value = stripped.partition("=")
         if group is None:
             raise ParseError(tool, f"not a key file: line {number}: a key before any [group]", text)
         if not equals or not key.strip():
-            raise ParseError(tool, f"not a key file: line {number}: not a key=value line: {_quote(stripped)}",
+            raise ParseError(tool, f"not a key file: line {number}: not a key=value line: {quote(stripped)}",
                              text)
         if group == "keyfile":
             # "unmanaged-devices+=x" reads as key "unmanaged-devices+" with value "x"
             keys[key.strip()] = value.strip()
     return keys
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
 
 
 def _split_specs(value: str) -> list[str]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields as dataclass_fields, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.lines import split_lines
 
@@ -50,11 +51,6 @@ def _na(value: str | None) -> str | None:
     return value
 
 
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
-
-
 def _check_failure(tool: str, text: str) -> None:
     """Raise ParseError on nvidia-smi's own failure lines ("Failed to initialize NVML: ...")."""
     for line in split_lines(text):
@@ -95,7 +91,7 @@ def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
     elif fields_ is not None:
         names, units = list(fields_), [None] * len(fields_)
     else:
-        raise ParseError(tool, f"no header line and no field names given; first line {_quote(lines[0])}",
+        raise ParseError(tool, f"no header line and no field names given; first line {quote(lines[0])}",
                          text)
     rows = []
     for line in lines:
@@ -104,7 +100,7 @@ def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
             at, surplus = names.index(joinable), len(cells) - len(names)
             cells[at:at + surplus + 1] = [", ".join(cells[at:at + surplus + 1])]
         if len(cells) != len(names):
-            raise ParseError(tool, f"row has {len(cells)} values, expected {len(names)}: {_quote(line)}",
+            raise ParseError(tool, f"row has {len(cells)} values, expected {len(names)}: {quote(line)}",
                              text)
         row = {}
         for name, unit, cell in zip(names, units, cells):
@@ -150,7 +146,7 @@ def _csv_value(row: Mapping[str, str | None], name: str, convert: Callable[[str]
     try:
         return convert(value)
     except ValueError:
-        raise ParseError("nvidia-smi --query-gpu", f"{name} {_quote(value)} is not readable", text) from None
+        raise ParseError("nvidia-smi --query-gpu", f"{name} {quote(value)} is not readable", text) from None
 
 
 def _flag(value: str) -> bool:
@@ -226,13 +222,13 @@ def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> tuple[
     for row in rows:
         pid = row.get("pid")
         if pid is None or not _INT.fullmatch(pid):
-            raise ParseError(tool, f"pid {_quote(str(pid))} is not a number", text)
+            raise ParseError(tool, f"pid {quote(str(pid))} is not a number", text)
         # `used_memory` is the query name; the CSV header calls the same column `used_gpu_memory`
         memory = row.get("used_memory", row.get("used_gpu_memory"))
         try:
             used = None if memory is None else _float(memory)
         except ValueError:
-            raise ParseError(tool, f"used memory {_quote(memory)} is not readable", text) from None
+            raise ParseError(tool, f"used memory {quote(memory)} is not readable", text) from None
         # a process name nvidia-smi cannot see (a container's) is printed as "[Not Found]": None
         # here, "" in the fact, since GpuProcess.name is a plain string
         apps.append((row.get("gpu_uuid") or "", GpuProcess(int(pid), row.get("process_name") or "", used)))
@@ -284,7 +280,7 @@ def parse_q(text: str) -> QFacts:
         # ("Memory Max Operati", "Bus : 0x0A" for 0x0A1...), so it is not read
         last = lines.pop()
         if last.strip():
-            gaps.append(f"output ends mid-line: {_quote(last.strip())}")
+            gaps.append(f"output ends mid-line: {quote(last.strip())}")
     lines = [line for line in lines if line.strip() and not _Q_BANNER.fullmatch(line.strip())]
     if not lines:
         raise ParseError(tool, "empty output", text)
@@ -300,7 +296,7 @@ def parse_q(text: str) -> QFacts:
     for index, (bus_id, section) in enumerate(sections):
         entries = _q_entries(section, gaps)
         if bus_id is None and not any(_known_q_key(entry.path) for entry in entries):
-            raise ParseError(tool, f"not nvidia-smi -q output: first line {_quote(lines[0].strip())}", text)
+            raise ParseError(tool, f"not nvidia-smi -q output: first line {quote(lines[0].strip())}", text)
         gpus.append(_q_gpu(index, bus_id, entries, gaps, cut=cut and index == len(sections) - 1))
     _expect_unique_bus_ids(tool, gpus, text)
     top = {entry.path: entry.value for entry in preamble}
@@ -338,7 +334,7 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
         indent = len(line) - len(line.lstrip())
         match = _Q_LINE.fullmatch(line.strip())
         if match is None:                      # ": value" with no key: nothing says where it belongs
-            gaps.append(f"unreadable line {_quote(line.strip())} (no key before ':')")
+            gaps.append(f"unreadable line {quote(line.strip())} (no key before ':')")
             continue
         key, value = match[1].strip().lower(), match[2]
         while stack and stack[-1][0] >= indent:
@@ -352,7 +348,7 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
             first_placed = line.strip()
         entries.append(_Entry(tuple(k for _, k, _ in stack), None if value is None else value.strip()))
     if orphans:
-        where = f"before {_quote(_Q_LINE.fullmatch(first_placed)[1])}" if first_placed else "in all"
+        where = f"before {quote(_Q_LINE.fullmatch(first_placed)[1])}" if first_placed else "in all"
         gaps.append(f"output starts inside a section: {orphans} line(s) {where} not read")
     return entries
 
@@ -382,7 +378,7 @@ class _QSection:
                 try:
                     return convert(value)
                 except ValueError:
-                    self.gaps.append(f"{self.label} {' / '.join(path)}: unreadable {_quote(value)}")
+                    self.gaps.append(f"{self.label} {' / '.join(path)}: unreadable {quote(value)}")
                     return None
         return None
 
@@ -516,7 +512,7 @@ def _q_processes(q: _QSection, *, cut: bool) -> tuple[GpuProcess, ...] | None:
     processes = []
     for proc in found:
         if proc["pid"] is None or not _INT.fullmatch(proc["pid"]):
-            q.gaps.append(f"{q.label} process: unreadable Process ID {_quote(str(proc['pid']))}")
+            q.gaps.append(f"{q.label} process: unreadable Process ID {quote(str(proc['pid']))}")
             continue
         if proc.get("type") is not None and "C" not in proc["type"]:
             continue                           # a graphics-only client (Xorg) is not a compute process
@@ -589,7 +585,7 @@ def parse_table(text: str) -> TableFacts:
     lines = split_lines(text)
     gaps: list[str] = []
     if lines and not text.endswith("\n") and lines[-1].strip():
-        gaps.append(f"output ends mid-line: {_quote(lines[-1].strip())}")
+        gaps.append(f"output ends mid-line: {quote(lines[-1].strip())}")
     driver = cuda = None
     header_seen = False
     blocks: list[dict] = []                    # per GPU: {"row1": cells, "row2": cells | None}
@@ -624,7 +620,7 @@ def parse_table(text: str) -> TableFacts:
             raise ParseError(tool, "a MIG devices table without the GPU table (output starts inside it)", text)
         if not header_seen:
             first = next((line.strip() for line in lines if line.strip()), "")
-            raise ParseError(tool, f"not nvidia-smi table output: first line {_quote(first)}", text)
+            raise ParseError(tool, f"not nvidia-smi table output: first line {quote(first)}", text)
         gaps.append("output ends before any GPU row")
     gpus = [_table_gpu(block, gaps) for block in blocks]
     _expect_unique_indexes(tool, gpus, text)
@@ -679,7 +675,7 @@ def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
             # the table prints a count only while ECC is on ("Off" when off, "N/A" when unsupported)
             ecc_enabled, ecc_count = True, int(ecc)
         elif _na(ecc) is not None:
-            gaps.append(f"{label} Volatile Uncorr. ECC: unreadable {_quote(ecc)}")
+            gaps.append(f"{label} Volatile Uncorr. ECC: unreadable {quote(ecc)}")
     temp = draw = cap = used = total = None
     if row2 is None:
         gaps.append(f"{label}: output ends before its Temp / Pwr / Memory-Usage row")
@@ -690,14 +686,14 @@ def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
             draw = _table_value(label, "power draw", match[4], _T_WATTS, gaps)
             cap = _table_value(label, "power limit", match[5], _T_WATTS, gaps)
         else:
-            gaps.append(f"{label}: unreadable Temp / Pwr cell {_quote(row2[0].strip())}")
+            gaps.append(f"{label}: unreadable Temp / Pwr cell {quote(row2[0].strip())}")
         memory = _T_MEMORY.fullmatch(row2[1].strip()) if len(row2) >= 2 else None
         if memory:
             used, total = float(memory[1]), float(memory[2])
         elif len(row2) < 2:
             gaps.append(f"{label}: output ends before its Memory-Usage cell")
         else:
-            gaps.append(f"{label}: unreadable Memory-Usage cell {_quote(row2[1].strip())}")
+            gaps.append(f"{label}: unreadable Memory-Usage cell {quote(row2[1].strip())}")
     persistence = {"On": True, "Off": False}.get(head[2])
     return Gpu(index=index, name=head[1], pci_bus_id=normalise_bus_id(bus[1]), persistence_mode=persistence,
                ecc_enabled=ecc_enabled, ecc_uncorrectable_volatile=ecc_count, temperature_c=temp,
@@ -709,7 +705,7 @@ def _table_value(label: str, what: str, token: str, shape: re.Pattern, gaps: lis
     if match:
         return float(match[1])
     if _na(token) is not None:                 # "ERR!": the driver could not read it; say so
-        gaps.append(f"{label} {what}: {_quote(token)}")
+        gaps.append(f"{label} {what}: {quote(token)}")
     return None
 
 
@@ -756,7 +752,7 @@ def parse_topo(text: str) -> Topo:
     lines = split_lines(text)
     gaps: list[str] = []
     if lines and not text.endswith("\n") and lines[-1].strip():
-        gaps.append(f"output ends mid-line: {_quote(lines[-1].strip())}")
+        gaps.append(f"output ends mid-line: {quote(lines[-1].strip())}")
         lines = lines[:-1]
     body = [line for line in lines if line.strip()]
     if not body:
@@ -764,7 +760,7 @@ def parse_topo(text: str) -> Topo:
     devices, labels = _topo_header(body[0])
     known = set(devices)
     if not devices or not all(re.fullmatch(r"[A-Za-z][\w.-]*\d", d, re.ASCII) for d in devices):
-        raise ParseError(tool, f"expected a header of device names (GPU0 GPU1 ...), got {_quote(body[0].strip())}",
+        raise ParseError(tool, f"expected a header of device names (GPU0 GPU1 ...), got {quote(body[0].strip())}",
                          text)
     links: dict[tuple[str, str], str] = {}
     columns: dict[str, dict[str, str]] = {label: {} for label in _TOPO_LABELS}
@@ -784,11 +780,11 @@ def parse_topo(text: str) -> Topo:
             continue
         tokens = stripped.split()
         if tokens[0] not in known or tokens[0] in done:
-            raise ParseError(tool, f"unexpected matrix row {_quote(stripped)}", text)
+            raise ParseError(tool, f"unexpected matrix row {quote(stripped)}", text)
         values, extra = tokens[1:1 + len(devices)], tokens[1 + len(devices):]
         if len(values) < len(devices) or len(extra) > len(labels) \
                 or not all(_TOPO_LINK.fullmatch(value) for value in values):
-            raise ParseError(tool, f"matrix row does not fit the header: {_quote(stripped)}", text)
+            raise ParseError(tool, f"matrix row does not fit the header: {quote(stripped)}", text)
         rows.append(tokens[0])
         done.add(tokens[0])
         for column, value in zip(devices, values):
@@ -834,7 +830,7 @@ def _nvlink_blocks(text: str, tool: str, line_shape: re.Pattern) -> dict[int, li
         match = line_shape.fullmatch(stripped)
         # a cut line ("Link 3: 26.5", "GPU 1: NVIDIA H1") fits no shape and lands here too
         if not match or current is None:
-            raise ParseError(tool, f"unexpected line {_quote(stripped)}", text)
+            raise ParseError(tool, f"unexpected line {quote(stripped)}", text)
         blocks[current].append(match)
     if not blocks:
         raise ParseError(tool, "empty output", text)
@@ -879,7 +875,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
                        ("nvlink -s", nvlink)):
         if text and text.strip() and not text.endswith("\n"):
             last = split_lines(text)[-1].strip()
-            raise ParseError(f"nvidia-smi {name}", f"output ends mid-line: {_quote(last)}", text)
+            raise ParseError(f"nvidia-smi {name}", f"output ends mid-line: {quote(last)}", text)
     if query_gpu is not None:
         rows = parse_query_gpu(query_gpu, QUERY_GPU_FIELDS)
         gpus = list(gpus_from_query_gpu(query_gpu))

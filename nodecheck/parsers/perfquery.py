@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sysfs import Unreadable
 
 # Bit widths in the basic PortCounters attribute (libibmad fields.c "Port counters"), in the
@@ -142,7 +144,7 @@ def parse_perfquery(text: str, ca: str | None = None) -> list[PortCounters]:
     """Every PortCounters / PortCountersExtended block of perfquery output (basic, -x, -l, -a,
     under watch). `ca` stamps the CA the caller queried (perfquery prints only the LID)."""
     _raise_on_failure(text)
-    lines = [line.rstrip() for line in text.splitlines()]
+    lines = [line.rstrip() for line in split_lines(text)]
     cut = bool(text) and not text.endswith("\n")   # perfquery ends with a newline: else cut mid-value
     blocks: list[tuple[re.Match, list[str]]] = []
     for line in lines:
@@ -155,7 +157,7 @@ def parse_perfquery(text: str, ca: str | None = None) -> list[PortCounters]:
             raise ParseError("perfquery", f"'{other[1]} counters' block is not PortCounters; "
                                           "run perfquery with or without -x only", text)
         elif not blocks:
-            raise ParseError("perfquery", f"expected '# Port counters: ...', got {_quote(line)}", text)
+            raise ParseError("perfquery", f"expected '# Port counters: ...', got {quote(line)}", text)
         else:
             blocks[-1][1].append(line)
     if not blocks:
@@ -168,7 +170,7 @@ def parse_perfquery(text: str, ca: str | None = None) -> list[PortCounters]:
 def _raise_on_failure(text: str) -> None:
     """perfquery prints `ibwarn:` lines and ends with `perfquery: iberror: failed: ...` (exit 255).
     An iberror means the run stopped: blocks before it do not make the output whole."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
     failed = [line for line in lines if "iberror:" in line or line.startswith("ibpanic:")]
     if not failed and not all(line.startswith("ibwarn:") for line in lines):
         return
@@ -196,7 +198,7 @@ def _block(header: re.Match, lines: Sequence[str], ca: str | None, *, cut: bool)
     for line in body:
         match = _FIELD.fullmatch(line)
         if not match or not match[2]:
-            raise ParseError("perfquery", f"unexpected line {_quote(line)}", raw)
+            raise ParseError("perfquery", f"unexpected line {quote(line)}", raw)
         if match[1] in fields:
             raise ParseError("perfquery", f"{match[1]} appears twice in one block", raw)
         fields[match[1]] = match[2]
@@ -213,7 +215,7 @@ def _block(header: re.Match, lines: Sequence[str], ca: str | None, *, cut: bool)
 
 def _count(name: str, value: str, raw: str) -> int:
     if not value.isdigit() or not value.isascii():
-        raise ParseError("perfquery", f"{name} value {_quote(value)} is not a number", raw)
+        raise ParseError("perfquery", f"{name} value {quote(value)} is not a number", raw)
     return int(value)
 
 
@@ -257,7 +259,7 @@ def parse_ibqueryerrors(text: str) -> IbQueryErrors:
     """Every port line of ibqueryerrors output with the counters it printed; error lines become
     warnings; a last line cut mid-item keeps its complete items and names the cut one."""
     truncated = bool(text) and not text.endswith("\n")
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = [line.rstrip() for line in split_lines(text) if line.strip()]
     node: tuple[str | None, str | None, str] = (None, None, "errors")
     ports: list[IbQueryErrorsPort] = []
     warnings: list[str] = []
@@ -279,7 +281,7 @@ def parse_ibqueryerrors(text: str) -> IbQueryErrors:
             warnings.append(stripped)
     if not ports and not summary:
         first = warnings[0] if warnings else ""
-        raise ParseError("ibqueryerrors", f"no port lines or summary; first line {_quote(first)}", text)
+        raise ParseError("ibqueryerrors", f"no port lines or summary; first line {quote(first)}", text)
     return IbQueryErrors(tuple(ports), tuple(warnings), tuple(summary), truncated)
 
 
@@ -293,7 +295,7 @@ def _ibqe_port(match: re.Match, node: tuple[str | None, str | None, str], line: 
         position = item.end()
     leftover = rest[position:].strip()
     if leftover and not (cut_allowed and leftover.startswith("[")):
-        raise ParseError("ibqueryerrors", f"unexpected text {_quote(leftover)} on a port line", line)
+        raise ParseError("ibqueryerrors", f"unexpected text {quote(leftover)} on a port line", line)
     return IbQueryErrorsPort(
         node_guid=node[0], node_name=node[1], port_guid=match[1],
         port=None if match[2] == "ALL" else int(match[2]), counters=counters, section=node[2],
@@ -325,7 +327,7 @@ def parse_sysfs_counter_loop(text: str) -> PortCounters:
     where = _SYSFS_PORT_DIR.search(text)
     files: dict[str, str | Unreadable] = {}
     current: str | None = None
-    for line in (line.strip() for line in text.splitlines()):
+    for line in (line.strip() for line in split_lines(text)):
         if (mark := _LOOP_MARK.fullmatch(line)):
             current = mark[1].rsplit("/", 1)[-1]
             if current in files:               # two dumps run together: not one port's directory
@@ -358,7 +360,7 @@ def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, "str | Unr
         elif value.strip().isdigit() and value.isascii():
             counters[canonical] = int(value)
         else:
-            raise ParseError("sysfs counters", f"{name}: {_quote(value)} is not a counter value", raw)
+            raise ParseError("sysfs counters", f"{name}: {quote(value)} is not a counter value", raw)
     # the kernel's pma_group_ext adds unicast/multicast files and 64-bit data counters; the
     # noietf group has 64-bit data only, which shows once a value passes 2^32-1
     ext = any(SYSFS_NAMES.get(n) in CAST_COUNTERS for n in files) or any(
@@ -373,10 +375,5 @@ def parse_sysfs_rate(text: str) -> SysfsRate:
     """/sys/class/infiniband/<ca>/ports/<p>/rate: "200 Gb/sec (2X NDR)"."""
     match = _RATE.fullmatch(text.strip())
     if not match:
-        raise ParseError("sysfs rate", f"not '<n> Gb/sec (<w>X <speed>)': {_quote(text.strip())}", text)
+        raise ParseError("sysfs rate", f"not '<n> Gb/sec (<w>X <speed>)': {quote(text.strip())}", text)
     return SysfsRate(float(match[1]), f"{match[2]}X", match[3], text)
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

@@ -15,7 +15,9 @@ import reprlib
 from dataclasses import dataclass, field
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
 from nodecheck.parsers import jsonsafe
+from nodecheck.parsers.lines import split_lines
 
 TOOL = "ib_write_bw"
 # perftest's own lines are under 200 characters; longer ones are kept (cut) as notes, not matched
@@ -187,7 +189,7 @@ class _Table:
 
 def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL) -> PerftestRun:
     """One perftest run's facts; an error run has `error` set; non-perftest output raises ParseError."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     terminated = text.endswith(("\n", "\r"))
     if not any(line.strip() for line in lines):
         raise ParseError(tool, "empty output", text)
@@ -240,7 +242,7 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
             continue
         if _TITLE.fullmatch(s):
             if test is not None:
-                raise ParseError(tool, f"a second test title {_quote(s)}: two runs in one output", text)
+                raise ParseError(tool, f"a second test title {quote(s)}: two runs in one output", text)
             test, info_open = s, True
             continue
         address = _ADDRESS.fullmatch(s)
@@ -265,7 +267,7 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
                 if maybe_cut:
                     cut_line = line
                     continue
-                raise ParseError(tool, f"result table of unknown shape {_quote(s)}", text)
+                raise ParseError(tool, f"result table of unknown shape {quote(s)}", text)
             continue
         if info_open and _FIELDS_LINE.fullmatch(s):
             if maybe_cut:
@@ -357,13 +359,12 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
         notes=(), cut_line=None, exit_code=None, info=info, raw=text)
 
 
-
 def _check_gid_bytes(gid: str, line: str, tool: str, text: str) -> None:
     """perftest prints each GID byte with %02d of a uint8: 953 is garbage, and an address of it
     cannot be built (QpAddress.gid_ip would raise)."""
     big = next((part for part in gid.split(":") if int(part) > 255), None)
     if big is not None:
-        raise ParseError(tool, f"GID byte {big} is not a byte (0-255): {_quote(line)}", text)
+        raise ParseError(tool, f"GID byte {big} is not a byte (0-255): {quote(line)}", text)
 
 
 def _kind(test: str | None, table: _Table | None) -> str | None:
@@ -408,7 +409,7 @@ def _table(header: str) -> _Table | None:
 def _bw_row(line: str, table: _Table, tool: str, text: str) -> BwRow:
     match = _BW_ROW.fullmatch(line)
     if not match or bool(match[6]) != table.cpu_util:
-        raise ParseError(tool, f"unreadable result row {_quote(line)}", text)
+        raise ParseError(tool, f"unreadable result row {quote(line)}", text)
     peak, average = float(match[3]), float(match[4])
     factor = _TO_GBPS[table.unit]
     return BwRow(int(match[1]), int(match[2]), peak, average, float(match[5]),
@@ -419,7 +420,7 @@ def _lat_row(line: str, table: _Table, tool: str, text: str) -> LatRow:
     match = _LAT_ROW.fullmatch(line)
     values = match[3].split() if match else []
     if len(values) != len(table.columns):
-        raise ParseError(tool, f"unreadable latency row {_quote(line)}", text)
+        raise ParseError(tool, f"unreadable latency row {quote(line)}", text)
     return LatRow(int(match[1]), int(match[2]), **dict(zip(table.columns, map(float, values))))
 
 
@@ -429,7 +430,7 @@ def _int_field(info: dict[str, str], key: str, tool: str, text: str, suffix: str
         return None
     digits = value[:-len(suffix)] if suffix and value.endswith(suffix) else value
     if not digits.isascii() or not digits.isdigit():
-        raise ParseError(tool, f"{key} {_quote(value)} is not a number", text)
+        raise ParseError(tool, f"{key} {quote(value)} is not a number", text)
     return int(digits)
 
 
@@ -485,8 +486,3 @@ def _json_lat_row(results: dict, tool: str, text: str) -> LatRow:
     values = {ours: _json_number(results, theirs, tool, text) for theirs, ours in keys.items()}
     return LatRow(int(_json_number(results, "MsgSize", tool, text)),
                   int(_json_number(results, "n_iterations", tool, text)), **values)
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
 from nodecheck.model import one_line
+from nodecheck.parsers.lines import split_lines
 
 TOOL = "py-spy"
 
@@ -232,7 +233,7 @@ def _field(obj: object, key: str, kind: type | tuple[type, ...], text: str):
 
 def _error(text: str) -> tuple[str, tuple[str, ...]] | None:
     """py-spy's anyhow error: 'Error: X' (or 'Permission Denied: ...'), then numbered causes."""
-    lines = [line.strip() for line in _SGR.sub("", text).splitlines()]
+    lines = [line.strip() for line in split_lines(_SGR.sub("", text))]
     for i, line in enumerate(lines):
         if line.startswith("Error: ") or line.startswith("Permission Denied"):
             causes = []

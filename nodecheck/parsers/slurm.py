@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
+from nodecheck.parsers.lines import split_lines
 
 # Drain ownership. A reason nodecheck sets reads "nodecheck[1a2b3c4d]: <check> <message>": the mark
 # in brackets is a hash of the site's drain token and the rest of the reason, so a reason a person
@@ -98,7 +100,7 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
 
     Raises ParseError for text that is not that output: empty text, a line before the first
     NodeName=, a line in a block that is not Key=..., a block without State=, a node twice."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     if not any(line.strip() for line in lines):
         raise ParseError(TOOL, "empty output", text)
     if [line.strip() for line in lines if line.strip()] == [_NO_NODES]:
@@ -121,10 +123,10 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
             _fields(current, stripped, text)
             continue
         if current is None:
-            raise ParseError(TOOL, f"expected a line like NodeName=<name> ..., got {_quote(stripped)}", text)
+            raise ParseError(TOOL, f"expected a line like NodeName=<name> ..., got {quote(stripped)}", text)
         if not _KEY.match(stripped):
             # indentation may be lost (a forum post), but every line still starts with Key=
-            raise ParseError(TOOL, f"node {current.name}: unexpected line {_quote(stripped)}", text)
+            raise ParseError(TOOL, f"node {current.name}: unexpected line {quote(stripped)}", text)
         in_reason = _fields(current, line.lstrip(), text)
     return _states(blocks, lines, text)
 
@@ -174,11 +176,6 @@ def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, Node
             reason_time=block.reason_time,
             not_responding="*" in block.state or "NOT_RESPONDING" in flags)
     return states
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
 
 
 # ---- scontrol show job ----------------------------------------------------------------------------
@@ -236,7 +233,7 @@ def parse_show_job(text: str) -> JobRecord:
     JobName= on it is a field), and a key seen twice (a name that forges whole lines) is refused.
     Still, lines a name forges are indistinguishable from Slurm's: decisions read the job from
     `squeue` (parse_squeue_job), which prints no name; this parser serves reading a saved record."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     start = next((i for i, line in enumerate(lines) if line.strip()), None)
     if start is None:
         raise ParseError(JOB_TOOL, "empty output", text)
@@ -245,7 +242,7 @@ def parse_show_job(text: str) -> JobRecord:
         raise ParseError(JOB_TOOL, "no such job (\"Invalid job id specified\"): it ended long enough ago that "
                          "slurmctld forgot it (MinJobAge), or the id is wrong", text)
     if first is None:
-        raise ParseError(JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {_quote(lines[start].strip())}",
+        raise ParseError(JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {quote(lines[start].strip())}",
                          text)
     record = []                                # this job's lines: up to the first blank line
     for line in lines[start:]:
@@ -261,7 +258,7 @@ def parse_show_job(text: str) -> JobRecord:
             _put(fields, key, stripped[len(key) + 1:], first[1], text)
             continue
         if not _JOB_FIELD.match(stripped):
-            raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {_quote(stripped)}", text)
+            raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {quote(stripped)}", text)
         for k, v in _JOB_FIELD.findall(stripped):
             _put(fields, k, v, first[1], text)
     state = fields.get("JobState")
@@ -322,7 +319,7 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
     """`squeue -h -t all -j ID -O SQUEUE_FORMAT` -> JobRecord of job ID (an array's first task, as
     scontrol). ParseError on no line (Slurm does not know the job), a line without exactly the fields
     asked for, a field not in its form, or a first line of another job."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in split_lines(text) if line.strip()]
     if not lines:
         raise ParseError(SQUEUE_TOOL, f"no such job ({_INVALID_JOB!r}: squeue listed nothing for {job_id})", text)
     values = lines[0].split(SQUEUE_SEP)
@@ -332,17 +329,17 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
     f = dict(zip(SQUEUE_FIELDS, (v.strip() for v in values)))
     array_id = _ARRAY_ID.fullmatch(f["JobArrayID"])
     if array_id is None or not f["JobID"].isdigit() or not f["JobID"].isascii():
-        raise ParseError(SQUEUE_TOOL, f"job {job_id}: JobArrayID={_quote(f['JobArrayID'])} JobID={_quote(f['JobID'])} "
+        raise ParseError(SQUEUE_TOOL, f"job {job_id}: JobArrayID={quote(f['JobArrayID'])} JobID={quote(f['JobID'])} "
                          "are not job ids", text)
     asked = re.split(r"[_+]", job_id)[0]
     if asked not in (array_id[1], f["JobID"]):
-        raise ParseError(SQUEUE_TOOL, f"asked for job {job_id}, squeue answered with job {_quote(f['JobArrayID'])}",
+        raise ParseError(SQUEUE_TOOL, f"asked for job {job_id}, squeue answered with job {quote(f['JobArrayID'])}",
                          text)
     for key, form in (("State", _WORD), ("UserName", _USER)):
         if not form.fullmatch(f[key]):
-            raise ParseError(SQUEUE_TOOL, f"job {job_id}: {key}={_quote(f[key])} is not a Slurm {key.lower()}", text)
+            raise ParseError(SQUEUE_TOOL, f"job {job_id}: {key}={quote(f[key])} is not a Slurm {key.lower()}", text)
     if f["Requeue"] not in _BOOL:
-        raise ParseError(SQUEUE_TOOL, f"job {job_id}: Requeue={_quote(f['Requeue'])} is not 0 or 1", text)
+        raise ParseError(SQUEUE_TOOL, f"job {job_id}: Requeue={quote(f['Requeue'])} is not 0 or 1", text)
     node_list = "" if f["NodeList"] in _NULL else f["NodeList"]
     batch_host = "" if f["BatchHost"] in (*_NULL, "n/a") else f["BatchHost"]
     return JobRecord(

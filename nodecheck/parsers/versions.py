@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.errors import ParseError
+from nodecheck.model import quote
+from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
 _KERNEL_RELEASE = re.compile(r"\d+\.\d+[0-9A-Za-z._+~-]*", re.ASCII)      # "5.15.0-112-generic"
@@ -69,11 +71,11 @@ class NetPlugin:
 
 def parse_uname_r(text: str) -> str:
     """`uname -r`: "5.15.0-112-generic"."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
     if not lines:
         raise ParseError("uname -r", "empty output", text)
     if len(lines) > 1 or not _KERNEL_RELEASE.fullmatch(lines[0]):
-        raise ParseError("uname -r", f"not a kernel release: {_quote(text.strip())}", text)
+        raise ParseError("uname -r", f"not a kernel release: {quote(text.strip())}", text)
     return lines[0]
 
 
@@ -81,13 +83,13 @@ def parse_os_release(text: str) -> OsRelease:
     """/etc/os-release (os-release(5): shell-style KEY=value, values quoted or not, '#' comments)."""
     tool = "os-release"
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
         match = _OS_RELEASE_LINE.fullmatch(stripped)
         if not match:
-            raise ParseError(tool, f"not a KEY=value line: {_quote(stripped)}", text)
+            raise ParseError(tool, f"not a KEY=value line: {quote(stripped)}", text)
         fields[match[1]] = _unquote(match[2], tool, text)
     if not fields:
         raise ParseError(tool, "empty output", text)
@@ -103,25 +105,25 @@ def parse_os_release(text: str) -> OsRelease:
 
 def parse_ofed_info(text: str) -> str | None:
     """`ofed_info -s`: "MLNX_OFED_LINUX-23.10-1.1.9.0"; None for no output or "ofed_info: not found"."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
     if not lines or all(_NOT_FOUND.fullmatch(line) for line in lines):
         return None                            # inbox rdma-core: there is no OFED package to name
     match = _OFED.fullmatch(lines[0])
     if len(lines) > 1 or not match:
-        raise ParseError("ofed_info -s", f"not '<package>-<version>:': {_quote(text.strip())}", text)
+        raise ParseError("ofed_info -s", f"not '<package>-<version>:': {quote(text.strip())}", text)
     return match[1]
 
 
 def parse_ldconfig_nccl(text: str) -> NcclLibs:
     """libnccl* entries of `ldconfig -p` (others skipped), each optionally with " -> <resolved target>"."""
     libs = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         stripped = line.strip()
         if not stripped or _LDCONFIG_HEADER.fullmatch(stripped):
             continue
         match = _LDCONFIG.fullmatch(stripped)
         if not match:
-            raise ParseError("ldconfig -p", f"not an ldconfig entry: {_quote(stripped)}", text)
+            raise ParseError("ldconfig -p", f"not an ldconfig entry: {quote(stripped)}", text)
         if match["soname"].startswith("libnccl"):
             libs.append(NcclLib(match["soname"], match["flags"], match["path"], match["target"]))
     plugins = [lib for lib in libs if lib.soname.startswith("libnccl-net")]
@@ -144,7 +146,7 @@ def parse_nccl_header(text: str) -> str | None:
     defines: dict[str, int] = {}
     for name, value in _DEFINE.findall(text):
         if not re.fullmatch(r"\d+", value, re.ASCII):       # "${nccl:Major}": the unrendered .in
-            raise ParseError(tool, f"{name} is not a number: {_quote(value)}", text)
+            raise ParseError(tool, f"{name} is not a number: {quote(value)}", text)
         if defines.get(name, int(value)) != int(value):
             raise ParseError(tool, f"{name} defined twice with different values", text)
         defines[name] = int(value)
@@ -167,7 +169,7 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
     """/etc/nccl.conf or ~/.nccl.conf as NCCL reads it (src/misc/param.cc setEnvFile)."""
     tool = "nccl.conf"
     settings: dict[str, str] = {}
-    for line in text.splitlines():             # splitlines also drops the '\r' NCCL strips
+    for line in split_lines(text):             # a \r\n ending loses its \r, as NCCL strips it
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         key, equals, value = line.partition("=")
@@ -175,7 +177,7 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
         # variable named "NCCL_DEBUG " that nothing reads, and a quoted value keeps its quotes;
         # a line without '=' is silently skipped. Neither is a setting a judge can rely on.
         if not equals or not _ENV_NAME.fullmatch(key):
-            raise ParseError(tool, f"not a NAME=value line: {_quote(line)}", text)
+            raise ParseError(tool, f"not a NAME=value line: {quote(line)}", text)
         if key in settings and settings[key] != value:
             # old NCCL keeps the first value (setenv overwrite=0); which one applies depends on version
             raise ParseError(tool, f"{key} set twice with different values", text)
@@ -186,12 +188,12 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
 def parse_nccl_env(text: str) -> dict[str, str]:
     """`env` output filtered to NCCL_* lines: {"NCCL_DEBUG": "INFO"}; {} when none is set."""
     settings: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         if not line.strip():
             continue
         key, equals, value = line.partition("=")
         if not equals or not key.startswith("NCCL_") or not _ENV_NAME.fullmatch(key):
-            raise ParseError("env", f"not an NCCL_ variable line: {_quote(line)}", text)
+            raise ParseError("env", f"not an NCCL_ variable line: {quote(line)}", text)
         settings[key] = value
     return settings
 
@@ -207,7 +209,7 @@ def parse_nccl_debug_version(text: str) -> str | None:
 def parse_nccl_debug_plugin(text: str) -> NetPlugin | None:
     """The external net plugin an NCCL_DEBUG=INFO log says it loaded; None when it names none."""
     names, apis, libraries, releases = [], [], [], []
-    for line in text.splitlines():
+    for line in split_lines(text):
         if len(line) > MAX_LOG_LINE_CHARS:
             continue
         line = line.rstrip()
@@ -235,7 +237,7 @@ def _unquote(value: str, tool: str, text: str) -> str:
     """An os-release value: unquoted, or in "..." / '...' with shell backslash escapes."""
     if value[:1] in ("'", '"'):
         if len(value) < 2 or value[-1] != value[0]:
-            raise ParseError(tool, f"unterminated quote: {_quote(value)}", text)
+            raise ParseError(tool, f"unterminated quote: {quote(value)}", text)
         inner = value[1:-1]
         return re.sub(r"\\([\\$\"`])", r"\1", inner) if value[0] == '"' else inner
     return value
@@ -257,8 +259,3 @@ def _target_version(lib: NcclLib) -> str | None:
 
 def _is_64bit(flags: str) -> bool:
     return any(word in flags.lower() for word in ("x86-64", "aarch64"))
-
-
-def _quote(value: str, limit: int = 60) -> str:
-    """A value for a message: quoted, and bounded so one garbage line cannot flood a report."""
-    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"… ({len(value)} characters)"
