@@ -52,6 +52,19 @@ def job_user_of(path: str) -> str:
     return "" if uid == 0 else str(uid)
 
 
+def job_user_for(author_file: str | None, slurm_user: str) -> str:
+    """The job's user for job-check and watch: the owner of the file that names the job's files
+    (JOB.yml, the watch config) when it is not root (a user's file names only that user's own files,
+    whoever's job it checks), else the Slurm job's user (squeue's UserName, which the job cannot
+    forge; "" when none); "" for root or none, or a name that is not a user name."""
+    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+    author = job_user_of(author_file) if author_file else ""
+    if author:
+        return author
+    user = slurm_user or ""
+    return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
+
+
 def prolog_job_user() -> str:
     """The job's uid in the node Prolog: slurmd sets SLURM_JOB_UID there (not the job); "" for root's."""
     uid = os.environ.get("SLURM_JOB_UID", "")
@@ -211,7 +224,8 @@ def _publish(report, args: Namespace) -> int:
     from nodecheck.report import table
     from nodecheck.report.store import store, why
 
-    summary, as_json = table.render(report_json.redacted(report)), report_json.dumps(report)
+    report = report_json.redacted(report)      # (the runner's reports already are: then this is free)
+    summary, as_json = table.render(report), report_json.dumps(report)
     try:
         where = str(store(report, summary, args.output_dir, as_json))
     except OSError as e:

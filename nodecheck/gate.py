@@ -23,7 +23,7 @@ from typing import Iterable, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.model import Capture, CheckResult, Status, Verdict
+from nodecheck.model import Capture, CheckResult, Status, Verdict, excerpt
 from nodecheck.parsers.slurm import NodeState, reason_body
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
@@ -242,7 +242,6 @@ def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | 
             continue
         owner = state.owner(token)
         if owner == "old" and node not in blamed:
-            from nodecheck.model import excerpt
             held.append((node, OLD_FORMAT_HELD.format(reason=excerpt(state.reason, 200), node=node)))
         if owner != "ours":
             continue

@@ -14,6 +14,7 @@ from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Prob
                              excerpt)
 from nodecheck.playbook import PlannedCheck, Playbook
 from nodecheck.report import Report, capture_relpath
+from nodecheck.report.json import redacted
 from nodecheck.transport import CUT_AT_DEADLINE, Transport, signal_name
 from nodecheck.transport.fanout import run_probes
 
@@ -78,13 +79,15 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                for r in judge_node(check, node, captures)] + results
     results += [r for check in playbook.checks if check.spec.scope == "fleet"
                 for r in judge_fleet(check, names, captures)]
-    return Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
+    # secrets masked once, here: the table, JSON, JUnit, the gate's drain reasons (which every user
+    # of the cluster reads in sinfo) and the history all get the same text (report.json.redacted)
+    return redacted(Report(run_id=f"{started:%Y%m%dT%H%M%SZ}_{playbook.name}", playbook=playbook.name,
                   playbook_path=playbook.path, playbook_sha256=playbook.sha256, inventory=inventory,
                   started=started, finished=datetime.now(timezone.utc), deadline_s=deadline_s,
                   complete=not incomplete, nodes=tuple((n.name, n.address) for n in nodes),
                   results=tuple(results), captures=tuple(captures.values()),
                   nodecheck_version=__version__, incomplete_reason=incomplete,
-                  excluded=tuple(excluded), playbook_includes=playbook.includes, extras=extras)
+                  excluded=tuple(excluded), playbook_includes=playbook.includes, extras=extras))
 
 
 def _first_failure(node: str, playbook: Playbook, captures: Mapping[tuple[str, str], Capture]) -> Capture | None:

@@ -146,8 +146,9 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     from nodecheck.report.store import store, why
 
     problems: list[str] = []
-    # what the history, the diff and the metrics keep: secrets masked, as in the report
-    snap = D.snapshot(report_json.redacted(report))
+    # what the history, the diff, the metrics and the output keep: secrets masked, as in the report
+    report = report_json.redacted(report)      # (the runner's reports already are: then this is free)
+    snap = D.snapshot(report)
     previous, rows = None, []
     if isinstance(history, str):               # it could not even be opened: _open_history said why
         problems.append(history)

@@ -178,3 +178,17 @@ def test_a_stop_request_ends_the_run_early_with_a_partial_report(book):
     assert time.monotonic() - started < 3
     assert statuses(report) == {"node1": "pass", "node2": "timeout", "node3": "skipped"}
     assert (report.complete, report.incomplete_reason) == (False, "stopped by a signal")
+
+
+def test_the_runners_report_has_secrets_masked_once_for_every_consumer(book):
+    """A tool's stderr that echoes a token reaches the verdict's message; the runner masks it, so the
+    table, the JSON, the gate's drain reason and the history all get the masked text, and the
+    renderers' own last redaction of that report is the report itself (no second scan)."""
+    from nodecheck.report import json as report_json
+    p = ibstat_probe(book)
+    answers = {("node1", "ibstat"): exited("node1", p, "", 255, "ibpanic: HF_TOKEN=hf_s3cr3t --api-key k3y5 failed")}
+    report = run(book, nodes(1), ReplayTransport(answers), fanout=1)
+    (result,) = report.results_for("node1")
+    assert result.verdict.message == "ibstat exited 255: ibpanic: HF_TOKEN=<redacted> --api-key <redacted> failed"
+    assert report_json.redacted(report) is report
+    assert "hf_s3cr3t" not in report_json.dumps(report) and "k3y5" not in report_json.dumps(report)

@@ -39,16 +39,10 @@ def job_check_command(args: Namespace) -> int:
 
 
 def job_user(job: str, record) -> str:
-    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: JOB.yml's author (its owner: a
-    user's JOB.yml names only that user's own private files, whoever's job it checks), else, for a
-    root-owned copy, the Slurm job's user (squeue's, which the job cannot forge); "" for none or root."""
-    from nodecheck.commands import job_user_of
-    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
-    author = job_user_of(job)
-    if author or record is None:
-        return author
-    user = record.user
-    return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
+    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: commands.job_user_for (JOB.yml's
+    owner, else the Slurm job's user)."""
+    from nodecheck.commands import job_user_for
+    return job_user_for(job, record.user if record is not None else "")
 
 
 def _counts(spec, job: str):

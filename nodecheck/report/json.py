@@ -3,6 +3,7 @@ NodeSet order), so sweeps can diff old reports."""
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import replace
 from datetime import datetime
 
@@ -145,11 +146,25 @@ def _parse_ts(s: str) -> datetime:
 
 # ---------------------------------------------------------------- secrets: the last line of defence
 
+# reports this module made: redacted() of one of them is itself, not a second scan of every message
+_MADE: "weakref.WeakValueDictionary[int, Report]" = weakref.WeakValueDictionary()
+
+
 def redacted(report: Report) -> Report:
     """The report as it may be written or printed: secrets masked (nodecheck.redact) in every argv,
-    message, excerpt, observed/expected value and extras entry (capture texts: store()). Probes and checks keep
-    secrets out at the source (a job's environment travels on stdin, never in an argv); this is for
-    what they missed, so that no renderer (JSON, JUnit, table, store) writes a token."""
+    message, excerpt, observed/expected value and extras entry (capture texts: store()). Probes and
+    checks keep secrets out at the source (a job's environment travels on stdin, never in an argv);
+    this is for what they missed. The runner hands on only reports made here, so every consumer (the
+    renderers, the gate's drain reasons, the history) sees the same masked text; the renderers call
+    it again as a last line of defence, which costs nothing for a report made here."""
+    if _MADE.get(id(report)) is report:
+        return report
+    out = _redacted(report)
+    _MADE[id(out)] = out
+    return out
+
+
+def _redacted(report: Report) -> Report:
     return replace(report, results=tuple(_redact_result(r) for r in report.results),
                    # the capture texts are store()'s (no renderer prints them): not scanned twice
                    captures=tuple(replace(c, argv=redact_argv(c.argv), detail=redact_text(c.detail))

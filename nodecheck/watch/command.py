@@ -478,17 +478,10 @@ def _slurm():
 
 
 def job_user(config: str | None, job) -> str:
-    """Whose progress log and heartbeat the watcher reads (watch/probe.py): the watch config's owner
-    when it is not root (a user's JOB.yml names only that user's own files, whoever's job it
-    watches), else the Slurm job's user (squeue's, once read: the job cannot forge it); "" when none
-    is known (an operator's config over an inventory) or it is root."""
-    from nodecheck.commands import job_user_of
-    from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
-    author = job_user_of(config) if config else ""
-    if author:
-        return author
-    user = getattr(job, "user", "")
-    return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
+    """Whose progress log and heartbeat the watcher reads (watch/probe.py): commands.job_user_for (the
+    watch config's owner, else the Slurm job's user once squeue was read)."""
+    from nodecheck.commands import job_user_for
+    return job_user_for(config, getattr(job, "user", ""))
 
 
 def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:
