@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nodecheck.model import Capture, Outcome, Probe
+from nodecheck.parsers.slurm import reason_mark
 
 DATA = Path(__file__).parent / "data"
 
@@ -24,3 +25,8 @@ def captures(probe: Probe, stdout: str, exit_code: int = 0, node: str = "node001
     capture = Capture(node=node, probe=probe.name, argv=probe.argv, outcome=Outcome.EXITED,
                       exit_code=exit_code, stdout=stdout, stderr="", duration_s=0.0)
     return {probe.name: capture}
+
+
+def marked_reason(body: str, token: str = "") -> str:
+    """The drain reason nodecheck writes for this body: its ownership mark, then the text."""
+    return f"nodecheck[{reason_mark(body, token)}]: {body}"

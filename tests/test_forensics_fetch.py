@@ -20,6 +20,7 @@ import pytest
 
 from nodecheck.forensics import analysis, record
 from nodecheck.forensics.collect import MAX_LOCAL_DUMP_BYTES, Where, gather, read_local_dumps
+from nodecheck.errors import ParseError
 from nodecheck.forensics.probe import fetch_probe
 from nodecheck.model import Node
 from nodecheck.parsers.forensics import parse_fetch
@@ -117,13 +118,13 @@ def test_without_python3_on_the_node_the_fetch_refuses_never_a_weaker_read(tmp_p
 def test_a_gzip_bomb_from_a_node_is_refused_not_inflated():
     bomb = gzip.compress(b"\0" * (64 << 20))   # 64 MiB of zeros in ~64 KiB
     text = f"@@nodecheck encoding gzip+base64 {64 << 20}\n" + base64.encodebytes(bomb).decode()
-    with pytest.raises(Exception) as e:
+    with pytest.raises(ParseError) as e:
         parse_fetch(text, max_bytes=1 << 20)
     assert e.value.reason == f"the fetched file inflates past {1 << 20} bytes: not inflated further"
     plain = f"@@nodecheck encoding base64 {2 << 20}\n" + base64.encodebytes(b"x" * (2 << 20)).decode()
-    with pytest.raises(Exception) as e:
+    with pytest.raises(ParseError) as e:
         parse_fetch(plain, max_bytes=1 << 20)
-    assert "more than the 1048576 asked for" in e.value.reason
+    assert e.value.reason == f"the fetched file is {2 << 20} bytes, more than the 1048576 asked for"
 
 
 def gzip_of_zeros(mib: int) -> bytes:
@@ -149,9 +150,10 @@ def test_a_1_4_mb_gzip_that_inflates_to_1_gib_is_refused_at_the_default_bound():
     assert len(inflate) < 1_500_000
     text = "@@nodecheck encoding gzip+base64 1073741824\n" + base64.b64encode(inflate).decode()
     started = time.monotonic()
-    with pytest.raises(Exception) as e:
+    with pytest.raises(ParseError) as e:
         parse_fetch(text)
-    assert "inflates past 10485760 bytes" in e.value.reason and time.monotonic() - started < 5
+    assert e.value.reason == "the fetched file inflates past 10485760 bytes: not inflated further"
+    assert time.monotonic() - started < 5
 
 
 # ---- the listing and the whole gathering, through the local transport --------------------------
@@ -171,10 +173,25 @@ def rank(tmp_path):
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if ME == 0 else []
     proc = subprocess.Popen([*user, sys.executable, "-c", "import time; time.sleep(120)", tag, "--hf-token",
                              "hf_SECRETVALUE123"], env=env)
-    time.sleep(0.3)
-    yield tag, fr, 65534 if ME == 0 else ME
+    uid = 65534 if ME == 0 else ME
+    _wait_until_python_runs(proc.pid, uid)     # setpriv has exec'd python as the rank's user
+    yield tag, fr, uid
     proc.kill()
     proc.wait()
+
+
+def _wait_until_python_runs(pid: int, uid: int) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            argv0, status = b"", ""
+        if argv0 == sys.executable.encode() and f"\nUid:\t{uid}\t" in status:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the rank process {pid} did not start as uid {uid} within 10 s")
 
 
 def gathered(tag: str):

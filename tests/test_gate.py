@@ -11,9 +11,10 @@ from pydantic import ValidationError
 from nodecheck import gate
 from nodecheck.gate import Blame, GateSettings, decide, merge_attempts, reason_check
 from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
-from nodecheck.parsers.slurm import NodeState, reason_mark, reason_owner
+from nodecheck.parsers.slurm import NodeState, reason_owner
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
+from tests.helpers import marked_reason
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
 FAIL_ONLY = gate.drain_statuses(["fail"])
@@ -41,9 +42,7 @@ def names(n: int) -> list[str]:
     return [f"gpu{i:03d}" for i in range(1, n + 1)]
 
 
-def M(body: str, token: str = "") -> str:
-    """The reason nodecheck writes for this body: its mark, then the text."""
-    return f"nodecheck[{reason_mark(body, token)}]: {body}"
+M = marked_reason                      # the reason nodecheck writes for a body
 
 
 def state(name: str, flags: str, reason: str = "", reason_time: str = "") -> NodeState:

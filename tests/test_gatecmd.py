@@ -22,8 +22,8 @@ from nodecheck.cli import build_parser
 from nodecheck.model import CheckResult, Evidence, Node, Status, Verdict
 from nodecheck.playbook import load_playbook
 from nodecheck.report import Report
-from nodecheck.parsers.slurm import reason_mark
 from tests.fakes import scontrol as fake_scontrol
+from tests.helpers import marked_reason
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
 NODES = [Node("gpu001", "10.0.0.1"), Node("gpu002", "10.0.0.2"), Node("gpu003", "10.0.0.3")]
@@ -306,10 +306,7 @@ FOREIGN = {"state": "IDLE+DRAIN", "reason": "RMA ticket 4411: replace GPU 5", "u
            "time": "2026-11-28T22:10:05"}
 PIN_MESSAGE = f"kernel {KERNEL} on nodeX, expected {WRONG_KERNEL} (pinned; no node has it)"
 
-
-def M(body: str, token: str = "") -> str:
-    """The reason nodecheck writes for this body: its mark, then the text."""
-    return f"nodecheck[{reason_mark(body, token)}]: {body}"
+M = marked_reason                      # the reason nodecheck writes for a body
 
 
 OUR_REASON = M(f"kernel.version {PIN_MESSAGE}")

@@ -180,13 +180,20 @@ def test_an_ipv6_address_is_one_address_not_a_hostlist(tmp_path):
 
 def test_errors_about_a_huge_hostlist_quote_it_bounded(tmp_path):
     # issue 17: a message quotes a bounded excerpt of the input, not all of it
-    path = write(tmp_path, "nodes:\n  'gpu[1-2]" + ",x" * 100_000 + "]': {}\n")
+    # an explicit key ("? KEY"): YAML refuses a plain "KEY: value" key over 1024 characters with its own
+    # "malformed YAML" error, which never reaches the hostlist
+    path = write(tmp_path, "nodes:\n  ? 'gpu[1-2]" + ",x" * 100_000 + "]'\n  : {}\n")
     with pytest.raises(ConfigError) as caught:
         load_inventory(path)
     assert len(str(caught.value)) < 1000 and caught.value.line == 2
+    assert str(caught.value) == (f"{path}:2: node name hostlist 'gpu[1-2]" + ",x" * 14 + ",..." + "x," * 18 + "x]' "
+                                 "names 100,002 nodes, more than 100,000; hint: check the range for a typo, "
+                                 "e.g. gpu[001-128]")
     with pytest.raises(ConfigError) as caught:
         select([], "gpu[" + "1," * 100_000 + "x")
     assert len(str(caught.value)) < 1000
+    assert str(caught.value) == ("--nodes: bad hostlist 'gpu[" + "1," * 16 + "1..." + ",1" * 18 + ",x': missing bracket: "
+                                 '"gpu[' + "1," * 139 + "…; hint: use Slurm hostlist syntax, e.g. gpu[001-004]")
 
 
 @pytest.mark.parametrize("text", ["gpu[1-2" + ",x" * 200_000 + "]", "gpu[" + "1," * 200_000 + "x",

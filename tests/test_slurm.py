@@ -9,17 +9,13 @@ from pathlib import Path
 import pytest
 
 from nodecheck.errors import ConfigError
-from nodecheck.parsers.slurm import parse_show_node, reason_mark
+from nodecheck.parsers.slurm import parse_show_node
 from nodecheck.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
                              expand_hostlist, is_ours, resume_politely)
 from tests.fakes import scontrol as fake_scontrol
-from tests.helpers import data
+from tests.helpers import data, marked_reason
 
-
-
-def M(body: str, token: str = "") -> str:
-    """The reason nodecheck writes for this body: its mark, then the text."""
-    return f"nodecheck[{reason_mark(body, token)}]: {body}"
+M = marked_reason                      # the reason nodecheck writes for a body
 
 
 REASON = M("gpu.health GPU3 (00000000:9B:00.0): 2 uncorrectable ECC errors, expected 0")

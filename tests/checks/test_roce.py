@@ -165,7 +165,7 @@ def test_no_rdma_device_at_all_fails_naming_what_is_missing():
 def test_a_table_walk_that_did_not_finish_is_an_error_not_no_device():
     text = "@@nodecheck begin table\n"                # cut before its end marker: rc unknown
     [(_, v)] = judge_gids({"node1": text})
-    assert v.status is Status.ERROR
+    assert (v.status, v.message) == (Status.ERROR, "no RoCE (Ethernet) RDMA port")
 
 
 # -- issue 17: the session's NCCL_CONF_FILE (the job's, in the prolog) is read only as shell.job_file allows --

@@ -56,8 +56,8 @@ FAULTS = [
               "cannot read ibstat output: "),
     # Debian's ibstat with no RDMA device (driver not loaded): nothing, exit 0. The playbook expects
     # 8 ports: that is a judged FAIL naming what is missing, not an unreadable output (issue 17)
-    ToolFault("empty-output-where-devices-are-expected", lambda c, n: c.fake_output(n, "ibstat", b""), "fail", "",
-              code=2),
+    ToolFault("empty-output-where-devices-are-expected", lambda c, n: c.fake_output(n, "ibstat", b""), "fail",
+              "no InfiniBand device found (ibstat printed nothing, exit 0); expected 8 InfiniBand ports", code=2),
 ]
 
 

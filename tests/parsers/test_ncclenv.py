@@ -63,3 +63,4 @@ def test_a_long_unreadable_line_is_quoted_bounded():
     with pytest.raises(ParseError) as caught:
         key_values("x" * 1_000_000, "=", "env")
     assert len(caught.value.reason) < 200 and caught.value.reason.startswith("expected KEY'='VALUE, got 'xxx")
+    assert caught.value.reason == "expected KEY'='VALUE, got 'xxxxxxxxxxxx...xxxxxxxxxxxxx'"

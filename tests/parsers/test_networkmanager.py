@@ -135,3 +135,4 @@ def test_nmcli_messages_quote_a_bounded_excerpt():
     with pytest.raises(ParseError) as error:
         parse_nmcli_devices("x" * 100_000 + "\n")
     assert len(error.value.reason) < 200 and "(100000 characters)" in error.value.reason
+    assert error.value.reason == f"expected DEVICE:TYPE:STATE, got '{'x' * 60}'… (100000 characters)"

@@ -903,9 +903,16 @@ def test_merging_thousands_of_gpus_is_linear():
     gpus = [Gpu(index=i, uuid=f"GPU-{i}") for i in range(n)]
     q_gpus = [Gpu(index=i, name="x") for i in range(n)]
     apps = [(f"GPU-{i}", GpuProcess(1000 + i, "p", 1.0)) for i in range(n)]
-    start = time.perf_counter()
-    merged = _merge_q(gpus, q_gpus, [])
-    attached = _attach_processes(merged, apps, [])
-    assert time.perf_counter() - start < LINEAR_BOUND_S
+    # ~1 s here, ~1.5 s on a 2-core machine under load (the quadratic code: ~17 s): the fastest of up to 3
+    # runs, so one scheduling stall does not fail it; the bound is unchanged
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        merged = _merge_q(gpus, q_gpus, [])
+        attached = _attach_processes(merged, apps, [])
+        best = min(best, time.perf_counter() - start)
+        if best < LINEAR_BOUND_S or best > 4 * LINEAR_BOUND_S:     # done, or plainly super-linear
+            break
+    assert best < LINEAR_BOUND_S, best
     assert [(g.name, g.processes) for g in attached[:2]] == [
         ("x", (GpuProcess(1000, "p", 1.0),)), ("x", (GpuProcess(1001, "p", 1.0),))]
