@@ -2,7 +2,7 @@
 localization versus all-pairs, for every position of one bad node and for one bad link.
 
 Pure simulation: no SSH, no ib_write_bw, no cluster. A simulated round runner says a pair fails iff
-it holds a planted bad node or is the planted bad link; nodecheck.pairs.localize drives the rounds
+it holds a planted bad node or is the planted bad link; nodecheck.judging.pair_plan.localize drives the rounds
 exactly as ib.pairs does. "Right" means blame() names exactly the planted node(s)/link, leaves
 nothing unresolved and calls every other node good. "right after" is the first round after which
 blame() on the results so far is right, over the right cases only (all-pairs keeps running to
@@ -21,7 +21,7 @@ from typing import Callable
 
 from tabulate import tabulate
 
-from nodecheck.pairs import Pair, PairResult, Round, blame, localize
+from nodecheck.judging.pair_plan import Pair, PairResult, Round, blame, localize
 
 
 TARGET_ROUNDS_ONE_BAD_NODE = 3                # 2 ring rounds for even N, 3 for odd (an odd cycle)

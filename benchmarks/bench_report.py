@@ -10,7 +10,7 @@ import json
 import time
 from datetime import datetime, timezone
 
-from nodecheck.model import CheckResult, Evidence, Status, Verdict
+from nodecheck.core.model import CheckResult, Evidence, Status, Verdict
 from nodecheck.report import Report
 from nodecheck.report import json as report_json
 from nodecheck.report import table

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodecheck.model import Capture, Outcome, Probe
+from nodecheck.core.model import Capture, Outcome, Probe
 from nodecheck.parsers.slurm import reason_mark
 
 DATA = Path(__file__).parent / "data"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Mapping
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import FailedSession
 
 Answer = Capture | Callable[[Node, Probe, float], Capture]

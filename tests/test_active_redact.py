@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 import time
 
-from nodecheck.active import CommandRunner
-from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.redact import REDACTED
+from nodecheck.run.active import CommandRunner
+from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.core.redact import REDACTED
 
 
 class Echoing:

@@ -76,14 +76,16 @@ def test_the_largest_accepted_values_parse():
 
 
 def test_the_cli_deadline_bound_is_the_playbook_one():
-    from nodecheck import cli, playbook
+    from nodecheck import cli
+    from nodecheck.config import playbook as playbook
     assert cli.MAX_DEADLINE_S == playbook.MAX_DEADLINE_S
 
 
 def test_the_cli_drain_on_words_are_the_gate_ones():
     """cli keeps its own copy (--help must not import pydantic); the config file uses gate's."""
     import typing
-    from nodecheck import cli, gate
+    from nodecheck import cli
+    from nodecheck.gate import decide as gate
     assert cli.DRAIN_ON == tuple(gate.DRAIN_STATUS) == typing.get_args(gate.DrainOn)
 
 

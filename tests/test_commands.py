@@ -3,8 +3,8 @@ import resource
 
 import pytest
 
-from nodecheck.commands import FDS_PER_CONNECTION, FDS_RESERVED, _ensure_open_files
-from nodecheck.errors import ConfigError
+from nodecheck.app.commands import FDS_PER_CONNECTION, FDS_RESERVED, _ensure_open_files
+from nodecheck.core.errors import ConfigError
 
 
 def test_a_fanout_the_hard_limit_cannot_carry_is_refused_with_the_fix(monkeypatch):

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers import data
-from nodecheck.counters import (
+from nodecheck.judging.counter_rules import (
     CONGESTION, COUNTERS, DEFAULT_MIN_WINDOW_S, DEFAULT_RATE_LIMITS, FAIL_ON_INCREASE, INFO, RATE,
     RESET_FIX, CounterDelta, RateLimit, delta, judge_deltas, symbol_error_limit_per_hour)
 from nodecheck.parsers.perfquery import PortCounters, parse_perfquery, parse_sysfs_counter_loop

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.crossnode import (Absent, PinOrDrift, gather, group_by_value, judge_values,
+from nodecheck.judging.drift import (Absent, PinOrDrift, gather, group_by_value, judge_values,
                                  strict_majority)
-from nodecheck.errors import ParseError
-from nodecheck.model import Status
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status
 
 
 def fleet(n: int, value: str, **odd: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from nodecheck import cli
-from nodecheck.playbook import load_playbook
+from nodecheck.config.playbook import load_playbook
 
 DEPLOY = Path(__file__).resolve().parents[1] / "nodecheck" / "deploy"
 SWEEP_ARGV = ["sweep", "/etc/nodecheck/hosts.yml", "--playbook", "sweep", "--output-dir",

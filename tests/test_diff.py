@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from nodecheck.model import CheckResult, Status, Verdict
+from nodecheck.core.model import CheckResult, Status, Verdict
 from nodecheck.report import Report
 from nodecheck.report import diff as D
 from nodecheck.report.diff import (CounterReset, CounterRise, CounterRow, Finding, Measurement, NodeSweep,

@@ -10,12 +10,12 @@ from pydantic import BaseModel
 
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.versions import VERSIONS
-from nodecheck.crossnode import PinOrDrift
-from nodecheck.model import Capture, CheckResult, Evidence, Node, Outcome, Status, Verdict
-from nodecheck.playbook import PlannedCheck, Playbook
-from nodecheck.registry import CheckSpec, all_checks
+from nodecheck.judging.drift import PinOrDrift
+from nodecheck.core.model import Capture, CheckResult, Evidence, Node, Outcome, Status, Verdict
+from nodecheck.config.playbook import PlannedCheck, Playbook
+from nodecheck.core.registry import CheckSpec, all_checks
 from nodecheck.report import json as report_json
-from nodecheck.runner import run
+from nodecheck.run.runner import run
 from tests.checks.test_versions import versions_out
 from tests.helpers import data
 from tests.replay import ReplayTransport, exited

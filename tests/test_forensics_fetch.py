@@ -20,9 +20,9 @@ import pytest
 
 from nodecheck.forensics import analysis, record
 from nodecheck.forensics.collect import MAX_LOCAL_DUMP_BYTES, Where, gather, read_local_dumps
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.forensics.probe import fetch_probe
-from nodecheck.model import Node
+from nodecheck.core.model import Node
 from nodecheck.parsers.forensics import parse_fetch
 from nodecheck.transport.local import LocalTransport
 from tests.helpers import DATA

@@ -14,7 +14,7 @@ from nodecheck.forensics.collect import DumpRead, Gathered
 from nodecheck.forensics.probe import SNAPSHOT, STACKS
 from nodecheck.forensics.ranks import rank_processes
 from nodecheck.forensics.verdict import MISMATCHED, MISSING, UNDETERMINED
-from nodecheck.model import Capture, Outcome
+from nodecheck.core.model import Capture, Outcome
 from nodecheck.parsers.forensics import parse_fetch, parse_snapshot, parse_stacks
 from nodecheck.parsers.watch_sample import GpuSample
 from tests.helpers import DATA

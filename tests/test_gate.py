@@ -1,4 +1,4 @@
-"""nodecheck.gate: drain / resume / breaker / retry decisions on hand-built reports, exact outcomes."""
+"""nodecheck.gate.decide: drain / resume / breaker / retry decisions on hand-built reports, exact outcomes."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from nodecheck import gate
-from nodecheck.gate import Blame, GateSettings, decide, merge_attempts, reason_check
-from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.gate import decide as gate
+from nodecheck.gate.decide import Blame, GateSettings, decide, merge_attempts, reason_check
+from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.parsers.slurm import NodeState, reason_owner
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE

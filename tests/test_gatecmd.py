@@ -1,4 +1,4 @@
-"""nodecheck.gatecmd: run_gated's retries against a scripted runner (exact runner.run arguments), and
+"""nodecheck.gate.command: run_gated's retries against a scripted runner (exact runner.run arguments), and
 the gate commands end to end as Slurm runs them: `python -m nodecheck prolog|health` with no PATH,
 this machine's kernel pinned to a wrong value, and a fake scontrol keeping node states in JSON."""
 from __future__ import annotations
@@ -17,10 +17,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from nodecheck import gatecmd, runner
+from nodecheck.gate import command as gatecmd
+
+from nodecheck.run import runner as runner
 from nodecheck.cli import build_parser
-from nodecheck.model import CheckResult, Evidence, Node, Status, Verdict
-from nodecheck.playbook import load_playbook
+from nodecheck.core.model import CheckResult, Evidence, Node, Status, Verdict
+from nodecheck.config.playbook import load_playbook
 from nodecheck.report import Report
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import marked_reason

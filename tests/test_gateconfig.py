@@ -1,4 +1,4 @@
-"""nodecheck.gateconfig: where the gate config is found, how it merges, its errors, how it fills args."""
+"""nodecheck.gate.config: where the gate config is found, how it merges, its errors, how it fills args."""
 from __future__ import annotations
 
 import textwrap
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck import gateconfig
-from nodecheck.errors import ConfigError
-from nodecheck.gateconfig import FALLBACK, GateOptions, apply, config_path, load
+from nodecheck.gate import config as gateconfig
+from nodecheck.core.errors import ConfigError
+from nodecheck.gate.config import FALLBACK, GateOptions, apply, config_path, load
 
 
 def write(path: Path, text: str) -> Path:

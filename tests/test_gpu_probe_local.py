@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
-from nodecheck.model import Capture, Node, Outcome, Status
+from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.parsers.gpu import GpuFacts
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
-from nodecheck.playbook import PlannedCheck
-from nodecheck.registry import all_checks
-from nodecheck.runner import judge_node
+from nodecheck.config.playbook import PlannedCheck
+from nodecheck.core.registry import all_checks
+from nodecheck.run.runner import judge_node
 from nodecheck.transport.local import LocalSession, LocalTransport
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as
 from tests.parsers.test_nvidia_smi import H100_CSV, H100_CSV_GPUS

@@ -13,12 +13,12 @@ from datetime import timedelta
 import pytest
 
 from nodecheck import cli
-from nodecheck.errors import ConfigError
-from nodecheck.history import SCHEMA_VERSION, History
-from nodecheck.model import Status
+from nodecheck.core.errors import ConfigError
+from nodecheck.fleet.history import SCHEMA_VERSION, History
+from nodecheck.core.model import Status
 from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, NodeSweep, Offender
-from nodecheck.sweep import parse_offender
+from nodecheck.fleet.sweep import parse_offender
 from tests.test_diff import T0, T1, current_report, previous_report
 
 U, F, P, W = Status.UNREACHABLE, Status.FAIL, Status.PASS, Status.WARN
@@ -158,7 +158,7 @@ def test_a_history_locked_by_another_sweep_is_waited_for_and_the_sweep_recorded(
 
 def test_a_history_locked_past_the_bound_fails_at_the_bound_and_says_locked(tmp_path, monkeypatch):
     path, _ = recorded(tmp_path, previous_report())
-    monkeypatch.setattr("nodecheck.history.BUSY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr("nodecheck.fleet.history.BUSY_TIMEOUT_S", 0.5)
     holder = _lock_for(path, 3)
     started = time.monotonic()
     try:
@@ -199,7 +199,7 @@ def test_a_newer_or_foreign_database_is_refused_naming_the_file(tmp_path):
 
 def history(tmp_path, capsys, *argv):
     args = cli.build_parser().parse_args(["history", "--history", str(tmp_path / "h.sqlite"), *argv])
-    from nodecheck.history import history_command
+    from nodecheck.fleet.history import history_command
     code = history_command(args)
     return code, capsys.readouterr().out
 

@@ -3,8 +3,8 @@ import textwrap
 
 import pytest
 
-from nodecheck.errors import ConfigError
-from nodecheck.inventory import MAX_NODES, load_inventory, select, size_bound
+from nodecheck.core.errors import ConfigError
+from nodecheck.config.inventory import MAX_NODES, load_inventory, select, size_bound
 
 ISSUE_SHAPE = """\
 defaults:                      # optional; applies to every node

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from nodecheck.checks import nccl_tests
-from nodecheck.jobenv import LOADS_OR_WRITES
-from nodecheck.model import Status
+from nodecheck.config.job_env import LOADS_OR_WRITES
+from nodecheck.core.model import Status
 from nodecheck.parsers.sections import split_sections
-from nodecheck.playbook import load_playbook
+from nodecheck.config.playbook import load_playbook
 from tests.checks.test_nccl_tests import A3MEGA, wrapped
 from tests.helpers import captures, data
 from tests.test_nccltest_scripts import SHELLS, run, tool

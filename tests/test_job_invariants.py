@@ -10,7 +10,7 @@ from nodecheck.job.invariants import (JobContext, checkpoints, data_balance, env
                                       retries, specs, timeouts, world_size)
 from nodecheck.job.probe import PROBE_NAME
 from nodecheck.job.spec import JobSpec
-from nodecheck.model import Capture, Outcome, Status
+from nodecheck.core.model import Capture, Outcome, Status
 from nodecheck.parsers.slurm import parse_show_job
 from tests.helpers import data
 
@@ -256,7 +256,7 @@ def test_retries():
 
 
 def test_specs_are_fleet_and_not_registered():
-    from nodecheck.registry import all_checks
+    from nodecheck.core.registry import all_checks
     names = [s.name for s in specs(spec())]
     assert names == ["job.data_balance", "job.world_size", "job.env_consistency", "job.timeouts",
                      "job.flight_recorder", "job.checkpoints", "job.retries"]

@@ -99,7 +99,7 @@ def test_nccl_envs_dump_directory_test_runs_as_the_jobs_user_too(tmp_path):
     """nccl.env's probe shares `writable` (shell.py): with a job's user (from --job-env's owner or the
     Prolog's SLURM_JOB_UID) its dump directory is tested as that user."""
     from nodecheck.checks.nccl_env import NcclEnv, probes
-    from nodecheck.parsers.ncclenv import parse_probe
+    from nodecheck.parsers.nccl_config import parse_probe
     d = tmp_path / "dumps"
     d.mkdir(mode=0o755)
     for user, expect in ((NOBODY, "!"), ("", "ok")):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from nodecheck.errors import ConfigError, ParseError
+from nodecheck.core.errors import ConfigError, ParseError
 from nodecheck.job.counts import read_counts
 from nodecheck.job.probe import job_probe, parse_job_probe
 from nodecheck.job.spec import base_dir, load_job_spec

@@ -9,11 +9,13 @@ from argparse import Namespace
 
 import pytest
 
-from nodecheck import commands, gatecmd
+from nodecheck.app import commands as commands
+
+from nodecheck.gate import command as gatecmd
 from nodecheck.checks.nccl_env import PROBE_NAME
 from nodecheck.job import command as job_command
-from nodecheck.parsers.ncclenv import parse_probe
-from nodecheck.playbook import load_playbook
+from nodecheck.parsers.nccl_config import parse_probe
+from nodecheck.config.playbook import load_playbook
 
 PLAYBOOK = "version: 1\nchecks:\n  nccl.env: {timeout_s: 7, reachability: {enabled: false}}\n  kernel.version: {}\n"
 
@@ -67,7 +69,7 @@ def test_run_with_job_env_reads_the_jobs_own_private_conf_file(tmp_path, monkeyp
         [first, _] = parse_probe(out.stdout).conf
         seen.append((dict(first.settings), first.error))
         raise KeyboardInterrupt                # enough: the report is not what is tested here
-    monkeypatch.setattr("nodecheck.runner.run", fake_run)
+    monkeypatch.setattr("nodecheck.run.runner.run", fake_run)
     from nodecheck.cli import main
     for owner in (65534, 0):
         env_file = _owned(tmp_path / f"job{owner}.env", owner, f"NCCL_CONF_FILE={conf}\n")
@@ -122,7 +124,7 @@ def test_job_check_local_reads_the_job_ymls_owners_private_conf_file(tmp_path, m
         [first, _] = parse_job_probe(out.stdout).conf
         seen.append((dict(first.settings), first.error))
         raise KeyboardInterrupt
-    monkeypatch.setattr("nodecheck.runner.run", fake_run)
+    monkeypatch.setattr("nodecheck.run.runner.run", fake_run)
     from nodecheck.cli import main
     assert main(["job-check", job, "--local", "--output-dir", str(tmp_path / "reports")]) == 130
     assert seen == [({"NCCL_IB_HCA": "mlx5_1"}, "")]

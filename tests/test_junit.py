@@ -7,7 +7,7 @@ import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 
-from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.report import Report
 from nodecheck.report.junit import render
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from nodecheck.model import SEVERITY, Status
+from nodecheck.core.model import SEVERITY, Status
 from nodecheck.report import diff as D
 from nodecheck.report import metrics
 from nodecheck.report.diff import Offender, ResultRow

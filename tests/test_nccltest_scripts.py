@@ -13,7 +13,7 @@ import time
 import pytest
 
 from nodecheck.parsers.sections import split_sections
-from nodecheck.probes import nccltest
+from nodecheck.probes import nccl_tests as nccltest
 
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
 

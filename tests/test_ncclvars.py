@@ -1,10 +1,10 @@
-"""How NCCL and PyTorch read their environment variables (nodecheck.ncclvars); how the nccl.env check
+"""How NCCL and PyTorch read their environment variables (nodecheck.judging.nccl_settings); how the nccl.env check
 uses these readings is tested in tests/checks/test_nccl_env.py."""
 from __future__ import annotations
 
 import pytest
 
-from nodecheck.ncclvars import parse_nccl_list
+from nodecheck.judging.nccl_settings import parse_nccl_list
 
 
 @pytest.mark.parametrize("value, exclude, exact, entries", [
@@ -19,8 +19,8 @@ def test_nccl_list_syntax_is_read_as_parseStringList_does(value, exclude, exact,
 
 
 def test_a_message_names_a_secret_but_never_shows_its_value():
-    from nodecheck.ncclvars import Setting, said
-    from nodecheck.redact import REDACTED
+    from nodecheck.judging.nccl_settings import Setting, said
+    from nodecheck.core.redact import REDACTED
     env = {"NCCL_SOCKET_IFNAME": Setting("ib0", "job environment"),
            "TORCH_HUB_TOKEN": Setting("s3cr3t", "job environment"),
            "MASTER_ADDR": Setting("https://alice:s3cr3t@host", "node environment")}

@@ -28,8 +28,8 @@ def test_the_wheel_ships_the_playbooks_and_an_install_finds_them(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
                     str(wheel)], check=True, capture_output=True)
     # from an unrelated directory, with the installed copy first on the path
-    probe = ("import nodecheck.playbook as p; b = p.load_playbook('default'); "
+    probe = ("import nodecheck.config.playbook as p; b = p.load_playbook('default'); "
              "print(p.__file__); print(b.path)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                          env=dict(os.environ, PYTHONPATH=str(site)), check=True).stdout.split()
-    assert out == [str(site / "nodecheck/playbook.py"), str(site / "nodecheck/playbooks/default.yml")]
+    assert out == [str(site / "nodecheck/config/playbook.py"), str(site / "nodecheck/playbooks/default.yml")]

@@ -1,4 +1,4 @@
-"""nodecheck.pairs: round planning (ring, all, steering), blame rules and localization, on exact small
+"""nodecheck.judging.pair_plan: round planning (ring, all, steering), blame rules and localization, on exact small
 examples and on hypothesis-drawn fleets of 2..64 nodes with planted bad nodes and links."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodecheck.pairs import (DEFAULT_MAX_PARTNERS, Blame, Pair, PairEvidence, PairResult, Round, blame,
+from nodecheck.judging.pair_plan import (DEFAULT_MAX_PARTNERS, Blame, Pair, PairEvidence, PairResult, Round, blame,
                              localize, next_round, plan)
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node
-from nodecheck.playbook import (MAX_DEADLINE_S, MAX_TIMEOUT_S, SHIPPED, load_playbook, resolve,
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node
+from nodecheck.config.playbook import (MAX_DEADLINE_S, MAX_TIMEOUT_S, SHIPPED, load_playbook, resolve,
                                 split_selected)
 
 
@@ -297,9 +297,9 @@ def test_a_non_finite_number_in_a_playbook_is_refused_at_its_line(tmp_path, text
 def test_a_non_finite_number_in_a_field_that_takes_anything_is_refused_too(tmp_path):
     # a pin (`expect`) of Any type: pydantic's allow_inf_nan does not reach it; the walk after
     # validation does, whatever check or field it is in
-    from nodecheck.playbook import _refuse_non_finite
-    from nodecheck.thresholds import Exact
-    from nodecheck.yamlsrc import load_text
+    from nodecheck.config.playbook import _refuse_non_finite
+    from nodecheck.core.thresholds import Exact
+    from nodecheck.config.yaml_source import load_text
     src = load_text("checks:\n  x:\n    pin:\n      - 1\n      - .nan\n", "f.yml")
     with pytest.raises(ConfigError) as caught:
         _refuse_non_finite(src, ("checks", "x"), {"pin": [1, float("nan")], "ok": Exact(value=3)}, " (check x)")

@@ -1,11 +1,11 @@
-"""nodecheck.redact: what counts as a secret and how it is masked wherever nodecheck writes."""
+"""nodecheck.core.redact: what counts as a secret and how it is masked wherever nodecheck writes."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from nodecheck.redact import (REDACTED, is_secret_name, mask_url_credentials, redact_argv, redact_env,
+from nodecheck.core.redact import (REDACTED, is_secret_name, mask_url_credentials, redact_argv, redact_env,
                               redact_text, redact_value, secret_values)
 
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.report import Report
 from nodecheck.report import json as report_json
 from nodecheck.report import table
@@ -141,7 +141,7 @@ def test_a_killed_runs_old_temporary_is_cleaned_up_but_a_fresh_one_is_left(tmp_p
 
 def test_the_same_verdict_twice_on_one_node_survives_a_round_trip():
     from datetime import datetime, timezone
-    from nodecheck.model import CheckResult, Status, Verdict
+    from nodecheck.core.model import CheckResult, Status, Verdict
     from nodecheck.report import Report
     from nodecheck.report import json as report_json
     twice = CheckResult("gpu.xid", ("n1",), Verdict(Status.ERROR, "unreadable Xid line: cut short"))

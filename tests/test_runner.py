@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from nodecheck.model import Capture, Node, Outcome, Probe, Status, Verdict
-from nodecheck.playbook import PlannedCheck, load_playbook
-from nodecheck.registry import CheckSpec
-from nodecheck.runner import judge_node, plan_probes, run
+from nodecheck.core.model import Capture, Node, Outcome, Probe, Status, Verdict
+from nodecheck.config.playbook import PlannedCheck, load_playbook
+from nodecheck.core.registry import CheckSpec
+from nodecheck.run.runner import judge_node, plan_probes, run
 from tests.replay import ReplayTransport, exited, hang
 
 DATA = Path(__file__).parent / "data"

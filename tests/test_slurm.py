@@ -1,4 +1,4 @@
-"""nodecheck.slurm against a fake scontrol: exact argv, the drain etiquette, timeouts, reasons, hostlists."""
+"""nodecheck.gate.slurm against a fake scontrol: exact argv, the drain etiquette, timeouts, reasons, hostlists."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 from nodecheck.parsers.slurm import parse_show_node
-from nodecheck.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
+from nodecheck.gate.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
                              expand_hostlist, is_ours, resume_politely)
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data, marked_reason

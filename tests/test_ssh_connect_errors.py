@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from nodecheck.model import Node, Outcome, Probe
+from nodecheck.core.model import Node, Outcome, Probe
 from nodecheck.transport import FailedSession
 from nodecheck.transport.ssh import SshTransport
 

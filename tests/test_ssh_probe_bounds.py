@@ -16,7 +16,7 @@ import time
 import paramiko
 import pytest
 
-from nodecheck.model import Node, Outcome, Probe
+from nodecheck.core.model import Node, Outcome, Probe
 from nodecheck.transport.ssh import SshSession, SshTransport
 
 HOST_KEY = paramiko.RSAKey.generate(2048)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from nodecheck import cli
-from nodecheck.errors import ConfigError
-from nodecheck.history import SCHEMA, SCHEMA_VERSION, History
-from nodecheck.model import Status
+from nodecheck.core.errors import ConfigError
+from nodecheck.fleet.history import SCHEMA, SCHEMA_VERSION, History
+from nodecheck.core.model import Status
 from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, ResultRow, SweepSnapshot
 from nodecheck.report.store import remove_reports
-from nodecheck.sweep import Retention, check_keep
+from nodecheck.fleet.sweep import Retention, check_keep
 from tests.test_diff import T0, r, report
 
 P, F = Status.PASS, Status.FAIL

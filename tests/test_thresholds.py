@@ -2,8 +2,8 @@
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.model import Status
-from nodecheck.thresholds import Ceiling, Exact, Floor, OneOf
+from nodecheck.core.model import Status
+from nodecheck.core.thresholds import Ceiling, Exact, Floor, OneOf
 
 
 @pytest.mark.parametrize("value, status, message", [

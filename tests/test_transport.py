@@ -3,7 +3,7 @@ import os
 import shlex
 import time
 
-from nodecheck.model import Node, Outcome, Probe
+from nodecheck.core.model import Node, Outcome, Probe
 from nodecheck.transport import FailedSession, remote_command
 from nodecheck.transport.local import LocalTransport
 
@@ -60,7 +60,7 @@ def test_local_output_is_capped_and_the_cut_is_said(monkeypatch):
 # how much the peak RSS grew (ru_maxrss, KiB on Linux)
 _RSS_PROBE = """
 import json, resource, sys
-from nodecheck.model import Node, Probe
+from nodecheck.core.model import Node, Probe
 from nodecheck.transport.local import LocalTransport
 mb = int(sys.argv[1])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -111,9 +111,9 @@ def test_a_tool_killed_by_a_signal_is_named_so_whichever_transport_ran_it():
     "exited -11" (or, before the SSH fix, "exited -1: no stderr")."""
     from pathlib import Path
 
-    from nodecheck.model import Capture, Status
-    from nodecheck.playbook import load_playbook
-    from nodecheck.runner import run
+    from nodecheck.core.model import Capture, Status
+    from nodecheck.config.playbook import load_playbook
+    from nodecheck.run.runner import run
     from tests.replay import ReplayTransport
 
     c = run_local(Probe("p", ("sh", "-c", "echo half; kill -SEGV $$"), 5))

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from nodecheck import cli
-from nodecheck.model import Capture, Outcome
-from nodecheck.slurm import SlurmError
+from nodecheck.core.model import Capture, Outcome
+from nodecheck.gate.slurm import SlurmError
 from nodecheck.watch import classify
 from nodecheck.watch import command as wcmd
 from nodecheck.watch.classify import Assessment
@@ -108,7 +108,7 @@ def env(tmp_path, monkeypatch):
     inv = tmp_path / "hosts.yml"
     inv.write_text("nodes:\n  node[1-2]:\n    address: 127.0.0.[1-2]\n")
     transport = FakeTransport()
-    monkeypatch.setattr("nodecheck.commands._ssh_transport", lambda args: transport)
+    monkeypatch.setattr("nodecheck.app.commands._ssh_transport", lambda args: transport)
     monkeypatch.setattr(classify, "Tracker", ScriptedTracker)
     ScriptedTracker.made = []
     (tmp_path / "hook.py").write_text(

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 from nodecheck.watch.config import (DEFAULT_STEP_REGEX, ProgressSource, WatchConfig, apply_overrides,
                                     load_watch_config)
 
@@ -202,7 +202,7 @@ def test_every_error_carries_a_fix(tmp_path, text, hint):
 
 
 def test_a_rejected_alert_url_does_not_echo_its_credentials(tmp_path):
-    from nodecheck.errors import ConfigError
+    from nodecheck.core.errors import ConfigError
     from nodecheck.watch.config import load_watch_config
     path = tmp_path / "watch.yml"
     path.write_text("match: train\nprogress: {log: /l}\nalerts: {url: 'ftp://alice:s3cret@h/x'}\n")

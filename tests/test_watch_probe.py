@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nodecheck import cli
-from nodecheck.model import Probe
+from nodecheck.core.model import Probe
 from nodecheck.parsers.watch_sample import parse_sample
 from nodecheck.transport.local import LocalTransport
 from nodecheck.watch.config import WatchConfig
@@ -101,7 +101,7 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
             run = session.run
             session.run = lambda probe, t: answers.append(run(probe, t)) or answers[-1]
             return session
-    monkeypatch.setattr("nodecheck.commands._ssh_transport", lambda args: Recording())
+    monkeypatch.setattr("nodecheck.app.commands._ssh_transport", lambda args: Recording())
     probes: list[Probe] = []
     real = sample_probe
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 from nodecheck.watch.config import WatchConfig, apply_overrides
 from nodecheck.watch.state import STATE_FILE, StateDir, WatchState, config_fingerprint
 

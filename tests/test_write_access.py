@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from nodecheck import cli
-from nodecheck.history import History
-from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.fleet.history import History
+from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.report import json as report_json
 from nodecheck.report import junit
 from nodecheck.report.store import GROUP_ENV, private, store, store_files
@@ -269,7 +269,7 @@ def test_a_corrupt_history_is_left_in_place_and_the_sweep_still_reports(tmp_path
 
 
 def test_a_locked_history_costs_the_sweep_its_record_not_its_report(tmp_path, capsys, canned, monkeypatch):
-    import nodecheck.history as history
+    import nodecheck.fleet.history as history
     canned += [healthy_report()]
     db = tmp_path / "h.sqlite"
     with History.open(db):

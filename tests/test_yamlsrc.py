@@ -3,8 +3,8 @@ import hashlib
 
 import pytest
 
-from nodecheck.errors import ConfigError
-from nodecheck.yamlsrc import MAX_DEPTH, load_file, load_text
+from nodecheck.core.errors import ConfigError
+from nodecheck.config.yaml_source import MAX_DEPTH, load_file, load_text
 
 # nine levels of nine aliases: 387 million items if each alias were expanded
 BILLION_LAUGHS = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
@@ -110,7 +110,7 @@ def test_the_file_is_hashed_as_read(tmp_path):
 def test_shown_is_bounded_for_nested_aliases_long_strings_and_huge_numbers():
     import time
 
-    from nodecheck.yamlsrc import SHOWN_MAX_CHARS, shown
+    from nodecheck.config.yaml_source import SHOWN_MAX_CHARS, shown
     value = load_text(BILLION_LAUGHS, "f.yml").data["i"]        # 9^9 strings if expanded
     started = time.monotonic()
     text = shown(value)

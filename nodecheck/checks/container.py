@@ -11,13 +11,13 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from nodecheck.checks.values import value_check
-from nodecheck.crossnode import Absent, PinOrDrift
-from nodecheck.errors import ParseError
-from nodecheck.model import Probe
+from nodecheck.judging.drift import Absent, PinOrDrift
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Probe
 from nodecheck.parsers.containers import (ImageMissing, digests_of, parse_enroot_list, parse_image_inspect,
                                           parse_sha256sum)
 from nodecheck.parsers.sections import split_sections
-from nodecheck.registry import Captures
+from nodecheck.core.registry import Captures
 
 Runtime = Literal["auto", "docker", "podman", "enroot", "apptainer"]
 

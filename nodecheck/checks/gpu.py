@@ -9,16 +9,16 @@ from typing import Iterator, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck.checks.values import value_check
-from nodecheck.crossnode import PinOrDrift
-from nodecheck.errors import ParseError
-from nodecheck.model import Probe, Status, Verdict
+from nodecheck.judging.drift import PinOrDrift
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Probe, Status, Verdict
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, gpu_facts_from_nvidia_smi
 from nodecheck.parsers.nvml import parse_nvml_probe
 from nodecheck.parsers.sections import split_sections
-from nodecheck.registry import Captures, check
-from nodecheck.thresholds import Action, Ceiling, Floor, fmt
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import Action, Ceiling, Floor, fmt
 
 NVML_PROBE_SCRIPT = (Path(__file__).resolve().parent.parent / "probes" / "nvml_probe.py").read_text()
 UNAVAILABLE = "nodecheck-nvml-unavailable:"    # what the NVML probe prints before exiting 3

@@ -7,10 +7,10 @@ from typing import Iterable, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.model import Probe, Status, Verdict, excerpt as bounded
+from nodecheck.core.model import Probe, Status, Verdict, excerpt as bounded
 from nodecheck.parsers.ibstat import Gap, IbPort, IbstatFacts, parse_ibstat
-from nodecheck.registry import Captures, check
-from nodecheck.thresholds import Floor, fmt
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import Floor, fmt
 
 IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=10)
 HEALTHY = {"state": "Active", "physical_state": "LinkUp"}

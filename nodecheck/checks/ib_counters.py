@@ -13,14 +13,14 @@ from typing import Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nodecheck import counters as C
-from nodecheck.errors import ParseError
-from nodecheck.model import Probe, Status, Verdict, excerpt
+from nodecheck.judging import counter_rules as C
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Probe, Status, Verdict, excerpt
 from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
 from nodecheck.checks.params import DeviceName
-from nodecheck.registry import Captures, check
+from nodecheck.core.registry import Captures, check
 
 # Per port: perfquery -x (64-bit counters; the error counters too where the HCA has
 # AdditionalPortCountersExtended), basic perfquery when -x has no error counters, and the sysfs

@@ -1,7 +1,7 @@
 """ib.pairs: pairwise ib_write_bw in rounds of disjoint pairs, then localization of the bad node or link.
 
 A slow pair says something is wrong between two nodes, not which side. The planner
-(nodecheck/pairs.py) tests each node with two partners (ring) or every pair (all), then re-pairs
+(nodecheck/judging/pair_plan.py) tests each node with two partners (ring) or every pair (all), then re-pairs
 each suspect with nodes that passed until one of three answers holds: the node fails with two good
 partners (bad node), the pair fails while both ends pass elsewhere (bad link), or it cannot tell
 (the failure stays on both ends). This module runs the rounds on the nodes and judges each test.
@@ -18,18 +18,18 @@ from typing import Iterator, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nodecheck import pairs as planner
-from nodecheck.active import AFTER_RESERVE_S, ActiveContext
+from nodecheck.judging import pair_plan as planner
+from nodecheck.run.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.errors import ParseError
-from nodecheck.model import Capture, Outcome, Status, Verdict, excerpt, worst
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Capture, Outcome, Status, Verdict, excerpt, worst
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.perftest import parse_perftest
 from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.probes import pairtest
 from nodecheck.checks.params import DeviceName, is_device_name
-from nodecheck.registry import check
-from nodecheck.thresholds import Floor, fmt
+from nodecheck.core.registry import check
+from nodecheck.core.thresholds import Floor, fmt
 
 Verdicts = Iterator[tuple[tuple[str, ...], Verdict]]
 

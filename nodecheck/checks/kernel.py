@@ -9,12 +9,12 @@ from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nodecheck.errors import ParseError
-from nodecheck.model import Probe, Status, Verdict, excerpt
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Probe, Status, Verdict, excerpt
 from nodecheck.parsers.kernel_log import KernelLog, parse_kernel_log
 from nodecheck.parsers.xid_codes import classify
 from nodecheck.parsers.sections import split_sections
-from nodecheck.registry import Captures, check
+from nodecheck.core.registry import Captures, check
 
 # The node's clock first (events are timed against it, not ours), then dmesg with absolute ISO
 # times; where dmesg is not allowed (kernel.dmesg_restrict) the journal's kernel messages instead.

@@ -9,8 +9,8 @@ sees on the node (the Slurm prolog's environment when nodecheck runs as the prol
 names where its value came from.
 
 Here: the parameters, the probe script, the judges and the reachability test's orchestration. How
-NCCL and PyTorch read the variables is in nodecheck/ncclvars.py, the probe's output is read by
-nodecheck/parsers/ncclenv.py, and the reachability test's scripts are in nodecheck/probes/reachability.py.
+NCCL and PyTorch read the variables is in nodecheck/judging/nccl_settings.py, the probe's output is read by
+nodecheck/parsers/nccl_config.py, and the reachability test's scripts are in nodecheck/probes/reachability.py.
 
 References (cited where used):
 - NCCL: docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html (NCCL_SOCKET_IFNAME,
@@ -31,15 +31,15 @@ from typing import Annotated, Any, Callable, Iterator, Literal, Mapping, Sequenc
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.active import ActiveContext
-from nodecheck.errors import ParseError
-from nodecheck.jobenv import EnvName, EnvValue
-from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
-from nodecheck.ncclvars import (ASYNC_MODES, ASYNC_VARS, BLOCKING_VARS, DEFAULT_MASTER_PORT, DEFAULT_TRACE_FILE, JOB,
+from nodecheck.run.active import ActiveContext
+from nodecheck.core.errors import ParseError
+from nodecheck.config.job_env import EnvName, EnvValue
+from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.judging.nccl_settings import (ASYNC_MODES, ASYNC_VARS, BLOCKING_VARS, DEFAULT_MASTER_PORT, DEFAULT_TRACE_FILE, JOB,
                                 TORCH_BOOLS, TORCH_INTS, TRACE_BUFFER_VARS, TRACE_FILE_VARS, Env, NcclList,
                                 effective_env, first_set, parse_nccl_list, said, socket_family, strtoll, torch_bool,
                                 torch_int)
-from nodecheck.parsers.ncclenv import PROBE_NAME, Address, NodeFacts, RdmaPortState, first_line, parse_probe
+from nodecheck.parsers.nccl_config import PROBE_NAME, Address, NodeFacts, RdmaPortState, first_line, parse_probe
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
@@ -47,8 +47,8 @@ from nodecheck.probes.shell import (ESCAPE_FUNCTIONS, JOB_USER_MAX, JOB_USER_PAT
                                      WRITABLE_FUNCTION)
 from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
                                            listener_directory, listener_made, start_listener, stop_listener)
-from nodecheck.registry import check
-from nodecheck.thresholds import fmt
+from nodecheck.core.registry import check
+from nodecheck.core.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
 JobUser = Annotated[str, Field(pattern=JOB_USER_PATTERN, max_length=JOB_USER_MAX)]   # (see shell.JOB_USER)

@@ -18,18 +18,18 @@ from typing import Annotated, Iterator, Literal, Mapping, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from nodecheck import pairs as planner
-from nodecheck.active import AFTER_RESERVE_S, ActiveContext
-from nodecheck.crossnode import fold
-from nodecheck.errors import ParseError
-from nodecheck.jobenv import LOADS_OR_WRITES, EnvName, EnvValue
-from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
+from nodecheck.judging import pair_plan as planner
+from nodecheck.run.active import AFTER_RESERVE_S, ActiveContext
+from nodecheck.judging.drift import fold
+from nodecheck.core.errors import ParseError
+from nodecheck.config.job_env import LOADS_OR_WRITES, EnvName, EnvValue
+from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
 from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
-from nodecheck.probes import nccltest
-from nodecheck.redact import redact_text
-from nodecheck.registry import Captures, check
-from nodecheck.thresholds import Floor, fmt
+from nodecheck.probes import nccl_tests as nccltest
+from nodecheck.core.redact import redact_text
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import Floor, fmt
 
 Verdicts = Iterator[Verdict]
 Grouped = tuple[tuple[str, ...], Verdict]

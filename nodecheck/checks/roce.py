@@ -16,10 +16,10 @@ from typing import Iterator, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nodecheck.active import ActiveContext
-from nodecheck.crossnode import fold
-from nodecheck.errors import ParseError
-from nodecheck.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.run.active import ActiveContext
+from nodecheck.judging.drift import fold
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.parsers.gids import Gid, RdmaPort, ports_from_sysfs
 from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
 from nodecheck.parsers.lines import split_lines
@@ -27,8 +27,8 @@ from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION
 from nodecheck.checks.params import DeviceName, is_device_name
-from nodecheck.registry import Captures, check
-from nodecheck.thresholds import fmt
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
-from nodecheck.crossnode import PinOrDrift, gather, judge_values
-from nodecheck.model import Probe, Status
-from nodecheck.registry import Captures, check
+from nodecheck.judging.drift import PinOrDrift, gather, judge_values
+from nodecheck.core.model import Probe, Status
+from nodecheck.core.registry import Captures, check
 
 Reader = Callable[[Captures, PinOrDrift], str]
 

@@ -9,15 +9,15 @@ import functools
 
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.values import value_check
-from nodecheck.crossnode import Absent, PinOrDrift
-from nodecheck.errors import ParseError
-from nodecheck.model import Probe
+from nodecheck.judging.drift import Absent, PinOrDrift
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Probe
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.versions import (_is_64bit, parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env,
                                         parse_nccl_header, parse_ofed_info, parse_os_release,
                                         parse_uname_r)
-from nodecheck.registry import Captures
+from nodecheck.core.registry import Captures
 
 # Each command's output between markers (see parsers/sections.py). No value from the playbook
 # reaches this script: it is the same fixed text on every node.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.forensics.collect import DumpRead, Gathered, targets
 from nodecheck.forensics.collectives import GroupFinding, analyze
 from nodecheck.forensics.ranks import RankProcess, duplicated
@@ -135,7 +135,7 @@ def _events(g: Gathered) -> dict[str, NodeEvents]:
 def _kernel_log(capture):
     """(parsed log, the node's clock, "") or (None, None, why it was not read)."""
     from nodecheck.checks.kernel import read_kernel_log
-    from nodecheck.model import Outcome
+    from nodecheck.core.model import Outcome
     if capture is None:
         return None, None, "not gathered"
     if capture.outcome is not Outcome.EXITED:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Sequence
 
 from nodecheck.checks.kernel import KERNEL_LOG
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe, stacks_probe
 from nodecheck.forensics.ranks import RankProcess, rank_processes
-from nodecheck.model import Capture, Node, Outcome, one_line
+from nodecheck.core.model import Capture, Node, Outcome, one_line
 from nodecheck.parsers.forensics import NodeSnapshot, StackResult, parse_fetch, parse_snapshot, parse_stacks
-from nodecheck.redact import redact_text
+from nodecheck.core.redact import redact_text
 
 SNAPSHOT_TIMEOUT_S = 20.0
 FETCH_TIMEOUT_S = 60.0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 
 DEFAULT_DEADLINE_S = 120.0
 DEFAULT_STACK_TIMEOUT_S = 10.0
@@ -31,7 +31,7 @@ def forensics_command(args: Namespace) -> int:
     plan = _plan(args)
     local = read_local_dumps(args.dumps) if args.dumps else []
     if plan["nodes"] is not None:
-        from nodecheck.commands import _stop_on_signals
+        from nodecheck.app.commands import _stop_on_signals
         with _stop_on_signals() as stop:
             done = investigate(plan["transport"], plan["nodes"], plan["where"], label=plan["label"], key=plan["key"],
                                output_dir=args.output_dir, fanout=args.fanout,
@@ -91,7 +91,7 @@ def investigate(transport, nodes, where, *, label: str, key: str, output_dir: st
 
 def _plan(args: Namespace) -> dict:
     """Validate before anything runs; ConfigError (exit 64) names the option and the fix."""
-    from nodecheck.inventory import load_inventory, select
+    from nodecheck.config.inventory import load_inventory, select
     if not (args.slurm_job or args.inventory or args.dumps):
         raise ConfigError("which job? give --slurm-job ID, or an inventory (hosts.yml) and --match PATTERN, "
                           "or --dumps DIR", file="arguments",
@@ -114,7 +114,7 @@ def _plan(args: Namespace) -> dict:
                           hint="as TORCH_FR_DUMP_TEMP_FILE: e.g. /scratch/fr/trace_rank_")
     if not (args.slurm_job or args.inventory):
         return {"nodes": None, "label": f"dumps:{Path(args.dumps).name}", "key": Path(args.dumps).name or "dumps"}
-    from nodecheck.commands import _ensure_open_files, _ssh_transport
+    from nodecheck.app.commands import _ensure_open_files, _ssh_transport
     from nodecheck.forensics.collect import Where
     inventory = load_inventory(args.inventory) if args.inventory else []
     if args.slurm_job:
@@ -133,8 +133,8 @@ def _plan(args: Namespace) -> dict:
 
 
 def _slurm_nodes(job_id: str, inventory) -> list:
-    from nodecheck.model import Node
-    from nodecheck.slurm import Slurm, SlurmError
+    from nodecheck.core.model import Node
+    from nodecheck.gate.slurm import Slurm, SlurmError
     if not job_id.replace("_", "").isdigit():
         raise ConfigError(f"--slurm-job {job_id!r} is not a job id", file="--slurm-job",
                           hint="a number, or ARRAYJOB_TASK such as 1234_7")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from nodecheck.model import Probe
-from nodecheck.ncclvars import TRACE_FILE_VARS
+from nodecheck.core.model import Probe
+from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.watch_sample import GPU_FIELDS
 from nodecheck.probes.shell import _ESC_AWK, ANCESTRY_FUNCTION
 

@@ -7,9 +7,9 @@ from typing import Iterable, Mapping, Sequence
 
 from ClusterShell.RangeSet import RangeSet
 
-from nodecheck.ncclvars import TRACE_FILE_VARS
+from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.forensics import JobProcess
-from nodecheck.redact import redact_text
+from nodecheck.core.redact import redact_text
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,18 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node
 
 DEFAULT_DEADLINE_S = 120.0
 
 
 def job_check_command(args: Namespace) -> int:
-    from nodecheck import runner
-    from nodecheck.commands import _ensure_open_files, _publish, _stop_on_signals
+    from nodecheck.run import runner as runner
+    from nodecheck.app.commands import _ensure_open_files, _publish, _stop_on_signals
     from nodecheck.job.invariants import JobContext, specs
     from nodecheck.job.spec import load_job_spec
-    from nodecheck.playbook import PlannedCheck, Playbook
+    from nodecheck.config.playbook import PlannedCheck, Playbook
 
     spec = load_job_spec(args.job)
     counts = _counts(spec, args.job) if spec.data_balance is not None else None
@@ -41,7 +41,7 @@ def job_check_command(args: Namespace) -> int:
 def job_user(job: str, record) -> str:
     """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: commands.job_user_for (JOB.yml's
     owner, else the Slurm job's user)."""
-    from nodecheck.commands import job_user_for
+    from nodecheck.app.commands import job_user_for
     return job_user_for(job, record.user if record is not None else "")
 
 
@@ -50,7 +50,7 @@ def _counts(spec, job: str):
     that fails names that file, and the line in it)."""
     from nodecheck.job.counts import read_counts
     from nodecheck.job.spec import base_dir
-    from nodecheck.yamlsrc import load_file
+    from nodecheck.config.yaml_source import load_file
     try:
         return read_counts(spec.data_balance, base_dir(spec))
     except ConfigError as e:
@@ -62,8 +62,8 @@ def _counts(spec, job: str):
 
 def _nodes(args: Namespace):
     """(the job's nodes in rank order, the transport, the Slurm job record or None)."""
-    from nodecheck.commands import _local_transport, _ssh_transport, _this_node
-    from nodecheck.inventory import load_inventory, select
+    from nodecheck.app.commands import _local_transport, _ssh_transport, _this_node
+    from nodecheck.config.inventory import load_inventory, select
 
     # $SLURM_JOB_ID is only a default: inventory nodes named with --nodes say the user picked the nodes
     implicit = not (args.slurm_job or args.local or (args.inventory and args.nodes))
@@ -97,7 +97,7 @@ def _nodes(args: Namespace):
 
 
 def _slurm_job(job_id: str, implicit: bool = False):
-    from nodecheck.slurm import Slurm, SlurmError
+    from nodecheck.gate.slurm import Slurm, SlurmError
     try:
         return Slurm().job(job_id)
     except SlurmError as e:

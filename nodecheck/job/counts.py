@@ -11,9 +11,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodecheck.errors import ConfigError, ParseError
+from nodecheck.core.errors import ConfigError, ParseError
 from nodecheck.job.spec import DataBalance
-from nodecheck.model import excerpt
+from nodecheck.core.model import excerpt
 from nodecheck.parsers.rankcounts import parse_rank_counts
 
 MAX_COUNTS_BYTES = 64 * 1024 * 1024            # a counts file for a million ranks is ~20 MB

@@ -1,7 +1,7 @@
 """The job's invariants: pure judges over the job probe's facts, JOB.yml and the rank counts.
 
 Each is a CheckSpec of scope "fleet" (it sees every node at once) built here and NOT registered in
-nodecheck.registry's CHECKS: a playbook cannot list them, only `nodecheck job-check` runs them. Every
+nodecheck.core.registry's CHECKS: a playbook cannot list them, only `nodecheck job-check` runs them. Every
 verdict says what was observed, what was expected and the fix.
 """
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Iterator, Mapping, Sequence
 
 from nodecheck.checks.nccl_env import flight_recorder as fr_verdicts
 from nodecheck.checks.nccl_env import timeouts as watchdog_verdicts
-from nodecheck.crossnode import fold, group_by_value, strict_majority
-from nodecheck.errors import ParseError
+from nodecheck.judging.drift import fold, group_by_value, strict_majority
+from nodecheck.core.errors import ParseError
 from nodecheck.job.counts import RankCounts
 from nodecheck.job.probe import CHECKPOINT, PROBE_NAME, JobNodeFacts, job_probe, parse_job_probe
 from nodecheck.job.spec import PYTORCH_DEFAULT_TIMEOUT_S, JobSpec
-from nodecheck.model import Capture, Status, Verdict
-from nodecheck.ncclvars import effective_env
-from nodecheck.ncclvars import said as said_setting
+from nodecheck.core.model import Capture, Status, Verdict
+from nodecheck.judging.nccl_settings import effective_env
+from nodecheck.judging.nccl_settings import said as said_setting
 from nodecheck.parsers.slurm import JobRecord
-from nodecheck.registry import CheckSpec
-from nodecheck.thresholds import fmt
+from nodecheck.core.registry import CheckSpec
+from nodecheck.core.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
 # the keys whose value must be the same for every rank (the issue: NCCL_*, TORCH_NCCL_*, CUDA_*;

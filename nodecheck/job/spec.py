@@ -18,8 +18,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from nodecheck.jobenv import EnvName, EnvValue
-from nodecheck.yamlsrc import Located, load_file, pydantic_error
+from nodecheck.config.job_env import EnvName, EnvValue
+from nodecheck.config.yaml_source import Located, load_file, pydantic_error
 
 # PyTorch's init_process_group(timeout=) default for NCCL: 10 minutes (torch.distributed
 # default_pg_timeout); what the job gets when it does not pass one

@@ -5,8 +5,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # re.ASCII throughout: a str pattern's \d and \w also match other scripts' characters.

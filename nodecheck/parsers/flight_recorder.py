@@ -44,8 +44,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from nodecheck.errors import ParseError
-from nodecheck.model import shown
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import shown
 
 TOOL = "flight-recorder"
 MAX_DUMP_BYTES = 256 * 1024 * 1024   # 2000 entries with stacks are a few MB; far bigger is not a dump

@@ -11,10 +11,10 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from nodecheck.errors import ParseError
-from nodecheck.model import excerpt, one_line
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import excerpt, one_line
 from nodecheck.parsers.lines import split_lines
-from nodecheck.parsers.ncclenv import first_line
+from nodecheck.parsers.nccl_config import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
 from nodecheck.probes.shell import unescape

@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sysfs import Unreadable
 

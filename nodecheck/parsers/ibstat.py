@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.

@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
-from nodecheck.model import quote
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 UTC = timezone.utc

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Sequence
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.lines import split_lines
 

@@ -10,8 +10,8 @@ import fnmatch
 import re
 from collections.abc import Sequence
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # nmcli(1) -e/--escape (default yes): in terse mode ':' and '\' inside a value are escaped with '\'.

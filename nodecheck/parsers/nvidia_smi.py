@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass, field, fields as dataclass_fields, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.lines import split_lines
 

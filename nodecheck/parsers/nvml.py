@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Callable
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.lines import split_lines
 

@@ -14,8 +14,8 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.lines import split_lines
 

@@ -21,8 +21,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from nodecheck.errors import ParseError
-from nodecheck.model import one_line
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import one_line
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "py-spy"

@@ -15,7 +15,7 @@ import re
 import reprlib
 from typing import Literal
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 
 TOOL = "rank counts"
 _DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)", re.ASCII)

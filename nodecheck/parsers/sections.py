@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.lines import split_lines
 
 MARK = "@@nodecheck"

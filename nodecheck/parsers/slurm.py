@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from nodecheck.errors import ParseError
-from nodecheck.model import quote
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # Drain ownership. A reason nodecheck sets reads "nodecheck[1a2b3c4d]: <check> <message>": the mark
@@ -287,7 +287,7 @@ def _put(fields: dict[str, str], key: str, value: str, job_id: str, text: str) -
 
 def _nodes(node_list: str, job_id: str, text: str, tool: str = JOB_TOOL) -> tuple[str, ...]:
     try:
-        from nodecheck.slurm import expand_hostlist   # (slurm.py imports this module)
+        from nodecheck.gate.slurm import expand_hostlist   # (slurm.py imports this module)
         return tuple(expand_hostlist(node_list)) if node_list else ()
     except Exception as e:                     # ConfigError: not a hostlist
         raise ParseError(tool, f"job {job_id}: NodeList={node_list} is not a hostlist: {e}", text) from None

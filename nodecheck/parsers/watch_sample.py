@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.nvidia_smi import parse_query_gpu
 from nodecheck.parsers.sections import split_sections
 

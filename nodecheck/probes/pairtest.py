@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from nodecheck.model import Probe
+from nodecheck.core.model import Probe
 
 READY_WAIT_S = 10                              # how long a server may take to listen
 COLLECT_WAIT_S = 5                             # how long a finished client's server may take to exit

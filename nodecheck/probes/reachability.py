@@ -19,9 +19,9 @@ import math
 import re
 from typing import Sequence
 
-from nodecheck.model import Probe
+from nodecheck.core.model import Probe
 from nodecheck.probes.pairtest import MADE_DIR, OUR_GROUP_FUNCTION, PRIVATE_DIR_FUNCTION, SHOW_FUNCTION, made_directory
-from nodecheck.thresholds import fmt
+from nodecheck.core.thresholds import fmt
 
 READY_WAIT_S = 10                              # how long a listener may take to bind its ports
 LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>.XXXXXX

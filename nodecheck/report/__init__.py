@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from datetime import datetime
 
-from nodecheck.model import SEVERITY, Capture, CheckResult, Status, worst
+from nodecheck.core.model import SEVERITY, Capture, CheckResult, Status, worst
 
 REPORT_VERSION = 2                             # 2: cross-node results carry group/group_size
 

@@ -19,8 +19,8 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from ClusterShell.NodeSet import NodeSet
 
-from nodecheck import counters as C
-from nodecheck.model import Status, worst
+from nodecheck.judging import counter_rules as C
+from nodecheck.core.model import Status, worst
 from nodecheck.report import Report
 
 # The value checks (checks/values.py) whose verdicts carry the node's value as observed[what]: a

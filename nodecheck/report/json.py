@@ -9,8 +9,8 @@ from datetime import datetime
 
 from ClusterShell.NodeSet import NodeSet
 
-from nodecheck.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
-from nodecheck.redact import REDACTED, is_secret_name, redact_argv, redact_text
+from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.core.redact import REDACTED, is_secret_name, redact_argv, redact_text
 from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
 
@@ -151,7 +151,7 @@ _MADE: "weakref.WeakValueDictionary[int, Report]" = weakref.WeakValueDictionary(
 
 
 def redacted(report: Report) -> Report:
-    """The report as it may be written or printed: secrets masked (nodecheck.redact) in every argv,
+    """The report as it may be written or printed: secrets masked (nodecheck.core.redact) in every argv,
     message, excerpt, observed/expected value and extras entry (capture texts: store()). Probes and
     checks keep secrets out at the source (a job's environment travels on stdin, never in an argv);
     this is for what they missed. The runner hands on only reports made here, so every consumer (the

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from datetime import datetime, timezone
 
-from nodecheck.model import Capture, CheckResult, Status, worst
+from nodecheck.core.model import Capture, CheckResult, Status, worst
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import fold
 

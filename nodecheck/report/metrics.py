@@ -1,7 +1,7 @@
 """A sweep as a Prometheus textfile for node_exporter's textfile collector: a pure renderer and an
 atomic writer (node_exporter must never read half a file).
 
-Metrics (gauges; every status metric uses Status.rank, the severity order of nodecheck.model):
+Metrics (gauges; every status metric uses Status.rank, the severity order of nodecheck.core.model):
     nodecheck_check_status{node,check}        0 pass, 1 warn, 2 skipped, 3 error, 4 timeout,
                                               5 unreachable, 6 fail (the worst verdict of the check on the node)
     nodecheck_check_healthy{node,check}       1 pass/warn, 0 anything else (Status.healthy)
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from nodecheck import __version__
-from nodecheck.model import SEVERITY
+from nodecheck.core.model import SEVERITY
 from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
 
 COUNTER_METRIC = "nodecheck_ib_port_counter"

@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Mapping
 
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
-from nodecheck.redact import redact_text
+from nodecheck.core.redact import redact_text
 
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600                             # a temporary this old is a killed run's leftover

@@ -7,7 +7,7 @@ from collections import defaultdict
 from ClusterShell.NodeSet import NodeSet
 from tabulate import tabulate
 
-from nodecheck.model import CheckResult, Status, worst
+from nodecheck.core.model import CheckResult, Status, worst
 from nodecheck.report import Report
 
 REASON_MAX_CHARS = 300                         # one readable line per unhealthy node

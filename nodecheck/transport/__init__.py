@@ -9,7 +9,7 @@ import shlex
 import signal
 from typing import Protocol
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 
 # A remote `timeout` outlives the client's own timeout by this much: the client decides, and the
 # remote one only makes sure a hung tool does not linger on the node after we hung up.

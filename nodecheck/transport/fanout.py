@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import CUT_AT_DEADLINE, Transport
 
 STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import FailedSession
 
 # a background dial's bound: the SSH transport caps it at its own --connect-timeout

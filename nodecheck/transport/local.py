@@ -10,7 +10,7 @@ import threading
 import time
 import traceback
 
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import CappedBuffer, cut_details
 
 KILL_WAIT_S = 2.0                              # after SIGKILL, how long to collect what was printed

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import paramiko
 
-from nodecheck.model import Capture, Node, Outcome, Probe, excerpt, one_line
+from nodecheck.core.model import Capture, Node, Outcome, Probe, excerpt, one_line
 from nodecheck.transport import CappedBuffer, FailedSession, cut_details, remote_command
 from nodecheck.transport.known_hosts import KnownHosts, node_names
 from nodecheck.transport.known_hosts import Verdict as KeyVerdict

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Mapping, Protocol, Sequence
 
-from nodecheck.model import excerpt, one_line
-from nodecheck.redact import redact_text
+from nodecheck.core.model import excerpt, one_line
+from nodecheck.core.redact import redact_text
 from nodecheck.watch.classify import ALARM
 
 EVENT_NAME = "nodecheck.watch"

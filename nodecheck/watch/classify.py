@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 
 from ClusterShell.RangeSet import RangeSet
 
-from nodecheck.crossnode import group_by_value
+from nodecheck.judging.drift import group_by_value
 from nodecheck.parsers.watch_sample import GpuSample, NodeSample, ProgressReading
 from nodecheck.report.table import fold
 from nodecheck.watch.config import WatchConfig

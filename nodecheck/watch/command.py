@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from nodecheck.errors import ConfigError, ParseError
-from nodecheck.model import Capture, Node, Outcome, excerpt, one_line
+from nodecheck.core.errors import ConfigError, ParseError
+from nodecheck.core.model import Capture, Node, Outcome, excerpt, one_line
 from nodecheck.transport.kept import KeptSessions
 from nodecheck.watch.alerts import Deliverer, alert_kind, build_event, channels_of, iso
 from nodecheck.watch.incident import TickHistory, safe_key, tick_record, write_incident
@@ -68,7 +68,7 @@ class Plan:
 class Watcher:
     def __init__(self, plan: Plan, statedir: StateDir, state: WatchState, *, stop: threading.Event,
                  out=None, clock: Callable[[], float] = time.time) -> None:
-        from nodecheck.gatecmd import GateLog
+        from nodecheck.gate.command import GateLog
         self.plan, self.cfg, self.statedir, self.state = plan, plan.cfg, statedir, state
         self.stop, self.out, self.clock = stop, out or sys.stdout, clock
         self.log = GateLog(str(statedir.alert_log), "watch", plan.label)
@@ -367,7 +367,7 @@ def watch_command(args: Namespace) -> int:
             state.fingerprint = fingerprint
         if resumed and isinstance(plan.job, SlurmJob):
             plan.job.seen = True               # an earlier run saw it: a purge now means it ended
-        from nodecheck.commands import _stop_on_signals
+        from nodecheck.app.commands import _stop_on_signals
         # any failure of nodecheck itself, not only inside a tick, is 70 (the unit restarts it): an
         # uncaught exception's 1 would read as the verdict "slow"
         try:
@@ -415,8 +415,8 @@ def _finish(args: Namespace, plan: Plan, watcher: Watcher, state: WatchState, co
 def plan_watch(args: Namespace) -> Plan:
     """Validate everything before the first tick; ConfigError (exit 64) names the option and the fix."""
     from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.commands import _ensure_open_files, _ssh_transport
-    from nodecheck.inventory import load_inventory, select
+    from nodecheck.app.commands import _ensure_open_files, _ssh_transport
+    from nodecheck.config.inventory import load_inventory, select
     from nodecheck.watch.config import apply_overrides, load_watch_config
     cfg = apply_overrides(load_watch_config(args.config), match=args.match, log=args.log, heartbeat=args.heartbeat,
                           interval_s=args.interval, alert_command=args.alert_command, alert_url=args.alert_url,
@@ -473,14 +473,14 @@ def plan_watch(args: Namespace) -> Plan:
 
 
 def _slurm():
-    from nodecheck.slurm import Slurm
+    from nodecheck.gate.slurm import Slurm
     return Slurm()
 
 
 def job_user(config: str | None, job) -> str:
     """Whose progress log and heartbeat the watcher reads (watch/probe.py): commands.job_user_for (the
     watch config's owner, else the Slurm job's user once squeue was read)."""
-    from nodecheck.commands import job_user_for
+    from nodecheck.app.commands import job_user_for
     return job_user_for(config, getattr(job, "user", ""))
 
 

@@ -37,8 +37,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nodecheck.errors import ConfigError
-from nodecheck.yamlsrc import Located, load_file, pydantic_error, shown
+from nodecheck.core.errors import ConfigError
+from nodecheck.config.yaml_source import Located, load_file, pydantic_error, shown
 
 DEFAULT_STEP_REGEX = r"\bstep[:= ]\s*(?P<step>\d+)"
 # "tps: 5,400" (torchtitan: the label first) or "5,400 tokens/s" (the unit after); one group, so the

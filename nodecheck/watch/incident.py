@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from nodecheck.model import Capture, one_line
+from nodecheck.core.model import Capture, one_line
 
 INCIDENT_VERSION = 1
 RAW_TICKS = 12                                 # ticks whose raw probe output the record keeps, at most
@@ -118,7 +118,7 @@ def write_incident(output_dir: str | Path, *, event: Mapping, assessment, ticks:
     """Write the record and return its directory. `event` is the alert event without its "incident"
     field (the caller adds the path this returns); `assessment` a classify.Assessment; `ticks` a
     TickHistory (or a list of tick records)."""
-    from nodecheck.redact import redact_text
+    from nodecheck.core.redact import redact_text
     from nodecheck.report.json import scrub
     from nodecheck.report.store import store_files
     dropped = getattr(ticks, "dropped", 0)

@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Sequence
 
-from nodecheck.model import Node, Outcome, Probe, excerpt, one_line
-from nodecheck.redact import redact_text
+from nodecheck.core.model import Node, Outcome, Probe, excerpt, one_line
+from nodecheck.core.redact import redact_text
 
 CANCEL_TIMEOUT_S = 10.0
 
@@ -53,7 +53,7 @@ class OnHang:
         return self._signal(nodes, stop)
 
     def _slurm(self) -> dict:
-        from nodecheck.slurm import SlurmError
+        from nodecheck.gate.slurm import SlurmError
         verb = {"cancel": "scancel", "requeue": "scontrol requeue"}[self.action]
         try:
             (self.slurm.cancel if self.action == "cancel" else self.slurm.requeue)(self.job_id)

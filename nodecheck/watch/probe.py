@@ -22,7 +22,7 @@ file but root's private ones.
 """
 from __future__ import annotations
 
-from nodecheck.model import Probe
+from nodecheck.core.model import Probe
 from nodecheck.parsers.watch_sample import GPU_FIELDS, TAIL_BYTES
 from nodecheck.probes.shell import ANCESTRY_FUNCTION, JOB_USER, JOB_USER_MAX, OWNED_OPEN_FUNCTION
 from nodecheck.watch.config import WatchConfig

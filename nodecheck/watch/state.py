@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 from nodecheck.report.store import create, make_dirs, shared, write_atomic
 from nodecheck.watch.classify import VERDICTS
 

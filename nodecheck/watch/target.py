@@ -7,8 +7,8 @@ import sys
 from dataclasses import dataclass
 from typing import Sequence
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node, one_line
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node, one_line
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class SlurmJob:
 
     def first(self) -> Target:
         """The first read, at start-up: a job Slurm does not know is bad input (exit 64)."""
-        from nodecheck.slurm import SlurmError
+        from nodecheck.gate.slurm import SlurmError
         try:
             return self._target(self.slurm.job(self.job_id))
         except SlurmError as e:
@@ -53,7 +53,7 @@ class SlurmJob:
             raise
 
     def read(self) -> Target:
-        from nodecheck.slurm import SlurmError
+        from nodecheck.gate.slurm import SlurmError
         try:
             return self._target(self.slurm.job(self.job_id))
         except SlurmError as e:
@@ -81,7 +81,7 @@ class SlurmJob:
 def _first_read(job: SlurmJob) -> Target | None:
     """Slurm mode's first read: an unknown job is bad input; scontrol failing for another reason is
     told, and the loop keeps asking (slurmctld may be restarting)."""
-    from nodecheck.slurm import SlurmError
+    from nodecheck.gate.slurm import SlurmError
     try:
         return job.first()
     except SlurmError as e:

@@ -12,8 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.container import CONTAINER_SCRIPT, ContainerDigest, container_probes
-from nodecheck.model import Node, Outcome, Status
-from nodecheck.registry import all_checks
+from nodecheck.core.model import Node, Outcome, Status
+from nodecheck.core.registry import all_checks
 from nodecheck.transport.local import LocalSession
 from tests.helpers import captures, data
 

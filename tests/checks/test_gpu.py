@@ -17,13 +17,13 @@ from pydantic import ValidationError
 
 from nodecheck.checks.gpu import (GPU, GPU_SCRIPT, GpuCount, GpuHealth, GpuProcesses, gpu_count,
                                   gpu_health, gpu_processes, parse_gpu_probe)
-from nodecheck.crossnode import PinOrDrift
-from nodecheck.errors import ParseError
-from nodecheck.model import Capture, Status, Verdict
+from nodecheck.judging.drift import PinOrDrift
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Capture, Status, Verdict
 from nodecheck.parsers.gpu import GpuFacts, GpuProcess, NvLink
-from nodecheck.playbook import PlannedCheck
-from nodecheck.registry import all_checks
-from nodecheck.runner import judge_node
+from nodecheck.config.playbook import PlannedCheck
+from nodecheck.core.registry import all_checks
+from nodecheck.run.runner import judge_node
 from tests.helpers import captures, data
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as
 from tests.parsers.test_nvidia_smi import H100_CSV, H100_CSV_GPUS

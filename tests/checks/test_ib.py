@@ -5,9 +5,9 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
-from nodecheck.errors import ParseError
-from nodecheck.model import Status, Verdict
-from nodecheck.registry import all_checks
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status, Verdict
+from nodecheck.core.registry import all_checks
 from tests.helpers import captures, data
 
 PASS, FAIL, ERROR = Status.PASS, Status.FAIL, Status.ERROR
@@ -238,9 +238,9 @@ def test_empty_output_with_another_exit_code_is_an_error_not_no_device():
 def test_empty_output_is_judged_by_how_ibstat_ended(exit_code, outcome, status, message):
     """Only a clean exit makes "nothing printed" mean "no device"; the runner's own wording for a
     bad exit (owned by the runner) is matched by its part that names how ibstat ended."""
-    from nodecheck.model import Capture, Outcome
-    from nodecheck.playbook import PlannedCheck
-    from nodecheck.runner import judge_node
+    from nodecheck.core.model import Capture, Outcome
+    from nodecheck.config.playbook import PlannedCheck
+    from nodecheck.run.runner import judge_node
     spec = all_checks()["ib.ports"]
     params = IbPorts(**NDR)
     capture = Capture("node001", IBSTAT.name, IBSTAT.argv, Outcome(outcome), exit_code, "", "", 10.0,

@@ -5,7 +5,7 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, error_counters
-from nodecheck.model import Status
+from nodecheck.core.model import Status
 from tests.helpers import captures, data
 
 BEFORE = data("perfquery/infiniband_exporter-extended-2ports-capmask2.txt")
@@ -14,7 +14,7 @@ AFTER_BAD = data("scenarios/derived-perfquery-x-2ports-linkdowned-plus1-symbol-4
 
 def sysfs(**values: str) -> dict:
     """Every judged counter's sysfs file at 0, and the given ones (sysfs names)."""
-    from nodecheck.counters import COUNTERS
+    from nodecheck.judging.counter_rules import COUNTERS
     from nodecheck.checks.ib_counters import JUDGED
     return {**{COUNTERS[n].sysfs_name: "0" for n in JUDGED}, **values}
 

@@ -11,10 +11,10 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.active import ActiveContext, CommandRunner
+from nodecheck.run.active import ActiveContext, CommandRunner
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.ib_pairs import IbPairs, pair_bandwidth
-from nodecheck.model import Capture, Node, Outcome, Status
+from nodecheck.core.model import Capture, Node, Outcome, Status
 from tests.helpers import data
 
 IBSTAT_OK = data("ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from nodecheck.active import ActiveContext, CommandRunner
+from nodecheck.run.active import ActiveContext, CommandRunner
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.ib_pairs import IbPairs, _round_needs, pair_bandwidth
-from nodecheck.model import Capture, Node, Outcome, Status
+from nodecheck.core.model import Capture, Node, Outcome, Status
 from tests.checks.test_ib_pairs import FAST, IBSTAT_OK, SLOW, ScriptedCluster
 
 PARAMS = {"devices": ["mlx5_0"], "bw_gbps": {"fail_below": 100}}

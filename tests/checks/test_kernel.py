@@ -7,11 +7,11 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.kernel import KERNEL_LOG, KERNEL_LOG_SCRIPT, OomParams, XidParams, gpu_xid, node_oom
-from nodecheck.errors import ParseError
-from nodecheck.model import Status, Verdict
-from nodecheck.playbook import PlannedCheck
-from nodecheck.registry import all_checks
-from nodecheck.runner import judge_node
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status, Verdict
+from nodecheck.config.playbook import PlannedCheck
+from nodecheck.core.registry import all_checks
+from nodecheck.run.runner import judge_node
 from tests.helpers import captures, data
 
 PASS, WARN, FAIL, ERROR = Status.PASS, Status.WARN, Status.FAIL, Status.ERROR

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.active import ActiveContext, CommandRunner
+from nodecheck.run.active import ActiveContext, CommandRunner
 from nodecheck.checks import nccl_env as ne
 from nodecheck.checks.nccl_env import NcclEnv, judge_node
-from nodecheck.model import Capture, Node, Outcome, Status
-from nodecheck.ncclvars import parse_nccl_list, strtoll, torch_bool, torch_int
-from nodecheck.parsers.ncclenv import parse_probe
+from nodecheck.core.model import Capture, Node, Outcome, Status
+from nodecheck.judging.nccl_settings import parse_nccl_list, strtoll, torch_bool, torch_int
+from nodecheck.parsers.nccl_config import parse_probe
 from nodecheck.probes import reachability
 from tests.parsers.test_ncclenv import LIFETIME, output
 

@@ -9,14 +9,14 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.active import ActiveContext, CommandRunner
+from nodecheck.run.active import ActiveContext, CommandRunner
 
 from nodecheck.checks import nccl_tests
 from nodecheck.checks.nccl_tests import NcclMulti, NcclSingle, judge_output
-from nodecheck.jobenv import LOADS_OR_WRITES
-from nodecheck.model import Capture, Node, Outcome, Status
-from nodecheck.probes import nccltest
-from nodecheck.registry import all_checks
+from nodecheck.config.job_env import LOADS_OR_WRITES
+from nodecheck.core.model import Capture, Node, Outcome, Status
+from nodecheck.probes import nccl_tests as nccltest
+from nodecheck.core.registry import all_checks
 from tests.helpers import captures, data
 
 A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from nodecheck.checks import roce
-from nodecheck.model import Status
+from nodecheck.core.model import Status
 from nodecheck.parsers.gids import RdmaPort
 from tests.helpers import captures
 

@@ -8,9 +8,9 @@ from pydantic import ValidationError
 
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.checks.versions import VERSIONS, VERSIONS_SCRIPT
-from nodecheck.crossnode import PinOrDrift
-from nodecheck.model import Probe, Status
-from nodecheck.registry import all_checks
+from nodecheck.judging.drift import PinOrDrift
+from nodecheck.core.model import Probe, Status
+from nodecheck.core.registry import all_checks
 from tests.helpers import captures, data
 # NVIDIA/nccl#1991's ldconfig line and the probe's readlink target for it
 from tests.parsers.test_versions import DEB, DEB_TARGET

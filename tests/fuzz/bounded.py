@@ -8,7 +8,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 
 _FORK = multiprocessing.get_context("fork")
 

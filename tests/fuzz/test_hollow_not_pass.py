@@ -13,8 +13,8 @@ from hypothesis import given, strategies as st
 
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
 from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, error_counters
-from nodecheck.errors import ParseError
-from nodecheck.model import Status, worst
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status, worst
 from tests.checks import test_gpu, test_kernel, test_nccl_tests, test_roce
 from tests.checks.test_ib_counters import read
 from tests.fuzz.mutations import FUZZ, decoded

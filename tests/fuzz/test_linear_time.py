@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from tests.fuzz.bounded import run_bounded
 from tests.fuzz.targets import TARGETS, Target
 

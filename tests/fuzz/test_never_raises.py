@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from tests.fuzz.bounded import run_bounded
 from tests.fuzz.mutations import FUZZ, mutated, wholly_odd
 from tests.fuzz.targets import TARGETS, Target

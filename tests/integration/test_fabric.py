@@ -123,7 +123,7 @@ def test_a_missing_hca_or_tool_fails_the_pairs_with_the_tools_words(cluster, tmp
 
 def test_counters_fall_back_to_sysfs_without_perfquery(cluster, tmp_path):
     from nodecheck.checks.ib_counters import JUDGED
-    from nodecheck.counters import COUNTERS
+    from nodecheck.judging.counter_rules import COUNTERS
     counters = {**{COUNTERS[n].sysfs_name: "0\n" for n in JUDGED}, "symbol_error": "3\n",
                 "port_xmit_wait": "4294967295\n"}
     files = {"mlx5_0/ports/1/link_layer": "InfiniBand\n", "mlx5_0/ports/1/state": "4: ACTIVE\n",

@@ -284,7 +284,7 @@ def test_descriptors_above_1023_do_not_break_a_session(cluster, tmp_path):
     """A large fan-out raises the open-file limit; waiting on a channel must not use select()."""
     import resource
 
-    from nodecheck.model import Node, Probe
+    from nodecheck.core.model import Node, Probe
     from nodecheck.transport.ssh import SshTransport
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))

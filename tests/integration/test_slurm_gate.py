@@ -17,7 +17,7 @@ import yaml
 from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node
 from integration.runs import nodecheck
 from nodecheck.parsers.slurm import reason_body, reason_mark
-from nodecheck.slurm import expand_hostlist, is_ours
+from nodecheck.gate.slurm import expand_hostlist, is_ours
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.slurm import Slurm, SlurmError
+from nodecheck.gate.slurm import Slurm, SlurmError
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from harness.scenarios import (IBSTAT_PORT_DOWN, NCCL_GOOD, NCCL_STALE, NVML_REM
                                gpu_node, ib_counters)
 
 from integration.runs import nodecheck
-from nodecheck.playbook import load_playbook
+from nodecheck.config.playbook import load_playbook
 
 NODES = ("node1", "node2", "node3", "node4")
 

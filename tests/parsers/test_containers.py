@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.containers import (
     ImageMissing, ImageRecord, ImageRow, PyxisError, Sha256Sums, digest_of, digests_of,
     parse_enroot_list, parse_image_inspect, parse_images_digests_table, parse_pyxis_log,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import DATA
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.flight_recorder import MAX_DEPTH, MAX_DUMP_BYTES, FRFrame, FRGroup, FRGroupStatus, parse_dump
 
 FR = DATA / "flight-recorder"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers import flight_recorder
 from nodecheck.parsers.flight_recorder import MAX_DEPTH, MAX_EXPANDED, parse_dump
 from tests.helpers import DATA

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.forensics import parse_fetch, parse_snapshot, parse_stacks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "forensics"

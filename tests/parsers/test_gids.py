@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gids import (
     Gid,
     RdmaLink,

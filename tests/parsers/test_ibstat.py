@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.ibstat import IbstatFacts, parse_ibstat, parse_ibstat_p, parse_ibstatus
 
 TOOLS = ("ibstat", "ibstatus", "ibstat-p")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.nccl_tests import parse_nccl_tests_json
 from nodecheck.parsers.perftest import parse_perftest_json

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.nccl_tests import (INFO_MAX, UNKNOWN_MAX, Measurement, NcclTestRun, RankDevice, SizeRow, Stage,
                                           human_bytes, parse_nccl_tests, parse_nccl_tests_json)
 

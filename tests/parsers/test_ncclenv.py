@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.errors import ParseError
-from nodecheck.parsers.ncclenv import parse_probe
+from nodecheck.core.errors import ParseError
+from nodecheck.parsers.nccl_config import parse_probe
 
 LIFETIME = "\\       valid_lft forever preferred_lft forever"
 IP_ADDRS = "".join(f"{line}{LIFETIME}\n" for line in (
@@ -59,7 +59,7 @@ def test_the_probe_output_is_read_into_facts():
 
 def test_a_long_unreadable_line_is_quoted_bounded():
     # issue 17: every message that quotes input quotes a bounded excerpt
-    from nodecheck.parsers.ncclenv import key_values
+    from nodecheck.parsers.nccl_config import key_values
     with pytest.raises(ParseError) as caught:
         key_values("x" * 1_000_000, "=", "env")
     assert len(caught.value.reason) < 200 and caught.value.reason.startswith("expected KEY'='VALUE, got 'xxx")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.networkmanager import (
     is_unmanaged,
     parse_nmcli_devices,

@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvidia_smi import (
     COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, NvLinkRemote, QFacts, Topo, gpu_facts_from_nvidia_smi,

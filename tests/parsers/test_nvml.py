@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nodecheck.errors import ParseError
-from nodecheck.model import excerpt
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import excerpt
 from nodecheck.parsers.gpu import Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvml import NvmlUnavailable, parse_nvml_probe
 

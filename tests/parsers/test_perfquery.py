@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.perfquery import (
     BASIC_WIDTHS, PortCounters, counters_from_sysfs, parse_ibqueryerrors, parse_perfquery,
     parse_sysfs_counter_loop, parse_sysfs_rate)

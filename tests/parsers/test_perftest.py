@@ -8,7 +8,7 @@ from ipaddress import IPv6Address
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.perftest import (ERROR_KINDS, MIB_PER_S_IN_GBPS, BwRow, LatRow, PerftestError,
                                         parse_perftest, parse_perftest_json)
 

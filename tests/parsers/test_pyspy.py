@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.pyspy import (PyFrame, PyStacks, main_thread, parse_pyspy_dump, parse_pyspy_json,
                                      pyspy_failure)
 from tests.fakes import freeze

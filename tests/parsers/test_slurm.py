@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.slurm import (OLD_OWNER, OWNER, NodeState, parse_show_node, reason_body, reason_mark,
                                       reason_owner)
 

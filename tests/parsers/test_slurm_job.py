@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.slurm import parse_show_job, parse_squeue_job
 from tests.helpers import data, data_files
 

@@ -2,7 +2,7 @@ import subprocess
 
 import pytest
 
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, Unreadable, parse_sysfs_dump
 
 

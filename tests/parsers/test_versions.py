@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data, data_files
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.versions import (
     NcclLib, NcclLibs, NetPlugin, OsRelease, parse_ldconfig_nccl, parse_nccl_conf,
     parse_nccl_debug_plugin, parse_nccl_debug_version, parse_nccl_env, parse_nccl_header,

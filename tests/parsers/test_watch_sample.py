@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.helpers import data
-from nodecheck.errors import ParseError
+from nodecheck.core.errors import ParseError
 from nodecheck.parsers.sections import Section
 from nodecheck.parsers.watch_sample import (LINE_CHARS, TAIL_BYTES, GpuSample, Proc, read_gpus, parse_sample,
                                             read_progress)
@@ -247,7 +247,7 @@ def test_probe_under_a_login_shell_that_does_not_exec_counts_no_ancestor(tmp_pat
     """sshd runs `$SHELL -c LINE`; a shell that does not exec the last command (or a wrapper) stays the
     probe's grandparent with the pattern in its argv: it was listed as the job's process, so a node
     whose job had died read as running."""
-    from nodecheck.model import Probe
+    from nodecheck.core.model import Probe
     from nodecheck.transport import remote_command
     argv = sample_argv(WatchConfig(match="nodecheck-no-such-train.py"), "n1")
     line = remote_command(Probe("watch", argv), 20) + "; :"           # "; :": bash cannot exec it

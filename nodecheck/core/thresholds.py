@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
-from nodecheck.model import Status, Verdict
+from nodecheck.core.model import Status, Verdict
 
 
 def fmt(value: Any) -> str:

@@ -43,9 +43,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, NamedTuple, Sequence
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import SEVERITY, Status
-from nodecheck.redact import redact_text
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import SEVERITY, Status
+from nodecheck.core.redact import redact_text
 from nodecheck.report import exit_code_for
 from nodecheck.report.diff import (FACT_CHECKS, KEPT_COUNTERS, CounterRow, Measurement, NodeSweep, ResultRow,
                                    SweepSnapshot, natural)

@@ -1,6 +1,6 @@
 """The gate's decisions, pure: from a Report (and the nodes' Slurm states) to which nodes to drain,
 which to resume, and when to trust nothing (the mass-drain breaker). Nothing here runs a command:
-nodecheck.slurm changes node states, nodecheck.gatecmd runs the checks and applies a Decision.
+nodecheck.gate.slurm changes node states, nodecheck.gate.command runs the checks and applies a Decision.
 
 The rules every mode shares (prolog, prolog --controller, health, sweep --drain/--resume):
 * a node is drained only for a judged failure: a status in `drain_on` (default: fail). ERROR (a
@@ -23,7 +23,7 @@ from typing import Iterable, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.model import Capture, CheckResult, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, CheckResult, Status, Verdict, excerpt
 from nodecheck.parsers.slurm import NodeState, reason_body
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
@@ -66,7 +66,7 @@ class Blame:
 
     def reason(self, max_chars: int, token: str = "") -> str:
         """The Slurm drain reason: 'nodecheck[<mark>]: <check> <message>', one line, bounded."""
-        from nodecheck.slurm import drain_reason
+        from nodecheck.gate.slurm import drain_reason
         return drain_reason(self.check, self.message, max_chars, token)
 
 

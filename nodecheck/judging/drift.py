@@ -13,9 +13,9 @@ from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence, Uni
 from ClusterShell.NodeSet import NodeSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nodecheck.errors import ParseError
-from nodecheck.model import Status, Verdict, excerpt
-from nodecheck.thresholds import Action
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status, Verdict, excerpt
+from nodecheck.core.thresholds import Action
 
 Grouped = tuple[tuple[str, ...], Verdict]      # (the nodes a verdict is about, the verdict)
 

@@ -15,9 +15,9 @@ from nodecheck.checks.versions import VERSIONS
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.versions import parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env, parse_nccl_header
 from nodecheck.checks.values import VALUE_CHECKS
-from nodecheck.crossnode import Absent, PinOrDrift, fold, group_by_value
-from nodecheck.errors import ParseError
-from nodecheck.model import Capture, Node, Outcome, Probe
+from nodecheck.judging.drift import Absent, PinOrDrift, fold, group_by_value
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.transport import Transport
 from nodecheck.transport.fanout import run_probes

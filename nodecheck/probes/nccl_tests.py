@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from nodecheck.jobenv import ENV_NAME, probe_env, travels
-from nodecheck.model import Probe
+from nodecheck.config.job_env import ENV_NAME, probe_env, travels
+from nodecheck.core.model import Probe
 from nodecheck.probes.pairtest import ARGUMENT
 
 # binary name of each collective nccl-tests measures

@@ -20,9 +20,9 @@ from typing import Mapping, Sequence
 
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
-from nodecheck.errors import ConfigError, ParseError
-from nodecheck.inventory import MAX_NODES, size_bound
-from nodecheck.model import excerpt, one_line
+from nodecheck.core.errors import ConfigError, ParseError
+from nodecheck.config.inventory import MAX_NODES, size_bound
+from nodecheck.core.model import excerpt, one_line
 from nodecheck.parsers.slurm import (MARK_CHARS, OLD_OWNER, OWNER, SQUEUE_FORMAT, JobRecord, NodeState,
                                       parse_show_node, parse_squeue_job, reason_mark, reason_owner)
 

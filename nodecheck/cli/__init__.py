@@ -14,7 +14,7 @@ EXIT_CODES = """exit codes:
 
 # Bounds on numeric arguments: a typo (1e10, inf) is bad input, not an OverflowError mid-run.
 # Kept here, not imported, because --help must not import pydantic; MAX_DEADLINE_S equals
-# nodecheck.playbook.MAX_DEADLINE_S (a test holds them together).
+# nodecheck.config.playbook.MAX_DEADLINE_S (a test holds them together).
 MAX_DEADLINE_S = 86_400.0                      # a day: far beyond any pre-job check
 MAX_CONNECT_TIMEOUT_S = 600.0                  # an SSH handshake slower than 10 minutes is a dead node
 DEFAULT_FANOUT = 64                            # as clush: enough for speed, gentle on sshd MaxStartups
@@ -387,18 +387,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help()
         return 64
-    from nodecheck.errors import ConfigError     # imported late: --help must start fast
+    from nodecheck.core.errors import ConfigError     # imported late: --help must start fast
     try:
         if args.command == "checks":
-            from nodecheck.commands import list_checks
+            from nodecheck.app.commands import list_checks
             print(list_checks(), end="")
             return 0
-        from nodecheck import commands
+        from nodecheck.app import commands as commands
         if args.command in ("prolog", "health"):
-            from nodecheck import gatecmd
+            from nodecheck.gate import command as gatecmd
             return gatecmd.gate_command(args)
         if args.command == "sweep":
-            from nodecheck.sweep import sweep_command
+            from nodecheck.fleet.sweep import sweep_command
             return sweep_command(args)
         if args.command == "job-check":
             from nodecheck.job.command import job_check_command
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             from nodecheck.forensics.command import forensics_command
             return forensics_command(args)
         if args.command == "history":
-            from nodecheck.history import history_command
+            from nodecheck.fleet.history import history_command
             return history_command(args)
         return {"run": commands.run_command, "facts": commands.facts_command,
                 "baseline": commands.baseline_command}[args.command](args)

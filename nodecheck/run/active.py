@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from nodecheck.model import Capture, Node, Outcome, Probe
-from nodecheck.redact import redact_argv, redact_text
+from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.core.redact import redact_argv, redact_text
 from nodecheck.transport import CUT_AT_DEADLINE, Session, Transport
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out

@@ -9,14 +9,14 @@ import threading
 from argparse import Namespace
 from contextlib import contextmanager
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node
 
 
 def run_command(args: Namespace) -> int:
     """`nodecheck run`: validate everything, run, then report; returns the exit code."""
-    from nodecheck import runner
-    from nodecheck.playbook import load_playbook
+    from nodecheck.run import runner as runner
+    from nodecheck.config.playbook import load_playbook
 
     playbook = load_playbook(args.playbook, tuple(args.pins), getattr(args, "job_env", None))
     if getattr(args, "job_env", None):
@@ -100,7 +100,7 @@ FACTS_DEADLINE_S = 300.0                       # facts/baseline without --deadli
 def facts_command(args: Namespace) -> int:
     """`nodecheck facts`: every node's facts, unjudged; exit 3 if some could not be read."""
     import json
-    from nodecheck import facts
+    from nodecheck.run import facts as facts
 
     g = _gather(args)
     data = facts.all_facts(g)
@@ -118,7 +118,7 @@ def facts_command(args: Namespace) -> int:
 def baseline_command(args: Namespace) -> int:
     """`nodecheck baseline`: the pins the nodes agree on, as an includable YAML file on stdout."""
     from datetime import datetime, timezone
-    from nodecheck import facts
+    from nodecheck.run import facts as facts
     from nodecheck.report.table import fold
 
     g = _gather(args)
@@ -152,7 +152,7 @@ def _yaml_str(value: str) -> str:
 
 
 def _gather(args: Namespace):
-    from nodecheck import facts
+    from nodecheck.run import facts as facts
     from nodecheck.checks.container import ContainerDigest
     from pydantic import ValidationError
 
@@ -184,7 +184,7 @@ def _facts_table(data: dict, value_checks) -> str:
 
 def _reach(args: Namespace) -> tuple[list[Node], object]:
     """The nodes named by the arguments and the transport that reaches them."""
-    from nodecheck.inventory import load_inventory, select
+    from nodecheck.config.inventory import load_inventory, select
 
     if args.local:
         if args.inventory or args.nodes:
@@ -199,7 +199,7 @@ def _reach(args: Namespace) -> tuple[list[Node], object]:
 
 def _targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], object]:
     """The nodes to run on, those the playbook leaves out, and the transport that reaches them."""
-    from nodecheck.playbook import split_selected
+    from nodecheck.config.playbook import split_selected
     from nodecheck.report.table import fold
 
     nodes, transport = _reach(args)
@@ -323,7 +323,7 @@ def _ensure_open_files(fanout: int) -> None:
 
 
 def list_checks() -> str:
-    from nodecheck.registry import all_checks
+    from nodecheck.core.registry import all_checks
     lines = []
     for name, spec in sorted(all_checks().items()):
         lines.append(f"{name}  ({spec.scope})  {spec.description}")

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Mapping
 
 from pydantic import AfterValidator, BeforeValidator
 
-from nodecheck.errors import ConfigError
-from nodecheck.redact import is_secret_name
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.redact import is_secret_name
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)   # \Z: "$" would let "NAME\n" through
 _ASSIGNMENT = re.compile(r"^(export[ \t]+)?([^=\s]*)=")

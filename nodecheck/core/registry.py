@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence, Union
 
-from nodecheck.model import Capture, Probe, Verdict
+from nodecheck.core.model import Capture, Probe, Verdict
 
 Captures = Mapping[str, Capture]               # a node's captures, keyed by probe name
 # scope "node": judge(captures, params) -> Verdicts about that node.

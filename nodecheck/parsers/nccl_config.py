@@ -12,8 +12,8 @@ import reprlib
 from dataclasses import dataclass
 from typing import Mapping
 
-from nodecheck.errors import ParseError
-from nodecheck.model import excerpt
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import excerpt
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import Section, Sections, split_sections
 from nodecheck.parsers.sysfs import parse_sysfs_dump

@@ -1,7 +1,7 @@
 """The two kinds of expected failure: bad operator input and tool output a parser cannot read."""
 from __future__ import annotations
 
-from nodecheck.model import excerpt as bounded
+from nodecheck.core.model import excerpt as bounded
 
 
 class ConfigError(Exception):

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import SHOWN_MAX_CHARS, shown  # noqa: F401 - shown: this module's callers quote with it
-from nodecheck.redact import mask_url_credentials
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import SHOWN_MAX_CHARS, shown  # noqa: F401 - shown: this module's callers quote with it
+from nodecheck.core.redact import mask_url_credentials
 
 Loc = tuple  # a path into the document: ("nodes", "gpu[001-008]", "address")
 

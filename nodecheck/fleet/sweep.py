@@ -17,7 +17,7 @@ from argparse import Namespace
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from nodecheck.errors import ConfigError
+from nodecheck.core.errors import ConfigError
 
 MAX_OFFENDER_WINDOW = 1000                     # sweeps; hourly, that is six weeks
 
@@ -90,10 +90,10 @@ def _check_metrics_path(path: str) -> None:
 
 
 def sweep_command(args: Namespace) -> int:
-    from nodecheck import gatecmd
-    from nodecheck.commands import _ensure_open_files, _progress, _stop_on_signals, _targets
-    from nodecheck.history import History
-    from nodecheck.playbook import load_playbook
+    from nodecheck.gate import command as gatecmd
+    from nodecheck.app.commands import _ensure_open_files, _progress, _stop_on_signals, _targets
+    from nodecheck.fleet.history import History
+    from nodecheck.config.playbook import load_playbook
 
     k, n = parse_offender(args.offender)
     check_keep(args.keep, k, n)
@@ -102,7 +102,7 @@ def sweep_command(args: Namespace) -> int:
     if args.drain or args.resume:
         # the gate config before anything runs: an error in it must not surface after a fleet-wide
         # sweep (its output lost, exit 64), and its retries and drain_on are the run's, not only the drain's
-        from nodecheck import gateconfig
+        from nodecheck.gate import config as gateconfig
         gateconfig.apply(args, gateconfig.load(gateconfig.config_path(args.config), "sweep")[0])
     playbook = load_playbook(args.playbook, tuple(args.pins))
     nodes, excluded, transport = _targets(args, playbook)
@@ -129,7 +129,7 @@ def _open_history(path: Path):
     database must not cost the fleet its sweep: the sweep runs, reports and says why it was not
     recorded; the file is left exactly as it is (never deleted, never moved: it may be evidence, or
     another program's), and the exit code is never 0 or 1."""
-    from nodecheck.history import History
+    from nodecheck.fleet.history import History
     try:
         return History.open(path)
     except ConfigError as e:
@@ -138,7 +138,8 @@ def _open_history(path: Path):
 
 
 def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int) -> int:
-    from nodecheck import __version__, gatecmd
+    from nodecheck import __version__
+    from nodecheck.gate import command as gatecmd
     from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN
     from nodecheck.report import diff as D
     from nodecheck.report import json as report_json

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from nodecheck.parsers.ncclenv import NcclConf
-from nodecheck.redact import redact_value
+from nodecheck.parsers.nccl_config import NcclConf
+from nodecheck.core.redact import redact_value
 
 JOB, NODE = "job environment", "node environment"
 DEFAULT_MASTER_PORT = 29500                    # torchrun's and torch.distributed's default MASTER_PORT

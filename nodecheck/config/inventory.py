@@ -9,9 +9,9 @@ from typing import Optional
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node
-from nodecheck.yamlsrc import Located, load_file, pydantic_error, shown
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node
+from nodecheck.config.yaml_source import Located, load_file, pydantic_error, shown
 
 DEFAULT_SSH_PORT = 22
 

@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from nodecheck import __version__
-from nodecheck.active import ActiveContext, CommandRunner
-from nodecheck.errors import ParseError
-from nodecheck.model import (Capture, CheckResult, Evidence, Node, Outcome, Probe, Status, Verdict,
+from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import (Capture, CheckResult, Evidence, Node, Outcome, Probe, Status, Verdict,
                              excerpt)
-from nodecheck.playbook import PlannedCheck, Playbook
+from nodecheck.config.playbook import PlannedCheck, Playbook
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import redacted
 from nodecheck.transport import CUT_AT_DEADLINE, Transport, signal_name

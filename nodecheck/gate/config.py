@@ -25,8 +25,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.gate import DrainOn
-from nodecheck.yamlsrc import load_file, pydantic_error
+from nodecheck.gate.decide import DrainOn
+from nodecheck.config.yaml_source import load_file, pydantic_error
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 FALLBACK = "/etc/nodecheck/gate.yml"

@@ -11,11 +11,11 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.errors import ConfigError
-from nodecheck.gate import GateSettings
-from nodecheck.model import Node, Probe
-from nodecheck.registry import CheckSpec, all_checks
-from nodecheck.yamlsrc import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
+from nodecheck.core.errors import ConfigError
+from nodecheck.gate.decide import GateSettings
+from nodecheck.core.model import Node, Probe
+from nodecheck.core.registry import CheckSpec, all_checks
+from nodecheck.config.yaml_source import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
 
 DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
 # Upper bounds, so a typo (1e10) or .inf is an error at load time, not an OverflowError when the
@@ -24,9 +24,9 @@ MAX_DEADLINE_S = 86_400.0
 MAX_TIMEOUT_S = 86_400.0
 # Shipped playbooks: playbooks/ beside the package in a source checkout; installed, pyproject maps
 # them into the package as nodecheck/playbooks/.
-SHIPPED = next((p for p in (Path(__file__).resolve().parent / "playbooks",
-                            Path(__file__).resolve().parent.parent / "playbooks") if p.is_dir()),
-               Path(__file__).resolve().parent / "playbooks")
+_PACKAGE = Path(__file__).resolve().parents[1]
+SHIPPED = next((p for p in (_PACKAGE / "playbooks", _PACKAGE.parent / "playbooks") if p.is_dir()),
+               _PACKAGE / "playbooks")
 
 
 class Select(BaseModel):
@@ -43,7 +43,7 @@ class PlaybookFile(BaseModel):
                               strict=True)
     select: Select = Select()
     include: list[str] = []                    # pins files (nodecheck baseline), relative to this file
-    gate: GateSettings = GateSettings()        # Slurm gate / sweep drain policy (nodecheck.gate)
+    gate: GateSettings = GateSettings()        # Slurm gate / sweep drain policy (nodecheck.gate.decide)
     checks: dict[str, Optional[dict]]
 
 
@@ -153,7 +153,7 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
             parts.insert(len(parts) - 1 if name in book.checks else len(parts), (inc, block or {}))
     env = None
     if job_env is not None:
-        from nodecheck.jobenv import load_job_env
+        from nodecheck.config.job_env import load_job_env
         env = load_job_env(job_env)
         included_files.append((str(Path(job_env).resolve()), hashlib.sha256(Path(job_env).read_bytes()).hexdigest()))
         digest.update(included_files[-1][1].encode())

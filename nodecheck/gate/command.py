@@ -1,6 +1,6 @@
 """The Slurm gate commands (prolog, prolog --controller, health) and the gate steps sweeps share:
-run with retries for flaky-prone checks, decide (nodecheck.gate), drain/resume politely
-(nodecheck.slurm), log every change with its evidence path.
+run with retries for flaky-prone checks, decide (nodecheck.gate.decide), drain/resume politely
+(nodecheck.gate.slurm), log every change with its evidence path.
 
 What Slurm does with the exit code decides the etiquette here:
 * node Prolog: any non-zero exit drains the node ("Prolog error") and requeues the job. So it
@@ -28,11 +28,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
 
-from nodecheck import gate
-from nodecheck.errors import ConfigError
-from nodecheck.model import Node, Status, one_line
-from nodecheck.playbook import Playbook
-from nodecheck.redact import redact_text
+from nodecheck.gate import decide as gate
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node, Status, one_line
+from nodecheck.config.playbook import Playbook
+from nodecheck.core.redact import redact_text
 from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report, store
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -61,7 +61,7 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
     the playbook's gate.retries) within the same deadline; a failure stands only if it repeated in
     every attempt (gate.merge_attempts). Node-scope checks re-run on the failing nodes only; a
     cross-node check (pair tests) on all the run's nodes, since its partners matter."""
-    from nodecheck import runner
+    from nodecheck.run import runner as runner
     started = time.monotonic()
     total = deadline_s or playbook.deadline_s
     stop = stop or threading.Event()
@@ -169,7 +169,7 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
     """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
     node's state first and never touches another's drain). Logs each change with its evidence.
     `token`: the site's drain token, whose mark makes a reason nodecheck's."""
-    from nodecheck.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
+    from nodecheck.gate.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
     done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
     why_failed: list[tuple[str, str]] = []
     if decision.tripped:
@@ -220,7 +220,7 @@ def gate_command(args: Namespace) -> int:
     job = os.environ.get("SLURM_JOB_ID")
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, mode, job)
     try:
-        from nodecheck import gateconfig
+        from nodecheck.gate import config as gateconfig
         options, _ = gateconfig.load(gateconfig.config_path(args.config), mode)
         gateconfig.apply(args, options)
         log.path = args.log_file or DEFAULT_LOG_FILE
@@ -228,7 +228,7 @@ def gate_command(args: Namespace) -> int:
         return {"prolog": _node_prolog, "controller": _controller, "health": _health}[mode](args, log, job)
     except ConfigError as e:
         if not args.log_file:                  # the file is invalid: log where it meant us to, if it says
-            from nodecheck import gateconfig
+            from nodecheck.gate import config as gateconfig
             try:
                 log.path = gateconfig.salvage_log_file(gateconfig.config_path(args.config), mode) or log.path
             except Exception:
@@ -269,13 +269,13 @@ def _token(args: Namespace) -> str:
 
 
 def _slurm(args: Namespace, timeout_s: float = 10.0):
-    from nodecheck.slurm import Slurm
+    from nodecheck.gate.slurm import Slurm
     return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
 
 def _load(args: Namespace, mode: str) -> Playbook:
-    from nodecheck.commands import prolog_job_user, with_job_user
-    from nodecheck.playbook import load_playbook
+    from nodecheck.app.commands import prolog_job_user, with_job_user
+    from nodecheck.config.playbook import load_playbook
     playbook = load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
     # the node Prolog reads files the job names (its NCCL_CONF_FILE) as the job's user would
     return with_job_user(playbook, prolog_job_user()) if mode == "prolog" else playbook
@@ -309,7 +309,7 @@ def _tail(where: str | None, report: Report) -> str:
 
 
 def _stopper():
-    from nodecheck.commands import _stop_on_signals
+    from nodecheck.app.commands import _stop_on_signals
     return _stop_on_signals()
 
 
@@ -326,7 +326,7 @@ def _first_line(report: Report, decision: gate.Decision) -> str:
 
 def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     """This node, locally, within the budget; drain itself on a judged failure."""
-    from nodecheck.commands import _local_transport
+    from nodecheck.app.commands import _local_transport
     node = _this_node_name()
     playbook = _load(args, "prolog")
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
@@ -385,7 +385,7 @@ def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Repor
     breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
                                since=report.started - timedelta(seconds=settings.breaker_window_s), token=token)
     if breaker:
-        from nodecheck.slurm import resume_politely
+        from nodecheck.gate.slurm import resume_politely
         time.sleep(settings.settle_s)          # hold our drain one more period: slower runs still count it
         change = resume_politely(slurm, node, token)
         log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
@@ -394,7 +394,7 @@ def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Repor
 
 def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime,
                      token: str = "") -> str:
-    from nodecheck.slurm import SlurmError
+    from nodecheck.gate.slurm import SlurmError
     try:
         states = slurm.nodes()
     except SlurmError as e:
@@ -405,9 +405,9 @@ def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLo
 
 def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
     """The job's nodes (SLURM_JOB_NODELIST), reached as the inventory says (or by name)."""
-    from nodecheck.commands import _ssh_transport
-    from nodecheck.inventory import load_inventory
-    from nodecheck.slurm import expand_hostlist
+    from nodecheck.app.commands import _ssh_transport
+    from nodecheck.config.inventory import load_inventory
+    from nodecheck.gate.slurm import expand_hostlist
     text = os.environ.get("SLURM_JOB_NODELIST", "")
     if not text:
         raise ConfigError("SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld",
@@ -422,7 +422,7 @@ def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
 def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     """The job's nodes over SSH, the playbook's cross-node checks; drain only the blamed nodes."""
     from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.commands import _ensure_open_files
+    from nodecheck.app.commands import _ensure_open_files
     playbook = _load(args, "controller")
     cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
     if not cross:
@@ -469,9 +469,9 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
 def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
     from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.commands import _local_transport, _ssh_transport
-    from nodecheck.inventory import load_inventory, select
-    from nodecheck.slurm import SlurmError
+    from nodecheck.app.commands import _local_transport, _ssh_transport
+    from nodecheck.config.inventory import load_inventory, select
+    from nodecheck.gate.slurm import SlurmError
     playbook = _load(args, "health")
     if args.inventory:
         nodes = select(load_inventory(args.inventory), args.nodes)
@@ -524,8 +524,8 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
 
 def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: str | None) -> list[str]:
     """`sweep --drain/--resume`: the health etiquette applied to a stored sweep report; the lines to print."""
-    from nodecheck import gateconfig
-    from nodecheck.slurm import SlurmError
+    from nodecheck.gate import config as gateconfig
+    from nodecheck.gate.slurm import SlurmError
     options, _ = gateconfig.load(gateconfig.config_path(getattr(args, "config", None)), "sweep")
     gateconfig.apply(args, options)
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, "sweep")

@@ -1,0 +1,1 @@
+"""What an operator writes: inventory, playbooks, the YAML source with line numbers, a job's environment file."""

@@ -1,0 +1,1 @@
+"""Scheduled sweeps and their history."""

@@ -1,0 +1,1 @@
+"""Running a playbook: the runner, the one active executor, gathering facts."""
