@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Callable
 
 from nodecheck.parsers import (containers, flight_recorder, forensics, gids, ibstat, kernel_log,
-                               nccl_tests, ncclenv, networkmanager, nvidia_smi, nvml, perfquery, perftest,
+                               nccl_tests, nccl_config as ncclenv, networkmanager, nvidia_smi, nvml, perfquery, perftest,
                                pyspy, rankcounts, sections, slurm, sysfs, versions, watch_sample, xid_codes)
 from tests.helpers import DATA
 
