@@ -25,10 +25,10 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 def canned(monkeypatch):
     """`nodecheck sweep` with the targets and the run replaced: each call returns the next report
     appended to the returned list (test_history, test_sweep_retention)."""
-    from nodecheck.app import commands as commands
+    from nodecheck.app import targets, transports
     from nodecheck.gate import command as gatecmd
     reports = []
-    monkeypatch.setattr(commands, "_targets", lambda args, playbook: ([], [], None))
-    monkeypatch.setattr(commands, "_ensure_open_files", lambda n: None)
+    monkeypatch.setattr(targets, "select_targets", lambda args, playbook: ([], [], None))
+    monkeypatch.setattr(transports, "ensure_open_files", lambda n: None)
     monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
     return reports

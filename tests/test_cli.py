@@ -76,17 +76,18 @@ def test_the_largest_accepted_values_parse():
 
 
 def test_the_cli_deadline_bound_is_the_playbook_one():
-    from nodecheck import cli
+    from nodecheck.app import defaults
     from nodecheck.config import playbook as playbook
-    assert cli.MAX_DEADLINE_S == playbook.MAX_DEADLINE_S
+    assert defaults.MAX_DEADLINE_S == playbook.MAX_DEADLINE_S
 
 
 def test_the_cli_drain_on_words_are_the_gate_ones():
     """cli keeps its own copy (--help must not import pydantic); the config file uses gate's."""
     import typing
-    from nodecheck import cli
+    from nodecheck.cli import arguments
+    from nodecheck.config.gate_settings import DrainOn
     from nodecheck.gate import decide as gate
-    assert cli.DRAIN_ON == tuple(gate.DRAIN_STATUS) == typing.get_args(gate.DrainOn)
+    assert arguments.DRAIN_ON == tuple(gate.DRAIN_STATUS) == typing.get_args(DrainOn)
 
 
 def test_a_huge_nodes_hostlist_is_refused_not_expanded(tmp_path, capsys):

@@ -9,11 +9,12 @@ from typing import Iterator
 from pydantic import BaseModel
 
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.versions import VERSIONS
+from nodecheck.probes.versions import VERSIONS
 from nodecheck.judging.drift import PinOrDrift
 from nodecheck.core.model import Capture, CheckResult, Evidence, Node, Outcome, Status, Verdict
 from nodecheck.config.playbook import PlannedCheck, Playbook
-from nodecheck.core.registry import CheckSpec, all_checks
+from nodecheck.checks import all_checks
+from nodecheck.core.registry import CheckSpec
 from nodecheck.report import json as report_json
 from nodecheck.run.runner import run
 from tests.checks.test_versions import versions_out

@@ -9,8 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.gate import decide as gate
-from nodecheck.gate.decide import Blame, GateSettings, decide, merge_attempts, reason_check
-from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.config.gate_settings import GateSettings
+from nodecheck.gate.decide import Blame, decide, merge_attempts, reason_check
+from nodecheck.core.model import Capture, CheckResult, Cut, Evidence, Outcome, Status, Verdict
 from nodecheck.parsers.slurm import NodeState, reason_owner
 from nodecheck.report import Report
 from nodecheck.transport import CUT_AT_DEADLINE
@@ -22,11 +23,11 @@ ORDER = ("gpu.count", "gpu.health", "ib.ports", "ib.pairs", "gpu.driver")
 
 
 def res(check: str, nodes: str | tuple[str, ...], status: Status, message: str = "", subject: str = "",
-        observed: dict | None = None) -> CheckResult:
+        observed: dict | None = None, cut: Cut | None = None) -> CheckResult:
     nodes = (nodes,) if isinstance(nodes, str) else nodes
     evidence = tuple(Evidence(n, check.split(".")[0], ("probe",), 0, f"captures/{n}/{check}.txt") for n in nodes)
     return CheckResult(check, nodes, Verdict(status, message or f"{check} {status.value}", subject,
-                                             observed or {}), evidence)
+                                             observed or {}, cut=cut), evidence)
 
 
 def report(names, results, *, complete: bool = True, incomplete_reason: str = "", captures=(),
@@ -106,11 +107,20 @@ def test_with_drain_on_fail_and_timeout_a_timeout_drains():
 
 def test_a_probe_cut_by_nodecheck_own_deadline_never_drains_even_with_drain_on_timeout():
     cut = f"ibstat timed out: {CUT_AT_DEADLINE} after 1.5 s (probe timeout 5 s)"
-    rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.TIMEOUT, cut),
+    rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.TIMEOUT, cut, cut=Cut.DEADLINE),
                                         res("ib.ports", "gpu002", Status.TIMEOUT, "ibstat timed out after 5 s")])
     d = decide(rep, DEFAULT, drain_on=["fail", "timeout"])
     assert [b.node for b in d.drain] == ["gpu002"]          # its own tool hung: that is the node's
     assert d.unjudged == (Blame("gpu001", "ib.ports", Status.TIMEOUT, cut),)
+
+
+def test_the_deadline_cut_is_read_from_the_result_not_from_its_words():
+    """Whether nodecheck cut a probe is a field of the result: other words do not hide it, and a node's
+    own message that happens to quote the words does not pass for it."""
+    rep = report(["gpu001", "gpu002"], [res("ib.ports", "gpu001", Status.TIMEOUT, "ibstat timed out", cut=Cut.DEADLINE),
+                                        res("ib.ports", "gpu002", Status.TIMEOUT, f"the tool said: {CUT_AT_DEADLINE}")])
+    d = decide(rep, DEFAULT, drain_on=["fail", "timeout"])
+    assert [b.node for b in d.drain] == ["gpu002"]
 
 
 def test_unjudged_lists_unhealthy_non_draining_nodes_and_a_node_without_results():

@@ -19,7 +19,7 @@ from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.parsers.gpu import GpuFacts
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from nodecheck.config.playbook import PlannedCheck
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from nodecheck.run.runner import judge_node
 from nodecheck.transport.local import LocalSession, LocalTransport
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as

@@ -4,7 +4,8 @@ import textwrap
 import pytest
 
 from nodecheck.core.errors import ConfigError
-from nodecheck.config.inventory import MAX_NODES, load_inventory, select, size_bound
+from nodecheck.config.inventory import load_inventory, select
+from nodecheck.core.hostlist import MAX_NODES, size_bound
 
 ISSUE_SHAPE = """\
 defaults:                      # optional; applies to every node

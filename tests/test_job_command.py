@@ -29,7 +29,7 @@ def slurm(monkeypatch):
         asked.append(job_id)
         return parse_show_job(data(COMPLETED if job_id == "9" else RUNNING))
     monkeypatch.setattr(command, "_slurm_job", fake)
-    monkeypatch.setattr("nodecheck.app.commands._ssh_transport", lambda a: "ssh")
+    monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda a: "ssh")
     return asked
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.checks import nccl_tests
-from nodecheck.config.job_env import LOADS_OR_WRITES
+from nodecheck.checks import nccl_allreduce
+from nodecheck.probes.env_policy import LOADS_OR_WRITES
 from nodecheck.core.model import Status
 from nodecheck.parsers.sections import split_sections
 from nodecheck.config.playbook import load_playbook
-from tests.checks.test_nccl_tests import A3MEGA, wrapped
+from tests.checks.test_nccl_allreduce import A3MEGA, wrapped
 from tests.helpers import captures, data
 from tests.test_nccltest_scripts import SHELLS, run, tool
 
@@ -74,4 +74,4 @@ def test_the_verdict_says_which_of_the_jobs_variables_the_test_ran_without_and_w
                                             "LD_LIBRARY_PATH": LOADS_OR_WRITES, "NCCL_DEBUG_FILE": LOADS_OR_WRITES,
                                             "NCCL_NET_PLUGIN": LOADS_OR_WRITES, "OMPI_MCA_plm_rsh_agent": LOADS_OR_WRITES}
     assert "s3cr3t" not in repr(v) and "/home/u" not in repr(v)
-    assert nccl_tests.NcclSingle().job_env == {}
+    assert nccl_allreduce.NcclSingle().job_env == {}

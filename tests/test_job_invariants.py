@@ -256,7 +256,7 @@ def test_retries():
 
 
 def test_specs_are_fleet_and_not_registered():
-    from nodecheck.core.registry import all_checks
+    from nodecheck.checks import all_checks
     names = [s.name for s in specs(spec())]
     assert names == ["job.data_balance", "job.world_size", "job.env_consistency", "job.timeouts",
                      "job.flight_recorder", "job.checkpoints", "job.retries"]

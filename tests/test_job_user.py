@@ -9,7 +9,7 @@ from argparse import Namespace
 
 import pytest
 
-from nodecheck.app import commands as commands
+from nodecheck.app import job_user
 
 from nodecheck.gate import command as gatecmd
 from nodecheck.checks.nccl_env import PROBE_NAME
@@ -32,25 +32,25 @@ def _nccl_env(playbook):
 
 
 def test_the_job_env_files_owner_is_the_jobs_user_unless_it_is_root(tmp_path):
-    assert commands.job_user_of(_owned(tmp_path / "a.env", 4242)) == "4242"
-    assert commands.job_user_of(_owned(tmp_path / "b.env", 0)) == ""
-    assert commands.job_user_of(str(tmp_path / "missing.env")) == ""
+    assert job_user.job_user_of(_owned(tmp_path / "a.env", 4242)) == "4242"
+    assert job_user.job_user_of(_owned(tmp_path / "b.env", 0)) == ""
+    assert job_user.job_user_of(str(tmp_path / "missing.env")) == ""
 
 
 def test_the_job_user_reaches_nccl_env_keeping_the_playbooks_timeout(tmp_path):
     book = load_playbook(_owned(tmp_path / "p.yml", 0, PLAYBOOK))
     assert _nccl_env(book).params.job_user == ""
-    with_user = commands.with_job_user(book, "4242")
+    with_user = job_user.with_job_user(book, "4242")
     check = _nccl_env(with_user)
     [probe] = check.probes
     assert (check.params.job_user, probe.name, probe.timeout_s, probe.argv[4:7]) == ("4242", PROBE_NAME, 7,
                                                                                     ("1", "", "4242"))
     kernel = [c for c in with_user.checks if c.spec.name == "kernel.version"]
     assert kernel == [c for c in book.checks if c.spec.name == "kernel.version"]    # untouched
-    assert commands.with_job_user(book, "") is book
+    assert job_user.with_job_user(book, "") is book
     # a user the playbook names itself is the operator's choice
     pinned = load_playbook(_owned(tmp_path / "q.yml", 0, PLAYBOOK.replace("timeout_s: 7", "job_user: alice")))
-    assert _nccl_env(commands.with_job_user(pinned, "4242")).params.job_user == "alice"
+    assert _nccl_env(job_user.with_job_user(pinned, "4242")).params.job_user == "alice"
 
 
 def test_run_with_job_env_reads_the_jobs_own_private_conf_file(tmp_path, monkeypatch):

@@ -159,7 +159,7 @@ def test_the_job_env_goes_over_the_playbooks_env_key_by_key(tmp_path):
 
 
 def test_a_name_with_a_trailing_newline_is_not_a_name():
-    from nodecheck.config.job_env import ENV_NAME
+    from nodecheck.probes.env_policy import ENV_NAME
     assert ENV_NAME.match("NCCL_DEBUG") is not None
     assert ENV_NAME.match("NCCL_DEBUG\n") is None
     assert ENV_NAME.match("NCCLÄ") is None
@@ -167,7 +167,7 @@ def test_a_name_with_a_trailing_newline_is_not_a_name():
 
 def test_only_the_variables_a_test_needs_travel_and_never_a_secret_looking_one():
     """issue 17, finding 3: HF_TOKEN from --job-env reached the node's command line and report.json."""
-    from nodecheck.config.job_env import probe_env, travels
+    from nodecheck.probes.env_policy import probe_env, travels
     env = {"NCCL_IB_HCA": "mlx5_0", "TORCH_NCCL_BLOCKING_WAIT": "1", "UCX_TLS": "rc", "OMPI_MCA_btl": "^openib",
            "LD_LIBRARY_PATH": "/opt/nccl/lib", "HF_TOKEN": "s3cr3t", "NCCL_IB_PKEY": "0x8001",
            "TORCH_HUB_TOKEN": "s3cr3t", "NCCL_SECRET_SAUCE": "x", "PATH": "/home/u/bin", "LD_PRELOAD": "/tmp/x.so",
@@ -209,7 +209,7 @@ def test_a_jobs_variable_that_names_a_library_plugin_or_file_stays_behind_and_it
     """A root-run test must not dlopen the job's library (LD_LIBRARY_PATH, NCCL_NET_PLUGIN, UCX_MODULE_DIR),
     run its program (OMPI_MCA_plm_rsh_agent) or create/read a file of its choosing (NCCL_DEBUG_FILE=/etc/passwd);
     the operator's playbook `env:` may set them, and keeps its value where the job's is refused."""
-    from nodecheck.config.job_env import LOADS_OR_WRITES, NOT_NEEDED, SECRET_NAME, job_refuses, probe_env
+    from nodecheck.probes.env_policy import LOADS_OR_WRITES, NOT_NEEDED, SECRET_NAME, job_refuses, probe_env
     operator = {"NCCL_NET_PLUGIN": "aws-ofi", "LD_LIBRARY_PATH": "/opt/aws-ofi-nccl/lib", "NCCL_IB_HCA": "mlx5_1"}
     kept, left = probe_env(operator, {**LOADING, **TUNING, "HF_TOKEN": "s3cr3t", "PATH": "/home/u/bin"})
     assert kept == {"NCCL_NET_PLUGIN": "aws-ofi", "LD_LIBRARY_PATH": "/opt/aws-ofi-nccl/lib", **TUNING}

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from nodecheck.parsers.pairtest import made_directory
 from nodecheck.parsers.sections import split_sections
 from nodecheck.probes import pairtest
 from tests.helpers import DATA
@@ -82,7 +83,7 @@ def test_start_waits_for_the_listener_the_client_gets_the_result_and_collect_cle
     start = run(pairtest.start_servers("s", "t1", [rail], SHAPE), env)
     assert start.returncode == 0, start.stderr
     facts = split_sections(start.stdout).facts
-    made = pairtest.made_directory(start.stdout)
+    made = made_directory(start.stdout)
     assert facts["dir"] == made and made.startswith(f"{tmp_path}/nodecheck-pairtest.t1.")
     assert len(made) == len(f"{tmp_path}/nodecheck-pairtest.t1.") + 6          # mktemp's XXXXXX
     assert os.stat(made).st_mode & 0o777 == 0o700
@@ -103,7 +104,7 @@ def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
     pid = int(split_sections(start.stdout).facts["ready"].split()[2])
     assert alive(pid)
     started = time.monotonic()
-    collect = run(pairtest.collect_servers("x", "t2", pairtest.made_directory(start.stdout)), env)
+    collect = run(pairtest.collect_servers("x", "t2", made_directory(start.stdout)), env)
     assert "@@nodecheck killed mlx5_3" in collect.stdout
     assert split_sections(collect.stdout).get("server:mlx5_3").rc == 137
     deadline = time.monotonic() + 5
@@ -165,7 +166,7 @@ def test_a_round_directory_made_before_the_start_step_is_neither_used_nor_truste
     planted(tmp_path / "nodecheck-pairtest.t5", victim.pid, secret)
     rail = pairtest.Rail("mlx5_0", 1, 2, free_port())
     start = run(pairtest.start_servers("s", "t5", [rail], SHAPE), env)
-    made = pairtest.made_directory(start.stdout)
+    made = made_directory(start.stdout)
     assert made != f"{tmp_path}/nodecheck-pairtest.t5" and os.stat(made).st_mode & 0o777 == 0o700
     client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
     assert split_sections(client.stdout).get("client:mlx5_0").rc == 0

@@ -10,8 +10,9 @@ import pytest
 
 from nodecheck.core.errors import ConfigError
 from nodecheck.parsers.slurm import parse_show_node
-from nodecheck.gate.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason,
-                             expand_hostlist, is_ours, resume_politely)
+from nodecheck.core.hostlist import expand
+from nodecheck.gate.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason, is_ours,
+                                  resume_politely)
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data, marked_reason
 
@@ -358,7 +359,7 @@ def test_an_operators_nodecheck_style_reason_is_never_resumed(fake):
     assert [c[0] for c in fake.calls()] == ["show", "show"]
 
 
-# -- expand_hostlist -------------------------------------------------------------------------------
+# -- core.hostlist.expand -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, names", [
     ("node[1-4,7]", ["node1", "node2", "node3", "node4", "node7"]),
@@ -368,7 +369,7 @@ def test_an_operators_nodecheck_style_reason_is_never_resumed(fake):
     ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
 ])
 def test_expand_hostlist(text, names):
-    assert expand_hostlist(text) == names
+    assert expand(text) == names
 
 
 @pytest.mark.parametrize("text, message", [
@@ -381,5 +382,5 @@ def test_expand_hostlist(text, names):
 ])
 def test_expand_hostlist_refuses_bad_text(text, message):
     with pytest.raises(ConfigError) as e:
-        expand_hostlist(text)
+        expand(text)
     assert e.value.message == message

@@ -108,7 +108,7 @@ def env(tmp_path, monkeypatch):
     inv = tmp_path / "hosts.yml"
     inv.write_text("nodes:\n  node[1-2]:\n    address: 127.0.0.[1-2]\n")
     transport = FakeTransport()
-    monkeypatch.setattr("nodecheck.app.commands._ssh_transport", lambda args: transport)
+    monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda args: transport)
     monkeypatch.setattr(classify, "Tracker", ScriptedTracker)
     ScriptedTracker.made = []
     (tmp_path / "hook.py").write_text(

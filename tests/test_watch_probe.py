@@ -101,7 +101,7 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
             run = session.run
             session.run = lambda probe, t: answers.append(run(probe, t)) or answers[-1]
             return session
-    monkeypatch.setattr("nodecheck.app.commands._ssh_transport", lambda args: Recording())
+    monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda args: Recording())
     probes: list[Probe] = []
     real = sample_probe
 

@@ -1,1 +1,2 @@
-"""What the commands share: transports from arguments, signals, publishing a report, defaults; the run, facts, baseline and checks commands."""
+"""What the commands share (transports from arguments, targets, signals, publishing a report, the job's
+user, defaults) and the run, facts, baseline and checks commands."""

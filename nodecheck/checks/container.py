@@ -90,7 +90,7 @@ _HEX64 = re.compile(r"^sha256:[0-9a-f]{64}$")
 @value_check("container.digest", what="image", probes=container_probes, params=ContainerDigest,
              doc="The job's container image is on every node, with the pinned digest and/or the same "
                  "digest everywhere.")
-def container_digest(out: Captures, want: ContainerDigest) -> str:
+def digest(out: Captures, want: ContainerDigest) -> str:
     text = out["container"].stdout
     sections = split_sections(text, "container probe")
     runtime = sections.facts.get("runtime", "?")

@@ -1,5 +1,5 @@
 """GPU health from NVML (or nvidia-smi when NVML cannot answer): count, hardware health, leftover
-processes, and the driver/CUDA versions that must match across nodes."""
+processes, and the driver version that must match across nodes (the CUDA version is cuda.py's)."""
 from __future__ import annotations
 
 import functools
@@ -110,7 +110,7 @@ class GpuCount(BaseModel):
 
 
 @check("gpu.count", probes=[GPU], params=GpuCount)
-def gpu_count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
+def count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
     """The node shows the expected number of GPUs (of the expected model)."""
     facts = gpu_facts(out)
     seen = len(facts.gpus)
@@ -128,8 +128,8 @@ def gpu_count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
     if want.name is not None:
         for gpu in facts.gpus:
             if gpu.name != want.name:
-                seen = gpu.name if gpu.name is not None else "product name not reported"
-                yield Verdict(Status.FAIL, f"{gpu.label}: {seen}, expected {want.name}", gpu.label,
+                product = gpu.name if gpu.name is not None else "product name not reported"
+                yield Verdict(Status.FAIL, f"{gpu.label}: {product}, expected {want.name}", gpu.label,
                               {"name": gpu.name}, {"name": want.name})
 
 
@@ -196,7 +196,7 @@ class GpuHealth(BaseModel):
 
 
 @check("gpu.health", probes=[GPU], params=GpuHealth)
-def gpu_health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
+def health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
     """Per GPU: ECC, retired pages, row remaps, throttling, persistence, PCIe link, NVLinks,
     temperature and power limit — each its own verdict naming the GPU."""
     facts = gpu_facts(out)
@@ -310,7 +310,7 @@ def _pcie(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     g = gpu.label
     width, width_max = gpu.pcie_width_current, gpu.pcie_width_max
     gen, gen_max = gpu.pcie_gen_current, gpu.pcie_gen_max
-    if None in (width, width_max, gen, gen_max):
+    if width is None or width_max is None or gen is None or gen_max is None:
         return
     # NVIDIA: current gen/width "may be reduced when the GPU is not in use" (power saving), so a low
     # link is only a fault on a GPU known to be busy; None: the source did not say whether it idles
@@ -383,7 +383,7 @@ class GpuProcesses(BaseModel):
 
 
 @check("gpu.processes", probes=[GPU], params=GpuProcesses)
-def gpu_processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
+def processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
     """No compute process is left on any GPU and no GPU memory is held before the job starts."""
     facts = gpu_facts(out)
     if not facts.gpus:
@@ -432,7 +432,7 @@ def _ignored(name: str, ignore: list[str]) -> bool:
 
 # ---- versions the GPU stack reports ------------------------------------------------------------
 
-def _reported_version(out: Captures, field: str, what: str) -> str:
+def reported_version(out: Captures, field: str, what: str) -> str:
     facts = gpu_facts(out)
     value = getattr(facts, field)
     if not value:
@@ -442,11 +442,5 @@ def _reported_version(out: Captures, field: str, what: str) -> str:
 
 @value_check("gpu.driver", what="NVIDIA driver", probes=[GPU],
              doc="The NVIDIA driver version is pinned and/or the same on every node.")
-def gpu_driver(out: Captures, _want: PinOrDrift) -> str:
-    return _reported_version(out, "driver_version", "driver version")
-
-
-@value_check("cuda.version", what="CUDA driver API", probes=[GPU],
-             doc="The CUDA version the driver supports is pinned and/or the same on every node.")
-def cuda_version(out: Captures, _want: PinOrDrift) -> str:
-    return _reported_version(out, "cuda_driver_version", "CUDA driver version")
+def driver(out: Captures, _want: PinOrDrift) -> str:
+    return reported_version(out, "driver_version", "driver version")

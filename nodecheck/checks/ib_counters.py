@@ -1,7 +1,7 @@
 """ib.counters: IB port error counters judged on their increase over the run's window.
 
 The counters are read twice: with the other probes, and again after the active checks (pair tests
-load the links in between). Only the increase is judged (counters.py: a link down or buffer overrun
+load the links in between). Only the increase is judged (judging/counter_rules.py: a link down or buffer overrun
 fails on any increase, bit-error counters by rate, congestion is reported); an absolute value fails
 only where the playbook sets max_absolute, since PAM4 links always show some bit errors.
 The second read is kept in the report (observed.snapshot), so a later sweep can start from it.
@@ -121,7 +121,7 @@ class IbCounters(BaseModel):
 
 
 @check("ib.counters", probes=[COUNTERS_BEFORE], after=[COUNTERS_AFTER], params=IbCounters)
-def error_counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
+def counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
     """IB error counters did not rise over the run: a link down or buffer overrun fails, bit errors
     by rate; congestion (PortXmitWait) is reported, not judged."""
     first, second = out[COUNTERS_BEFORE.name].stdout, out[COUNTERS_AFTER.name].stdout
@@ -224,10 +224,11 @@ def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCo
     problems = []
     for kind, label in (("x", "perfquery -x"), ("basic", "perfquery"), ("sysfs", "sysfs counters")):
         reads = [_read(s, kind, ca, port) for s in (before, after)]
-        if all(isinstance(r, PortCounters) for r in reads):
-            if kind == "x" and "SymbolErrorCounter" not in reads[1].counters:
+        first, second = reads
+        if isinstance(first, PortCounters) and isinstance(second, PortCounters):
+            if kind == "x" and "SymbolErrorCounter" not in second.counters:
                 continue                       # -x without error counters: the basic read has them
-            return reads[0], reads[1], label
+            return first, second, label
         problems += [r for r in reads if isinstance(r, str)]
     raise ParseError("ib_counters", "; ".join(dict.fromkeys(problems)) or "no counter source was read",
                      after.preamble)

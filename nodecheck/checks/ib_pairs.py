@@ -4,7 +4,8 @@ A slow pair says something is wrong between two nodes, not which side. The plann
 (nodecheck/judging/pair_plan.py) tests each node with two partners (ring) or every pair (all), then re-pairs
 each suspect with nodes that passed until one of three answers holds: the node fails with two good
 partners (bad node), the pair fails while both ends pass elsewhere (bad link), or it cannot tell
-(the failure stays on both ends). This module runs the rounds on the nodes and judges each test.
+(the failure stays on both ends). This module plans each pair's steps and judges each test; the
+executor (nodecheck/run/active.py) runs the rounds.
 """
 from __future__ import annotations
 
@@ -12,18 +13,18 @@ import math
 import re
 import secrets
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Literal, Mapping, Optional
+from typing import Iterator, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
 from nodecheck.judging import pair_plan as planner
-from nodecheck.run.active import AFTER_RESERVE_S, ActiveContext
 from nodecheck.checks.ib import IBSTAT
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Capture, Outcome, Status, Verdict, excerpt, worst
+from nodecheck.core.model import Capture, Cut, Outcome, Status, Verdict, excerpt, worst
 from nodecheck.parsers.ibstat import parse_ibstat
+from nodecheck.parsers.pairtest import made_directory, ready_servers, start_state
 from nodecheck.parsers.perftest import parse_perftest
 from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.probes import pairtest
@@ -106,14 +107,39 @@ class RailResult:
     message: str
     excerpt: str = ""
     floor: float | None = None                 # the fail_below it was judged against, Gb/s
+    not_run: str = ""                          # SKIPPED: why it was not run to the end (deadline, stop)
 
     def as_dict(self) -> dict:
         return {"round": self.round, "server": self.server, "client": self.client, "device": self.device,
                 "status": self.status.value, "gbps": self.gbps, "message": self.message}
 
 
+@dataclass(frozen=True)
+class PairsReport:
+    """The JSON report's ib.pairs block: every test, the node x node matrix, rounds and blame."""
+    pairing: str
+    rounds: int
+    results: tuple[RailResult, ...]
+    pairs_tested: int
+    all_pairs_would_be: int
+    matrix_gbps: Mapping[str, Mapping[str, float | None]]
+    bad_nodes: tuple[str, ...]
+    bad_links: tuple[tuple[str, str], ...]
+    unresolved: tuple[str, ...]
+    evidence: Mapping[str, str]                # bad node, "a-b" link or unresolved node -> why
+
+    def as_json(self, incomplete: Sequence[str]) -> dict:
+        return {"pairing": self.pairing, "rounds": self.rounds, "tests": len(self.results),
+                "pairs_tested": self.pairs_tested, "all_pairs_would_be": self.all_pairs_would_be,
+                "results": [t.as_dict() for t in self.results],
+                "matrix_gbps": {a: dict(row) for a, row in self.matrix_gbps.items()},
+                "bad_nodes": list(self.bad_nodes), "bad_links": [list(p) for p in self.bad_links],
+                "unresolved": list(self.unresolved), "evidence": dict(self.evidence),
+                **({"incomplete": list(incomplete)} if incomplete else {})}
+
+
 @check("ib.pairs", probes=[IBSTAT], params=IbPairs, scope="active")
-def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
+def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
     """Pairwise ib_write_bw between nodes in rounds of disjoint pairs; names the bad node or link.
 
     Each node is tested with two partners (ring) or all (all); a node that fails with two partners
@@ -146,39 +172,33 @@ def pair_bandwidth(ctx: ActiveContext, want: IbPairs) -> Verdicts:
     planned = set(planner.plan(usable, want.pairing, groups, want.steer))
     unrun: dict[str, dict[str, str]] = {}     # node -> partner -> why their planned test did not run
 
-    def run_round(rnd: planner.Round) -> list[planner.PairResult]:
-        # a pair runs both directions at once, 2 SSH steps at a time; more pairs than that run in waves
-        workers = max(1, min(len(rnd.pairs), ctx.commands.parallel))
-        needs = _round_needs(want, math.ceil(len(rnd.pairs) / workers))
-        if ctx.left() < needs:                 # a round cut by the deadline would blame healthy nodes
-            why = cut.setdefault(rnd.index, f"round {rnd.index + 1} not run: " + (
-                "stopped by a signal" if ctx.commands.stop.is_set() else
-                f"{ctx.left():.0f} s left before the deadline, it needs {needs:.0f} s"))
-            if rnd in planned:
-                for pair in rnd.pairs:
-                    _not_run(unrun, pair.a, pair.b, why)
-            return []
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodecheck-pair") as pool:
-            # rounds are numbered from 1 in messages, capture names and the report
-            done = list(pool.map(lambda ip: _run_pair(ctx, want, rnd.index + 1, ip[0], ip[1], ports, rates, tag),
-                                 enumerate(rnd.pairs)))
-        ctx.commands.close()                   # idle connections are not kept between rounds
-        out = []
-        for pair, rails in zip(rnd.pairs, done):
-            tests.extend(rails)
-            if any(r.status is Status.SKIPPED for r in rails):
-                if rnd in planned:
-                    why = next(_cut_why(r) for r in rails if r.status is Status.SKIPPED)
-                    _not_run(unrun, pair.a, pair.b, why)
-                continue                       # never ran or cut (deadline, stop): no evidence either way
-            out.append(planner.PairResult(pair, rnd.index, all(r.status is Status.PASS for r in rails)))
-        return out
+    def round_not_run(rnd: planner.Round, left: float, needs: float) -> None:
+        why = cut.setdefault(rnd.index, f"round {rnd.index + 1} not run: " + (
+            "stopped by a signal" if ctx.stopped() else
+            f"{left:.0f} s left before the deadline, it needs {needs:.0f} s"))
+        if rnd in planned:
+            for pair in rnd.pairs:
+                _not_run(unrun, pair.a, pair.b, why)
 
-    results, blame = planner.localize(usable, run_round, pairing=want.pairing, groups=groups,
-                                      steer=want.steer, max_rounds=want.max_rounds)
-    ctx.extras.update(_report_data(usable, tests, results, blame, want))
-    if cut:
-        ctx.extras["incomplete"] = list(cut.values())
+    def test_pair(rnd: int, slot: int, pair: planner.Pair) -> list[RailResult]:
+        return _run_pair(ctx, want, rnd, slot, pair, ports, rates, tag)
+
+    def judge_pair(rnd: planner.Round, pair: planner.Pair, rails: list[RailResult]) -> bool | None:
+        tests.extend(rails)
+        if any(r.status is Status.SKIPPED for r in rails):
+            if rnd in planned:
+                why = next(r.not_run or r.message for r in rails if r.status is Status.SKIPPED)
+                _not_run(unrun, pair.a, pair.b, why)
+            return None                        # never ran or cut (deadline, stop): no evidence either way
+        return all(r.status is Status.PASS for r in rails)
+
+    # a pair runs both directions at once, 2 SSH steps at a time; more pairs than that run in waves
+    results, blame = ctx.pair_rounds(usable, test_pair, judge_pair, wave_s=_wave_s(want), not_run=round_not_run,
+                                     pairing=want.pairing, groups=groups, steer=want.steer,
+                                     max_rounds=want.max_rounds)
+    ctx.report(_report_data(usable, tests, results, blame, want))
+    for why in cut.values():
+        ctx.incomplete(why)
     yield from _verdicts(usable, tests, blame, list(cut.values()), unrun)
     yield from _untested(usable, ports, tests, want)
 
@@ -188,14 +208,14 @@ def _not_run(unrun: dict[str, dict[str, str]], a: str, b: str, why: str) -> None
     unrun.setdefault(b, {}).setdefault(a, why)
 
 
-def _cut_why(rail: RailResult) -> str:
-    """"not started: stopped by a signal" from "mlx5_0 node2->node1: not run to the end: not started: …"."""
-    return rail.message.partition(": not run to the end: ")[2] or rail.message
+def _wave_s(want: IbPairs) -> float:
+    """Seconds a wave of pair tests takes at worst: start the servers, run the clients, collect."""
+    return pairtest.READY_WAIT_S + 10 + math.ceil(want.test_timeout_s) + 10
 
 
 def _round_needs(want: IbPairs, waves: int = 1) -> float:
-    """Seconds a round takes at worst: per wave, start the servers, run the clients, collect."""
-    return waves * (pairtest.READY_WAIT_S + 10 + math.ceil(want.test_timeout_s) + 10) + AFTER_RESERVE_S
+    """Seconds a round takes at worst (the executor's reckoning: waves, then the reserve)."""
+    return waves * _wave_s(want) + AFTER_RESERVE_S
 
 
 def _fleet_rates(ports: Mapping[str, Mapping[str, tuple[int, float]]]) -> dict[str, float]:
@@ -270,11 +290,9 @@ def _run_pair(ctx: ActiveContext, want: IbPairs, rnd: int, slot: int, pair: plan
         return [RailResult(rnd, a, b, "-", Status.ERROR, None,
                            f"{a} and {b} have no HCA in common to test "
                            f"({', '.join(ports[a])} vs {', '.join(ports[b])})")]
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="nodecheck-direction") as pool:
-        ways = [pool.submit(_one_way, ctx, want, rnd, server, client, devices, ports, rates, tag,
-                            (2 * slot + way) * len(devices))
-                for way, (server, client) in enumerate(((a, b), (b, a)))]
-        return [r for way in ways for r in way.result()]
+    ways = ctx.each(list(enumerate(((a, b), (b, a)))), lambda w: _one_way(
+        ctx, want, rnd, w[1][0], w[1][1], devices, ports, rates, tag, (2 * slot + w[0]) * len(devices)), workers=2)
+    return [r for way in ways for r in way]
 
 
 def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: str, devices: list[str],
@@ -295,7 +313,7 @@ def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: s
     except ValueError as e:                    # a name or address a node's shell must not get
         return [RailResult(rnd, server, client, r.device, Status.ERROR, None, f"cannot test: {e}") for r in rails]
     start = ctx.run(server, pairtest.start_servers(f"ib_write_bw.r{rnd}.server-start", directory, rails, shape))
-    ready = _ready(start)
+    ready = ready_servers(start.stdout)
     clients = None
     listening = [(r, ready[r.device]) for r in rails if r.device in ready]
     try:
@@ -310,40 +328,16 @@ def _one_way(ctx: ActiveContext, want: IbPairs, rnd: int, server: str, client: s
         # the private directory start made, from its output (collect finds it by its prefix, and
         # checks it is ours, when start printed none)
         collected = ctx.run(server, pairtest.collect_servers(
-            f"ib_write_bw.r{rnd}.server", directory, pairtest.made_directory(start.stdout),
+            f"ib_write_bw.r{rnd}.server", directory, made_directory(start.stdout),
             pairtest.COLLECT_WAIT_S if finished else 0), cleanup=True)
     servers = split_sections(collected.stdout).sections if collected.outcome is Outcome.EXITED else {}
     return [_judge_rail(rnd, server, client, r, start, ready, clients, sections, servers, rates, want)
             for r in rails]
 
 
-_READY = re.compile(r"^@@nodecheck ready (\S+) (\d+)", re.M)
-_STATE = re.compile(r"^@@nodecheck (ready|exited|notready) (\S+)")
-
-
-def _start_state(stdout: str, device: str) -> tuple[str, str]:
-    """("ready" | "exited" | "notready" | "missing", the server's output when it exited early)."""
-    state, lines, mine = "missing", [], False
-    for line in stdout.splitlines():
-        m = _STATE.match(line)
-        if m or line.startswith("@@nodecheck "):
-            mine = bool(m) and m.group(2) == device
-            if mine:
-                state = m.group(1)
-            continue
-        if mine:
-            lines.append(line)
-    return state, "\n".join(lines)
-
-
 def _one_line(text: str, limit: int = 200) -> str:
     line = "; ".join(part.strip() for part in text.strip().splitlines() if part.strip())
     return line if len(line) <= limit else line[:limit] + "…"
-
-
-def _ready(start: Capture) -> dict[str, int]:
-    """The servers that listen, whatever became of the start step afterwards."""
-    return {m.group(1): int(m.group(2)) for m in _READY.finditer(start.stdout)}
 
 
 def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: Capture,
@@ -355,16 +349,16 @@ def _judge_rail(rnd: int, server: str, client: str, rail: pairtest.Rail, start: 
         return RailResult(rnd, server, client, rail.device, status, gbps, message, excerpt(raw, 1500), floor)
 
     where = f"{rail.device} {client}->{server}"
-    cut = [c for c in (start, clients) if c is not None and (
-        c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and "run deadline" in c.detail))]
+    cut = [c for c in (start, clients) if c is not None and (c.outcome is Outcome.SKIPPED or c.cut is Cut.DEADLINE)]
     if cut:                                    # the deadline or a stop, not the pair: no evidence
-        return result(Status.SKIPPED, None, f"{where}: not run to the end: {cut[0].detail}")
+        return RailResult(rnd, server, client, rail.device, Status.SKIPPED, None,
+                          f"{where}: not run to the end: {cut[0].detail}", not_run=cut[0].detail)
     if rail.device not in ready and (start.outcome is not Outcome.EXITED or start.exit_code != 0):
         status = Status.TIMEOUT if start.outcome is Outcome.TIMEOUT else Status.ERROR
         return result(status, None, f"{where}: server start on {server} {_how(start)}",
                       start.stderr + start.stdout)
     if rail.device not in ready:
-        state, text = _start_state(start.stdout, rail.device)
+        state, text = start_state(start.stdout, rail.device)
         if state == "notready":
             return result(Status.TIMEOUT, None, f"{where}: ib_write_bw server on {server} did not "
                           f"listen within {pairtest.READY_WAIT_S} s", start.stdout)
@@ -558,8 +552,8 @@ def _first_excerpt(tests: list[RailResult]) -> str:
     return next((t.excerpt for t in tests if t.excerpt), "")
 
 
-def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) -> dict:
-    """The JSON report's ib.pairs block: every test, the node x node matrix, rounds and blame."""
+def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) -> PairsReport:
+    """The report's ib.pairs block; a pair tested twice shows its slower test in the matrix."""
     matrix: dict[str, dict[str, float | None]] = {}
     for t in tests:
         for a, b in ((t.server, t.client), (t.client, t.server)):
@@ -568,12 +562,9 @@ def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) 
             row[b] = t.gbps if have == "unset" else (None if have is None or t.gbps is None
                                                       else min(have, t.gbps))
     rounds = sorted({r.round_index for r in results})
-    return {"pairing": want.pairing, "rounds": len(rounds), "tests": len(tests),
-            "pairs_tested": len(results), "all_pairs_would_be": len(nodes) * (len(nodes) - 1) // 2,
-            "results": [t.as_dict() for t in tests],
-            "matrix_gbps": matrix,
-            "bad_nodes": sorted(blame.bad_nodes), "bad_links": [[p.a, p.b] for p in blame.bad_links],
-            "unresolved": sorted(blame.unresolved),
-            "evidence": {**{n: e.message for n, e in blame.bad_nodes.items()},
-                         **{f"{p.a}-{p.b}": e.message for p, e in blame.bad_links.items()},
-                         **{n: e.message for n, e in blame.unresolved.items()}}}
+    return PairsReport(want.pairing, len(rounds), tuple(tests), len(results), len(nodes) * (len(nodes) - 1) // 2,
+                       matrix, tuple(sorted(blame.bad_nodes)), tuple((p.a, p.b) for p in blame.bad_links),
+                       tuple(sorted(blame.unresolved)),
+                       {**{n: e.message for n, e in blame.bad_nodes.items()},
+                        **{f"{p.a}-{p.b}": e.message for p, e in blame.bad_links.items()},
+                        **{n: e.message for n, e in blame.unresolved.items()}})

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import math
 import secrets
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Iterator, Literal, Mapping, Sequence
+from typing import Annotated, Iterator, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.run.active import ActiveContext
+from nodecheck.checks.context import ActiveContext
 from nodecheck.core.errors import ParseError
-from nodecheck.config.job_env import EnvName, EnvValue
+from nodecheck.probes.env_policy import EnvName, EnvValue
 from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.judging.nccl_settings import (ASYNC_MODES, ASYNC_VARS, BLOCKING_VARS, DEFAULT_MASTER_PORT, DEFAULT_TRACE_FILE, JOB,
                                 TORCH_BOOLS, TORCH_INTS, TRACE_BUFFER_VARS, TRACE_FILE_VARS, Env, NcclList,
@@ -45,8 +44,11 @@ from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.pairtest import ARGUMENT
 from nodecheck.probes.shell import (ESCAPE_FUNCTIONS, JOB_USER_MAX, JOB_USER_PATTERN, NCCL_CONF_FUNCTION,
                                      WRITABLE_FUNCTION)
-from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, connection_results, listened_ports,
-                                           listener_directory, listener_made, start_listener, stop_listener)
+from nodecheck.parsers.reachability import (connection_results, listened_ports, listener_alive, listener_made,
+                                            listener_ready, listener_said_nopython, listener_start_state,
+                                            listener_stop_state)
+from nodecheck.probes.reachability import (READY_WAIT_S, connect_to_listeners, listener_directory, start_listener,
+                                           stop_listener)
 from nodecheck.core.registry import check
 from nodecheck.core.thresholds import fmt
 
@@ -463,7 +465,7 @@ def memlock(facts: NodeFacts, fail_below_kib: int) -> Verdict:
 # --- the check --------------------------------------------------------------------------------------
 
 @check("nccl.env", probes=probes, params=NcclEnv, scope="active")
-def nccl_env(ctx: ActiveContext, want: NcclEnv) -> Iterator[Grouped]:
+def env(ctx: ActiveContext, want: NcclEnv) -> Iterator[Grouped]:
     """The job's NCCL/PyTorch environment fits each node; the nodes reach each other on its ports.
 
     NCCL_SOCKET_IFNAME and NCCL_IB_HCA against the node's interfaces and HCAs, PyTorch's collective
@@ -549,7 +551,7 @@ def reachability(ctx: ActiveContext, want: NcclEnv, facts: Mapping[str, NodeFact
     if not runnable:
         return
     ct = want.reachability.connect_timeout_s
-    waves = math.ceil(len(runnable) / max(1, ctx.commands.parallel))
+    waves = math.ceil(len(runnable) / max(1, ctx.parallel))
     needs = waves * (READY_WAIT_S + 10 + 2 * ct + 10) + 10
     if ctx.left() < needs:                     # a test cut by the deadline would blame healthy nodes
         for node in runnable:
@@ -561,13 +563,13 @@ def reachability(ctx: ActiveContext, want: NcclEnv, facts: Mapping[str, NodeFact
     outputs: dict[str, Capture] = {}
     plan = Plan()
     try:
-        listeners = dict(zip(runnable, _each(ctx, runnable, lambda n: _start(ctx, n, tag, ports, needs))))
+        listeners = dict(zip(runnable, ctx.each(runnable, lambda n: _start(ctx, n, tag, ports, needs))))
         plan = _plan(want, order, masters, listeners)
         connectors = [n for n, targets in plan.runs.items() if targets]
-        outputs = dict(zip(connectors, _each(ctx, connectors, lambda n: _connect(ctx, n, tag, plan.runs[n], want))))
+        outputs = dict(zip(connectors, ctx.each(connectors, lambda n: _connect(ctx, n, tag, plan.runs[n], want))))
     finally:
         # every node where a start ran, whatever became of it: a start cut short may have left a listener
-        for node, ended in zip(runnable, _each(ctx, runnable, lambda n: _stop(
+        for node, ended in zip(runnable, ctx.each(runnable, lambda n: _stop(
                 ctx, n, tag, listeners[n].made if n in listeners else ""))):
             if node in listeners:
                 listeners[node].ended = ended
@@ -581,14 +583,6 @@ def reachability(ctx: ActiveContext, want: NcclEnv, facts: Mapping[str, NodeFact
                 yield _port_problem(ctx, node, port, state, plan.not_tested.get((node, port), []))
     for node, out in outputs.items():
         yield from _judge_connections(node, plan.runs[node], out, listeners, want)
-
-
-def _each(ctx: ActiveContext, nodes: Sequence[str], step: Callable[[str], Any]) -> list[Any]:
-    if not nodes:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(len(nodes), ctx.commands.parallel)),
-                            thread_name_prefix="nodecheck-reach") as pool:
-        return list(pool.map(step, nodes))
 
 
 def _master(ctx: ActiveContext, order: Sequence[str], env: Env) -> tuple[Master | None, Verdict | None]:
@@ -627,13 +621,12 @@ def _start(ctx: ActiveContext, node: str, tag: str, ports: Sequence[int], limit_
     text = out.stdout
     if out.outcome is not Outcome.EXITED or out.exit_code != 0:
         listener.problem = _step_failed(out, f"cannot test reachability: the listener start on {node}")
-    elif "@@nodecheck nopython" in text:
+    elif listener_said_nopython(text):
         listener.problem = Verdict(Status.ERROR, f"cannot test reachability: no python3 on {node}", "reachability")
-    elif "\n@@nodecheck ready" not in "\n" + text:
+    elif not listener_ready(text):
         stderr = split_sections(text, PROBE_NAME).get("stderr")
         why = first_line(stderr.text) if stderr else ""
-        state = next((ln[len("@@nodecheck "):] for ln in text.splitlines()
-                      if ln.startswith(("@@nodecheck exited", "@@nodecheck notready"))), "gave no state")
+        state = listener_start_state(text)
         if state == "exited 127":
             message = f"cannot test reachability: no python3 on {node} (python3 exited 127 before listening)"
         elif state == "notready":
@@ -656,10 +649,9 @@ def _stop(ctx: ActiveContext, node: str, tag: str, made: str) -> str:
                   cleanup=True)
     if out.outcome is not Outcome.EXITED:
         return f"its state is unknown: the stop step {out.outcome.value}"
-    if "@@nodecheck alive" in out.stdout:
+    if listener_alive(out.stdout):
         return ""
-    state = next((ln[len("@@nodecheck "):] for ln in out.stdout.splitlines()
-                  if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir", "@@nodecheck refused"))), "gone")
+    state = listener_stop_state(out.stdout)
     if state.startswith("refused"):
         return "its directory was not the private one the start step made (left alone)"
     return "its directory was gone" if state == "nodir" else state
@@ -667,10 +659,10 @@ def _stop(ctx: ActiveContext, node: str, tag: str, made: str) -> str:
 
 def _step_failed(out: Capture, what: str) -> Verdict:
     if out.outcome is Outcome.SKIPPED:
-        return Verdict(Status.SKIPPED, f"{what} was not run: {out.detail}", "reachability")
+        return Verdict(Status.SKIPPED, f"{what} was not run: {out.detail}", "reachability", cut=out.cut)
     if out.outcome is Outcome.TIMEOUT:
         return Verdict(Status.TIMEOUT, f"{what} timed out: {out.detail}", "reachability",
-                       excerpt=excerpt(out.stdout + out.stderr))
+                       excerpt=excerpt(out.stdout + out.stderr), cut=out.cut)
     if out.outcome is Outcome.UNREACHABLE:
         return Verdict(Status.UNREACHABLE, f"{what}: unreachable: {out.detail}", "reachability")
     first = first_line(out.stderr) or first_line(out.stdout) or out.detail or "no output"

@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nodecheck.run.active import ActiveContext
-from nodecheck.judging.drift import fold
+from nodecheck.checks.context import ActiveContext
+from nodecheck.core.hostlist import fold
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.parsers.gids import Gid, RdmaPort, ports_from_sysfs
@@ -429,9 +428,8 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
                                    f"({', '.join(p.netdevs) or 'none'})", p.where)
         if ports := [p for p in ports if p not in bad]:
             plans[node] = ports
-    with ThreadPoolExecutor(max_workers=max(1, min(ctx.commands.parallel, len(plans))),
-                            thread_name_prefix="nodecheck-flap") as pool:
-        done = list(pool.map(lambda item: [_flap(ctx, want, item[0], p) for p in item[1]], plans.items()))
+    # every node at once, its ports one after the other
+    done = ctx.each(list(plans.items()), lambda item: [_flap(ctx, want, item[0], p) for p in item[1]])
     for node, verdicts in zip(plans, done):
         for v in verdicts:
             yield (node,), v

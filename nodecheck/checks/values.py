@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence, cast
 
 from nodecheck.judging.drift import PinOrDrift, gather, judge_values
 from nodecheck.core.model import Probe, Status
@@ -27,13 +27,16 @@ def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc:
     a fleet check that pins and/or compares that value across the run's nodes."""
     def register(read: Reader) -> Reader:
         def judge(by_node: Mapping[str, Captures], want: PinOrDrift) -> Iterator:
-            values, problems = gather(by_node, lambda out: read(out, want), what=what, absent=want.absent)
+            values, problems = gather(by_node, lambda out: read(cast(Captures, out), want), what=what, absent=want.absent)
             yield from problems
             # unreadable nodes may hold any value: the reference must be a majority with them counted
             unread = sum(1 for _, v in problems if v.status is Status.ERROR)
             yield from judge_values(values, want, what=what, total=len(values) + unread)
         judge.__doc__ = doc
-        judge.__name__ = name.replace(".", "_")
+        # the judge stands for the reader's check: `a.b` is function `b` of the reader's module
+        # (tests/checks/test_registry_layout.py), which tracebacks and the checks reference name
+        judge.__name__ = judge.__qualname__ = name.split(".", 1)[1]
+        judge.__module__ = read.__module__
         check(name, probes=probes, params=params, scope="fleet")(judge)
         probe_list = probes if callable(probes) else (lambda _params, _p=tuple(probes): _p)
         VALUE_CHECKS[name] = ValueCheck(name, probe_list, read)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ipaddress
-import re
 from pathlib import Path
 from typing import Optional
 
@@ -10,15 +9,11 @@ from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.core.errors import ConfigError
+from nodecheck.core.hostlist import MAX_NODES, nodeset, size_bound
 from nodecheck.core.model import Node
 from nodecheck.config.yaml_source import Located, load_file, pydantic_error, shown
 
 DEFAULT_SSH_PORT = 22
-
-# ClusterShell materialises every name of a hostlist, so a typo like gpu[1-100000000] costs
-# gigabytes and minutes before anything runs. The largest GPU clusters are tens of thousands of
-# nodes; a bigger hostlist (one entry, the whole inventory, or --nodes) is a mistake.
-MAX_NODES = 100_000
 
 
 class NodeSettings(BaseModel):
@@ -125,9 +120,10 @@ def _check_files(src: Located, loc: tuple, settings: NodeSettings) -> None:
     base = Path(src.file).parent
     for key in ("identity_file", "ssh_config"):
         value = getattr(settings, key)
-        if value and not Path(_path(base, value)).is_file():
+        resolved = _path(base, value)          # None when not set
+        if resolved is not None and not Path(resolved).is_file():
             raise src.error(loc + (key,),
-                            f"{key} {shown(value)} does not exist (resolved to {_cut(str(_path(base, value)))})",
+                            f"{key} {shown(value)} does not exist (resolved to {_cut(resolved)})",
                             hint="fix the path; relative paths are relative to the inventory file")
 
 
@@ -139,65 +135,13 @@ def _hostlist(src: Located, loc: tuple, text: str, what: str) -> list[str]:
         raise src.error(loc, f"{what} hostlist {shown(text)} names {size:,} nodes, more than {MAX_NODES:,}",
                         hint="check the range for a typo, e.g. gpu[001-128]")
     try:
-        expanded = list(_nodeset(text))
+        expanded = list(nodeset(text))
     except (NodeSetException, ValueError) as e:
         raise src.error(loc, f"bad hostlist {shown(text)} for {what}: {_cut(str(e))}",
                         hint="use Slurm hostlist syntax, e.g. gpu[001-008,010]") from None
     if not expanded:
         raise src.error(loc, f"empty hostlist {shown(text)}", hint="name at least one node")
     return expanded
-
-
-def _nodeset(text: str) -> NodeSet:
-    """Slurm hostlist syntax only: without RESOLVER_NOGROUP, ClusterShell reads `@name` as a group
-    and resolves it by running the shell commands of the local groups.conf."""
-    return NodeSet(text, resolver=RESOLVER_NOGROUP)
-
-
-# a bracket group of a hostlist, and one of its ranges: "7", "001-128", "1-99/2"
-_BRACKETS = re.compile(r"\[([^\[\]]*)\]")
-_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*(?:/\s*(\d+)\s*)?)?")
-_TERM_SEPARATORS = frozenset(",!&^")          # outside brackets: union and set operators
-_HUGE = 10 ** 15                               # a bound for numbers too long to be a real range
-
-
-def size_bound(text: str) -> int:
-    """At most how many names a hostlist expands to, from its text, without expanding it.
-
-    A guard, not a parser: in each term the sizes of its bracket groups multiply, the terms add
-    up (an upper bound also for the ! & ^ operators), and anything else counts as one name,
-    left for ClusterShell to accept or reject."""
-    total = 0
-    for term in _terms(text):
-        size = 1
-        for group in _BRACKETS.findall(term):
-            size *= sum(_range_size(item) for item in group.split(","))
-        total += size
-    return total
-
-
-def _terms(text: str) -> list[str]:
-    """The text split at separators outside brackets, in one pass: a lookahead regex for "not inside
-    brackets" rescans the rest of the text at every comma, quadratic in a long hostlist."""
-    terms, start, inside = [], 0, False
-    for i, c in enumerate(text):
-        if c in "[]":
-            inside = c == "["
-        elif c in _TERM_SEPARATORS and not inside:
-            terms.append(text[start:i])
-            start = i + 1
-    terms.append(text[start:])
-    return terms
-
-
-def _range_size(item: str) -> int:
-    match = _RANGE.fullmatch(item)
-    if not match:
-        return 1
-    low, high, step = match.group(1), match.group(2) or match.group(1), match.group(3) or "1"
-    if max(len(low), len(high), len(step)) > 15:   # int() of thousands of digits is refused
-        return _HUGE
-    return abs(int(high) - int(low)) // max(int(step), 1) + 1
 
 
 def _path(base: Path, value: str | None) -> str | None:
@@ -217,7 +161,7 @@ def select(nodes: list[Node], hostlist: str | None, source: str = "--nodes") -> 
         raise ConfigError(f"hostlist {shown(hostlist)} names {size:,} nodes, more than {MAX_NODES:,}",
                           file=source, hint="check the range for a typo, e.g. gpu[001-004]")
     try:
-        wanted = _nodeset(hostlist)
+        wanted = nodeset(hostlist)
     except (NodeSetException, ValueError) as e:
         raise ConfigError(f"bad hostlist {shown(hostlist)}: {_cut(str(e))}", file=source,
                           hint="use Slurm hostlist syntax, e.g. gpu[001-004]") from None

@@ -12,9 +12,10 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.core.errors import ConfigError
-from nodecheck.gate.decide import GateSettings
+from nodecheck.config.gate_settings import GateSettings
 from nodecheck.core.model import Node, Probe
-from nodecheck.core.registry import CheckSpec, all_checks
+from nodecheck.checks import all_checks
+from nodecheck.core.registry import CheckSpec
 from nodecheck.config.yaml_source import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
 
 DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job

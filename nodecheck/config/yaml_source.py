@@ -73,6 +73,7 @@ def load_text(text: str, file: str) -> Located:
         walker = _Walker(loader, file)
         data = walker.walk(node, ()) if node is not None else None
     except _TooDeep as e:
+        assert e.problem_mark is not None      # _Loader raises it with one
         raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=file,
                           line=e.problem_mark.line + 1,
                           hint="inventories and playbooks are a few levels deep; check the brackets") from None
@@ -128,7 +129,8 @@ class _Walker:
     its own anchor is a ConfigError, not an endless recursion."""
 
     def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
-        self.loader, self.file, self.lines = loader, file, {}
+        self.loader, self.file = loader, file
+        self.lines: dict[Loc, int] = {}
         self.values: dict[int, Any] = {}       # id(node) -> its value, for the next alias of it
         self.pairs: dict[int, list] = {}       # id(mapping node) -> its pairs, merges resolved
         self.walking: set[int] = set()         # nodes entered and not left: meeting one is a cycle

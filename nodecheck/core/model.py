@@ -45,6 +45,14 @@ class Outcome(Enum):
     FAILED = "failed"                          # nodecheck itself failed to run it (an internal error)
 
 
+class Cut(Enum):
+    """Why nodecheck's own side ended a probe early or never started it: not the node's doing. The
+    capture's detail says it in words for people; decisions read this."""
+    DEADLINE = "deadline"                      # the run deadline came before the probe's own timeout
+    SIGNAL = "signal"                          # a stop request (SIGTERM, Ctrl-C): not started
+    CONNECTION_LOST = "connection lost"        # the kept connection was gone before it started: nothing ran
+
+
 @dataclass(frozen=True)
 class Capture:
     node: str
@@ -56,6 +64,7 @@ class Capture:
     stderr: str
     duration_s: float
     detail: str = ""                           # "host key mismatch", "connect timeout after 10 s"
+    cut: Cut | None = None                     # set when nodecheck, not the node, ended or skipped it
 
 
 class Status(Enum):
@@ -95,6 +104,7 @@ class Verdict:
     observed: Mapping[str, object] = field(default_factory=dict)
     expected: Mapping[str, object] = field(default_factory=dict)
     excerpt: str = ""                          # the raw lines that justify it (bounded)
+    cut: Cut | None = None                     # judged from a capture nodecheck cut (the gate never drains for it)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence, Union
 
+from pydantic import BaseModel
+
 from nodecheck.core.model import Capture, Probe, Verdict
 
 Captures = Mapping[str, Capture]               # a node's captures, keyed by probe name
@@ -24,7 +26,7 @@ class CheckSpec:
     name: str                                  # "ib.ports"
     judge: Union[Judge, FleetJudge]
     probes: ProbeList                          # static, or a function of the validated params
-    params: type                               # a pydantic model: the playbook block is validated by it
+    params: type[BaseModel]                    # the playbook block is validated by it
     scope: str = "node"                        # "node", "fleet" or "active"
     # probes run again after the active checks, on nodes whose first probes ran: a before/after
     # pair (IB error counters over the window in which the pair tests loaded the links)
@@ -46,7 +48,7 @@ class CheckSpec:
 CHECKS: dict[str, CheckSpec] = {}
 
 
-def check(name: str, *, probes: ProbeList, params: type, scope: str = "node", after: ProbeList = ()):
+def check(name: str, *, probes: ProbeList, params: type[BaseModel], scope: str = "node", after: ProbeList = ()):
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
         raise ValueError(f"check {name}: scope must be one of {SCOPES}, got {scope!r}")
@@ -57,9 +59,3 @@ def check(name: str, *, probes: ProbeList, params: type, scope: str = "node", af
         CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after)
         return judge
     return register
-
-
-def all_checks() -> Mapping[str, CheckSpec]:
-    """Every registered check; importing nodecheck.checks fills the table."""
-    import nodecheck.checks  # noqa: F401  (the import registers the checks)
-    return CHECKS

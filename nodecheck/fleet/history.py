@@ -49,7 +49,7 @@ from nodecheck.core.redact import redact_text
 from nodecheck.report import exit_code_for
 from nodecheck.report.diff import (FACT_CHECKS, KEPT_COUNTERS, CounterRow, Measurement, NodeSweep, ResultRow,
                                    SweepSnapshot, natural)
-from nodecheck.report.diff import _counters as counter_changes    # the diff's rule: one rule for both
+from nodecheck.report.diff import counter_changes    # the diff's rule: one rule for both
 
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 60.0                          # another sweep's commit takes well under a second
@@ -295,6 +295,7 @@ class History:
                 (snap.run_id, snap.playbook, _ts(snap.started), _ts(snap.finished), int(snap.complete),
                  snap.incomplete_reason, status.value, exit_code_for(status), report_dir, nodecheck_version))
             sid = cur.lastrowid
+            assert sid is not None             # an INSERT's row id
             conn.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
                              [(sid, n, s.value) for n, s in snap.node_statuses.items()])
             conn.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
@@ -466,7 +467,8 @@ class History:
             "SELECT status, COUNT(*) FROM nodes WHERE sweep_id = ? GROUP BY status", (sweep_id,))}
 
     def results(self, sweep_id: int, node: str | None = None, check: str | None = None) -> list[ResultRow]:
-        clauses, args = ["sweep_id = ?"], [sweep_id]
+        clauses = ["sweep_id = ?"]
+        args: list[object] = [sweep_id]
         for column, value in (("node", node), ("check_name", check)):
             if value is not None:
                 clauses.append(f"{column} = ?")
@@ -479,7 +481,8 @@ class History:
         """What one sweep kept of a VIEWS table, in recorded order, as snapshot() reads it: facts
         (node, key, value), CounterRows or Measurements; only this node's, only what --check names."""
         spec = VIEWS[view]
-        clauses, args = ["sweep_id = ?"], [sweep_id]
+        clauses = ["sweep_id = ?"]
+        args: list[object] = [sweep_id]
         if node is not None:
             clauses.append("node = ?")
             args.append(node)
@@ -498,7 +501,7 @@ class History:
                    node: str | None = None) -> set[str]:
         """The distinct values of these columns of a VIEWS table in these sweeps (on one node): what
         a --node or --check could have named. One query a sweep: each is a prefix of the key."""
-        table, names = VIEWS[view].table, set()
+        table, names = VIEWS[view].table, set[str]()
         where, extra = ("AND node = ?", (node,)) if node is not None else ("", ())
         for column in columns:
             for sweep_id in sweep_ids:
@@ -614,7 +617,7 @@ def _entry(h: History, sweep: SweepRow, node: str | None, check: str | None) -> 
 def render_history(entries: Sequence[dict], node: str | None, check: str | None) -> str:
     from tabulate import tabulate
 
-    from nodecheck.report.diff import fold
+    from nodecheck.core.hostlist import fold
     what = " ".join(p for p in (node and f"node {node}", check and f"check {check}") if p) or "all nodes"
     rows = []
     for e in entries:
@@ -705,7 +708,7 @@ def _item(show: str, row, was) -> dict:
 
 
 def counter_change(was: CounterRow | None, now: CounterRow) -> str | None:
-    """What a counter did since its last read, by the sweep diff's rule (diff._counters, so
+    """What a counter did since its last read, by the sweep diff's rule (diff.counter_changes, so
     `history` and the sweep's "since the last sweep" never disagree): "rise"; "reboot" (a new
     boot id: counters restart at zero); "cleared" (went down within one boot: perfquery -R or a
     reset); "other source" (perfquery vs sysfs, other widths: not compared); "same"; None when
@@ -767,7 +770,7 @@ def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str
     --check, those at 0 that did not change are one "(others)" row per sweep (64 a node otherwise)."""
     from tabulate import tabulate
 
-    from nodecheck.report.diff import fold
+    from nodecheck.core.hostlist import fold
     spec = VIEWS[show]
     headers = {"versions": ["check", "value", "change"], "counters": ["port", "counter", "value", "change"],
                "measurements": ["check", "measurement", "subject", "value"]}[show]
@@ -791,8 +794,8 @@ def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str
         if not groups:
             note = "(sweep cut short) not read" if not e["complete"] else "not read in this sweep"
             rows.append([when, run, *who, note, *[""] * (len(headers) - 1)])
-        for cells, nodes in groups.items():
-            rows.append([when, run, *([] if node is not None else [fold(nodes)]), *cells])
+        for shown, nodes in groups.items():
+            rows.append([when, run, *([] if node is not None else [fold(nodes)]), *shown])
     named = check if show == "counters" else f"check {check}"          # a counter or a port names itself
     what = " ".join(p for p in (node and f"node {node}", check and named) if p) or "all nodes"
     if not entries:

@@ -91,7 +91,10 @@ def _check_metrics_path(path: str) -> None:
 
 def sweep_command(args: Namespace) -> int:
     from nodecheck.gate import command as gatecmd
-    from nodecheck.app.commands import _ensure_open_files, _progress, _stop_on_signals, _targets
+    from nodecheck.app.publish import progress
+    from nodecheck.app.signals import stop_on_signals
+    from nodecheck.app.targets import select_targets
+    from nodecheck.app.transports import ensure_open_files
     from nodecheck.fleet.history import History
     from nodecheck.config.playbook import load_playbook
 
@@ -105,14 +108,14 @@ def sweep_command(args: Namespace) -> int:
         from nodecheck.gate import config as gateconfig
         gateconfig.apply(args, gateconfig.load(gateconfig.config_path(args.config), "sweep")[0])
     playbook = load_playbook(args.playbook, tuple(args.pins))
-    nodes, excluded, transport = _targets(args, playbook)
+    nodes, excluded, transport = select_targets(args, playbook)
     if not args.local:
-        _ensure_open_files(min(args.fanout, len(nodes)))
+        ensure_open_files(min(args.fanout, len(nodes)))
     history = _open_history(history_path(args))
     try:
         # a progress bar only for a person at a terminal; the timer's sweep prints none
-        with _progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
-                _stop_on_signals() as stop:
+        with progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
+                stop_on_signals() as stop:
             report = gatecmd.run_gated(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
                                        inventory=args.inventory, stop=stop, excluded=[x.name for x in excluded],
                                        retries=args.retries, drain_on=args.drain_on, on_node_done=tick)

@@ -134,7 +134,7 @@ def _events(g: Gathered) -> dict[str, NodeEvents]:
 
 def _kernel_log(capture):
     """(parsed log, the node's clock, "") or (None, None, why it was not read)."""
-    from nodecheck.checks.kernel import read_kernel_log
+    from nodecheck.probes.kernel_log import read_kernel_log
     from nodecheck.core.model import Outcome
     if capture is None:
         return None, None, "not gathered"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
-from nodecheck.checks.kernel import KERNEL_LOG
+from nodecheck.probes.kernel_log import KERNEL_LOG
 from nodecheck.core.errors import ParseError
 from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe, stacks_probe
 from nodecheck.forensics.ranks import RankProcess, rank_processes
@@ -83,15 +83,15 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
         wanted.setdefault(p.node, []).append(p.pid)
     for n in nodes:
         probes = []
-        snap = out.snapshots.get(n.name)
-        if snap is None:
+        snapshot = out.snapshots.get(n.name)
+        if snapshot is None:
             continue
         pids = wanted.get(n.name, [])
         if pids:
             probes.append(stacks_probe(pids, stack_timeout_s, native, pyspy))
         if fetch:
             probes += [fetch_probe(k, d.path, d.owner, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
-                       for k, d in enumerate(snap.dumps[:MAX_DUMPS_PER_NODE])]
+                       for k, d in enumerate(snapshot.dumps[:MAX_DUMPS_PER_NODE])]
         if probes:
             second[n] = probes
     if second and not (stop is not None and stop.is_set()):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from nodecheck.forensics.ranks import fold_ranks
 from nodecheck.parsers.flight_recorder import FRDump, FREntry
@@ -87,7 +87,7 @@ def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump], entries: Mapping[i
     no_dump = tuple(r for r in members if r not in by_rank)
     p2p = _p2p_pending(entries, members)
     done = {r: (v.done or None) for r, v in views.items()}
-    base = dict(pg=pg, desc=desc, members=members, last_completed=done, no_dump=no_dump, p2p_pending=p2p)
+    base: dict[str, Any] = dict(pg=pg, desc=desc, members=members, last_completed=done, no_dump=no_dump, p2p_pending=p2p)
     if not any(v.by_seq or v.done for v in views.values()):
         kind = "p2p_only" if any(e.is_p2p for es in entries.values() for e in es) else "never_started"
         return GroupFinding(kind=kind, seq=None, at_seq=(), missing=(), ahead=(), **base)
@@ -117,7 +117,8 @@ def _view(pg: str, d: FRDump, on_group: Sequence[FREntry]) -> _RankView:
     entries = [e for e in on_group if not e.is_p2p and e.collective_seq_id is not None]
     by_seq: dict[int, list[FREntry]] = defaultdict(list)
     for e in entries:
-        by_seq[e.collective_seq_id].append(e)
+        if e.collective_seq_id is not None:    # (entries holds only those with one)
+            by_seq[e.collective_seq_id].append(e)
     status = _status(pg, d, entries)
     done = max([s for s, es in by_seq.items() if all(_completed(e) for e in es)]
                + [status.last_completed if status and status.last_completed else 0], default=0)

@@ -15,8 +15,12 @@ from argparse import Namespace
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nodecheck.core.errors import ConfigError
+
+if TYPE_CHECKING:                              # imported where used, at run time
+    from nodecheck.forensics.analysis import Forensics
 
 DEFAULT_DEADLINE_S = 120.0
 DEFAULT_STACK_TIMEOUT_S = 10.0
@@ -31,8 +35,8 @@ def forensics_command(args: Namespace) -> int:
     plan = _plan(args)
     local = read_local_dumps(args.dumps) if args.dumps else []
     if plan["nodes"] is not None:
-        from nodecheck.app.commands import _stop_on_signals
-        with _stop_on_signals() as stop:
+        from nodecheck.app.signals import stop_on_signals
+        with stop_on_signals() as stop:
             done = investigate(plan["transport"], plan["nodes"], plan["where"], label=plan["label"], key=plan["key"],
                                output_dir=args.output_dir, fanout=args.fanout,
                                deadline_s=args.deadline or DEFAULT_DEADLINE_S, stack_timeout_s=args.stack_timeout,
@@ -53,7 +57,7 @@ def forensics_command(args: Namespace) -> int:
 
 @dataclass
 class Investigation:
-    result: object                             # analysis.Forensics
+    result: Forensics
     summary: str                               # what an operator reads (record.render)
     record: dict                               # forensics.json's content
     where: Path | None                         # the record directory; None when it could not be written
@@ -67,8 +71,7 @@ def investigate(transport, nodes, where, *, label: str, key: str, output_dir: st
     from nodecheck.forensics.analysis import examine
     from nodecheck.forensics.collect import gather
     from nodecheck.forensics.record import files, render, to_json
-    from nodecheck.report.store import private, store_files
-    from nodecheck.watch.incident import safe_key, stamp
+    from nodecheck.report.store import private, safe_key, stamp, store_files
     started = time.time()
     gathered = None
     if nodes is not None:
@@ -114,7 +117,7 @@ def _plan(args: Namespace) -> dict:
                           hint="as TORCH_FR_DUMP_TEMP_FILE: e.g. /scratch/fr/trace_rank_")
     if not (args.slurm_job or args.inventory):
         return {"nodes": None, "label": f"dumps:{Path(args.dumps).name}", "key": Path(args.dumps).name or "dumps"}
-    from nodecheck.app.commands import _ensure_open_files, _ssh_transport
+    from nodecheck.app.transports import ensure_open_files, ssh_transport
     from nodecheck.forensics.collect import Where
     inventory = load_inventory(args.inventory) if args.inventory else []
     if args.slurm_job:
@@ -128,8 +131,8 @@ def _plan(args: Namespace) -> dict:
         where, label = Where("match", args.match), f"inventory:{args.match}"
         key = Path(args.inventory).stem
     where = Where(where.mode, where.what, args.log, args.dump_prefix)
-    _ensure_open_files(min(args.fanout, len(nodes)))
-    return {"nodes": nodes, "where": where, "label": label, "key": key, "transport": _ssh_transport(args)}
+    ensure_open_files(min(args.fanout, len(nodes)))
+    return {"nodes": nodes, "where": where, "label": label, "key": key, "transport": ssh_transport(args)}
 
 
 def _slurm_nodes(job_id: str, inventory) -> list:

@@ -19,7 +19,7 @@ from typing import Sequence
 from nodecheck.core.model import Probe
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.watch_sample import GPU_FIELDS
-from nodecheck.probes.shell import _ESC_AWK, ANCESTRY_FUNCTION
+from nodecheck.probes.shell import ANCESTRY_FUNCTION, ESC_AWK
 
 SNAPSHOT = "forensics-snapshot"
 STACKS = "forensics-stacks"
@@ -37,7 +37,7 @@ RANK_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK
 
 # esc_lines: stdin's lines, each escaped onto one line (the probes/shell.py escaping)
 _ESC_LINES = f'''
-esc_lines() {{ LC_ALL=C awk '{_ESC_AWK}
+esc_lines() {{ LC_ALL=C awk '{ESC_AWK}
 {{ print esc($0) }}'; }}
 '''
 

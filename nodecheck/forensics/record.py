@@ -14,8 +14,8 @@ from nodecheck.forensics.collectives import describe, last_completed_text
 from nodecheck.forensics.stacks import describe_group, frame_text
 from nodecheck.parsers.watch_sample import GpuSample
 from nodecheck.report import capture_relpath
-from nodecheck.report.table import fold
-from nodecheck.watch.incident import safe_key
+from nodecheck.core.hostlist import fold
+from nodecheck.report.store import safe_key
 
 RECORD_VERSION = 1
 
@@ -68,6 +68,7 @@ def _place(f: Forensics):
 
 def _node_line(f: Forensics, node: str) -> str:
     g = f.gathered
+    assert g is not None                       # called for the nodes gathered
     if node in g.failures:
         return f"not read: {g.failures[node]}"
     snap = g.snapshots[node]
@@ -130,6 +131,7 @@ def to_json(f: Forensics, label: str, started: str, finished: str) -> dict:
 
 def _node_json(f: Forensics, node: str) -> dict:
     g = f.gathered
+    assert g is not None                       # called for the nodes gathered
     if node in g.failures:
         return {"reached": False, "failure": g.failures[node]}
     snap = g.snapshots[node]
@@ -157,6 +159,7 @@ def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
             out[f"stacks/{safe_key(s.process.node)}/pid-{s.process.pid}.txt"] = s.raw
     for k, r in enumerate(f.dumps):
         if _kept(r):
+            assert r.read.data is not None     # _kept: the dump was read and parsed
             out[_dump_relpath(r.read.node, r.read.path, k)] = r.read.data
     return out
 

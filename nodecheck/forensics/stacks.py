@@ -60,6 +60,7 @@ def group_stacks(stacks: Sequence[ProcessStack]) -> tuple[StackGroup, ...]:
     """Identical stacks together; the largest group first, groups without a stack last."""
     groups: dict[tuple, list[ProcessStack]] = {}
     for s in stacks:
+        key: tuple[tuple[PyFrame, ...], str, tuple[PyFrame, ...]]    # (frames, failure, unpaused frames)
         if s.stacks is not None:
             frames = python_frames(s.stacks)
             key = (frames, "" if frames else "no Python frames in the main thread", ())
@@ -121,7 +122,7 @@ def summary_frames(frames: Sequence[PyFrame]) -> tuple[PyFrame, ...]:
 
 def who(members: Sequence[RankProcess], place_under: int = 4) -> str:
     """"6 ranks 0-5 (node[1-3])", "rank 3 (node1 GPU3)", "2 processes without a rank (node1 pids 7,8)"."""
-    from nodecheck.report.table import fold
+    from nodecheck.core.hostlist import fold
     ranks = sorted(p.rank for p in members if p.rank is not None)
     unranked = [p for p in members if p.rank is None]
     parts = []

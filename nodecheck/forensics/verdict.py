@@ -134,6 +134,7 @@ def _from_stacks(stacks: Sequence[ProcessStack], processes: Sequence[RankProcess
     init: list[int] = []
     for s in ranked:
         rank = s.process.rank
+        assert rank is not None                # ranked: only processes with a rank
         if s.stacks is None:
             silent[rank] = s.failure
             continue
@@ -190,7 +191,7 @@ def _events(events: Mapping[str, NodeEvents], nodes: Sequence[str]) -> tuple[str
 
 
 def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str], unreached: Sequence[str] = ()) -> str:
-    from nodecheck.report.table import fold
+    from nodecheck.core.hostlist import fold
     culprits = fold(list(culprit_nodes)) if culprit_nodes else ""
     everyone = fold(list(nodes)) if nodes else "the job's nodes"
     if kind == MISMATCHED:
@@ -202,7 +203,8 @@ def _next_step(kind: str, culprit_nodes: Sequence[str], nodes: Sequence[str], un
             return ("read the missing ranks' own log and the Xid/OOM lines above; find the node they ran on (the "
                     "launcher's log, or forensics with --slurm-job / --match) and check it with nodecheck run")
         return (f"read the missing ranks' own log and the Xid/OOM lines above; if {culprits} is at fault, drain it "
-                f"(scontrol update nodename={culprits} state=drain reason='forensics: hung collective, see the record') and check it: "
+                f"(scontrol update nodename={culprits} state=drain reason='forensics: hung collective, see the record') "
+                f"and check it: "
                 f"nodecheck run hosts.yml --nodes '{culprits}'")
     if kind == SAME:
         return (f"every rank waits in the same collective: look below NCCL, at the network: nodecheck run "

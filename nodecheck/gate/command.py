@@ -28,6 +28,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Sequence
 
+from nodecheck.app.signals import STOPPED
+from nodecheck.config.gate_settings import GateSettings
 from nodecheck.gate import decide as gate
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import Node, Status, one_line
@@ -79,7 +81,7 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
         if not pending:
             break
         if stop.is_set():
-            notes.append(f"stopped by a signal before retry {k}")
+            notes.append(f"{STOPPED} before retry {k}")
             break
         left = total - (time.monotonic() - started)
         if left < MIN_RETRY_S:
@@ -274,7 +276,7 @@ def _slurm(args: Namespace, timeout_s: float = 10.0):
 
 
 def _load(args: Namespace, mode: str) -> Playbook:
-    from nodecheck.app.commands import prolog_job_user, with_job_user
+    from nodecheck.app.job_user import prolog_job_user, with_job_user
     from nodecheck.config.playbook import load_playbook
     playbook = load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
     # the node Prolog reads files the job names (its NCCL_CONF_FILE) as the job's user would
@@ -309,8 +311,8 @@ def _tail(where: str | None, report: Report) -> str:
 
 
 def _stopper():
-    from nodecheck.app.commands import _stop_on_signals
-    return _stop_on_signals()
+    from nodecheck.app.signals import stop_on_signals
+    return stop_on_signals()
 
 
 def _first_line(report: Report, decision: gate.Decision) -> str:
@@ -326,12 +328,12 @@ def _first_line(report: Report, decision: gate.Decision) -> str:
 
 def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     """This node, locally, within the budget; drain itself on a judged failure."""
-    from nodecheck.app.commands import _local_transport
+    from nodecheck.app.transports import local_transport
     node = _this_node_name()
     playbook = _load(args, "prolog")
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
     with _stopper() as stop:
-        report = run_gated(playbook, [Node(name=node, address="localhost")], _local_transport(), fanout=1,
+        report = run_gated(playbook, [Node(name=node, address="localhost")], local_transport(), fanout=1,
                            deadline_s=deadline, stop=stop, retries=args.retries, drain_on=args.drain_on)
     settings = playbook.gate
     decision = gate.decide(report, settings, drain_on=args.drain_on, order=[c.spec.name for c in playbook.checks],
@@ -375,7 +377,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     return EXIT_DRAINED
 
 
-def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Report, settings: gate.GateSettings,
+def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Report, settings: GateSettings,
                         log: GateLog, where: str | None, token: str = "") -> str:
     """A run on one node (the node Prolog, the local health check) cannot see a mass failure, so
     after draining itself it waits for the other nodes' runs (settle_s), counts nodecheck's recent
@@ -392,7 +394,7 @@ def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Repor
     return breaker
 
 
-def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLog, since: datetime,
+def _cluster_breaker(slurm, check: str, settings: GateSettings, log: GateLog, since: datetime,
                      token: str = "") -> str:
     from nodecheck.gate.slurm import SlurmError
     try:
@@ -405,24 +407,24 @@ def _cluster_breaker(slurm, check: str, settings: gate.GateSettings, log: GateLo
 
 def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
     """The job's nodes (SLURM_JOB_NODELIST), reached as the inventory says (or by name)."""
-    from nodecheck.app.commands import _ssh_transport
+    from nodecheck.app.transports import ssh_transport
     from nodecheck.config.inventory import load_inventory
-    from nodecheck.gate.slurm import expand_hostlist
+    from nodecheck.core.hostlist import expand
     text = os.environ.get("SLURM_JOB_NODELIST", "")
     if not text:
         raise ConfigError("SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld",
                           file="environment", hint="or set SLURM_JOB_NODELIST=node[1-4] to try it by hand")
-    names = expand_hostlist(text)
+    names = expand(text)
     known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
     nodes = [known.get(n) or Node(name=n, address=n) for n in names]
     args.connect_timeout = args.connect_timeout or 10.0
-    return nodes, _ssh_transport(args)
+    return nodes, ssh_transport(args)
 
 
 def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     """The job's nodes over SSH, the playbook's cross-node checks; drain only the blamed nodes."""
-    from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.app.commands import _ensure_open_files
+    from nodecheck.app.defaults import DEFAULT_FANOUT
+    from nodecheck.app.transports import ensure_open_files
     playbook = _load(args, "controller")
     cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
     if not cross:
@@ -431,7 +433,7 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     playbook = dataclasses.replace(playbook, checks=cross)
     nodes, transport = _job_nodes(args)
     fanout = args.fanout or DEFAULT_FANOUT
-    _ensure_open_files(min(fanout, len(nodes)))
+    ensure_open_files(min(fanout, len(nodes)))
     with _stopper() as stop:
         report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
                            inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
@@ -468,19 +470,19 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
 
 def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
-    from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.app.commands import _local_transport, _ssh_transport
+    from nodecheck.app.defaults import DEFAULT_FANOUT
+    from nodecheck.app.transports import local_transport, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
     from nodecheck.gate.slurm import SlurmError
     playbook = _load(args, "health")
     if args.inventory:
         nodes = select(load_inventory(args.inventory), args.nodes)
         args.connect_timeout = args.connect_timeout or 10.0
-        transport, fanout = _ssh_transport(args), args.fanout or DEFAULT_FANOUT
+        transport, fanout = ssh_transport(args), args.fanout or DEFAULT_FANOUT
     else:
         if args.nodes:
             raise ConfigError("--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ...")
-        nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], _local_transport(), 1
+        nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], local_transport(), 1
     with _stopper() as stop:
         report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
                            inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)

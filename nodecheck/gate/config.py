@@ -25,7 +25,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.gate.decide import DrainOn
+from nodecheck.config.gate_settings import DrainOn
 from nodecheck.config.yaml_source import load_file, pydantic_error
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"

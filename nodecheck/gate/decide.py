@@ -19,40 +19,14 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Literal, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from nodecheck.core.model import Capture, CheckResult, Status, Verdict, excerpt
+from nodecheck.config.gate_settings import GateSettings
+from nodecheck.core.model import Capture, CheckResult, Cut, Status, Verdict, excerpt
 from nodecheck.parsers.slurm import NodeState, reason_body
 from nodecheck.report import Report
-from nodecheck.transport import CUT_AT_DEADLINE
 
-DrainOn = Literal["fail", "timeout", "unreachable"]
 DRAIN_STATUS = {"fail": Status.FAIL, "timeout": Status.TIMEOUT, "unreachable": Status.UNREACHABLE}
-
-
-class GateSettings(BaseModel):
-    """A playbook's `gate:` block; the command line overrides each key."""
-    model_config = ConfigDict(extra="forbid")
-    drain_on: list[DrainOn] = Field(["fail"], min_length=1,
-                                    description="statuses that drain a node: fail, and optionally timeout, "
-                                                "unreachable (ERROR and SKIPPED never drain)")
-    retries: int = Field(1, ge=0, le=10, strict=True,
-                         description="re-runs of a failing flaky-prone check before its failure stands")
-    flaky: Optional[list[str]] = Field(None, description="checks retried before draining (default: the "
-                                       "bandwidth tests: ib.pairs, nccl.allreduce_single, nccl.allreduce_multi)")
-    breaker_share: float = Field(0.10, gt=0, le=1, allow_inf_nan=False,
-                                 description="one check failing on more than this share of the nodes "
-                                             "trips the breaker: nothing is drained")
-    breaker_min_nodes: int = Field(10, ge=1, strict=True,
-                                   description="the breaker only judges runs (or clusters) of at least this many nodes")
-    breaker_window_s: float = Field(600.0, gt=0, le=86_400, allow_inf_nan=False,
-                                    description="node Prolog and local health: nodecheck drains for the same "
-                                                "check set this long before the run count towards the breaker")
-    settle_s: float = Field(3.0, ge=0, le=60, allow_inf_nan=False,
-                            description="node Prolog: after draining itself, wait this long for the job's other "
-                                        "Prologs, then count nodecheck's drains cluster-wide for the breaker")
 
 
 @dataclass(frozen=True)
@@ -116,7 +90,7 @@ def draining(r: CheckResult, statuses: frozenset[Status]) -> bool:
     (its tool ran past the probe's own timeout), not nodecheck's run deadline cutting it short."""
     if r.verdict.status not in statuses:
         return False
-    return not (r.verdict.status is Status.TIMEOUT and CUT_AT_DEADLINE in r.verdict.message)
+    return not (r.verdict.status is Status.TIMEOUT and r.verdict.cut is Cut.DEADLINE)
 
 
 def blames(report: Report, statuses: frozenset[Status], order: Sequence[str] = ()) -> dict[str, Blame]:

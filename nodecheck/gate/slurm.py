@@ -18,16 +18,13 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
-
-from nodecheck.core.errors import ConfigError, ParseError
-from nodecheck.config.inventory import MAX_NODES, size_bound
+from nodecheck.core.errors import ParseError
 from nodecheck.core.model import excerpt, one_line
 from nodecheck.parsers.slurm import (MARK_CHARS, OLD_OWNER, OWNER, SQUEUE_FORMAT, JobRecord, NodeState,
                                       parse_show_node, parse_squeue_job, reason_mark, reason_owner)
 
 __all__ = ["MAX_REASON_CHARS", "OLD_OWNER", "OWNER", "Change", "JobRecord", "NodeState", "Slurm", "SlurmError",
-           "drain_politely", "drain_reason", "expand_hostlist", "is_ours", "resume_politely"]
+           "drain_politely", "drain_reason", "is_ours", "resume_politely"]
 
 # Slurm 22.05 keeps a reason of any length (tests/harness measured up to 100,000 characters); a
 # drain reason is read in `sinfo -R -o %E` and `scontrol show node`, so nodecheck keeps it short
@@ -70,27 +67,6 @@ def drain_reason(check: str, message: str, max_chars: int = MAX_REASON_CHARS, to
 def is_ours(reason: str, token: str = "") -> bool:
     """A reason nodecheck set with this drain token (and so may replace or clear)."""
     return reason_owner(reason, token) == "ours"
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm hostlist "node[1-4,7]" -> ["node1", ..., "node7"], sorted as ClusterShell sorts;
-    ConfigError on text that is not a hostlist."""
-    size = size_bound(text)
-    if size > MAX_NODES:                       # ClusterShell would materialise every name first
-        raise ConfigError(f"hostlist {text!r} names {size:,} nodes, more than {MAX_NODES:,}",
-                          hint="check the ranges for a typo")
-    try:
-        # RESOLVER_NOGROUP: "@name" must not run the commands of a local groups.conf
-        names = list(NodeSet(text, resolver=RESOLVER_NOGROUP))
-    except (NodeSetException, ValueError) as e:
-        raise ConfigError(f"bad hostlist {text!r}: {e}", hint="Slurm hostlist syntax, e.g. gpu[001-008,010]") from None
-    if not names:
-        raise ConfigError(f"empty hostlist {text!r}", hint="name at least one node")
-    bad = [n for n in names if n.startswith("@") or any(c.isspace() for c in n)]
-    if bad:
-        raise ConfigError(f"bad hostlist {text!r}: {bad[0]!r} is not a node name",
-                          hint="separate names with ',' ; node groups (@name) are not expanded")
-    return names
 
 
 # ---- scontrol -----------------------------------------------------------------------------------
@@ -220,6 +196,7 @@ def drain_politely(slurm: Slurm, node: str, reason: str, token: str = "") -> Cha
     before, failed = _read(slurm, node)
     if failed:
         return failed
+    assert before is not None                  # _read gives the state or the failure
     if before.drained and before.owner(token) != "ours":
         return Change(node, "left", f"already {before.state}, {_foreign(before, token)}; not nodecheck's to change",
                       before)
@@ -241,6 +218,7 @@ def resume_politely(slurm: Slurm, node: str, token: str = "") -> Change:
     before, failed = _read(slurm, node)
     if failed:
         return failed
+    assert before is not None                  # _read gives the state or the failure
     if not before.drained:
         return Change(node, "left", f"not drained ({before.state})", before)
     if before.owner(token) != "ours":

@@ -15,7 +15,9 @@ DEFAULT_DEADLINE_S = 120.0
 
 def job_check_command(args: Namespace) -> int:
     from nodecheck.run import runner as runner
-    from nodecheck.app.commands import _ensure_open_files, _publish, _stop_on_signals
+    from nodecheck.app.publish import publish
+    from nodecheck.app.signals import stop_on_signals
+    from nodecheck.app.transports import ensure_open_files
     from nodecheck.job.invariants import JobContext, specs
     from nodecheck.job.spec import load_job_spec
     from nodecheck.config.playbook import PlannedCheck, Playbook
@@ -29,19 +31,19 @@ def job_check_command(args: Namespace) -> int:
                         description=f"job-check of {args.job}", deadline_s=DEFAULT_DEADLINE_S,
                         select_labels=frozenset(), checks=checks)
     if not args.local:
-        _ensure_open_files(min(args.fanout, len(nodes)))
-    with _stop_on_signals() as stop:
+        ensure_open_files(min(args.fanout, len(nodes)))
+    with stop_on_signals() as stop:
         report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
                             inventory=args.inventory, stop=stop)
     for warning in getattr(transport, "warnings", lambda: [])():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
-    return _publish(report, args)
+    return publish(report, args)
 
 
 def job_user(job: str, record) -> str:
-    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: commands.job_user_for (JOB.yml's
+    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: app.job_user.job_user_for (JOB.yml's
     owner, else the Slurm job's user)."""
-    from nodecheck.app.commands import job_user_for
+    from nodecheck.app.job_user import job_user_for
     return job_user_for(job, record.user if record is not None else "")
 
 
@@ -62,7 +64,7 @@ def _counts(spec, job: str):
 
 def _nodes(args: Namespace):
     """(the job's nodes in rank order, the transport, the Slurm job record or None)."""
-    from nodecheck.app.commands import _local_transport, _ssh_transport, _this_node
+    from nodecheck.app.transports import local_transport, ssh_transport, this_node
     from nodecheck.config.inventory import load_inventory, select
 
     # $SLURM_JOB_ID is only a default: inventory nodes named with --nodes say the user picked the nodes
@@ -72,13 +74,13 @@ def _nodes(args: Namespace):
         if args.nodes or args.slurm_job:
             raise ConfigError("--local checks this machine only: give no --nodes and no --slurm-job",
                               file="arguments")
-        return [_this_node()], _local_transport(), None
+        return [this_node()], local_transport(), None
     if job_id is None:
         if not args.inventory:
             raise ConfigError("which nodes? give --slurm-job ID (default $SLURM_JOB_ID inside an allocation), "
                               "--inventory hosts.yml or --local", file="arguments",
                               hint="nodecheck job-check job.yml --slurm-job 4242")
-        return select(load_inventory(args.inventory), args.nodes), _ssh_transport(args), None
+        return select(load_inventory(args.inventory), args.nodes), ssh_transport(args), None
     record = _slurm_job(job_id, implicit=not args.slurm_job)
     if record.ended:                           # its nodes may run someone else's job by now
         raise ConfigError(f"Slurm job {record.job_id} has ended ({record.state}): job-check judges a job before its "
@@ -93,7 +95,7 @@ def _nodes(args: Namespace):
     if args.nodes:
         raise ConfigError("--nodes picks inventory nodes; with a Slurm job the nodes are the allocation's",
                           file="--nodes", hint="drop --nodes")
-    return nodes, _ssh_transport(args), record
+    return nodes, ssh_transport(args), record
 
 
 def _slurm_job(job_id: str, implicit: bool = False):

@@ -11,7 +11,8 @@ from typing import Iterator, Mapping, Sequence
 
 from nodecheck.checks.nccl_env import flight_recorder as fr_verdicts
 from nodecheck.checks.nccl_env import timeouts as watchdog_verdicts
-from nodecheck.judging.drift import fold, group_by_value, strict_majority
+from nodecheck.core.hostlist import fold
+from nodecheck.judging.drift import group_by_value, strict_majority
 from nodecheck.core.errors import ParseError
 from nodecheck.job.counts import RankCounts
 from nodecheck.job.probe import CHECKPOINT, PROBE_NAME, JobNodeFacts, job_probe, parse_job_probe
@@ -41,7 +42,8 @@ class JobContext:
 # --- helpers ----------------------------------------------------------------------------------------
 
 def _facts(by_node: Mapping[str, Mapping[str, Capture]]) -> tuple[dict[str, JobNodeFacts], list[Grouped]]:
-    facts, problems = {}, []
+    facts: dict[str, JobNodeFacts] = {}
+    problems: list[Grouped] = []
     for node, captures in by_node.items():
         try:
             facts[node] = parse_job_probe(captures[PROBE_NAME].stdout)
@@ -256,8 +258,8 @@ def env_consistency(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContex
         def said(value: str, nodes: Sequence[str]) -> str:
             if value == "\0unset":
                 return f"unset on {fold(nodes)}"
-            sources = sorted({envs[n][key].source for n in nodes})
-            return f"{key}={value} on {fold(nodes)} ({', '.join(sources)})"
+            sources = sorted({envs[n][key].source for n in nodes})  # noqa: B023 - called in this iteration only
+            return f"{key}={value} on {fold(nodes)} ({', '.join(sources)})"  # noqa: B023 - called in this iteration only
         if reference is None:
             text = "; ".join(said(v, n) for v, n in groups.items())
             for node in values:
@@ -318,7 +320,8 @@ def timeouts(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -> I
                               "collective_timeout", {"timeout_s": t}))
     if t < spec.limits.timeout_min_s:
         common.append(Verdict(Status.FAIL, f"{said} is shorter than limits.timeout_min_s "
-                              f"{fmt(spec.limits.timeout_min_s)} s: the first slow collective (NCCL's setup, a compilation, a data stall) ends the job; "
+                              f"{fmt(spec.limits.timeout_min_s)} s: the first slow collective (NCCL's setup, a compilation, "
+                              "a data stall) ends the job; "
                               "is it in minutes? give seconds", "collective_timeout_min", {"timeout_s": t},
                               {"timeout_s": f">= {fmt(spec.limits.timeout_min_s)}"}))
     if t > spec.limits.timeout_max_s:
@@ -442,6 +445,7 @@ def _sharing(facts: Mapping[str, JobNodeFacts]) -> str:
 
 def _interval(spec: JobSpec) -> Verdict:
     ck, lim = spec.checkpoint, spec.limits
+    assert ck is not None                      # the caller judged a JOB.yml without a checkpoint: block
     minutes = ck.every_minutes
     how = f"every {fmt(ck.every_minutes)} min" if ck.every_minutes else ""
     if minutes is None and ck.every_steps and ck.step_seconds:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from nodecheck.config.job_env import EnvName, EnvValue
+from nodecheck.probes.env_policy import EnvName, EnvValue
 from nodecheck.config.yaml_source import Located, load_file, pydantic_error
 
 # PyTorch's init_process_group(timeout=) default for NCCL: 10 minutes (torch.distributed

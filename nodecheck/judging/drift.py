@@ -10,10 +10,10 @@ import traceback
 from collections import defaultdict
 from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
-from ClusterShell.NodeSet import NodeSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.thresholds import Action
 
@@ -73,10 +73,6 @@ class PinOrDrift(BaseModel):
         if self.expect is None and self.drift == "off":
             raise ValueError("nothing to judge: give expect: (a pinned value) or drift: fail|warn")
         return self
-
-
-def fold(nodes: Sequence[str]) -> str:
-    return str(NodeSet.fromlist(list(nodes)))
 
 
 def group_by_value(values: Mapping[str, str]) -> dict[str, tuple[str, ...]]:

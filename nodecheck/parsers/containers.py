@@ -300,7 +300,7 @@ def _cells(line: str) -> tuple[str, ...]:
     return tuple(cell for cell in _CELL_SEPARATOR.split(line.strip()) if cell)
 
 
-def _none(cell: str) -> str | None:
+def _none(cell: str | None) -> str | None:
     return None if cell == "<none>" else cell
 
 

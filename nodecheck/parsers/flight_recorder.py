@@ -224,6 +224,7 @@ def _prescan(data: bytes, clock: _Clock) -> None:
     marks: list[int] = []
     memo: dict[int, Any] = {}
     puts = 0
+    arg: Any        # genops types it Any | None; each opcode's branch below knows its real type
     for count, (op, arg, _pos) in enumerate(pickletools.genops(data)):
         name = op.name
         if not count & 0xFFF:
@@ -575,13 +576,13 @@ class _Getter:
         v = self.e.get("frames", [])
         if not isinstance(v, (list, tuple)):
             self.fail("frames", v, "a list")
-        key = []
+        frames = []
         for f in v:
             if not (isinstance(f, dict) and isinstance(f.get("name", ""), str)
                     and isinstance(f.get("filename", ""), str) and (f.get("line") is None or _is_int(f.get("line")))):
                 self.fail("frames", f, "{name, filename, line}")
-            key.append((f.get("name", ""), f.get("filename", ""), f.get("line")))
-        key = tuple(key)
+            frames.append((f.get("name", ""), f.get("filename", ""), f.get("line")))
+        key = tuple(frames)
         if key not in cache:
             cache[key] = tuple(FRFrame(name=n, filename=fn, line=ln) for n, fn, ln in key)
         return cache[key]

@@ -17,7 +17,7 @@ from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nccl_config import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
-from nodecheck.probes.shell import unescape
+from nodecheck.parsers.escapes import unescape
 
 SNAPSHOT_TOOL = "forensics snapshot"
 STACKS_TOOL = "forensics stacks"
@@ -187,8 +187,8 @@ def parse_fetch(text: str, max_bytes: int = MAX_FETCHED_BYTES) -> FetchedDump:
         return FetchedDump(None, None, f"refused: {one_line(excerpt(first[len('@@nodecheck refused '):], 200))}",
                            refused=True)
     if first.startswith("@@nodecheck too_large "):
-        size = first.split()[-1]
-        return FetchedDump(None, int(size) if size.isdigit() else None, "too large to fetch")
+        shown = first.split()[-1]
+        return FetchedDump(None, int(shown) if shown.isdigit() else None, "too large to fetch")
     match = _ENCODING.fullmatch(first[len("@@nodecheck encoding "):]) if first.startswith("@@nodecheck encoding ") else None
     if match is None:
         raise ParseError(FETCH_TOOL, "no encoding line: not the fetch probe's output", excerpt(text))

@@ -169,14 +169,20 @@ def parse_kernel_log(text: str, *, now: datetime | None = None, uptime_s: float 
         used = 1
         if _XID_MARK in line.message:
             event = _xid(line)
-            (xids if isinstance(event, XidEvent) else unreadable).append(event)
-        elif _LOST_HEAD.search(line.message):
-            event, used = _lost_gpu(lines, i)
-            if event is not None:
+            if isinstance(event, XidEvent):
                 xids.append(event)
+            else:
+                unreadable.append(event)
+        elif _LOST_HEAD.search(line.message):
+            lost, used = _lost_gpu(lines, i)
+            if lost is not None:
+                xids.append(lost)
         elif _KILLED_MARK.search(line.message):
             kill = _killed(line, context)
-            (ooms if isinstance(kill, OomKill) else unreadable).append(kill)
+            if isinstance(kill, OomKill):
+                ooms.append(kill)
+            else:
+                unreadable.append(kill)
             context = _OomContext()
         else:
             context = _oom_context(line.message, context)
@@ -345,6 +351,7 @@ def _xid(line: _Line) -> XidEvent | Unreadable:
 def _lost_gpu(lines: list[_Line], i: int) -> tuple[XidEvent | None, int]:
     """Code 79 from the driver's "fallen off the bus" message, and how many lines it spans."""
     head = _LOST_HEAD.search(lines[i].message)
+    assert head is not None                     # the caller found it there
     parts = [lines[i].message[head.start():]]
     end = i + 1
     while _LOST_TEXT not in " ".join(parts) and end < len(lines) and end - i < _LOST_LINES:

@@ -18,7 +18,7 @@ from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import Section, Sections, split_sections
 from nodecheck.parsers.sysfs import parse_sysfs_dump
 from nodecheck.parsers.versions import parse_nccl_conf
-from nodecheck.probes.shell import unescape
+from nodecheck.parsers.escapes import unescape
 
 PROBE_NAME = "nccl_env"
 ETC_CONF = "/etc/nccl.conf"

@@ -1,6 +1,6 @@
 """nccl-tests output (all_reduce_perf, all_gather_perf, ...): text or JSON in, an NcclTestRun out.
 
-API fixed for the checks (nodecheck/checks/nccl_tests.py); the implementation fills it in.
+API fixed for the checks (nodecheck/checks/nccl_allreduce.py); the implementation fills it in.
 Formats read: every layout nccl-tests has printed since the NCCL 1 era (NVIDIA/nccl-tests
 src/common.cu, src/util.cu), interleaved NCCL_DEBUG lines, the failure lines of common.h's
 CUDACHECK/NCCLCHECK/TESTCHECK macros, Open MPI and srun abort messages, and the `-J file.json`
@@ -225,7 +225,7 @@ def human_bytes(size: int) -> str:
     if size < 1024:
         return f"{size} B"
     value, unit = float(size), "B"
-    for unit in units:
+    for unit in units:  # noqa: B007 - the unit the loop stops at is read after it
         value /= 1024
         if value < 1024:
             break
@@ -435,8 +435,8 @@ class _TextReader:
             understood = self._comment(stripped, stripped[1:].strip())
         elif _PARAMS.match(stripped):          # the NCCL 1 era printed it without '#'
             understood = self._params(stripped)
-        elif _VERSION.fullmatch(stripped):
-            understood = self._version(_VERSION.fullmatch(stripped)[1])
+        elif (version := _VERSION.fullmatch(stripped)):
+            understood = self._version(version[1])
         elif _ROW_START.match(line):
             understood = self._row(number, line, at_end)
         else:
@@ -676,8 +676,10 @@ def _launcher_failure(line: str) -> Failure | None:
         why = f" due to {reason.lower()}" if reason else ""
         return Failure("launcher", f"slurm cancelled {match['id']} at {match['at']}{why}",
                        host=match["host"], line=line)
-    if line.startswith("srun: error:") or line.startswith("srun: Job step aborted"):
-        return Failure("launcher", f"srun: {_SRUN.fullmatch(line)['what'].strip()}", line=line)
+    if line.startswith(("srun: error:", "srun: Job step aborted")):
+        srun = _SRUN.fullmatch(line)
+        assert srun is not None                # _SRUN matches every line with either prefix
+        return Failure("launcher", f"srun: {srun['what'].strip()}", line=line)
     return None
 
 
@@ -773,7 +775,8 @@ def _size_row(tokens: Sequence[str], layout: _Layout, number: int) -> SizeRow:
     prefix = dict(zip(layout.prefix, tokens))
     if not {"size", "count", "type"} <= prefix.keys():
         raise _Unreadable("the table has no size/count/type columns")
-    position, halves = len(layout.prefix), []
+    position = len(layout.prefix)
+    halves: list[Measurement | None] = []
     for names in layout.halves:
         halves.append(_measurement(names, tokens[position:position + len(names)]))
         position += len(names)

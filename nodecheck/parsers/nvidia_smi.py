@@ -85,8 +85,8 @@ def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
     first = [cell.strip() for cell in lines[0].split(",")]
     header = [_HEADER_CELL.fullmatch(cell) for cell in first]
     if all(header):
-        names = [match[1] for match in header]
-        units = [match[2] for match in header]
+        names = [match[1] for match in header if match]      # (every cell matched)
+        units = [match[2] for match in header if match]
         lines = lines[1:]
     elif fields_ is not None:
         names, units = list(fields_), [None] * len(fields_)
@@ -228,6 +228,7 @@ def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> tuple[
         try:
             used = None if memory is None else _float(memory)
         except ValueError:
+            assert memory is not None          # None is not parsed, so it never raises
             raise ParseError(tool, f"used memory {quote(memory)} is not readable", text) from None
         # a process name nvidia-smi cannot see (a container's) is printed as "[Not Found]": None
         # here, "" in the fact, since GpuProcess.name is a plain string
@@ -284,10 +285,12 @@ def parse_q(text: str) -> QFacts:
     lines = [line for line in lines if line.strip() and not _Q_BANNER.fullmatch(line.strip())]
     if not lines:
         raise ParseError(tool, "empty output", text)
-    starts = [i for i, line in enumerate(lines) if _Q_GPU_HEADER.fullmatch(line.strip())]
+    headers = {i: match for i, line in enumerate(lines) if (match := _Q_GPU_HEADER.fullmatch(line.strip()))}
+    starts = list(headers)
+    sections: list[tuple[str | None, list[str]]]
     if starts:
         preamble = _q_entries(lines[:starts[0]], gaps)
-        sections = [(normalise_bus_id(_Q_GPU_HEADER.fullmatch(lines[at].strip())[1]),
+        sections = [(normalise_bus_id(headers[at][1]),
                      lines[at + 1:end]) for at, end in zip(starts, starts[1:] + [len(lines)])]
     else:
         preamble, sections = [], [(None, lines)]
@@ -345,10 +348,10 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
             orphans += 1
             continue
         if first_placed is None:
-            first_placed = line.strip()
+            first_placed = match[1]            # the first placed line's key, as printed
         entries.append(_Entry(tuple(k for _, k, _ in stack), None if value is None else value.strip()))
     if orphans:
-        where = f"before {quote(_Q_LINE.fullmatch(first_placed)[1])}" if first_placed else "in all"
+        where = f"before {quote(first_placed)}" if first_placed else "in all"
         gaps.append(f"output starts inside a section: {orphans} line(s) {where} not read")
     return entries
 
@@ -439,14 +442,14 @@ def _q_ecc(q: _QSection, period: str, counter: re.Pattern, old_kind: str) -> int
     if q.has(*old):
         return q.read(_count, old)
     parts = {key: value for key, value in q.children("ecc errors", period).items() if counter.fullmatch(key)}
-    if {counter.fullmatch(key)[1] for key in parts} != {"sram", "dram"}:
+    if {match[1] for key in parts if (match := counter.fullmatch(key))} != {"sram", "dram"}:
         return None
     if not q.closed("ecc errors", period):
         q.gaps.append(f"{q.label} ECC Errors / {period}: section cut off")
         return None
     if any(value is None or not _INT.fullmatch(value) for value in parts.values()):
         return None
-    return sum(int(value) for value in parts.values())
+    return sum(int(value) for value in parts.values() if value is not None)     # (none is None: checked above)
 
 
 def _q_remapped_rows(q: _QSection) -> RemappedRows | None:
@@ -514,7 +517,7 @@ def _q_processes(q: _QSection, *, cut: bool) -> tuple[GpuProcess, ...] | None:
         if proc["pid"] is None or not _INT.fullmatch(proc["pid"]):
             q.gaps.append(f"{q.label} process: unreadable Process ID {quote(str(proc['pid']))}")
             continue
-        if proc.get("type") is not None and "C" not in proc["type"]:
+        if (kind := proc.get("type")) is not None and "C" not in kind:
             continue                           # a graphics-only client (Xorg) is not a compute process
         memory = proc.get("used gpu memory")
         used = _WITH_UNIT.fullmatch(memory) if memory is not None else None
@@ -589,7 +592,8 @@ def parse_table(text: str) -> TableFacts:
     driver = cuda = None
     header_seen = False
     blocks: list[dict] = []                    # per GPU: {"row1": cells, "row2": cells | None}
-    section, processes, process_state = "gpus", [], None
+    processes: list[tuple[int, GpuProcess]] = []
+    section, process_state = "gpus", None
     for line in lines:
         stripped = line.strip()
         cells = _cells(line)
@@ -662,6 +666,7 @@ def _table_process_line(stripped: str, joined: str, state: str | None,
 def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
     row1, row2 = block["row1"], block["row2"]
     head, bus = _row1_gpu(row1[0]), _T_ROW1_BUS.fullmatch(row1[1].strip())
+    assert head is not None and bus is not None    # a block starts only at a row that reads as both
     index = head[0]
     label = f"GPU{index}"
     ecc_enabled = ecc_count = None
@@ -879,7 +884,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
     if query_gpu is not None:
         rows = parse_query_gpu(query_gpu, QUERY_GPU_FIELDS)
         gpus = list(gpus_from_query_gpu(query_gpu))
-        drivers = sorted({row["driver_version"] for row in rows if row.get("driver_version")})
+        drivers = sorted({version for row in rows if (version := row.get("driver_version"))})
         csv_had_driver = bool(drivers)
         if len(drivers) > 1:
             gaps.append(f"GPUs report different driver versions: {', '.join(drivers)}")
@@ -890,10 +895,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
         cuda = q_facts.cuda_version
         if not csv_had_driver:             # GPUs that disagree stay unknown, not -q's pick
             driver = q_facts.driver_version
-        if query_gpu is None:
-            gpus = list(q_facts.gpus)
-        else:
-            gpus = _merge_q(gpus, q_facts.gpus, gaps)
+        gpus = list(q_facts.gpus) if query_gpu is None else _merge_q(gpus, q_facts.gpus, gaps)
     if compute_apps is not None:
         gpus = _attach_processes(gpus, parse_compute_apps(compute_apps), gaps)
     if nvlink is not None:

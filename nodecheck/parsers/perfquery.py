@@ -233,7 +233,7 @@ def _expected(extended: bool, cap_mask: str | None, cap_mask2: str | None) -> tu
     """The counters this kind of block always prints, given the capability masks it shows."""
     if not extended:
         return _BASIC_EXPECTED
-    names = DATA_COUNTERS
+    names: tuple[str, ...] = DATA_COUNTERS
     if cap_mask is not None and int(cap_mask, 16) & _EXT_WIDTH_SUPPORTED:
         names += CAST_COUNTERS
     if cap_mask2 is not None and int(cap_mask2, 16) & _ADDL_PORT_CTRS_EXT:
@@ -340,8 +340,8 @@ def parse_sysfs_counter_loop(text: str) -> PortCounters:
             files[current] = line
     if not files:
         raise ParseError("sysfs counters", "no '=== ./name ===' sections in output", text)
-    ends_mid_value = bool(text) and not text.endswith("\n") and current is not None
-    if ends_mid_value and not isinstance(files[current], Unreadable):
+    ends_mid_value = bool(text) and not text.endswith("\n")
+    if ends_mid_value and current is not None and not isinstance(files[current], Unreadable):
         files[current] = Unreadable("output ends mid-value")
     ca, port = (where[1], int(where[2])) if where else (None, None)
     return _sysfs_port(ca, port, files, text)

@@ -419,7 +419,7 @@ def _bw_row(line: str, table: _Table, tool: str, text: str) -> BwRow:
 def _lat_row(line: str, table: _Table, tool: str, text: str) -> LatRow:
     match = _LAT_ROW.fullmatch(line)
     values = match[3].split() if match else []
-    if len(values) != len(table.columns):
+    if match is None or len(values) != len(table.columns):     # (a latency table always has columns)
         raise ParseError(tool, f"unreadable latency row {quote(line)}", text)
     return LatRow(int(match[1]), int(match[2]), **dict(zip(table.columns, map(float, values))))
 

@@ -90,6 +90,7 @@ def parse_pyspy_dump(text: str) -> PyStacks:
     # python's argv may hold newlines (python -c '...'): everything up to the version line is command
     command = "\n".join([head[2], *lines[1:version_at]])
     version = _PYTHON.fullmatch(lines[version_at])
+    assert version is not None                  # version_at is the line it matched
     threads = _threads(lines, version_at + 1, text)
     return PyStacks(pid=int(head[1]), command=command, python=version[1], threads=threads,
                     python_path=version[2])
@@ -235,7 +236,7 @@ def _error(text: str) -> tuple[str, tuple[str, ...]] | None:
     """py-spy's anyhow error: 'Error: X' (or 'Permission Denied: ...'), then numbered causes."""
     lines = [line.strip() for line in split_lines(_SGR.sub("", text))]
     for i, line in enumerate(lines):
-        if line.startswith("Error: ") or line.startswith("Permission Denied"):
+        if line.startswith(("Error: ", "Permission Denied")):
             causes = []
             for cause in lines[i + 1:]:
                 if cause.startswith("Stack backtrace:"):

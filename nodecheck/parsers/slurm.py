@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.hostlist import expand
 from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
@@ -113,6 +114,7 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
             current, in_reason = None, False   # a blank line ends a block
             continue
         if current is not None and in_reason and line.startswith(_REASON_MORE):
+            assert current.reason is not None  # in_reason: this block's Reason line came before
             current.reason.append(line[len(_REASON_MORE):])
             continue
         stripped = line.strip()
@@ -133,7 +135,9 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
 
 def _fields(block: _Block, line: str, text: str) -> bool:
     """Read the fields nodecheck needs from one line of a block; True if it was the Reason line."""
-    key = _KEY.match(line)[1]
+    starts = _KEY.match(line)
+    assert starts is not None                  # the caller matched _KEY (or NodeName=) on this line
+    key = starts[1]
     if key in _FREE_TEXT:
         if key == "Reason":
             if block.reason is not None:
@@ -287,8 +291,7 @@ def _put(fields: dict[str, str], key: str, value: str, job_id: str, text: str) -
 
 def _nodes(node_list: str, job_id: str, text: str, tool: str = JOB_TOOL) -> tuple[str, ...]:
     try:
-        from nodecheck.gate.slurm import expand_hostlist   # (slurm.py imports this module)
-        return tuple(expand_hostlist(node_list)) if node_list else ()
+        return tuple(expand(node_list)) if node_list else ()
     except Exception as e:                     # ConfigError: not a hostlist
         raise ParseError(tool, f"job {job_id}: NodeList={node_list} is not a hostlist: {e}", text) from None
 

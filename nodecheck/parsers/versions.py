@@ -131,7 +131,7 @@ def parse_ldconfig_nccl(text: str) -> NcclLibs:
     # versions come from the resolved file name; pip wheels ship an unversioned libnccl.so.2
     # (vllm#3661), which names no version and so adds none
     versions = list(dict.fromkeys(v for v in (_target_version(lib) for lib in cores) if v))
-    primary = [lib for lib in cores if lib.soname == "libnccl.so.2" and _is_64bit(lib.arch)]
+    primary = [lib for lib in cores if lib.soname == "libnccl.so.2" and is_64bit(lib.arch)]
     # the dynamic loader takes the first cache entry for a soname, so the first one is what runs
     version = next((v for v in (_target_version(lib) for lib in primary) if v), None)
     return NcclLibs(tuple(libs), version, tuple(dict.fromkeys(lib.soname for lib in plugins)),
@@ -257,5 +257,6 @@ def _target_version(lib: NcclLib) -> str | None:
     return match[1] if match else None
 
 
-def _is_64bit(flags: str) -> bool:
+def is_64bit(flags: str) -> bool:
+    """Whether ldconfig's flags for a library ("libc6,x86-64") name a 64-bit one."""
     return any(word in flags.lower() for word in ("x86-64", "aarch64"))

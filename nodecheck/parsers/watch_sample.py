@@ -294,7 +294,7 @@ def read_progress(log_tail: str, src) -> ProgressReading:
 
 def _last(pattern: re.Pattern, line: str) -> re.Match | None:
     found = None
-    for found in pattern.finditer(line):
+    for found in pattern.finditer(line):  # noqa: B007 - keeps the last match
         pass
     return found
 

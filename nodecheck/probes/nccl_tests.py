@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from nodecheck.config.job_env import ENV_NAME, probe_env, travels
+from nodecheck.probes.env_policy import ENV_NAME, probe_env, travels
 from nodecheck.core.model import Probe
 from nodecheck.probes.pairtest import ARGUMENT
 

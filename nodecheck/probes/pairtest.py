@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.core.model import Probe
+from nodecheck.parsers.pairtest import MADE_DIR  # what the steps print is read there
 
 READY_WAIT_S = 10                              # how long a server may take to listen
 COLLECT_WAIT_S = 5                             # how long a finished client's server may take to exit
@@ -61,24 +62,10 @@ def _tool_args(rail: Rail, ib_port: int, shape: TestShape) -> list[str]:
     return args
 
 
-# the path of a directory a start step made, as collect gets it back: absolute, one printable line
-MADE_DIR = re.compile(r"^/[^\x00-\x1f\x7f]*$")
-
-
 def check_arguments(*values: str) -> None:
     for v in values:
         if not ARGUMENT.match(v):
             raise ValueError(f"{v!r} cannot be passed to a pair test (expected a name or an address)")
-
-
-def made_directory(start_stdout: str) -> str:
-    """The directory a start step made ("" when it printed none: it failed before, or its output was
-    lost, and collect then looks for it by its prefix)."""
-    for line in start_stdout.splitlines():
-        if line.startswith("@@nodecheck dir "):
-            path = line[len("@@nodecheck dir "):]
-            return path if MADE_DIR.match(path) else ""
-    return ""
 
 
 # private_dir PATH PREFIX: PATH is a directory a start step made: PREFIX and mktemp's six characters,

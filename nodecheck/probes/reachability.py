@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from nodecheck.core.model import Probe
-from nodecheck.probes.pairtest import MADE_DIR, OUR_GROUP_FUNCTION, PRIVATE_DIR_FUNCTION, SHOW_FUNCTION, made_directory
 from nodecheck.core.thresholds import fmt
+from nodecheck.parsers.pairtest import MADE_DIR  # what the steps print is read in parsers.reachability
+from nodecheck.probes.pairtest import OUR_GROUP_FUNCTION, PRIVATE_DIR_FUNCTION, SHOW_FUNCTION
 
 READY_WAIT_S = 10                              # how long a listener may take to bind its ports
 LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>.XXXXXX
@@ -153,10 +154,6 @@ done
 [ "$found" = 1 ] || echo "@@nodecheck nodir"
 '''
 
-_PORT_LINE = re.compile(r"^@@nodecheck port (\d+) (listening|busy|error) ?(.*)$", re.M)
-_CONN_LINE = re.compile(r"^@@nodecheck conn (\d+) (\S+) ?(.*)$", re.M)
-
-
 def listener_directory(tag: str, node: str) -> str:
     """The name of the listener's directory on `node` (the node's name made safe for a path)."""
     return f"{tag}.{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}"
@@ -182,20 +179,3 @@ def stop_listener(name: str, directory: str, made: str) -> Probe:
     if made and not MADE_DIR.match(made):
         raise ValueError(f"{made!r} is not a directory a start step made")
     return Probe(name, ("sh", "-c", _STOP, "sh", directory, made), timeout_s=10)
-
-
-def listener_made(start_stdout: str) -> str:
-    """The private directory the start step made ("" when it printed none)."""
-    return made_directory(start_stdout)
-
-
-def listened_ports(text: str) -> dict[int, str]:
-    """The start step's port lines: port -> "listening", "busy: <why>" or "error: <why>"."""
-    return {int(m.group(1)): m.group(2) if m.group(2) == "listening" else f"{m.group(2)}: {m.group(3)}"
-            for m in _PORT_LINE.finditer(text)}
-
-
-def connection_results(text: str) -> dict[int, tuple[str, str]]:
-    """The connect step's result lines: the target's index -> (result, detail); result is ok, refused,
-    timeout, unreachable, other, silent or error."""
-    return {int(m.group(1)): (m.group(2), m.group(3)) for m in _CONN_LINE.finditer(text)}

@@ -1,5 +1,5 @@
-"""Shell functions the probe scripts share (POSIX sh; every value reaches them as an argument), and
-the decoder of what `escaped` / `env_matching` print."""
+"""Shell functions the probe scripts share (POSIX sh; every value reaches them as an argument). What
+`escaped` / `env_matching` print is decoded by nodecheck.parsers.escapes.unescape."""
 from __future__ import annotations
 
 import re
@@ -81,7 +81,7 @@ ancestry() {
 # (dash's echo interprets "\c"). So values are printed on one line, every byte outside printable
 # ASCII, "\" and "@" (the framing's "@@nodecheck") as \xHH; awk reads ENVIRON, so names are exact.
 # LC_ALL=C: awk sees bytes, whatever the node's locale.
-_ESC_AWK = r'''function esc(v,   out, j, c, n) {
+ESC_AWK = r'''function esc(v,   out, j, c, n) {
   out = ""
   for (j = 1; j <= length(v); j++) {
     c = substr(v, j, 1); n = ord[c]
@@ -95,11 +95,11 @@ BEGIN { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }'''
 # variable whose name matches ERE; nothing else leaves the node.
 ESCAPE_FUNCTIONS = f'''
 escaped() {{
-  NODECHECK_VALUE=$1 LC_ALL=C awk '{_ESC_AWK}
+  NODECHECK_VALUE=$1 LC_ALL=C awk '{ESC_AWK}
 BEGIN {{ print esc(ENVIRON["NODECHECK_VALUE"]) }}'
 }}
 env_matching() {{
-  NODECHECK_NAMES=$1 LC_ALL=C awk '{_ESC_AWK}
+  NODECHECK_NAMES=$1 LC_ALL=C awk '{ESC_AWK}
 BEGIN {{ for (k in ENVIRON) if (k ~ ENVIRON["NODECHECK_NAMES"]) print k "=" esc(ENVIRON[k]) }}'
 }}
 '''
@@ -196,14 +196,3 @@ owned_open() {
   return 1
 }
 """
-
-_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
-
-
-def unescape(text: str) -> str:
-    """What `escaped` printed -> the value (UTF-8; an undecodable byte stays visible as \\xHH).
-    ValueError for text no escaping function prints (non-ASCII: an older or foreign probe)."""
-    if not text.isascii():
-        raise ValueError(f"not escaped: {text[:60]!r}")
-    raw = _ESCAPE.sub(lambda m: chr(int(m[1], 16)), text).encode("latin-1")
-    return raw.decode("utf-8", "backslashreplace")

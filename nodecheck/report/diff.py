@@ -15,10 +15,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence, TypeGuard
 
-from ClusterShell.NodeSet import NodeSet
-
+from nodecheck.core.hostlist import fold
 from nodecheck.judging import counter_rules as C
 from nodecheck.core.model import Status, worst
 from nodecheck.report import Report
@@ -202,7 +201,7 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
     return tuple(found.values())
 
 
-def _finite(value: object) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     """A number that is a measurement: a NaN or infinite bandwidth is none (SQLite would store
     NaN as NULL and refuse the whole sweep; a NaN gauge never crosses an alert threshold)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -284,8 +283,10 @@ def diff(previous: SweepSnapshot | None, current: SweepSnapshot) -> Changes:
         was_failing = old is not None and not old.status.healthy and old.status is not Status.SKIPPED
         if state.status.healthy:
             if was_failing:
+                assert old is not None         # (was_failing says so)
                 recovered.append(Finding(node, check, old.status, _more(old)))
         elif state.status is Status.SKIPPED and was_failing:
+            assert old is not None
             not_checked.append(Finding(node, check, old.status, _more(old)))
         elif old is None or old.status.healthy or (old.status is Status.SKIPPED and state.status is not Status.SKIPPED):
             newly.append(Finding(node, check, state.status, _more(state)))
@@ -298,7 +299,7 @@ def diff(previous: SweepSnapshot | None, current: SweepSnapshot) -> Changes:
         if (node, check) not in now and node in present and not old.status.healthy \
                 and old.status is not Status.SKIPPED:
             not_checked.append(Finding(node, check, old.status, _more(old)))
-    risen, reset = _counters(previous.counters, current.counters)
+    risen, reset = counter_changes(previous.counters, current.counters)
     return Changes(
         previous_run=previous.run_id, previous_started=previous.started,
         newly_failing=tuple(sorted(newly, key=_order)), recovered=tuple(sorted(recovered, key=_order)),
@@ -322,7 +323,7 @@ def _versions(before: Iterable[tuple[str, str, str]], now: Iterable[tuple[str, s
     return tuple(sorted(changed, key=lambda c: (c.key, natural(c.node))))
 
 
-def _counters(before: Sequence[CounterRow], now: Sequence[CounterRow]) -> tuple[tuple[CounterRise, ...],
+def counter_changes(before: Sequence[CounterRow], now: Sequence[CounterRow]) -> tuple[tuple[CounterRise, ...],
                                                                                    tuple[CounterReset, ...]]:
     """A rise within one boot is a rise; a new boot id is a reboot (counters restart at zero) and a
     value that went down within one boot was cleared (perfquery -R) or reset: said as such, never
@@ -466,10 +467,6 @@ def _section(title: str, items: list[tuple[str, str]], max_lines: int | None = S
     if max_lines is not None and len(lines) > max_lines:
         lines = lines[:max_lines] + [f"  ... and {len(lines) - max_lines} more (all in the report's summary.txt)"]
     return [f"{title}:"] + lines
-
-
-def fold(nodes: Iterable[str]) -> str:
-    return str(NodeSet.fromlist(list(nodes)))
 
 
 def _age(delta) -> str:

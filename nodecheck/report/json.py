@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
 from ClusterShell.NodeSet import NodeSet
 
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
 from nodecheck.core.redact import REDACTED, is_secret_name, redact_argv, redact_text
 from nodecheck.report import REPORT_VERSION, Report, capture_relpath
@@ -42,6 +44,15 @@ def to_dict(report: Report) -> dict:
         "captures": [_capture(c) for c in report.captures],
         "extras": report.extras,
     }
+
+
+def active_extras(data, incomplete: Sequence[str]) -> dict:
+    """An active check's entry in the report's "extras": its typed report data
+    (nodecheck.checks.context.ReportData) as JSON, with the planned work it left undone under
+    "incomplete" where that data puts it; {} for a check that reported nothing."""
+    if data is not None:
+        return data.as_json(list(incomplete))
+    return {"incomplete": list(incomplete)} if incomplete else {}
 
 
 def dumps(report: Report) -> str:
@@ -94,7 +105,7 @@ def _capture(c: Capture) -> dict:
             "stderr": capture_relpath(c.node, c.probe, "stderr") if c.stderr else None}
 
 
-def from_dict(d: dict, captures_text: dict | None = None) -> Report:
+def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | None = None) -> Report:
     """Rebuild a Report; capture texts are files beside report.json, passed in when wanted."""
     if d.get("report_version") != REPORT_VERSION:
         raise ValueError(f"report_version {d.get('report_version')!r}, this nodecheck reads {REPORT_VERSION}")
@@ -134,10 +145,6 @@ def _load_result(r: dict, evidence: list) -> CheckResult:
     return CheckResult(r["check"], tuple(NodeSet(r["group"])), verdict,
                        tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"])
                              for e in evidence))
-
-
-def fold(nodes) -> str:
-    return str(NodeSet.fromlist(list(nodes)))
 
 
 def _parse_ts(s: str) -> datetime:

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from nodecheck.core.model import Capture, CheckResult, Status, worst
 from nodecheck.report import Report, capture_relpath
-from nodecheck.report.json import fold
+from nodecheck.core.hostlist import fold
 
 RUN_SUITE = "nodecheck.run"
 NO_RESULT_CASE = "results"                     # a node no check reported on: an error, never a pass
@@ -45,7 +45,7 @@ def render(report: Report) -> str:
     suites += [_node_suite(report, node, i, captures, folds, node_seconds[node])
                for i, node in enumerate(report.node_names, 1)]
     for key in ("tests", "failures", "errors"):
-        root.set(key, str(sum(int(s.get(key)) for s in suites)))
+        root.set(key, str(sum(int(s.attrib[key]) for s in suites)))
     root.set("time", _wall(report))
     root.extend(suites)
     ET.indent(root)

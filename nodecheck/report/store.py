@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -147,10 +148,9 @@ def write_atomic(path: str | Path, data: str | bytes, access: Access | None = No
     access = access or shared()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w",
-                       **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:
+        with os.fdopen(fd, "wb") as f:
             _own(f.fileno(), access)
-            f.write(data)
+            f.write(data if isinstance(data, bytes) else data.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -185,6 +185,16 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
             if c.stderr:
                 _write(tmp / capture_relpath(c.node, c.probe, "stderr"), redact_text(c.stderr), access)
     return _store_dir(report.run_id, write, output_dir, shared())
+
+
+def stamp(epoch: float) -> str:
+    """A record directory's UTC time, as its name starts: "20250102T030405Z"."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def safe_key(text: str) -> str:
+    """A key (a job, a node, a file name) as one path component: "1234", "1234_7", "hosts-3f2a9c1e"."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".") or "_"
 
 
 def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path,
@@ -292,7 +302,7 @@ def remove_reports(reports: Iterable[tuple[str, str | None]], output_dir: str | 
             warnings.append(f"retention: left {path} in place: {why}")
             continue
         failed: list[str] = []
-        _rmtree(path, lambda p, e: failed.append(f"{p}: {getattr(e, 'strerror', None) or e}"))
+        _rmtree(path, lambda p, e: failed.append(f"{p}: {getattr(e, 'strerror', None) or e}"))  # noqa: B023 - called here
         if failed:
             more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
             warnings.append(f"retention: could not remove the report directory {path}: {failed[0]}{more}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from ClusterShell.NodeSet import NodeSet
 from tabulate import tabulate
 
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import CheckResult, Status, worst
 from nodecheck.report import Report
 
@@ -21,10 +21,6 @@ def render(report: Report) -> str:
         parts.append(unhealthy)
     parts.append(_footer(report))
     return "\n\n".join(parts) + "\n"
-
-
-def fold(nodes) -> str:
-    return str(NodeSet.fromlist(list(nodes)))
 
 
 def _header(r: Report) -> str:
@@ -51,7 +47,7 @@ def _outcomes(r: Report) -> str:
         for check, results in by_check.items():
             for key in _rows(node, addresses[node], check, results):
                 groups[key].append(node)
-    rows = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, kv[0][1], NodeSet.fromlist(kv[1]).__str__()))
+    rows = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, kv[0][1], fold(kv[1])))
     table = [[fold(nodes), status.value, check, _fill(msg, nodes, addresses)]
              for (status, check, msg), nodes in rows]
     return tabulate(table, headers=["nodes", "status", "check", "detail"], tablefmt="simple",

@@ -1,26 +1,45 @@
-"""What an active check (scope "active") gets: the nodes it may use and a way to run commands on them.
+"""The one executor of active checks (scope "active"): how an active check runs, in one file.
 
-Passive checks hand the runner a fixed probe list. Active checks (pairwise bandwidth, a port flap)
-decide what to run from what came back, so they run commands themselves, through an ActiveContext:
-every command is bounded by its own timeout and the run's deadline, and every capture is kept for the
-report under a name that says which step it was ("ib_write_bw.r2.server").
+Passive checks hand the runner a fixed probe list. An active check (ib.pairs, nccl.allreduce_multi's
+localization, nccl.env's reachability, roce.gid_stability's flap) decides what to run from what came
+back, so the runner hands it a CheckContext (the nodecheck.checks.context.ActiveContext protocol) and
+the check calls back for each step. The executor owns everything that is not judging:
+
+- the deadline budget: every step is bounded by its own timeout and the run's deadline; a step with
+  less than MIN_STEP_S left is SKIPPED (not started), a step the deadline cut is marked Cut.DEADLINE;
+  a cleanup step (kill what an earlier step started) runs within its own timeout regardless;
+- the threads: `each` runs steps in parallel, `pair_rounds` runs rounds of disjoint pairs (the pair
+  planner's plan, then localization), a round the time left cannot hold is not started;
+- SSH session reuse and cleanup: one session per node, opened on first use, reused by every step,
+  replaced once when it died between steps, closed between pair rounds and at the end;
+- the record: every capture is kept for the report (secrets masked) under a name that says which
+  step it was ("ib_write_bw.r2.server"), and what the check reports (its typed data, the work it
+  left undone) goes to the report's extras and its incomplete reason.
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Mapping, Sequence
+from typing import Any, TypeVar
 
-from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext, ReportData
+from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe, Verdict
 from nodecheck.core.redact import redact_argv, redact_text
-from nodecheck.transport import CUT_AT_DEADLINE, Session, Transport
+from nodecheck.judging import pair_plan as planner
+from nodecheck.report.json import active_extras
+from nodecheck.transport import Session, Transport
+from nodecheck.transport.fanout import cut_at_deadline, not_started
 
 MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
 MIN_STEP_S = 0.5                               # less time than this left: the step is SKIPPED, not tried
-# what an active check leaves of the deadline for the probes that read again after the active checks
-# (ib.counters' second read): a step that would eat into it is not started
-AFTER_RESERVE_S = 30
+
+T = TypeVar("T")
+R = TypeVar("R")
+Grouped = tuple[tuple[str, ...], Verdict]
 
 
 def _close(session: Session) -> None:
@@ -31,7 +50,8 @@ def _close(session: Session) -> None:
 
 
 class CommandRunner:
-    """One SSH session per node, opened on first use and reused; a dead one is replaced once."""
+    """The steps of every active check of one run: one SSH session per node, opened on first use and
+    reused; a dead one is replaced once. Every capture is kept (`captures`) for the report."""
 
     def __init__(self, transport: Transport, deadline: float, stop: threading.Event,
                  parallel: int = MAX_PARALLEL) -> None:
@@ -46,16 +66,11 @@ class CommandRunner:
         return 0.0 if self.stop.is_set() else self.deadline - time.monotonic()
 
     def run(self, node: Node, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
-        """Run one probe, bounded by one end time for connecting and running together.
-
-        `fresh`: on a connection of its own (after one may have been cut on purpose), closed after.
-        `cleanup`: a step that undoes what an earlier one started (kill the test servers, check a
-        flapped port): it runs within its own timeout even after the deadline or a stop request."""
+        """Run one probe, bounded by one end time for connecting and running together (see
+        ActiveContext.run for `fresh` and `cleanup`)."""
         left = probe.timeout_s if cleanup else min(probe.timeout_s, self.left())
         if left < MIN_STEP_S:
-            why = "stopped by a signal" if self.stop.is_set() else "the run deadline was reached"
-            return self._keep(Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "",
-                                      0.0, f"not started: {why}"))
+            return self._keep(not_started(node, probe, Cut.SIGNAL if self.stop.is_set() else Cut.DEADLINE))
         end = time.monotonic() + left
         if fresh:
             session = self.transport.connect(node, left)
@@ -66,14 +81,12 @@ class CommandRunner:
         else:
             session = self._session(node, left)
             capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
-            if capture.outcome is Outcome.UNREACHABLE and capture.detail.startswith("connection lost before") \
-                    and end - time.monotonic() >= MIN_STEP_S:
+            if capture.cut is Cut.CONNECTION_LOST and end - time.monotonic() >= MIN_STEP_S:
                 # the cached connection died between steps and nothing ran: once more on a new one
                 session = self._session(node, end - time.monotonic(), replace_failed=session)
                 capture = session.run(probe, max(end - time.monotonic(), MIN_STEP_S))
         if capture.outcome is Outcome.TIMEOUT and left < probe.timeout_s:
-            capture = replace(capture, detail=f"{CUT_AT_DEADLINE} after {left:.1f} s "
-                                              f"(probe timeout {probe.timeout_s:g} s)")
+            capture = cut_at_deadline(capture, left, probe)
         return self._keep(capture)
 
     def close(self) -> None:
@@ -115,18 +128,95 @@ class CommandRunner:
 
 
 @dataclass
-class ActiveContext:
-    """An active check's view of the run."""
+class CheckContext:
+    """One active check's ActiveContext: its nodes, its passive captures, and the executor's steps."""
     check: str
     nodes: Mapping[str, Node]                  # the nodes it may use: their passive probes came back
     captures: Mapping[str, Mapping[str, Capture]]   # node -> this check's passive captures
     commands: CommandRunner
     allow_disruptive: bool = False             # --allow-disruptive on the command line
     order: Sequence[str] = ()                  # every node of the run, inventory order
-    extras: dict = field(default_factory=dict)     # the check's data for the report (pair matrix)
+    data: ReportData | None = None             # the check's data for the report (pair matrix)
+    undone: list[str] = field(default_factory=list)    # planned work left undone, in words
+
+    @property
+    def parallel(self) -> int:
+        return self.commands.parallel
 
     def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         return self.commands.run(self.nodes[node], probe, fresh=fresh, cleanup=cleanup)
 
     def left(self) -> float:
         return self.commands.left()
+
+    def stopped(self) -> bool:
+        return self.commands.stop.is_set()
+
+    def each(self, items: Sequence[T], step: Callable[[T], R], *, workers: int | None = None) -> list[R]:
+        if not items:
+            return []
+        with ThreadPoolExecutor(max_workers=max(1, workers or min(len(items), self.parallel)),
+                                thread_name_prefix=f"nodecheck-{self.check}") as pool:
+            return list(pool.map(step, items))
+
+    def pair_rounds(self, nodes: Sequence[str], test: Callable[[int, int, planner.Pair], T],
+                    judge: Callable[[planner.Round, planner.Pair, T], bool | None], *, wave_s: float,
+                    not_run: Callable[[planner.Round, float, float], None], pairing: planner.Pairing,
+                    groups: Mapping[str, str] | None = None, steer: planner.Steer = "any",
+                    max_rounds: int) -> tuple[list[planner.PairResult], planner.Blame]:
+        def run_round(rnd: planner.Round) -> list[planner.PairResult]:
+            # every pair of a round at once, `parallel` at most; more pairs than that run in waves
+            waves = math.ceil(len(rnd.pairs) / max(1, min(len(rnd.pairs), self.parallel)))
+            needs = waves * wave_s + AFTER_RESERVE_S
+            left = self.left()
+            if left < needs:                   # a round cut by the deadline would blame healthy nodes
+                not_run(rnd, left, needs)
+                return []
+            # rounds are numbered from 1 in messages, capture names and the report
+            done = self.each(list(enumerate(rnd.pairs)), lambda slot_pair: test(rnd.index + 1, *slot_pair))
+            self.commands.close()              # idle connections are not kept between rounds
+            results = []
+            for pair, outcome in zip(rnd.pairs, done):
+                ok = judge(rnd, pair, outcome)
+                if ok is not None:             # None: never ran or cut, no evidence either way
+                    results.append(planner.PairResult(pair, rnd.index, ok))
+            return results
+
+        return planner.localize(nodes, run_round, pairing=pairing, groups=groups, steer=steer,
+                                max_rounds=max_rounds)
+
+    def report(self, data: ReportData) -> None:
+        self.data = data
+
+    def incomplete(self, why: str) -> None:
+        self.undone.append(why)
+
+    @property
+    def extras(self) -> dict:
+        """What the report's extras hold for this check ({} when it reported nothing)."""
+        return active_extras(self.data, self.undone)
+
+
+@dataclass
+class ActiveOutcome:
+    """What one active check left: its verdicts by node group, its steps' captures, its report data."""
+    grouped: list[Grouped]
+    captures: list[Capture]
+    extras: dict                               # the JSON report's entry for it ({}: none)
+    undone: list[str]                          # planned work it left undone (the run is incomplete)
+
+
+def run_check(name: str, judge: Callable[..., Iterable[Any]], params: object,
+              nodes: Mapping[str, Node], captures: Mapping[str, Mapping[str, Capture]],
+              commands: CommandRunner, allow_disruptive: bool, order: Sequence[str],
+              on_error: Callable[[Exception], Verdict]) -> ActiveOutcome:
+    """Run one active check on `nodes` (the ones whose passive probes came back). A check that raises
+    gets on_error's verdict for all of them: a check bug must not take the report down."""
+    ctx = CheckContext(name, nodes, captures, commands, allow_disruptive, order)
+    view: ActiveContext = ctx                  # all the check sees (and what mypy holds CheckContext to)
+    first = len(commands.captures)
+    try:
+        grouped: list[Grouped] = list(judge(view, params))
+    except Exception as e:
+        grouped = [(tuple(nodes), on_error(e))]
+    return ActiveOutcome(grouped, commands.captures[first:], ctx.extras, list(ctx.undone))

@@ -10,12 +10,13 @@ from typing import Any, Callable, Mapping, Sequence
 from nodecheck.checks.container import ContainerDigest
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.kernel import KERNEL_LOG, read_kernel_log
-from nodecheck.checks.versions import VERSIONS
+from nodecheck.probes.kernel_log import KERNEL_LOG, read_kernel_log
+from nodecheck.probes.versions import VERSIONS
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.versions import parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env, parse_nccl_header
 from nodecheck.checks.values import VALUE_CHECKS
-from nodecheck.judging.drift import Absent, PinOrDrift, fold, group_by_value
+from nodecheck.core.hostlist import fold
+from nodecheck.judging.drift import Absent, PinOrDrift, group_by_value
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.parsers.ibstat import parse_ibstat

@@ -8,15 +8,15 @@ from datetime import datetime, timezone
 from typing import Callable, Mapping, Sequence
 
 from nodecheck import __version__
-from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.run.active import CommandRunner, run_check
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import (Capture, CheckResult, Evidence, Node, Outcome, Probe, Status, Verdict,
+from nodecheck.core.model import (Capture, CheckResult, Cut, Evidence, Node, Outcome, Probe, Status, Verdict,
                              excerpt)
 from nodecheck.config.playbook import PlannedCheck, Playbook
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import redacted
-from nodecheck.transport import CUT_AT_DEADLINE, Transport, signal_name
-from nodecheck.transport.fanout import run_probes
+from nodecheck.transport import Transport, signal_name
+from nodecheck.transport.fanout import run_probes, why_cut
 
 
 def plan_probes(checks: Sequence[PlannedCheck], after: bool = False) -> tuple[Probe, ...]:
@@ -51,18 +51,18 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
     names = [n.name for n in nodes]
     results: list[CheckResult] = []
     extras: dict[str, object] = {}
+    undone: dict[str, list[str]] = {}
     commands = CommandRunner(transport, deadline, stop, parallel=fanout)
     try:
         for check in playbook.checks:
             if check.spec.scope == "active":
-                results += run_active(check, nodes, captures, commands, allow_disruptive, extras)
+                results += run_active(check, nodes, captures, commands, allow_disruptive, extras, undone)
     finally:
         commands.close()
     captures.update({(c.node, c.probe): c for c in commands.captures})
-    # an active check that left planned work undone (a round, a flap) says so in its extras
+    # an active check that left planned work undone (a round, a flap) says so
     incomplete = incomplete or _cut(commands.captures, stop) or "; ".join(
-        f"{name}: {'; '.join(data['incomplete'])}" for name, data in extras.items()
-        if isinstance(data, dict) and data.get("incomplete"))
+        f"{name}: {'; '.join(why)}" for name, why in undone.items() if why)
     if after := plan_probes(playbook.checks, after=True):
         again = run_probes(transport, {n: after for n in nodes if _first_failure(n.name, playbook, captures) is None},
                            fanout=fanout, deadline=deadline, stop=stop)
@@ -74,7 +74,7 @@ def run(playbook: Playbook, nodes: Sequence[Node], transport: Transport, *, fano
                 if first is not None:
                     captures.setdefault((n.name, probe.name), Capture(
                         n.name, probe.name, probe.argv, first.outcome, first.exit_code, "", "", 0.0,
-                        first.detail))   # the same words: the node's one problem, not a second
+                        first.detail, first.cut))   # the same words: the node's one problem, not a second
     results = [r for node in names for check in playbook.checks if check.spec.scope == "node"
                for r in judge_node(check, node, captures)] + results
     results += [r for check in playbook.checks if check.spec.scope == "fleet"
@@ -97,35 +97,33 @@ def _first_failure(node: str, playbook: Playbook, captures: Mapping[tuple[str, s
 
 
 def _cut(captures: Sequence[Capture], stop: threading.Event) -> str:
-    if any(c.outcome is Outcome.SKIPPED or (c.outcome is Outcome.TIMEOUT and CUT_AT_DEADLINE in c.detail)
-           for c in captures):
-        return "stopped by a signal" if stop.is_set() else "the run deadline was reached"
+    """Why the active checks' steps were skipped or cut short by the deadline; "" if none were."""
+    if any(c.outcome is Outcome.SKIPPED or c.cut is Cut.DEADLINE for c in captures):
+        return why_cut(Cut.SIGNAL if stop.is_set() else Cut.DEADLINE)
     return ""
 
 
 def run_active(check: PlannedCheck, nodes: Sequence[Node], captures: Mapping[tuple[str, str], Capture],
-               commands: CommandRunner, allow_disruptive: bool, extras: dict) -> list[CheckResult]:
-    """An active check: nodes whose passive probes did not come back get their own result; the
-    check runs its commands on the rest. Every node ends with at least one result."""
+               commands: CommandRunner, allow_disruptive: bool, extras: dict,
+               undone: dict[str, list[str]]) -> list[CheckResult]:
+    """An active check (run by nodecheck.run.active): nodes whose passive probes did not come back get
+    their own result; the check runs its steps on the rest. Every node ends with at least one result."""
     by_name = {n.name: n for n in nodes}
     results, ready, evidence = _split_ready(check, [n.name for n in nodes], captures)
     if not ready:
         return results
-    ctx = ActiveContext(check.spec.name, {n: by_name[n] for n in ready}, ready, commands,
-                        allow_disruptive, [n.name for n in nodes])
-    first = len(commands.captures)
-    try:
-        grouped = list(check.spec.judge(ctx, check.params))
-    except Exception as e:                     # a check bug must not take the report down
-        grouped = [(tuple(ready), _internal_error(check.spec.name, e))]
-    if ctx.extras:
-        extras[check.spec.name] = ctx.extras
+    name = check.spec.name
+    out = run_check(name, check.spec.judge, check.params, {n: by_name[n] for n in ready}, ready, commands,
+                    allow_disruptive, [n.name for n in nodes], lambda e: _internal_error(name, e))
+    if out.extras:
+        extras[name] = out.extras
+    undone[name] = out.undone
     own: dict[str, list[Evidence]] = {}
-    for c in commands.captures[first:]:
+    for c in out.captures:
         own.setdefault(c.node, []).append(_evidence(c))
     for node in ready:
         evidence[node] = evidence[node] + tuple(own.get(node, ()))
-    return results + _grouped_results(check.spec.name, grouped, ready, evidence)
+    return results + _grouped_results(name, out.grouped, ready, evidence)
 
 
 def _split_ready(check: PlannedCheck, nodes: Sequence[str], captures: Mapping[tuple[str, str], Capture]):
@@ -201,11 +199,11 @@ def _blocked(check: PlannedCheck, captures: Mapping[str, Capture]) -> Verdict | 
     if c := by_outcome.get(Outcome.UNREACHABLE):
         return Verdict(Status.UNREACHABLE, f"unreachable: {c.detail}")
     if c := by_outcome.get(Outcome.SKIPPED):
-        return Verdict(Status.SKIPPED, f"{c.probe} not run: {c.detail}")
+        return Verdict(Status.SKIPPED, f"{c.probe} not run: {c.detail}", cut=c.cut)
     if c := by_outcome.get(Outcome.TIMEOUT):
         return Verdict(Status.TIMEOUT, f"{_command(c)} timed out: {c.detail}",
                        observed={"duration_s": round(c.duration_s, 2)},
-                       excerpt=excerpt(c.stdout + c.stderr))
+                       excerpt=excerpt(c.stdout + c.stderr), cut=c.cut)
     probes = {p.name: p for p in (*check.probes, *check.after)}
     for c in captures.values():
         if c.exit_code not in probes[c.probe].ok_exit_codes:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
-from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
 from nodecheck.transport import CUT_AT_DEADLINE, Transport
 
 STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker
@@ -45,7 +45,10 @@ class _Run:
                 self.incomplete = self.why_cut()
 
     def why_cut(self) -> str:
-        return "stopped by a signal" if self.stop.is_set() else "the run deadline was reached"
+        return why_cut(self.cut())
+
+    def cut(self) -> Cut:
+        return Cut.SIGNAL if self.stop.is_set() else Cut.DEADLINE
 
     def left(self) -> float:
         """Seconds a probe may still take: none once the deadline passed or a stop was asked."""
@@ -122,8 +125,7 @@ def _run_node(transport: Transport, node: Node, run: _Run) -> None:
             capture = session.run(probe, budget)
             cut = capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s
             if cut:
-                capture = _with_detail(capture, f"{CUT_AT_DEADLINE} after {budget:.1f} s "
-                                                f"(probe timeout {probe.timeout_s:g} s)")
+                capture = cut_at_deadline(capture, budget, probe)
             run.record(capture, cut_short=cut)
     finally:
         session.close()
@@ -137,13 +139,26 @@ def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:
 
 
 def _skipped(node: Node, probe: Probe, run: _Run) -> Capture:
-    return _capture(node, probe, Outcome.SKIPPED, f"not started: {run.why_cut()}")
+    return not_started(node, probe, run.cut())
 
 
 def _capture(node: Node, probe: Probe, outcome: Outcome, detail: str) -> Capture:
     return Capture(node.name, probe.name, probe.argv, outcome, None, "", "", 0.0, detail)
 
 
-def _with_detail(c: Capture, detail: str) -> Capture:
-    return Capture(c.node, c.probe, c.argv, c.outcome, c.exit_code, c.stdout, c.stderr,
-                   c.duration_s, detail)
+def why_cut(cut: Cut) -> str:
+    """The words for a run cut short, in the report's incomplete_reason and a skipped probe's detail."""
+    return "stopped by a signal" if cut is Cut.SIGNAL else "the run deadline was reached"
+
+
+def not_started(node: Node, probe: Probe, cut: Cut) -> Capture:
+    """A probe skipped because the run was cut (deadline or stop request) before it began."""
+    return Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
+                   f"not started: {why_cut(cut)}", cut)
+
+
+def cut_at_deadline(c: Capture, budget: float, probe: Probe) -> Capture:
+    """A probe that timed out because the run deadline left it less than its own timeout: the
+    deadline's doing, not the node's (the gate never drains for it)."""
+    return replace(c, detail=f"{CUT_AT_DEADLINE} after {budget:.1f} s (probe timeout {probe.timeout_s:g} s)",
+                   cut=Cut.DEADLINE)

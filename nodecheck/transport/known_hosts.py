@@ -54,6 +54,12 @@ class _Entry:
     key: paramiko.PKey | None                  # None for @cert-authority: CA keys are never compared
     source: str                                # "path:line"
 
+    @property
+    def host_key(self) -> paramiko.PKey:
+        """The key of a plain or @revoked line: only @cert-authority lines hold none."""
+        assert self.key is not None
+        return self.key
+
 
 class _Skip(Exception):
     """A line that cannot be used; the message says why."""
@@ -118,8 +124,10 @@ class KnownHosts:
         with self._lock:
             for group in names_by_priority:
                 if plain := self._lines([n.lower() for n in group], None):
-                    types = {e.key.get_name() for e in plain}
-                    return [alg for alg in paramiko.Transport._preferred_keys if _key_type(alg) in types]
+                    types = {e.host_key.get_name() for e in plain}
+                    # paramiko's own preference order: a private list types-paramiko leaves out
+                    preferred = paramiko.Transport._preferred_keys  # type: ignore[attr-defined]
+                    return [alg for alg in preferred if _key_type(alg) in types]
         return []
 
     # -- trust on first use ----------------------------------------------------------------------
@@ -177,6 +185,7 @@ class KnownHosts:
 
     def _append(self, text: str) -> None:
         path = self.writable
+        assert path is not None                # add() appends only when there is a writable file
         try:
             os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
             with open(path, "ab+") as f:
@@ -194,13 +203,13 @@ class KnownHosts:
 def _judge(who: str, plain: list[_Entry], key: paramiko.PKey, offered: str) -> KeyCheck:
     if hit := [e for e in plain if _same(e.key, key)]:
         return KeyCheck(Verdict.MATCH, f"{offered} for {who} matches {_where(hit[:1])}")
-    same_type = [e for e in plain if e.key.get_name() == key.get_name()]
+    same_type = [e for e in plain if e.host_key.get_name() == key.get_name()]
     if same_type:
         return KeyCheck(Verdict.MISMATCH,
                         f"host key MISMATCH for {who}: offered {offered}, known_hosts has a different "
                         f"{key.get_name()} key ({_where(same_type)}): reinstalled node or "
                         f"man-in-the-middle; verify it, then update known_hosts")
-    types = ", ".join(sorted({e.key.get_name() for e in plain}))
+    types = ", ".join(sorted({e.host_key.get_name() for e in plain}))
     return KeyCheck(Verdict.MISMATCH,
                     f"host key type {key.get_name()} for {who} is not in known_hosts, which lists only "
                     f"{types} ({_where(plain)}); offered {offered}: verify it, then add it")
@@ -222,7 +231,7 @@ def _parse(line: str, source: str) -> _Entry:
         return _Entry(marker, matches, literals, None, source)
     try:
         key = paramiko.PKey.from_type_string(keytype, blob)
-    except paramiko.UnknownKeyType:
+    except paramiko.pkey.UnknownKeyType:       # (paramiko.UnknownKeyType; the stubs export it only here)
         raise _Skip(f"unsupported key type {keytype}") from None
     except Exception:                          # paramiko's key parsers fail on a corrupt blob in many ways
         raise _Skip("cannot parse") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import paramiko
 
-from nodecheck.core.model import Capture, Node, Outcome, Probe, excerpt, one_line
+from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe, excerpt, one_line
 from nodecheck.transport import CappedBuffer, FailedSession, cut_details, remote_command
 from nodecheck.transport.known_hosts import KnownHosts, node_names
 from nodecheck.transport.known_hosts import Verdict as KeyVerdict
@@ -314,7 +314,8 @@ class SshSession:
                 return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
                                      f"no answer within {timeout_s:g} s (the node never opened the session channel)")
             return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started,
-                                 f"connection lost before {probe.name}: {e or type(e).__name__}")
+                                 f"connection lost before {probe.name}: {e or type(e).__name__}",
+                                 cut=Cut.CONNECTION_LOST)
         try:
             return self._exec(chan, probe, timeout_s, started)
         except ProbeTimeout as e:
@@ -382,9 +383,9 @@ class SshSession:
         return self._capture(probe, Outcome.EXITED, code, out, err, started)
 
     def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: CappedBuffer, err: CappedBuffer,
-                 started: float, detail: str = "") -> Capture:
+                 started: float, detail: str = "", cut: Cut | None = None) -> Capture:
         return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
-                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]))
+                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]), cut)
 
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:

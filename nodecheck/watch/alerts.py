@@ -129,6 +129,7 @@ def hook_env(event: Mapping) -> dict[str, str]:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    assert proc.stdin is not None              # started with stdin=PIPE (the event)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -168,12 +169,13 @@ class _Deadline:
     there is a socket; the resolver's own timeouts bound it.)"""
 
     def __init__(self, seconds: float) -> None:
-        self.expired, self.sock = False, None
+        self.expired = False
+        self.sock: socket.socket | None = None
         self.lock = threading.Lock()
         self.timer = threading.Timer(seconds, self._expire)
         self.timer.daemon = True
 
-    def attach(self, sock) -> None:
+    def attach(self, sock: socket.socket) -> None:
         with self.lock:
             self.sock = sock
             if self.expired:
@@ -193,7 +195,8 @@ def _shut(sock) -> None:
         pass
 
 
-def _bounded(base: type, deadline: _Deadline) -> type:
+def _bounded(base: type, deadline: _Deadline) -> type[http.client.HTTPConnection]:
+    """`base` (HTTPConnection or HTTPSConnection) whose socket the deadline bounds once connected."""
     class Connection(base):
         def connect(self):
             super().connect()
@@ -216,7 +219,9 @@ class _Https(urllib.request.HTTPSHandler):
         self.deadline = deadline
 
     def https_open(self, req):
-        return self.do_open(_bounded(http.client.HTTPSConnection, self.deadline), req, context=self._context)
+        # HTTPSHandler keeps the SSL context it was given in _context, which typeshed leaves out
+        context = self._context  # type: ignore[attr-defined]
+        return self.do_open(_bounded(http.client.HTTPSConnection, self.deadline), req, context=context)
 
 
 class HttpPost:
@@ -312,7 +317,7 @@ class Deliverer:
     channels: Sequence[Channel]
     retries: int
     backoff_s: float
-    log: object                                # callable(action: str, **fields)
+    log: Callable[..., object]                 # log(action: str, **fields)
     stop: threading.Event | None = None
     clock: Callable[[], float] = time.monotonic
 

@@ -42,13 +42,13 @@ import math
 import statistics
 from bisect import bisect_right
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence, cast
 
 from ClusterShell.RangeSet import RangeSet
 
 from nodecheck.judging.drift import group_by_value
 from nodecheck.parsers.watch_sample import GpuSample, NodeSample, ProgressReading
-from nodecheck.report.table import fold
+from nodecheck.core.hostlist import fold
 from nodecheck.watch.config import WatchConfig
 
 VERDICTS = ("starting", "progressing", "checkpointing", "slow", "straggler", "unresponsive", "hung",
@@ -290,7 +290,8 @@ class Tracker:
         if node.flaky_since is None:
             return
         node.flaky_samples += 1
-        node.ok_since = node.ok_since if node.ok_since is not None else at
+        if node.ok_since is None:
+            node.ok_since = at
         if at - node.ok_since >= self.cfg.bounds.unresponsive_after_s:     # steady again
             node.flaky_since, node.ok_since, node.failure = None, None, ""
             node.flaky_streaks = node.flaky_failed = node.flaky_samples = node.flaky_upto = 0
@@ -301,7 +302,7 @@ class Tracker:
         Only after progress: a crash loop that never steps keeps its one startup grace."""
         ran = [n for n in self.nodes if self.node[n].had_procs]
         if not ran or not self.progressed or self.last_progress_at is None or any(
-                self.node[n].replaced_at is None or self.node[n].replaced_at <= self.last_progress_at for n in ran):
+                (replaced := self.node[n].replaced_at) is None or replaced <= self.last_progress_at for n in ran):
             return []
         for n in ran:
             self.node[n].replaced_at = None
@@ -351,6 +352,8 @@ class Tracker:
         if state in WAITING_STATES:
             reason = f" ({tick.job_reason})" if tick.job_reason and tick.job_reason != "None" else ""
             return "starting", f"Slurm says {state}{reason}", [], []
+        # not waiting: update() started this run's clocks
+        assert self.first_at is not None and self.last_progress_at is not None
 
         ran = [n for n in self.nodes if self.node[n].had_procs]
         known = [n for n in self.nodes if self.node[n].procs is not None]
@@ -366,7 +369,7 @@ class Tracker:
         if gone and self.done_since is None and state != "COMPLETING":
             had = ", ".join(f"{n} had {self.node[n].had_procs}" for n in gone)
             if running:
-                live = sum(self.node[n].procs for n in running)
+                live = sum(self.node[n].procs or 0 for n in running)     # (running: procs > 0)
                 still = f"{fold(running)} still run{'s' if len(running) == 1 else ''} {live}"
             elif state:
                 still = f"the job is still allocated (Slurm {state})"
@@ -418,7 +421,7 @@ class Tracker:
         # intermittent: at least two separate outages, and at least half of the samples from the
         # first failure to the last failed (two blips on a busy node are not a node that stopped
         # answering); it stays so until the node has answered for the whole bound (_answered)
-        return (node.flaky_streaks >= 2 and at - node.flaky_since >= bound
+        return (node.flaky_streaks >= 2 and node.flaky_since is not None and at - node.flaky_since >= bound
                 and 2 * node.flaky_failed >= node.flaky_upto)
 
     def _lost(self, at: float, step: str):
@@ -426,7 +429,7 @@ class Tracker:
         watcher's own network. Never a new "hung" (--on-hang would act on a job that may be fine): a
         verdict already reached stands; otherwise "unresponsive" once the silence lasts the bound."""
         silent = [n for n in self.nodes if self.node[n].fail_since is not None]
-        longest = max((at - self.node[n].fail_since for n in silent), default=0.0)
+        longest = max((at - since for n in silent if (since := self.node[n].fail_since) is not None), default=0.0)
         failures = sorted({self.node[n].failure for n in silent})
         why = failures[0] + (f"; and {len(failures) - 1} other failure(s)" if len(failures) > 1 else "")
         ago = _duration(at - self.last_progress_at) if self.last_progress_at is not None else "?"
@@ -442,6 +445,7 @@ class Tracker:
     def _hung(self, at: float, moved: bool, pattern: "_Pattern", readings: list[ProgressReading],
               unresponsive: list[str], step: str, running: list[str]):
         b = self.cfg.bounds
+        assert self.first_at is not None and self.last_progress_at is not None    # _decide's caller set them
         frozen = at - self.last_progress_at
         suspects = f"; suspect {self._silence(unresponsive, at)}" if unresponsive else ""
         suspects += "".join(f"; the log cannot be read on {fold(nodes)}: {why}"
@@ -468,6 +472,7 @@ class Tracker:
         since_words = self._since_words(at)
         if pattern.signature:
             odd = pattern.idle
+            assert self.signature_since is not None    # update() holds it while the signature shows
             held = at - self.signature_since
             return ("hung", f"power-deadlock signature for {_duration(held)}: {pattern.describe(odd=True)}; "
                     f"{since_words}{suspects}", sorted({g.node for g in odd} | set(unresponsive),
@@ -537,6 +542,7 @@ class Tracker:
         return f"last step {self.step}" if self.step is not None else "no step seen"
 
     def _since_words(self, at: float) -> str:
+        assert self.last_progress_at is not None   # only while the run's clocks run
         ago = _duration(at - self.last_progress_at)
         if self.step is not None:
             return f"no step since {self.step} ({ago} ago)"
@@ -555,7 +561,7 @@ class Tracker:
         for n in nodes:
             s = self.node[n]
             silent_s = at - s.fail_since if s.fail_since is not None else None
-            if s.flaky_streaks >= 2 and (silent_s is None or silent_s < self.cfg.bounds.unresponsive_after_s):
+            if s.flaky_streaks >= 2 and s.flaky_since is not None and (silent_s is None or silent_s < self.cfg.bounds.unresponsive_after_s):
                 words = (f"failed {s.flaky_failed} of its {s.flaky_samples} samples in "
                          f"{_duration(at - s.flaky_since)}, {'not ' if silent_s is not None else ''}answering "
                          f"now (last failure: {s.failure})")
@@ -626,11 +632,12 @@ class Tracker:
 
     # -- state on disk ---------------------------------------------------------------------------
 
-    _SCALARS = {"first_at": "float | None", "progressed": "bool", "last_progress_at": "float | None",
-                "step": "int | None", "step_at_change": "int | None", "gpus_per_node": "int | None",
-                "signature_since": "float | None", "pattern_since": "float | None", "slow_since": "float | None",
-                "done_since": "float | None", "checkpoint_seen_at": "float | None", "verdict": "str",
-                "since": "float | None"}
+    _SCALARS: ClassVar[dict[str, str]] = {
+        "first_at": "float | None", "progressed": "bool", "last_progress_at": "float | None",
+        "step": "int | None", "step_at_change": "int | None", "gpus_per_node": "int | None",
+        "signature_since": "float | None", "pattern_since": "float | None", "slow_since": "float | None",
+        "done_since": "float | None", "checkpoint_seen_at": "float | None", "verdict": "str",
+        "since": "float | None"}
 
     def to_json(self) -> dict:
         # a node's fields at their defaults are left out (from_json restores them): 1,000 nodes
@@ -658,7 +665,8 @@ class Tracker:
             for name, saved in data["node"].items():
                 state = _NodeState(**dict(saved))
                 for f in fields(_NodeState):
-                    _check(f"node {name} {f.name}", f.type, getattr(state, f.name))
+                    # a string: this module's annotations are postponed (from __future__ import annotations)
+                    _check(f"node {name} {f.name}", cast(str, f.type), getattr(state, f.name))
                 tracker.node[name] = state
             for key, kind in cls._SCALARS.items():
                 _check(key, kind, data[key])
@@ -770,8 +778,10 @@ class _Pattern:
         who = f"rank {self.idle[0].rank}" if len(self.idle) == 1 else f"ranks {_ranks(g.rank for g in self.idle)}"
         others = len(self.gpus) - len(self.idle)
         if odd:
-            utils = "/".join(_num(u) for u in sorted({g.gpu.util_pct for g in self.idle}))
-            lo, hi = min(g.gpu.util_pct for g in self.busy), max(g.gpu.util_pct for g in self.busy)
+            # idle and busy hold only GPUs whose utilisation was read
+            utils = "/".join(_num(u) for u in sorted({g.gpu.util_pct for g in self.idle if g.gpu.util_pct is not None}))
+            busy = [g.gpu.util_pct for g in self.busy if g.gpu.util_pct is not None]
+            lo, hi = min(busy), max(busy)
             reads = f"{_num(lo)}%" if lo == hi else f"{_num(lo)}-{_num(hi)}%"
             return (f"every GPU near idle power ({power}), {who} ({where}) at {utils}% while the other "
                     f"{others} ranks read {reads}")

@@ -24,16 +24,24 @@ import traceback
 from argparse import Namespace
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable
 
+from nodecheck.app.signals import STOPPED
 from nodecheck.core.errors import ConfigError, ParseError
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Node, Outcome, excerpt, one_line
 from nodecheck.transport.kept import KeptSessions
 from nodecheck.watch.alerts import Deliverer, alert_kind, build_event, channels_of, iso
-from nodecheck.watch.incident import TickHistory, safe_key, tick_record, write_incident
+from nodecheck.report.store import safe_key
+from nodecheck.watch.incident import TickHistory, tick_record, write_incident
 from nodecheck.watch.onhang import OnHang
 from nodecheck.watch.state import StateDir, WatchState, config_fingerprint
-from nodecheck.watch.target import InventoryJob, SlurmJob, Target, _first_read
+from nodecheck.watch.target import InventoryJob, SlurmJob, Target, first_read
+
+if TYPE_CHECKING:                              # imported where used, at run time
+    from nodecheck.transport import Transport
+    from nodecheck.watch.classify import Assessment, Tracker
+    from nodecheck.watch.config import WatchConfig
 
 # a quiet change (progressing <-> checkpointing, every save of a long job) is recorded with its last
 # few ticks only: the full history (up to ~12 MiB at 64 nodes) is for alarms
@@ -52,11 +60,11 @@ FAILURE_CHARS = 600                            # of a node's failure text in the
 @dataclass
 class Plan:
     """Everything validated before the first tick."""
-    cfg: object                                # watch.config.WatchConfig
-    job: object                                # InventoryJob | SlurmJob
+    cfg: WatchConfig
+    job: InventoryJob | SlurmJob
     label: str                                 # the event's "job": "1234" or "inventory:train\.py"
     key: str                                   # one path component: state dir and incident names
-    transport: object
+    transport: Transport
     fanout: int
     state_dir: Path
     output_dir: Path
@@ -75,13 +83,13 @@ class Watcher:
         self.deliverer = Deliverer(channels_of(self.cfg.alerts), self.cfg.alerts.retries, self.cfg.alerts.backoff_s,
                                    lambda action, **f: self.log.event(action, "-", **f), stop)
         self.history = TickHistory(self.cfg.history)
-        self.tracker = None
-        self.last: object = None               # the last Assessment
+        self.tracker: Tracker | None = None
+        self.last: Assessment | None = None
         self.host = socket.gethostname()
         self.slurm_down = False                # scontrol failing: said once, when it starts
 
     # -- one tick --
-    def tick(self, target: Target):
+    def tick(self, target: Target) -> Assessment | None:
         """Sample, judge, act on a change; None when a stop request cut the tick (nothing judged)."""
         from nodecheck.transport.fanout import run_probes
         from nodecheck.watch.classify import Tick
@@ -105,8 +113,9 @@ class Watcher:
             captures = {n.name: done.captures[(n.name, "watch")] for n in nodes}
             observations = tuple(observe(n.name, captures[n.name], self.cfg) for n in nodes)
             tick = Tick(at=at, nodes=observations, job_state=target.job_state, job_reason=target.job_reason)
-            assessment = self._own_cancel(self._tracker([n.name for n in nodes]).update(tick))
-            self.state.tracker = self.tracker.to_json()
+            tracker = self._tracker([n.name for n in nodes])
+            assessment = self._own_cancel(tracker.update(tick))
+            self.state.tracker = tracker.to_json()
             self.state.probed_ticks += 1
             self.state.sampled_ticks += any(o.sample is not None for o in observations)
             record = tick_record(tick, captures)
@@ -177,8 +186,9 @@ class Watcher:
                 self.log.event("state-note", "-", message=f"the saved history could not be resumed ({e}); "
                                "judging starts afresh")
         elif self.state.nodes and self.state.nodes != names:
-            self.log.event("nodes-changed", "-", message=f"the job's nodes changed from {fold(self.state.nodes)} "
-                           f"to {fold(names)}; judging starts afresh")
+            before, now = fold(self.state.nodes) or "(none)", fold(names) or "(none)"
+            self.log.event("nodes-changed", "-", message=f"the job's nodes changed from {before} to {now}; "
+                           "judging starts afresh")
         self.tracker, self.state.nodes = Tracker(self.cfg, names), names
         return self.tracker
 
@@ -222,7 +232,11 @@ class Watcher:
         from nodecheck.forensics.collect import Where
         from nodecheck.forensics.command import investigate
         job_id = self.plan.label if isinstance(self.plan.job, SlurmJob) else None
-        where = Where("match", self.cfg.match) if self.cfg.match else Where("slurm", job_id)
+        if self.cfg.match:
+            where = Where("match", self.cfg.match)
+        else:
+            assert job_id is not None          # an inventory job always has a match (plan_watch)
+            where = Where("slurm", job_id)
         where = Where(where.mode, where.what, self.cfg.progress.log)
         try:
             done = investigate(self.plan.transport, nodes, where, label=self.plan.label, key=self.plan.key,
@@ -280,8 +294,9 @@ class Watcher:
         target = self.plan.first
         while True:
             target = target or self.plan.job.read()
-            if self.tick(target) is None:
-                why = "stopped by a signal"
+            assessment = self.tick(target)
+            if assessment is None:
+                why = STOPPED
                 break
             ticks += 1
             if once:
@@ -290,7 +305,7 @@ class Watcher:
             if target.ended:
                 why = target.note or "the job ended"
                 break
-            if self.last.verdict == "completed":
+            if assessment.verdict == "completed":
                 why = "the job completed"
                 break
             if max_samples and ticks >= max_samples:
@@ -302,7 +317,7 @@ class Watcher:
                 why = f"--duration {duration_s:g} s reached"
                 break
             if self.stop.wait(max(0.0, wake - time.monotonic())):
-                why = "stopped by a signal"
+                why = STOPPED
                 break
             target = None
         # nothing ever answered: could not watch -- unless Slurm's end of the job gave the verdict
@@ -337,11 +352,6 @@ def observe(node: str, capture: Capture, cfg):
     return Observation(node, sample, "", progress)
 
 
-def fold(names: Sequence[str]) -> str:
-    from nodecheck.report.table import fold as _fold
-    return _fold(names) if names else "(none)"
-
-
 # ---- the command ----------------------------------------------------------------------------------
 
 def watch_command(args: Namespace) -> int:
@@ -367,11 +377,11 @@ def watch_command(args: Namespace) -> int:
             state.fingerprint = fingerprint
         if resumed and isinstance(plan.job, SlurmJob):
             plan.job.seen = True               # an earlier run saw it: a purge now means it ended
-        from nodecheck.app.commands import _stop_on_signals
+        from nodecheck.app.signals import stop_on_signals
         # any failure of nodecheck itself, not only inside a tick, is 70 (the unit restarts it): an
         # uncaught exception's 1 would read as the verdict "slow"
         try:
-            with _stop_on_signals() as stop:
+            with stop_on_signals() as stop:
                 watcher = Watcher(plan, statedir, state, stop=stop)
                 if note:
                     watcher.log.event("state-note", "-", message=note)
@@ -405,8 +415,8 @@ def _finish(args: Namespace, plan: Plan, watcher: Watcher, state: WatchState, co
         since = f" since {iso(state.since)}" if state.since else ""
         watcher.say(f"{iso(time.time())} job {plan.label}: stopped ({why}): {verdict}{since}; exit {code}")
     if code == EXIT_NO_SAMPLE and state.probed_ticks:
-        last = list(watcher.history)[-1]["nodes"] if len(watcher.history) else {}
-        why_not = "; ".join(f"{node}: {entry['failure']}" for node, entry in list(last.items())[:3])
+        last_nodes = list(watcher.history)[-1]["nodes"] if len(watcher.history) else {}
+        why_not = "; ".join(f"{node}: {entry['failure']}" for node, entry in list(last_nodes.items())[:3])
         print(f"nodecheck: error: no node answered with a sample in {state.probed_ticks} tick(s): could not "
               f"watch" + (f" ({why_not})" if why_not else ""), file=sys.stderr)
     return code
@@ -414,8 +424,8 @@ def _finish(args: Namespace, plan: Plan, watcher: Watcher, state: WatchState, co
 
 def plan_watch(args: Namespace) -> Plan:
     """Validate everything before the first tick; ConfigError (exit 64) names the option and the fix."""
-    from nodecheck.cli import DEFAULT_FANOUT
-    from nodecheck.app.commands import _ensure_open_files, _ssh_transport
+    from nodecheck.app.defaults import DEFAULT_FANOUT
+    from nodecheck.app.transports import ensure_open_files, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
     from nodecheck.watch.config import apply_overrides, load_watch_config
     cfg = apply_overrides(load_watch_config(args.config), match=args.match, log=args.log, heartbeat=args.heartbeat,
@@ -441,9 +451,10 @@ def plan_watch(args: Namespace) -> Plan:
         raise ConfigError("an inventory needs --match PATTERN (or `match:` in --config): the job's processes "
                           "on each node", file="--match", hint="e.g. --match 'train\\.py'")
     inventory = load_inventory(args.inventory) if args.inventory else []
-    transport = KeptSessions(_ssh_transport(args))
+    transport = KeptSessions(ssh_transport(args))
     fanout = args.fanout or DEFAULT_FANOUT
     output_dir = Path(args.output_dir)
+    job: SlurmJob | InventoryJob
     if args.slurm_job:
         job_id = args.slurm_job.strip()
         if not job_id.replace("_", "").isdigit():
@@ -453,12 +464,13 @@ def plan_watch(args: Namespace) -> Plan:
         job = SlurmJob(job_id, slurm, {n.name: n for n in inventory})
         label = key = job_id
         on_hang = OnHang(cfg.on_hang, slurm=slurm, job_id=job_id) if cfg.on_hang else None
-        first = _first_read(job)
+        first = first_read(job)
     else:
         nodes = select(inventory, args.nodes)
         if not nodes:
             raise ConfigError(f"{args.inventory} names no node", file=args.inventory)
         job = InventoryJob(nodes)
+        assert cfg.match                       # an inventory needs --match (checked above)
         label = f"inventory:{cfg.match}"
         digest = hashlib.sha256("\0".join([os.path.realpath(args.inventory), cfg.match,
                                            *(n.name for n in nodes)]).encode()).hexdigest()[:10]
@@ -466,7 +478,7 @@ def plan_watch(args: Namespace) -> Plan:
         on_hang = OnHang(cfg.on_hang, pattern=cfg.match, transport=transport, fanout=fanout) if cfg.on_hang else None
         first = job.read()
     if first is not None and first.nodes:
-        _ensure_open_files(min(fanout, len(first.nodes)))
+        ensure_open_files(min(fanout, len(first.nodes)))
     state_dir = Path(args.state_dir) if args.state_dir else output_dir / "watch" / safe_key(key)
     return Plan(cfg, job, label, safe_key(key), transport, fanout, state_dir, output_dir, on_hang, first,
                 config=args.config)
@@ -478,9 +490,9 @@ def _slurm():
 
 
 def job_user(config: str | None, job) -> str:
-    """Whose progress log and heartbeat the watcher reads (watch/probe.py): commands.job_user_for (the
+    """Whose progress log and heartbeat the watcher reads (watch/probe.py): app.job_user.job_user_for (the
     watch config's owner, else the Slurm job's user once squeue was read)."""
-    from nodecheck.app.commands import job_user_for
+    from nodecheck.app.job_user import job_user_for
     return job_user_for(config, getattr(job, "user", ""))
 
 
@@ -492,7 +504,7 @@ def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:
     elif first.pending:
         where = f"({first.note})"
     else:
-        where = f"on {fold([n.name for n in first.nodes])} ({len(first.nodes)} nodes)"
+        where = f"on {fold([n.name for n in first.nodes]) or '(none)'} ({len(first.nodes)} nodes)"
     alerts = ", ".join(c.name for c in channels_of(cfg.alerts)) or "none (stdout and incident records only)"
     hang = {"cancel": "cancel the job", "requeue": "requeue the job", None: "nothing (the job is never touched)"}
     head = f"nodecheck watch: job {plan.label} {where}, every {cfg.interval_s:g} s; alerts: {alerts}; " \

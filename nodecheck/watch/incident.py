@@ -17,28 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from nodecheck.core.model import Capture, one_line
+from nodecheck.report.store import safe_key, stamp
 
 INCIDENT_VERSION = 1
 RAW_TICKS = 12                                 # ticks whose raw probe output the record keeps, at most
 RAW_BYTES = 4 * 1024 * 1024                    # of raw output in the ticks before the newest
 SAMPLES_BYTES = 8 * 1024 * 1024                # of the ticks' numbers (their JSON without the raw output)
 SUMMARY_TICKS = 20                             # ticks shown in summary.txt
-
-
-def stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def safe_key(text: str) -> str:
-    """A job key as one path component: "1234", "1234_7", "hosts-3f2a9c1e"."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".") or "_"
 
 
 def incident_id(at: float, job_key: str, verdict: str) -> str:
@@ -142,7 +133,7 @@ def write_incident(output_dir: str | Path, *, event: Mapping, assessment, ticks:
 
 def summary_text(event: Mapping, assessment, ticks: Sequence[dict], action: Mapping | None = None) -> str:
     from tabulate import tabulate
-    from nodecheck.report.table import fold
+    from nodecheck.core.hostlist import fold
     head = [f"nodecheck watch: job {event['job']}: {assessment.verdict}"
             + (f" (was {event['previous']})" if event.get("previous") else "") + f" at {event['at']}",
             one_line(assessment.message),

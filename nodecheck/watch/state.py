@@ -185,6 +185,6 @@ def _read_pid(fd: int) -> int | None:
         return None
 
 
-def _short(e: BaseException) -> str:
+def _short(e: BaseException | str) -> str:
     text = str(e) or type(e).__name__
     return text if len(text) <= 200 else text[:199] + "…"

@@ -78,7 +78,7 @@ class SlurmJob:
                       note=f"job {self.job_id} is {job.state}" if job.ended else "")
 
 
-def _first_read(job: SlurmJob) -> Target | None:
+def first_read(job: SlurmJob) -> Target | None:
     """Slurm mode's first read: an unknown job is bad input; scontrol failing for another reason is
     told, and the loop keeps asking (slurmctld may be restarting)."""
     from nodecheck.gate.slurm import SlurmError

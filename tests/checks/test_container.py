@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from nodecheck.checks.container import CONTAINER_SCRIPT, ContainerDigest, container_probes
 from nodecheck.core.model import Node, Outcome, Status
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from nodecheck.transport.local import LocalSession
 from tests.helpers import captures, data
 

@@ -15,14 +15,14 @@ from typing import Callable
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.checks.gpu import (GPU, GPU_SCRIPT, GpuCount, GpuHealth, GpuProcesses, gpu_count,
-                                  gpu_health, gpu_processes, parse_gpu_probe)
+from nodecheck.checks.gpu import GPU, GPU_SCRIPT, GpuCount, GpuHealth, GpuProcesses, parse_gpu_probe
+from nodecheck.checks.gpu import count as gpu_count, health as gpu_health, processes as gpu_processes
 from nodecheck.judging.drift import PinOrDrift
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Status, Verdict
 from nodecheck.parsers.gpu import GpuFacts, GpuProcess, NvLink
 from nodecheck.config.playbook import PlannedCheck
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from nodecheck.run.runner import judge_node
 from tests.helpers import captures, data
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as

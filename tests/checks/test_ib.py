@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, Verdict
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from tests.helpers import captures, data
 
 PASS, FAIL, ERROR = Status.PASS, Status.FAIL, Status.ERROR

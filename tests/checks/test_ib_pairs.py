@@ -11,9 +11,9 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.run.active import CheckContext, CommandRunner
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.ib_pairs import IbPairs, pair_bandwidth
+from nodecheck.checks.ib_pairs import IbPairs, pairs
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from tests.helpers import data
 
@@ -72,9 +72,9 @@ def run_check(n: int, cluster: ScriptedCluster, labels=lambda i: frozenset(), st
     ibstat = {name: {IBSTAT.name: Capture(name, IBSTAT.name, IBSTAT.argv, Outcome.EXITED, 0, IBSTAT_OK, "", 0)}
               for name in nodes}
     commands = CommandRunner(cluster, time.monotonic() + 600, stop or threading.Event())
-    ctx = ActiveContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
+    ctx = CheckContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
     params = {"devices": ["mlx5_0"], "bw_gbps": {"fail_below": 100}, **params}
-    verdicts = list(pair_bandwidth(ctx, IbPairs(**params)))
+    verdicts = list(pairs(ctx, IbPairs(**params)))
     return verdicts, ctx.extras, commands.captures
 
 
@@ -201,9 +201,9 @@ def test_unreadable_ibstat_is_an_error_that_says_so_not_no_port():
     cluster.by_address = {node.address: name for name, node in nodes.items()}
     ibstat = {name: {IBSTAT.name: Capture(name, IBSTAT.name, IBSTAT.argv, Outcome.EXITED, 0,
                                           IBSTAT_OK if name != "node2" else "garbage\n", "", 0)} for name in nodes}
-    ctx = ActiveContext("ib.pairs", nodes, ibstat, CommandRunner(cluster, time.monotonic() + 600, threading.Event()),
+    ctx = CheckContext("ib.pairs", nodes, ibstat, CommandRunner(cluster, time.monotonic() + 600, threading.Event()),
                         order=list(nodes))
-    verdicts = {n[0]: v for n, v in pair_bandwidth(ctx, IbPairs(devices=["mlx5_0"], bw_gbps={"fail_below": 100}))}
+    verdicts = {n[0]: v for n, v in pairs(ctx, IbPairs(devices=["mlx5_0"], bw_gbps={"fail_below": 100}))}
     assert verdicts["node2"].status is Status.ERROR and verdicts["node2"].message.startswith("cannot read ibstat output: ")
     assert verdicts["node1"].status is Status.PASS and verdicts["node3"].status is Status.PASS
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 import time
 
-from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.run.active import CheckContext, CommandRunner
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.ib_pairs import IbPairs, _round_needs, pair_bandwidth
-from nodecheck.core.model import Capture, Node, Outcome, Status
+from nodecheck.checks.ib_pairs import IbPairs, _round_needs, pairs
+from nodecheck.core.model import Capture, Cut, Node, Outcome, Status
 from tests.checks.test_ib_pairs import FAST, IBSTAT_OK, SLOW, ScriptedCluster
 
 PARAMS = {"devices": ["mlx5_0"], "bw_gbps": {"fail_below": 100}}
@@ -24,8 +24,8 @@ def run_check(n: int, cluster: ScriptedCluster, stop: threading.Event | None = N
               for name in nodes}
     commands = CommandRunner(cluster, time.monotonic() + 600, stop or threading.Event())
     cluster.commands = commands
-    ctx = ActiveContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
-    verdicts = list(pair_bandwidth(ctx, IbPairs(**PARAMS)))
+    ctx = CheckContext("ib.pairs", nodes, ibstat, commands, order=list(nodes))
+    verdicts = list(pairs(ctx, IbPairs(**PARAMS)))
     return {nodes[0]: v for nodes, v in verdicts}, ctx.extras
 
 
@@ -107,3 +107,25 @@ def test_a_witness_whose_planned_tests_ran_still_passes_when_a_localization_roun
     assert {n for n, v in verdicts.items() if v.status is Status.PASS} == {"node4", "node5"}
     assert {n for n, v in verdicts.items() if v.status is Status.FAIL} == {"node1", "node2", "node3", "node6"}
     assert verdicts["node4"].message == "4 tests with 2 partners pass; slowest 111.71 Gb/s (mlx5_0 with node3)"
+
+
+def test_a_client_step_the_deadline_cut_is_no_evidence_whatever_its_words():
+    """The deadline's cut is read from the capture's field: a detail without the words still makes
+    the pair unrun (SKIPPED), never a hung test blamed on the nodes."""
+    from tests.checks.test_ib_pairs import ScriptedSession
+
+    class CutClient(ScriptedSession):
+        def run(self, probe, timeout_s):
+            got = super().run(probe, timeout_s)
+            if probe.name.endswith(".client") and probe.name.startswith("ib_write_bw.r2."):
+                return Capture(got.node, got.probe, got.argv, Outcome.TIMEOUT, None, "", "", 1.0,
+                               "no answer", Cut.DEADLINE)
+            return got
+
+    class Cluster(ScriptedCluster):
+        def connect(self, node, timeout_s):
+            return CutClient(node.name, self)
+    verdicts, extras = run_check(3, Cluster())
+    assert Status.TIMEOUT not in {v.status for v in verdicts.values()}
+    assert {r["status"] for r in extras["results"] if r["round"] == 2} == {"skipped"}
+    assert any(r["message"].endswith(": not run to the end: no answer") for r in extras["results"])

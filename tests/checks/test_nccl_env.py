@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.run.active import CheckContext, CommandRunner
 from nodecheck.checks import nccl_env as ne
 from nodecheck.checks.nccl_env import NcclEnv, judge_node
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.judging.nccl_settings import parse_nccl_list, strtoll, torch_bool, torch_int
 from nodecheck.parsers.nccl_config import parse_probe
+from nodecheck.parsers.reachability import listener_made
 from nodecheck.probes import reachability
 from tests.parsers.test_ncclenv import LIFETIME, output
 
@@ -562,8 +563,8 @@ def run_check(cluster: ScriptedCluster, n: int = 4, env=None, python3=(), node_e
         python3="" if name in python3 else "/usr/bin/python3", node_env=(node_env or {}).get(name, "")), "", 0)}
         for name in nodes}
     commands = CommandRunner(cluster, time.monotonic() + deadline_s, threading.Event())
-    ctx = ActiveContext("nccl.env", nodes, caps, commands, order=order or list(nodes))
-    found = [(nodes_, v) for nodes_, v in ne.nccl_env(ctx, want) if v.subject == "reachability" or ":" in v.subject
+    ctx = CheckContext("nccl.env", nodes, caps, commands, order=order or list(nodes))
+    found = [(nodes_, v) for nodes_, v in ne.env(ctx, want) if v.subject == "reachability" or ":" in v.subject
              or v.subject.startswith("MASTER")]
     return [(group, v.status.value, v.message) for group, v in found if not v.subject.startswith("NCCL_")]
 
@@ -723,7 +724,7 @@ def test_a_listener_never_stopped_ends_at_its_own_timeout_and_removes_its_direct
     run = subprocess.run(argv, capture_output=True, text=True, timeout=20,
                          env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
     assert f"@@nodecheck port {port} listening" in run.stdout and "@@nodecheck ready" in run.stdout
-    directory = Path(reachability.listener_made(run.stdout))
+    directory = Path(listener_made(run.stdout))
     assert directory.parent == tmp_path and directory.name.startswith("nodecheck-reach.t1.node1.")
     pid = int((directory / "pid").read_text())
     deadline = time.monotonic() + 10
@@ -766,7 +767,7 @@ def test_the_stop_step_signals_and_shows_nothing_a_local_user_planted(tmp_path):
             port = s.getsockname()[1]
         start = subprocess.run(reachability.start_listener("l", "t2.node1", 5, "t2", "127.0.0.1", [port]).argv,
                                capture_output=True, text=True, timeout=20, env=env)
-        made = reachability.listener_made(start.stdout)
+        made = listener_made(start.stdout)
         assert "@@nodecheck ready" in start.stdout and made.startswith(f"{tmp_path}/nodecheck-reach.t2.node1.")
         assert os.stat(made).st_mode & 0o777 == 0o700
         listener = int(Path(made, "pid").read_text())

@@ -7,10 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.versions import VERSIONS, VERSIONS_SCRIPT
+from nodecheck.probes.versions import VERSIONS, VERSIONS_SCRIPT
 from nodecheck.judging.drift import PinOrDrift
 from nodecheck.core.model import Probe, Status
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from tests.helpers import captures, data
 # NVIDIA/nccl#1991's ldconfig line and the probe's readlink target for it
 from tests.parsers.test_versions import DEB, DEB_TARGET

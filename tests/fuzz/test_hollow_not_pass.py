@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
-from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, error_counters
+from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, counters as error_counters
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, worst
-from tests.checks import test_gpu, test_kernel, test_nccl_tests, test_roce
+from tests.checks import test_gpu, test_kernel, test_nccl_allreduce, test_roce
 from tests.checks.test_ib_counters import read
 from tests.fuzz.mutations import FUZZ, decoded
 from tests.helpers import captures, data
@@ -51,7 +51,7 @@ def _counters(text: str):
 
 
 def _nccl_single(text: str):
-    return test_nccl_tests.judge(text, gpus=2)
+    return test_nccl_allreduce.judge(text, gpus=2)
 
 
 def _nm(text: str):
@@ -59,7 +59,7 @@ def _nm(text: str):
 
 
 def _gpu_count(text: str):
-    from nodecheck.checks.gpu import GPU, GpuCount, gpu_count
+    from nodecheck.checks.gpu import GPU, GpuCount, count as gpu_count
     return list(gpu_count(captures(GPU, test_gpu.fallback_stdout(query_gpu=text)), GpuCount(expect=2)))
 
 

@@ -17,7 +17,8 @@ import yaml
 from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node
 from integration.runs import nodecheck
 from nodecheck.parsers.slurm import reason_body, reason_mark
-from nodecheck.gate.slurm import expand_hostlist, is_ours
+from nodecheck.core.hostlist import expand
+from nodecheck.gate.slurm import is_ours
 
 pytestmark = pytest.mark.integration
 
@@ -109,7 +110,7 @@ def test_a_failing_node_is_drained_with_its_reason_and_the_job_completes_elsewhe
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=90)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
-    assert "node3" not in expand_hostlist(done["NodeList"]) and len(expand_hostlist(done["NodeList"])) == 4
+    assert "node3" not in expand(done["NodeList"]) and len(expand(done["NodeList"])) == 4
     node3 = slurm.node("node3")
     assert "DRAIN" in node3["State"]
     assert node3["ReasonText"] == M("gpu.health GPU3: row remap pending (correctable 0, "
@@ -209,7 +210,7 @@ def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=120)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
-    assert "node2" not in expand_hostlist(done["NodeList"])
+    assert "node2" not in expand(done["NodeList"])
     assert slurm.node("node2")["ReasonText"] == M("nccl.version NCCL 2.21.5 on node2, expected 2.29.2 (3 nodes)")
     drains = _events(work, "drain")
     assert [(e["node"], e["check"]) for e in drains] == [("node2", "nccl.version")]
@@ -274,7 +275,7 @@ def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slu
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=120)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
-    assert "node3" not in expand_hostlist(done["NodeList"])
+    assert "node3" not in expand(done["NodeList"])
     reason = slurm.node("node3")["ReasonText"]
     assert _ours(reason, "ib.pairs ") and reason.endswith("[failed on 2 of 2 attempts]"), reason
     assert [(e["node"], e["check"]) for e in _events(work, "drain")] == [("node3", "ib.pairs")]

@@ -9,14 +9,14 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.run.active import ActiveContext, CommandRunner
+from nodecheck.run.active import CheckContext, CommandRunner
 
-from nodecheck.checks import nccl_tests
-from nodecheck.checks.nccl_tests import NcclMulti, NcclSingle, judge_output
-from nodecheck.config.job_env import LOADS_OR_WRITES
+from nodecheck.checks import nccl_allreduce
+from nodecheck.checks.nccl_allreduce import NcclMulti, NcclSingle, judge_output
+from nodecheck.probes.env_policy import LOADS_OR_WRITES
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.probes import nccl_tests as nccltest
-from nodecheck.core.registry import all_checks
+from nodecheck.checks import all_checks
 from tests.helpers import captures, data
 
 A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"
@@ -170,7 +170,7 @@ def test_the_end_marker_missing_means_the_probe_itself_was_cut_a_hang():
 def test_single_node_check_has_one_probe_and_one_verdict_per_variant_and_collective():
     want = NcclSingle(collectives=["all_reduce", "all_gather"], variants=["default", "network_only"], gpus=8,
                       env={"NCCL_SOCKET_IFNAME": "ib0"}, busbw_gbps={"fail_below": 250})
-    probes = nccl_tests.single_probes(want)
+    probes = nccl_allreduce.single_probes(want)
     assert [p.name for p in probes] == ["nccl_all_reduce", "nccl_all_gather", "nccl_all_reduce_network_only",
                                         "nccl_all_gather_network_only"]
     argv = probes[2].argv
@@ -310,11 +310,11 @@ def run_multi(names, outcome, deadline_s: float = 3600, **params):
     cluster = ScriptedNccl(outcome)
     nodes = {name: Node(name, f"10.0.0.{i}") for i, name in enumerate(names, 1)}
     tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
-    ctx = ActiveContext("nccl.allreduce_multi", nodes, tools,
+    ctx = CheckContext("nccl.allreduce_multi", nodes, tools,
                         CommandRunner(cluster, time.monotonic() + deadline_s, threading.Event()), order=list(nodes))
     want = NcclMulti(**{"busbw_gbps": {"fail_below": 250}, "json_report": "off", **params})
     got: dict[str, list] = {}
-    for group, v in nccl_tests.allreduce_multi(ctx, want):
+    for group, v in nccl_allreduce.allreduce_multi(ctx, want):
         for node in group:
             got.setdefault(node, []).append((v.status, v.message))
     return got, cluster.log
@@ -432,11 +432,11 @@ def test_the_jobs_secrets_reach_neither_the_launch_node_nor_the_report():
     nodes = {name: Node(name, f"10.0.0.{i}") for i, name in enumerate(["node1", "node2"], 1)}
     tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
     commands = CommandRunner(cluster, time.monotonic() + 3600, threading.Event())
-    ctx = ActiveContext("nccl.allreduce_multi", nodes, tools, commands, order=list(nodes))
+    ctx = CheckContext("nccl.allreduce_multi", nodes, tools, commands, order=list(nodes))
     want = NcclMulti(busbw_gbps={"fail_below": 250}, json_report="off",
                      job_env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x",
                               "NCCL_NET_PLUGIN": "/home/u/libevil.so"})
-    verdicts = list(nccl_tests.allreduce_multi(ctx, want))
+    verdicts = list(nccl_allreduce.allreduce_multi(ctx, want))
     [probe] = probes
     assert "NCCL_FOO=1\n" in probe.stdin and "s3cr3t" not in probe.stdin and "evil" not in probe.stdin
     assert ("-x", "NCCL_FOO") in zip(probe.argv, probe.argv[1:])

@@ -9,23 +9,22 @@ before it was killed says where it stuck (never started / NCCL init / mid-sweep 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import secrets
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Annotated, Iterator, Literal, Mapping, Optional
+from typing import Annotated, Iterator, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
 from nodecheck.judging import pair_plan as planner
-from nodecheck.run.active import AFTER_RESERVE_S, ActiveContext
-from nodecheck.judging.drift import fold
+from nodecheck.core.hostlist import fold
 from nodecheck.core.errors import ParseError
-from nodecheck.config.job_env import LOADS_OR_WRITES, EnvName, EnvValue
-from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
+from nodecheck.probes.env_policy import LOADS_OR_WRITES, EnvName, EnvValue
+from nodecheck.core.model import Capture, Cut, Outcome, Probe, Status, Verdict, excerpt, worst
 from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.tools import missing_tools
 from nodecheck.probes import nccl_tests as nccltest
 from nodecheck.core.redact import redact_text
 from nodecheck.core.registry import Captures, check
@@ -195,6 +194,7 @@ class RunVerdict:
     excerpt: str = ""
     hang: str | None = None
     busbw: float | None = None
+    cut: Cut | None = None                     # the launcher's step was cut by nodecheck (deadline, stop)
 
     @property
     def brief(self) -> str:
@@ -205,7 +205,8 @@ class RunVerdict:
         return self.message.split(": ", 1)[-1].split("; ")[0]
 
     def verdict(self, subject: str, expected: Mapping[str, object] | None = None) -> Verdict:
-        return Verdict(self.status, self.message, subject, self.observed, dict(expected or {}), self.excerpt)
+        return Verdict(self.status, self.message, subject, self.observed, dict(expected or {}), self.excerpt,
+                       self.cut)
 
 
 _HANG_STAGE = {
@@ -458,10 +459,62 @@ def multi_probes(want: NcclMulti) -> list[Probe]:
     return [Probe("nccl_tools", ("sh", "-c", _TOOLS, "sh", *tools), timeout_s=15)]
 
 
-def _missing(capture: Capture) -> list[str]:
-    return [line.split()[2] for line in capture.stdout.splitlines() if line.startswith("@@nodecheck missing ")]
+@dataclass(frozen=True)
+class PairTest:
+    """One 2-node test of the localization."""
+    round: int
+    nodes: tuple[str, str]
+    status: Status
+    busbw_gbs: float | None
+    hang: str | None
+    message: str
+
+    def as_json(self) -> dict:
+        return {"round": self.round, "nodes": list(self.nodes), "status": self.status.value,
+                "busbw_gbs": self.busbw_gbs, "hang": self.hang, "message": self.message}
 
 
+@dataclass
+class Localization:
+    """The 2-node tests that followed a failed multi-node test, and whom they blame."""
+    pairs: list[PairTest]
+    bad_nodes: list[str]
+    bad_links: list[tuple[str, str]]
+    unresolved: list[str]
+
+
+@dataclass
+class MultiTest:
+    """One multi-node test: a collective in one variant across the usable nodes."""
+    test: str                                  # "all_reduce (network only)"
+    nodes: str                                 # folded: "node[1-4]"
+    ranks: int
+    status: Status
+    busbw_gbs: float | None
+    message: str
+    hang: str | None
+    localization: Localization | None = None   # set when it failed and 2-node tests ran
+
+    def as_json(self) -> dict:
+        out = {"test": self.test, "nodes": self.nodes, "ranks": self.ranks, "status": self.status.value,
+               "busbw_gbs": self.busbw_gbs, "message": self.message, "hang": self.hang}
+        if self.localization is not None:
+            loc = self.localization
+            out.update({"pairs": [t.as_json() for t in loc.pairs], "bad_nodes": list(loc.bad_nodes),
+                        "bad_links": [list(p) for p in loc.bad_links], "unresolved": list(loc.unresolved)})
+        return out
+
+
+@dataclass
+class MultiReport:
+    """The JSON report's nccl.allreduce_multi block."""
+    env_not_passed: Mapping[str, str]          # names only: what the tests ran without, and why
+    tests: list[MultiTest] = field(default_factory=list)
+
+    def as_json(self, incomplete: Sequence[str]) -> dict:
+        return {**({"env_not_passed": dict(self.env_not_passed)} if self.env_not_passed else {}),
+                **({"incomplete": list(incomplete)} if incomplete else {}),
+                "tests": [t.as_json() for t in self.tests]}
 
 
 @check("nccl.allreduce_multi", probes=multi_probes, params=NcclMulti, scope="active")
@@ -473,7 +526,7 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
     The report maps every rank to its host and GPU."""
     usable = []
     for node in [n for n in ctx.order if n in ctx.nodes]:
-        gone = _missing(ctx.captures[node]["nccl_tools"])
+        gone = missing_tools(ctx.captures[node]["nccl_tools"].stdout)
         if gone:
             yield (node,), Verdict(Status.ERROR, f"not in the test: {', '.join(gone)} not found on this node",
                                    observed={"missing": gone})
@@ -496,19 +549,17 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
             yield (node,), Verdict(Status.ERROR, "a multi-node test needs at least 2 usable nodes, found "
                                    f"{len(usable)}")
         return
-    runs: list[dict] = []
-    left_behind = nccltest.left_behind(want.env, want.job_env)
-    if left_behind:                            # names only: what the test ran without, and why not its values
-        ctx.extras["env_not_passed"] = left_behind
+    # names only: what the test ran without, and why not its values
+    report = MultiReport(nccltest.left_behind(want.env, want.job_env))
+    ctx.report(report)
     for variant in want.variants:
         for collective in want.collectives:
-            for group, verdict in _one_collective(ctx, want, usable, collective, variant, runs):
+            for group, verdict in _one_collective(ctx, want, usable, collective, variant, report.tests):
                 yield group, want.ran_without(verdict)
-    ctx.extras["tests"] = runs
 
 
 def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: str,
-                    runs: list[dict]) -> Iterator[Grouped]:
+                    runs: list[MultiTest]) -> Iterator[Grouped]:
     what = subject(collective, variant)
     env = want.test_env(variant)
     limit = want.test_timeout_s
@@ -516,7 +567,7 @@ def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], colle
     needs = nccltest.probe_timeout_s(limit, want.json_report) + AFTER_RESERVE_S
     if ctx.left() < needs:
         why = f"not run: {ctx.left():.0f} s left before the deadline, the test may take {needs:.0f} s"
-        ctx.extras.setdefault("incomplete", []).append(f"{what}: {why}")
+        ctx.incomplete(f"{what}: {why}")
         yield tuple(nodes), Verdict(Status.SKIPPED, f"{what}: {why}", what)
         return
     probe = nccltest.multi_node(f"nccl_{collective}_{variant}_{len(nodes)}nodes", want.launcher, nodes,
@@ -524,8 +575,7 @@ def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], colle
                                 want.binary_dir, want.launcher_args, want.json_report)
     capture = ctx.run(nodes[0], probe)
     full = _judge_capture(capture, want, what, ranks, want.floor(variant), env)
-    runs.append({"test": what, "nodes": fold(nodes), "ranks": ranks, "status": full.status.value,
-                 "busbw_gbs": full.busbw, "message": redact_text(full.message), "hang": full.hang})
+    runs.append(MultiTest(what, fold(nodes), ranks, full.status, full.busbw, redact_text(full.message), full.hang))
     scale = f"{len(nodes)} nodes ({fold(nodes)}), {ranks} ranks"
     if full.status in (Status.PASS, Status.WARN):
         yield tuple(nodes), Verdict(full.status, f"{full.message.replace(what + ': ', what + ' across ' + scale + ': ', 1)}",
@@ -535,9 +585,9 @@ def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], colle
         why = "" if full.status is not Status.FAIL else (
             "; localize is off" if not want.localize else "; 2 nodes: a pair test cannot tell which")
         yield tuple(nodes), Verdict(full.status, f"{full.message} ({scale}){why}", what, full.observed,
-                                    excerpt=full.excerpt)
+                                    excerpt=full.excerpt, cut=full.cut)
         return
-    yield from _localize(ctx, want, nodes, collective, variant, what, env, full, runs)
+    yield from _localize(ctx, want, nodes, collective, variant, what, env, full, runs[-1])
 
 
 def _judge_capture(capture: Capture, want: NcclMulti, what: str, ranks: int, floor: Floor | None,
@@ -546,7 +596,7 @@ def _judge_capture(capture: Capture, want: NcclMulti, what: str, ranks: int, flo
         status = {Outcome.TIMEOUT: Status.TIMEOUT, Outcome.UNREACHABLE: Status.UNREACHABLE,
                   Outcome.SKIPPED: Status.SKIPPED}.get(capture.outcome, Status.ERROR)
         return RunVerdict(status, f"{what}: launcher on {capture.node} {capture.outcome.value}: {capture.detail}",
-                           excerpt=excerpt(capture.stdout + capture.stderr))
+                           excerpt=excerpt(capture.stdout + capture.stderr), cut=capture.cut)
     if capture.exit_code != 0:                 # the wrapper itself failed (a tool missing: 127)
         first = _first_line(capture.stderr) or _first_line(capture.stdout)
         return RunVerdict(Status.ERROR, f"{what}: could not start on {capture.node} (exit "
@@ -556,20 +606,20 @@ def _judge_capture(capture: Capture, want: NcclMulti, what: str, ranks: int, flo
 
 
 def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: str,
-              what: str, env: Mapping[str, str], full: RunVerdict, runs: list[dict]) -> Iterator[Grouped]:
+              what: str, env: Mapping[str, str], full: RunVerdict, run: MultiTest) -> Iterator[Grouped]:
     """2-node tests in rounds of disjoint pairs (the ib.pairs planner): ring, then suspects
     re-paired with nodes that passed."""
     floor = want.pair_floor(variant)
     pair_want = want.model_copy(update={"test_timeout_s": want.pair_timeout_s or want.test_timeout_s,
                                         "max_bytes": want.pair_max_bytes or want.max_bytes})
     ranks = 2 * want.ranks_per_node * want.gpus_per_rank
-    tests: list[dict] = []
+    tests: list[PairTest] = []
     verdict_of: dict[planner.Pair, RunVerdict] = {}
     unjudged: dict[planner.Pair, RunVerdict] = {}     # errored, unreachable, cut: no evidence either way
     cut: list[str] = []
     tag = secrets.token_hex(3)
 
-    def run_pair(rnd: int, pair: planner.Pair) -> RunVerdict:
+    def run_pair(rnd: int, slot: int, pair: planner.Pair) -> RunVerdict:
         hosts = [pair.a, pair.b]
         probe = nccltest.multi_node(f"nccl_{collective}_{variant}_pair_r{rnd}_{pair.a}_{pair.b}_{tag}",
                                     want.launcher, hosts, want.ranks_per_node, want.gpus_per_rank,
@@ -577,33 +627,24 @@ def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective:
                                     want.binary_dir, want.launcher_args, want.json_report)
         return _judge_capture(ctx.run(pair.a, probe), pair_want, f"{what} {pair.a}+{pair.b}", ranks, floor, env)
 
-    def run_round(rnd: planner.Round) -> list[planner.PairResult]:
-        workers = max(1, min(len(rnd.pairs), ctx.commands.parallel))
-        waves = math.ceil(len(rnd.pairs) / workers)
-        needs = waves * nccltest.probe_timeout_s(pair_want.test_timeout_s, want.json_report) + AFTER_RESERVE_S
-        if ctx.left() < needs:
-            cut.append(f"{what}: pair round {rnd.index + 1} not run: {ctx.left():.0f} s left, it needs {needs:.0f} s")
-            return []
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodecheck-nccl-pair") as pool:
-            done = list(pool.map(lambda p: run_pair(rnd.index + 1, p), rnd.pairs))
-        ctx.commands.close()
-        out = []
-        for pair, t in zip(rnd.pairs, done):
-            tests.append({"round": rnd.index + 1, "nodes": [pair.a, pair.b], "status": t.status.value,
-                          "busbw_gbs": t.busbw, "hang": t.hang, "message": t.message})
-            if t.status in (Status.SKIPPED, Status.ERROR, Status.UNREACHABLE, Status.TIMEOUT):
-                unjudged[pair] = t             # could not test: no evidence either way
-                continue
-            verdict_of[pair] = t
-            out.append(planner.PairResult(pair, rnd.index, t.status in (Status.PASS, Status.WARN)))
-        return out
+    def round_not_run(rnd: planner.Round, left: float, needs: float) -> None:
+        cut.append(f"{what}: pair round {rnd.index + 1} not run: {left:.0f} s left, it needs {needs:.0f} s")
 
-    results, blame = planner.localize(nodes, run_round, pairing=want.pairing, max_rounds=want.max_rounds)
-    runs[-1]["pairs"] = tests
-    runs[-1].update({"bad_nodes": sorted(blame.bad_nodes), "bad_links": [[p.a, p.b] for p in blame.bad_links],
-                     "unresolved": sorted(blame.unresolved)})
-    if cut:
-        ctx.extras.setdefault("incomplete", []).extend(cut)
+    def judge_pair(rnd: planner.Round, pair: planner.Pair, t: RunVerdict) -> bool | None:
+        tests.append(PairTest(rnd.index + 1, (pair.a, pair.b), t.status, t.busbw, t.hang, t.message))
+        if t.status in (Status.SKIPPED, Status.ERROR, Status.UNREACHABLE, Status.TIMEOUT):
+            unjudged[pair] = t                 # could not test: no evidence either way
+            return None
+        verdict_of[pair] = t
+        return t.status in (Status.PASS, Status.WARN)
+
+    _, blame = ctx.pair_rounds(nodes, run_pair, judge_pair,
+                               wave_s=nccltest.probe_timeout_s(pair_want.test_timeout_s, want.json_report),
+                               not_run=round_not_run, pairing=want.pairing, max_rounds=want.max_rounds)
+    run.localization = Localization(tests, sorted(blame.bad_nodes), [(p.a, p.b) for p in blame.bad_links],
+                                    sorted(blame.unresolved))
+    for why in cut:
+        ctx.incomplete(why)
     full_words = full.brief
     scale = f"{len(nodes)}-node test"
     bound = f" (expected >= {fmt(floor.fail_below)} GB/s)" if floor is not None else ""

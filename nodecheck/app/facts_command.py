@@ -1,0 +1,100 @@
+"""`nodecheck facts` (every node's facts, unjudged) and `nodecheck baseline` (the pins the nodes agree on)."""
+from __future__ import annotations
+
+import sys
+from argparse import Namespace
+
+from nodecheck.app import transports
+from nodecheck.app.signals import stop_on_signals
+from nodecheck.app.targets import reach
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.hostlist import fold
+
+FACTS_DEADLINE_S = 300.0                       # facts/baseline without --deadline
+
+
+def facts_command(args: Namespace) -> int:
+    """`nodecheck facts`: every node's facts, unjudged; exit 3 if some could not be read."""
+    import json
+
+    from nodecheck.run import facts as facts
+
+    g = _gather(args)
+    data = facts.all_facts(g)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(_facts_table(data, g.value_checks))
+    unread = any("error" in (v if isinstance(v, dict) else {}) for node in data["nodes"].values()
+                 for v in [node["gpu"], node["hca"], node["kernel_log"], node["nccl"], *node["values"].values()])
+    if g.incomplete:
+        print(f"nodecheck: warning: incomplete: {g.incomplete}", file=sys.stderr)
+    return 3 if unread or g.incomplete else 0
+
+
+def baseline_command(args: Namespace) -> int:
+    """`nodecheck baseline`: the pins the nodes agree on, as an includable YAML file on stdout."""
+    from datetime import datetime, timezone
+
+    from nodecheck.run import facts as facts
+
+    g = _gather(args)
+    base = facts.baseline(g)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [f"# Written by `nodecheck baseline` at {when} from {fold(g.nodes)}"
+             + (f" ({args.inventory})" if args.inventory else "") + ".",
+             "# Use it:  nodecheck run hosts.yml --playbook PLAYBOOK --pins THIS-FILE.yml",
+             "# or in a playbook:  include: [THIS-FILE.yml]", "version: 1", "checks:"]
+    for name, value in base.pins.items():
+        extra = ""
+        if name == "container.digest" and g.image is not None:
+            extra = f"image: {_yaml_str(g.image.image)}, " + \
+                (f"runtime: {g.image.runtime}, " if g.image.runtime != "auto" else "")
+        lines.append(f"  {name}: {{{extra}expect: {_yaml_str(value)}}}")
+    if not base.pins:
+        lines[-1] = "checks: {}"
+    for name, why in base.disagreements.items():
+        lines.append(f"# not pinned, the nodes disagree: {name}: {why}")
+        print(f"nodecheck: {name} not pinned: the nodes disagree: {why}", file=sys.stderr)
+    for name, why in base.unreadable.items():
+        lines.append(f"# not pinned, not read on every node: {name}: {why}")
+        print(f"nodecheck: {name} not pinned: {why}", file=sys.stderr)
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if base.clean and not g.incomplete else 2
+
+
+def _yaml_str(value: str) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)   # a JSON string is a valid YAML double-quoted scalar
+
+
+def _gather(args: Namespace):
+    from pydantic import ValidationError
+
+    from nodecheck.checks.container import ContainerDigest
+    from nodecheck.run import facts as facts
+
+    image = None
+    if args.image:
+        try:
+            image = ContainerDigest(image=args.image, runtime=args.runtime)
+        except ValidationError as e:
+            raise ConfigError(f"--image: {e.errors()[0]['msg']}", file="arguments") from None
+    nodes, transport = reach(args)
+    if not args.local:
+        transports.ensure_open_files(min(args.fanout, len(nodes)))
+    with stop_on_signals() as stop:
+        return facts.gather(nodes, transport, fanout=args.fanout,
+                            deadline_s=args.deadline or FACTS_DEADLINE_S, image=image, stop=stop)
+
+
+def _facts_table(data: dict, value_checks) -> str:
+    from tabulate import tabulate
+    columns = [c for c in value_checks if c not in ("nccl.settings",)]
+    rows = []
+    for node, facts in data["nodes"].items():
+        gpu = facts["gpu"]
+        gpus = "error" if "error" in gpu else f"{len(gpu['gpus'])} ({gpu['source']})"
+        cells = [v if isinstance(v, str) else "error" for v in (facts["values"][c] for c in columns)]
+        rows.append([node, gpus, *cells])
+    return tabulate(rows, headers=["node", "gpus", *columns], tablefmt="simple") + "\n"
