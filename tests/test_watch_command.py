@@ -649,3 +649,15 @@ def test_a_quiet_change_is_recorded_with_its_last_ticks_an_alarm_with_the_histor
             doc = json.loads((p / "incident.json").read_text())
             ticks[doc["assessment"]["verdict"]] = doc["samples"]["ticks"]
     assert ticks == {"checkpointing": wcmd.QUIET_RECORD_TICKS, "hung": 8}
+
+
+def test_a_sample_cut_at_the_tick_deadline_reads_as_the_sample_timeout_whatever_its_detail_says():
+    from nodecheck.core.model import Cut
+    from nodecheck.watch.config import WatchConfig
+    cfg = WatchConfig.model_validate({"match": "train"})
+    cut = Capture("node1", "watch", ("sh",), Outcome.TIMEOUT, None, "", "", 0.2, detail="anything", cut=Cut.DEADLINE)
+    assert wcmd.observe("node1", cut, cfg).failure == f"timeout: no answer within {cfg.sample_timeout:g} s"
+    # the words alone (a node's own message) are not nodecheck's deadline: shown as they are
+    said = Capture("node1", "watch", ("sh",), Outcome.TIMEOUT, None, "", "", 0.2,
+                   detail="stopped at the run deadline after 0.2 s")
+    assert wcmd.observe("node1", said, cfg).failure == "timeout: stopped at the run deadline after 0.2 s"

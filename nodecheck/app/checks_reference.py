@@ -1,5 +1,5 @@
 """The checks reference, rendered from the registry: the text `nodecheck checks` prints, and the
-markdown page docs/checks.md (`python -m nodecheck.app.checks_reference > docs/checks.md`).
+markdown page docs/checks.md (`nodecheck checks --format markdown > docs/checks.md`).
 
 Everything here is read from the registered checks (the judge's docstring, its probes, its pydantic
 parameter model), so the reference cannot say something the code does not do; a test fails when
@@ -20,7 +20,7 @@ from nodecheck.core.model import Probe
 from nodecheck.core.registry import CheckSpec
 
 FORMATS = ("text", "markdown")
-REGENERATE = "python -m nodecheck.app.checks_reference > docs/checks.md"
+REGENERATE = "nodecheck checks --format markdown > docs/checks.md"
 
 # the two keys every check's playbook block takes besides its own parameters (config/playbook.py)
 COMMON = (("timeout_s", "number", "probe default",

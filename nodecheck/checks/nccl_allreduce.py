@@ -22,7 +22,8 @@ from nodecheck.core.hostlist import fold
 from nodecheck.core.errors import ParseError
 from nodecheck.probes.env_policy import LOADS_OR_WRITES, EnvName, EnvValue
 from nodecheck.core.model import Capture, Cut, Outcome, Probe, Status, Verdict, excerpt, worst
-from nodecheck.parsers.nccl_tests import NcclTestRun, Stage, parse_nccl_tests, parse_nccl_tests_json
+from nodecheck.parsers.nccl_tests import (NcclTestRun, NoNcclTestsOutput, Stage, parse_nccl_tests,
+                                         parse_nccl_tests_json)
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.tools import missing_tools
 from nodecheck.probes import nccl_tests as nccltest
@@ -229,7 +230,8 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
                            excerpt=excerpt(stdout))
     rc = test.rc
     floor = floor if floor is not None else want.busbw_gbps
-    run, note = _read(test.text, sections.get("json"))
+    run, unread = _read(test.text, sections.get("json"))
+    note = unread.reason if unread else ""
     killed = rc is None or rc in (124, 137)
     limit = fmt(want.test_timeout_s)
     if run is None:
@@ -243,7 +245,7 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         # no nccl-tests line at all: the launcher or the binary refused to start (mpirun as root, a
         # bad option, a library missing). Nothing was measured, so nothing is judged: ERROR, and a
         # multi-node run is not "localized" onto healthy nodes
-        if note and not note.startswith(("empty output", "no nccl-tests line")):
+        if unread and not isinstance(unread, NoNcclTestsOutput):
             # nccl-tests lines that cannot be judged as one run (two runs in one output, a nan row)
             return RunVerdict(Status.ERROR, f"{what}: the output cannot be judged: {note}",
                               {"exit_code": rc, "parse_error": note}, excerpt(test.text))
@@ -328,19 +330,19 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
     return RunVerdict(status, message, observed, tail if status is not Status.PASS else "", busbw=low)
 
 
-def _read(text: str, json_section) -> tuple[NcclTestRun | None, str]:
-    """The JSON report when it is complete, else the text."""
+def _read(text: str, json_section) -> tuple[NcclTestRun | None, ParseError | None]:
+    """The JSON report when it is complete, else the text; or why neither could be read."""
     if json_section is not None and json_section.text.strip():
         try:
             run = parse_nccl_tests_json(json_section.text)
             if run.rows:
-                return _with_text_facts(run, text), ""
+                return _with_text_facts(run, text), None
         except ParseError:
             pass                               # a JSON cut by a killed writer: the text still says where
     try:
-        return parse_nccl_tests(text), ""
+        return parse_nccl_tests(text), None
     except ParseError as e:
-        return None, e.reason
+        return None, e
 
 
 def _with_text_facts(run: NcclTestRun, text: str) -> NcclTestRun:

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "checks":
             from nodecheck.app.checks_command import list_checks
-            print(list_checks(), end="")
+            print(list_checks(args.format), end="")
             return 0
         if args.command in ("prolog", "health"):
             from nodecheck.gate import command as gatecmd

@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
     _image_args(base)
     _target_args(base)
-    sub.add_parser("checks", help="list every check with its description and parameters")
+    checks = sub.add_parser("checks", help="list every check with its description and parameters")
+    checks.add_argument("--format", choices=("text", "markdown"), default="text",
+                        help="text (default) or markdown: the checks reference docs/checks.md is this output")
     _gate_parsers(sub)
     _job_parsers(sub)
     return p

@@ -384,9 +384,14 @@ def parse_nccl_tests(text: str) -> NcclTestRun:
         reason = ("empty output" if not first else
                   f"no nccl-tests line (parameter line, rank line, data row, failure or NCCL version); "
                   f"first line {quote(first)}")
-        raise ParseError(TOOL, reason, text)
+        raise NoNcclTestsOutput(TOOL, reason, text)
     return reader.build()
 
+
+
+class NoNcclTestsOutput(ParseError):
+    """Not one nccl-tests line (empty output, or only a launcher's or a shell's words): nothing ran
+    that can be judged, unlike nccl-tests lines that cannot be judged as one run."""
 
 class _TextReader:
     """One pass over the lines; state is what has been seen so far."""

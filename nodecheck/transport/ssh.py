@@ -112,6 +112,10 @@ def _tcp_connect(host: str, port: int, end: float) -> socket.socket:
     raise last
 
 
+
+class ResolveTimeout(socket.timeout):
+    """The name lookup outlived the connect timeout (getaddrinfo has no timeout of its own)."""
+
 def _resolve(host: str, port: int, end: float) -> list:
     try:
         ipaddress.ip_address(host)             # a literal address needs no resolver
@@ -131,7 +135,7 @@ def _resolve(host: str, port: int, end: float) -> list:
     if "error" in answer:
         raise answer["error"]
     if "infos" not in answer:
-        raise socket.timeout(f"resolving {host} took longer than the connect timeout")
+        raise ResolveTimeout(f"resolving {host} took longer than the connect timeout")
     return answer["infos"]
 
 
@@ -477,7 +481,7 @@ def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> 
         return f"host key MISMATCH for {target['node'].name}: {e}"
     if isinstance(e, paramiko.SSHException) and "protocol banner" in str(e):
         return f"{where} closed the connection before its SSH banner (sshd MaxStartups or a TCP wrapper?)"
-    if isinstance(e, (socket.timeout, TimeoutError)) and str(e).startswith("resolving"):
+    if isinstance(e, ResolveTimeout):
         return f"{e} ({timeout_s:g} s)"
     if isinstance(e, (socket.timeout, TimeoutError)):
         return f"connect timeout after {timeout_s:g} s to {where}"

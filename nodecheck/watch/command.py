@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable
 from nodecheck.app.signals import STOPPED
 from nodecheck.core.errors import ConfigError, ParseError
 from nodecheck.core.hostlist import fold
-from nodecheck.core.model import Capture, Node, Outcome, excerpt, one_line
+from nodecheck.core.model import Capture, Cut, Node, Outcome, excerpt, one_line
 from nodecheck.transport.kept import KeptSessions
 from nodecheck.watch.alerts import Deliverer, alert_kind, build_event, channels_of, iso
 from nodecheck.report.store import safe_key
@@ -333,10 +333,9 @@ def observe(node: str, capture: Capture, cfg):
     could not be read) as evidence."""
     from nodecheck.parsers.watch_sample import parse_sample, read_progress
     from nodecheck.watch.classify import Observation
-    from nodecheck.transport import CUT_AT_DEADLINE
     if capture.outcome is not Outcome.EXITED:
         detail = capture.detail
-        if detail.startswith(CUT_AT_DEADLINE):  # the tick's deadline IS the sample timeout: the node was slow
+        if capture.cut is Cut.DEADLINE:        # the tick's deadline IS the sample timeout: the node was slow
             detail = f"no answer within {cfg.sample_timeout:g} s"
         return Observation(node, None, failure=one_line(f"{capture.outcome.value}: {detail}")[:FAILURE_CHARS])
     try:

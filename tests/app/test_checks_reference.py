@@ -27,6 +27,13 @@ def test_nodecheck_checks_prints_the_text_reference(capsys):
     assert capsys.readouterr().out == render(all_checks(), "text")
 
 
+def test_nodecheck_checks_format_markdown_prints_the_page_docs_checks_md_holds(capsys):
+    assert main(["checks", "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out == render(all_checks(), "markdown")
+    assert out.startswith("# ") and "## ib.pairs" in out and "## gpu.health" in out
+
+
 def test_every_check_has_its_section_in_name_order():
     page = render(all_checks(), "markdown")
     headings = [line[3:] for line in page.splitlines() if line.startswith("## ") and "." in line]

@@ -1,6 +1,6 @@
 """A fake `nvidia-smi --query-gpu` whose readings follow a training scenario's clock.
 
-SimCluster.start_training() (tests/harness/cluster.py) installs it as the node's nvidia-smi: a
+SimCluster.start_training() (tests/harness/sim/training.py) installs it as the node's nvidia-smi: a
 /bin/sh wrapper running `/usr/bin/python3 -I <node dir>/training/gpu_telemetry.py <scenario> "$@"`,
 the scenario's absolute path baked in (no environment variable needed). The readings per GPU come
 from trainer.py's gpu_readings() (trainer.py lies beside this file), so the GPUs and the fake

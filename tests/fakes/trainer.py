@@ -1,7 +1,7 @@
 """A fake training process for the simulated cluster: it follows a scenario's clock and writes
 torchtitan-like step lines to a log, so `nodecheck watch` has a real process and a real log to watch.
 
-Started by SimCluster.start_training() (tests/harness/cluster.py) inside a node's namespaces as
+Started by SimCluster.start_training() (tests/harness/sim/training.py) inside a node's namespaces as
 
     /usr/bin/python3 -I <node dir>/training/trainer.py train.py --scenario <file> --proc K
 
@@ -106,7 +106,7 @@ def steps_in(begin: float, end: float | None, ph: dict, t: float) -> int:
     if ph["mode"] != "train" or t < begin:
         return 0
     upto = t if end is None else min(t, end)
-    return int(math.floor((upto - begin) / float(ph["step_s"]) + STEP_EPS))
+    return math.floor((upto - begin) / float(ph["step_s"]) + STEP_EPS)
 
 
 def state_at(scn: dict, t: float) -> tuple[str, dict | None, int]:

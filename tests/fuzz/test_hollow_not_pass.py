@@ -15,7 +15,8 @@ from nodecheck.checks.ib import IBSTAT, IbPorts, ports
 from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, counters as error_counters
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, worst
-from tests.checks import test_gpu, test_kernel, test_nccl_allreduce, test_roce
+from tests.checks import kernel_log_output as test_kernel
+from tests.checks import test_gpu, test_nccl_allreduce, test_roce
 from tests.checks.test_ib_counters import read
 from tests.fuzz.mutations import FUZZ, decoded
 from tests.helpers import captures, data

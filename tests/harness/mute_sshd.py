@@ -19,7 +19,7 @@ import paramiko
 
 
 class _Server(paramiko.ServerInterface):
-    def __init__(self, owner: "MuteSshd") -> None:
+    def __init__(self, owner: MuteSshd) -> None:
         self.owner = owner
 
     def get_allowed_auths(self, username: str) -> str:
@@ -53,7 +53,7 @@ class MuteSshd:
     def known_hosts_line(self) -> str:
         return f"[{self.address}]:{self.port} {self.host_key.get_name()} {self.host_key.get_base64()}"
 
-    def __enter__(self) -> "MuteSshd":
+    def __enter__(self) -> MuteSshd:
         self.thread.start()
         return self
 

@@ -1,6 +1,6 @@
 """Simulated RDMA driver: keeps one RoCE port of one simulated node current in its sysfs view.
 
-Started by SimCluster.roce_port() (tests/harness/cluster.py), one process per port, OUTSIDE the
+Started by SimCluster.roce_port() (tests/harness/sim/fabric.py), one process per port, OUTSIDE the
 node's mount namespace but INSIDE the cluster's network namespace, so it sees the real veth
 interface that is the port's netdev. It polls the netdev (`ip -j addr show dev X`, every 25 ms) and
 mirrors the kernel's RoCE GID cache into the node's view of /sys/class/infiniband

@@ -1,14 +1,17 @@
 """Named fault layouts for the simulated cluster: which fake each node gets.
 
-A layout maps a node name to one action or a list of actions:
+A layout maps a node name to one action or a list of actions, for example:
     Replay(tool, data_file, exit_code=0, stderr_file=None)   the tool prints a recorded output
     Exit(tool, code, stderr_text="")                         the tool fails
     Hang(tool)                                               the tool never answers
     Missing(tool)                                            the tool is not installed (no fake)
     Unreachable()                                            the node's sshd is stopped
     RekeyHost()                                              the node presents a new host key
-Relative data files are under tests/data/. A scenario in SCENARIOS is a layout, or a function
-from the node list to a layout (for any cluster size).
+and the others below (Nvml, Script, replays by arguments and in sequence, Sysfs, RocePort; under
+the key "*", the cluster-wide Fabric and Nccl). Every action is an Action: it installs itself and
+describes itself (the listing `apply` prints and demo.sh shows). Relative data files are under
+tests/data/. A scenario in SCENARIOS is a layout, or a function from the node list to a layout
+(for any cluster size).
 
     apply(cluster, DEMO)                          # reset the cluster, then install the layout
     python tests/harness/scenarios.py --state-dir S apply demo      # same, from a shell
@@ -18,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Mapping, Union
+from pathlib import Path, PurePosixPath
 
-try:
-    from .cluster import SimCluster
-except ImportError:                      # run as a script: tests/harness is sys.path[0]
-    from cluster import SimCluster       # type: ignore[no-redef]
+if not __package__:                      # run as a script: tests/ on sys.path, so `harness` is a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.cluster import SimCluster
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -34,92 +37,214 @@ IBSTAT_PORT_DOWN = "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"
 IBSTAT_LOW_RATE = "ibstat/derived-h100-ndr-mlx5_5-rate-200.txt"
 
 
+class Action(ABC):
+    """One thing a scenario does to a node (under the key "*": to the whole cluster). Each kind says
+    itself what it does (describe) and how (install), so a kind added later cannot fall through a
+    catch-all and be listed, or installed, as something else."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """What the node gets, in the words of the scenario listing (demo.sh prints it)."""
+
+    @abstractmethod
+    def install(self, cluster: SimCluster, node: str) -> None:
+        """Do it on the cluster (node is "*" for the cluster-wide kinds)."""
+
+    def recordings(self) -> tuple[str, ...]:
+        """The data files it replays (relative to tests/data/, or absolute): apply() checks that
+        they exist before it touches the cluster."""
+        return ()
+
+
 @dataclass(frozen=True)
-class Replay:
+class Replay(Action):
     tool: str
     data_file: str
     exit_code: int = 0
     stderr_file: str | None = None
 
+    def describe(self) -> str:
+        return f"{self.tool}: replay {Path(self.data_file).name}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_replay(node, self.tool, _data(self.data_file), self.exit_code,
+                            _data(self.stderr_file) if self.stderr_file else None)
+
+    def recordings(self) -> tuple[str, ...]:
+        return (self.data_file,) + ((self.stderr_file,) if self.stderr_file else ())
+
 
 @dataclass(frozen=True)
-class Exit:
+class Exit(Action):
     tool: str
     code: int
     stderr_text: str = ""
 
+    def describe(self) -> str:
+        return f"{self.tool}: exits {self.code}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_exit(node, self.tool, self.code, self.stderr_text)
+
 
 @dataclass(frozen=True)
-class Hang:
+class Hang(Action):
     tool: str
 
+    def describe(self) -> str:
+        return f"{self.tool}: hangs"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_hang(node, self.tool)
+
 
 @dataclass(frozen=True)
-class Missing:
+class Missing(Action):
     tool: str
 
+    def describe(self) -> str:
+        return f"{self.tool}: not installed"
 
-@dataclass(frozen=True)
-class Unreachable:
-    pass
-
-
-@dataclass(frozen=True)
-class RekeyHost:
-    pass
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.remove_tool(node, self.tool)
 
 
 @dataclass(frozen=True)
-class Nvml:
+class Unreachable(Action):
+    def describe(self) -> str:
+        return "sshd stopped (unreachable)"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.stop(node)
+
+
+@dataclass(frozen=True)
+class RekeyHost(Action):
+    def describe(self) -> str:
+        return "new host key (known_hosts mismatch)"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.rekey(node)
+
+
+@dataclass(frozen=True)
+class Nvml(Action):
     """nvidia-ml-py is installed on the node (the fake pynvml) with this GPU state file."""
     state_file: str
 
+    def describe(self) -> str:
+        return f"pynvml: {Path(self.state_file).name}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_nvml(node, self.state_file)
+
 
 @dataclass(frozen=True)
-class Script:
+class Script(Action):
     """The tool is this /bin/sh script body (fakes that need logic, e.g. a readlink that
     resolves one library name and hands everything else to the real one)."""
     tool: str
     body: str
     what: str = "script"
 
+    def describe(self) -> str:
+        return f"{self.tool}: {self.what}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_script(node, self.tool, self.body)
+
 
 @dataclass(frozen=True)
-class ReplayByArgs:
+class ReplayByArgs(Action):
     """The tool prints the data file of the first (shell pattern, file) case its arguments match."""
     tool: str
     cases: tuple[tuple[str, str], ...]
 
+    def describe(self) -> str:
+        return f"{self.tool}: replay by arguments ({_cases(len(self.cases))})"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_replay_by_args(node, self.tool, [(pattern, _data(f)) for pattern, f in self.cases])
+
+    def recordings(self) -> tuple[str, ...]:
+        return tuple(f for _, f in self.cases)
+
 
 @dataclass(frozen=True)
-class ReplaySequence:
+class ReplaySequence(Action):
     """The k-th call of the tool prints the k-th file (then the last): counters before and after."""
     tool: str
     data_files: tuple[str, ...]
 
+    def describe(self) -> str:
+        return f"{self.tool}: replay a sequence of {len(self.data_files)} files"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_replay_sequence(node, self.tool, [_data(f) for f in self.data_files])
+
+    def recordings(self) -> tuple[str, ...]:
+        return tuple(self.data_files)
+
 
 @dataclass(frozen=True)
-class SequenceByArgs:
+class SequenceByArgs(Action):
     """Per argument pattern its own sequence of files (perfquery per port, before and after)."""
     tool: str
     cases: tuple[tuple[str, tuple[str, ...]], ...]
 
+    def describe(self) -> str:
+        changing = [pattern.strip("* ") for pattern, files in self.cases if len(set(files)) > 1]
+        what = f"{self.tool}: replay by arguments ({_cases(len(self.cases))})"
+        return what + (f"; {', '.join(changing)}: output changes between calls" if changing else "")
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_sequence_by_args(node, self.tool, [(pattern, [_data(f) for f in files])
+                                                        for pattern, files in self.cases])
+
+    def recordings(self) -> tuple[str, ...]:
+        return tuple(f for _, files in self.cases for f in files)
+
 
 @dataclass(frozen=True)
-class Sysfs:
+class Sysfs(Action):
     """Files under the node's /sys/class/infiniband (relative paths -> content)."""
     files: tuple[tuple[str, str], ...]
 
+    def describe(self) -> str:
+        ports = {"/".join(PurePosixPath(rel).parts[:3]) for rel, _ in self.files
+                 if len(PurePosixPath(rel).parts) > 3 and PurePosixPath(rel).parts[1] == "ports"}
+        what = f"{len(ports)} RDMA ports, " if ports else ""
+        return f"/sys/class/infiniband: {what}{len(self.files)} files"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_sysfs(node, dict(self.files))
+
 
 @dataclass(frozen=True)
-class RocePort:
+class RocePort(Action):
     """A real netdev (veth) backing RDMA port ca/1, kept in the node's sysfs by the simulated driver."""
     behaviour: str = "stable"                  # or "networkmanager": the GID moves after a flap
     ca: str = "mlx5_0"
 
+    def describe(self) -> str:
+        return f"RoCE port {self.ca}/1 on a veth ({self.behaviour})"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.roce_port(node, self.behaviour, self.ca)
+
+
+def _cases(n: int) -> str:
+    return f"{n} case" if n == 1 else f"{n} cases"
+
+
+def _overrides(nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]) -> str:
+    """"" or " (node9: gbps=150.0; ...)": the nodes a cluster-wide model treats differently."""
+    parts = [f"{n}: " + ", ".join(f"{k}={v}" for k, v in kv) for n, kv in nodes]
+    return f" ({'; '.join(parts)})" if parts else ""
+
 
 @dataclass(frozen=True)
-class Fabric:
+class Fabric(Action):
     """Cluster-wide (give it under the key "*"): the fake ib_write_bw on every node and the
     bandwidth model of SimCluster.fabric()."""
     default_gbps: float = 392.0
@@ -129,9 +254,18 @@ class Fabric:
     devices: tuple[str, ...] | None = None
     link_type: str = "IB"
 
+    def describe(self) -> str:
+        links = "".join(f", link {a}-{b}: {g:g} Gb/s" for a, b, g in self.links)
+        return f"fake ib_write_bw on every node, {self.default_gbps:g} Gb/s{_overrides(self.nodes)}{links}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fabric(self.default_gbps, {n: dict(v) for n, v in self.nodes} or None,
+                       [{"a": x, "b": y, "gbps": g} for x, y, g in self.links] or None, self.test_s,
+                       list(self.devices) if self.devices is not None else None, self.link_type)
+
 
 @dataclass(frozen=True)
-class Nccl:
+class Nccl(Action):
     """Cluster-wide (give it under the key "*"): the fake nccl-tests and launchers on every node and
     the bandwidth model and per-node faults of SimCluster.nccl(), e.g. nodes=(("node3",
     (("net_busbw_gbs", 150.0),)), ("node5", (("hang", "init"),)))."""
@@ -144,10 +278,16 @@ class Nccl:
     tests_version: str = "2.17.9"
     test_s: float = 0.3
 
+    def describe(self) -> str:
+        return (f"fake nccl-tests, mpirun and srun on every node, busbw {self.net_busbw_gbs:g} GB/s across "
+                f"nodes{_overrides(self.nodes)}")
 
-Action = Union[Replay, Exit, Hang, Missing, Unreachable, RekeyHost, Nvml, Script, ReplayByArgs,
-               ReplaySequence, SequenceByArgs, Sysfs, RocePort, Fabric, Nccl]
-Layout = Mapping[str, Union[Action, list]]
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.nccl(self.net_busbw_gbs, self.nvlink_busbw_gbs, {n: dict(v) for n, v in self.nodes} or None,
+                     self.gpus_per_node, self.gpu_model, self.nccl_version, self.tests_version, self.test_s)
+
+
+Layout = Mapping[str, Action | list]
 
 # ib.ports alone (tests/data/playbooks/ib-only.yml: 8 ports, 400 Gb/s, ibstat timeout 5 s).
 IB_DEMO: dict[str, list[Action]] = {
@@ -265,7 +405,7 @@ DEMO: dict[str, list[Action]] = {
           Nccl(nodes=(("node9", (("net_busbw_gbs", 140.0),)),), test_s=0.2)],
 }
 
-SCENARIOS: dict[str, Union[Layout, Callable[[list[str]], Layout]]] = {
+SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "demo": DEMO,
     "ib-demo": IB_DEMO,
     "clean": {},                                                       # no fakes at all
@@ -300,73 +440,30 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
     unknown = sorted(set(layout) - set(cluster.nodes) - {"*"})
     if unknown:
         raise ValueError(f"layout names nodes the cluster does not have: {', '.join(unknown)}")
-    plan = {node: acts if isinstance(acts, (list, tuple)) else [acts] for node, acts in layout.items()}
-    for acts in plan.values():                       # fail before touching the cluster
+    plan = _plan(layout)
+    for node, acts in plan.items():                  # fail before touching the cluster
         for a in acts:
-            if isinstance(a, Replay):
-                _data(a.data_file)
-                if a.stderr_file:
-                    _data(a.stderr_file)
+            if not isinstance(a, Action):
+                raise TypeError(f"{node}: unknown action {a!r}")
+            for f in a.recordings():
+                _data(f)
     cluster.reset()
     for node, acts in plan.items():
         for a in acts:
-            if isinstance(a, Replay):
-                cluster.fake_replay(node, a.tool, _data(a.data_file), a.exit_code,
-                                    _data(a.stderr_file) if a.stderr_file else None)
-            elif isinstance(a, Exit):
-                cluster.fake_exit(node, a.tool, a.code, a.stderr_text)
-            elif isinstance(a, Hang):
-                cluster.fake_hang(node, a.tool)
-            elif isinstance(a, Missing):
-                cluster.remove_tool(node, a.tool)
-            elif isinstance(a, Nvml):
-                cluster.fake_nvml(node, a.state_file)
-            elif isinstance(a, Script):
-                cluster.fake_script(node, a.tool, a.body)
-            elif isinstance(a, ReplayByArgs):
-                cluster.fake_replay_by_args(node, a.tool, [(pattern, _data(f)) for pattern, f in a.cases])
-            elif isinstance(a, ReplaySequence):
-                cluster.fake_replay_sequence(node, a.tool, [_data(f) for f in a.data_files])
-            elif isinstance(a, SequenceByArgs):
-                cluster.fake_sequence_by_args(node, a.tool, [(pattern, [_data(f) for f in files])
-                                                             for pattern, files in a.cases])
-            elif isinstance(a, Sysfs):
-                cluster.fake_sysfs(node, dict(a.files))
-            elif isinstance(a, RocePort):
-                cluster.roce_port(node, a.behaviour, a.ca)
-            elif isinstance(a, Fabric):
-                cluster.fabric(a.default_gbps, {n: dict(v) for n, v in a.nodes} or None,
-                               [{"a": x, "b": y, "gbps": g} for x, y, g in a.links] or None, a.test_s,
-                               list(a.devices) if a.devices is not None else None, a.link_type)
-            elif isinstance(a, Nccl):
-                cluster.nccl(a.net_busbw_gbs, a.nvlink_busbw_gbs, {n: dict(v) for n, v in a.nodes} or None,
-                             a.gpus_per_node, a.gpu_model, a.nccl_version, a.tests_version, a.test_s)
-            elif isinstance(a, Unreachable):
-                cluster.stop(node)
-            elif isinstance(a, RekeyHost):
-                cluster.rekey(node)
-            else:
-                raise TypeError(f"{node}: unknown action {a!r}")
+            a.install(cluster, node)
 
 
 def describe(layout: Layout) -> str:
+    """One line per node: what each of its actions does ("no fakes" for none)."""
     lines = []
-    for node in sorted(layout, key=lambda k: int(k[4:]) if k[4:].isdigit() else 0):
-        acts = layout[node] if isinstance(layout[node], (list, tuple)) else [layout[node]]
-        text = ", ".join(
-            f"{a.tool}: replay {Path(a.data_file).name}" if isinstance(a, Replay)
-            else f"{a.tool}: exits {a.code}" if isinstance(a, Exit)
-            else f"{a.tool}: hangs" if isinstance(a, Hang)
-            else f"{a.tool}: not installed" if isinstance(a, Missing)
-            else f"pynvml: {Path(a.state_file).name}" if isinstance(a, Nvml)
-            else f"{a.tool}: {a.what}" if isinstance(a, Script)
-            else f"{a.tool}: replay by arguments ({len(a.cases)} cases)" if isinstance(a, ReplayByArgs)
-            else "sshd stopped (unreachable)" if isinstance(a, Unreachable)
-            else "fake ib_write_bw on every node" if isinstance(a, Fabric)
-            else "fake nccl-tests, mpirun and srun on every node" if isinstance(a, Nccl)
-            else "new host key (known_hosts mismatch)" for a in acts) or "no fakes"
-        lines.append(f"  {node:8} {text}")
+    for node, acts in sorted(_plan(layout).items(), key=lambda kv: int(kv[0][4:]) if kv[0][4:].isdigit() else 0):
+        lines.append(f"  {node:8} {', '.join(a.describe() for a in acts) or 'no fakes'}")
     return "\n".join(lines)
+
+
+def _plan(layout: Layout) -> dict[str, list[Action]]:
+    """{node: [actions]}: a single action given for a node becomes a list of one."""
+    return {node: list(acts) if isinstance(acts, (list, tuple)) else [acts] for node, acts in layout.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ Common keyword arguments of every builder:
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def _common(nodes: Sequence[str], start: float | None = None, gpus: int = 8, step_s: float = 0.1,
@@ -125,7 +125,8 @@ def straggler(nodes: Sequence[str], slow_node: str, factor: float = 1.3, slow_gp
     slow = list(range(c["gpus"])) if slow_gpus is None else [int(g) for g in slow_gpus]
     return _job(nodes, base, lambda n: [dict(
         train, until=None,
-        rank_seconds={"slow_gpus": slow, "factor": float(factor)} if n == slow_node else {"slow_gpus": [], "factor": 1.0})])
+        rank_seconds=({"slow_gpus": slow, "factor": float(factor)} if n == slow_node
+                      else {"slow_gpus": [], "factor": 1.0}))])
 
 
 def unresponsive(nodes: Sequence[str], **common) -> dict[str, dict]:
@@ -133,4 +134,4 @@ def unresponsive(nodes: Sequence[str], **common) -> dict[str, dict]:
     return healthy(nodes, **common)
 
 
-__all__ = ["healthy", "completes", "checkpoint", "deadlock", "rank_dies", "sagging", "straggler", "unresponsive"]
+__all__ = ["checkpoint", "completes", "deadlock", "healthy", "rank_dies", "sagging", "straggler", "unresponsive"]

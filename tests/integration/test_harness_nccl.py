@@ -1,4 +1,4 @@
-"""The simulated cluster's fake nccl-tests and launchers (tests/fakes/nccl_tests.py), checked over
+"""The simulated cluster's fake nccl-tests and launchers (tests/fakes/nccl_tests/), checked over
 real SSH: the output of nccl-tests 2.17.9 / 2.18.2 against the corpus recordings, the bandwidth
 model (min over nodes, NVLink vs network), corrupt and hung nodes, mpirun's and srun's process
 placement, banners and exit codes, the JSON report, and that no fake process outlives a run."""

@@ -634,3 +634,14 @@ def test_a_run_killed_after_its_table_header_stopped_in_the_first_collective():
 def test_json_nested_too_deeply_is_a_parse_error():
     with pytest.raises(ParseError, match="nested too deeply"):
         parse_nccl_tests_json("[" * 100_000)
+
+
+def test_no_nccl_tests_line_at_all_is_its_own_kind_of_error_unlike_lines_that_cannot_be_judged():
+    from nodecheck.parsers.nccl_tests import NoNcclTestsOutput
+    for text in ("", "mpirun was unable to launch the specified application\n"):
+        with pytest.raises(NoNcclTestsOutput):
+            parse_nccl_tests(text)
+    one = data(next(f for f in data_files("nccl-tests") if "all_reduce" in f))
+    with pytest.raises(ParseError) as e:
+        parse_nccl_tests(one + one)            # two runs in one output: lines, but not one judgeable run
+    assert not isinstance(e.value, NoNcclTestsOutput)
