@@ -1,4 +1,4 @@
-"""nccl.env: the per-node judges on constructed probe outputs (tests/parsers/test_ncclenv.py builds
+"""nccl.env: the per-node judges on constructed probe outputs (tests/parsers/test_nccl_config.py builds
 them), and the reachability test against a scripted cluster (no SSH): each step answers what the real
 listener and client scripts print."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from nodecheck.judging.nccl_settings import parse_nccl_list, strtoll, torch_bool
 from nodecheck.parsers.nccl_config import parse_probe
 from nodecheck.parsers.reachability import listener_made
 from nodecheck.probes import reachability
-from tests.parsers.test_ncclenv import LIFETIME, output
+from tests.parsers.test_nccl_config import LIFETIME, output
 
 UNWRITABLE = ("!mktemp: failed to create file via template '/scratch/fr/.nodecheck-write-test.XXXXXX': "
               "No such file or directory")

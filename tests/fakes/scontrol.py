@@ -1,5 +1,5 @@
-"""A fake Slurm 22.05 `scontrol` (show node, update State=DRAIN|RESUME), for tests/test_slurm.py and
-tests/test_gatecmd.py. `install()` copies this file into a directory as an executable `scontrol`;
+"""A fake Slurm 22.05 `scontrol` (show node, update State=DRAIN|RESUME), for tests/gate/test_slurm.py and
+tests/gate/test_command.py. `install()` copies this file into a directory as an executable `scontrol`;
 everything the copy keeps lives beside it, found from its own path (a Prolog's environment has no
 room for more variables): see tests/fakes/README.md, "scontrol.py"."""
 from __future__ import annotations

@@ -49,7 +49,7 @@ def _seeds(target: Target) -> tuple:
 # -- seeds for tools with no recording: what their parser tests construct ---------------------------
 
 def _ncclenv_seeds() -> tuple[str, ...]:
-    from tests.parsers.test_ncclenv import output
+    from tests.parsers.test_nccl_config import output
     return (output(node_env="NCCL_DEBUG=INFO\nMASTER_ADDR=node1\nNCCL_SOCKET_IFNAME=ib0\n",
                    etc_conf="NCCL_IB_GID_INDEX=3\n"), output())
 

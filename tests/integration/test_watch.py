@@ -23,7 +23,7 @@ import pytest
 
 from harness import training
 from integration.runs import nodecheck
-from tests.test_watch_alerts import Receiver
+from tests.watch.test_alerts import Receiver
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,11 @@ from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, ResultRow, SweepSnapshot
 from nodecheck.report.store import remove_reports
 from nodecheck.fleet.sweep import Retention, check_keep
-from tests.test_diff import T0, r, report
+from tests.report.test_diff import T0, r, report
 
 P, F = Status.PASS, Status.FAIL
 TABLES = ("nodes", "results", "facts", "counters", "measurements")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def snap(hour: int, playbook: str = "sweep") -> SweepSnapshot:

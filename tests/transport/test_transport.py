@@ -118,7 +118,7 @@ def test_a_tool_killed_by_a_signal_is_named_so_whichever_transport_ran_it():
 
     c = run_local(Probe("p", ("sh", "-c", "echo half; kill -SEGV $$"), 5))
     assert (c.outcome, c.exit_code, c.stdout) == (Outcome.EXITED, -11, "half\n")
-    book = load_playbook(str(Path(__file__).parent / "data" / "playbooks" / "ib-only.yml"))
+    book = load_playbook(str(Path(__file__).resolve().parents[1] / "data" / "playbooks" / "ib-only.yml"))
     p = book.checks[0].probes[0]
     answers = {
         ("n1", p.name): Capture("n1", p.name, p.argv, Outcome.EXITED, -9, "CA 'mlx5_0'\n", "", 0.1),

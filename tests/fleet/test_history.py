@@ -19,7 +19,7 @@ from nodecheck.core.model import Status
 from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, NodeSweep, Offender
 from nodecheck.fleet.sweep import parse_offender
-from tests.test_diff import T0, T1, current_report, previous_report
+from tests.report.test_diff import T0, T1, current_report, previous_report
 
 U, F, P, W = Status.UNREACHABLE, Status.FAIL, Status.PASS, Status.WARN
 
@@ -469,7 +469,7 @@ def test_a_nan_bandwidth_does_not_cost_the_sweep_its_history(tmp_path):
 
 
 def test_the_terminal_is_cut_the_reports_summary_keeps_every_change(tmp_path, capsys, canned):
-    from tests.test_diff import r, report
+    from tests.report.test_diff import r, report
     nodes = [f"node{i}" for i in range(1, 51)]
     canned += [report("a", T0, nodes, [r(n, "ib.ports", P, "ok") for n in nodes]),
                report("b", T1, nodes, [r(n, "ib.ports", F, f"mlx5_{i}/1: Down") for i, n in enumerate(nodes)])]

@@ -14,7 +14,7 @@ from nodecheck.core.model import SEVERITY, Status
 from nodecheck.report import diff as D
 from nodecheck.report import metrics
 from nodecheck.report.diff import Offender, ResultRow
-from tests.test_diff import current_report
+from tests.report.test_diff import current_report
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')

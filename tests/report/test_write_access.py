@@ -20,9 +20,9 @@ from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status
 from nodecheck.report import json as report_json
 from nodecheck.report import junit
 from nodecheck.report.store import GROUP_ENV, private, store, store_files
-from tests.test_cli import DOWN, HEALTHY, IB_ONLY, fake_ibstat  # noqa: F401  (a fixture)
-from tests.test_diff import previous_report
-from tests.test_report import sample
+from tests.cli.test_cli import DOWN, HEALTHY, IB_ONLY, fake_ibstat  # noqa: F401  (a fixture)
+from tests.report.test_diff import previous_report
+from tests.report.test_report import sample
 
 SECRET = "hf_s3cr3tV4lu3xyz"                   # a value no output would hold by chance
 P = Status.PASS
@@ -198,7 +198,7 @@ def fill(where: Path) -> None:
 def run_cli(argv) -> subprocess.CompletedProcess:
     """The real command line, in a process of its own (its exit, its umask)."""
     return subprocess.run([sys.executable, "-m", "nodecheck", *argv], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])

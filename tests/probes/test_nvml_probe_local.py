@@ -25,7 +25,7 @@ from nodecheck.transport.local import LocalSession, LocalTransport
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as
 from tests.parsers.test_nvidia_smi import H100_CSV, H100_CSV_GPUS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"
 HEALTHY = FAKES / "nvml_states" / "h100x8-healthy.json"
 SYSTEM_PYTHON = "/usr/bin/python3"

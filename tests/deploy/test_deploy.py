@@ -15,7 +15,7 @@ import pytest
 from nodecheck import cli
 from nodecheck.config.playbook import load_playbook
 
-DEPLOY = Path(__file__).resolve().parents[1] / "nodecheck" / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "nodecheck" / "deploy"
 SWEEP_ARGV = ["sweep", "/etc/nodecheck/hosts.yml", "--playbook", "sweep", "--output-dir",
               "/var/lib/nodecheck/reports", "--metrics", "/var/lib/node_exporter/textfile_collector/nodecheck.prom"]
 

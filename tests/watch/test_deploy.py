@@ -12,9 +12,9 @@ import pytest
 
 from nodecheck import cli
 from nodecheck.watch.config import load_watch_config
-from tests.test_deploy import DEPLOY, seconds, unit
+from tests.deploy.test_deploy import DEPLOY, seconds, unit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = "nodecheck-watch@.service"
 WATCH_ARGV = ["watch", "--slurm-job", "%i", "--config", "/etc/nodecheck/watch.yml", "--output-dir",
               "/var/lib/nodecheck/reports"]

@@ -19,7 +19,7 @@ import pytest
 from nodecheck.parsers.gpu import Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvml import NvmlUnavailable, parse_nvml_probe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "nodecheck" / "probes" / "nvml_probe.py"
 FAKES = ROOT / "tests" / "fakes"
 STATES = FAKES / "nvml_states"

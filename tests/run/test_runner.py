@@ -12,7 +12,7 @@ from nodecheck.core.registry import CheckSpec
 from nodecheck.run.runner import judge_node, plan_probes, run
 from tests.replay import ReplayTransport, exited, hang
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HEALTHY = (DATA / "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt").read_text()
 DOWN = (DATA / "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt").read_text()
 

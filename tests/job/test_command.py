@@ -61,7 +61,7 @@ def test_the_issues_job_yml_runs_end_to_end_here_and_the_incident_counts_fail(tm
     import json
 
     from nodecheck.cli import main
-    from tests.test_job_spec import ISSUE_SHAPE
+    from tests.job.test_spec import ISSUE_SHAPE
     (tmp_path / "job.yml").write_text(ISSUE_SHAPE)
     (tmp_path / "counts.json").write_text(data("job/constructed-incident-counts.json"))
     code = main(["job-check", str(tmp_path / "job.yml"), "--local", "--format", "json",

@@ -9,7 +9,7 @@ import pytest
 
 from nodecheck.cli import main
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 HEALTHY = DATA / "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
 IB_ONLY = str(DATA / "playbooks" / "ib-only.yml")
 DOWN = DATA / "ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"

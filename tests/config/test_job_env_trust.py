@@ -12,7 +12,7 @@ from nodecheck.parsers.sections import split_sections
 from nodecheck.config.playbook import load_playbook
 from tests.checks.test_nccl_allreduce import A3MEGA, wrapped
 from tests.helpers import captures, data
-from tests.test_nccltest_scripts import SHELLS, run, tool
+from tests.probes.test_nccl_tests import SHELLS, run, tool
 
 HOSTILE = ("LD_LIBRARY_PATH=/home/u/evil\nNCCL_NET_PLUGIN=/home/u/libevil.so\nNCCL_DEBUG_FILE=/etc/passwd\n"
            "OMPI_MCA_plm_rsh_agent='sh -c evil'\nNCCL_IB_HCA=mlx5_0:1\nNCCL_SOCKET_IFNAME=ib0\nNCCL_ALGO=Ring\n")

@@ -339,7 +339,7 @@ class Site:
         """As slurmd runs a Prolog: a bare environment, no PATH, no HOME; the interpreter absolute."""
         base = {"SLURMD_NODENAME": "nodeX", "SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(self.config)}
         return subprocess.run([sys.executable, "-m", "nodecheck", *argv], env=base if env is None else env,
-                              cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=120)
+                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
 
     def state(self, name: str = "nodeX") -> dict:
         return json.loads((self.root / "slurm" / "nodes.json").read_text(encoding="utf-8"))[name]
