@@ -558,9 +558,9 @@ def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) 
     for t in tests:
         for a, b in ((t.server, t.client), (t.client, t.server)):
             row = matrix.setdefault(a, {})
-            have = row.get(b, "unset")
-            row[b] = t.gbps if have == "unset" else (None if have is None or t.gbps is None
-                                                      else min(have, t.gbps))
+            have = row.get(b)
+            row[b] = t.gbps if b not in row else (None if have is None or t.gbps is None
+                                                  else min(have, t.gbps))
     rounds = sorted({r.round_index for r in results})
     return PairsReport(want.pairing, len(rounds), tuple(tests), len(results), len(nodes) * (len(nodes) - 1) // 2,
                        matrix, tuple(sorted(blame.bad_nodes)), tuple((p.a, p.b) for p in blame.bad_links),

@@ -114,7 +114,7 @@ class NcclSweep(BaseModel):
                              f"({human(self.max_bytes)}): no row would be judged")
         return self
 
-    def floor(self, variant: str) -> Floor | None:
+    def floor(self, variant: Variant) -> Floor | None:
         return self.variant_busbw_gbps.get(variant, self.busbw_gbps)
 
     def test_env(self, variant: str) -> dict[str, str]:
@@ -178,7 +178,7 @@ class NcclMulti(NcclSweep):
                              f"({human(self.plateau_min_bytes)}): no pair row would be judged")
         return self
 
-    def pair_floor(self, variant: str) -> Floor | None:
+    def pair_floor(self, variant: Variant) -> Floor | None:
         """A variant's own floor first (a network-only pair is slow by design), then the pairs', then
         busbw_gbps."""
         return self.variant_busbw_gbps.get(variant) or self.pair_busbw_gbps or self.busbw_gbps
@@ -293,9 +293,9 @@ def judge_output(stdout: str, want: NcclSweep, what: str, expected_ranks: int | 
         first = next((f for f in run.failures if f.kind != "launcher"), run.failures[0])
         where = f" on {first.host}" if first.host else ""
         loc = f" ({first.location})" if first.location else ""
-        more = len(run.failures) - 1
+        others = len(run.failures) - 1
         return RunVerdict(Status.FAIL, f"{what}: {first.kind} failure{where}: {first.message}{loc}"
-                           + (f" (+{more} more failure lines)" if more else "") + stopped, observed, tail)
+                           + (f" (+{others} more failure lines)" if others else "") + stopped, observed, tail)
     if rc != 0:
         return RunVerdict(Status.FAIL, f"{what}: exited {rc}{stopped}", observed, tail)
     if run.stage is not Stage.DONE:
@@ -560,7 +560,7 @@ def allreduce_multi(ctx: ActiveContext, want: NcclMulti) -> Iterator[Grouped]:
                 yield group, want.ran_without(verdict)
 
 
-def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: str,
+def _one_collective(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: Variant,
                     runs: list[MultiTest]) -> Iterator[Grouped]:
     what = subject(collective, variant)
     env = want.test_env(variant)
@@ -607,7 +607,7 @@ def _judge_capture(capture: Capture, want: NcclMulti, what: str, ranks: int, flo
     return judge_output(capture.stdout, want, what, ranks, floor, env)
 
 
-def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: str,
+def _localize(ctx: ActiveContext, want: NcclMulti, nodes: list[str], collective: str, variant: Variant,
               what: str, env: Mapping[str, str], full: RunVerdict, run: MultiTest) -> Iterator[Grouped]:
     """2-node tests in rounds of disjoint pairs (the ib.pairs planner): ring, then suspects
     re-paired with nodes that passed."""

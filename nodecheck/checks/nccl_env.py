@@ -170,7 +170,7 @@ def judge_facts(facts: NodeFacts, want: NcclEnv) -> list[Verdict]:
                       "sets are not known, so the NCCL verdicts may not be what the job gets", "nccl.conf")
               for f in facts.conf if f.error]
     return [*unread, *socket_ifname(env, facts), *ib_hca(env, facts), *torch_values(env),
-            *timeouts(env, want.timeouts), *flight_recorder(env, facts, want.flight_recorder),
+            *timeouts(env, want.timeouts), *flight_recorder(env, facts.writable, want.flight_recorder),
             memlock(facts, want.memlock_kib.fail_below)]
 
 
@@ -379,7 +379,7 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
     blocking_name, blocking = first_set(env, BLOCKING_VARS)
     mode = str(torch_int(handling.value)) if handling is not None else None
     out = []
-    if mode in ASYNC_MODES:
+    if handling is not None and mode in ASYNC_MODES:   # (mode is None when handling is)
         out.append(Verdict(Status.PASS, f"{said(env, name)}: the watchdog ends a collective that outlives the "
                            f"process group's timeout ({ASYNC_MODES[mode]})", "timeouts",
                            {name: handling.value}))
@@ -405,7 +405,7 @@ def timeouts(env: Env, level: str) -> list[Verdict]:
     return out
 
 
-def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
+def flight_recorder(env: Env, writable: Mapping[str, str], level: str) -> list[Verdict]:
     """The flight recorder keeps the last collectives and dumps them on a watchdog timeout: it needs
     TORCH_NCCL_TRACE_BUFFER_SIZE > 0 and TORCH_NCCL_DUMP_ON_TIMEOUT=1, and a writable dump directory."""
     size_name, size = first_set(env, TRACE_BUFFER_VARS)
@@ -428,7 +428,7 @@ def flight_recorder(env: Env, facts: NodeFacts, level: str) -> list[Verdict]:
         prefix, where = file.value, said(env, file_name)
         label = f"{'job' if file.source == JOB else 'node'}:{file_name}"
     head = f"flight recorder on ({settings}): dumps to {where}"
-    result = facts.writable.get(label)
+    result = writable.get(label)
     observed = {"dump_prefix": prefix, "writable": result}
     if result == "ok":
         return [Verdict(Status.PASS, f"{head}; its directory is writable on this node", "flight_recorder", observed)]

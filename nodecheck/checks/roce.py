@@ -107,8 +107,8 @@ def gids(by_node: Mapping[str, Captures], want: RoceGids) -> Iterator[Grouped]:
                 indices.setdefault((port.ca, port.port), {})[node] = v2[0].index
     if want.drift == "off":
         return
-    for (ca, port), by_index in indices.items():
-        yield from _index_drift(f"{ca}/{port}", by_index, Status(want.drift))
+    for (ca, port_number), by_index in indices.items():
+        yield from _index_drift(f"{ca}/{port_number}", by_index, Status(want.drift))
 
 
 def _roce_ports(text: str, devices: list[str] | None) -> list[RdmaPort]:
@@ -497,7 +497,7 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
                        f"(the guard brings it up; check `ip link show {port.netdevs[0]}`)", port.where,
                        observed, {"final_state": "ACTIVE"}, excerpt(out.stdout))
     problems = []
-    for ip in sorted({g.ipv4 for g in before}):
+    for ip in sorted(_ipv4s(before)):
         old = sorted(g.index for g in before if g.ipv4 == ip)
         new = sorted(g.index for g in after if g.ipv4 == ip)
         if not new:
@@ -506,7 +506,7 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
             problems.append(f"{ip} duplicated at indices {_list(new)} (was {_list(old)})")
         elif new != old:
             problems.append(f"{ip} moved from index {_list(old)} to {_list(new)}")
-    for ip in sorted({g.ipv4 for g in after} - {g.ipv4 for g in before}):
+    for ip in sorted(_ipv4s(after) - _ipv4s(before)):
         problems.append(f"{ip} appeared at index {_list(sorted(g.index for g in after if g.ipv4 == ip))}")
     if problems:
         return Verdict(Status.FAIL, f"{where}: RoCE v2 IPv4 GID changed across a port flap: "
@@ -529,6 +529,11 @@ def _v2_of(text: str, port: RdmaPort) -> list[Gid]:
     if not values:
         return []
     return [g for p in ports_from_sysfs(values) for g in p.gids if g.is_roce_v2_ipv4]
+
+
+def _ipv4s(gids: list[Gid]) -> set[str]:
+    """The GIDs' IPv4 addresses (_v2_of keeps only IPv4-mapped GIDs: each has one)."""
+    return {g.ipv4 for g in gids if g.ipv4 is not None}
 
 
 def _state_of(text: str, port: RdmaPort) -> str:

@@ -88,7 +88,8 @@ def _first_word(rest: str, key: str, error) -> tuple[str, str]:
     `#` ends the line only where it starts a word, as in the shell (a#b is one word)."""
     if not rest or rest[0] in " \t":
         return "", rest.strip()                # KEY= alone (or KEY= # comment): the empty string
-    lexer = shlex.shlex(io.StringIO(rest), posix=True)
+    stream = io.StringIO(rest)                 # what the lexer leaves unread follows the value
+    lexer = shlex.shlex(stream, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
@@ -96,7 +97,7 @@ def _first_word(rest: str, key: str, error) -> tuple[str, str]:
     except ValueError as e:                    # "No closing quotation", "No escaped character"
         raise error(f"{key}: {str(e)[0].lower() + str(e)[1:]}",
                     "close the quote on the same line; a value spread over lines is not read") from None
-    return value or "", lexer.instream.read().strip()
+    return value or "", stream.read().strip()
 
 
 def _refuse_expansion(rest: str, key: str, error) -> None:

@@ -7,7 +7,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Generic, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -15,7 +15,7 @@ from nodecheck.core.errors import ConfigError
 from nodecheck.config.gate_settings import GateSettings
 from nodecheck.core.model import Node, Probe
 from nodecheck.checks import all_checks
-from nodecheck.core.registry import CheckSpec
+from nodecheck.core.registry import CheckSpec, ParamsT
 from nodecheck.config.yaml_source import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
 
 DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
@@ -65,9 +65,9 @@ class CheckOptions(BaseModel):
 
 
 @dataclass(frozen=True)
-class PlannedCheck:
-    spec: CheckSpec
-    params: BaseModel
+class PlannedCheck(Generic[ParamsT]):
+    spec: CheckSpec[ParamsT]
+    params: ParamsT                            # a model validated from the block; job-check's JobContext
     probes: tuple[Probe, ...]
     after: tuple[Probe, ...] = ()              # run after the active checks (spec.after)
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar, Union
 
 from pydantic import BaseModel
 
-from nodecheck.core.model import Capture, Probe, Verdict
+from nodecheck.core.model import Capture, Probe
 
 Captures = Mapping[str, Capture]               # a node's captures, keyed by probe name
 # scope "node": judge(captures, params) -> Verdicts about that node.
@@ -15,22 +15,28 @@ Captures = Mapping[str, Capture]               # a node's captures, keyed by pro
 # scope "active": run(ctx, params) -> (nodes, Verdict) pairs; it runs after every node's probes came
 # back and may run more commands on the nodes through ctx (active.ActiveContext): pairwise bandwidth,
 # a port flap. Its `probes` are the passive facts it needs first (ibstat for the HCAs).
-Judge = Callable[[Captures, object], Iterator[Verdict]]
-FleetJudge = Callable[[Mapping[str, Captures], object], Iterator[tuple[tuple[str, ...], Verdict]]]
 SCOPES = ("node", "fleet", "active")
-ProbeList = Union[Sequence[Probe], Callable[[object], Sequence[Probe]]]
+# A check's params: a registered check's pydantic model (its playbook block is validated by it), or
+# for the checks that job.invariants builds in code, the JobContext dataclass that job-check fills in.
+ParamsT = TypeVar("ParamsT")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+# judge(first, params): what `first` is and what the judge yields (Verdicts, or (nodes, Verdict) pairs)
+# depend on the scope (above), on which only the callers (run.runner, run.active) dispatch
+Judge = Callable[[Any, ParamsT], Iterable[Any]]
+ProbeList = Union[Sequence[Probe], Callable[[ParamsT], Sequence[Probe]]]
+JudgeT = TypeVar("JudgeT", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
-class CheckSpec:
+class CheckSpec(Generic[ParamsT]):
     name: str                                  # "ib.ports"
-    judge: Union[Judge, FleetJudge]
-    probes: ProbeList                          # static, or a function of the validated params
-    params: type[BaseModel]                    # the playbook block is validated by it
+    judge: Judge[ParamsT]
+    probes: ProbeList[ParamsT]                 # static, or a function of the validated params
+    params: type[ParamsT]                      # a registered check's playbook block is validated by it
     scope: str = "node"                        # "node", "fleet" or "active"
     # probes run again after the active checks, on nodes whose first probes ran: a before/after
     # pair (IB error counters over the window in which the pair tests loaded the links)
-    after: ProbeList = ()
+    after: ProbeList[ParamsT] = ()
 
     @property
     def description(self) -> str:
@@ -38,22 +44,24 @@ class CheckSpec:
         doc = (self.judge.__doc__ or "").strip()
         return " ".join(doc.split("\n\n")[0].split())
 
-    def probes_for(self, params: object) -> tuple[Probe, ...]:
+    def probes_for(self, params: ParamsT) -> tuple[Probe, ...]:
         return tuple(self.probes(params) if callable(self.probes) else self.probes)
 
-    def after_probes_for(self, params: object) -> tuple[Probe, ...]:
+    def after_probes_for(self, params: ParamsT) -> tuple[Probe, ...]:
         return tuple(self.after(params) if callable(self.after) else self.after)
 
 
-CHECKS: dict[str, CheckSpec] = {}
+# every registered check, whatever its own params model
+CHECKS: dict[str, CheckSpec[Any]] = {}
 
 
-def check(name: str, *, probes: ProbeList, params: type[BaseModel], scope: str = "node", after: ProbeList = ()):
+def check(name: str, *, probes: ProbeList[ModelT], params: type[ModelT], scope: str = "node",
+          after: ProbeList[ModelT] = ()) -> Callable[[JudgeT], JudgeT]:
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
         raise ValueError(f"check {name}: scope must be one of {SCOPES}, got {scope!r}")
 
-    def register(judge):
+    def register(judge: JudgeT) -> JudgeT:
         if name in CHECKS:
             raise ValueError(f"check {name} registered twice")
         CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after)

@@ -343,7 +343,8 @@ def flight_recorder(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContex
     on every node, so a hang leaves the record of which rank stopped where."""
     facts, problems = _facts(by_node)
     yield from problems
-    yield from _grouped({node: fr_verdicts(effective_env(ctx.spec.env, f.node_env, True, f.conf), f, "fail")
+    yield from _grouped({node: fr_verdicts(effective_env(ctx.spec.env, f.node_env, True, f.conf), f.writable,
+                                           "fail")
                          for node, f in facts.items()})
 
 

@@ -8,7 +8,7 @@ unless the caller sets `max_absolute` for a counter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypedDict
 
 from nodecheck.parsers.perfquery import BASIC_WIDTHS, SYSFS_NAMES, PortCounters
 
@@ -254,13 +254,21 @@ def _judge_increase(d: CounterDelta) -> CounterFinding:
                           d.increase, d.window_s, d.per_hour, 0, d.after)
 
 
+class _RateNumbers(TypedDict):
+    """What every rate finding carries: CounterFinding's measured fields."""
+    increase: int
+    window_s: float
+    per_hour: float
+    value: int | None
+
+
 def _judge_rate(d: CounterDelta, limit: RateLimit, min_window_s: float) -> CounterFinding:
     unjudgeable = _unjudgeable(d, RATE)
     if unjudgeable:
         return unjudgeable
     rate = d.per_hour
     assert rate is not None and d.increase is not None   # ok/reset/saturated-in-window carry one
-    numbers = dict(increase=d.increase, window_s=d.window_s, per_hour=rate, value=d.after)
+    numbers = _RateNumbers(increase=d.increase, window_s=d.window_s, per_hour=rate, value=d.after)
     if d.increase == 0:
         return CounterFinding("pass", d.name, RATE, f"{_seen(d)}", **numbers)
     if d.window_s < min_window_s:

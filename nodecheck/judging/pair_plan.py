@@ -128,12 +128,13 @@ def plan(nodes: Sequence[str], pairing: Pairing = "ring", groups: Mapping[str, s
         raise ValueError(f"steer={steer!r} needs groups (a label per node)")
     if pairing == "all":
         return _numbered(_round_robin(order))
-    if steer == "inter-group":
-        rings = [_interleaved(_group_members(order, groups))]
-    elif steer == "intra-group":
-        rings = _group_rings(_group_members(order, groups))
-    else:
+    rings: Sequence[Sequence[str]]
+    if steer == "any" or groups is None:       # (groups is None only with steer "any": refused above)
         rings = [order]
+    elif steer == "inter-group":
+        rings = [_interleaved(_group_members(order, groups))]
+    else:                                      # "intra-group"
+        rings = _group_rings(_group_members(order, groups))
     side_by_side = zip_longest(*(_ring_rounds(ring) for ring in rings), fillvalue=[])
     return _numbered([pair for part in parts for pair in part] for parts in side_by_side)
 
@@ -378,6 +379,7 @@ def _augment(root: str, options: Mapping[str, Sequence[str]], owner: dict[str, s
                 owner[partner], matched[suspect] = suspect, partner
                 if suspect == root:
                     return True
+                assert previous is not None    # every suspect on the path but the root holds a partner
                 partner = previous
         holders.append(owner[partner])
         stack.append(iter(options[owner[partner]]))

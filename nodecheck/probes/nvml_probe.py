@@ -15,6 +15,21 @@ imported, nvmlInit fails or the GPUs cannot be counted; the caller falls back to
 import sys
 
 
+def _builtin_os():
+    """The builtin os module underneath `os`: posix, else nt (Windows), else None. (Unannotated: the
+    two are different modules, and this file imports nothing that a stray file could shadow.)"""
+    try:
+        import posix
+        return posix
+    except ImportError:                        # not a POSIX Python
+        pass
+    try:
+        import nt
+        return nt
+    except ImportError:
+        return None
+
+
 def _drop_cwd_from_sys_path():
     """Remove '' / '.' / any entry naming the current directory from sys.path, in place.
 
@@ -22,13 +37,7 @@ def _drop_cwd_from_sys_path():
     json.py or pynvml.py there would shadow the real module. Runs before any other import, with only
     builtin modules (posix/nt are compiled in, never looked up on sys.path).
     """
-    try:
-        import posix as _osmod
-    except ImportError:                        # not a POSIX Python
-        try:
-            import nt as _osmod
-        except ImportError:
-            _osmod = None
+    _osmod = _builtin_os()
     here = None
     if _osmod is not None:
         try:

@@ -36,7 +36,10 @@ class Gathered:
 
 
 def value_params(name: str, image: ContainerDigest | None) -> PinOrDrift:
-    return image if name == "container.digest" else ANY
+    if name != "container.digest":
+        return ANY
+    assert image is not None, "container.digest is gathered only with an image (gather)"
+    return image
 
 
 def gather(nodes: Sequence[Node], transport: Transport, *, fanout: int, deadline_s: float,
@@ -165,6 +168,7 @@ def baseline(g: Gathered) -> Baseline:
         for node in g.nodes:
             value, why = read_value(g, node, name)
             if why is None:
+                assert value is not None       # read_value: (value, None) or (None, why)
                 values[node] = value
             else:
                 problems.append((node, why))

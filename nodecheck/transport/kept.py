@@ -7,7 +7,7 @@ import threading
 import time
 
 from nodecheck.core.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import FailedSession
+from nodecheck.transport import FailedSession, Session
 
 # a background dial's bound: the SSH transport caps it at its own --connect-timeout
 DIAL_TIMEOUT_S = 3600.0
@@ -29,7 +29,7 @@ class KeptSessions:
 
     def __init__(self, inner) -> None:
         self.inner = inner
-        self.idle: dict[str, object] = {}
+        self.idle: dict[str, Session] = {}
         self.dialling: dict[str, _Dial] = {}
         self.timeouts: dict[str, int] = {}     # samples timed out in a row on the kept connection
         self.lock = threading.Lock()
@@ -42,6 +42,7 @@ class KeptSessions:
                 dial = self.dialling[node.name] = _Dial(self.inner, node)
         if session is not None:
             return _KeptSession(self, node, session, fresh=False)
+        assert dial is not None                # no idle session: a dial was found or started above
         # a tenth of the budget is left for the fan-out to run the probe on what this returns: at
         # the deadline itself it would record "not started: the run deadline was reached" instead
         if not dial.done.wait(max(0.0, 0.9 * timeout_s)):
@@ -55,7 +56,7 @@ class KeptSessions:
         with self.lock:
             sessions, self.idle = list(self.idle.values()), {}
             dials, self.dialling = list(self.dialling.values()), {}
-        sessions += [d.session for d in dials if d.done.is_set()]
+        sessions += [d.session for d in dials if d.done.is_set() and d.session is not None]   # (set once done)
         for s in sessions:
             s.close()
 
@@ -65,7 +66,8 @@ class _Dial:
     alive at exit), bounded by the transport's own connect timeout."""
 
     def __init__(self, inner, node: Node) -> None:
-        self.node, self.started, self.session = node, time.monotonic(), None
+        self.node, self.started = node, time.monotonic()
+        self.session: Session | None = None    # set by the dialling thread before `done`
         self.done = threading.Event()
         threading.Thread(target=self._run, args=(inner,), daemon=True, name="nodecheck-watch-dial").start()
 

@@ -38,10 +38,12 @@ class LocalSession:
         for the command instead (e.g. NVML is not importable here, so nvidia-smi must answer)."""
         from nodecheck.transport import RunArgvInstead
         started, box = time.monotonic(), {}
+        target = probe.local_call
+        assert target is not None              # run() calls this only for a probe that has one
 
         def call() -> None:
             try:
-                module, _, name = probe.local_call.partition(":")
+                module, _, name = target.partition(":")
                 box["out"] = getattr(importlib.import_module(module), name)()
             except RunArgvInstead as e:
                 box["instead"] = str(e)
@@ -117,6 +119,7 @@ def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBu
     """Feed stdin and read both streams as they come (at most the cap kept, the rest counted), until
     both reach EOF and the process exited (True) or `end` passes (False). Never holds more than the
     cap and one chunk, however much the tool prints."""
+    assert proc.stdout is not None and proc.stderr is not None   # spawned with stdout=PIPE, stderr=PIPE
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
     poller = select.poll()
     for fd in streams:
@@ -152,6 +155,7 @@ def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBu
                 except (BrokenPipeError, BlockingIOError) as e:
                     stdin = b"" if isinstance(e, BrokenPipeError) else stdin
                 if not stdin:
+                    assert proc.stdin is not None   # its fd is the only one polled for POLLOUT
                     poller.unregister(fd)
                     proc.stdin.close()
     return True

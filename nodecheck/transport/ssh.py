@@ -19,6 +19,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -41,6 +42,13 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 EXIT_SIGNAL = "_nodecheck_exit_signal"         # the Channel attribute _handle_channel_request sets
 
 
+def _private(obj: object) -> Any:
+    """`obj`, for reaching paramiko's private attributes, which its type stubs leave out: its public API
+    has no way to hear `exit-signal` or to bound the wait for an exec request's answer. Every use
+    falls back (or fails safe) where paramiko's internals moved."""
+    return obj
+
+
 def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None:
     """paramiko's client ignores `exit-signal` (RFC 4254 6.10): a tool killed by a signal then reads
     as exit status -1, the same as a connection that died. On the nodes `timeout` re-raises its
@@ -50,7 +58,7 @@ def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None
     start = m.packet.tell()
     if m.get_text() != "exit-signal":
         m.packet.seek(start)
-        return paramiko.Channel._handle_request(chan, m)
+        return _private(paramiko.Channel)._handle_request(chan, m)
     want_reply = m.get_boolean()
     name, core_dumped, message = m.get_text(), m.get_boolean(), m.get_text()
     setattr(chan, EXIT_SIGNAL, (name, core_dumped, message))
@@ -59,7 +67,7 @@ def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None
         reply = paramiko.Message()
         reply.add_byte(paramiko.common.cMSG_CHANNEL_SUCCESS)
         reply.add_int(chan.remote_chanid)
-        chan.transport._send_user_message(reply)
+        _private(chan.transport)._send_user_message(reply)
 
 
 class _Transport(paramiko.Transport):
@@ -67,7 +75,7 @@ class _Transport(paramiko.Transport):
     handler table is paramiko's documented-by-code dispatch; without it (paramiko's internals
     moved) a killed tool still never passes: it reads as the connection lost."""
     if isinstance(getattr(paramiko.Transport, "_channel_handler_table", None), dict):
-        _channel_handler_table = {**paramiko.Transport._channel_handler_table,
+        _channel_handler_table = {**_private(paramiko.Transport)._channel_handler_table,
                                   paramiko.common.MSG_CHANNEL_REQUEST: _handle_channel_request}
 
 
@@ -407,14 +415,14 @@ def _exec_request(chan: paramiko.Channel, command: str, end: float) -> None:
         m.add_string("exec")
         m.add_boolean(True)
         m.add_string(command)
-        chan._event_pending()
+        _private(chan)._event_pending()
         pending = chan.event
     except AttributeError:                     # paramiko's internals moved: its own call, abandoned at the bound
         return _exec_in_thread(chan, command, end)
-    chan.transport._send_user_message(m)
+    _private(chan.transport)._send_user_message(m)
     if not pending.wait(max(0.0, end - time.monotonic())):
         raise ProbeTimeout("the node never answered the exec request")
-    chan._wait_for_event()                     # answered: returns, or raises the refusal / the closed channel
+    _private(chan)._wait_for_event()           # answered: returns, or raises the refusal / the closed channel
 
 
 def _exec_in_thread(chan: paramiko.Channel, command: str, end: float) -> None:
