@@ -7,6 +7,7 @@ numbers grow, and one rank (3) takes the other collective at the last one, as in
 
     .venv/bin/python benchmarks/bench_forensics.py [--ranks 1024] [--entries 2000] [--repeat 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,13 @@ def dumps(ranks: int, entries: int) -> list[bytes]:
                 e = dict(e, profiling_name="gloo:all_reduce", input_sizes=[[1]], output_sizes=[[1]])
             rows.append(e)
         d["entries"] = rows
-        d["pg_status"] = {"0": {"last_enqueued_collective": entries, "last_started_collective": entries,
-                                "last_completed_collective": entries - 1}}
+        d["pg_status"] = {
+            "0": {
+                "last_enqueued_collective": entries,
+                "last_started_collective": entries,
+                "last_completed_collective": entries - 1,
+            }
+        }
         out.append(pickle.dumps(d, protocol=2))
     return out
 
@@ -60,8 +66,13 @@ def stacks(ranks: int) -> list[ProcessStack]:
     odd = (DATA / "py-spy" / "recorded-hung-rank-broadcast-via-aggregate.txt").read_text()
     out = []
     for r in range(ranks):
-        p = rank_process(f"gpu{r // 8:04d}", JobProcess(Proc(10_000 + r, "Sl", 600, "python train.py", 1),
-                                                         {"RANK": str(r), "LOCAL_RANK": str(r % 8), "WORLD_SIZE": str(ranks)}))
+        p = rank_process(
+            f"gpu{r // 8:04d}",
+            JobProcess(
+                Proc(10_000 + r, "Sl", 600, "python train.py", 1),
+                {"RANK": str(r), "LOCAL_RANK": str(r % 8), "WORLD_SIZE": str(ranks)},
+            ),
+        )
         out.append(ProcessStack(p, parse_pyspy_dump(odd if r == 3 else common)))
     return out
 
@@ -100,15 +111,19 @@ def main() -> None:
         del parsed
         groups, took = measure(lambda: group_stacks(stacks(a.ranks)))
         stack_s.append(took)
-    sample = min(a.ranks, 64)                  # memory held by parsed dumps, per dump, on a sample
+    sample = min(a.ranks, 64)  # memory held by parsed dumps, per dump, on a sample
     per_dump = held_mib(lambda: [parse_dump(b) for b in raw[:sample]]) / sample
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert findings[0].kind == "mismatched", findings[0]
     assert len(groups) == 2 and groups[1].ranks == (3,), groups
-    print(f"{a.ranks} ranks x {a.entries} entries: {size / 2**20:.0f} MiB of pickles "
-          f"({size / a.ranks / 2**10:.0f} KiB a dump)")
-    print(f"  parse (restricted unpickler + typed entries): median {statistics.median(parse_s):.2f} s "
-          f"({statistics.median(parse_s) / a.ranks * 1e3:.1f} ms a dump)")
+    print(
+        f"{a.ranks} ranks x {a.entries} entries: {size / 2**20:.0f} MiB of pickles "
+        f"({size / a.ranks / 2**10:.0f} KiB a dump)"
+    )
+    print(
+        f"  parse (restricted unpickler + typed entries): median {statistics.median(parse_s):.2f} s "
+        f"({statistics.median(parse_s) / a.ranks * 1e3:.1f} ms a dump)"
+    )
     print(f"  analyze (every process group):                median {statistics.median(analyze_s):.2f} s")
     print(f"  parsed dumps held in memory:                  {per_dump:.2f} MiB a dump")
     print(f"  peak RSS of this process:                     {rss:.0f} MiB")

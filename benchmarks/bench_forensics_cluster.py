@@ -6,6 +6,7 @@ The dumps are copies of the 8 recorded torch 2.13 ones (mismatched scenario), an
 rank, so the flight-recorder comparison covers those 8 ranks (one dump per rank is kept); its cost at
 scale is benchmarks/bench_forensics.py's. Reports wall time, the command's CPU (user + sys, with its
 children) and peak RSS, and checks the verdict names rank 3. Run it through benchmarks/forensics.sh (root, private network namespace)."""
+
 from __future__ import annotations
 
 import argparse
@@ -47,20 +48,49 @@ def run(cluster: SimCluster, a) -> int:
     env = {"TORCH_FR_DUMP_TEMP_FILE": PREFIX, "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
     for k, node in enumerate(cluster.nodes):
         ranks = range(k * a.ranks_per_node, (k + 1) * a.ranks_per_node)
-        cluster.start_ranks(node, [{"rank": r, "local_rank": r - k * a.ranks_per_node,
-                                    "collective": "all_reduce" if r == 3 else "all_gather"} for r in ranks],
-                            world_size=world, env=env, timeout=60)
+        cluster.start_ranks(
+            node,
+            [
+                {
+                    "rank": r,
+                    "local_rank": r - k * a.ranks_per_node,
+                    "collective": "all_reduce" if r == 3 else "all_gather",
+                }
+                for r in ranks
+            ],
+            world_size=world,
+            env=env,
+            timeout=60,
+        )
         # the recorded 8-rank dumps: rank 3's has the other collective; the rest are alike but for the rank
-        cluster.place_dumps(node, {r: DUMPS / f"nccl_trace_rank_{3 if r == 3 else (r % 8 if r % 8 != 3 else 2)}"
-                                   for r in ranks}, prefix=PREFIX)
+        cluster.place_dumps(
+            node,
+            {r: DUMPS / f"nccl_trace_rank_{3 if r == 3 else (r % 8 if r % 8 != 3 else 2)}" for r in ranks},
+            prefix=PREFIX,
+        )
     out = Path(tempfile.mkdtemp(prefix="nodecheck-bench-forensics-"))
     walls, cpus, rss = [], [], []
     for i in range(a.repeat):
         t = time.monotonic()
         before = os.times()
-        proc = subprocess.run([sys.executable, "-m", "nodecheck", "forensics", str(cluster.inventory_path), "--match",
-                               "train\\.py", "--format", "json", "--output-dir", str(out / str(i))],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nodecheck",
+                "forensics",
+                str(cluster.inventory_path),
+                "--match",
+                "train\\.py",
+                "--format",
+                "json",
+                "--output-dir",
+                str(out / str(i)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         walls.append(time.monotonic() - t)
         after = os.times()
         cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
@@ -70,19 +100,25 @@ def run(cluster: SimCluster, a) -> int:
         ok = proc.returncode == 0 and d["class"] == "mismatched collectives" and 3 in d["culprit_ranks"]
         stacks = sum(len(g["processes"]) for g in doc["stack_groups"] if not g["failure"])
         dumps = sum(1 for x in doc["dumps"] if x["read"])
-        print(f"run {i + 1}: exit {proc.returncode}, {d['class']}, culprits {d['culprit_ranks']}, "
-              f"{stacks}/{world} stacks, {dumps} dumps read, {walls[-1]:.2f} s", flush=True)
+        print(
+            f"run {i + 1}: exit {proc.returncode}, {d['class']}, culprits {d['culprit_ranks']}, "
+            f"{stacks}/{world} stacks, {dumps} dumps read, {walls[-1]:.2f} s",
+            flush=True,
+        )
         if not ok:
             print(proc.stderr[-2000:], file=sys.stderr)
             return 1
-    print(f"{a.nodes} nodes x {a.ranks_per_node} ranks = {world} ranks: wall median {statistics.median(walls):.2f} s "
-          f"(min {min(walls):.2f}, max {max(walls):.2f}); client CPU median {statistics.median(cpus):.2f} s "
-          f"({statistics.median(cpus) / world * 1e3:.1f} ms a rank); peak RSS {max(rss):.0f} MiB")
+    print(
+        f"{a.nodes} nodes x {a.ranks_per_node} ranks = {world} ranks: wall median {statistics.median(walls):.2f} s "
+        f"(min {min(walls):.2f}, max {max(walls):.2f}); client CPU median {statistics.median(cpus):.2f} s "
+        f"({statistics.median(cpus) / world * 1e3:.1f} ms a rank); peak RSS {max(rss):.0f} MiB"
+    )
     return 0
 
 
 def _children_maxrss_mib() -> float:
     import resource
+
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 

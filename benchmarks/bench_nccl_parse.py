@@ -6,6 +6,7 @@ tests/data/nccl-tests and tests/data/nccl-debug-info; only hosts, pids and numbe
 
     .venv/bin/python benchmarks/bench_nccl_parse.py [--ranks 512] [--info-per-rank 200] [--repeat 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nodecheck.parsers.nccl_tests import Stage, parse_nccl_tests  # noqa: E402
+from nodecheck.parsers.nccl_tests import Stage, parse_nccl_tests
 
 INFO = [  # tests/data/nccl-debug-info/sglang-roce-nccl-2.27.5-*: one rank's lines
     "{h}:{p}:{p} [{d}] NCCL INFO cudaDriverVersion 13010",
@@ -30,29 +31,45 @@ INFO = [  # tests/data/nccl-debug-info/sglang-roce-nccl-2.27.5-*: one rank's lin
 
 
 def build(ranks: int, info_per_rank: int) -> str:
-    lines = ["# nccl-tests version 2.17.9 nccl-headers=22902 nccl-library=22902",
-             "# Collective test starting: all_reduce_perf",
-             "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
-             "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    lines = [
+        "# nccl-tests version 2.17.9 nccl-headers=22902 nccl-library=22902",
+        "# Collective test starting: all_reduce_perf",
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
     for r in range(ranks):
-        lines.append(f"#  Rank {r:2d} Group  0 Pid {100000 + r:6d} on gpu{r // 8:04d} device {r % 8:2d} "
-                     f"[0000:{0x18 + r % 8:02x}:00] NVIDIA H100 80GB HBM3")
+        lines.append(
+            f"#  Rank {r:2d} Group  0 Pid {100000 + r:6d} on gpu{r // 8:04d} device {r % 8:2d} "
+            f"[0000:{0x18 + r % 8:02x}:00] NVIDIA H100 80GB HBM3"
+        )
     for r in range(ranks):
         for i in range(info_per_rank):
             lines.append(INFO[i % len(INFO)].format(h=f"gpu{r // 8:04d}", p=100000 + r, d=r % 8, c=i % 32))
     lines.append("NCCL version 2.29.2+cuda12.4")
-    lines += ["#", "#                                                              out-of-place                       in-place          ",
-              "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ",
-              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         "]
+    lines += [
+        "#",
+        "#                                                              out-of-place                       in-place          ",
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ",
+    ]
     size = 8
     while size <= 8 << 30:
         bw = 370 * size / (size + (16 << 20))
         t = max(size / (bw / 1.998) / 1e3, 20.0)
-        lines.append(f"{size:12d}  {size // 4:12d}     float     sum      -1  {t:7.1f}  {bw / 1.998:6.2f}  {bw:6.2f}       0"
-                     f"  {t:7.1f}  {bw / 1.998:6.2f}  {bw:6.2f}       0")
+        lines.append(
+            f"{size:12d}  {size // 4:12d}     float     sum      -1  {t:7.1f}  {bw / 1.998:6.2f}  {bw:6.2f}       0"
+            f"  {t:7.1f}  {bw / 1.998:6.2f}  {bw:6.2f}       0"
+        )
         size *= 2
-    lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 120.5 ", "#",
-              "# Collective test concluded: all_reduce_perf", "#"]
+    lines += [
+        "# Out of bounds values : 0 OK",
+        "# Avg bus bandwidth    : 120.5 ",
+        "#",
+        "# Collective test concluded: all_reduce_perf",
+        "#",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -75,10 +92,12 @@ def main() -> int:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     lines = text.count("\n")
-    print(f"{lines} lines ({len(text) / 1e6:.1f} MB), {args.ranks} ranks, {len(run.rows)} rows: "
-          f"median {statistics.median(walls):.3f} s (min {min(walls):.3f}, max {max(walls):.3f}) over "
-          f"{args.repeat} runs, {lines / statistics.median(walls) / 1e3:.0f}k lines/s, "
-          f"peak traced memory {peak / 1e6:.1f} MB ({peak / len(text):.1f}x the text)")
+    print(
+        f"{lines} lines ({len(text) / 1e6:.1f} MB), {args.ranks} ranks, {len(run.rows)} rows: "
+        f"median {statistics.median(walls):.3f} s (min {min(walls):.3f}, max {max(walls):.3f}) over "
+        f"{args.repeat} runs, {lines / statistics.median(walls) / 1e3:.0f}k lines/s, "
+        f"peak traced memory {peak / 1e6:.1f} MB ({peak / len(text):.1f}x the text)"
+    )
     return 0
 
 

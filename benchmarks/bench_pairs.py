@@ -11,20 +11,20 @@ neighbours is missed by design: the "random pair" row shows how often.
 
     .venv/bin/python benchmarks/bench_pairs.py [--nodes 32] [--seed 1]
 """
+
 from __future__ import annotations
 
 import argparse
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from tabulate import tabulate
 
 from nodecheck.judging.pair_plan import Pair, PairResult, Round, blame, localize
 
-
-TARGET_ROUNDS_ONE_BAD_NODE = 3                # 2 ring rounds for even N, 3 for odd (an odd cycle)
+TARGET_ROUNDS_ONE_BAD_NODE = 3  # 2 ring rounds for even N, 3 for odd (an odd cycle)
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,13 @@ class Outcome:
     rounds: int
     tests: int
     right: bool
-    right_after: int | None                    # rounds run when the verdict first became right
+    right_after: int | None  # rounds run when the verdict first became right
 
 
 def simulated(case: Case) -> Callable[[Round], list[PairResult]]:
     def run_round(r: Round) -> list[PairResult]:
-        return [PairResult(p, r.index, not ({p.a, p.b} & case.bad_nodes) and p != case.bad_link)
-                for p in r.pairs]
+        return [PairResult(p, r.index, not ({p.a, p.b} & case.bad_nodes) and p != case.bad_link) for p in r.pairs]
+
     return run_round
 
 
@@ -52,15 +52,25 @@ def is_right(nodes: list[str], results: list[PairResult], case: Case) -> bool:
     verdict = blame(nodes, results)
     links = {case.bad_link} if case.bad_link else set()
     ends = {n for p in links for n in (p.a, p.b)}
-    return (set(verdict.bad_nodes) == case.bad_nodes and set(verdict.bad_links) == links
-            and not verdict.unresolved and verdict.good == set(nodes) - case.bad_nodes - ends)
+    return (
+        set(verdict.bad_nodes) == case.bad_nodes
+        and set(verdict.bad_links) == links
+        and not verdict.unresolved
+        and verdict.good == set(nodes) - case.bad_nodes - ends
+    )
 
 
 def run(nodes: list[str], case: Case, pairing: str) -> Outcome:
     results, _ = localize(nodes, simulated(case), pairing=pairing)
     rounds = sorted({r.round_index for r in results})
-    right_after = next((k + 1 for k, last in enumerate(rounds)
-                        if is_right(nodes, [r for r in results if r.round_index <= last], case)), None)
+    right_after = next(
+        (
+            k + 1
+            for k, last in enumerate(rounds)
+            if is_right(nodes, [r for r in results if r.round_index <= last], case)
+        ),
+        None,
+    )
     return Outcome(len(rounds), len(results), is_right(nodes, results, case), right_after)
 
 
@@ -76,8 +86,10 @@ def scenarios(nodes: list[str], rng: random.Random) -> list[tuple[str, list[Case
     random_links = [Pair(*rng.sample(nodes, 2)) for _ in range(n)]
     return [
         ("1 bad node, each position", [Case(frozenset({x})) for x in nodes]),
-        ("1 bad link, ring neighbours, each", [Case(frozenset(), Pair(nodes[i], nodes[(i + 1) % n]))
-                                               for i in range(n)]),
+        (
+            "1 bad link, ring neighbours, each",
+            [Case(frozenset(), Pair(nodes[i], nodes[(i + 1) % n])) for i in range(n)],
+        ),
         ("1 bad link, random pair", [Case(frozenset(), link) for link in random_links]),
         ("2 bad nodes, random", [Case(frozenset(rng.sample(nodes, 2))) for _ in range(n)]),
     ]
@@ -96,15 +108,29 @@ def main() -> None:
             outcomes = [run(nodes, case, pairing) for case in cases]
             if title.startswith("1 bad node") and pairing == "ring":
                 one_bad_rounds = [o.rounds if o.right else 10**6 for o in outcomes]
-            rows.append([title, label, f"{sum(o.right for o in outcomes)}/{len(outcomes)}",
-                         spread([o.rounds for o in outcomes]), spread([o.tests for o in outcomes]),
-                         spread([o.right_after for o in outcomes if o.right_after is not None])])
+            rows.append(
+                [
+                    title,
+                    label,
+                    f"{sum(o.right for o in outcomes)}/{len(outcomes)}",
+                    spread([o.rounds for o in outcomes]),
+                    spread([o.tests for o in outcomes]),
+                    spread([o.right_after for o in outcomes if o.right_after is not None]),
+                ]
+            )
     print(f"{args.nodes} nodes, simulated (no SSH); median (min-max) over the cases\n")
-    print(tabulate(rows, headers=["scenario", "pairing", "right verdict", "rounds run", "tests run",
-                                  "right after round"], tablefmt="github"))
+    print(
+        tabulate(
+            rows,
+            headers=["scenario", "pairing", "right verdict", "rounds run", "tests run", "right after round"],
+            tablefmt="github",
+        )
+    )
     worst = max(one_bad_rounds, default=0)
-    print(f"\ntarget <= {TARGET_ROUNDS_ONE_BAD_NODE} rounds to the right verdict for one bad node (ring): "
-          f"{'met' if worst <= TARGET_ROUNDS_ONE_BAD_NODE else 'MISSED'} (worst {worst})")
+    print(
+        f"\ntarget <= {TARGET_ROUNDS_ONE_BAD_NODE} rounds to the right verdict for one bad node (ring): "
+        f"{'met' if worst <= TARGET_ROUNDS_ONE_BAD_NODE else 'MISSED'} (worst {worst})"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ COMPLETED without a Prolog, with nodecheck-prolog (shipped `prolog` playbook), a
 failing (drained, job requeued and run elsewhere). Real Slurm 22.05 on the simulated cluster
 (tests/harness): every node a healthy 8x H100 behind the fake NVML and IB tools. Run it through
 benchmarks/prolog.sh (root, private network namespace)."""
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,11 @@ def main() -> int:
             cluster.slurm_reset()
             write_config(cluster, work)
             for size in sorted({4, args.nodes}):
-                submit(cluster, size)                      # the scheduler's first pass is slower
+                submit(cluster, size)  # the scheduler's first pass is slower
                 times = [submit(cluster, size) for _ in range(args.repeat)]
-                rows.append([label, f"-N{size}", f"{statistics.median(times):.2f} s",
-                             f"{min(times):.2f}-{max(times):.2f} s"])
+                rows.append(
+                    [label, f"-N{size}", f"{statistics.median(times):.2f} s", f"{min(times):.2f}-{max(times):.2f} s"]
+                )
         walls = []
         env = {"SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "0", "SLURM_CONF": str(cluster.slurm_conf)}
         for _ in range(args.repeat):
@@ -64,16 +66,28 @@ def main() -> int:
             rc, out, err = cluster.run_on_node("node1", [str(PROLOG)], env=env)
             walls.append(time.monotonic() - started)
             assert rc == 0, out + err
-        rows.append(["nodecheck-prolog alone (node1, idle)", "-", f"{statistics.median(walls):.2f} s",
-                     f"{min(walls):.2f}-{max(walls):.2f} s"])
+        rows.append(
+            [
+                "nodecheck-prolog alone (node1, idle)",
+                "-",
+                f"{statistics.median(walls):.2f} s",
+                f"{min(walls):.2f}-{max(walls):.2f} s",
+            ]
+        )
         cluster.fake_nvml("node3", NVML_REMAP_PENDING)
         started = time.monotonic()
         job = cluster.sbatch("-N4")
         done = cluster.wait_job(job, timeout=180)
         took = time.monotonic() - started
         assert "DRAIN" in cluster.node("node3")["State"], cluster.node("node3")
-        rows.append([f"node3 fails gpu.health: drained, requeued, ran on {done['NodeList']}", "-N4",
-                     f"{took:.2f} s", f"Restarts={done['Restarts']}"])
+        rows.append(
+            [
+                f"node3 fails gpu.health: drained, requeued, ran on {done['NodeList']}",
+                "-N4",
+                f"{took:.2f} s",
+                f"Restarts={done['Restarts']}",
+            ]
+        )
         cluster.fake_nvml("node3", NVML_HEALTHY)
         cluster.slurm_down()
     print(tabulate(rows, headers=["case", "job", "sbatch -> COMPLETED (median)", "range"], tablefmt="github"))

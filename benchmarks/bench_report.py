@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_report.py [--nodes 5000] [--fleet-checks 7]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,9 +12,8 @@ import time
 from datetime import datetime, timezone
 
 from nodecheck.core.model import CheckResult, Evidence, Status, Verdict
-from nodecheck.report import Report
+from nodecheck.report import Report, table
 from nodecheck.report import json as report_json
-from nodecheck.report import table
 
 
 def build(n: int, checks: int) -> Report:
@@ -21,10 +21,13 @@ def build(n: int, checks: int) -> Report:
     results = []
     for c in range(checks):
         majority, minority = tuple(nodes[:-2]), tuple(nodes[-2:])
-        for group, verdict in ((majority, Verdict(Status.PASS, "NCCL 2.23.4 (majority)")),
-                               (minority, Verdict(Status.FAIL, "NCCL 2.21.5 on x, expected 2.23.4"))):
-            evidence = tuple(Evidence(node, "versions", ("sh", "-c", "x"), 0, f"captures/{node}/versions.txt")
-                             for node in group)
+        for group, verdict in (
+            (majority, Verdict(Status.PASS, "NCCL 2.23.4 (majority)")),
+            (minority, Verdict(Status.FAIL, "NCCL 2.21.5 on x, expected 2.23.4")),
+        ):
+            evidence = tuple(
+                Evidence(node, "versions", ("sh", "-c", "x"), 0, f"captures/{node}/versions.txt") for node in group
+            )
             results.append(CheckResult(f"check{c}", group, verdict, evidence))
     now = datetime.now(timezone.utc)
     return Report("r", "p", "p", "0" * 64, None, now, now, 10, True, tuple((n, n) for n in nodes), tuple(results))

@@ -4,21 +4,27 @@ state it saves every tick (to_json size, json.dumps, from_json). Pure CPU.
 
     .venv/bin/python benchmarks/bench_watch.py [--nodes 1000] [--ticks 30]
 """
+
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import time
-import resource
 from pathlib import Path
 
 from nodecheck.parsers.watch_sample import parse_sample, read_progress
 from nodecheck.watch.classify import Observation, Tick, Tracker
 from nodecheck.watch.config import WatchConfig
 
-SAMPLE = (Path(__file__).resolve().parent.parent / "tests" / "data" / "watch"
-          / "constructed-sample-h100x8-training-torchtitan.txt").read_text()
+SAMPLE = (
+    Path(__file__).resolve().parent.parent
+    / "tests"
+    / "data"
+    / "watch"
+    / "constructed-sample-h100x8-training-torchtitan.txt"
+).read_text()
 
 
 def sample_text(node: int, step: int) -> str:
@@ -27,8 +33,9 @@ def sample_text(node: int, step: int) -> str:
     size = 0
     s = step
     while size < 64 * 1024:
-        line = (f"[rank0]: step: {s}  loss: 7.1234  memory: 31.20GiB(39.43%)  tps: 5,400  mfu: 41.20%\n"
-                + "".join(f"rank {node * 8 + g} step {s} time 0.1{g}s\n" for g in range(8)))
+        line = f"[rank0]: step: {s}  loss: 7.1234  memory: 31.20GiB(39.43%)  tps: 5,400  mfu: 41.20%\n" + "".join(
+            f"rank {node * 8 + g} step {s} time 0.1{g}s\n" for g in range(8)
+        )
         lines.insert(0, line)
         size += len(line)
         s -= 1
@@ -42,14 +49,21 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--ticks", type=int, default=30)
     args = ap.parse_args()
-    cfg = WatchConfig.model_validate({"match": "train", "progress": {
-        "log": "/root/train.log", "rank_time_regex": r"rank (?P<rank>\d+) step \d+ time (?P<seconds>[\d.]+)s"}})
+    cfg = WatchConfig.model_validate(
+        {
+            "match": "train",
+            "progress": {
+                "log": "/root/train.log",
+                "rank_time_regex": r"rank (?P<rank>\d+) step \d+ time (?P<seconds>[\d.]+)s",
+            },
+        }
+    )
     nodes = [f"gpu{i:05d}" for i in range(args.nodes)]
     parse_s, progress_s, update_s, dump_s = [], [], [], []
     tracker = Tracker(cfg, nodes)
     state = ""
     for t in range(args.ticks):
-        texts = [sample_text(i, 1000 + t) for i in range(min(args.nodes, 50))]   # 50 distinct tails, reused
+        texts = [sample_text(i, 1000 + t) for i in range(min(args.nodes, 50))]  # 50 distinct tails, reused
         started = time.perf_counter()
         samples = [parse_sample(texts[i % len(texts)]) for i in range(args.nodes)]
         parse_s.append(time.perf_counter() - started)
@@ -62,7 +76,7 @@ def main() -> None:
         started = time.perf_counter()
         state = json.dumps(tracker.to_json())
         dump_s.append(time.perf_counter() - started)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # Linux: KiB
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     started = time.perf_counter()
     Tracker.from_json(cfg, nodes, json.loads(state))
     load_s = time.perf_counter() - started

@@ -1,4 +1,5 @@
 """`python -m nodecheck` is the `nodecheck` command."""
+
 from nodecheck.cli import entry
 
 entry()

@@ -1,4 +1,5 @@
 """Fixtures shared by unit tests."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,6 +28,7 @@ def canned(monkeypatch):
     appended to the returned list (test_history, test_sweep_retention)."""
     from nodecheck.app import targets, transports
     from nodecheck.gate import command as gatecmd
+
     reports = []
     monkeypatch.setattr(targets, "select_targets", lambda args, playbook: ([], [], None))
     monkeypatch.setattr(transports, "ensure_open_files", lambda n: None)

@@ -1,4 +1,5 @@
 """Test helpers: read the copied corpus under tests/data and build the captures a judge receives."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,16 @@ def data_files(tool: str) -> list[str]:
 
 def captures(probe: Probe, stdout: str, exit_code: int = 0, node: str = "node001") -> dict[str, Capture]:
     """What the runner hands a judge after `probe` ran to completion on `node`."""
-    capture = Capture(node=node, probe=probe.name, argv=probe.argv, outcome=Outcome.EXITED,
-                      exit_code=exit_code, stdout=stdout, stderr="", duration_s=0.0)
+    capture = Capture(
+        node=node,
+        probe=probe.name,
+        argv=probe.argv,
+        outcome=Outcome.EXITED,
+        exit_code=exit_code,
+        stdout=stdout,
+        stderr="",
+        duration_s=0.0,
+    )
     return {probe.name: capture}
 
 

@@ -1,8 +1,9 @@
 """A replay transport for runner tests: (node, probe) → a recorded Capture, like Fabric's Session."""
+
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import FailedSession
@@ -17,8 +18,12 @@ def exited(node: str, probe: Probe, stdout: str = "", code: int = 0, stderr: str
 class ReplayTransport:
     """Answers from a table; a node listed in `unreachable` fails to connect with that detail."""
 
-    def __init__(self, answers: Mapping[tuple[str, str], Answer], unreachable: Mapping[str, str] = {},
-                 connect_delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        answers: Mapping[tuple[str, str], Answer],
+        unreachable: Mapping[str, str] = {},
+        connect_delay_s: float = 0.0,
+    ) -> None:
         self.answers, self.unreachable, self.connect_delay_s = answers, unreachable, connect_delay_s
         self.ran: list[tuple[str, str]] = []
 
@@ -45,5 +50,6 @@ class _Session:
 def hang(node: Node, probe: Probe, timeout_s: float) -> Capture:
     """Behaves like a tool that never answers: uses its whole budget, then times out."""
     time.sleep(timeout_s)
-    return Capture(node.name, probe.name, probe.argv, Outcome.TIMEOUT, None, "", "", timeout_s,
-                   f"no answer within {timeout_s:g} s")
+    return Capture(
+        node.name, probe.name, probe.argv, Outcome.TIMEOUT, None, "", "", timeout_s, f"no answer within {timeout_s:g} s"
+    )

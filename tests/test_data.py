@@ -1,5 +1,6 @@
 """tests/data: every corpus file a parser is tested against is a byte-for-byte copy, and every file
 there has its source line in SOURCES.md (DERIVED edits say so)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,10 +16,30 @@ MIRRORED = sorted(p.name for p in DATA.iterdir() if p.is_dir() and (CORPUS / p.n
 def test_the_corpus_directories_are_mirrored():
     if not CORPUS.is_dir():
         pytest.skip("shared corpus not checked out next to the project")
-    assert {"ibstat", "ibstatus", "ibstat-p", "nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-csv",
-            "nvidia-smi-topo", "nvidia-smi-nvlink", "dmesg-xid", "dmesg-oom", "container-digests",
-            "pyxis-enroot", "nccl-debug-info", "perfquery", "ibqueryerrors", "sysfs_ib_counters", "sysfs_ib",
-            "perftest", "show_gids", "ibv_devinfo", "rdma_link", "ibdev2netdev"} <= set(MIRRORED)
+    assert {
+        "ibstat",
+        "ibstatus",
+        "ibstat-p",
+        "nvidia-smi",
+        "nvidia-smi-q",
+        "nvidia-smi-query-csv",
+        "nvidia-smi-topo",
+        "nvidia-smi-nvlink",
+        "dmesg-xid",
+        "dmesg-oom",
+        "container-digests",
+        "pyxis-enroot",
+        "nccl-debug-info",
+        "perfquery",
+        "ibqueryerrors",
+        "sysfs_ib_counters",
+        "sysfs_ib",
+        "perftest",
+        "show_gids",
+        "ibv_devinfo",
+        "rdma_link",
+        "ibdev2netdev",
+    } <= set(MIRRORED)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not checked out next to the project")

@@ -1,5 +1,6 @@
 """The layout's rules that import-linter cannot state (docs/architecture.md): no flat modules, no
 private name shared across packages, one host-list folding and one atomic writer."""
+
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,10 @@ ENTRY_POINTS = {"__init__.py", "__main__.py"}
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {str(p.relative_to(PACKAGE.parent)): ast.parse(p.read_text(encoding="utf-8"))
-            for p in sorted(PACKAGE.rglob("*.py"))}
+    return {
+        str(p.relative_to(PACKAGE.parent)): ast.parse(p.read_text(encoding="utf-8"))
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
 
 
 def _top_package(path: str) -> str:
@@ -45,18 +48,30 @@ def test_no_private_name_is_imported_from_another_package():
 
 
 def test_the_rule_finds_a_private_import_across_packages_and_allows_one_within():
-    planted = {"nodecheck/gate/command.py": ast.parse("from nodecheck.app.transports import _secret, public\n"),
-               "nodecheck/gate/decide.py": ast.parse("from nodecheck.gate.slurm import _helper\n")}
+    planted = {
+        "nodecheck/gate/command.py": ast.parse("from nodecheck.app.transports import _secret, public\n"),
+        "nodecheck/gate/decide.py": ast.parse("from nodecheck.gate.slurm import _helper\n"),
+    }
     assert private_crossings(planted) == ["nodecheck/gate/command.py:1: _secret from nodecheck.app.transports"]
 
 
 def test_host_lists_are_folded_in_one_place():
-    folds = [f"{path}:{n.lineno}" for path, tree in _modules().items() for n in tree.body
-             if isinstance(n, ast.FunctionDef) and n.name == "fold"]
+    folds = [
+        f"{path}:{n.lineno}"
+        for path, tree in _modules().items()
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and n.name == "fold"
+    ]
     assert folds == ["nodecheck/core/hostlist.py:" + folds[0].split(":")[1]], folds
 
 
 def test_only_the_report_store_writes_files_atomically():
-    writers = sorted({path for path, tree in _modules().items() for n in ast.walk(tree)
-                      if isinstance(n, ast.Attribute) and n.attr == "fsync"})
+    writers = sorted(
+        {
+            path
+            for path, tree in _modules().items()
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr == "fsync"
+        }
+    )
     assert writers == ["nodecheck/report/store.py"]

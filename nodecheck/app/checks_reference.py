@@ -5,11 +5,13 @@ Everything here is read from the registered checks (the judge's docstring, its p
 parameter model), so the reference cannot say something the code does not do; a test fails when
 docs/checks.md is older than the registry (tests/app/test_checks_reference.py).
 """
+
 from __future__ import annotations
 
 import inspect
 import shlex
 import sys
+import types
 import typing
 from collections.abc import Mapping, Sequence
 
@@ -23,15 +25,18 @@ FORMATS = ("text", "markdown")
 REGENERATE = "nodecheck checks --format markdown > docs/checks.md"
 
 # the two keys every check's playbook block takes besides its own parameters (config/playbook.py)
-COMMON = (("timeout_s", "number", "probe default",
-           "per-probe timeout for this check, seconds (0 < timeout_s <= 86400)"),
-          ("enabled", "true|false", "default True", "false turns the check off"))
+COMMON = (
+    ("timeout_s", "number", "probe default", "per-probe timeout for this check, seconds (0 < timeout_s <= 86400)"),
+    ("enabled", "true|false", "default True", "false turns the check off"),
+)
 
-SCOPES = {"node": "judges each node on its own probes' output",
-          "fleet": "judges every node's output together (pins a value, or compares it across the run's nodes)",
-          "active": "runs commands between the nodes (pair tests, a flap) after every node's probes came back"}
+SCOPES = {
+    "node": "judges each node on its own probes' output",
+    "fleet": "judges every node's output together (pins a value, or compares it across the run's nodes)",
+    "active": "runs commands between the nodes (pair tests, a flap) after every node's probes came back",
+}
 
-ARGUMENT_MAX = 60                              # a longer argv word (a script) is shown by its size only
+ARGUMENT_MAX = 60  # a longer argv word (a script) is shown by its size only
 
 
 def render(checks: Mapping[str, CheckSpec], fmt: str) -> str:
@@ -45,14 +50,16 @@ def render(checks: Mapping[str, CheckSpec], fmt: str) -> str:
 
 # ---- text ---------------------------------------------------------------------------------------
 
+
 def _text(checks: Mapping[str, CheckSpec]) -> str:
     lines = []
     for name, spec in sorted(checks.items()):
         lines.append(f"{name}  ({spec.scope})  {spec.description}")
         for field, info in _model(spec.params).model_fields.items():
             default = "required" if info.is_required() else f"default {info.default!r}"
-            lines.append(f"    {field:<16} {type_name(info.annotation):<28} {default:<24} "
-                         f"{info.description or ''}".rstrip())
+            lines.append(
+                f"    {field:<16} {type_name(info.annotation):<28} {default:<24} {info.description or ''}".rstrip()
+            )
         for field, kind, default, description in COMMON:
             lines.append(f"    {field:<16} {kind:<28} {default:<24} {description}")
     return "\n".join(lines) + "\n"
@@ -70,7 +77,7 @@ def type_name(annotation) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Literal:
         return "|".join(str(a) for a in args)
-    if origin is typing.Union:                 # Optional[X]: the default says it may be unset
+    if origin in (typing.Union, types.UnionType):  # Optional[X] or X | None: the default says it may be unset
         return " or ".join(type_name(a) for a in args if a is not type(None))
     if origin is list:
         return f"list of {type_name(args[0])}" if args else "list"
@@ -80,15 +87,22 @@ def type_name(annotation) -> str:
 
 # ---- markdown -----------------------------------------------------------------------------------
 
+
 def _markdown(checks: Mapping[str, CheckSpec]) -> str:
-    out = ["# Checks reference", "",
-           "<!-- Generated from the check registry; do not edit. Regenerate with:",
-           f"     {REGENERATE} -->", "",
-           "Every check nodecheck knows, as registered in `nodecheck/checks/`. A playbook lists checks by name "
-           "under `checks:`, each with the parameters below (plus `timeout_s` and `enabled`, which every check "
-           "takes). A check `a.b` is the function `b` in `nodecheck/checks/a.py` (or in `a_x.py` when `b` "
-           "starts with `x`). `nodecheck checks` prints the same list as text.", "",
-           "| Check | Scope | What it judges |", "|---|---|---|"]
+    out = [
+        "# Checks reference",
+        "",
+        "<!-- Generated from the check registry; do not edit. Regenerate with:",
+        f"     {REGENERATE} -->",
+        "",
+        "Every check nodecheck knows, as registered in `nodecheck/checks/`. A playbook lists checks by name "
+        "under `checks:`, each with the parameters below (plus `timeout_s` and `enabled`, which every check "
+        "takes). A check `a.b` is the function `b` in `nodecheck/checks/a.py` (or in `a_x.py` when `b` "
+        "starts with `x`). `nodecheck checks` prints the same list as text.",
+        "",
+        "| Check | Scope | What it judges |",
+        "|---|---|---|",
+    ]
     for name, spec in sorted(checks.items()):
         out.append(f"| [`{name}`](#{_anchor(name)}) | {spec.scope} | {_cell(spec.description)} |")
     out += ["", "Scopes: " + "; ".join(f"**{scope}** {what}" for scope, what in SCOPES.items()) + "."]
@@ -96,10 +110,14 @@ def _markdown(checks: Mapping[str, CheckSpec]) -> str:
     for name, spec in sorted(checks.items()):
         out += ["", *_check_page(name, spec, nested)]
     if nested:
-        out += ["", "## Parameter types", "",
-                "Structured parameters the checks above share; each is written as a mapping in the playbook."]
+        out += [
+            "",
+            "## Parameter types",
+            "",
+            "Structured parameters the checks above share; each is written as a mapping in the playbook.",
+        ]
         done: set[str] = set()
-        while len(done) < len(nested):         # a type's own fields may name further types
+        while len(done) < len(nested):  # a type's own fields may name further types
             for type_ in sorted(set(nested) - done):
                 done.add(type_)
                 model = nested[type_]
@@ -113,9 +131,13 @@ def _markdown(checks: Mapping[str, CheckSpec]) -> str:
 def _check_page(name: str, spec: CheckSpec, nested: dict[str, type[BaseModel]]) -> list[str]:
     first, rest = _docstring(spec)
     module = spec.judge.__module__
-    lines = [f"## {name}", "",
-             f"Scope: **{spec.scope}**. Source: `{module.replace('.', '/')}.py`, function `{spec.judge.__name__}`.",
-             "", first]
+    lines = [
+        f"## {name}",
+        "",
+        f"Scope: **{spec.scope}**. Source: `{module.replace('.', '/')}.py`, function `{spec.judge.__name__}`.",
+        "",
+        first,
+    ]
     if rest:
         lines += ["", rest]
     lines += ["", "Probes (commands run on each node):", ""]
@@ -163,7 +185,7 @@ def _probe_line(probe: Probe) -> str:
 def _argument(word: str) -> str:
     if "\n" in word or len(word) > ARGUMENT_MAX:
         return f"<script, {len(word.strip().splitlines())} lines>"
-    return shlex.quote(word).replace("`", "'")    # an empty argument shows as ''; a backtick would end the span
+    return shlex.quote(word).replace("`", "'")  # an empty argument shows as ''; a backtick would end the span
 
 
 def _parameter_table(model: type, nested: dict[str, type[BaseModel]], *, common: bool = False) -> list[str]:
@@ -171,12 +193,15 @@ def _parameter_table(model: type, nested: dict[str, type[BaseModel]], *, common:
     for field, info in _model(model).model_fields.items():
         for found in _models(info.annotation):
             nested.setdefault(found.__name__, found)
-        rows.append(f"| `{field}` | {_cell(_type(info.annotation))} | {_cell(_default(info))} | "
-                    f"{_cell(_constraints(info))} | {_cell(info.description or '')} |")
+        rows.append(
+            f"| `{field}` | {_cell(_type(info.annotation))} | {_cell(_default(info))} | "
+            f"{_cell(_constraints(info))} | {_cell(info.description or '')} |"
+        )
     if common:
         for field, kind, default, description in COMMON:
-            rows.append(f"| `{field}` | {_cell(kind)} | {_cell(default.removeprefix('default '))} |  | "
-                        f"{_cell(description)} |")
+            rows.append(
+                f"| `{field}` | {_cell(kind)} | {_cell(default.removeprefix('default '))} |  | {_cell(description)} |"
+            )
     return rows
 
 
@@ -187,13 +212,19 @@ def _default(info: FieldInfo) -> str:
     return f"`{value!r}`"
 
 
-_BOUNDS = (("gt", "> {}"), ("ge", ">= {}"), ("lt", "< {}"), ("le", "<= {}"),
-           ("min_length", "length >= {}"), ("max_length", "length <= {}"))
+_BOUNDS = (
+    ("gt", "> {}"),
+    ("ge", ">= {}"),
+    ("lt", "< {}"),
+    ("le", "<= {}"),
+    ("min_length", "length >= {}"),
+    ("max_length", "length <= {}"),
+)
 
 
 def _constraints(info: FieldInfo) -> str:
     said = _said(info.metadata)
-    for arg in typing.get_args(info.annotation):            # Optional[Annotated[...]], list[Annotated[...]]
+    for arg in typing.get_args(info.annotation):  # Optional[Annotated[...]], list[Annotated[...]]
         inner = _said(getattr(arg, "__metadata__", ()))
         if inner:
             said += [f"items ({', '.join(inner)})"] if typing.get_origin(info.annotation) is list else inner
@@ -203,7 +234,7 @@ def _constraints(info: FieldInfo) -> str:
 def _said(metadata) -> list[str]:
     said = []
     for meta in metadata:
-        if isinstance(meta, FieldInfo):        # Annotated[int, Field(ge=1)]: the constraints are its own metadata
+        if isinstance(meta, FieldInfo):  # Annotated[int, Field(ge=1)]: the constraints are its own metadata
             said += _said(meta.metadata)
             continue
         for attribute, words in _BOUNDS:
@@ -224,7 +255,7 @@ def _type(annotation) -> str:
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
         return _type(args[0])
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):
         return " or ".join(_type(a) for a in args if a is not type(None))
     if origin is list:
         return f"list of {_type(args[0])}" if args else "list"
@@ -256,6 +287,7 @@ def _anchor(name: str) -> str:
 
 def main(argv: Sequence[str] = ()) -> int:
     from nodecheck.checks import all_checks
+
     fmt = argv[0] if argv else "markdown"
     sys.stdout.write(render(all_checks(), fmt))
     return 0

@@ -1,4 +1,5 @@
 """`nodecheck facts` (every node's facts, unjudged) and `nodecheck baseline` (the pins the nodes agree on)."""
+
 from __future__ import annotations
 
 import sys
@@ -10,7 +11,7 @@ from nodecheck.app.targets import reach
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.hostlist import fold
 
-FACTS_DEADLINE_S = 300.0                       # facts/baseline without --deadline
+FACTS_DEADLINE_S = 300.0  # facts/baseline without --deadline
 
 
 def facts_command(args: Namespace) -> int:
@@ -25,8 +26,11 @@ def facts_command(args: Namespace) -> int:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
         sys.stdout.write(_facts_table(data, g.value_checks))
-    unread = any("error" in (v if isinstance(v, dict) else {}) for node in data["nodes"].values()
-                 for v in [node["gpu"], node["hca"], node["kernel_log"], node["nccl"], *node["values"].values()])
+    unread = any(
+        "error" in (v if isinstance(v, dict) else {})
+        for node in data["nodes"].values()
+        for v in [node["gpu"], node["hca"], node["kernel_log"], node["nccl"], *node["values"].values()]
+    )
     if g.incomplete:
         print(f"nodecheck: warning: incomplete: {g.incomplete}", file=sys.stderr)
     return 3 if unread or g.incomplete else 0
@@ -41,15 +45,21 @@ def baseline_command(args: Namespace) -> int:
     g = _gather(args)
     base = facts.baseline(g)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    lines = [f"# Written by `nodecheck baseline` at {when} from {fold(g.nodes)}"
-             + (f" ({args.inventory})" if args.inventory else "") + ".",
-             "# Use it:  nodecheck run hosts.yml --playbook PLAYBOOK --pins THIS-FILE.yml",
-             "# or in a playbook:  include: [THIS-FILE.yml]", "version: 1", "checks:"]
+    lines = [
+        f"# Written by `nodecheck baseline` at {when} from {fold(g.nodes)}"
+        + (f" ({args.inventory})" if args.inventory else "")
+        + ".",
+        "# Use it:  nodecheck run hosts.yml --playbook PLAYBOOK --pins THIS-FILE.yml",
+        "# or in a playbook:  include: [THIS-FILE.yml]",
+        "version: 1",
+        "checks:",
+    ]
     for name, value in base.pins.items():
         extra = ""
         if name == "container.digest" and g.image is not None:
-            extra = f"image: {_yaml_str(g.image.image)}, " + \
-                (f"runtime: {g.image.runtime}, " if g.image.runtime != "auto" else "")
+            extra = f"image: {_yaml_str(g.image.image)}, " + (
+                f"runtime: {g.image.runtime}, " if g.image.runtime != "auto" else ""
+            )
         lines.append(f"  {name}: {{{extra}expect: {_yaml_str(value)}}}")
     if not base.pins:
         lines[-1] = "checks: {}"
@@ -65,7 +75,8 @@ def baseline_command(args: Namespace) -> int:
 
 def _yaml_str(value: str) -> str:
     import json
-    return json.dumps(value, ensure_ascii=False)   # a JSON string is a valid YAML double-quoted scalar
+
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid YAML double-quoted scalar
 
 
 def _gather(args: Namespace):
@@ -84,12 +95,14 @@ def _gather(args: Namespace):
     if not args.local:
         transports.ensure_open_files(min(args.fanout, len(nodes)))
     with stop_on_signals() as stop:
-        return facts.gather(nodes, transport, fanout=args.fanout,
-                            deadline_s=args.deadline or FACTS_DEADLINE_S, image=image, stop=stop)
+        return facts.gather(
+            nodes, transport, fanout=args.fanout, deadline_s=args.deadline or FACTS_DEADLINE_S, image=image, stop=stop
+        )
 
 
 def _facts_table(data: dict, value_checks) -> str:
     from tabulate import tabulate
+
     columns = [c for c in value_checks if c not in ("nccl.settings",)]
     rows = []
     for node, facts in data["nodes"].items():

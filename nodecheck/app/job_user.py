@@ -1,5 +1,6 @@
 """Whose files a job names are read as: the job's user, from who handed nodecheck the job (the
 owner of its file), Slurm, or the node Prolog's environment."""
+
 from __future__ import annotations
 
 import os
@@ -27,6 +28,7 @@ def job_user_for(author_file: str | None, slurm_user: str) -> str:
     whoever's job it checks), else the Slurm job's user (squeue's UserName, which the job cannot
     forge; "" when none); "" for root or none, or a name that is not a user name."""
     from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+
     author = job_user_of(author_file) if author_file else ""
     if author:
         return author
@@ -47,6 +49,7 @@ def with_job_user(playbook, user: str):
     import dataclasses
 
     from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
+
     if not user:
         return playbook
     if not JOB_USER.fullmatch(user) or len(user) > JOB_USER_MAX:
@@ -54,11 +57,16 @@ def with_job_user(playbook, user: str):
 
     def again(made, old):
         return tuple(dataclasses.replace(p, timeout_s=o.timeout_s) for p, o in zip(made, old, strict=True))
+
     checks = []
     for c in playbook.checks:
         if "job_user" in type(c.params).model_fields and not c.params.job_user:
             params = c.params.model_copy(update={"job_user": user})
-            c = dataclasses.replace(c, params=params, probes=again(c.spec.probes_for(params), c.probes),
-                                    after=again(c.spec.after_probes_for(params), c.after))
+            c = dataclasses.replace(
+                c,
+                params=params,
+                probes=again(c.spec.probes_for(params), c.probes),
+                after=again(c.spec.after_probes_for(params), c.after),
+            )
         checks.append(c)
     return dataclasses.replace(playbook, checks=tuple(checks))

@@ -1,4 +1,5 @@
 """`nodecheck run`: validate everything, run the playbook on the nodes, report."""
+
 from __future__ import annotations
 
 import sys
@@ -22,11 +23,22 @@ def run_command(args: Namespace) -> int:
     nodes, excluded, transport = select_targets(args, playbook)
     if not args.local:
         transports.ensure_open_files(min(args.fanout, len(nodes)))
-    with progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
-            stop_on_signals() as stop:
-        report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                            inventory=args.inventory, on_node_done=tick, stop=stop,
-                            excluded=[n.name for n in excluded], allow_disruptive=args.allow_disruptive)
+    with (
+        progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick,
+        stop_on_signals() as stop,
+    ):
+        report = runner.run(
+            playbook,
+            nodes,
+            transport,
+            fanout=args.fanout,
+            deadline_s=args.deadline,
+            inventory=args.inventory,
+            on_node_done=tick,
+            stop=stop,
+            excluded=[n.name for n in excluded],
+            allow_disruptive=args.allow_disruptive,
+        )
     for warning in getattr(transport, "warnings", list)():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     return publish(report, args)

@@ -1,4 +1,5 @@
 """Stopping a command early: SIGTERM or a first Ctrl-C sets an Event the command's run watches."""
+
 from __future__ import annotations
 
 import signal
@@ -10,7 +11,7 @@ from nodecheck.core.model import Cut
 from nodecheck.transport.fanout import why_cut
 
 # The words a command says when a stop request ended it: the runner's own (a report's incomplete_reason).
-STOPPED = why_cut(Cut.SIGNAL)                  # "stopped by a signal"
+STOPPED = why_cut(Cut.SIGNAL)  # "stopped by a signal"
 
 
 @contextmanager
@@ -24,6 +25,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
         stop.set()
         for s in signals:
             signal.signal(s, previous[s])
+
     previous = {s: signal.signal(s, handler) for s in signals}
     try:
         yield stop

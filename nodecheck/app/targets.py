@@ -1,5 +1,6 @@
 """Which nodes a command runs on, from its arguments (an inventory and --nodes, or --local), and the
 transport that reaches them."""
+
 from __future__ import annotations
 
 from argparse import Namespace
@@ -17,12 +18,14 @@ def reach(args: Namespace) -> tuple[list[Node], Transport]:
 
     if args.local:
         if args.inventory or args.nodes:
-            raise ConfigError("--local runs on this machine only: give no inventory and no --nodes",
-                              file="arguments")
+            raise ConfigError("--local runs on this machine only: give no inventory and no --nodes", file="arguments")
         return [transports.this_node()], transports.local_transport()
     if not args.inventory:
-        raise ConfigError("an inventory (hosts.yml) is required unless --local", file="arguments",
-                          hint=f"nodecheck {args.command} hosts.yml")
+        raise ConfigError(
+            "an inventory (hosts.yml) is required unless --local",
+            file="arguments",
+            hint=f"nodecheck {args.command} hosts.yml",
+        )
     return select(load_inventory(args.inventory), args.nodes), transports.ssh_transport(args)
 
 
@@ -32,11 +35,16 @@ def select_targets(args: Namespace, playbook) -> tuple[list[Node], list[Node], T
 
     nodes, transport = reach(args)
     nodes, excluded = split_selected(playbook, nodes)
-    if args.nodes and excluded:                # asked for by name: leaving them out would hide them
-        raise ConfigError(f"{fold(n.name for n in excluded)} lack the labels {sorted(playbook.select_labels)} "
-                          f"that playbook {playbook.name} selects", file="--nodes",
-                          hint="drop them from --nodes, or use a playbook that selects them")
+    if args.nodes and excluded:  # asked for by name: leaving them out would hide them
+        raise ConfigError(
+            f"{fold(n.name for n in excluded)} lack the labels {sorted(playbook.select_labels)} "
+            f"that playbook {playbook.name} selects",
+            file="--nodes",
+            hint="drop them from --nodes, or use a playbook that selects them",
+        )
     if not nodes:
-        raise ConfigError(f"no selected node has the labels {sorted(playbook.select_labels)} "
-                          f"that playbook {playbook.name} selects", file=playbook.path)
+        raise ConfigError(
+            f"no selected node has the labels {sorted(playbook.select_labels)} that playbook {playbook.name} selects",
+            file=playbook.path,
+        )
     return nodes, excluded, transport

@@ -3,6 +3,7 @@
 A node with a stale image runs another NCCL than the other 511 and the job hangs at rendezvous
 with no error; a node without the image pulls it (slowly) or fails at start.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,13 +12,18 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from nodecheck.checks.values import value_check
-from nodecheck.judging.drift import Absent, PinOrDrift
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe
-from nodecheck.parsers.containers import (ImageMissing, digests_of, parse_enroot_list, parse_image_inspect,
-                                          parse_sha256sum)
-from nodecheck.parsers.sections import split_sections
 from nodecheck.core.registry import Captures
+from nodecheck.judging.drift import Absent, PinOrDrift
+from nodecheck.parsers.containers import (
+    ImageMissing,
+    digests_of,
+    parse_enroot_list,
+    parse_image_inspect,
+    parse_sha256sum,
+)
+from nodecheck.parsers.sections import split_sections
 
 Runtime = Literal["auto", "docker", "podman", "enroot", "apptainer"]
 
@@ -48,11 +54,16 @@ exit 0
 
 class ContainerDigest(PinOrDrift):
     """Which image, through which runtime, plus the pin/drift rule for its digest."""
-    image: str = Field(..., description="what the job runs: a registry reference (registry.local/train:24.10) "
-                       "for docker/podman, a .sqsh file (enroot/pyxis), a .sif file (apptainer), or an "
-                       "enroot container name")
-    runtime: Runtime = Field("auto", description="auto: docker, else podman, for a reference; sha256 of "
-                             "the file for .sqsh/.sif")
+
+    image: str = Field(
+        ...,
+        description="what the job runs: a registry reference (registry.local/train:24.10) "
+        "for docker/podman, a .sqsh file (enroot/pyxis), a .sif file (apptainer), or an "
+        "enroot container name",
+    )
+    runtime: Runtime = Field(
+        "auto", description="auto: docker, else podman, for a reference; sha256 of the file for .sqsh/.sif"
+    )
 
     @field_validator("image")
     @classmethod
@@ -62,7 +73,7 @@ class ContainerDigest(PinOrDrift):
         return value
 
     @model_validator(mode="after")
-    def _runtime_fits_image(self) -> "ContainerDigest":
+    def _runtime_fits_image(self) -> ContainerDigest:
         path = self.image.startswith("/")
         if path and self.runtime in ("docker", "podman"):
             raise ValueError(f"{self.runtime} takes an image reference, not a file path ({self.image})")
@@ -80,16 +91,21 @@ class ContainerDigest(PinOrDrift):
 
 
 def container_probes(want: ContainerDigest) -> list[Probe]:
-    return [Probe("container", ("sh", "-c", CONTAINER_SCRIPT, "nodecheck-container", want.image, want.mode),
-                  timeout_s=120)]          # hashing a 20 GB squashfs takes a while
+    return [
+        Probe("container", ("sh", "-c", CONTAINER_SCRIPT, "nodecheck-container", want.image, want.mode), timeout_s=120)
+    ]  # hashing a 20 GB squashfs takes a while
 
 
 _HEX64 = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-@value_check("container.digest", what="image", probes=container_probes, params=ContainerDigest,
-             doc="The job's container image is on every node, with the pinned digest and/or the same "
-                 "digest everywhere.")
+@value_check(
+    "container.digest",
+    what="image",
+    probes=container_probes,
+    params=ContainerDigest,
+    doc="The job's container image is on every node, with the pinned digest and/or the same digest everywhere.",
+)
 def digest(out: Captures, want: ContainerDigest) -> str:
     text = out["container"].stdout
     sections = split_sections(text, "container probe")

@@ -7,6 +7,7 @@ step is bounded by its own timeout and the run's deadline, steps run in parallel
 rounds of disjoint pairs through `pair_rounds`, and the executor keeps every capture for the report.
 A check never opens a connection or a thread itself, and never imports the transport.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -32,11 +33,12 @@ class ReportData(Protocol):
 
 class ActiveContext(Protocol):
     """An active check's view of the run."""
+
     check: str
-    nodes: Mapping[str, Node]                  # the nodes it may use: their passive probes came back
-    captures: Mapping[str, Mapping[str, Capture]]   # node -> this check's passive captures
-    allow_disruptive: bool                     # --allow-disruptive on the command line
-    order: Sequence[str]                       # every node of the run, inventory order
+    nodes: Mapping[str, Node]  # the nodes it may use: their passive probes came back
+    captures: Mapping[str, Mapping[str, Capture]]  # node -> this check's passive captures
+    allow_disruptive: bool  # --allow-disruptive on the command line
+    order: Sequence[str]  # every node of the run, inventory order
 
     @property
     def parallel(self) -> int:
@@ -62,11 +64,19 @@ class ActiveContext(Protocol):
         the items' order."""
         ...
 
-    def pair_rounds(self, nodes: Sequence[str], test: Callable[[int, int, Pair], T],
-                    judge: Callable[[Round, Pair, T], bool | None], *, wave_s: float,
-                    not_run: Callable[[Round, float, float], None], pairing: Pairing,
-                    groups: Mapping[str, str] | None = None, steer: Steer = "any",
-                    max_rounds: int) -> tuple[list[PairResult], Blame]:
+    def pair_rounds(
+        self,
+        nodes: Sequence[str],
+        test: Callable[[int, int, Pair], T],
+        judge: Callable[[Round, Pair, T], bool | None],
+        *,
+        wave_s: float,
+        not_run: Callable[[Round, float, float], None],
+        pairing: Pairing,
+        groups: Mapping[str, str] | None = None,
+        steer: Steer = "any",
+        max_rounds: int,
+    ) -> tuple[list[PairResult], Blame]:
         """Rounds of disjoint pairs (nodecheck.judging.pair_plan: the plan, then localization).
         test(round number from 1, slot in the round, pair) runs one pair test; judge(round, pair,
         what test returned) says whether the pair passed (None: no evidence either way). A round

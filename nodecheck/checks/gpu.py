@@ -1,28 +1,29 @@
 """GPU health from NVML (or nvidia-smi when NVML cannot answer): count, hardware health, leftover
 processes, and the driver version that must match across nodes (the CUDA version is cuda.py's)."""
+
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck.checks.values import value_check
-from nodecheck.judging.drift import PinOrDrift
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe, Status, Verdict
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import Action, Ceiling, Floor, fmt
+from nodecheck.judging.drift import PinOrDrift
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, gpu_facts_from_nvidia_smi
 from nodecheck.parsers.nvml import parse_nvml_probe
 from nodecheck.parsers.sections import split_sections
-from nodecheck.core.registry import Captures, check
-from nodecheck.core.thresholds import Action, Ceiling, Floor, fmt
 
 NVML_PROBE_SCRIPT = (Path(__file__).resolve().parent.parent / "probes" / "nvml_probe.py").read_text()
-UNAVAILABLE = "nodecheck-nvml-unavailable:"    # what the NVML probe prints before exiting 3
-NO_DEVICES = "No devices were found"            # nvidia-smi, exit 6 (NVML_ERROR_NOT_FOUND)
+UNAVAILABLE = "nodecheck-nvml-unavailable:"  # what the NVML probe prints before exiting 3
+NO_DEVICES = "No devices were found"  # nvidia-smi, exit 6 (NVML_ERROR_NOT_FOUND)
 NO_DEVICES_EXIT_CODES = (0, 6)
 
 # python3 reads the NVML probe from stdin. Exit 3 means NVML could not answer (no nvidia-ml-py, no
@@ -43,8 +44,13 @@ section nvlink nvidia-smi nvlink -s
 exit 0
 """
 # 60 s: without persistence mode each nvidia-smi call of the fallback re-initialises every GPU
-GPU = Probe("gpu", ("sh", "-c", GPU_SCRIPT, "nodecheck-gpu"), timeout_s=60, stdin=NVML_PROBE_SCRIPT,
-            local_call="nodecheck.probes.local:nvml")
+GPU = Probe(
+    "gpu",
+    ("sh", "-c", GPU_SCRIPT, "nodecheck-gpu"),
+    timeout_s=60,
+    stdin=NVML_PROBE_SCRIPT,
+    local_call="nodecheck.probes.local:nvml",
+)
 
 
 def parse_gpu_probe(text: str) -> GpuFacts:
@@ -54,7 +60,7 @@ def parse_gpu_probe(text: str) -> GpuFacts:
     first = text.split("\n", 1)[0]
     if not first.startswith(UNAVAILABLE):
         raise ParseError("gpu probe", "neither NVML JSON nor the nvidia-smi fallback", text)
-    note = "NVML unavailable (" + first[len(UNAVAILABLE):].strip() + "); read from nvidia-smi"
+    note = "NVML unavailable (" + first[len(UNAVAILABLE) :].strip() + "); read from nvidia-smi"
     sections = split_sections(text, "gpu probe")
     query = sections.require("query-gpu", "nvidia-smi --query-gpu")
     if query.text.strip() == NO_DEVICES and query.rc in NO_DEVICES_EXIT_CODES:
@@ -70,8 +76,10 @@ def parse_gpu_probe(text: str) -> GpuFacts:
     def ok(name: str) -> str | None:
         section = sections.get(name)
         return section.text if section is not None and section.ok else None
-    return gpu_facts_from_nvidia_smi(query_gpu=query.text, compute_apps=ok("compute-apps"), q=ok("q"),
-                                     nvlink=ok("nvlink"), note=note)
+
+    return gpu_facts_from_nvidia_smi(
+        query_gpu=query.text, compute_apps=ok("compute-apps"), q=ok("q"), nvlink=ok("nvlink"), note=note
+    )
 
 
 # Five checks read the same GPU probe output: parse each node's output once per run. Keyed by the
@@ -96,17 +104,23 @@ def _no_gpu(facts: GpuFacts) -> str:
 def _no_gpu_verdict(facts: GpuFacts, check: str) -> Verdict:
     # FAIL, not ERROR: the check runs here because the node is meant to have GPUs, and an ERROR never
     # drains; the health playbook runs gpu.health without gpu.count, so this is its only word on it
-    return Verdict(Status.FAIL, f"{_no_gpu(facts)}; {check} expects GPUs on this node",
-                   observed={"gpus": 0, "source": facts.source}, expected={"gpus": ">= 1"})
+    return Verdict(
+        Status.FAIL,
+        f"{_no_gpu(facts)}; {check} expects GPUs on this node",
+        observed={"gpus": 0, "source": facts.source},
+        expected={"gpus": ">= 1"},
+    )
 
 
 # ---- gpu.count --------------------------------------------------------------------------------
 
+
 class GpuCount(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     expect: int = Field(..., ge=0, strict=True, description="how many GPUs the node must show (8 on HGX)")
-    name: Optional[str] = Field(None, description="every GPU's product name must be this "
-                                "(e.g. \"NVIDIA H100 80GB HBM3\"); unset: not judged")
+    name: str | None = Field(
+        None, description='every GPU\'s product name must be this (e.g. "NVIDIA H100 80GB HBM3"); unset: not judged'
+    )
 
 
 @check("gpu.count", probes=[GPU], params=GpuCount)
@@ -121,16 +135,26 @@ def count(out: Captures, want: GpuCount) -> Iterator[Verdict]:
         return
     if seen != want.expect:
         listed = ", ".join(g.pci_bus_id or g.label for g in facts.gpus) or "none"
-        yield Verdict(Status.FAIL, f"{seen} GPUs visible to {_source(facts)}, expected {want.expect} "
-                                   f"(seen: {listed})", "", observed, {"gpus": want.expect})
+        yield Verdict(
+            Status.FAIL,
+            f"{seen} GPUs visible to {_source(facts)}, expected {want.expect} (seen: {listed})",
+            "",
+            observed,
+            {"gpus": want.expect},
+        )
     else:
         yield Verdict(Status.PASS, f"{seen} GPUs ({_source(facts)})", "", observed, {"gpus": want.expect})
     if want.name is not None:
         for gpu in facts.gpus:
             if gpu.name != want.name:
                 product = gpu.name if gpu.name is not None else "product name not reported"
-                yield Verdict(Status.FAIL, f"{gpu.label}: {product}, expected {want.name}", gpu.label,
-                              {"name": gpu.name}, {"name": want.name})
+                yield Verdict(
+                    Status.FAIL,
+                    f"{gpu.label}: {product}, expected {want.name}",
+                    gpu.label,
+                    {"name": gpu.name},
+                    {"name": want.name},
+                )
 
 
 # ---- gpu.health -------------------------------------------------------------------------------
@@ -139,56 +163,80 @@ _STATUS = {"fail": Status.FAIL, "warn": Status.WARN}
 
 
 # facts gpu.health can insist on (Gpu field names)
-REQUIRABLE = {"ecc_uncorrectable_volatile": "volatile ECC error count", "ecc_enabled": "ECC mode",
-              "retired_pages_pending": "pending page retirement", "remapped_rows": "remapped rows",
-              "clock_event_reasons": "clock-event reasons", "persistence_mode": "persistence mode",
-              "pcie_width_current": "PCIe link", "nvlinks": "NVLink state", "temperature_c": "temperature",
-              "power_limit_w": "power limit"}
+REQUIRABLE = {
+    "ecc_uncorrectable_volatile": "volatile ECC error count",
+    "ecc_enabled": "ECC mode",
+    "retired_pages_pending": "pending page retirement",
+    "remapped_rows": "remapped rows",
+    "clock_event_reasons": "clock-event reasons",
+    "persistence_mode": "persistence mode",
+    "pcie_width_current": "PCIe link",
+    "nvlinks": "NVLink state",
+    "temperature_c": "temperature",
+    "power_limit_w": "power limit",
+}
 
 
 class GpuHealth(BaseModel):
     """Thresholds for gpu.health; every aspect is its own verdict per GPU."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ecc_uncorrectable_volatile: Ceiling = Field(
-        Ceiling(fail_above=0), description="uncorrectable ECC errors since the driver loaded")
-    ecc_uncorrectable_aggregate: Optional[Ceiling] = Field(
-        None, description="lifetime uncorrectable ECC errors; unset: not judged (remapped rows tell "
-                          "whether they were repaired)")
+        Ceiling(fail_above=0), description="uncorrectable ECC errors since the driver loaded"
+    )
+    ecc_uncorrectable_aggregate: Ceiling | None = Field(
+        None,
+        description="lifetime uncorrectable ECC errors; unset: not judged (remapped rows tell "
+        "whether they were repaired)",
+    )
     ecc_mode: Action = Field("warn", description="ECC must be enabled (datacenter GPUs)")
     retired_pages_pending: Action = Field("fail", description="a page retirement waits for a reset")
     remap_pending: Action = Field("fail", description="a row remap waits for a GPU reset (Ampere+)")
     remap_failure: Action = Field("fail", description="a row remap failed: the GPU needs replacing")
     throttle_fail: list[str] = Field(
         ["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"],
-        description="clock-event reasons that fail the GPU")
+        description="clock-event reasons that fail the GPU",
+    )
     throttle_warn: list[str] = Field(["sw_thermal_slowdown"], description="clock-event reasons that warn")
-    persistence: Action = Field("warn", description="persistence mode must be on (else every job "
-                                "pays driver start-up, and NVML state is lost between jobs)")
-    pcie: Action = Field("fail", description="PCIe link below its maximum width/generation while "
-                         "busy; an idle GPU lowers its link on purpose, so idle only warns on width")
-    nvlink: Action = Field("fail", description="NVLinks down: with expected_nvlinks, fewer active links "
-                           "than that; without it, any link the GPU lists as inactive")
-    expected_nvlinks: Optional[int] = Field(None, ge=0, strict=True,
-                                            description="active NVLinks each GPU must have (18 on H100 SXM; "
-                                                        "fewer on PCIe cards with NVLink bridges)")
+    persistence: Action = Field(
+        "warn",
+        description="persistence mode must be on (else every job "
+        "pays driver start-up, and NVML state is lost between jobs)",
+    )
+    pcie: Action = Field(
+        "fail",
+        description="PCIe link below its maximum width/generation while "
+        "busy; an idle GPU lowers its link on purpose, so idle only warns on width",
+    )
+    nvlink: Action = Field(
+        "fail",
+        description="NVLinks down: with expected_nvlinks, fewer active links "
+        "than that; without it, any link the GPU lists as inactive",
+    )
+    expected_nvlinks: int | None = Field(
+        None,
+        ge=0,
+        strict=True,
+        description="active NVLinks each GPU must have (18 on H100 SXM; fewer on PCIe cards with NVLink bridges)",
+    )
     require: list[str] = Field(
         ["ecc_uncorrectable_volatile", "clock_event_reasons"],
         description="facts that must be reported for a GPU to pass (a source that says nothing about "
-                    "them proves nothing); add remapped_rows on Ampere and newer")
-    temperature_c: Optional[Ceiling] = Field(None, description="GPU temperature, °C")
-    power_limit_w: Optional[Floor] = Field(None, description="enforced power limit, W: a capped GPU "
-                                           "slows the whole job")
+        "them proves nothing); add remapped_rows on Ampere and newer",
+    )
+    temperature_c: Ceiling | None = Field(None, description="GPU temperature, °C")
+    power_limit_w: Floor | None = Field(None, description="enforced power limit, W: a capped GPU slows the whole job")
 
     @model_validator(mode="after")
-    def _known_facts(self) -> "GpuHealth":
+    def _known_facts(self) -> GpuHealth:
         for name in self.require:
             if name not in REQUIRABLE:
                 raise ValueError(f"require: unknown fact {name!r}; known: {', '.join(REQUIRABLE)}")
         return self
 
     @model_validator(mode="after")
-    def _known_reasons(self) -> "GpuHealth":
+    def _known_reasons(self) -> GpuHealth:
         for reason in (*self.throttle_fail, *self.throttle_warn):
             if reason not in CLOCK_EVENT_REASONS:
                 raise ValueError(f"unknown clock-event reason {reason!r}; known: {', '.join(CLOCK_EVENT_REASONS)}")
@@ -209,25 +257,30 @@ def health(out: Captures, want: GpuHealth) -> Iterator[Verdict]:
         verdicts = list(_gpu_verdicts(gpu, want))
         missing = [name for name in want.require if not _reported(gpu, name)]
         if missing:
-            verdicts.append(Verdict(Status.ERROR, f"{gpu.label}: {', '.join(REQUIRABLE[m] for m in missing)} "
-                                    f"not reported by {_source(facts)}; the playbook requires "
-                                    f"{'it' if len(missing) == 1 else 'them'} to judge the GPU", gpu.label,
-                                    {"missing": missing}, {"require": list(want.require)}))
+            verdicts.append(
+                Verdict(
+                    Status.ERROR,
+                    f"{gpu.label}: {', '.join(REQUIRABLE[m] for m in missing)} "
+                    f"not reported by {_source(facts)}; the playbook requires "
+                    f"{'it' if len(missing) == 1 else 'them'} to judge the GPU",
+                    gpu.label,
+                    {"missing": missing},
+                    {"require": list(want.require)},
+                )
+            )
         bad = [v for v in verdicts if v.status is not Status.PASS]
         yield from bad
         if not verdicts:
-            yield Verdict(Status.ERROR, f"{gpu.label}: {_source(facts)} reported none of the health facts",
-                          gpu.label)
+            yield Verdict(Status.ERROR, f"{gpu.label}: {_source(facts)} reported none of the health facts", gpu.label)
         elif not bad:
             observed = {k: val for v in verdicts for k, val in v.observed.items()}
-            yield Verdict(Status.PASS, f"{gpu.label}: " + "; ".join(v.message for v in verdicts),
-                          gpu.label, observed)
+            yield Verdict(Status.PASS, f"{gpu.label}: " + "; ".join(v.message for v in verdicts), gpu.label, observed)
 
 
 def _reported(gpu: Gpu, name: str) -> bool:
     """Whether the source reported enough of a required fact for its verdict to mean something."""
     if name == "ecc_uncorrectable_volatile" and gpu.ecc_enabled is False:
-        return True                            # no counts without ECC; ecc_mode judges that instead
+        return True  # no counts without ECC; ecc_mode judges that instead
     if name == "remapped_rows":
         rows = gpu.remapped_rows
         return rows is not None and rows.pending is not None and rows.failure is not None
@@ -246,40 +299,80 @@ def _gap_subject(gap: str) -> str:
 def _gpu_verdicts(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     g = gpu.label
     if gpu.ecc_uncorrectable_volatile is not None:
-        v = want.ecc_uncorrectable_volatile.judge(gpu.ecc_uncorrectable_volatile, what=f"{g}: volatile "
-                                                  "uncorrectable ECC", unit="errors", subject=g)
+        v = want.ecc_uncorrectable_volatile.judge(
+            gpu.ecc_uncorrectable_volatile, what=f"{g}: volatile uncorrectable ECC", unit="errors", subject=g
+        )
         yield _short(v, "ECC 0") if v.status is Status.PASS else v
     if want.ecc_uncorrectable_aggregate is not None and gpu.ecc_uncorrectable_aggregate is not None:
-        v = want.ecc_uncorrectable_aggregate.judge(gpu.ecc_uncorrectable_aggregate, what=f"{g}: lifetime "
-                                                   "uncorrectable ECC", unit="errors", subject=g)
+        v = want.ecc_uncorrectable_aggregate.judge(
+            gpu.ecc_uncorrectable_aggregate, what=f"{g}: lifetime uncorrectable ECC", unit="errors", subject=g
+        )
         yield _short(v, f"lifetime ECC {gpu.ecc_uncorrectable_aggregate}") if v.status is Status.PASS else v
     if want.ecc_mode != "off" and gpu.ecc_enabled is not None:
-        yield (_ok(g, "ECC on") if gpu.ecc_enabled else
-               Verdict(_STATUS[want.ecc_mode], f"{g}: ECC disabled, expected enabled", g,
-                       {"ecc_enabled": False}, {"ecc_enabled": True}))
+        yield (
+            _ok(g, "ECC on")
+            if gpu.ecc_enabled
+            else Verdict(
+                _STATUS[want.ecc_mode],
+                f"{g}: ECC disabled, expected enabled",
+                g,
+                {"ecc_enabled": False},
+                {"ecc_enabled": True},
+            )
+        )
     if want.retired_pages_pending != "off" and gpu.retired_pages_pending is not None:
-        yield (Verdict(_STATUS[want.retired_pages_pending], f"{g}: page retirement pending (reset the GPU)",
-                       g, {"retired_pages_pending": True}, {"retired_pages_pending": False})
-               if gpu.retired_pages_pending else _ok(g, "no retirement pending"))
+        yield (
+            Verdict(
+                _STATUS[want.retired_pages_pending],
+                f"{g}: page retirement pending (reset the GPU)",
+                g,
+                {"retired_pages_pending": True},
+                {"retired_pages_pending": False},
+            )
+            if gpu.retired_pages_pending
+            else _ok(g, "no retirement pending")
+        )
     rows = gpu.remapped_rows
     if rows is not None:
         counts = f"correctable {_n(rows.correctable)}, uncorrectable {_n(rows.uncorrectable)}"
-        seen = {"remap_pending": rows.pending, "remap_failure": rows.failure,
-                "remapped_correctable": rows.correctable, "remapped_uncorrectable": rows.uncorrectable}
+        seen = {
+            "remap_pending": rows.pending,
+            "remap_failure": rows.failure,
+            "remapped_correctable": rows.correctable,
+            "remapped_uncorrectable": rows.uncorrectable,
+        }
         if want.remap_failure != "off" and rows.failure:
-            yield Verdict(_STATUS[want.remap_failure], f"{g}: row remapping failed ({counts}); replace the GPU",
-                          g, seen, {"remap_failure": False})
+            yield Verdict(
+                _STATUS[want.remap_failure],
+                f"{g}: row remapping failed ({counts}); replace the GPU",
+                g,
+                seen,
+                {"remap_failure": False},
+            )
         if want.remap_pending != "off" and rows.pending:
-            yield Verdict(_STATUS[want.remap_pending], f"{g}: row remap pending ({counts}); reset the GPU "
-                          "before the next job", g, seen, {"remap_pending": False})
+            yield Verdict(
+                _STATUS[want.remap_pending],
+                f"{g}: row remap pending ({counts}); reset the GPU before the next job",
+                g,
+                seen,
+                {"remap_pending": False},
+            )
         if not rows.pending and not rows.failure and rows.pending is not None:
             yield _ok(g, "no remap pending")
     if gpu.clock_event_reasons is not None:
         yield from _throttle(gpu, want)
     if want.persistence != "off" and gpu.persistence_mode is not None:
-        yield (_ok(g, "persistence on") if gpu.persistence_mode else
-               Verdict(_STATUS[want.persistence], f"{g}: persistence mode off, expected on", g,
-                       {"persistence_mode": False}, {"persistence_mode": True}))
+        yield (
+            _ok(g, "persistence on")
+            if gpu.persistence_mode
+            else Verdict(
+                _STATUS[want.persistence],
+                f"{g}: persistence mode off, expected on",
+                g,
+                {"persistence_mode": False},
+                {"persistence_mode": True},
+            )
+        )
     if want.pcie != "off":
         yield from _pcie(gpu, want)
     if want.nvlink != "off":
@@ -299,9 +392,13 @@ def _throttle(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
         hit = sorted(r for r in active if r in reasons)
         if hit:
             found = True
-            yield Verdict(status, f"{g}: clocks held down by {', '.join(hit)}, expected none of "
-                          f"{', '.join(reasons)}", g,
-                          {"clock_event_reasons": sorted(active)}, {"clock_event_reasons_not": list(reasons)})
+            yield Verdict(
+                status,
+                f"{g}: clocks held down by {', '.join(hit)}, expected none of {', '.join(reasons)}",
+                g,
+                {"clock_event_reasons": sorted(active)},
+                {"clock_event_reasons_not": list(reasons)},
+            )
     if not found:
         yield _ok(g, "no throttling")
 
@@ -315,17 +412,20 @@ def _pcie(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     # NVIDIA: current gen/width "may be reduced when the GPU is not in use" (power saving), so a low
     # link is only a fault on a GPU known to be busy; None: the source did not say whether it idles
     idle = None if gpu.clock_event_reasons is None else "gpu_idle" in gpu.clock_event_reasons
-    seen = {"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width, "pcie_width_max": width_max,
-            "idle": idle}
+    seen = {"pcie_gen": gen, "pcie_gen_max": gen_max, "pcie_width": width, "pcie_width_max": width_max, "idle": idle}
     expected = {"pcie_gen": gen_max, "pcie_width": width_max}
     if width < width_max:
         status = _STATUS[want.pcie] if idle is False else Status.WARN
-        note = {True: " while idle; re-check under load", None: " (idle state unknown); re-check under load",
-                False: ""}[idle]
+        note = {
+            True: " while idle; re-check under load",
+            None: " (idle state unknown); re-check under load",
+            False: "",
+        }[idle]
         yield Verdict(status, f"{g}: PCIe link x{width}, expected x{width_max}{note}", g, seen, expected)
     elif gen < gen_max and idle is False:
-        yield Verdict(_STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU not idle)", g,
-                      seen, expected)
+        yield Verdict(
+            _STATUS[want.pcie], f"{g}: PCIe gen {gen}, expected gen {gen_max} (GPU not idle)", g, seen, expected
+        )
     elif gen < gen_max:
         why = "idle" if idle else "idle state unknown"
         yield _ok(g, f"PCIe gen{gen} x{width} (max gen{gen_max}; {why}: gen not judged)")
@@ -337,8 +437,9 @@ def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     g = gpu.label
     if gpu.nvlinks is None:
         if want.expected_nvlinks:
-            yield Verdict(Status.ERROR, f"{g}: NVLink state not reported, expected {want.expected_nvlinks} "
-                          "active links", g)
+            yield Verdict(
+                Status.ERROR, f"{g}: NVLink state not reported, expected {want.expected_nvlinks} active links", g
+            )
         return
     down = [link.link for link in gpu.nvlinks if link.active is False]
     active = sum(1 for link in gpu.nvlinks if link.active)
@@ -347,14 +448,24 @@ def _nvlink(gpu: Gpu, want: GpuHealth) -> Iterator[Verdict]:
     if want.expected_nvlinks is not None:
         # the count decides: a GPU on PCIe NVLink bridges lists links that are simply not wired
         if active < want.expected_nvlinks:
-            yield Verdict(_STATUS[want.nvlink], f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}"
-                          f"{listed}", g, seen, {"nvlinks_active": want.expected_nvlinks})
+            yield Verdict(
+                _STATUS[want.nvlink],
+                f"{g}: {active} NVLinks active, expected {want.expected_nvlinks}{listed}",
+                g,
+                seen,
+                {"nvlinks_active": want.expected_nvlinks},
+            )
         else:
             yield _ok(g, f"{active} NVLinks active")
     elif down:
-        yield Verdict(_STATUS[want.nvlink], f"{g}: NVLink {', '.join(map(str, down))} down "
-                      f"({active} of {len(gpu.nvlinks)} active; set expected_nvlinks if not all are wired)",
-                      g, seen, {"nvlinks_down": []})
+        yield Verdict(
+            _STATUS[want.nvlink],
+            f"{g}: NVLink {', '.join(map(str, down))} down "
+            f"({active} of {len(gpu.nvlinks)} active; set expected_nvlinks if not all are wired)",
+            g,
+            seen,
+            {"nvlinks_down": []},
+        )
     elif gpu.nvlinks:
         yield _ok(g, f"{active} NVLinks active")
 
@@ -373,12 +484,16 @@ def _n(value) -> str:
 
 # ---- gpu.processes ----------------------------------------------------------------------------
 
+
 class GpuProcesses(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     max_memory_used_mib: float = Field(
-        1024, ge=0, allow_inf_nan=False,
+        1024,
+        ge=0,
+        allow_inf_nan=False,
         description="GPU memory in use above this fails even with no process visible (a process in "
-                    "another PID namespace, a leaked context)")
+        "another PID namespace, a leaked context)",
+    )
     ignore: list[str] = Field([], description="process names that may stay (e.g. a monitoring agent)")
 
 
@@ -398,29 +513,41 @@ def processes(out: Captures, want: GpuProcesses) -> Iterator[Verdict]:
         kept = sorted({p.name for p in gpu.processes if _ignored(p.name, want.ignore)})
         for p in left:
             mem = "memory unknown" if p.used_memory_mib is None else f"{fmt(p.used_memory_mib)} MiB"
-            yield Verdict(Status.FAIL, f"{g}: leftover process pid {p.pid} {p.name} using {mem}, expected none", g,
-                          {"pid": p.pid, "process": p.name, "used_memory_mib": p.used_memory_mib},
-                          {"processes": []})
+            yield Verdict(
+                Status.FAIL,
+                f"{g}: leftover process pid {p.pid} {p.name} using {mem}, expected none",
+                g,
+                {"pid": p.pid, "process": p.name, "used_memory_mib": p.used_memory_mib},
+                {"processes": []},
+            )
         used = gpu.memory_used_mib
         # what the ignored processes hold is theirs to hold; the rest has no visible owner
         owned = sum(p.used_memory_mib or 0.0 for p in gpu.processes if _ignored(p.name, want.ignore))
         orphan = None if used is None else used - owned
         besides = f" besides the ignored {', '.join(kept)}" if kept else ""
         if not left and orphan is not None and orphan > want.max_memory_used_mib:
-            yield Verdict(Status.FAIL, f"{g}: {fmt(orphan)} MiB GPU memory in use with no process visible"
-                          f"{besides}, expected <= {fmt(want.max_memory_used_mib)} MiB", g,
-                          {"memory_used_mib": used}, {"max_memory_used_mib": want.max_memory_used_mib})
+            yield Verdict(
+                Status.FAIL,
+                f"{g}: {fmt(orphan)} MiB GPU memory in use with no process visible"
+                f"{besides}, expected <= {fmt(want.max_memory_used_mib)} MiB",
+                g,
+                {"memory_used_mib": used},
+                {"max_memory_used_mib": want.max_memory_used_mib},
+            )
         elif not left and used is None:
             # "no process" is only half the promise: held memory is the other half
-            yield Verdict(Status.ERROR, f"{g}: GPU memory in use not reported by {_source(facts)}; cannot "
-                          "tell whether memory is held", g)
+            yield Verdict(
+                Status.ERROR,
+                f"{g}: GPU memory in use not reported by {_source(facts)}; cannot tell whether memory is held",
+                g,
+            )
         elif not left:
             mem = f", {fmt(used)} MiB used"
             also = f" (ignored: {', '.join(kept)})" if kept else ""
             yield Verdict(Status.PASS, f"{g}: no compute process{also}{mem}", g)
 
 
-COMM_MAX = 15                                  # Linux truncates /proc/<pid>/comm to 15 characters
+COMM_MAX = 15  # Linux truncates /proc/<pid>/comm to 15 characters
 
 
 def _ignored(name: str, ignore: list[str]) -> bool:
@@ -432,6 +559,7 @@ def _ignored(name: str, ignore: list[str]) -> bool:
 
 # ---- versions the GPU stack reports ------------------------------------------------------------
 
+
 def reported_version(out: Captures, field: str, what: str) -> str:
     facts = gpu_facts(out)
     value = getattr(facts, field)
@@ -440,7 +568,11 @@ def reported_version(out: Captures, field: str, what: str) -> str:
     return value
 
 
-@value_check("gpu.driver", what="NVIDIA driver", probes=[GPU],
-             doc="The NVIDIA driver version is pinned and/or the same on every node.")
+@value_check(
+    "gpu.driver",
+    what="NVIDIA driver",
+    probes=[GPU],
+    doc="The NVIDIA driver version is pinned and/or the same on every node.",
+)
 def driver(out: Captures, _want: PinOrDrift) -> str:
     return reported_version(out, "driver_version", "driver version")

@@ -1,4 +1,5 @@
 """NVIDIA Xid events the kernel log recorded on the node, classified by what they require."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -61,16 +62,28 @@ def xid(out: Captures, want: XidParams) -> Iterator[Verdict]:
         who = f", pid {last.pid} {last.process}" if last.pid is not None else ""
         how = " (from the kernel's message; no Xid line)" if last.inferred else ""
         times = f"{len(same)}x" if len(same) > 1 else "1x"
-        yield Verdict(Status.FAIL if action == "fail" else Status.WARN,
-                      f"Xid {code} on PCI:{pci}: {meaning}{how} ({times}{when}{who})", f"PCI:{pci}",
-                      {"xid": code, "count": len(same), "pci": pci, "pid": last.pid, "process": last.process,
-                       "time": last.time.isoformat() if last.time else None},
-                      {"xid": None}, excerpt("\n".join(e.raw for e in same[-3:])))
-    if not judged and not unreadable and (
-            missing := unread(log, source, lambda: source_text(out, source))) is not None:
+        yield Verdict(
+            Status.FAIL if action == "fail" else Status.WARN,
+            f"Xid {code} on PCI:{pci}: {meaning}{how} ({times}{when}{who})",
+            f"PCI:{pci}",
+            {
+                "xid": code,
+                "count": len(same),
+                "pci": pci,
+                "pid": last.pid,
+                "process": last.process,
+                "time": last.time.isoformat() if last.time else None,
+            },
+            {"xid": None},
+            excerpt("\n".join(e.raw for e in same[-3:])),
+        )
+    if not judged and not unreadable and (missing := unread(log, source, lambda: source_text(out, source))) is not None:
         yield missing
     elif not judged and not unreadable:
         ignored = len(events)
         note = f" ({ignored} ignored by the playbook)" if ignored else ""
-        yield Verdict(Status.PASS, f"no Xid events {window_text(want)} ({source}, {log.lines} lines){note}",
-                      observed={"xids": 0, "lines": log.lines})
+        yield Verdict(
+            Status.PASS,
+            f"no Xid events {window_text(want)} ({source}, {log.lines} lines){note}",
+            observed={"xids": 0, "lines": log.lines},
+        )

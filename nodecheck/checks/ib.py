@@ -1,16 +1,19 @@
 """InfiniBand port health: state, physical state, rate and count of the HCA ports ibstat shows."""
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Iterable, Iterator, Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodecheck.core.model import Probe, Status, Verdict, excerpt as bounded
-from nodecheck.parsers.ibstat import Gap, IbPort, IbstatFacts, parse_ibstat
+from nodecheck.core.model import Probe, Status, Verdict
+from nodecheck.core.model import excerpt as bounded
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Floor, fmt
+from nodecheck.parsers.ibstat import Gap, IbPort, IbstatFacts, parse_ibstat
 
 IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=10)
 HEALTHY = {"state": "Active", "physical_state": "LinkUp"}
@@ -18,21 +21,31 @@ HEALTHY = {"state": "Active", "physical_state": "LinkUp"}
 
 class IbPorts(BaseModel):
     """Which ports ib.ports judges, and what it expects of them."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
-        "InfiniBand", description="which ports are judged: InfiniBand, Ethernet (RoCE) or any")
-    min_rate_gbps: Optional[float] = Field(
-        None, gt=0, strict=True, allow_inf_nan=False,
+        "InfiniBand", description="which ports are judged: InfiniBand, Ethernet (RoCE) or any"
+    )
+    min_rate_gbps: float | None = Field(
+        None,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
         description="fail a judged port whose rate is below this, in Gb/s (400 = NDR 4x, 200 = HDR 4x); "
-                    "unset: the rate is reported, not judged")
-    expected_ports: Optional[int] = Field(
-        None, ge=0, strict=True,
-        description="fail unless exactly this many ports are judged; unset: no count, but zero is an error")
-    devices: Optional[list[str]] = Field(
-        None, min_length=1,
-        description="CA names to judge (mlx5_0, ...); each must be present with a port of link_layer; "
-                    "unset: every CA")
+        "unset: the rate is reported, not judged",
+    )
+    expected_ports: int | None = Field(
+        None,
+        ge=0,
+        strict=True,
+        description="fail unless exactly this many ports are judged; unset: no count, but zero is an error",
+    )
+    devices: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="CA names to judge (mlx5_0, ...); each must be present with a port of link_layer; unset: every CA",
+    )
 
 
 @check("ib.ports", probes=[IBSTAT], params=IbPorts)
@@ -48,7 +61,7 @@ def ports(out: Captures, want: IbPorts) -> Iterator[Verdict]:
     gaps = [g for g in facts.incomplete if _listed_gap(g, want)]
     yield from _device_verdicts(facts, listed, want)
     yield from (_gap_verdict(gap) for gap in gaps)
-    if not gaps:                               # cut-off output cannot be counted; its ERROR stands instead
+    if not gaps:  # cut-off output cannot be counted; its ERROR stands instead
         yield from _count_verdicts(judged, listed, want)
     yield from (_port_verdict(port, want) for port in judged)
 
@@ -59,22 +72,36 @@ def _no_device_verdict(exit_code: int | None, want: IbPorts) -> Verdict:
     With no expectation it fails too: ib.ports runs on this node because it is meant to have ports,
     and an ERROR never drains, so a node that lost every HCA would keep taking jobs that die in
     NCCL init. A node without IB by design says so with expected_ports: 0."""
-    if exit_code != 0:                         # nothing, and not a clean exit: no fact either way
-        return Verdict(Status.ERROR, f"ibstat printed nothing and exited {exit_code}: cannot tell whether "
-                                     "there is a device", observed={"exit_code": exit_code})
+    if exit_code != 0:  # nothing, and not a clean exit: no fact either way
+        return Verdict(
+            Status.ERROR,
+            f"ibstat printed nothing and exited {exit_code}: cannot tell whether there is a device",
+            observed={"exit_code": exit_code},
+        )
     said = "no InfiniBand device found (ibstat printed nothing, exit 0)"
     kind = "" if want.link_layer == "any" else f"{want.link_layer} "
     observed = {"cas": [], "ports": 0}
     if want.devices:
-        return Verdict(Status.FAIL, f"{said}; expected {', '.join(want.devices)}", "", observed,
-                       {"devices": list(want.devices)})
+        return Verdict(
+            Status.FAIL, f"{said}; expected {', '.join(want.devices)}", "", observed, {"devices": list(want.devices)}
+        )
     if want.expected_ports == 0:
         return Verdict(Status.PASS, f"{said}; expected 0 ports", "", observed, {"ports": 0})
     if want.expected_ports is not None:
-        return Verdict(Status.FAIL, f"{said}; expected {_ports(want.expected_ports, kind)}", "", observed,
-                       {"ports": want.expected_ports})
-    return Verdict(Status.FAIL, f"{said}; expected at least one {kind}port (set expected_ports: 0 for a "
-                                "node without any)", "", observed, {"ports": ">= 1"})
+        return Verdict(
+            Status.FAIL,
+            f"{said}; expected {_ports(want.expected_ports, kind)}",
+            "",
+            observed,
+            {"ports": want.expected_ports},
+        )
+    return Verdict(
+        Status.FAIL,
+        f"{said}; expected at least one {kind}port (set expected_ports: 0 for a node without any)",
+        "",
+        observed,
+        {"ports": ">= 1"},
+    )
 
 
 def _listed_gap(gap: Gap, want: IbPorts) -> bool:
@@ -92,30 +119,40 @@ def _device_verdicts(facts: IbstatFacts, listed: list[IbPort], want: IbPorts) ->
         if name not in facts.ca_names:
             # a truncated output may have cut the device off: that is not proof it is missing
             status = Status.ERROR if facts.incomplete else Status.FAIL
-            yield Verdict(status, f"{name}: not present, expected in devices list", name,
-                          {"cas": list(facts.ca_names)}, {"device": name})
+            yield Verdict(
+                status,
+                f"{name}: not present, expected in devices list",
+                name,
+                {"cas": list(facts.ca_names)},
+                {"device": name},
+            )
             continue
         own = [p for p in listed if p.ca == name]
         if own and want.link_layer != "any" and all(p.link_layer != want.link_layer for p in own):
-            yield Verdict(Status.FAIL, f"{name}: no {want.link_layer} port, found {_layers(own)}",
-                          name, {"link_layers": [p.link_layer for p in own]},
-                          {"link_layer": want.link_layer}, bounded("\n".join(p.raw for p in own)))
+            yield Verdict(
+                Status.FAIL,
+                f"{name}: no {want.link_layer} port, found {_layers(own)}",
+                name,
+                {"link_layers": [p.link_layer for p in own]},
+                {"link_layer": want.link_layer},
+                bounded("\n".join(p.raw for p in own)),
+            )
 
 
 def _count_verdicts(judged: list[IbPort], listed: list[IbPort], want: IbPorts) -> Iterator[Verdict]:
     kind = "" if want.link_layer == "any" else f"{want.link_layer} "
     count, expected = len(judged), want.expected_ports
     if expected is None:
-        if not judged:                         # nothing judged is not a pass
+        if not judged:  # nothing judged is not a pass
             on = f" on {', '.join(want.devices)}" if want.devices else ""
-            yield Verdict(Status.ERROR, f"no {kind}ports{on} in ibstat output (found {_layers(listed)})",
-                          observed={"ports": 0})
+            yield Verdict(
+                Status.ERROR, f"no {kind}ports{on} in ibstat output (found {_layers(listed)})", observed={"ports": 0}
+            )
         return
     observed = {"ports": count, "subjects": [p.where for p in judged]}
     if count != expected:
-        yield Verdict(Status.FAIL, f"{_ports(count, kind)}, expected {expected}", "", observed,
-                      {"ports": expected})
-    elif count == 0:                           # no port verdict follows, so the count speaks for itself
+        yield Verdict(Status.FAIL, f"{_ports(count, kind)}, expected {expected}", "", observed, {"ports": expected})
+    elif count == 0:  # no port verdict follows, so the count speaks for itself
         yield Verdict(Status.PASS, f"{_ports(0, kind)}, expected 0", "", observed, {"ports": 0})
 
 
@@ -123,21 +160,25 @@ def _port_verdict(port: IbPort, want: IbPorts) -> Verdict:
     where = port.where
     seen = {"state": port.state, "physical_state": port.physical_state, "rate_gbps": port.rate_gbps}
     if (port.state, port.physical_state) != (HEALTHY["state"], HEALTHY["physical_state"]):
-        return Verdict(Status.FAIL, f"{where}: {port.state}/{port.physical_state}, expected Active/LinkUp",
-                       where, seen, dict(HEALTHY), bounded(port.raw))
+        return Verdict(
+            Status.FAIL,
+            f"{where}: {port.state}/{port.physical_state}, expected Active/LinkUp",
+            where,
+            seen,
+            dict(HEALTHY),
+            bounded(port.raw),
+        )
     if want.min_rate_gbps is None:
-        return Verdict(Status.PASS, f"{where}: Active/LinkUp, {fmt(port.rate_gbps)} Gb/s", where, seen,
-                       dict(HEALTHY))
+        return Verdict(Status.PASS, f"{where}: Active/LinkUp, {fmt(port.rate_gbps)} Gb/s", where, seen, dict(HEALTHY))
     expected = {**HEALTHY, "min_rate_gbps": want.min_rate_gbps}
-    rate = Floor(fail_below=want.min_rate_gbps).judge(port.rate_gbps, what=f"{where} rate", unit="Gb/s",
-                                                      subject=where)
-    if rate.status is not Status.PASS:         # keep Floor's message; observed keys match the other verdicts
+    rate = Floor(fail_below=want.min_rate_gbps).judge(port.rate_gbps, what=f"{where} rate", unit="Gb/s", subject=where)
+    if rate.status is not Status.PASS:  # keep Floor's message; observed keys match the other verdicts
         return replace(rate, observed=seen, expected=expected, excerpt=bounded(port.raw))
     return Verdict(Status.PASS, f"{where}: Active/LinkUp, {fmt(port.rate_gbps)} Gb/s", where, seen, expected)
 
 
 def _layers(ports: Iterable[IbPort]) -> str:
-    """"4 Ethernet", "1 InfiniBand, 2 Ethernet", "none"."""
+    """ "4 Ethernet", "1 InfiniBand, 2 Ethernet", "none"."""
     counts = Counter(p.link_layer for p in ports)
     return ", ".join(f"{n} {layer}" for layer, n in counts.items()) or "none"
 

@@ -6,26 +6,30 @@ fails on any increase, bit-error counters by rate, congestion is reported); an a
 only where the playbook sets max_absolute, since PAM4 links always show some bit errors.
 The second read is kept in the report (observed.snapshot), so a later sweep can start from it.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterator, Literal, Optional
+from collections.abc import Iterator
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nodecheck.judging import counter_rules as C
+from nodecheck.checks.params import DeviceName
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe, Status, Verdict, excerpt
+from nodecheck.core.registry import Captures, check
+from nodecheck.judging import counter_rules as C
 from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
-from nodecheck.checks.params import DeviceName
-from nodecheck.core.registry import Captures, check
 
 # Per port: perfquery -x (64-bit counters; the error counters too where the HCA has
 # AdditionalPortCountersExtended), basic perfquery when -x has no error counters, and the sysfs
 # counters always (cheap: no fork per file). Ethernet (RoCE) ports have no PMA: sysfs only.
-_SCRIPT = SHELL_FUNCTION + r'''
+_SCRIPT = (
+    SHELL_FUNCTION
+    + r"""
 echo "@@nodecheck clock $(date +%s.%N)"
 IFS=' ' read -r up _ < /proc/uptime 2>/dev/null && echo "@@nodecheck uptime $up"
 IFS= read -r boot < /proc/sys/kernel/random/boot_id 2>/dev/null && echo "@@nodecheck boot_id $boot"
@@ -57,7 +61,8 @@ if [ "$found" = 0 ]; then
     printf '@@nodecheck begin basic:-:-\n%s\n@@nodecheck end basic:-:- rc=%s\n' "$out" "$rc";;
   esac
 fi
-'''
+"""
+)
 COUNTERS_BEFORE = Probe("ib_counters", ("sh", "-c", _SCRIPT), timeout_s=30)
 COUNTERS_AFTER = Probe("ib_counters.after", ("sh", "-c", _SCRIPT), timeout_s=30)
 _PORT = re.compile(r"^@@nodecheck port (\S+) (\S+) ?(.*)$", re.M)
@@ -65,14 +70,15 @@ _PORT = re.compile(r"^@@nodecheck port (\S+) (\S+) ?(.*)$", re.M)
 
 class RatePerHour(BaseModel):
     """Limits for one rate counter, per hour or per second (not both for one bound)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    warn_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
-    fail_per_hour: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
-    warn_per_second: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
-    fail_per_second: Optional[float] = Field(None, ge=0, allow_inf_nan=False)
+    warn_per_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
+    fail_per_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
+    warn_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
+    fail_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
-    def _one_unit(self) -> "RatePerHour":
+    def _one_unit(self) -> RatePerHour:
         for bound in ("warn", "fail"):
             if getattr(self, f"{bound}_per_hour") is not None and getattr(self, f"{bound}_per_second") is not None:
                 raise ValueError(f"give {bound}_per_hour or {bound}_per_second, not both")
@@ -85,28 +91,40 @@ class RatePerHour(BaseModel):
 
 class IbCounters(BaseModel):
     """Which ports are judged and the limits for rate counters."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[DeviceName]] = Field(None, min_length=1, description="CAs to judge; unset: every CA")
+    devices: list[DeviceName] | None = Field(None, min_length=1, description="CAs to judge; unset: every CA")
     link_layer: Literal["InfiniBand", "Ethernet", "any"] = Field(
-        "InfiniBand", description="which ports are judged (Ethernet = RoCE, from sysfs only)")
+        "InfiniBand", description="which ports are judged (Ethernet = RoCE, from sysfs only)"
+    )
     rates: dict[str, RatePerHour] = Field(
-        {}, description="per rate counter {warn_per_hour, fail_per_hour} (or _per_second), over the defaults "
+        {},
+        description="per rate counter {warn_per_hour, fail_per_hour} (or _per_second), over the defaults "
         "(SymbolErrorCounter, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
-        "PortRcvRemotePhysicalErrors)")
+        "PortRcvRemotePhysicalErrors)",
+    )
     min_window_s: float = Field(
-        C.DEFAULT_MIN_WINDOW_S, gt=0, le=86400, allow_inf_nan=False,
-        description="a rate counter that rose over a shorter window warns instead of being rated")
+        C.DEFAULT_MIN_WINDOW_S,
+        gt=0,
+        le=86400,
+        allow_inf_nan=False,
+        description="a rate counter that rose over a shorter window warns instead of being rated",
+    )
     max_absolute: dict[str, int] = Field(
-        {}, description="fail when a counter's value exceeds this, whatever the window (default none: "
-        "absolute values alone never fail)")
+        {},
+        description="fail when a counter's value exceeds this, whatever the window (default none: "
+        "absolute values alone never fail)",
+    )
 
     @field_validator("rates")
     @classmethod
     def _rated(cls, value: dict) -> dict:
         for name in value:
             if C.COUNTERS.get(name) is None or C.COUNTERS[name].kind != C.RATE:
-                raise ValueError(f"{name!r} is not a rate counter; one of "
-                                 + ", ".join(n for n, i in C.COUNTERS.items() if i.kind == C.RATE))
+                raise ValueError(
+                    f"{name!r} is not a rate counter; one of "
+                    + ", ".join(n for n, i in C.COUNTERS.items() if i.kind == C.RATE)
+                )
         return value
 
     @field_validator("max_absolute")
@@ -130,13 +148,20 @@ def counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
     # every port either read saw: one that vanished during the run is not silently dropped
     first_ports, second_ports = _ports(first), _ports(second)
     ports = {**second_ports, **{k: v for k, v in first_ports.items() if k not in second_ports}}
-    judged = [(ca, port) for (ca, port), layer in ports.items()
-              if (want.devices is None or ca in want.devices or ca == "-")
-              and (want.link_layer == "any" or layer in (want.link_layer, ""))]
+    judged = [
+        (ca, port)
+        for (ca, port), layer in ports.items()
+        if (want.devices is None or ca in want.devices or ca == "-")
+        and (want.link_layer == "any" or layer in (want.link_layer, ""))
+    ]
     for name in want.devices or ():
         if not any(ca == name for ca, _ in ports):
-            yield Verdict(Status.ERROR, f"{name}: no such CA in /sys/class/infiniband (listed in devices)",
-                          name, {"cas": sorted({ca for ca, _ in ports})})
+            yield Verdict(
+                Status.ERROR,
+                f"{name}: no such CA in /sys/class/infiniband (listed in devices)",
+                name,
+                {"cas": sorted({ca for ca, _ in ports})},
+            )
     if not judged:
         if not want.devices:
             yield Verdict(Status.ERROR, "no IB port to read counters from", excerpt=excerpt(second))
@@ -145,8 +170,11 @@ def counters(out: Captures, want: IbCounters) -> Iterator[Verdict]:
     for ca, port in judged:
         if (ca, port) not in first_ports or (ca, port) not in second_ports:
             when = "before" if (ca, port) in first_ports else "after"
-            yield Verdict(Status.ERROR, f"{ca}/{port}: present only {when} the run's load: the port "
-                          "appeared or vanished during the run", f"{ca}/{port}")
+            yield Verdict(
+                Status.ERROR,
+                f"{ca}/{port}: present only {when} the run's load: the port appeared or vanished during the run",
+                f"{ca}/{port}",
+            )
             continue
         yield from _judge_port(ca, port, before, after, window, limits, want, _rebooted(before, after))
 
@@ -175,15 +203,16 @@ def _window(before: Sections, after: Sections) -> float:
         except (KeyError, ValueError):
             continue
         if window >= 0:
-            return max(window, 0.001)          # two reads in the same millisecond: no zero division
+            return max(window, 0.001)  # two reads in the same millisecond: no zero division
     raise ParseError("ib_counters", "no usable node clock in the counter reads", "")
 
 
 JUDGED = tuple(n for n, info in C.COUNTERS.items() if info.kind in (C.FAIL_ON_INCREASE, C.RATE))
 
 
-def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: float,
-                limits: dict, want: IbCounters, rebooted: bool) -> Iterator[Verdict]:
+def _judge_port(
+    ca: str, port: str, before: Sections, after: Sections, window: float, limits: dict, want: IbCounters, rebooted: bool
+) -> Iterator[Verdict]:
     where = f"{ca}/{port}" if ca != "-" else "local port"
     try:
         old, new, source = _pair(ca, port, before, after)
@@ -192,30 +221,59 @@ def _judge_port(ca: str, port: str, before: Sections, after: Sections, window: f
         return
     deltas = C.delta(old, new, window, reset=rebooted)
     findings = C.judge_deltas(deltas, limits, min_window_s=want.min_window_s, max_absolute=want.max_absolute)
-    snapshot = {"source": source, "clock": after.facts.get("clock"), "uptime": after.facts.get("uptime"),
-                "boot_id": after.facts.get("boot_id"), "counters": dict(new.counters)}
+    snapshot = {
+        "source": source,
+        "clock": after.facts.get("clock"),
+        "uptime": after.facts.get("uptime"),
+        "boot_id": after.facts.get("boot_id"),
+        "counters": dict(new.counters),
+    }
     seen = {"window_s": round(window, 1), "snapshot": snapshot}
     bad = [f for f in findings if f.status != "pass"]
     for f in bad:
-        yield Verdict(Status(f.status), f"{where}: {f.message}", where,
-                      {"counter": f.counter, "increase": f.increase, "window_s": round(window, 1),
-                       "per_hour": f.per_hour, "value": f.value, "snapshot": snapshot},
-                      {"limit_per_hour": f.limit_per_hour} if f.limit_per_hour is not None else {},
-                      excerpt(new.raw, 1200))
+        yield Verdict(
+            Status(f.status),
+            f"{where}: {f.message}",
+            where,
+            {
+                "counter": f.counter,
+                "increase": f.increase,
+                "window_s": round(window, 1),
+                "per_hour": f.per_hour,
+                "value": f.value,
+                "snapshot": snapshot,
+            },
+            {"limit_per_hour": f.limit_per_hour} if f.limit_per_hour is not None else {},
+            excerpt(new.raw, 1200),
+        )
     compared = [n for n in JUDGED if n in old.counters and n in new.counters]
     unread = [n for n in JUDGED if n not in old.counters and n not in new.counters]
-    if unread:                                 # not in either read (no PMA, output cut): not zero
+    if unread:  # not in either read (no PMA, output cut): not zero
         status = Status.ERROR if not compared else Status.WARN
-        yield Verdict(status, f"{where}: not read ({source}): {', '.join(unread)}", where,
-                      {"unread": unread, **seen}, excerpt=excerpt(new.raw, 1200))
+        yield Verdict(
+            status,
+            f"{where}: not read ({source}): {', '.join(unread)}",
+            where,
+            {"unread": unread, **seen},
+            excerpt=excerpt(new.raw, 1200),
+        )
     if any(d.state == "reset" for d in deltas):
         why = "the node rebooted" if rebooted else "a counter went down: cleared (perfquery -R) or reset"
-        yield Verdict(Status.WARN, f"{where}: counters were reset during the {window:.1f} s window ({why}); "
-                      "increases are counted from the reset, lower bounds", where, seen)
+        yield Verdict(
+            Status.WARN,
+            f"{where}: counters were reset during the {window:.1f} s window ({why}); "
+            "increases are counted from the reset, lower bounds",
+            where,
+            seen,
+        )
     if not bad and compared:
         notes = [f.message for f in findings if f.kind == C.CONGESTION]
-        yield Verdict(Status.PASS, f"{where}: no error counter rose in {window:.1f} s ({source})"
-                      + (f"; {'; '.join(notes)}" if notes else ""), where, seen)
+        yield Verdict(
+            Status.PASS,
+            f"{where}: no error counter rose in {window:.1f} s ({source})" + (f"; {'; '.join(notes)}" if notes else ""),
+            where,
+            seen,
+        )
 
 
 def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str]:
@@ -227,11 +285,10 @@ def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCo
         first, second = reads
         if isinstance(first, PortCounters) and isinstance(second, PortCounters):
             if kind == "x" and "SymbolErrorCounter" not in second.counters:
-                continue                       # -x without error counters: the basic read has them
+                continue  # -x without error counters: the basic read has them
             return first, second, label
         problems += [r for r in reads if isinstance(r, str)]
-    raise ParseError("ib_counters", "; ".join(dict.fromkeys(problems)) or "no counter source was read",
-                     after.preamble)
+    raise ParseError("ib_counters", "; ".join(dict.fromkeys(problems)) or "no counter source was read", after.preamble)
 
 
 def _read(sections: Sections, kind: str, ca: str, port: str) -> PortCounters | str | None:

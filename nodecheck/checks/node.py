@@ -1,4 +1,5 @@
 """What happened to the node as a whole: OOM kills the kernel log recorded."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -26,16 +27,16 @@ def oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
     if (partial := coverage(log, now, uptime, want, source)) is not None:
         yield partial
     unreadable = [bad for bad in log.unreadable if bad.kind == "oom"]
-    for bad in unreadable:                     # a kill we cannot read is not "no kill"
+    for bad in unreadable:  # a kill we cannot read is not "no kill"
         yield Verdict(Status.ERROR, f"unreadable OOM kill line: {bad.reason}", excerpt=excerpt(bad.raw))
     kills = [k for k in log.ooms if in_window(k.time, now, want)]
-    if not kills and not unreadable and (
-            missing := unread(log, source, lambda: source_text(out, source))) is not None:
+    if not kills and not unreadable and (missing := unread(log, source, lambda: source_text(out, source))) is not None:
         yield missing
         return
     if not kills and not unreadable:
-        yield Verdict(Status.PASS, f"no OOM kills {window_text(want)} ({source}, {log.lines} lines)",
-                      observed={"oom_kills": 0})
+        yield Verdict(
+            Status.PASS, f"no OOM kills {window_text(want)} ({source}, {log.lines} lines)", observed={"oom_kills": 0}
+        )
         return
     if not kills:
         return
@@ -46,8 +47,11 @@ def oom(out: Captures, want: OomParams) -> Iterator[Verdict]:
         last = same[-1]
         when = f"last {last.time:%Y-%m-%d %H:%M:%SZ}" if last.time else "time unknown"
         scope = f"cgroup {last.cgroup}" if last.cgroup else last.scope
-        yield Verdict(Status.FAIL if want.status == "fail" else Status.WARN,
-                      f"OOM killed {process} {len(same)}x {window_text(want)} ({when}, pid {last.pid}, {scope}), "
-                      "expected none",
-                      process, {"oom_kills": len(same), "process": process, "pid": last.pid},
-                      {"oom_kills": 0}, excerpt("\n".join(k.raw for k in same[-3:])))
+        yield Verdict(
+            Status.FAIL if want.status == "fail" else Status.WARN,
+            f"OOM killed {process} {len(same)}x {window_text(want)} ({when}, pid {last.pid}, {scope}), expected none",
+            process,
+            {"oom_kills": len(same), "process": process, "pid": last.pid},
+            {"oom_kills": 0},
+            excerpt("\n".join(k.raw for k in same[-3:])),
+        )

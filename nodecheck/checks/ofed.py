@@ -1,4 +1,5 @@
 """The RDMA userspace stack (MLNX/DOCA OFED, else rdma-core), which must match across the job's nodes."""
+
 from __future__ import annotations
 
 from nodecheck.checks.values import value_check
@@ -8,9 +9,12 @@ from nodecheck.parsers.versions import parse_ofed_info
 from nodecheck.probes.versions import VERSIONS, versions_sections
 
 
-@value_check("ofed.version", what="OFED", probes=[VERSIONS],
-             doc="MLNX/DOCA OFED (ofed_info -s), else the rdma-core package, is pinned and/or the same "
-                 "on every node.")
+@value_check(
+    "ofed.version",
+    what="OFED",
+    probes=[VERSIONS],
+    doc="MLNX/DOCA OFED (ofed_info -s), else the rdma-core package, is pinned and/or the same on every node.",
+)
 def version(out: Captures, _want: PinOrDrift) -> str:
     sections = versions_sections(out)
     ofed = sections.get("ofed")

@@ -1,4 +1,5 @@
 """Parameter types several checks share."""
+
 from __future__ import annotations
 
 from typing import Annotated

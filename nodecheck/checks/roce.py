@@ -6,34 +6,38 @@ first-free, so when NetworkManager drops and re-adds an address on a link flap w
 holds the old entry, the IPv4 GID comes back at another index and running jobs lose their peers
 (NVIDIA/nccl#1333; /work/shared/context/formats.md §1).
 """
+
 from __future__ import annotations
 
 import re
 import time
 from collections import Counter
-from typing import Iterator, Literal, Mapping, Optional
+from collections.abc import Iterator, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck.checks.context import ActiveContext
-from nodecheck.core.hostlist import fold
+from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.core.errors import ParseError
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.core.registry import Captures, check
+from nodecheck.core.thresholds import fmt
 from nodecheck.parsers.gids import Gid, RdmaPort, ports_from_sysfs
-from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
 from nodecheck.parsers.lines import split_lines
+from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION
-from nodecheck.checks.params import DeviceName, is_device_name
-from nodecheck.core.registry import Captures, check
-from nodecheck.core.thresholds import fmt
 
 Grouped = tuple[tuple[str, ...], Verdict]
 
 # Every RDMA port's state, and for Ethernet (RoCE) ports the GID table; then where the job's GID
 # index may be set outside the playbook: the environment and /etc/nccl.conf.
-_TABLE = SHELL_FUNCTION + r'''
+_TABLE = (
+    SHELL_FUNCTION
+    + r"""
 # its own variable names: the flap script's $p (the flapped port) must survive a call
 roce_table() {
   for rt_p in /sys/class/infiniband/*/ports/*; do
@@ -54,8 +58,13 @@ roce_table() {
     done
   done
 }
-'''
-_GIDS_SCRIPT = _TABLE + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
+"""
+)
+_GIDS_SCRIPT = (
+    _TABLE
+    + ESCAPE_FUNCTIONS
+    + NCCL_CONF_FUNCTION
+    + r"""
 echo "@@nodecheck begin table"
 roce_table
 echo "@@nodecheck end table rc=0"
@@ -64,21 +73,29 @@ echo "@@nodecheck env_gid_index ${NCCL_IB_GID_INDEX:-}"
 # The session's NCCL_CONF_FILE is the job's in the prolog: read only as shell.job_file allows (never
 # /etc/shadow), as nccl.env reads it
 if [ -n "${NCCL_CONF_FILE:-}" ]; then nccl_confs "$NCCL_CONF_FILE" 1; else nccl_confs "$HOME/.nccl.conf" 0; fi
-'''
+"""
+)
 ROCE_GIDS = Probe("roce_gids", ("sh", "-c", _GIDS_SCRIPT), timeout_s=20)
 
 
 class RoceGids(BaseModel):
     """Which RoCE ports are judged and which GID index the job will use."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[DeviceName]] = Field(None, min_length=1,
-                                         description="RDMA devices to judge (mlx5_0, ...); unset: every RoCE port")
-    gid_index: Optional[int] = Field(
-        None, ge=0, le=255, strict=True,
+    devices: list[DeviceName] | None = Field(
+        None, min_length=1, description="RDMA devices to judge (mlx5_0, ...); unset: every RoCE port"
+    )
+    gid_index: int | None = Field(
+        None,
+        ge=0,
+        le=255,
+        strict=True,
         description="the GID index the job uses; unset: NCCL_IB_GID_INDEX from the node's environment "
-                    "or /etc/nccl.conf, else NCCL picks one (only a RoCE v2 IPv4 GID is required)")
+        "or /etc/nccl.conf, else NCCL picks one (only a RoCE v2 IPv4 GID is required)",
+    )
     drift: Literal["warn", "fail", "off"] = Field(
-        "warn", description="nodes whose RoCE v2 IPv4 GID is at a different index than most")
+        "warn", description="nodes whose RoCE v2 IPv4 GID is at a different index than most"
+    )
 
 
 @check("roce.gids", probes=[ROCE_GIDS], params=RoceGids, scope="fleet")
@@ -96,8 +113,14 @@ def gids(by_node: Mapping[str, Captures], want: RoceGids) -> Iterator[Grouped]:
             yield (node,), _no_rdma_verdict(want.devices)
             continue
         if not ports:
-            yield (node,), Verdict(Status.ERROR, "no RoCE (Ethernet) RDMA port" + (
-                f" among {', '.join(want.devices)}" if want.devices else ""), excerpt=excerpt(text))
+            yield (
+                (node,),
+                Verdict(
+                    Status.ERROR,
+                    "no RoCE (Ethernet) RDMA port" + (f" among {', '.join(want.devices)}" if want.devices else ""),
+                    excerpt=excerpt(text),
+                ),
+            )
             continue
         index, source = _job_gid_index(text, want)
         for port in ports:
@@ -116,8 +139,7 @@ def _roce_ports(text: str, devices: list[str] | None) -> list[RdmaPort]:
     values = parse_sysfs_dump(table.text, "sysfs")
     if not values:
         return []
-    return [p for p in ports_from_sysfs(values)
-            if p.link_layer == "Ethernet" and (devices is None or p.ca in devices)]
+    return [p for p in ports_from_sysfs(values) if p.link_layer == "Ethernet" and (devices is None or p.ca in devices)]
 
 
 def _no_rdma_device(text: str) -> bool:
@@ -132,10 +154,15 @@ def _no_rdma_verdict(devices: list[str] | None) -> Verdict:
     # ERROR never drains a node that lost every adapter
     said = "no RDMA device under /sys/class/infiniband (driver not loaded or adapters gone)"
     if devices:
-        return Verdict(Status.FAIL, f"{said}; expected {', '.join(devices)}", observed={"devices": []},
-                       expected={"devices": list(devices)})
-    return Verdict(Status.FAIL, f"{said}; expected a RoCE (Ethernet) port", observed={"ports": 0},
-                   expected={"ports": ">= 1"})
+        return Verdict(
+            Status.FAIL,
+            f"{said}; expected {', '.join(devices)}",
+            observed={"devices": []},
+            expected={"devices": list(devices)},
+        )
+    return Verdict(
+        Status.FAIL, f"{said}; expected a RoCE (Ethernet) port", observed={"ports": 0}, expected={"ports": ">= 1"}
+    )
 
 
 # NCCL's setEnvFile takes NAME=VALUE as written (no spaces trimmed around "="): so do we
@@ -152,12 +179,15 @@ def _job_gid_index(text: str, want: RoceGids) -> tuple[int | None, str]:
     def in_file(name: str) -> str:
         section = sections.get(name)
         found = _NCCL_CONF.findall(section.text) if section else []
-        return found[0] if found else ""       # the first line wins: setenv does not overwrite
-    for value, source in ((env, "NCCL_IB_GID_INDEX in nodecheck's SSH environment"),
-                          (in_file("user.conf"), "NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf"),
-                          (in_file("nccl.conf"), "NCCL_IB_GID_INDEX in /etc/nccl.conf")):
+        return found[0] if found else ""  # the first line wins: setenv does not overwrite
+
+    for value, source in (
+        (env, "NCCL_IB_GID_INDEX in nodecheck's SSH environment"),
+        (in_file("user.conf"), "NCCL_IB_GID_INDEX in NCCL_CONF_FILE or ~/.nccl.conf"),
+        (in_file("nccl.conf"), "NCCL_IB_GID_INDEX in /etc/nccl.conf"),
+    ):
         if value.lstrip("-").isdigit() and int(value) >= 0:
-            return int(value), source          # -1 means "auto", as unset
+            return int(value), source  # -1 means "auto", as unset
     return None, "NCCL's own choice"
 
 
@@ -165,24 +195,38 @@ def _judge_port(port: RdmaPort, index: int | None, source: str) -> tuple[Verdict
     where = f"{port.ca}/{port.port}" + (f" ({', '.join(port.netdevs)})" if port.netdevs else "")
     v2 = [g for g in port.gids if g.is_roce_v2_ipv4]
     table = {g.index: f"{g.ipv4 or g.gid} {g.type or '?'}" for g in port.gids}
-    observed = {"roce_v2_ipv4": {str(g.index): g.ipv4 for g in v2}, "table": table,
-                "state": port.state}
+    observed = {"roce_v2_ipv4": {str(g.index): g.ipv4 for g in v2}, "table": table, "state": port.state}
     if not v2:
-        return Verdict(Status.FAIL, f"{where}: no RoCE v2 IPv4 GID (entries: {_entries(port)}); "
-                       "the port has no IPv4 address or it was dropped", port.where, observed,
-                       {"roce_v2_ipv4": "present"}), v2
+        return Verdict(
+            Status.FAIL,
+            f"{where}: no RoCE v2 IPv4 GID (entries: {_entries(port)}); the port has no IPv4 address or it was dropped",
+            port.where,
+            observed,
+            {"roce_v2_ipv4": "present"},
+        ), v2
     if index is not None:
         at = next((g for g in port.gids if g.index == index), None)
         if at is None or not at.is_roce_v2_ipv4:
             what = "empty" if at is None else f"{at.ipv4 or at.gid} {at.type or 'type unknown'}"
-            return Verdict(Status.FAIL, f"{where}: GID index {index} ({source}) is {what}, not RoCE v2 "
-                           f"IPv4; the RoCE v2 IPv4 GID is at {', '.join(str(g.index) for g in v2)}",
-                           port.where, observed, {"gid_index": index, "type": "RoCE v2 IPv4"}), v2
-        return Verdict(Status.PASS, f"{where}: RoCE v2 IPv4 GID {at.ipv4} at index {index} ({source})",
-                       port.where, observed, {"gid_index": index}), v2
+            return Verdict(
+                Status.FAIL,
+                f"{where}: GID index {index} ({source}) is {what}, not RoCE v2 "
+                f"IPv4; the RoCE v2 IPv4 GID is at {', '.join(str(g.index) for g in v2)}",
+                port.where,
+                observed,
+                {"gid_index": index, "type": "RoCE v2 IPv4"},
+            ), v2
+        return Verdict(
+            Status.PASS,
+            f"{where}: RoCE v2 IPv4 GID {at.ipv4} at index {index} ({source})",
+            port.where,
+            observed,
+            {"gid_index": index},
+        ), v2
     gids_text = ", ".join(f"{g.ipv4} at {g.index}" for g in v2)
-    return Verdict(Status.PASS, f"{where}: RoCE v2 IPv4 GID {gids_text} (no index pinned: {source})",
-                   port.where, observed, {}), v2
+    return Verdict(
+        Status.PASS, f"{where}: RoCE v2 IPv4 GID {gids_text} (no index pinned: {source})", port.where, observed, {}
+    ), v2
 
 
 def _entries(port: RdmaPort) -> str:
@@ -194,16 +238,31 @@ def _index_drift(where: str, by_index: Mapping[str, int], status: Status) -> Ite
     if len(counts) < 2:
         return
     (common, n), *rest = counts.most_common()
-    if rest and rest[0][1] == n:               # no majority: say so on every node
-        yield tuple(by_index), Verdict(status, f"{where}: nodes disagree on the RoCE v2 IPv4 GID index "
-                                       f"with no majority ({_groups(by_index)}); pin gid_index", where,
-                                       {"indices": dict(by_index)})
+    if rest and rest[0][1] == n:  # no majority: say so on every node
+        yield (
+            tuple(by_index),
+            Verdict(
+                status,
+                f"{where}: nodes disagree on the RoCE v2 IPv4 GID index "
+                f"with no majority ({_groups(by_index)}); pin gid_index",
+                where,
+                {"indices": dict(by_index)},
+            ),
+        )
         return
     for index in [i for i, _ in rest]:
         nodes = tuple(n for n, i in by_index.items() if i == index)
-        yield nodes, Verdict(status, f"{where}: RoCE v2 IPv4 GID at index {index} on {fold(nodes)}, "
-                             f"at {common} on {n} nodes: a job pinned to one index breaks on the others",
-                             where, {"gid_index": index}, {"gid_index": common})
+        yield (
+            nodes,
+            Verdict(
+                status,
+                f"{where}: RoCE v2 IPv4 GID at index {index} on {fold(nodes)}, "
+                f"at {common} on {n} nodes: a job pinned to one index breaks on the others",
+                where,
+                {"gid_index": index},
+                {"gid_index": common},
+            ),
+        )
 
 
 def _groups(by_index: Mapping[str, int]) -> str:
@@ -215,7 +274,7 @@ def _groups(by_index: Mapping[str, int]) -> str:
 
 # --- roce.networkmanager --------------------------------------------------------------------------
 
-_NM_SCRIPT = r'''
+_NM_SCRIPT = r"""
 echo "@@nodecheck begin running"
 nmcli -t -f RUNNING general 2>&1; echo "@@nodecheck end running rc=$?"
 echo "@@nodecheck begin devices"
@@ -236,10 +295,12 @@ for p in /sys/class/infiniband/*/ports/*; do
   ca=${p%/ports/*}; echo "${ca##*/}/${p##*/} $dev"
 done
 echo "@@nodecheck end rdma_netdevs rc=0"
-'''
+"""
 NM_PROBE = Probe("networkmanager", ("sh", "-c", _NM_SCRIPT), timeout_s=15)
-FIX = ("add to /etc/NetworkManager/conf.d/99-rdma-unmanaged.conf: [keyfile] unmanaged-devices={}; "
-       "then `nmcli general reload` (or restart NetworkManager)")
+FIX = (
+    "add to /etc/NetworkManager/conf.d/99-rdma-unmanaged.conf: [keyfile] unmanaged-devices={}; "
+    "then `nmcli general reload` (or restart NetworkManager)"
+)
 
 
 class RoceNetworkManager(BaseModel):
@@ -266,12 +327,15 @@ def networkmanager(out: Captures, want: RoceNetworkManager) -> Iterator[Verdict]
         yield Verdict(Status.PASS, "NetworkManager is not installed (nmcli not found)")
         return
     answer = running.text.strip()
-    if running.rc == 8 or "not running" in answer.lower():      # nmcli's exit 8: NM is not running
+    if running.rc == 8 or "not running" in answer.lower():  # nmcli's exit 8: NM is not running
         yield Verdict(Status.PASS, f"NetworkManager is not running ({answer or 'exit 8'})")
         return
     if running.rc != 0 or answer not in ("running", "starting"):
-        yield Verdict(Status.ERROR, f"nmcli failed (exit {running.rc}): {answer[:100] or 'no output'}",
-                      excerpt=excerpt(running.text))
+        yield Verdict(
+            Status.ERROR,
+            f"nmcli failed (exit {running.rc}): {answer[:100] or 'no output'}",
+            excerpt=excerpt(running.text),
+        )
         return
     devices_section = sections.require("devices", "networkmanager")
     states = parse_nmcli_devices(devices_section.text)
@@ -283,21 +347,32 @@ def networkmanager(out: Captures, want: RoceNetworkManager) -> Iterator[Verdict]
             continue
         state = states.get(dev)
         if state == "unmanaged" or (state is None and is_unmanaged(dev, specs)):
-            yield Verdict(Status.PASS, f"{where} ({dev}): unmanaged by NetworkManager", where,
-                          {"netdev": dev, "nm_state": state or "unmanaged (config)"})
+            yield Verdict(
+                Status.PASS,
+                f"{where} ({dev}): unmanaged by NetworkManager",
+                where,
+                {"netdev": dev, "nm_state": state or "unmanaged (config)"},
+            )
         else:
             managed.append((where, dev, state))
     if managed:
         names = ";".join(f"interface-name:{dev}" for _, dev, _ in managed)
         listed = ", ".join(f"{dev} ({where}, {state or 'not listed by nmcli'})" for where, dev, state in managed)
-        yield Verdict(Status.WARN, f"NetworkManager manages RDMA netdevs {listed}: a link flap can drop "
-                      f"their address and renumber the RoCE GID table; fix: {FIX.format(names)}",
-                      "", {"managed": [dev for _, dev, _ in managed]}, {"nm_state": "unmanaged"})
+        yield Verdict(
+            Status.WARN,
+            f"NetworkManager manages RDMA netdevs {listed}: a link flap can drop "
+            f"their address and renumber the RoCE GID table; fix: {FIX.format(names)}",
+            "",
+            {"managed": [dev for _, dev, _ in managed]},
+            {"nm_state": "unmanaged"},
+        )
 
 
 # --- roce.gid_stability (disruptive) --------------------------------------------------------------
 
-_FLAP_SCRIPT = _TABLE + r'''
+_FLAP_SCRIPT = (
+    _TABLE
+    + r"""
 ca=$1 port=$2 dev=$3 down_s=$4 wait_s=$5 settle_s=$6 guard_s=$7
 p=/sys/class/infiniband/$ca/ports/$port
 command -v pgrep >/dev/null 2>&1 || { echo "pgrep not found (procps): cannot tell whether jobs run here, not flapping" >&2; exit 69; }
@@ -360,9 +435,10 @@ echo "@@nodecheck final_state $state"
 echo "@@nodecheck final_operstate $(cat "/sys/class/net/$dev/operstate" 2>/dev/null)"
 kill -s TERM -- "-$guard" 2>/dev/null                  # the guard and its sleep: the port is up
 exit 0
-'''
+"""
+)
 
-_VERIFY_SCRIPT = r'''
+_VERIFY_SCRIPT = r"""
 ca=$1 port=$2 dev=$3 wait_s=$4
 p=/sys/class/infiniband/$ca/ports/$port
 end=$(( $(date +%s) + wait_s ))
@@ -376,25 +452,38 @@ case "$state" in *ACTIVE*) ;; *) ip link set dev "$dev" up 2>&1 && echo "@@nodec
 echo "@@nodecheck final_state $state"
 echo "@@nodecheck final_operstate $(cat "/sys/class/net/$dev/operstate" 2>/dev/null)"
 echo "@@nodecheck address $(ip -o -4 addr show dev "$dev" 2>/dev/null | sed -n 's/.* inet \([^ ]*\).*/\1/p' | head -1)"
-'''
+"""
 
 
 class GidStability(BaseModel):
     """How the flap is done; the check runs only with `--allow-disruptive` as well."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    devices: Optional[list[DeviceName]] = Field(None, min_length=1, description="RDMA devices to flap; "
-                                         "unset: every RoCE port with a RoCE v2 IPv4 GID")
+    devices: list[DeviceName] | None = Field(
+        None, min_length=1, description="RDMA devices to flap; unset: every RoCE port with a RoCE v2 IPv4 GID"
+    )
     down_s: float = Field(2, gt=0, le=60, allow_inf_nan=False, description="how long the netdev stays down")
-    wait_s: int = Field(60, ge=1, le=600, strict=True,
-                        description="how long to wait for the port Active and its address back")
-    settle_s: float = Field(5, ge=0, le=300, allow_inf_nan=False,
-                            description="then wait this long for late GID changes (NetworkManager, DHCP)")
-    guard_s: int = Field(30, ge=5, le=900, strict=True,
-                         description="the restore scheduled on the node brings the port up after this "
-                                     "many seconds if nodecheck's session is lost")
+    wait_s: int = Field(
+        60, ge=1, le=600, strict=True, description="how long to wait for the port Active and its address back"
+    )
+    settle_s: float = Field(
+        5,
+        ge=0,
+        le=300,
+        allow_inf_nan=False,
+        description="then wait this long for late GID changes (NetworkManager, DHCP)",
+    )
+    guard_s: int = Field(
+        30,
+        ge=5,
+        le=900,
+        strict=True,
+        description="the restore scheduled on the node brings the port up after this "
+        "many seconds if nodecheck's session is lost",
+    )
 
     @model_validator(mode="after")
-    def _valid(self) -> "GidStability":
+    def _valid(self) -> GidStability:
         if self.guard_s <= self.down_s:
             raise ValueError("guard_s must be longer than down_s")
         return self
@@ -408,14 +497,19 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
     Slurm job step or GPU processes; schedules the port's restore on the node before taking it down."""
     if not ctx.allow_disruptive:
         for node in ctx.nodes:
-            yield (node,), Verdict(Status.SKIPPED, "disruptive (takes RoCE ports down): not run without "
-                                   "--allow-disruptive")
+            yield (
+                (node,),
+                Verdict(Status.SKIPPED, "disruptive (takes RoCE ports down): not run without --allow-disruptive"),
+            )
         return
     plans: dict[str, list[RdmaPort]] = {}
     for node in ctx.nodes:
         try:
-            ports = [p for p in _roce_ports(ctx.captures[node][ROCE_GIDS.name].stdout, want.devices)
-                     if any(g.is_roce_v2_ipv4 for g in p.gids)]
+            ports = [
+                p
+                for p in _roce_ports(ctx.captures[node][ROCE_GIDS.name].stdout, want.devices)
+                if any(g.is_roce_v2_ipv4 for g in p.gids)
+            ]
         except ParseError as e:
             yield (node,), Verdict(Status.ERROR, f"cannot read the GID table: {e.reason}", excerpt=e.excerpt)
             continue
@@ -424,8 +518,14 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
             continue
         bad = [p for p in ports if len(p.netdevs) != 1 or not is_device_name(p.netdevs[0])]
         for p in bad:
-            yield (node,), Verdict(Status.ERROR, f"{p.where}: cannot tell which netdev to flap "
-                                   f"({', '.join(p.netdevs) or 'none'})", p.where)
+            yield (
+                (node,),
+                Verdict(
+                    Status.ERROR,
+                    f"{p.where}: cannot tell which netdev to flap ({', '.join(p.netdevs) or 'none'})",
+                    p.where,
+                ),
+            )
         if ports := [p for p in ports if p not in bad]:
             plans[node] = ports
     # every node at once, its ports one after the other
@@ -438,13 +538,30 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
 def _flap(ctx: ActiveContext, want: GidStability, node: str, port: RdmaPort) -> Verdict:
     dev = port.netdevs[0]
     where = f"{port.where} ({dev})"
-    flap = Probe(f"roce_flap.{port.ca}.{port.port}",
-                 ("sh", "-c", _FLAP_SCRIPT, "sh", port.ca, str(port.port), dev, fmt(want.down_s),
-                  str(want.wait_s), fmt(want.settle_s), str(want.guard_s)),
-                 timeout_s=want.down_s + want.wait_s + want.settle_s + 30)
-    if ctx.left() < flap.timeout_s:             # never start a flap the deadline would cut
-        return Verdict(Status.SKIPPED, f"{where}: not flapped: {ctx.left():.0f} s left before the run's "
-                       f"deadline, the flap may take {flap.timeout_s:.0f} s", port.where)
+    flap = Probe(
+        f"roce_flap.{port.ca}.{port.port}",
+        (
+            "sh",
+            "-c",
+            _FLAP_SCRIPT,
+            "sh",
+            port.ca,
+            str(port.port),
+            dev,
+            fmt(want.down_s),
+            str(want.wait_s),
+            fmt(want.settle_s),
+            str(want.guard_s),
+        ),
+        timeout_s=want.down_s + want.wait_s + want.settle_s + 30,
+    )
+    if ctx.left() < flap.timeout_s:  # never start a flap the deadline would cut
+        return Verdict(
+            Status.SKIPPED,
+            f"{where}: not flapped: {ctx.left():.0f} s left before the run's "
+            f"deadline, the flap may take {flap.timeout_s:.0f} s",
+            port.where,
+        )
     started = time.monotonic()
     out = ctx.run(node, flap)
     facts = split_sections(out.stdout, "roce_flap").facts if out.stdout else {}
@@ -454,31 +571,60 @@ def _flap(ctx: ActiveContext, want: GidStability, node: str, port: RdmaPort) -> 
         try:
             return _judge_flap(where, port, out, facts)
         except ParseError as e:
-            return Verdict(Status.ERROR, f"{where}: cannot read the GID table around the flap: {e.reason}; "
-                           f"port {facts['final_state']} after it", port.where,
-                           {"final_state": facts["final_state"]}, excerpt=e.excerpt)
-    if out.outcome is Outcome.EXITED and "guard" not in facts:   # refused before touching the port
+            return Verdict(
+                Status.ERROR,
+                f"{where}: cannot read the GID table around the flap: {e.reason}; port {facts['final_state']} after it",
+                port.where,
+                {"final_state": facts["final_state"]},
+                excerpt=e.excerpt,
+            )
+    if out.outcome is Outcome.EXITED and "guard" not in facts:  # refused before touching the port
         first = next((ln.strip() for ln in split_lines(out.stderr) if ln.strip()), "no message")
-        return Verdict(Status.ERROR, f"{where}: not flapped: the flap script exited {out.exit_code}: {first}",
-                       port.where, excerpt=excerpt(out.stderr + out.stdout))
+        return Verdict(
+            Status.ERROR,
+            f"{where}: not flapped: the flap script exited {out.exit_code}: {first}",
+            port.where,
+            excerpt=excerpt(out.stderr + out.stdout),
+        )
     # cut short (connection lost, timeout): the guard brings the port back; make sure, and say so
     left = max(1, int(want.guard_s - (time.monotonic() - started)) + 10)
-    verify = ctx.run(node, Probe(f"roce_flap_verify.{port.ca}.{port.port}",
-                                 ("sh", "-c", _VERIFY_SCRIPT, "sh", port.ca, str(port.port), dev, str(left)),
-                                 timeout_s=left + 20), fresh=True, cleanup=True)
+    verify = ctx.run(
+        node,
+        Probe(
+            f"roce_flap_verify.{port.ca}.{port.port}",
+            ("sh", "-c", _VERIFY_SCRIPT, "sh", port.ca, str(port.port), dev, str(left)),
+            timeout_s=left + 20,
+        ),
+        fresh=True,
+        cleanup=True,
+    )
     vf = split_sections(verify.stdout, "roce_flap_verify").facts if verify.outcome is Outcome.EXITED else {}
-    how = f"{out.outcome.value}" + (f" (exit {out.exit_code})" if out.exit_code is not None else "") + \
-        (f": {out.detail}" if out.detail else "")
+    how = (
+        f"{out.outcome.value}"
+        + (f" (exit {out.exit_code})" if out.exit_code is not None else "")
+        + (f": {out.detail}" if out.detail else "")
+    )
     if "ACTIVE" not in vf.get("final_state", ""):
-        return Verdict(Status.FAIL, f"{where}: the flap was cut short ({how}) and the port is still "
-                       f"{vf.get('final_state') or 'in an unknown state'} after the guard; bring it up: "
-                       f"ip link set dev {dev} up", port.where, {"final_state": vf.get("final_state")},
-                       {"final_state": "ACTIVE"}, excerpt(out.stdout + out.stderr + verify.stdout))
+        return Verdict(
+            Status.FAIL,
+            f"{where}: the flap was cut short ({how}) and the port is still "
+            f"{vf.get('final_state') or 'in an unknown state'} after the guard; bring it up: "
+            f"ip link set dev {dev} up",
+            port.where,
+            {"final_state": vf.get("final_state")},
+            {"final_state": "ACTIVE"},
+            excerpt(out.stdout + out.stderr + verify.stdout),
+        )
     restored = "nodecheck" if "restored_by" in vf else "the guard or the flap"
-    return Verdict(Status.ERROR, f"{where}: the flap was cut short ({how}); the port is back "
-                   f"({vf['final_state']}, address {vf.get('address') or 'none'}, restored by {restored}); "
-                   "GID stability not judged", port.where, {"final_state": vf["final_state"]},
-                   excerpt=excerpt(out.stdout + out.stderr))
+    return Verdict(
+        Status.ERROR,
+        f"{where}: the flap was cut short ({how}); the port is back "
+        f"({vf['final_state']}, address {vf.get('address') or 'none'}, restored by {restored}); "
+        "GID stability not judged",
+        port.where,
+        {"final_state": vf["final_state"]},
+        excerpt=excerpt(out.stdout + out.stderr),
+    )
 
 
 def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, str]) -> Verdict:
@@ -488,14 +634,25 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
     final = facts.get("final_state", "")
     table_state = _state_of(sections.require("after", "roce_flap").text, port)
     if table_state and "ACTIVE" not in table_state:
-        final = table_state                    # the table read after the flap has the last word
-    observed = {"before": {str(g.index): g.ipv4 for g in before}, "after": {str(g.index): g.ipv4 for g in after},
-                "final_state": final, "recovered_after_s": facts.get("recovered_after_s"),
-                "address_before": facts.get("address_before"), "address_after": facts.get("address_after")}
+        final = table_state  # the table read after the flap has the last word
+    observed = {
+        "before": {str(g.index): g.ipv4 for g in before},
+        "after": {str(g.index): g.ipv4 for g in after},
+        "final_state": final,
+        "recovered_after_s": facts.get("recovered_after_s"),
+        "address_before": facts.get("address_before"),
+        "address_after": facts.get("address_after"),
+    }
     if "ACTIVE" not in final:
-        return Verdict(Status.FAIL, f"{where}: port {final or 'state unknown'} after the flap, not ACTIVE "
-                       f"(the guard brings it up; check `ip link show {port.netdevs[0]}`)", port.where,
-                       observed, {"final_state": "ACTIVE"}, excerpt(out.stdout))
+        return Verdict(
+            Status.FAIL,
+            f"{where}: port {final or 'state unknown'} after the flap, not ACTIVE "
+            f"(the guard brings it up; check `ip link show {port.netdevs[0]}`)",
+            port.where,
+            observed,
+            {"final_state": "ACTIVE"},
+            excerpt(out.stdout),
+        )
     problems = []
     for ip in sorted(_ipv4s(before)):
         old = sorted(g.index for g in before if g.ipv4 == ip)
@@ -509,13 +666,24 @@ def _judge_flap(where: str, port: RdmaPort, out: Capture, facts: Mapping[str, st
     for ip in sorted(_ipv4s(after) - _ipv4s(before)):
         problems.append(f"{ip} appeared at index {_list(sorted(g.index for g in after if g.ipv4 == ip))}")
     if problems:
-        return Verdict(Status.FAIL, f"{where}: RoCE v2 IPv4 GID changed across a port flap: "
-                       f"{'; '.join(problems)}; running jobs pinned to the old index lose their peers "
-                       "(is NetworkManager managing it? see roce.networkmanager)", port.where, observed,
-                       {"after": observed["before"]}, excerpt(out.stdout))
-    return Verdict(Status.PASS, f"{where}: RoCE v2 IPv4 GID stable across the flap "
-                   f"({', '.join(f'{g.ipv4} at {g.index}' for g in after)}); port ACTIVE, address back "
-                   f"after {facts.get('recovered_after_s', '?')} s", port.where, observed)
+        return Verdict(
+            Status.FAIL,
+            f"{where}: RoCE v2 IPv4 GID changed across a port flap: "
+            f"{'; '.join(problems)}; running jobs pinned to the old index lose their peers "
+            "(is NetworkManager managing it? see roce.networkmanager)",
+            port.where,
+            observed,
+            {"after": observed["before"]},
+            excerpt(out.stdout),
+        )
+    return Verdict(
+        Status.PASS,
+        f"{where}: RoCE v2 IPv4 GID stable across the flap "
+        f"({', '.join(f'{g.ipv4} at {g.index}' for g in after)}); port ACTIVE, address back "
+        f"after {facts.get('recovered_after_s', '?')} s",
+        port.where,
+        observed,
+    )
 
 
 def _own(text: str, port: RdmaPort) -> dict:

@@ -1,12 +1,14 @@
 """Register "one value per node, all nodes agree or match a pin" checks from a per-node reader."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence, cast
+from typing import cast
 
-from nodecheck.judging.drift import PinOrDrift, gather, judge_values
 from nodecheck.core.model import Probe, Status
 from nodecheck.core.registry import Captures, check
+from nodecheck.judging.drift import PinOrDrift, gather, judge_values
 
 Reader = Callable[[Captures, PinOrDrift], str]
 
@@ -14,7 +16,8 @@ Reader = Callable[[Captures, PinOrDrift], str]
 @dataclass(frozen=True)
 class ValueCheck:
     """What `nodecheck baseline` and `nodecheck facts` need to read the same value a check judges."""
-    name: str                                  # "nccl.version"
+
+    name: str  # "nccl.version"
     probes: Callable[[PinOrDrift], Sequence[Probe]]
     read: Reader
 
@@ -25,13 +28,17 @@ VALUE_CHECKS: dict[str, ValueCheck] = {}
 def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc: str) -> Callable:
     """Decorate a reader `(captures, params) -> value` (raising Absent or ParseError) to register
     a fleet check that pins and/or compares that value across the run's nodes."""
+
     def register(read: Reader) -> Reader:
         def judge(by_node: Mapping[str, Captures], want: PinOrDrift) -> Iterator:
-            values, problems = gather(by_node, lambda out: read(cast(Captures, out), want), what=what, absent=want.absent)
+            values, problems = gather(
+                by_node, lambda out: read(cast(Captures, out), want), what=what, absent=want.absent
+            )
             yield from problems
             # unreadable nodes may hold any value: the reference must be a majority with them counted
             unread = sum(1 for _, v in problems if v.status is Status.ERROR)
             yield from judge_values(values, want, what=what, total=len(values) + unread)
+
         judge.__doc__ = doc
         # the judge stands for the reader's check: `a.b` is function `b` of the reader's module
         # (tests/checks/test_registry_layout.py), which tracebacks and the checks reference name
@@ -41,4 +48,5 @@ def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc:
         probe_list = probes if callable(probes) else (lambda _params, _p=tuple(probes): _p)
         VALUE_CHECKS[name] = ValueCheck(name, probe_list, read)
         return read
+
     return register

@@ -1,5 +1,6 @@
 """Command line: parses arguments (cli.parser), calls the command, prints its errors, sets the exit
 code; the console scripts' entry points. No logic lives here."""
+
 from __future__ import annotations
 
 import sys
@@ -13,39 +14,50 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.version:
         from nodecheck import __version__
+
         print(f"nodecheck {__version__}")
         return 0
     if args.command is None:
         build_parser().print_help()
         return 64
     from nodecheck.core.errors import ConfigError  # imported late: --help must start fast
+
     try:
         if args.command == "checks":
             from nodecheck.app.checks_command import list_checks
+
             print(list_checks(args.format), end="")
             return 0
         if args.command in ("prolog", "health"):
             from nodecheck.gate import command as gatecmd
+
             return gatecmd.gate_command(args)
         if args.command == "sweep":
             from nodecheck.fleet.sweep import sweep_command
+
             return sweep_command(args)
         if args.command == "job-check":
             from nodecheck.job.command import job_check_command
+
             return job_check_command(args)
         if args.command == "watch":
             from nodecheck.watch.command import watch_command
+
             return watch_command(args)
         if args.command == "forensics":
             from nodecheck.forensics.command import forensics_command
+
             return forensics_command(args)
         if args.command == "history":
             from nodecheck.fleet.history import history_command
+
             return history_command(args)
         if args.command == "run":
             from nodecheck.app.run_command import run_command
+
             return run_command(args)
         from nodecheck.app.facts_command import baseline_command, facts_command
+
         return {"facts": facts_command, "baseline": baseline_command}[args.command](args)
     except ConfigError as e:
         print(f"nodecheck: error: {e}", file=sys.stderr)
@@ -60,6 +72,7 @@ def entry(argv: list[str] | None = None) -> None:
     threads stuck past every timeout (reported, not waited for); finalizing the interpreter
     around them costs time and can hang. Output is flushed first; report files are closed."""
     import os
+
     _narrow_umask()
     code = main(argv)
     sys.stdout.flush()
@@ -72,6 +85,7 @@ def _narrow_umask() -> None:
     (a log opened for appending, what a hook or a tool started here writes). nodecheck's own files
     get their modes explicitly anyway (report.store: 0640/0750, forensics 0600/0700)."""
     import os
+
     os.umask(os.umask(0o027) | 0o027)
 
 
@@ -83,10 +97,11 @@ def prolog_entry() -> None:
     bad arguments and nodecheck's own crashes included (they are on stderr, which slurmd logs)."""
     import os
     import traceback
+
     _narrow_umask()
     try:
         code = main(["prolog", *sys.argv[1:]])
-    except SystemExit as e:                    # argparse
+    except SystemExit as e:  # argparse
         code = e.code if isinstance(e.code, int) else 64
     except BaseException:
         traceback.print_exc()

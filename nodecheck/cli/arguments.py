@@ -1,6 +1,7 @@
 """argparse types for nodecheck's arguments: a bad value is bad input (exit 64) before anything runs.
 
 Kept free of nodecheck's heavier modules: `nodecheck --help` must not import pydantic."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,6 +10,7 @@ import math
 
 def whole_number(low: int, high: int):
     """An argparse type: a whole number in low..high."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -19,6 +21,7 @@ def whole_number(low: int, high: int):
         if value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high}, got {text}")
         return value
+
     return parse
 
 
@@ -29,6 +32,7 @@ def positive_int(high: int):
 
 def positive_float(high: float):
     """An argparse type: a finite number of seconds in (0, high]; inf and nan are typos, not 'forever'."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -41,10 +45,11 @@ def positive_float(high: float):
         if value > high:
             raise argparse.ArgumentTypeError(f"must be <= {high:g} seconds, got {text}")
         return value
+
     return parse
 
 
-DRAIN_ON = ("fail", "timeout", "unreachable")       # = config.gate_settings.DrainOn (a test holds them together)
+DRAIN_ON = ("fail", "timeout", "unreachable")  # = config.gate_settings.DrainOn (a test holds them together)
 
 
 def drain_on(text: str) -> tuple[str, ...]:

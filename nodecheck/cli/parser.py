@@ -1,5 +1,6 @@
 """The command line's grammar: every subcommand, its arguments and their help. Parsing only: what a
 command does lives in nodecheck.app and the command modules it names."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,50 +16,86 @@ EXIT_CODES = """exit codes:
   3   could not judge (error, timeout, unreachable or skipped) and no failure
   64  bad input: inventory, playbook or arguments (nothing was run)"""
 
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):              # bad arguments are bad input: 64, not argparse's 2
+    def error(self, message: str):  # bad arguments are bad input: 64, not argparse's 2
         self.print_usage(sys.stderr)
         self.exit(64, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="nodecheck", description="Prove GPU cluster nodes are fit to run a distributed "
-                "job before it starts, and say which node is not and why.",
-                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(
+        prog="nodecheck",
+        description="Prove GPU cluster nodes are fit to run a distributed "
+        "job before it starts, and say which node is not and why.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="store_true", help="print the version and exit")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    run = sub.add_parser("run", help="run a playbook on the inventory's nodes", epilog=EXIT_CODES,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = sub.add_parser(
+        "run",
+        help="run a playbook on the inventory's nodes",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--playbook", default="default", help="shipped playbook name or a path (default: default)")
-    run.add_argument("--pins", action="append", default=[], metavar="FILE",
-                     help="include this pins file (what `nodecheck baseline` writes) in the playbook; "
-                          "may be given more than once")
-    run.add_argument("--format", choices=["table", "json", "junit"], default="table",
-                     help="stdout: the human table (default), exactly one JSON document, or JUnit XML "
-                          "(one testcase per node x check, for CI dashboards)")
+    run.add_argument(
+        "--pins",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="include this pins file (what `nodecheck baseline` writes) in the playbook; may be given more than once",
+    )
+    run.add_argument(
+        "--format",
+        choices=["table", "json", "junit"],
+        default="table",
+        help="stdout: the human table (default), exactly one JSON document, or JUnit XML "
+        "(one testcase per node x check, for CI dashboards)",
+    )
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
-    run.add_argument("--job-env", metavar="FILE",
-                     help="the environment the job will run with (KEY=VALUE lines, as a job script "
-                          "sources them): checked by nccl.env and used by the nccl-tests checks; "
-                          "its values override the playbook's env")
-    run.add_argument("--allow-disruptive", action="store_true",
-                     help="let checks the playbook enabled as disruptive run (roce.gid_stability takes "
-                          "RoCE ports down and up); without it they are SKIPPED, never run")
+    run.add_argument(
+        "--job-env",
+        metavar="FILE",
+        help="the environment the job will run with (KEY=VALUE lines, as a job script "
+        "sources them): checked by nccl.env and used by the nccl-tests checks; "
+        "its values override the playbook's env",
+    )
+    run.add_argument(
+        "--allow-disruptive",
+        action="store_true",
+        help="let checks the playbook enabled as disruptive run (roce.gid_stability takes "
+        "RoCE ports down and up); without it they are SKIPPED, never run",
+    )
     _target_args(run)
-    facts = sub.add_parser("facts", help="print every node's gathered facts (GPUs, versions, HCAs, "
-                           "image digest) without judging them")
-    facts.add_argument("--format", choices=["table", "json"], default="table",
-                       help="stdout: one line per node (default) or the full facts as JSON")
+    facts = sub.add_parser(
+        "facts", help="print every node's gathered facts (GPUs, versions, HCAs, image digest) without judging them"
+    )
+    facts.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="stdout: one line per node (default) or the full facts as JSON",
+    )
     _image_args(facts)
     _target_args(facts)
-    base = sub.add_parser("baseline", help="print the pins (expect: values) a known-good set of nodes "
-                          "agrees on, as a YAML file a playbook can include", epilog=BASELINE_EPILOG,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    base = sub.add_parser(
+        "baseline",
+        help="print the pins (expect: values) a known-good set of nodes "
+        "agrees on, as a YAML file a playbook can include",
+        epilog=BASELINE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _image_args(base)
     _target_args(base)
     checks = sub.add_parser("checks", help="list every check with its description and parameters")
-    checks.add_argument("--format", choices=("text", "markdown"), default="text",
-                        help="text (default) or markdown: the checks reference docs/checks.md is this output")
+    checks.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="text (default) or markdown: the checks reference docs/checks.md is this output",
+    )
     _gate_parsers(sub)
     _job_parsers(sub)
     return p
@@ -80,56 +117,114 @@ watcher itself failed (a bug: see stderr)"""
 
 def _job_parsers(sub) -> None:
     """job-check and watch: the job itself, before it starts and while it runs."""
-    jc = sub.add_parser("job-check", help="check a job's own invariants before launching it (data balance, "
-                        "world size, env consistency, timeouts, flight recorder, checkpoints, retries)",
-                        epilog=JOB_CHECK_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    jc = sub.add_parser(
+        "job-check",
+        help="check a job's own invariants before launching it (data balance, "
+        "world size, env consistency, timeouts, flight recorder, checkpoints, retries)",
+        epilog=JOB_CHECK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     jc.add_argument("job", metavar="JOB_YML", help="the job's description (see README, 'Job guard')")
     where = jc.add_mutually_exclusive_group()
-    where.add_argument("--inventory", metavar="HOSTS_YML", help="the job's nodes: these inventory nodes "
-                       "(with --slurm-job: how to reach the job's nodes)")
+    where.add_argument(
+        "--inventory",
+        metavar="HOSTS_YML",
+        help="the job's nodes: these inventory nodes (with --slurm-job: how to reach the job's nodes)",
+    )
     where.add_argument("--local", action="store_true", help="only this machine, no SSH")
-    jc.add_argument("--slurm-job", metavar="ID", help="the job's allocation: its nodes and GPUs from "
-                    "scontrol (default: $SLURM_JOB_ID when set)")
+    jc.add_argument(
+        "--slurm-job",
+        metavar="ID",
+        help="the job's allocation: its nodes and GPUs from scontrol (default: $SLURM_JOB_ID when set)",
+    )
     jc.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these inventory nodes")
-    jc.add_argument("--format", choices=["table", "json", "junit"], default="table",
-                    help="stdout: the table (default), one JSON document, or JUnit XML")
+    jc.add_argument(
+        "--format",
+        choices=["table", "json", "junit"],
+        default="table",
+        help="stdout: the table (default), one JSON document, or JUnit XML",
+    )
     jc.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
-    jc.add_argument("--deadline", type=positive_float(MAX_DEADLINE_S), metavar="SECONDS",
-                    help="bound on the whole check (default 120)")
+    jc.add_argument(
+        "--deadline",
+        type=positive_float(MAX_DEADLINE_S),
+        metavar="SECONDS",
+        help="bound on the whole check (default 120)",
+    )
     _reach_args(jc)
-    watch = sub.add_parser("watch", help="watch a running job from outside: progressing, checkpointing, "
-                           "slow, straggler, hung (the power-deadlock signature), crashed, completed",
-                           epilog=WATCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _job_target_args(watch, inventory="hosts.yml: watch these nodes (with --match); with --slurm-job: how to "
-                     "reach the job's nodes (nodes not in it are reached by name)",
-                     slurm_job="the job: its nodes and state from scontrol",
-                     match="; default: the config's `match`")
-    watch.add_argument("--config", metavar="FILE", help="watch settings (YAML): progress log and regexes, "
-                       "bounds, alerts; a JOB.yml's `watch:` block works too")
-    watch.add_argument("--log", metavar="PATH", help="the job's log on each node ({node} is the node's name); "
-                       "overrides the config's progress.log")
-    watch.add_argument("--heartbeat", metavar="PATH", help="a file the job touches as it progresses (its "
-                       "modification time is the progress signal); overrides the config's progress.heartbeat")
-    watch.add_argument("--interval", type=positive_float(3600.0), metavar="SECONDS",
-                       help="seconds between samples (default: the config's interval_s, else 30)")
-    watch.add_argument("--alert-command", metavar="COMMAND", help="run on each change of verdict (split as "
-                       "the shell does, not run by one); the event JSON on its stdin")
+    watch = sub.add_parser(
+        "watch",
+        help="watch a running job from outside: progressing, checkpointing, "
+        "slow, straggler, hung (the power-deadlock signature), crashed, completed",
+        epilog=WATCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _job_target_args(
+        watch,
+        inventory="hosts.yml: watch these nodes (with --match); with --slurm-job: how to "
+        "reach the job's nodes (nodes not in it are reached by name)",
+        slurm_job="the job: its nodes and state from scontrol",
+        match="; default: the config's `match`",
+    )
+    watch.add_argument(
+        "--config",
+        metavar="FILE",
+        help="watch settings (YAML): progress log and regexes, bounds, alerts; a JOB.yml's `watch:` block works too",
+    )
+    watch.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the job's log on each node ({node} is the node's name); overrides the config's progress.log",
+    )
+    watch.add_argument(
+        "--heartbeat",
+        metavar="PATH",
+        help="a file the job touches as it progresses (its "
+        "modification time is the progress signal); overrides the config's progress.heartbeat",
+    )
+    watch.add_argument(
+        "--interval",
+        type=positive_float(3600.0),
+        metavar="SECONDS",
+        help="seconds between samples (default: the config's interval_s, else 30)",
+    )
+    watch.add_argument(
+        "--alert-command",
+        metavar="COMMAND",
+        help="run on each change of verdict (split as the shell does, not run by one); the event JSON on its stdin",
+    )
     watch.add_argument("--alert-url", metavar="URL", help="POST the event JSON here on each change of verdict")
-    watch.add_argument("--on-hang", choices=["cancel", "requeue"], help="act on a hung job: cancel it "
-                       "(scancel; with an inventory, SIGTERM to the matched processes) or requeue it "
-                       "(--slurm-job only). Default: never touch the job")
-    watch.add_argument("--forensics", action="store_true", default=None,
-                       help="when the job turns hung: run `nodecheck forensics` on its nodes first (every rank's "
-                            "stack, the flight-recorder dumps, the culprit) and link the record from the incident "
-                            "and the alert (default: the config's `forensics`)")
-    watch.add_argument("--state-dir", metavar="DIR", help="the watcher's state (it resumes from it after a "
-                       "restart; default OUTPUT_DIR/watch/<job>)")
+    watch.add_argument(
+        "--on-hang",
+        choices=["cancel", "requeue"],
+        help="act on a hung job: cancel it "
+        "(scancel; with an inventory, SIGTERM to the matched processes) or requeue it "
+        "(--slurm-job only). Default: never touch the job",
+    )
+    watch.add_argument(
+        "--forensics",
+        action="store_true",
+        default=None,
+        help="when the job turns hung: run `nodecheck forensics` on its nodes first (every rank's "
+        "stack, the flight-recorder dumps, the culprit) and link the record from the incident "
+        "and the alert (default: the config's `forensics`)",
+    )
+    watch.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the watcher's state (it resumes from it after a restart; default OUTPUT_DIR/watch/<job>)",
+    )
     watch.add_argument("--output-dir", default="reports", help="where incident records go (default: reports/)")
-    watch.add_argument("--once", action="store_true", help="take one sample, judge it against the state on "
-                       "disk, exit with the verdict's code (for cron or a monitoring agent)")
+    watch.add_argument(
+        "--once",
+        action="store_true",
+        help="take one sample, judge it against the state on "
+        "disk, exit with the verdict's code (for cron or a monitoring agent)",
+    )
     watch.add_argument("--max-samples", type=positive_int(10_000_000), metavar="N", help="stop after N samples")
-    watch.add_argument("--duration", type=positive_float(MAX_DEADLINE_S * 365), metavar="SECONDS",
-                       help="stop after this long")
+    watch.add_argument(
+        "--duration", type=positive_float(MAX_DEADLINE_S * 365), metavar="SECONDS", help="stop after this long"
+    )
     _reach_args(watch)
     _forensics_parser(sub)
 
@@ -147,29 +242,61 @@ exit codes: 0 a class was found; 3 undetermined (nothing gathered tells); 64 bad
 
 
 def _forensics_parser(sub) -> None:
-    fx = sub.add_parser("forensics", help="a hung job: read the flight-recorder dumps and every rank's stack, "
-                        "name the culprit ranks and nodes", epilog=FORENSICS_EPILOG,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    _job_target_args(fx, inventory="hosts.yml: the job's nodes (with --match); with --slurm-job: how to reach "
-                     "them (nodes not in it are reached by name)",
-                     slurm_job="the job: its nodes from scontrol, its processes those whose environment holds "
-                               "SLURM_JOB_ID=ID (or --match)")
-    fx.add_argument("--dumps", metavar="DIR", help="read the flight-recorder dumps from DIR (files, or one "
-                    "directory per node) instead of fetching them; alone, analyse only these")
-    fx.add_argument("--dump-prefix", metavar="PREFIX", help="also list dumps at this prefix on every node "
-                    "(as TORCH_FR_DUMP_TEMP_FILE; the ranks' own and c10d's default are always listed)")
-    fx.add_argument("--log", metavar="PATH", help="the job's log on each node ({node} is the node's name): its "
-                    "NCCL WARN lines are evidence")
-    fx.add_argument("--stack-timeout", type=positive_float(600.0), default=10.0, metavar="SECONDS",
-                    help="how long py-spy may take for one process (default 10); one that does not answer is "
-                         "reported so")
-    fx.add_argument("--no-native", action="store_true", help="Python frames only (default: native frames too, "
-                    "where py-spy can unwind them)")
+    fx = sub.add_parser(
+        "forensics",
+        help="a hung job: read the flight-recorder dumps and every rank's stack, name the culprit ranks and nodes",
+        epilog=FORENSICS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _job_target_args(
+        fx,
+        inventory="hosts.yml: the job's nodes (with --match); with --slurm-job: how to reach "
+        "them (nodes not in it are reached by name)",
+        slurm_job="the job: its nodes from scontrol, its processes those whose environment holds "
+        "SLURM_JOB_ID=ID (or --match)",
+    )
+    fx.add_argument(
+        "--dumps",
+        metavar="DIR",
+        help="read the flight-recorder dumps from DIR (files, or one "
+        "directory per node) instead of fetching them; alone, analyse only these",
+    )
+    fx.add_argument(
+        "--dump-prefix",
+        metavar="PREFIX",
+        help="also list dumps at this prefix on every node "
+        "(as TORCH_FR_DUMP_TEMP_FILE; the ranks' own and c10d's default are always listed)",
+    )
+    fx.add_argument(
+        "--log",
+        metavar="PATH",
+        help="the job's log on each node ({node} is the node's name): its NCCL WARN lines are evidence",
+    )
+    fx.add_argument(
+        "--stack-timeout",
+        type=positive_float(600.0),
+        default=10.0,
+        metavar="SECONDS",
+        help="how long py-spy may take for one process (default 10); one that does not answer is reported so",
+    )
+    fx.add_argument(
+        "--no-native",
+        action="store_true",
+        help="Python frames only (default: native frames too, where py-spy can unwind them)",
+    )
     fx.add_argument("--py-spy", metavar="PATH", help="py-spy on the nodes (default: py-spy on the PATH)")
-    fx.add_argument("--deadline", type=positive_float(MAX_DEADLINE_S), metavar="SECONDS",
-                    help="bound on the whole gathering (default 120)")
-    fx.add_argument("--format", choices=["text", "json"], default="text",
-                    help="stdout: the summary (default) or the record as one JSON document")
+    fx.add_argument(
+        "--deadline",
+        type=positive_float(MAX_DEADLINE_S),
+        metavar="SECONDS",
+        help="bound on the whole gathering (default 120)",
+    )
+    fx.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="stdout: the summary (default) or the record as one JSON document",
+    )
     fx.add_argument("--output-dir", default="reports", help="where the record goes (default: reports/)")
     _reach_args(fx)
 
@@ -178,20 +305,36 @@ def _job_target_args(p: argparse.ArgumentParser, *, inventory: str, slurm_job: s
     """Which running job, on which nodes: shared by watch and forensics (each says its own words)."""
     p.add_argument("inventory", nargs="?", help=inventory)
     p.add_argument("--slurm-job", metavar="ID", help=slurm_job)
-    p.add_argument("--match", metavar="PATTERN", help="the job's processes on each node: an extended regular "
-                   "expression on the command line (as pgrep -f)" + match)
+    p.add_argument(
+        "--match",
+        metavar="PATTERN",
+        help="the job's processes on each node: an extended regular "
+        "expression on the command line (as pgrep -f)" + match,
+    )
     p.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these inventory nodes")
 
 
 def _reach_args(p: argparse.ArgumentParser) -> None:
     """How nodes are reached over SSH: run, facts, baseline, sweep, job-check, watch."""
-    p.add_argument("--fanout", type=positive_int(MAX_FANOUT), default=DEFAULT_FANOUT,
-                   help=f"nodes contacted at once (default {DEFAULT_FANOUT})")
-    p.add_argument("--connect-timeout", type=positive_float(MAX_CONNECT_TIMEOUT_S), default=10.0,
-                   metavar="SECONDS", help="SSH connect + handshake + auth timeout per node (default 10)")
-    p.add_argument("--accept-new-host-keys", action="store_true",
-                   help="trust-on-first-use: accept and record unknown host keys (a changed key is "
-                        "still refused). Default: strict known_hosts checking")
+    p.add_argument(
+        "--fanout",
+        type=positive_int(MAX_FANOUT),
+        default=DEFAULT_FANOUT,
+        help=f"nodes contacted at once (default {DEFAULT_FANOUT})",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=positive_float(MAX_CONNECT_TIMEOUT_S),
+        default=10.0,
+        metavar="SECONDS",
+        help="SSH connect + handshake + auth timeout per node (default 10)",
+    )
+    p.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="trust-on-first-use: accept and record unknown host keys (a changed key is "
+        "still refused). Default: strict known_hosts checking",
+    )
 
 
 GATE_EPILOG = """Slurm gate: a node is drained only for a judged failure (or what --drain-on adds), with a
@@ -210,62 +353,110 @@ PROLOG_EXITS = """exit codes (Slurm acts on them):
 
 def _gate_parsers(sub) -> None:
     """prolog, health, sweep, history: the Slurm gate and the fleet sweeps."""
-    prolog = sub.add_parser("prolog", help="Slurm Prolog: check this node (or, --controller, the job's "
-                            "nodes) before a job starts; drain a failing node",
-                            epilog=GATE_EPILOG + "\n\n" + PROLOG_EXITS,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    prolog.add_argument("--controller", action="store_true",
-                        help="PrologSlurmctld mode: read SLURM_JOB_NODELIST, check the job's nodes over SSH "
-                             "(the playbook's cross-node checks), drain only the nodes it blames")
+    prolog = sub.add_parser(
+        "prolog",
+        help="Slurm Prolog: check this node (or, --controller, the job's "
+        "nodes) before a job starts; drain a failing node",
+        epilog=GATE_EPILOG + "\n\n" + PROLOG_EXITS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prolog.add_argument(
+        "--controller",
+        action="store_true",
+        help="PrologSlurmctld mode: read SLURM_JOB_NODELIST, check the job's nodes over SSH "
+        "(the playbook's cross-node checks), drain only the nodes it blames",
+    )
     prolog.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: prolog)")
-    prolog.add_argument("--inventory", metavar="HOSTS_YML",
-                        help="--controller: how to reach the job's nodes over SSH (nodes not in it are "
-                             "reached by name as this user, with ~/.ssh/known_hosts)")
+    prolog.add_argument(
+        "--inventory",
+        metavar="HOSTS_YML",
+        help="--controller: how to reach the job's nodes over SSH (nodes not in it are "
+        "reached by name as this user, with ~/.ssh/known_hosts)",
+    )
     _gate_args(prolog)
-    health = sub.add_parser("health", help="Slurm HealthCheckProgram: check this node (or an inventory's); "
-                            "drain failing nodes, resume nodes nodecheck drained once they pass",
-                            epilog=GATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    health.add_argument("inventory", nargs="?", help="hosts.yml: check these nodes over SSH "
-                        "(default: this node, locally)")
+    health = sub.add_parser(
+        "health",
+        help="Slurm HealthCheckProgram: check this node (or an inventory's); "
+        "drain failing nodes, resume nodes nodecheck drained once they pass",
+        epilog=GATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    health.add_argument(
+        "inventory", nargs="?", help="hosts.yml: check these nodes over SSH (default: this node, locally)"
+    )
     health.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these inventory nodes")
     health.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: health)")
     _gate_args(health)
-    sweep = sub.add_parser("sweep", help="one fleet sweep: run the sweep playbook, keep the report and its "
-                           "history, print what changed since the last sweep, write metrics",
-                           epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sweep = sub.add_parser(
+        "sweep",
+        help="one fleet sweep: run the sweep playbook, keep the report and its "
+        "history, print what changed since the last sweep, write metrics",
+        epilog=SWEEP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sweep.add_argument("--playbook", default="sweep", help="shipped playbook name or a path (default: sweep)")
     sweep.add_argument("--pins", action="append", default=[], metavar="FILE", help="as for run")
-    sweep.add_argument("--format", choices=["table", "json", "junit"], default="table",
-                       help="stdout: the table with the changes (default), one JSON document, or JUnit XML")
+    sweep.add_argument(
+        "--format",
+        choices=["table", "json", "junit"],
+        default="table",
+        help="stdout: the table with the changes (default), one JSON document, or JUnit XML",
+    )
     sweep.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
     sweep.add_argument("--history", metavar="DB", help="SQLite history file (default: OUTPUT_DIR/history.sqlite)")
-    sweep.add_argument("--metrics", metavar="FILE", help="write a Prometheus textfile here (node_exporter's "
-                       "textfile collector: a *.prom file in its --collector.textfile.directory), atomically")
-    sweep.add_argument("--offender", default="3/5", metavar="K/N",
-                       help="flag a node that failed in K of the last N sweeps (default 3/5)")
-    sweep.add_argument("--keep", type=whole_number(0, 1_000_000), default=720, metavar="N",
-                       help="after recording, delete this playbook's sweeps beyond the newest N from the history, "
-                            "and their report directories (default 720: 30 days hourly; 0 keeps every sweep; "
-                            "at least --offender's N)")
+    sweep.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="write a Prometheus textfile here (node_exporter's "
+        "textfile collector: a *.prom file in its --collector.textfile.directory), atomically",
+    )
+    sweep.add_argument(
+        "--offender",
+        default="3/5",
+        metavar="K/N",
+        help="flag a node that failed in K of the last N sweeps (default 3/5)",
+    )
+    sweep.add_argument(
+        "--keep",
+        type=whole_number(0, 1_000_000),
+        default=720,
+        metavar="N",
+        help="after recording, delete this playbook's sweeps beyond the newest N from the history, "
+        "and their report directories (default 720: 30 days hourly; 0 keeps every sweep; "
+        "at least --offender's N)",
+    )
     sweep.add_argument("--drain", action="store_true", help="drain failing nodes (gate etiquette, as health)")
     sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
     _gate_args(sweep, deadline=False)
     _target_args(sweep)
-    history = sub.add_parser("history", help="a node's or a check's results, versions, IB error counters or "
-                             "bandwidths over past sweeps")
-    history.add_argument("--history", metavar="DB", default="reports/history.sqlite",
-                         help="SQLite history file (default: reports/history.sqlite)")
+    history = sub.add_parser(
+        "history", help="a node's or a check's results, versions, IB error counters or bandwidths over past sweeps"
+    )
+    history.add_argument(
+        "--history",
+        metavar="DB",
+        default="reports/history.sqlite",
+        help="SQLite history file (default: reports/history.sqlite)",
+    )
     history.add_argument("--node", help="one node")
-    history.add_argument("--check", help="one check; with --show versions the version's check (nccl.version), "
-                         "with --show counters a counter (SymbolErrorCounter) or a port (mlx5_0/1), "
-                         "with --show measurements the check that measured (ib.pairs)")
-    history.add_argument("--show", choices=["results", "versions", "counters", "measurements"], default="results",
-                         help="what each sweep kept: statuses and messages (default), the versions the drift "
-                              "checks read (a change from the sweep before is marked), the IB error counters "
-                              "(rises and resets marked as the sweep's diff says them; unchanged zeros one table row), "
-                              "or the bandwidths")
-    history.add_argument("--last", type=positive_int(100_000), default=10, metavar="N",
-                         help="the last N sweeps (default 10)")
+    history.add_argument(
+        "--check",
+        help="one check; with --show versions the version's check (nccl.version), "
+        "with --show counters a counter (SymbolErrorCounter) or a port (mlx5_0/1), "
+        "with --show measurements the check that measured (ib.pairs)",
+    )
+    history.add_argument(
+        "--show",
+        choices=["results", "versions", "counters", "measurements"],
+        default="results",
+        help="what each sweep kept: statuses and messages (default), the versions the drift "
+        "checks read (a change from the sweep before is marked), the IB error counters "
+        "(rises and resets marked as the sweep's diff says them; unchanged zeros one table row), "
+        "or the bandwidths",
+    )
+    history.add_argument(
+        "--last", type=positive_int(100_000), default=10, metavar="N", help="the last N sweeps (default 10)"
+    )
     history.add_argument("--format", choices=["table", "json"], default="table")
 
 
@@ -275,28 +466,60 @@ exit codes: as run (0 pass, 1 warn, 2 fail, 3 could not judge, 64 bad input)"""
 
 
 def _gate_args(p: argparse.ArgumentParser, deadline: bool = True) -> None:
-    p.add_argument("--observe", action="store_true", default=None,
-                   help="observe only: judge, log and report what would be drained or resumed; change nothing")
-    p.add_argument("--retries", type=whole_number(0, 10), default=None, metavar="N",
-                   help="re-run failing flaky-prone checks (bandwidth tests) N times before draining "
-                        "(default: the playbook's gate.retries, else 1)")
-    p.add_argument("--drain-on", type=drain_on, default=None, metavar="LIST",
-                   help="statuses that drain, comma-separated from fail,timeout,unreachable "
-                        "(default: the playbook's gate.drain_on, else fail)")
-    p.add_argument("--log-file", metavar="FILE",
-                   help="append every drain/resume/breaker event here (default /var/log/nodecheck/gate.log)")
+    p.add_argument(
+        "--observe",
+        action="store_true",
+        default=None,
+        help="observe only: judge, log and report what would be drained or resumed; change nothing",
+    )
+    p.add_argument(
+        "--retries",
+        type=whole_number(0, 10),
+        default=None,
+        metavar="N",
+        help="re-run failing flaky-prone checks (bandwidth tests) N times before draining "
+        "(default: the playbook's gate.retries, else 1)",
+    )
+    p.add_argument(
+        "--drain-on",
+        type=drain_on,
+        default=None,
+        metavar="LIST",
+        help="statuses that drain, comma-separated from fail,timeout,unreachable "
+        "(default: the playbook's gate.drain_on, else fail)",
+    )
+    p.add_argument(
+        "--log-file",
+        metavar="FILE",
+        help="append every drain/resume/breaker event here (default /var/log/nodecheck/gate.log)",
+    )
     p.add_argument("--config", metavar="FILE", help="gate config file (YAML; see README, 'Slurm gate')")
     if deadline:
-        p.add_argument("--deadline", type=positive_float(MAX_DEADLINE_S), metavar="SECONDS",
-                       help="budget for the whole check (default: the playbook's deadline_s; prolog: 20)")
-        p.add_argument("--output-dir", default=None,
-                       help="where reports go (default /var/lib/nodecheck/reports)")
-        p.add_argument("--fanout", type=positive_int(MAX_FANOUT), default=None,
-                       help=f"nodes checked at once over SSH (default {DEFAULT_FANOUT})")
-        p.add_argument("--connect-timeout", type=positive_float(MAX_CONNECT_TIMEOUT_S), default=None,
-                       metavar="SECONDS", help="SSH connect timeout per node (default 10)")
-        p.add_argument("--accept-new-host-keys", action="store_true",
-                       help="trust-on-first-use for unknown host keys (default: strict known_hosts)")
+        p.add_argument(
+            "--deadline",
+            type=positive_float(MAX_DEADLINE_S),
+            metavar="SECONDS",
+            help="budget for the whole check (default: the playbook's deadline_s; prolog: 20)",
+        )
+        p.add_argument("--output-dir", default=None, help="where reports go (default /var/lib/nodecheck/reports)")
+        p.add_argument(
+            "--fanout",
+            type=positive_int(MAX_FANOUT),
+            default=None,
+            help=f"nodes checked at once over SSH (default {DEFAULT_FANOUT})",
+        )
+        p.add_argument(
+            "--connect-timeout",
+            type=positive_float(MAX_CONNECT_TIMEOUT_S),
+            default=None,
+            metavar="SECONDS",
+            help="SSH connect timeout per node (default 10)",
+        )
+        p.add_argument(
+            "--accept-new-host-keys",
+            action="store_true",
+            help="trust-on-first-use for unknown host keys (default: strict known_hosts)",
+        )
 
 
 BASELINE_EPILOG = """example:
@@ -309,16 +532,26 @@ nodes disagree or a node could not be read: see the comments in the output and s
 def _target_args(p: argparse.ArgumentParser) -> None:
     """Which nodes, and how to reach them: shared by run, facts and baseline."""
     p.add_argument("inventory", nargs="?", help="hosts.yml (omit with --local)")
-    p.add_argument("--nodes", type=hostlist, metavar="HOSTLIST",
-                   help="only these inventory nodes, e.g. 'gpu[001-004]'")
-    p.add_argument("--deadline", type=positive_float(MAX_DEADLINE_S), metavar="SECONDS",
-                   help="bound on the whole run; overrides the playbook's deadline_s")
+    p.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these inventory nodes, e.g. 'gpu[001-004]'")
+    p.add_argument(
+        "--deadline",
+        type=positive_float(MAX_DEADLINE_S),
+        metavar="SECONDS",
+        help="bound on the whole run; overrides the playbook's deadline_s",
+    )
     _reach_args(p)
     p.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
 
 
 def _image_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--image", metavar="REF", help="also read this container image's digest "
-                   "(registry reference, or a .sqsh/.sif path)")
-    p.add_argument("--runtime", choices=["auto", "docker", "podman", "enroot", "apptainer"], default="auto",
-                   help="container runtime for --image (default: auto)")
+    p.add_argument(
+        "--image",
+        metavar="REF",
+        help="also read this container image's digest (registry reference, or a .sqsh/.sif path)",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=["auto", "docker", "podman", "enroot", "apptainer"],
+        default="auto",
+        help="container runtime for --image (default: auto)",
+    )

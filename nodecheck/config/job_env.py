@@ -7,6 +7,7 @@ a leading `~`) is refused with the line that holds it: a value nodecheck cannot 
 A key set twice keeps its last value, as the shell does. An unquoted `;`, `&`, `|`, `<`, `>`, `(` or
 `)` is refused too: the shell would end the value there.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,19 +40,24 @@ def _read(path: str) -> str:
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise ConfigError("job environment file not found", file=path,
-                          hint="give the path of a KEY=VALUE file, as the job script sources it") from None
+        raise ConfigError(
+            "job environment file not found",
+            file=path,
+            hint="give the path of a KEY=VALUE file, as the job script sources it",
+        ) from None
     except IsADirectoryError:
         raise ConfigError("is a directory, not a job environment file", file=path) from None
     except OSError as e:
-        raise ConfigError(f"cannot read the job environment file: {e.strerror}", file=path,
-                          hint="check its permissions") from None
+        raise ConfigError(
+            f"cannot read the job environment file: {e.strerror}", file=path, hint="check its permissions"
+        ) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ConfigError(f"not UTF-8 text (byte {raw[e.start]:#04x})", file=path, line=line,
-                          hint="save the file as UTF-8") from None
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not UTF-8 text (byte {raw[e.start]:#04x})", file=path, line=line, hint="save the file as UTF-8"
+        ) from None
 
 
 def _parse_line(line: str, path: str, number: int) -> tuple[str, str] | None:
@@ -59,8 +65,10 @@ def _parse_line(line: str, path: str, number: int) -> tuple[str, str] | None:
         return ConfigError(message, file=path, line=number, hint=hint)
 
     if line.endswith("\r"):
-        raise error("the line ends with a carriage return (a Windows file): the shell would keep it "
-                    "in the value", "convert the file to Unix line endings (dos2unix)")
+        raise error(
+            "the line ends with a carriage return (a Windows file): the shell would keep it in the value",
+            "convert the file to Unix line endings (dos2unix)",
+        )
     if "\0" in line:
         raise error("a NUL byte: no environment value can hold one", "remove it")
     stripped = line.strip()
@@ -68,18 +76,24 @@ def _parse_line(line: str, path: str, number: int) -> tuple[str, str] | None:
         return None
     match = _ASSIGNMENT.match(stripped)
     if match is None:
-        raise error(f"not a KEY=VALUE line: {_quote(stripped)}",
-                    f"{NOT_RUN}; write each variable as KEY=VALUE (optionally after `export `)")
+        raise error(
+            f"not a KEY=VALUE line: {_quote(stripped)}",
+            f"{NOT_RUN}; write each variable as KEY=VALUE (optionally after `export `)",
+        )
     key = match.group(2)
     if not ENV_NAME.match(key):
-        raise error(f"{_quote(key)} is not a variable name (letters, digits and _, not starting with a digit)",
-                    "write KEY=VALUE; `+=` and array syntax are not read")
-    rest = stripped[match.end():]
+        raise error(
+            f"{_quote(key)} is not a variable name (letters, digits and _, not starting with a digit)",
+            "write KEY=VALUE; `+=` and array syntax are not read",
+        )
+    rest = stripped[match.end() :]
     _refuse_expansion(rest, key, error)
     value, after = _first_word(rest, key, error)
     if after and not after.startswith("#"):
-        raise error(f"{key}: more than one word after '=' ({_quote(after)}): the shell would run it as a command",
-                    "quote the value if it has spaces: KEY=\"a b\"")
+        raise error(
+            f"{key}: more than one word after '=' ({_quote(after)}): the shell would run it as a command",
+            'quote the value if it has spaces: KEY="a b"',
+        )
     return key, value
 
 
@@ -87,16 +101,18 @@ def _first_word(rest: str, key: str, error) -> tuple[str, str]:
     """(the value, what follows it on the line). Quoting is undone by shlex, the shell's rules; a
     `#` ends the line only where it starts a word, as in the shell (a#b is one word)."""
     if not rest or rest[0] in " \t":
-        return "", rest.strip()                # KEY= alone (or KEY= # comment): the empty string
-    stream = io.StringIO(rest)                 # what the lexer leaves unread follows the value
+        return "", rest.strip()  # KEY= alone (or KEY= # comment): the empty string
+    stream = io.StringIO(rest)  # what the lexer leaves unread follows the value
     lexer = shlex.shlex(stream, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
         value = lexer.get_token()
-    except ValueError as e:                    # "No closing quotation", "No escaped character"
-        raise error(f"{key}: {str(e)[0].lower() + str(e)[1:]}",
-                    "close the quote on the same line; a value spread over lines is not read") from None
+    except ValueError as e:  # "No closing quotation", "No escaped character"
+        raise error(
+            f"{key}: {str(e)[0].lower() + str(e)[1:]}",
+            "close the quote on the same line; a value spread over lines is not read",
+        ) from None
     return value or "", stream.read().strip()
 
 
@@ -109,27 +125,35 @@ def _refuse_expansion(rest: str, key: str, error) -> None:
         if quote == "'":
             quote = "" if c == "'" else quote
         elif c == "\\":
-            i += 1                             # the next character is literal (in "..." too, for $ and `)
+            i += 1  # the next character is literal (in "..." too, for $ and `)
         elif c == "'" and not quote:
             quote = "'"
         elif c == '"':
             quote = "" if quote == '"' else '"'
         elif c == "`" or (c == "$" and i + 1 < len(rest) and _EXPANDS.match(rest[i + 1])):
             what = "command substitution" if c == "`" or rest[i + 1] == "(" else "a variable expansion"
-            raise error(f"{key}: {what} in {_quote(rest[i:], 20)}: {NOT_RUN}, so it cannot know the value",
-                        f"write the value out, or single-quote it if the {'`' if c == '`' else '$'} is literal")
-        elif c == "$" and not quote and rest[i + 1:i + 2] in ("'", '"'):
-            raise error(f"{key}: bash's {c}{rest[i + 1]}...{rest[i + 1]} quoting in {_quote(rest[i:], 20)}: sh and bash "
-                        "read it differently", "write the value in plain single or double quotes")
+            raise error(
+                f"{key}: {what} in {_quote(rest[i:], 20)}: {NOT_RUN}, so it cannot know the value",
+                f"write the value out, or single-quote it if the {'`' if c == '`' else '$'} is literal",
+            )
+        elif c == "$" and not quote and rest[i + 1 : i + 2] in ("'", '"'):
+            raise error(
+                f"{key}: bash's {c}{rest[i + 1]}...{rest[i + 1]} quoting in {_quote(rest[i:], 20)}: sh and bash "
+                "read it differently",
+                "write the value in plain single or double quotes",
+            )
         elif c in ";&|<>()" and not quote:
-            raise error(f"{key}: an unquoted {c!r} in {_quote(rest, 20)}: the shell ends the value there "
-                        f"and reads the rest as a command or redirection",
-                        f"quote the value if the {c!r} belongs to it: KEY='a{c}b'")
+            raise error(
+                f"{key}: an unquoted {c!r} in {_quote(rest, 20)}: the shell ends the value there "
+                f"and reads the rest as a command or redirection",
+                f"quote the value if the {c!r} belongs to it: KEY='a{c}b'",
+            )
         elif c == "~" and i == 0:
-            raise error(f"{key}: a leading ~ is expanded by the shell to a home directory: {NOT_RUN}",
-                        "write the absolute path")
+            raise error(
+                f"{key}: a leading ~ is expanded by the shell to a home directory: {NOT_RUN}", "write the absolute path"
+            )
         elif c in " \t" and not quote:
-            break                              # the value ends here; the rest is checked as the rest
+            break  # the value ends here; the rest is checked as the rest
         i += 1
 
 

@@ -1,4 +1,5 @@
 """playbooks/*.yml → Playbook: which checks run, with validated parameters, timeouts and a deadline."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,18 +8,18 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Literal, Optional
+from typing import Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.core.errors import ConfigError
-from nodecheck.config.gate_settings import GateSettings
-from nodecheck.core.model import Node, Probe
 from nodecheck.checks import all_checks
-from nodecheck.core.registry import CheckSpec, ParamsT
+from nodecheck.config.gate_settings import GateSettings
 from nodecheck.config.yaml_source import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.model import Node, Probe
+from nodecheck.core.registry import CheckSpec, ParamsT
 
-DEFAULT_DEADLINE_S = 300.0                     # a pre-job check that takes longer is not pre-job
+DEFAULT_DEADLINE_S = 300.0  # a pre-job check that takes longer is not pre-job
 # Upper bounds, so a typo (1e10) or .inf is an error at load time, not an OverflowError when the
 # runner adds it to the clock: a day is far beyond any pre-job check or probe.
 MAX_DEADLINE_S = 86_400.0
@@ -26,13 +27,14 @@ MAX_TIMEOUT_S = 86_400.0
 # Shipped playbooks: playbooks/ beside the package in a source checkout; installed, pyproject maps
 # them into the package as nodecheck/playbooks/.
 _PACKAGE = Path(__file__).resolve().parents[1]
-SHIPPED = next((p for p in (_PACKAGE / "playbooks", _PACKAGE.parent / "playbooks") if p.is_dir()),
-               _PACKAGE / "playbooks")
+SHIPPED = next(
+    (p for p in (_PACKAGE / "playbooks", _PACKAGE.parent / "playbooks") if p.is_dir()), _PACKAGE / "playbooks"
+)
 
 
 class Select(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    labels: list[str] = []                     # a node runs the playbook if it has all of them
+    labels: list[str] = []  # a node runs the playbook if it has all of them
 
 
 class PlaybookFile(BaseModel):
@@ -40,36 +42,38 @@ class PlaybookFile(BaseModel):
     version: Literal[1] = 1
     description: str = ""
     # strict: `deadline_s: true` is not 1 s; a YAML int (120) is still accepted for a float
-    deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False,
-                              strict=True)
+    deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False, strict=True)
     select: Select = Select()
-    include: list[str] = []                    # pins files (nodecheck baseline), relative to this file
-    gate: GateSettings = GateSettings()        # Slurm gate / sweep drain policy (nodecheck.gate.decide)
-    checks: dict[str, Optional[dict]]
+    include: list[str] = []  # pins files (nodecheck baseline), relative to this file
+    gate: GateSettings = GateSettings()  # Slurm gate / sweep drain policy (nodecheck.gate.decide)
+    checks: dict[str, dict | None]
 
 
 class IncludeFile(BaseModel):
     """A file a playbook includes: checks blocks only (what `nodecheck baseline` writes)."""
+
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
     description: str = ""
-    checks: dict[str, Optional[dict]]
+    checks: dict[str, dict | None]
 
 
 class CheckOptions(BaseModel):
     """Keys every check block accepts besides its own parameters."""
+
     model_config = ConfigDict(extra="allow")
-    timeout_s: Optional[float] = Field(None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
-                                       strict=True)  # overrides each of the check's probe timeouts
+    timeout_s: float | None = Field(
+        None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True
+    )  # overrides each of the check's probe timeouts
     enabled: bool = True
 
 
 @dataclass(frozen=True)
 class PlannedCheck(Generic[ParamsT]):
     spec: CheckSpec[ParamsT]
-    params: ParamsT                            # a model validated from the block; job-check's JobContext
+    params: ParamsT  # a model validated from the block; job-check's JobContext
     probes: tuple[Probe, ...]
-    after: tuple[Probe, ...] = ()              # run after the active checks (spec.after)
+    after: tuple[Probe, ...] = ()  # run after the active checks (spec.after)
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,7 @@ class Playbook:
     deadline_s: float
     select_labels: frozenset[str]
     checks: tuple[PlannedCheck, ...]
-    includes: tuple[tuple[str, str], ...] = ()     # (path, sha256) of each pins file, in load order
+    includes: tuple[tuple[str, str], ...] = ()  # (path, sha256) of each pins file, in load order
     gate: GateSettings = dataclasses.field(default_factory=GateSettings)
 
     def selects(self, node: Node) -> bool:
@@ -103,9 +107,12 @@ def resolve(name_or_path: str) -> Path:
             return candidate
     known = sorted({p.stem for d in search_path() if d.is_dir() for p in d.glob("*.yml")})
     close = difflib.get_close_matches(name_or_path, known, n=1)
-    raise ConfigError(f"no playbook named {shown(name_or_path)}", file="--playbook",
-                      hint=(f"did you mean {close[0]!r}? " if close else "")
-                      + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path")
+    raise ConfigError(
+        f"no playbook named {shown(name_or_path)}",
+        file="--playbook",
+        hint=(f"did you mean {close[0]!r}? " if close else "")
+        + f"shipped playbooks: {', '.join(known) or 'none'}; or give a path",
+    )
 
 
 def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | None = None) -> Playbook:
@@ -116,8 +123,9 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
     path = resolve(name_or_path)
     src = load_file(path)
     if src.data is None:
-        raise src.error((), "empty file: a playbook is a mapping with a 'checks:' key",
-                        hint="see playbooks/default.yml")
+        raise src.error(
+            (), "empty file: a playbook is a mapping with a 'checks:' key", hint="see playbooks/default.yml"
+        )
     if not isinstance(src.data, dict):
         raise src.error((), "a playbook is a mapping with a 'checks:' key", hint="see playbooks/default.yml")
     try:
@@ -131,23 +139,29 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
     digest = hashlib.sha256(src.sha256.encode())
     for pin in pins:
         if not Path(pin).is_file():
-            raise ConfigError(f"pins file {shown(pin)} not found", file="--pins",
-                              hint="`nodecheck baseline hosts.yml > pins.yml` writes one")
+            raise ConfigError(
+                f"pins file {shown(pin)} not found",
+                file="--pins",
+                hint="`nodecheck baseline hosts.yml > pins.yml` writes one",
+            )
     extra = [(i, str(Path(p).resolve())) for i, p in enumerate(pins)]
     pinned: dict[tuple[str, str], tuple[Located, object]] = {}
     included_files: list[tuple[str, str]] = []
     for index, included in [*enumerate(book.include), *extra]:
         inc = _load_include(src, path, index, included, listed={n: b or {} for n, b in book.checks.items()})
-        digest.update(inc.sha256.encode())     # the report's sha256 changes when a pin file does
+        digest.update(inc.sha256.encode())  # the report's sha256 changes when a pin file does
         included_files.append((inc.file, inc.sha256))
         for name, block in inc.data["checks"].items():
             for key, value in (block or {}).items():
                 # two pin files that disagree: which one is right is the operator's call, not ours
                 if (name, key) in pinned and pinned[(name, key)][1] != value:
                     other = pinned[(name, key)][0]
-                    raise inc.error(("checks", name, key), f"{name}.{key} is pinned to {shown(value)} here and to "
-                                    f"{shown(pinned[(name, key)][1])} in {other.file}",
-                                    hint="keep one pins file per fleet, or remove the stale pin")
+                    raise inc.error(
+                        ("checks", name, key),
+                        f"{name}.{key} is pinned to {shown(value)} here and to "
+                        f"{shown(pinned[(name, key)][1])} in {other.file}",
+                        hint="keep one pins file per fleet, or remove the stale pin",
+                    )
                 pinned[(name, key)] = (inc, value)
             # pin files come before the playbook's own block: the playbook's keys win
             parts = blocks.setdefault(name, [])
@@ -155,6 +169,7 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
     env = None
     if job_env is not None:
         from nodecheck.config.job_env import load_job_env
+
         env = load_job_env(job_env)
         included_files.append((str(Path(job_env).resolve()), hashlib.sha256(Path(job_env).read_bytes()).hexdigest()))
         digest.update(included_files[-1][1].encode())
@@ -162,13 +177,22 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
     if not checks:
         raise src.error(("checks",), "no enabled checks", hint="list at least one check; `nodecheck checks` shows them")
     if env is not None and not any("env" in c.spec.params.model_fields for c in checks):
-        raise ConfigError(f"playbook {path} has no check that takes a job environment", file="--job-env",
-                          hint="add nccl.env or an nccl.allreduce_* check to the playbook, or drop --job-env")
-    return Playbook(name=path.stem, path=str(path),
-                    sha256=digest.hexdigest() if book.include or pins or env is not None else src.sha256,
-                    description=book.description, deadline_s=book.deadline_s,
-                    select_labels=frozenset(book.select.labels), checks=checks,
-                    includes=tuple(included_files), gate=book.gate)
+        raise ConfigError(
+            f"playbook {path} has no check that takes a job environment",
+            file="--job-env",
+            hint="add nccl.env or an nccl.allreduce_* check to the playbook, or drop --job-env",
+        )
+    return Playbook(
+        name=path.stem,
+        path=str(path),
+        sha256=digest.hexdigest() if book.include or pins or env is not None else src.sha256,
+        description=book.description,
+        deadline_s=book.deadline_s,
+        select_labels=frozenset(book.select.labels),
+        checks=checks,
+        includes=tuple(included_files),
+        gate=book.gate,
+    )
 
 
 def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], list[Node]]:
@@ -188,13 +212,16 @@ INCLUDE_KEYS = {"expect", "image", "runtime"}
 def _load_include(src: Located, path: Path, index: int, included: str, listed: dict[str, dict]) -> Located:
     target = (path.parent / included) if not Path(included).is_absolute() else Path(included)
     if not target.is_file():
-        raise src.error(("include", index),
-                        f"included file {shown(included)} not found (looked at {shown(str(target))})",
-                        hint="paths are relative to the playbook; `nodecheck baseline` writes one")
+        raise src.error(
+            ("include", index),
+            f"included file {shown(included)} not found (looked at {shown(str(target))})",
+            hint="paths are relative to the playbook; `nodecheck baseline` writes one",
+        )
     inc = load_file(target)
     if not isinstance(inc.data, dict):
-        raise inc.error((), "an included file is a mapping with a 'checks:' key",
-                        hint="as `nodecheck baseline` writes it")
+        raise inc.error(
+            (), "an included file is a mapping with a 'checks:' key", hint="as `nodecheck baseline` writes it"
+        )
     try:
         IncludeFile.model_validate(inc.data)
     except ValidationError as e:
@@ -202,22 +229,29 @@ def _load_include(src: Located, path: Path, index: int, included: str, listed: d
     for name, block in inc.data["checks"].items():
         for key, value in block.items() if isinstance(block, dict) else ():
             if key not in INCLUDE_KEYS:
-                raise inc.error(("checks", name, key), f"an included file may only pin values: {shown(key)} is "
-                                f"not one of {', '.join(sorted(INCLUDE_KEYS))}",
-                                hint="set thresholds, drift, timeout_s and enabled in the playbook itself")
+                raise inc.error(
+                    ("checks", name, key),
+                    f"an included file may only pin values: {shown(key)} is "
+                    f"not one of {', '.join(sorted(INCLUDE_KEYS))}",
+                    hint="set thresholds, drift, timeout_s and enabled in the playbook itself",
+                )
             # for a check the playbook lists, the pin must be about the same image the same way (it
             # must not, say, turn a digest comparison into enroot's presence-only check)
             own = listed.get(name)
             mine = None if own is None else own.get(key, "auto" if key == "runtime" else None)
             if key in ("image", "runtime") and mine is not None and mine != value:
-                raise inc.error(("checks", name, key), f"{name}.{key} is {shown(value)} here but {shown(mine)} in the "
-                                "playbook: these pins are for another image or runtime",
-                                hint="write the pins again with `nodecheck baseline --image ... --runtime ...`")
+                raise inc.error(
+                    ("checks", name, key),
+                    f"{name}.{key} is {shown(value)} here but {shown(mine)} in the "
+                    "playbook: these pins are for another image or runtime",
+                    hint="write the pins again with `nodecheck baseline --image ... --runtime ...`",
+                )
     return inc
 
 
-def _plan_check(name: str, parts: list[tuple[Located, dict]],
-                job_env: dict[str, str] | None = None) -> PlannedCheck | None:
+def _plan_check(
+    name: str, parts: list[tuple[Located, dict]], job_env: dict[str, str] | None = None
+) -> PlannedCheck | None:
     """`parts`: the check's blocks, included files first, the playbook's last (its keys win).
     `job_env`: the --job-env file's variables, over the block's `env` where the check takes one."""
     registry = all_checks()
@@ -225,23 +259,26 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
     src = parts[-1][0]
     if name not in registry:
         close = difflib.get_close_matches(name, list(registry), n=1)
-        raise src.error(loc, f"unknown check {shown(name)}",
-                        hint=(f"did you mean {close[0]!r}? " if close else "")
-                        + "`nodecheck checks` lists every check")
+        raise src.error(
+            loc,
+            f"unknown check {shown(name)}",
+            hint=(f"did you mean {close[0]!r}? " if close else "") + "`nodecheck checks` lists every check",
+        )
     spec = registry[name]
     block: dict = {}
     origin: dict[str, Located] = {}
     for part_src, part in parts:
         if not isinstance(part, dict):
-            raise part_src.error(loc, f"check {name}: expected a mapping of parameters",
-                                 hint="e.g. {drift: fail}, or nothing")
+            raise part_src.error(
+                loc, f"check {name}: expected a mapping of parameters", hint="e.g. {drift: fail}, or nothing"
+            )
         block.update(part)
-        origin.update({key: part_src for key in part})
+        origin.update(dict.fromkeys(part, part_src))
     if job_env is not None and "job_env" in spec.params.model_fields:
-        block["job_env"] = job_env             # kept apart from the operator's `env`: a test trusts it less (jobenv)
+        block["job_env"] = job_env  # kept apart from the operator's `env`: a test trusts it less (jobenv)
     elif job_env is not None and "env" in spec.params.model_fields:
-        mine = block.get("env", {})             # (`env:` left empty or a list is the block's error, job env or not)
-        block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine   # a bad block still fails validation
+        mine = block.get("env", {})  # (`env:` left empty or a list is the block's error, job env or not)
+        block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine  # a bad block still fails validation
     try:
         options = CheckOptions.model_validate(block)
         params = spec.params.model_validate(options.model_extra or {})
@@ -249,10 +286,13 @@ def _plan_check(name: str, parts: list[tuple[Located, dict]],
         first = e.errors()[0]["loc"] if e.errors() else ()
         where = origin.get(str(first[0]), src) if first else src
         raise pydantic_error(where, loc, e, what=f" (check {name})", model=spec.params) from None
-    for key, value in block.items():           # each key at the line of the file that set it
-        _refuse_non_finite(origin.get(key, src), loc, {key: value if key in ("timeout_s", "enabled")
-                                                            else getattr(params, key, value)},
-                           f" (check {name})")
+    for key, value in block.items():  # each key at the line of the file that set it
+        _refuse_non_finite(
+            origin.get(key, src),
+            loc,
+            {key: value if key in ("timeout_s", "enabled") else getattr(params, key, value)},
+            f" (check {name})",
+        )
     if not options.enabled:
         return None
     probes, after = spec.probes_for(params), spec.after_probes_for(params)

@@ -1,11 +1,11 @@
 """Load a YAML file keeping the line of every key, so config errors can name file:line."""
+
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import hashlib
 import math
-import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +31,8 @@ MAX_DEPTH = 50
 class Located:
     data: Any
     file: str
-    lines: dict                                # Loc -> 1-based line
-    sha256: str = ""                           # of the bytes parsed, so nobody has to read twice
+    lines: dict  # Loc -> 1-based line
+    sha256: str = ""  # of the bytes parsed, so nobody has to read twice
 
     def line(self, loc: Loc) -> int | None:
         """The line of the deepest known prefix of loc (a missing key points at its parent)."""
@@ -51,47 +51,63 @@ def load_file(path: str | Path) -> Located:
     try:
         raw = path.read_bytes()
     except IsADirectoryError:
-        raise ConfigError("is a directory, not a file", file=str(path),
-                          hint="give the path of the YAML file itself") from None
+        raise ConfigError(
+            "is a directory, not a file", file=str(path), hint="give the path of the YAML file itself"
+        ) from None
     except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror or e}", file=str(path),
-                          hint="check the path and its permissions") from None
+        raise ConfigError(
+            f"cannot read: {e.strerror or e}", file=str(path), hint="check the path and its permissions"
+        ) from None
     try:
-        text = raw.decode("utf-8")             # explicit: the locale's encoding is not the file's
+        text = raw.decode("utf-8")  # explicit: the locale's encoding is not the file's
     except UnicodeDecodeError as e:
-        raise ConfigError(f"not UTF-8 text (byte 0x{raw[e.start]:02x})", file=str(path),
-                          line=raw.count(b"\n", 0, e.start) + 1,
-                          hint="is this the right file? save it as plain UTF-8 text") from None
+        raise ConfigError(
+            f"not UTF-8 text (byte 0x{raw[e.start]:02x})",
+            file=str(path),
+            line=raw.count(b"\n", 0, e.start) + 1,
+            hint="is this the right file? save it as plain UTF-8 text",
+        ) from None
     return dataclasses.replace(load_text(text, str(path)), sha256=hashlib.sha256(raw).hexdigest())
 
 
 def load_text(text: str, file: str) -> Located:
     loader = None
     try:
-        loader = _Loader(text)                 # the reader rejects control characters right here
+        loader = _Loader(text)  # the reader rejects control characters right here
         node = loader.get_single_node()
         walker = _Walker(loader, file)
         data = walker.walk(node, ()) if node is not None else None
     except _TooDeep as e:
-        assert e.problem_mark is not None      # _Loader raises it with one
-        raise ConfigError(f"nested more than {MAX_DEPTH} levels deep", file=file,
-                          line=e.problem_mark.line + 1,
-                          hint="inventories and playbooks are a few levels deep; check the brackets") from None
+        assert e.problem_mark is not None  # _Loader raises it with one
+        raise ConfigError(
+            f"nested more than {MAX_DEPTH} levels deep",
+            file=file,
+            line=e.problem_mark.line + 1,
+            hint="inventories and playbooks are a few levels deep; check the brackets",
+        ) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        raise ConfigError(f"malformed YAML: {e.problem or e.context}",
-                          file=file, line=mark.line + 1 if mark else None,
-                          hint="check indentation, colons and quoting on that line") from None
+        raise ConfigError(
+            f"malformed YAML: {e.problem or e.context}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+            hint="check indentation, colons and quoting on that line",
+        ) from None
     except yaml.reader.ReaderError as e:
-        raise ConfigError(f"character #x{e.character:04x} is not allowed in YAML",
-                          file=file, line=text.count("\n", 0, e.position) + 1,
-                          hint="is this a binary file? write control characters as escapes "
-                               "in a double-quoted string") from None
+        raise ConfigError(
+            f"character #x{e.character:04x} is not allowed in YAML",
+            file=file,
+            line=text.count("\n", 0, e.position) + 1,
+            hint="is this a binary file? write control characters as escapes in a double-quoted string",
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"malformed YAML: {e}", file=file) from None
-    except RecursionError:                     # a backstop: depth and alias cycles are caught above
-        raise ConfigError("nested too deeply or a recursive alias", file=file,
-                          hint="an alias (*name) cannot refer to a value that encloses it") from None
+    except RecursionError:  # a backstop: depth and alias cycles are caught above
+        raise ConfigError(
+            "nested too deeply or a recursive alias",
+            file=file,
+            hint="an alias (*name) cannot refer to a value that encloses it",
+        ) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -104,6 +120,7 @@ class _TooDeep(yaml.MarkedYAMLError):
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses to compose nodes more than MAX_DEPTH levels deep."""
+
     depth = 0
 
     def compose_node(self, parent, index):
@@ -116,8 +133,8 @@ class _Loader(yaml.SafeLoader):
             self.depth -= 1
 
 
-MERGE_TAG = "tag:yaml.org,2002:merge"          # a plain `<<` key
-VALUE_TAG = "tag:yaml.org,2002:value"          # a plain `=` key: PyYAML treats it as the string "="
+MERGE_TAG = "tag:yaml.org,2002:merge"  # a plain `<<` key
+VALUE_TAG = "tag:yaml.org,2002:value"  # a plain `=` key: PyYAML treats it as the string "="
 _KINDS = {type(None): "null", bool: "a boolean", int: "a number", float: "a number"}
 
 
@@ -131,9 +148,9 @@ class _Walker:
     def __init__(self, loader: yaml.SafeLoader, file: str) -> None:
         self.loader, self.file = loader, file
         self.lines: dict[Loc, int] = {}
-        self.values: dict[int, Any] = {}       # id(node) -> its value, for the next alias of it
-        self.pairs: dict[int, list] = {}       # id(mapping node) -> its pairs, merges resolved
-        self.walking: set[int] = set()         # nodes entered and not left: meeting one is a cycle
+        self.values: dict[int, Any] = {}  # id(node) -> its value, for the next alias of it
+        self.pairs: dict[int, list] = {}  # id(mapping node) -> its pairs, merges resolved
+        self.walking: set[int] = set()  # nodes entered and not left: meeting one is a cycle
         self.merging: set[int] = set()
 
     def walk(self, node: yaml.Node, loc: Loc) -> Any:
@@ -152,9 +169,12 @@ class _Walker:
 
     def _enter(self, node: yaml.Node, entered: set) -> None:
         if id(node) in entered:
-            raise ConfigError("recursive alias: a value contains an alias of itself", file=self.file,
-                              line=node.start_mark.line + 1,
-                              hint="an alias (*name) cannot refer to a value that encloses it")
+            raise ConfigError(
+                "recursive alias: a value contains an alias of itself",
+                file=self.file,
+                line=node.start_mark.line + 1,
+                hint="an alias (*name) cannot refer to a value that encloses it",
+            )
         entered.add(id(node))
 
     def _mapping(self, node: yaml.MappingNode, loc: Loc) -> dict:
@@ -178,13 +198,16 @@ class _Walker:
             if key_node.tag == MERGE_TAG:
                 for source in self._merge_sources(value_node):
                     for pair in self._pairs(source):
-                        merged.setdefault(pair[0], pair)   # in `<<: [*a, *b]` a's keys win
+                        merged.setdefault(pair[0], pair)  # in `<<: [*a, *b]` a's keys win
                 continue
             key = self._key(key_node)
             if key in own:
-                raise ConfigError(f"duplicate key {shown(key)} (first at line {own[key][1].start_mark.line + 1})",
-                                  file=self.file, line=key_node.start_mark.line + 1,
-                                  hint="each key may appear once; merge the two entries")
+                raise ConfigError(
+                    f"duplicate key {shown(key)} (first at line {own[key][1].start_mark.line + 1})",
+                    file=self.file,
+                    line=key_node.start_mark.line + 1,
+                    hint="each key may appear once; merge the two entries",
+                )
             own[key] = (key, key_node, value_node)
         self.merging.discard(id(node))
         pairs = [p for key, p in merged.items() if key not in own] + list(own.values())
@@ -195,9 +218,12 @@ class _Walker:
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         for source in sources:
             if not isinstance(source, yaml.MappingNode):
-                raise ConfigError("a merge key (<<) takes a mapping or a list of mappings",
-                                  file=self.file, line=source.start_mark.line + 1,
-                                  hint="write <<: *name, where &name marks a mapping")
+                raise ConfigError(
+                    "a merge key (<<) takes a mapping or a list of mappings",
+                    file=self.file,
+                    line=source.start_mark.line + 1,
+                    hint="write <<: *name, where &name marks a mapping",
+                )
         return sources
 
     def _key(self, node: yaml.Node) -> str:
@@ -205,35 +231,47 @@ class _Walker:
         a boolean, null, and turning those back into text would silently rename the key."""
         line = node.start_mark.line + 1
         if not isinstance(node, yaml.ScalarNode):
-            raise ConfigError(f"a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'} "
-                              "cannot be a key", file=self.file, line=line,
-                              hint="keys are names: quote it if it is one, or fix the indentation")
+            raise ConfigError(
+                f"a {'list' if isinstance(node, yaml.SequenceNode) else 'mapping'} cannot be a key",
+                file=self.file,
+                line=line,
+                hint="keys are names: quote it if it is one, or fix the indentation",
+            )
         if node.tag == VALUE_TAG:
             return node.value
         key = self._scalar(node)
         if isinstance(key, str):
             return key
         if not node.value:
-            raise ConfigError("empty key", file=self.file, line=line,
-                              hint="give the key a name; quote it if it is meant to be empty: \"\":")
+            raise ConfigError(
+                "empty key",
+                file=self.file,
+                line=line,
+                hint='give the key a name; quote it if it is meant to be empty: "":',
+            )
         kind = _KINDS.get(type(key), f"a {type(key).__name__}")
-        raise ConfigError(f"key {shown(node.value)} is read by YAML as {kind}, not a name",
-                          file=self.file, line=line, hint=f'quote it: "{node.value[:80]}":')
+        raise ConfigError(
+            f"key {shown(node.value)} is read by YAML as {kind}, not a name",
+            file=self.file,
+            line=line,
+            hint=f'quote it: "{node.value[:80]}":',
+        )
 
     def _scalar(self, node: yaml.Node) -> Any:
         try:
             return self.loader.construct_object(node, deep=True)
-        except (ValueError, KeyError, TypeError, OverflowError) as e:    # e.g. the date 2024-13-45
+        except (ValueError, KeyError, TypeError, OverflowError) as e:  # e.g. the date 2024-13-45
             tag = node.tag.rsplit(":", 1)[-1]
-            why = "" if isinstance(e, KeyError) else f": {e}"            # a KeyError says only the key
-            raise ConfigError(f"cannot read {shown(node.value)} as a {tag}{why[:200]}", file=self.file,
-                              line=node.start_mark.line + 1, hint="quote it if it is text") from None
+            why = "" if isinstance(e, KeyError) else f": {e}"  # a KeyError says only the key
+            raise ConfigError(
+                f"cannot read {shown(node.value)} as a {tag}{why[:200]}",
+                file=self.file,
+                line=node.start_mark.line + 1,
+                hint="quote it if it is text",
+            ) from None
 
 
-
-
-def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
-                   model: Any = None) -> ConfigError:
+def pydantic_error(src: Located, base: Loc, err: Any, what: str = "", model: Any = None) -> ConfigError:
     """The first error of a pydantic ValidationError, placed at its key's line.
 
     `model` (the pydantic class validated at `base`) lets an unknown key get a "did you mean"."""
@@ -241,16 +279,14 @@ def pydantic_error(src: Located, base: Loc, err: Any, what: str = "",
     first = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
     loc = base + tuple(first["loc"])
     dotted = ".".join(str(p) for p in loc if p != "__root__")
-    dotted = dotted if len(dotted) <= 200 else dotted[:200] + "…"   # keys come from the file too
+    dotted = dotted if len(dotted) <= 200 else dotted[:200] + "…"  # keys come from the file too
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        return src.error(loc, f"unknown key {dotted!r}{what}",
-                         hint=_did_you_mean(str(loc[-1]), model))
+        return src.error(loc, f"unknown key {dotted!r}{what}", hint=_did_you_mean(str(loc[-1]), model))
     if first["type"] == "missing":
-        return src.error(loc[:-1], f"missing required key {dotted!r}{what}",
-                         hint=f"add {loc[-1]}: <value>")
+        return src.error(loc[:-1], f"missing required key {dotted!r}{what}", hint=f"add {loc[-1]}: <value>")
     got = first.get("input")
-    if isinstance(got, str):                   # an alert URL's user:token@ never reaches a log or terminal
+    if isinstance(got, str):  # an alert URL's user:token@ never reaches a log or terminal
         got = mask_url_credentials(got)
     seen = "" if isinstance(got, (dict, list)) else f", got {shown(got)}"
     hint = FINITE_HINT if first["type"] == "finite_number" else ""

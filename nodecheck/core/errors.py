@@ -1,4 +1,5 @@
 """The two kinds of expected failure: bad operator input and tool output a parser cannot read."""
+
 from __future__ import annotations
 
 from nodecheck.core.model import excerpt as bounded
@@ -7,8 +8,7 @@ from nodecheck.core.model import excerpt as bounded
 class ConfigError(Exception):
     """Bad input (inventory, playbook, arguments): names the file, the line and the fix. Exit 64."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 hint: str = "") -> None:
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None, hint: str = "") -> None:
         self.file, self.line, self.message, self.hint = file, line, message, hint
         super().__init__(str(self))
 

@@ -3,6 +3,7 @@
 fold() is how every report, message and log line writes a set of nodes; expand() is how text from
 Slurm (scontrol, SLURM_JOB_NODELIST) becomes names; size_bound() refuses a typo before ClusterShell
 materialises a billion names."""
+
 from __future__ import annotations
 
 import re
@@ -33,9 +34,10 @@ def expand(text: str) -> list[str]:
     """Slurm hostlist "node[1-4,7]" -> ["node1", ..., "node7"], sorted as ClusterShell sorts;
     ConfigError on text that is not a hostlist."""
     size = size_bound(text)
-    if size > MAX_NODES:                       # ClusterShell would materialise every name first
-        raise ConfigError(f"hostlist {text!r} names {size:,} nodes, more than {MAX_NODES:,}",
-                          hint="check the ranges for a typo")
+    if size > MAX_NODES:  # ClusterShell would materialise every name first
+        raise ConfigError(
+            f"hostlist {text!r} names {size:,} nodes, more than {MAX_NODES:,}", hint="check the ranges for a typo"
+        )
     try:
         names = list(nodeset(text))
     except (NodeSetException, ValueError) as e:
@@ -44,16 +46,18 @@ def expand(text: str) -> list[str]:
         raise ConfigError(f"empty hostlist {text!r}", hint="name at least one node")
     bad = [n for n in names if n.startswith("@") or any(c.isspace() for c in n)]
     if bad:
-        raise ConfigError(f"bad hostlist {text!r}: {bad[0]!r} is not a node name",
-                          hint="separate names with ',' ; node groups (@name) are not expanded")
+        raise ConfigError(
+            f"bad hostlist {text!r}: {bad[0]!r} is not a node name",
+            hint="separate names with ',' ; node groups (@name) are not expanded",
+        )
     return names
 
 
 # a bracket group of a hostlist, and one of its ranges: "7", "001-128", "1-99/2"
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*(?:/\s*(\d+)\s*)?)?")
-_TERM_SEPARATORS = frozenset(",!&^")          # outside brackets: union and set operators
-_HUGE = 10 ** 15                               # a bound for numbers too long to be a real range
+_TERM_SEPARATORS = frozenset(",!&^")  # outside brackets: union and set operators
+_HUGE = 10**15  # a bound for numbers too long to be a real range
 
 
 def size_bound(text: str) -> int:
@@ -90,6 +94,6 @@ def _range_size(item: str) -> int:
     if not match:
         return 1
     low, high, step = match.group(1), match.group(2) or match.group(1), match.group(3) or "1"
-    if max(len(low), len(high), len(step)) > 15:   # int() of thousands of digits is refused
+    if max(len(low), len(high), len(step)) > 15:  # int() of thousands of digits is refused
         return _HUGE
     return abs(int(high) - int(low)) // max(int(step), 1) + 1

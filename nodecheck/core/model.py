@@ -1,17 +1,18 @@
 """Core value types shared by every stage: nodes, probes, captures, statuses, verdicts, results."""
+
 from __future__ import annotations
 
 import reprlib
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True)
 class Node:
-    name: str                                  # the name Slurm and the operator use: "gpu017"
-    address: str                               # what SSH dials; defaults to the name
+    name: str  # the name Slurm and the operator use: "gpu017"
+    address: str  # what SSH dials; defaults to the name
     port: int = 22
     user: str | None = None
     identity_file: str | None = None
@@ -23,34 +24,36 @@ class Node:
 @dataclass(frozen=True)
 class Probe:
     """One command to run on a node. argv is never a shell string: quoting happens once, in transport."""
-    name: str                                  # also the capture file name in the report
+
+    name: str  # also the capture file name in the report
     argv: tuple[str, ...]
     timeout_s: float = 30.0
     stdin: str | None = None
-    ok_exit_codes: frozenset[int] = frozenset({0})   # exit codes the judge can still read
+    ok_exit_codes: frozenset[int] = frozenset({0})  # exit codes the judge can still read
     # "module:function" the local transport may call in-process instead of spawning argv (the
     # NVML probe in prolog mode); it returns the stdout text or raises RunArgvInstead
     local_call: str | None = None
 
     def __post_init__(self) -> None:
-        if self.timeout_s <= 0:                # there is no "0 = forever"
+        if self.timeout_s <= 0:  # there is no "0 = forever"
             raise ValueError(f"probe {self.name}: timeout_s must be > 0")
 
 
 class Outcome(Enum):
-    EXITED = "exited"                          # ran to completion, any exit code
-    TIMEOUT = "timeout"                        # started, killed at its timeout or the run deadline
-    UNREACHABLE = "unreachable"                # connect, auth or host-key failure: nothing ran
-    SKIPPED = "skipped"                        # never started: the run deadline had passed
-    FAILED = "failed"                          # nodecheck itself failed to run it (an internal error)
+    EXITED = "exited"  # ran to completion, any exit code
+    TIMEOUT = "timeout"  # started, killed at its timeout or the run deadline
+    UNREACHABLE = "unreachable"  # connect, auth or host-key failure: nothing ran
+    SKIPPED = "skipped"  # never started: the run deadline had passed
+    FAILED = "failed"  # nodecheck itself failed to run it (an internal error)
 
 
 class Cut(Enum):
     """Why nodecheck's own side ended a probe early or never started it: not the node's doing. The
     capture's detail says it in words for people; decisions read this."""
-    DEADLINE = "deadline"                      # the run deadline came before the probe's own timeout
-    SIGNAL = "signal"                          # a stop request (SIGTERM, Ctrl-C): not started
-    CONNECTION_LOST = "connection lost"        # the kept connection was gone before it started: nothing ran
+
+    DEADLINE = "deadline"  # the run deadline came before the probe's own timeout
+    SIGNAL = "signal"  # a stop request (SIGTERM, Ctrl-C): not started
+    CONNECTION_LOST = "connection lost"  # the kept connection was gone before it started: nothing ran
 
 
 @dataclass(frozen=True)
@@ -63,21 +66,21 @@ class Capture:
     stdout: str
     stderr: str
     duration_s: float
-    detail: str = ""                           # "host key mismatch", "connect timeout after 10 s"
-    cut: Cut | None = None                     # set when nodecheck, not the node, ended or skipped it
+    detail: str = ""  # "host key mismatch", "connect timeout after 10 s"
+    cut: Cut | None = None  # set when nodecheck, not the node, ended or skipped it
 
 
 class Status(Enum):
     PASS = "pass"
     WARN = "warn"
-    SKIPPED = "skipped"                        # planned but not run (deadline, disabled)
-    ERROR = "error"                            # ran but could not be judged
+    SKIPPED = "skipped"  # planned but not run (deadline, disabled)
+    ERROR = "error"  # ran but could not be judged
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
-    FAIL = "fail"                              # judged and found bad
+    FAIL = "fail"  # judged and found bad
 
     @property
-    def healthy(self) -> bool:                 # the ONLY place that says what counts as healthy
+    def healthy(self) -> bool:  # the ONLY place that says what counts as healthy
         return self in (Status.PASS, Status.WARN)
 
     @property
@@ -85,8 +88,7 @@ class Status(Enum):
         return SEVERITY.index(self)
 
 
-SEVERITY = (Status.PASS, Status.WARN, Status.SKIPPED, Status.ERROR,
-            Status.TIMEOUT, Status.UNREACHABLE, Status.FAIL)
+SEVERITY = (Status.PASS, Status.WARN, Status.SKIPPED, Status.ERROR, Status.TIMEOUT, Status.UNREACHABLE, Status.FAIL)
 
 
 def worst(statuses: Iterable[Status]) -> Status:
@@ -98,13 +100,14 @@ def worst(statuses: Iterable[Status]) -> Status:
 @dataclass(frozen=True)
 class Verdict:
     """What a judge returns; it knows nothing about nodes or transport."""
+
     status: Status
-    message: str                               # "mlx5_2/1: rate 100 Gb/s, expected >= 400 Gb/s"
-    subject: str = ""                          # sub-entity: "mlx5_2/1", "GPU3"; "" = the whole node
+    message: str  # "mlx5_2/1: rate 100 Gb/s, expected >= 400 Gb/s"
+    subject: str = ""  # sub-entity: "mlx5_2/1", "GPU3"; "" = the whole node
     observed: Mapping[str, object] = field(default_factory=dict)
     expected: Mapping[str, object] = field(default_factory=dict)
-    excerpt: str = ""                          # the raw lines that justify it (bounded)
-    cut: Cut | None = None                     # judged from a capture nodecheck cut (the gate never drains for it)
+    excerpt: str = ""  # the raw lines that justify it (bounded)
+    cut: Cut | None = None  # judged from a capture nodecheck cut (the gate never drains for it)
 
 
 @dataclass(frozen=True)
@@ -113,19 +116,20 @@ class Evidence:
     probe: str
     argv: tuple[str, ...]
     exit_code: int | None
-    capture_path: str                          # path of the full output inside the report dir
+    capture_path: str  # path of the full output inside the report dir
 
 
 @dataclass(frozen=True)
 class CheckResult:
     """A verdict with its context, as the runner stores it."""
-    check: str                                 # "ib.ports"
-    nodes: tuple[str, ...]                     # who it is about: one node, a pair, the drifting nodes
+
+    check: str  # "ib.ports"
+    nodes: tuple[str, ...]  # who it is about: one node, a pair, the drifting nodes
     verdict: Verdict
     evidence: tuple[Evidence, ...] = ()
 
 
-EXCERPT_MAX_CHARS = 2000                       # keeps reports readable when a tool dumps megabytes
+EXCERPT_MAX_CHARS = 2000  # keeps reports readable when a tool dumps megabytes
 
 
 def excerpt(text: str, max_chars: int = EXCERPT_MAX_CHARS) -> str:
@@ -150,16 +154,16 @@ class _Shown(reprlib.Repr):
         self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 4
 
     def repr_bytes(self, x: bytes, level: int) -> str:
-        text = repr(x[:self.maxstring])
+        text = repr(x[: self.maxstring])
         return text + "..." if len(x) > self.maxstring else text
 
     def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 128:               # repr() of a 5000-digit int raises ValueError
+        if x.bit_length() > 128:  # repr() of a 5000-digit int raises ValueError
             return f"<an integer of {x.bit_length()} bits>"
         return super().repr_int(x, level)
 
     def repr_instance(self, x: object, level: int) -> str:
-        if hasattr(type(x), "model_fields"):   # a model's repr would quote all of its fields
+        if hasattr(type(x), "model_fields"):  # a model's repr would quote all of its fields
             return f"<{type(x).__name__}>"
         return super().repr_instance(x, level)
 
@@ -173,7 +177,7 @@ def shown(value: object, max_chars: int = SHOWN_MAX_CHARS) -> str:
     items deep, at most max_chars; never fails (a message must not raise)."""
     try:
         text = _SHOWN.repr(value)
-    except Exception:                          # noqa: BLE001 - an object whose repr raises
+    except Exception:  # noqa: BLE001 - an object whose repr raises
         return f"<a {type(value).__name__}>"
     return text if len(text) <= max_chars else text[:max_chars] + "…"
 

@@ -5,6 +5,7 @@ probe's argv). A value whose *name* looks secret (HF_TOKEN, AWS_SECRET_ACCESS_KE
 DB_PASSWORD, ...) is replaced by REDACTED wherever it would be written, and credentials inside a
 URL (scheme://user:token@host) are masked whatever the variable is called. Pure functions only.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,20 @@ REDACTED = "<redacted>"
 # Parts of a variable name that mark its value as a secret. Matched on the upper-cased name, as a
 # substring: *TOKEN*, *SECRET*, *PASSWORD*, *KEY* (API_KEY, ACCESS_KEY, SSH_KEY...), and the usual
 # spellings of credentials. NCCL/TORCH/CUDA tuning variables contain none of these.
-_SECRET_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "CREDENTIAL",
-                 "AUTH", "COOKIE", "SESSION", "PRIVATE", "SIGNATURE")
+_SECRET_PARTS = (
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "KEY",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "SIGNATURE",
+)
 _SECRET_NAME = re.compile("|".join(_SECRET_PARTS))
 # names that match a part above but hold no secret, and that drift judging needs to show
 _NOT_SECRET = frozenset({"NCCL_IB_PKEY", "SSH_AUTH_SOCK", "NCCL_IB_AR_THRESHOLD"})
@@ -31,8 +44,10 @@ _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]{1,2048}@")
 _ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]{0,255})=")
 _VALUE = re.compile(r"\"[^\"\n]{0,65536}\"|'[^'\n]{0,65536}'|[^\s\"']*")
 # --token VALUE / --password=VALUE style options in a command line
-_OPTION_NAME = (r"--?[A-Za-z0-9_-]{0,64}(?:token|secret|password|passwd|api[-_]?key|key)"
-                r"[A-Za-z0-9_-]{0,32}")
+_OPTION_NAME = (
+    r"--?[A-Za-z0-9_-]{0,64}(?:token|secret|password|passwd|api[-_]?key|key)"
+    r"[A-Za-z0-9_-]{0,32}"
+)
 _OPTION = re.compile(rf"({_OPTION_NAME})(=|[ \t]+)([^\s\"']+)", re.IGNORECASE)
 _OPTION_ALONE = re.compile(_OPTION_NAME, re.IGNORECASE)
 
@@ -77,10 +92,10 @@ def _redact_assignments(text: str) -> str:
     parts, pos = [], 0
     for m in _ASSIGNMENT.finditer(text):
         if m.start() < pos or not is_secret_name(m.group(1)):
-            continue                           # inside a value already masked, or nothing to mask
+            continue  # inside a value already masked, or nothing to mask
         value = _VALUE.match(text, m.end())
-        assert value is not None               # _VALUE matches the empty string
-        parts += [text[pos:m.end()], REDACTED]
+        assert value is not None  # _VALUE matches the empty string
+        parts += [text[pos : m.end()], REDACTED]
         pos = value.end()
     parts.append(text[pos:])
     return "".join(parts)

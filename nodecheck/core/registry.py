@@ -1,14 +1,16 @@
 """The table of checks: a check is a probe list plus a pure judge, registered under its dotted name."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar, Union
+from typing import Any, Generic, TypeVar, Union
 
 from pydantic import BaseModel
 
 from nodecheck.core.model import Capture, Probe
 
-Captures = Mapping[str, Capture]               # a node's captures, keyed by probe name
+Captures = Mapping[str, Capture]  # a node's captures, keyed by probe name
 # scope "node": judge(captures, params) -> Verdicts about that node.
 # scope "fleet": judge({node: captures}, params) -> (nodes, Verdict) pairs; it sees every node whose
 # probes ran to completion at once, so it can compare them (drift).
@@ -29,11 +31,11 @@ JudgeT = TypeVar("JudgeT", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class CheckSpec(Generic[ParamsT]):
-    name: str                                  # "ib.ports"
+    name: str  # "ib.ports"
     judge: Judge[ParamsT]
-    probes: ProbeList[ParamsT]                 # static, or a function of the validated params
-    params: type[ParamsT]                      # a registered check's playbook block is validated by it
-    scope: str = "node"                        # "node", "fleet" or "active"
+    probes: ProbeList[ParamsT]  # static, or a function of the validated params
+    params: type[ParamsT]  # a registered check's playbook block is validated by it
+    scope: str = "node"  # "node", "fleet" or "active"
     # probes run again after the active checks, on nodes whose first probes ran: a before/after
     # pair (IB error counters over the window in which the pair tests loaded the links)
     after: ProbeList[ParamsT] = ()
@@ -55,8 +57,9 @@ class CheckSpec(Generic[ParamsT]):
 CHECKS: dict[str, CheckSpec[Any]] = {}
 
 
-def check(name: str, *, probes: ProbeList[ModelT], params: type[ModelT], scope: str = "node",
-          after: ProbeList[ModelT] = ()) -> Callable[[JudgeT], JudgeT]:
+def check(
+    name: str, *, probes: ProbeList[ModelT], params: type[ModelT], scope: str = "node", after: ProbeList[ModelT] = ()
+) -> Callable[[JudgeT], JudgeT]:
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
         raise ValueError(f"check {name}: scope must be one of {SCOPES}, got {scope!r}")
@@ -66,4 +69,5 @@ def check(name: str, *, probes: ProbeList[ModelT], params: type[ModelT], scope: 
             raise ValueError(f"check {name} registered twice")
         CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after)
         return judge
+
     return register

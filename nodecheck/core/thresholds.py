@@ -1,8 +1,9 @@
 """Named threshold bands with units in the caller's keys; each judges one value into a Verdict."""
+
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
@@ -27,20 +28,21 @@ def is_finite(value: Any) -> bool:
 def _not_judged(value: Any, what: str, unit: str, subject: str, expected: dict) -> Verdict:
     """A non-finite measurement (a tool printed nan or inf) says nothing about health either way."""
     u = f" {unit}" if unit else ""
-    return Verdict(Status.ERROR, f"{what} {value}{u}: not a finite number, cannot be judged",
-                   subject, {what: str(value)}, expected)
+    return Verdict(
+        Status.ERROR, f"{what} {value}{u}: not a finite number, cannot be judged", subject, {what: str(value)}, expected
+    )
 
 
 class Floor(_Band):
     """Higher is better: below fail_below fails, below warn_below warns."""
+
     fail_below: float
-    warn_below: Optional[float] = None
+    warn_below: float | None = None
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Floor":
+    def _ordered(self) -> Floor:
         if self.warn_below is not None and self.warn_below < self.fail_below:
-            raise ValueError(f"warn_below ({fmt(self.warn_below)}) must be >= fail_below "
-                             f"({fmt(self.fail_below)})")
+            raise ValueError(f"warn_below ({fmt(self.warn_below)}) must be >= fail_below ({fmt(self.fail_below)})")
         return self
 
     def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
@@ -49,25 +51,32 @@ class Floor(_Band):
         if not is_finite(value):
             return _not_judged(value, what, unit, subject, expected)
         if value < self.fail_below:
-            return Verdict(Status.FAIL, f"{seen}, expected >= {fmt(self.fail_below)} {unit}",
-                           subject, observed, expected)
+            return Verdict(
+                Status.FAIL, f"{seen}, expected >= {fmt(self.fail_below)} {unit}", subject, observed, expected
+            )
         if self.warn_below is not None and value < self.warn_below:
-            return Verdict(Status.WARN, f"{seen}, expected >= {fmt(self.warn_below)} {unit}",
-                           subject, observed, {"min": self.warn_below})
-        return Verdict(Status.PASS, f"{seen} (>= {fmt(self.warn_below or self.fail_below)} {unit})",
-                       subject, observed, expected)
+            return Verdict(
+                Status.WARN,
+                f"{seen}, expected >= {fmt(self.warn_below)} {unit}",
+                subject,
+                observed,
+                {"min": self.warn_below},
+            )
+        return Verdict(
+            Status.PASS, f"{seen} (>= {fmt(self.warn_below or self.fail_below)} {unit})", subject, observed, expected
+        )
 
 
 class Ceiling(_Band):
     """Lower is better: above fail_above fails, above warn_above warns."""
+
     fail_above: float
-    warn_above: Optional[float] = None
+    warn_above: float | None = None
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Ceiling":
+    def _ordered(self) -> Ceiling:
         if self.warn_above is not None and self.warn_above > self.fail_above:
-            raise ValueError(f"warn_above ({fmt(self.warn_above)}) must be <= fail_above "
-                             f"({fmt(self.fail_above)})")
+            raise ValueError(f"warn_above ({fmt(self.warn_above)}) must be <= fail_above ({fmt(self.fail_above)})")
         return self
 
     def judge(self, value: float, *, what: str, unit: str, subject: str = "") -> Verdict:
@@ -76,21 +85,28 @@ class Ceiling(_Band):
         if not is_finite(value):
             return _not_judged(value, what, unit, subject, expected)
         if value > self.fail_above:
-            return Verdict(Status.FAIL, f"{seen}, expected <= {fmt(self.fail_above)} {unit}",
-                           subject, observed, expected)
+            return Verdict(
+                Status.FAIL, f"{seen}, expected <= {fmt(self.fail_above)} {unit}", subject, observed, expected
+            )
         if self.warn_above is not None and value > self.warn_above:
-            return Verdict(Status.WARN, f"{seen}, expected <= {fmt(self.warn_above)} {unit}",
-                           subject, observed, {"max": self.warn_above})
+            return Verdict(
+                Status.WARN,
+                f"{seen}, expected <= {fmt(self.warn_above)} {unit}",
+                subject,
+                observed,
+                {"max": self.warn_above},
+            )
         limit = self.fail_above if self.warn_above is None else self.warn_above
         return Verdict(Status.PASS, f"{seen} (<= {fmt(limit)} {unit})", subject, observed, expected)
 
 
 class Exact(_Band):
     """The value must equal the pinned one."""
+
     value: Any
 
     @model_validator(mode="after")
-    def _finite(self) -> "Exact":
+    def _finite(self) -> Exact:
         if not is_finite(self.value):
             raise ValueError(f"value must be a finite number, got {self.value}")
         return self
@@ -100,17 +116,23 @@ class Exact(_Band):
         if not is_finite(value):
             return _not_judged(value, what, unit, subject, {what: self.value})
         if value != self.value:
-            return Verdict(Status.FAIL, f"{what} {fmt(value)}{u}, expected {fmt(self.value)}{u}",
-                           subject, {what: value}, {what: self.value})
+            return Verdict(
+                Status.FAIL,
+                f"{what} {fmt(value)}{u}, expected {fmt(self.value)}{u}",
+                subject,
+                {what: value},
+                {what: self.value},
+            )
         return Verdict(Status.PASS, f"{what} {fmt(value)}{u}", subject, {what: value}, {what: self.value})
 
 
 class OneOf(_Band):
     """The value must be one of the allowed ones."""
+
     values: tuple[Any, ...]
 
     @model_validator(mode="after")
-    def _finite(self) -> "OneOf":
+    def _finite(self) -> OneOf:
         bad = next((v for v in self.values if not is_finite(v)), None)
         if bad is not None:
             raise ValueError(f"values must be finite numbers, got {bad}")
@@ -121,10 +143,14 @@ class OneOf(_Band):
         if not is_finite(value):
             return _not_judged(value, what, unit, subject, {what: list(self.values)})
         if value not in self.values:
-            return Verdict(Status.FAIL, f"{what} {fmt(value)}, expected one of {allowed}",
-                           subject, {what: value}, {what: list(self.values)})
-        return Verdict(Status.PASS, f"{what} {fmt(value)}", subject, {what: value},
-                       {what: list(self.values)})
+            return Verdict(
+                Status.FAIL,
+                f"{what} {fmt(value)}, expected one of {allowed}",
+                subject,
+                {what: value},
+                {what: list(self.values)},
+            )
+        return Verdict(Status.PASS, f"{what} {fmt(value)}", subject, {what: value}, {what: list(self.values)})
 
 
 def _off_is_false(value: Any) -> Any:

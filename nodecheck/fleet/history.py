@@ -27,6 +27,7 @@ Retention: History.prune deletes a playbook's sweeps beyond the newest N (`sweep
 pages they free are reused by the next sweeps (no auto_vacuum), so the file stops growing at about
 N + 1 sweeps; after lowering --keep, `sqlite3 FILE VACUUM` (no sweep running) gives space back.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -37,22 +38,31 @@ import sys
 import time
 from argparse import Namespace
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import SEVERITY, Status
 from nodecheck.core.redact import redact_text
 from nodecheck.report import exit_code_for
-from nodecheck.report.diff import (FACT_CHECKS, KEPT_COUNTERS, CounterRow, Measurement, NodeSweep, ResultRow,
-                                   SweepSnapshot, natural)
-from nodecheck.report.diff import counter_changes    # the diff's rule: one rule for both
+from nodecheck.report.diff import (
+    FACT_CHECKS,
+    KEPT_COUNTERS,
+    CounterRow,
+    Measurement,
+    NodeSweep,
+    ResultRow,
+    SweepSnapshot,
+    counter_changes,  # the diff's rule: one rule for both
+    natural,
+)
 
 SCHEMA_VERSION = 2
-BUSY_TIMEOUT_S = 60.0                          # another sweep's commit takes well under a second
+BUSY_TIMEOUT_S = 60.0  # another sweep's commit takes well under a second
 # How far back baseline() looks for what the last sweep did not judge or read: a day of hourly
 # sweeps. Older than that, "since the last sweep" would be a stretch: it is "not compared".
 LOOKBACK_SWEEPS = 24
@@ -121,12 +131,14 @@ SCHEMA = (
 )
 # Schema version -> the statements that bring a database of that version to the next one.
 MIGRATIONS = {
-    1: ("ALTER TABLE counters RENAME TO counters_v1",
+    1: (
+        "ALTER TABLE counters RENAME TO counters_v1",
         COUNTERS_TABLE,
         "INSERT INTO counters SELECT sweep_id, node, port, counter, value, boot_id, source, rowid FROM counters_v1",
-        "DROP TABLE counters_v1"),
+        "DROP TABLE counters_v1",
+    ),
 }
-_SQLITE_MAX_INT = 2 ** 63 - 1
+_SQLITE_MAX_INT = 2**63 - 1
 # The most sweeps one prune deletes. Deleting rewrites every page the rows were on, so the WAL grows
 # by the bytes deleted: 1000 nodes, 24 sweeps is ~3 s and ~200 MB. A lowered --keep (720 -> 168:
 # 5 GB) so drains 23 sweeps an hour instead of stalling one sweep for minutes on gigabytes of WAL.
@@ -137,24 +149,45 @@ _SWEEP_TABLES = ("nodes", "results", "facts", "counters", "measurements")
 
 class KeptView(NamedTuple):
     """What `history --show` reads besides results: one table, and what --check names in it."""
+
     table: str
-    columns: str                               # as snapshot() reads them
+    columns: str  # as snapshot() reads them
     order: str
-    check_columns: tuple[str, ...]             # --check matches any of them
-    what: str                                  # "versions": in titles and messages
-    check_word: str                            # what a --check value is here
-    read_by: str                               # the checks that keep them: a window without them has none
+    check_columns: tuple[str, ...]  # --check matches any of them
+    what: str  # "versions": in titles and messages
+    check_word: str  # what a --check value is here
+    read_by: str  # the checks that keep them: a window without them has none
 
 
 VIEWS = {
-    "versions": KeptView("facts", "node, key, value", "rowid", ("key",), "versions", "check",
-                         "the version checks (nccl.version, gpu.driver, ...)"),
+    "versions": KeptView(
+        "facts",
+        "node, key, value",
+        "rowid",
+        ("key",),
+        "versions",
+        "check",
+        "the version checks (nccl.version, gpu.driver, ...)",
+    ),
     # a counter name and a port never look alike (SymbolErrorCounter, mlx5_0/1): one option for both
-    "counters": KeptView("counters", "node, port, counter, value, boot_id, source", "seq", ("counter", "port"),
-                         "IB error counters", "counter or port", "ib.counters"),
-    "measurements": KeptView("measurements", "node, check_name, name, subject, value, unit", "rowid",
-                             ("check_name",), "measurements", "check",
-                             "ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out"),
+    "counters": KeptView(
+        "counters",
+        "node, port, counter, value, boot_id, source",
+        "seq",
+        ("counter", "port"),
+        "IB error counters",
+        "counter or port",
+        "ib.counters",
+    ),
+    "measurements": KeptView(
+        "measurements",
+        "node, check_name, name, subject, value, unit",
+        "rowid",
+        ("check_name",),
+        "measurements",
+        "check",
+        "ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out",
+    ),
 }
 
 
@@ -174,15 +207,17 @@ class SweepRow(NamedTuple):
 class Pruned(NamedTuple):
     """What History.prune deleted: the sweeps (oldest first), the oldest sweep it left, and how many
     sweeps beyond `keep` it left for the next sweeps to delete (PRUNE_MAX_SWEEPS)."""
+
     removed: tuple[SweepRow, ...]
-    older_than: str                            # the run id of the oldest sweep left
+    older_than: str  # the run id of the oldest sweep left
     left: int = 0
 
 
 class _Gaps(NamedTuple):
     """What History.baseline still looks for on one node; what it finds leaves the sets."""
+
     checks: set[str]
-    counters: set[tuple[str, str]]            # (port, counter)
+    counters: set[tuple[str, str]]  # (port, counter)
     facts: set[str]
 
 
@@ -198,9 +233,12 @@ class History:
         the file: nothing has run yet, and the operator has a path to fix."""
         path = Path(path)
         if readonly and not path.is_file():
-            raise ConfigError(f"no sweep history at {path}", file="--history",
-                              hint="`nodecheck sweep INVENTORY --output-dir DIR` writes DIR/history.sqlite "
-                                   "(or its --history DB); point --history at that file")
+            raise ConfigError(
+                f"no sweep history at {path}",
+                file="--history",
+                hint="`nodecheck sweep INVENTORY --output-dir DIR` writes DIR/history.sqlite "
+                "(or its --history DB); point --history at that file",
+            )
         try:
             if readonly:
                 conn = _connect_readonly(path)
@@ -209,14 +247,16 @@ class History:
                 conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
             history = cls(path, conn)
             conn.execute("PRAGMA foreign_keys = ON")
-            history._check_schema(readonly)    # before WAL: a newer or foreign file is not touched
+            history._check_schema(readonly)  # before WAL: a newer or foreign file is not touched
             if not readonly:
                 history._use_wal()
             return history
         except (sqlite3.Error, OSError) as e:
-            raise ConfigError(f"cannot use the sweep history: {e}", file=str(path),
-                              hint="a SQLite file nodecheck writes; give another --history, or move this "
-                                   "one aside") from None
+            raise ConfigError(
+                f"cannot use the sweep history: {e}",
+                file=str(path),
+                hint="a SQLite file nodecheck writes; give another --history, or move this one aside",
+            ) from None
 
     def close(self) -> None:
         self.conn.close()
@@ -255,14 +295,17 @@ class History:
     def _check_schema(self, readonly: bool) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"schema version {version} is newer than this nodecheck's "
-                                        f"({SCHEMA_VERSION}): upgrade nodecheck")
+            raise sqlite3.DatabaseError(
+                f"schema version {version} is newer than this nodecheck's ({SCHEMA_VERSION}): upgrade nodecheck"
+            )
         if version == SCHEMA_VERSION:
             return
         if readonly:
             if version in MIGRATIONS:
-                raise sqlite3.DatabaseError(f"schema version {version}, of an older nodecheck: the next "
-                                            "`nodecheck sweep` that uses this history upgrades it")
+                raise sqlite3.DatabaseError(
+                    f"schema version {version}, of an older nodecheck: the next "
+                    "`nodecheck sweep` that uses this history upgrades it"
+                )
             raise sqlite3.DatabaseError(f"not a nodecheck history (schema version {version})")
         with self._transaction() as conn:
             # another sweep may have created or migrated it while this one waited for the lock
@@ -270,11 +313,15 @@ class History:
             if version not in (0, SCHEMA_VERSION, *MIGRATIONS):
                 raise sqlite3.DatabaseError(f"not a nodecheck history (schema version {version})")
             if version == 0:
-                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                     "ORDER BY name LIMIT 3")]
-                if tables:                     # another program's database: add nothing to it
-                    raise sqlite3.DatabaseError(f"not a nodecheck history: a SQLite database of something else "
-                                                f"(tables {', '.join(tables)}, ...)")
+                tables = [
+                    r[0]
+                    for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name LIMIT 3")
+                ]
+                if tables:  # another program's database: add nothing to it
+                    raise sqlite3.DatabaseError(
+                        f"not a nodecheck history: a SQLite database of something else "
+                        f"(tables {', '.join(tables)}, ...)"
+                    )
                 for statement in SCHEMA:
                     conn.execute(statement)
             # one transaction: a migration cut short leaves the old version whole
@@ -292,22 +339,55 @@ class History:
             cur = conn.execute(
                 "INSERT INTO sweeps (run_id, playbook, started, finished, complete, incomplete_reason, status, "
                 "exit_code, report_dir, nodecheck_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (snap.run_id, snap.playbook, _ts(snap.started), _ts(snap.finished), int(snap.complete),
-                 snap.incomplete_reason, status.value, exit_code_for(status), report_dir, nodecheck_version))
+                (
+                    snap.run_id,
+                    snap.playbook,
+                    _ts(snap.started),
+                    _ts(snap.finished),
+                    int(snap.complete),
+                    snap.incomplete_reason,
+                    status.value,
+                    exit_code_for(status),
+                    report_dir,
+                    nodecheck_version,
+                ),
+            )
             sid = cur.lastrowid
-            assert sid is not None             # an INSERT's row id
-            conn.executemany("INSERT INTO nodes VALUES (?, ?, ?)",
-                             [(sid, n, s.value) for n, s in snap.node_statuses.items()])
-            conn.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
-                             [(sid, r.node, r.check, r.status.value, redact_text(r.message), redact_text(r.subject))
-                              for r in snap.results])
-            conn.executemany("INSERT INTO facts VALUES (?, ?, ?, ?)",
-                             [(sid, node, key, redact_text(value)) for node, key, value in snap.facts])
-            conn.executemany("INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             [(sid, c.node, c.port, c.counter, c.value if c.value <= _SQLITE_MAX_INT else str(c.value),
-                               c.boot_id, c.source, seq) for seq, c in enumerate(snap.counters)])
-            conn.executemany("INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             [(sid, m.node, m.check, m.name, m.subject, m.value, m.unit) for m in snap.measurements])
+            assert sid is not None  # an INSERT's row id
+            conn.executemany(
+                "INSERT INTO nodes VALUES (?, ?, ?)", [(sid, n, s.value) for n, s in snap.node_statuses.items()]
+            )
+            conn.executemany(
+                "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (sid, r.node, r.check, r.status.value, redact_text(r.message), redact_text(r.subject))
+                    for r in snap.results
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO facts VALUES (?, ?, ?, ?)",
+                [(sid, node, key, redact_text(value)) for node, key, value in snap.facts],
+            )
+            conn.executemany(
+                "INSERT INTO counters VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        sid,
+                        c.node,
+                        c.port,
+                        c.counter,
+                        c.value if c.value <= _SQLITE_MAX_INT else str(c.value),
+                        c.boot_id,
+                        c.source,
+                        seq,
+                    )
+                    for seq, c in enumerate(snap.counters)
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO measurements VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(sid, m.node, m.check, m.name, m.subject, m.value, m.unit) for m in snap.measurements],
+            )
             return sid
 
     def prune(self, playbook: str, keep: int, recorded: int, at_most: int = PRUNE_MAX_SWEEPS) -> Pruned | None:
@@ -319,13 +399,13 @@ class History:
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         with self._transaction() as conn:
-            oldest_first = self.sweeps(-1, playbook)                 # LIMIT -1: every one
-            beyond = [s for s in oldest_first[:max(len(oldest_first) - keep, 0)] if s.id != recorded]
+            oldest_first = self.sweeps(-1, playbook)  # LIMIT -1: every one
+            beyond = [s for s in oldest_first[: max(len(oldest_first) - keep, 0)] if s.id != recorded]
             removed = beyond[:at_most]
             if not removed:
                 return None
             ids = [(s.id,) for s in removed]
-            for table in _SWEEP_TABLES:        # not left to ON DELETE CASCADE: foreign_keys is per connection
+            for table in _SWEEP_TABLES:  # not left to ON DELETE CASCADE: foreign_keys is per connection
                 conn.executemany(f"DELETE FROM {table} WHERE sweep_id = ?", ids)
             conn.executemany("DELETE FROM sweeps WHERE id = ?", ids)
         # the oldest left: the sweep just recorded only when no other is (its date may be off)
@@ -341,9 +421,13 @@ class History:
         where, args = ("WHERE playbook = ?", (playbook,)) if playbook else ("", ())
         rows = self.conn.execute(
             f"SELECT id, run_id, playbook, started, finished, complete, status, exit_code, report_dir, "
-            f"incomplete_reason FROM sweeps {where} ORDER BY started DESC, id DESC LIMIT ?", (*args, last)).fetchall()
-        return [SweepRow(r[0], r[1], r[2], _parse_ts(r[3]), _parse_ts(r[4]), bool(r[5]), Status(r[6]), r[7], r[8], r[9])
-                for r in reversed(rows)]
+            f"incomplete_reason FROM sweeps {where} ORDER BY started DESC, id DESC LIMIT ?",
+            (*args, last),
+        ).fetchall()
+        return [
+            SweepRow(r[0], r[1], r[2], _parse_ts(r[3]), _parse_ts(r[4]), bool(r[5]), Status(r[6]), r[7], r[8], r[9])
+            for r in reversed(rows)
+        ]
 
     def last(self, playbook: str) -> SweepSnapshot | None:
         """The latest sweep of this playbook, as it was recorded."""
@@ -361,7 +445,7 @@ class History:
             return None
         last = self.snapshot(window[-1])
         states = last.checks()
-        want: dict[str, _Gaps] = defaultdict(lambda: _Gaps(set(), set(), set()))     # by node
+        want: dict[str, _Gaps] = defaultdict(lambda: _Gaps(set(), set(), set()))  # by node
         for node, check in {(r.node, r.check) for r in current.results}:
             if (node, check) not in states or states[(node, check)].status is Status.SKIPPED:
                 want[node].checks.add(check)
@@ -392,9 +476,14 @@ class History:
         if not used:
             return last
         filled = {(r.node, r.check) for r in results}
-        return replace(last, results=tuple(r for r in last.results if (r.node, r.check) not in filled) + tuple(results),
-                       counters=last.counters + tuple(counters), facts=last.facts + tuple(facts),
-                       filled=len(filled) + len(counters) + len(facts), filled_from=tuple(used))
+        return replace(
+            last,
+            results=tuple(r for r in last.results if (r.node, r.check) not in filled) + tuple(results),
+            counters=last.counters + tuple(counters),
+            facts=last.facts + tuple(facts),
+            filled=len(filled) + len(counters) + len(facts),
+            filled_from=tuple(used),
+        )
 
     def _older_results(self, sweep_id: int, node: str, checks: set[str]) -> list[ResultRow]:
         """The rows of the wanted checks this sweep judged on the node; those found leave `checks`."""
@@ -402,8 +491,9 @@ class History:
             return []
         rows: dict[str, list[ResultRow]] = {}
         for check, status, message, subject in self.conn.execute(
-                "SELECT check_name, status, message, subject FROM results WHERE sweep_id = ? AND node = ? "
-                "ORDER BY rowid", (sweep_id, node)):
+            "SELECT check_name, status, message, subject FROM results WHERE sweep_id = ? AND node = ? ORDER BY rowid",
+            (sweep_id, node),
+        ):
             if check in checks:
                 rows.setdefault(check, []).append(ResultRow(node, check, Status(status), message, subject))
         judged = [check for check, found in rows.items() if any(r.status is not Status.SKIPPED for r in found)]
@@ -413,37 +503,58 @@ class History:
     def _older_counters(self, sweep_id: int, node: str, wanted: set[tuple[str, str]]) -> list[CounterRow]:
         if not wanted:
             return []
-        found = [CounterRow(node, port, counter, int(value), boot_id, source) for port, counter, value, boot_id, source
-                 in self.conn.execute("SELECT port, counter, value, boot_id, source FROM counters WHERE sweep_id = ? "
-                                      "AND node = ? ORDER BY seq", (sweep_id, node))
-                 if (port, counter) in wanted]
+        found = [
+            CounterRow(node, port, counter, int(value), boot_id, source)
+            for port, counter, value, boot_id, source in self.conn.execute(
+                "SELECT port, counter, value, boot_id, source FROM counters WHERE sweep_id = ? "
+                "AND node = ? ORDER BY seq",
+                (sweep_id, node),
+            )
+            if (port, counter) in wanted
+        ]
         wanted.difference_update((c.port, c.counter) for c in found)
         return found
 
     def _older_facts(self, sweep_id: int, node: str, keys: set[str]) -> list[tuple[str, str, str]]:
         if not keys:
             return []
-        found = [(node, key, value) for key, value in self.conn.execute(
-            "SELECT key, value FROM facts WHERE sweep_id = ? AND node = ? ORDER BY rowid", (sweep_id, node))
-            if key in keys]
+        found = [
+            (node, key, value)
+            for key, value in self.conn.execute(
+                "SELECT key, value FROM facts WHERE sweep_id = ? AND node = ? ORDER BY rowid", (sweep_id, node)
+            )
+            if key in keys
+        ]
         keys.difference_update(key for _, key, _ in found)
         return found
 
     def snapshot(self, sweep: SweepRow) -> SweepSnapshot:
         def rows(columns: str, table: str, order: str = "rowid") -> list[tuple]:
-            return self.conn.execute(f"SELECT {columns} FROM {table} WHERE sweep_id = ? ORDER BY {order}",
-                                     (sweep.id,)).fetchall()
+            return self.conn.execute(
+                f"SELECT {columns} FROM {table} WHERE sweep_id = ? ORDER BY {order}", (sweep.id,)
+            ).fetchall()
+
         return SweepSnapshot(
-            run_id=sweep.run_id, playbook=sweep.playbook, started=sweep.started, finished=sweep.finished,
-            complete=sweep.complete, incomplete_reason=sweep.incomplete_reason,
+            run_id=sweep.run_id,
+            playbook=sweep.playbook,
+            started=sweep.started,
+            finished=sweep.finished,
+            complete=sweep.complete,
+            incomplete_reason=sweep.incomplete_reason,
             nodes=tuple(r[0] for r in rows("node", "nodes")),
-            results=tuple(ResultRow(n, c, Status(s), m, subj)
-                          for n, c, s, m, subj in rows("node, check_name, status, message, subject", "results")),
+            results=tuple(
+                ResultRow(n, c, Status(s), m, subj)
+                for n, c, s, m, subj in rows("node, check_name, status, message, subject", "results")
+            ),
             facts=tuple(rows("node, key, value", "facts")),
-            counters=tuple(CounterRow(n, p, c, int(v), b, src) for n, p, c, v, b, src
-                           in rows("node, port, counter, value, boot_id, source", "counters", "seq")),
-            measurements=tuple(Measurement(*r) for r in rows("node, check_name, name, subject, value, unit",
-                                                             "measurements")))
+            counters=tuple(
+                CounterRow(n, p, c, int(v), b, src)
+                for n, p, c, v, b, src in rows("node, port, counter, value, boot_id, source", "counters", "seq")
+            ),
+            measurements=tuple(
+                Measurement(*r) for r in rows("node, check_name, name, subject, value, unit", "measurements")
+            ),
+        )
 
     def node_sweeps(self, playbook: str, last: int) -> list[NodeSweep]:
         """Each node's status and failing checks in the last `last` sweeps of a playbook, for
@@ -454,17 +565,26 @@ class History:
             failing: dict[str, list[str]] = {}
             # as diff.offenders counts them: a check the deadline cut (skipped) is no offence
             for node, check in self.conn.execute(
-                    "SELECT DISTINCT node, check_name FROM results WHERE sweep_id = ? AND status NOT IN (?, ?, ?) "
-                    "ORDER BY check_name", (sweep.id, Status.PASS.value, Status.WARN.value, Status.SKIPPED.value)):
+                "SELECT DISTINCT node, check_name FROM results WHERE sweep_id = ? AND status NOT IN (?, ?, ?) "
+                "ORDER BY check_name",
+                (sweep.id, Status.PASS.value, Status.WARN.value, Status.SKIPPED.value),
+            ):
                 failing.setdefault(node, []).append(check)
-            rows += [NodeSweep(position, node, Status(status), tuple(failing.get(node, ())))
-                     for node, status in self.conn.execute(
-                         "SELECT node, status FROM nodes WHERE sweep_id = ? ORDER BY rowid", (sweep.id,))]
+            rows += [
+                NodeSweep(position, node, Status(status), tuple(failing.get(node, ())))
+                for node, status in self.conn.execute(
+                    "SELECT node, status FROM nodes WHERE sweep_id = ? ORDER BY rowid", (sweep.id,)
+                )
+            ]
         return rows
 
     def node_counts(self, sweep_id: int) -> dict[Status, int]:
-        return {Status(s): n for s, n in self.conn.execute(
-            "SELECT status, COUNT(*) FROM nodes WHERE sweep_id = ? GROUP BY status", (sweep_id,))}
+        return {
+            Status(s): n
+            for s, n in self.conn.execute(
+                "SELECT status, COUNT(*) FROM nodes WHERE sweep_id = ? GROUP BY status", (sweep_id,)
+            )
+        }
 
     def results(self, sweep_id: int, node: str | None = None, check: str | None = None) -> list[ResultRow]:
         clauses = ["sweep_id = ?"]
@@ -473,9 +593,14 @@ class History:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(value)
-        return [ResultRow(r[0], r[1], Status(r[2]), r[3], r[4]) for r in self.conn.execute(
-            f"SELECT node, check_name, status, message, subject FROM results WHERE {' AND '.join(clauses)} "
-            "ORDER BY rowid", args)]
+        return [
+            ResultRow(r[0], r[1], Status(r[2]), r[3], r[4])
+            for r in self.conn.execute(
+                f"SELECT node, check_name, status, message, subject FROM results WHERE {' AND '.join(clauses)} "
+                "ORDER BY rowid",
+                args,
+            )
+        ]
 
     def kept(self, view: str, sweep_id: int, node: str | None = None, check: str | None = None) -> list:
         """What one sweep kept of a VIEWS table, in recorded order, as snapshot() reads it: facts
@@ -489,29 +614,37 @@ class History:
         if check is not None:
             clauses.append("(" + " OR ".join(f"{c} = ?" for c in spec.check_columns) + ")")
             args += [check] * len(spec.check_columns)
-        rows = self.conn.execute(f"SELECT {spec.columns} FROM {spec.table} WHERE {' AND '.join(clauses)} "
-                                 f"ORDER BY {spec.order}", args).fetchall()
+        rows = self.conn.execute(
+            f"SELECT {spec.columns} FROM {spec.table} WHERE {' AND '.join(clauses)} ORDER BY {spec.order}", args
+        ).fetchall()
         if view == "counters":
             return [CounterRow(n, p, c, int(v), b, src) for n, p, c, v, b, src in rows]
         if view == "measurements":
             return [Measurement(*r) for r in rows]
         return [tuple(r) for r in rows]
 
-    def kept_names(self, view: str, columns: Sequence[str], sweep_ids: Sequence[int],
-                   node: str | None = None) -> set[str]:
+    def kept_names(
+        self, view: str, columns: Sequence[str], sweep_ids: Sequence[int], node: str | None = None
+    ) -> set[str]:
         """The distinct values of these columns of a VIEWS table in these sweeps (on one node): what
         a --node or --check could have named. One query a sweep: each is a prefix of the key."""
         table, names = VIEWS[view].table, set[str]()
         where, extra = ("AND node = ?", (node,)) if node is not None else ("", ())
         for column in columns:
             for sweep_id in sweep_ids:
-                names.update(r[0] for r in self.conn.execute(
-                    f"SELECT DISTINCT {column} FROM {table} WHERE sweep_id = ? {where}", (sweep_id, *extra)))
+                names.update(
+                    r[0]
+                    for r in self.conn.execute(
+                        f"SELECT DISTINCT {column} FROM {table} WHERE sweep_id = ? {where}", (sweep_id, *extra)
+                    )
+                )
         return names
 
     def covered(self, sweep_id: int, node: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM nodes WHERE sweep_id = ? AND node = ?",
-                                 (sweep_id, node)).fetchone() is not None
+        return (
+            self.conn.execute("SELECT 1 FROM nodes WHERE sweep_id = ? AND node = ?", (sweep_id, node)).fetchone()
+            is not None
+        )
 
     def knows(self, column: str, value: str) -> bool:
         """Whether any sweep covered this node (column "node") or judged this check ("check_name"):
@@ -531,6 +664,7 @@ def _prepare_files(path: Path) -> None:
     with the database file's mode and owner, so none of them is readable by others either
     (report.store.shared(): 0640, the operators' group). Existing ones a sweep left are narrowed too."""
     from nodecheck.report.store import create, make_dirs, shared
+
     access = shared()
     make_dirs(path.parent, access)
     for name in (path, *(Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
@@ -565,6 +699,7 @@ def _parse_ts(s: str) -> datetime:
 
 # ---------------------------------------------------------------- nodecheck history
 
+
 def history_command(args: Namespace) -> int:
     """`nodecheck history [--node N] [--check C] [--last K] [--show WHAT]`: per sweep, oldest first."""
     with History.open(args.history, readonly=True) as h:
@@ -575,8 +710,13 @@ def history_command(args: Namespace) -> int:
         else:
             entries = kept_entries(h, args.show, args.node, args.check, args.last)
     if args.format == "json":
-        doc = {"history": str(args.history), "show": args.show, "node": args.node, "check": args.check,
-               "sweeps": entries}
+        doc = {
+            "history": str(args.history),
+            "show": args.show,
+            "node": args.node,
+            "check": args.check,
+            "sweeps": entries,
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif args.show == "results":
         sys.stdout.write(render_history(entries, args.node, args.check))
@@ -591,33 +731,48 @@ def _refuse_unknown(h: History, column: str, value: str | None, flag: str) -> No
         return
     known = h.known(column)
     close = difflib.get_close_matches(value, known, n=1)
-    raise ConfigError(f"{value!r} is in no sweep of {h.path}", file=flag,
-                      hint=f"did you mean {close[0]!r}?" if close else
-                      f"{len(known)} {'nodes' if column == 'node' else 'checks'} are recorded")
+    raise ConfigError(
+        f"{value!r} is in no sweep of {h.path}",
+        file=flag,
+        hint=f"did you mean {close[0]!r}?"
+        if close
+        else f"{len(known)} {'nodes' if column == 'node' else 'checks'} are recorded",
+    )
 
 
 def _entry(h: History, sweep: SweepRow, node: str | None, check: str | None) -> dict:
     """One sweep as `history` shows it: its status for what was asked, and the results behind it."""
-    entry = {"run_id": sweep.run_id, "playbook": sweep.playbook, "started": _ts(sweep.started),
-             "report_dir": sweep.report_dir, "complete": sweep.complete}
+    entry = {
+        "run_id": sweep.run_id,
+        "playbook": sweep.playbook,
+        "started": _ts(sweep.started),
+        "report_dir": sweep.report_dir,
+        "complete": sweep.complete,
+    }
     if node is None and check is None:
         counts = h.node_counts(sweep.id)
         return {**entry, "status": sweep.status.value, "nodes": {s.value: counts[s] for s in SEVERITY if s in counts}}
     if node is not None and not h.covered(sweep.id, node):
         return {**entry, "status": "not checked", "results": []}
     rows = h.results(sweep.id, node, check)
-    if not rows:                               # the node was there, the check was not in the playbook
+    if not rows:  # the node was there, the check was not in the playbook
         return {**entry, "status": "not checked", "results": []}
     status = max((r.status for r in rows), key=lambda s: s.rank)
-    return {**entry, "status": status.value,
-            "results": [{"node": r.node, "check": r.check, "status": r.status.value, "subject": r.subject,
-                         "message": r.message} for r in rows]}
+    return {
+        **entry,
+        "status": status.value,
+        "results": [
+            {"node": r.node, "check": r.check, "status": r.status.value, "subject": r.subject, "message": r.message}
+            for r in rows
+        ],
+    }
 
 
 def render_history(entries: Sequence[dict], node: str | None, check: str | None) -> str:
     from tabulate import tabulate
 
     from nodecheck.core.hostlist import fold
+
     what = " ".join(p for p in (node and f"node {node}", check and f"check {check}") if p) or "all nodes"
     rows = []
     for e in entries:
@@ -628,13 +783,17 @@ def render_history(entries: Sequence[dict], node: str | None, check: str | None)
             detail = "not checked in this sweep"
         else:
             detail = _detail(e["results"], node, check, fold)
-        if not e["complete"]:                  # its skipped and timed-out results are the cut, not the node
+        if not e["complete"]:  # its skipped and timed-out results are the cut, not the node
             detail = f"(sweep cut short) {detail}"
         rows.append([when, e["run_id"], e["status"], detail, e["report_dir"] or "-"])
     if not rows:
         return f"history of {what}: no sweep recorded\n"
-    table = tabulate(rows, headers=["started (UTC)", "run id", "status", "detail", "report"], tablefmt="simple",
-                     maxcolwidths=[None, None, None, 80, None])
+    table = tabulate(
+        rows,
+        headers=["started (UTC)", "run id", "status", "detail", "report"],
+        tablefmt="simple",
+        maxcolwidths=[None, None, None, 80, None],
+    )
     return f"history of {what}, last {len(rows)} sweeps (oldest first):\n{table}\n"
 
 
@@ -662,6 +821,7 @@ def _detail(results: list[dict], node: str | None, check: str | None, fold) -> s
 
 # ---------------------------------------------------------------- history --show versions|counters|measurements
 
+
 def kept_entries(h: History, show: str, node: str | None, check: str | None, last: int) -> list[dict]:
     """The last `last` sweeps (oldest first), each with what it kept of VIEWS[show]. A version or a
     counter is compared with the latest earlier sweep that read it (the one before the window
@@ -669,7 +829,7 @@ def kept_entries(h: History, show: str, node: str | None, check: str | None, las
     counters `was` and `change` (counter_change). A --node or --check that matches nothing in
     these sweeps is bad input (ConfigError), as an unknown one is for results."""
     window = h.sweeps(last + 1)
-    seen: dict[tuple, tuple | CounterRow | Measurement] = {}    # what each version or counter was last
+    seen: dict[tuple, tuple | CounterRow | Measurement] = {}  # what each version or counter was last
     if len(window) > last:
         seen.update((_identity(show, row), row) for row in h.kept(show, window[0].id, node, check))
     entries = []
@@ -679,10 +839,18 @@ def kept_entries(h: History, show: str, node: str | None, check: str | None, las
             key = _identity(show, row)
             items.append(_item(show, row, seen.get(key)))
             seen[key] = row
-        entries.append({"run_id": sweep.run_id, "playbook": sweep.playbook, "started": _ts(sweep.started),
-                        "report_dir": sweep.report_dir, "complete": sweep.complete, show: items})
+        entries.append(
+            {
+                "run_id": sweep.run_id,
+                "playbook": sweep.playbook,
+                "started": _ts(sweep.started),
+                "report_dir": sweep.report_dir,
+                "complete": sweep.complete,
+                show: items,
+            }
+        )
     if (node is not None or check is not None) and entries and not any(e[show] for e in entries):
-        raise _matched_nothing(h, show, node, check, window[-len(entries):])
+        raise _matched_nothing(h, show, node, check, window[-len(entries) :])
     return entries
 
 
@@ -691,7 +859,7 @@ def _identity(show: str, row) -> tuple:
         return (row.node, row.port, row.counter)
     if show == "measurements":
         return (row.node, row.check, row.name, row.subject)
-    return row[:2]                             # (node, key)
+    return row[:2]  # (node, key)
 
 
 def _item(show: str, row, was) -> dict:
@@ -700,11 +868,24 @@ def _item(show: str, row, was) -> dict:
         old = was[2] if was is not None else None
         return {"node": node, "key": key, "value": value, "was": old, "changed": old is not None and old != value}
     if show == "counters":
-        return {"node": row.node, "port": row.port, "counter": row.counter, "value": row.value,
-                "boot_id": row.boot_id, "source": row.source, "was": was.value if was is not None else None,
-                "change": counter_change(was, row)}
-    return {"node": row.node, "check": row.check, "name": row.name, "subject": row.subject, "value": row.value,
-            "unit": row.unit}
+        return {
+            "node": row.node,
+            "port": row.port,
+            "counter": row.counter,
+            "value": row.value,
+            "boot_id": row.boot_id,
+            "source": row.source,
+            "was": was.value if was is not None else None,
+            "change": counter_change(was, row),
+        }
+    return {
+        "node": row.node,
+        "check": row.check,
+        "name": row.name,
+        "subject": row.subject,
+        "value": row.value,
+        "unit": row.unit,
+    }
 
 
 def counter_change(was: CounterRow | None, now: CounterRow) -> str | None:
@@ -725,8 +906,9 @@ def counter_change(was: CounterRow | None, now: CounterRow) -> str | None:
     return "same"
 
 
-def _matched_nothing(h: History, show: str, node: str | None, check: str | None,
-                     sweeps: Sequence[SweepRow]) -> ConfigError:
+def _matched_nothing(
+    h: History, show: str, node: str | None, check: str | None, sweeps: Sequence[SweepRow]
+) -> ConfigError:
     """Which filter matched nothing in these sweeps, and what would have matched. The node is one
     some sweep covered (_refuse_unknown): no "did you mean" for it; a --check that is a real name
     of this view (cuda.version, a counter) gets what was recorded, a typo the nearest name."""
@@ -735,21 +917,32 @@ def _matched_nothing(h: History, show: str, node: str | None, check: str | None,
     span = f"the last {len(sweeps)} sweeps of {h.path}"
     nodes = h.kept_names(show, ("node",), ids)
     if not nodes:
-        return ConfigError(f"no {spec.what} in {span}", file="--show",
-                           hint=f"kept by {spec.read_by}: none read in these sweeps")
+        return ConfigError(
+            f"no {spec.what} in {span}", file="--show", hint=f"kept by {spec.read_by}: none read in these sweeps"
+        )
     if check is not None:
         names = h.kept_names(show, spec.check_columns, ids)
         if check not in names:
             close = difflib.get_close_matches(check, names, n=1)
-            return ConfigError(f"no {spec.what} for {spec.check_word} {check!r} in {span}", file="--check",
-                               hint=f"did you mean {close[0]!r}?" if close and check not in _NAMES[show]
-                               else f"recorded there: {_listing(names)}")
+            return ConfigError(
+                f"no {spec.what} for {spec.check_word} {check!r} in {span}",
+                file="--check",
+                hint=f"did you mean {close[0]!r}?"
+                if close and check not in _NAMES[show]
+                else f"recorded there: {_listing(names)}",
+            )
     if node is not None and node not in nodes:
-        return ConfigError(f"no {spec.what} for node {node!r} in {span}", file="--node",
-                           hint=f"{len(nodes)} nodes have {spec.what} there; its statuses: --show results")
+        return ConfigError(
+            f"no {spec.what} for node {node!r} in {span}",
+            file="--node",
+            hint=f"{len(nodes)} nodes have {spec.what} there; its statuses: --show results",
+        )
     names = h.kept_names(show, spec.check_columns, ids, node=node)
-    return ConfigError(f"no {spec.what} for {spec.check_word} {check!r} on node {node!r} in {span}",
-                       file="--check", hint=f"that node's: {_listing(names)}")
+    return ConfigError(
+        f"no {spec.what} for {spec.check_word} {check!r} on node {node!r} in {span}",
+        file="--check",
+        hint=f"that node's: {_listing(names)}",
+    )
 
 
 def _listing(names: set[str], most: int = 10) -> str:
@@ -760,8 +953,12 @@ def _listing(names: set[str], most: int = 10) -> str:
 
 # The names a --check of each view may rightly give that a window may lack (no "did you mean" for them)
 _NAMES = {"versions": FACT_CHECKS, "counters": KEPT_COUNTERS, "measurements": ()}
-_COUNTER_CHANGE = {"rise": "+{delta} (was {was})", "reboot": "new boot: restarted at zero (was {was})",
-                   "cleared": "went down (was {was}): cleared or reset", "other source": "not compared: another source"}
+_COUNTER_CHANGE = {
+    "rise": "+{delta} (was {was})",
+    "reboot": "new boot: restarted at zero (was {was})",
+    "cleared": "went down (was {was}): cleared or reset",
+    "other source": "not compared: another source",
+}
 
 
 def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str | None) -> str:
@@ -771,10 +968,14 @@ def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str
     from tabulate import tabulate
 
     from nodecheck.core.hostlist import fold
+
     spec = VIEWS[show]
-    headers = {"versions": ["check", "value", "change"], "counters": ["port", "counter", "value", "change"],
-               "measurements": ["check", "measurement", "subject", "value"]}[show]
-    drop = {0} if check is not None and show != "counters" else set()   # the check column, fixed
+    headers = {
+        "versions": ["check", "value", "change"],
+        "counters": ["port", "counter", "value", "change"],
+        "measurements": ["check", "measurement", "subject", "value"],
+    }[show]
+    drop = {0} if check is not None and show != "counters" else set()  # the check column, fixed
     headers = [h for i, h in enumerate(headers) if i not in drop]
     rows = []
     for e in entries:
@@ -796,12 +997,16 @@ def render_kept(show: str, entries: Sequence[dict], node: str | None, check: str
             rows.append([when, run, *who, note, *[""] * (len(headers) - 1)])
         for shown, nodes in groups.items():
             rows.append([when, run, *([] if node is not None else [fold(nodes)]), *shown])
-    named = check if show == "counters" else f"check {check}"          # a counter or a port names itself
+    named = check if show == "counters" else f"check {check}"  # a counter or a port names itself
     what = " ".join(p for p in (node and f"node {node}", check and named) if p) or "all nodes"
     if not entries:
         return f"{spec.what} of {what}: no sweep recorded\n"
-    table = tabulate(rows, headers=["started (UTC)", "run id", *([] if node is not None else ["nodes"]), *headers],
-                     tablefmt="simple", disable_numparse=True)
+    table = tabulate(
+        rows,
+        headers=["started (UTC)", "run id", *([] if node is not None else ["nodes"]), *headers],
+        tablefmt="simple",
+        disable_numparse=True,
+    )
     return f"{spec.what} of {what}, last {len(entries)} sweeps (oldest first):\n{table}\n"
 
 

@@ -7,6 +7,7 @@ and their report directories. The exit code is the report's, as for `run`; a swe
 history or metrics could not be kept never exits 0 or 1. Retention that could not be done is a
 warning: this sweep was kept.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from nodecheck.core.errors import ConfigError
 
-MAX_OFFENDER_WINDOW = 1000                     # sweeps; hourly, that is six weeks
+MAX_OFFENDER_WINDOW = 1000  # sweeps; hourly, that is six weeks
 
 
 def parse_offender(text: str) -> tuple[int, int]:
@@ -29,36 +30,46 @@ def parse_offender(text: str) -> tuple[int, int]:
     except ValueError:
         raise ConfigError(f"--offender must be K/N, e.g. 3/5, got {text!r}", file="arguments") from None
     if not 1 <= k <= n <= MAX_OFFENDER_WINDOW:
-        raise ConfigError(f"--offender {text}: need 1 <= K <= N <= {MAX_OFFENDER_WINDOW}", file="arguments",
-                          hint="3/5 flags a node that failed in 3 of the last 5 sweeps")
+        raise ConfigError(
+            f"--offender {text}: need 1 <= K <= N <= {MAX_OFFENDER_WINDOW}",
+            file="arguments",
+            hint="3/5 flags a node that failed in 3 of the last 5 sweeps",
+        )
     return k, n
 
 
 def check_keep(keep: int, k: int, n: int) -> None:
     """--keep N (0: every sweep) must leave repeat-offender detection the N sweeps it looks back on."""
     if keep and keep < n:
-        raise ConfigError(f"--keep {keep} keeps fewer sweeps than --offender {k}/{n} looks back on", file="arguments",
-                          hint=f"--keep {n} or more (0 keeps every sweep), or a shorter --offender window")
+        raise ConfigError(
+            f"--keep {keep} keeps fewer sweeps than --offender {k}/{n} looks back on",
+            file="arguments",
+            hint=f"--keep {n} or more (0 keeps every sweep), or a shorter --offender window",
+        )
 
 
 @dataclass(frozen=True)
 class Retention:
     """What --keep deleted after this sweep."""
+
     keep: int
-    removed: tuple[str, ...]                   # the deleted sweeps' run ids, oldest first
-    older_than: str                            # the run id of the oldest sweep left
-    report_dirs: int                           # report directories removed
-    left: int                                  # sweeps beyond --keep left for the next sweeps
+    removed: tuple[str, ...]  # the deleted sweeps' run ids, oldest first
+    older_than: str  # the run id of the oldest sweep left
+    report_dirs: int  # report directories removed
+    left: int  # sweeps beyond --keep left for the next sweeps
 
     def line(self) -> str:
         k, m = len(self.removed), self.report_dirs
-        line = (f"retention: removed {k} sweep{'s' * (k != 1)} older than {self.older_than} "
-                f"({m} report director{'y' if m == 1 else 'ies'})")
+        line = (
+            f"retention: removed {k} sweep{'s' * (k != 1)} older than {self.older_than} "
+            f"({m} report director{'y' if m == 1 else 'ies'})"
+        )
         return line + (f"; {self.left} more beyond --keep {self.keep} go with the next sweeps" if self.left else "")
 
 
-def retire(history, playbook: str, recorded: int, keep: int,
-           output_dir: str | Path) -> tuple[Retention | None, list[str]]:
+def retire(
+    history, playbook: str, recorded: int, keep: int, output_dir: str | Path
+) -> tuple[Retention | None, list[str]]:
     """--keep: delete the playbook's sweeps beyond the newest `keep` from the history, then their
     report directories (report.store.remove_reports). Returns what was done and the warnings."""
     if not keep:
@@ -68,6 +79,7 @@ def retire(history, playbook: str, recorded: int, keep: int,
     except sqlite3.Error as e:
         return None, [f"retention: could not delete old sweeps from {history.path}: {e}"]
     from nodecheck.report.store import remove_reports
+
     if pruned is None:
         return None, []
     removed, warnings = remove_reports(((r.run_id, r.report_dir) for r in pruned.removed), output_dir)
@@ -82,21 +94,27 @@ def _check_metrics_path(path: str) -> None:
     """Before anything runs: node_exporter reads *.prom files only, from a directory that exists."""
     target = Path(path)
     if target.suffix != ".prom":
-        raise ConfigError(f"--metrics {path}: node_exporter's textfile collector reads only *.prom files",
-                          file="arguments", hint=f"--metrics {target.with_suffix('.prom')}")
+        raise ConfigError(
+            f"--metrics {path}: node_exporter's textfile collector reads only *.prom files",
+            file="arguments",
+            hint=f"--metrics {target.with_suffix('.prom')}",
+        )
     if not target.parent.is_dir():
-        raise ConfigError(f"--metrics {path}: no directory {target.parent}", file="arguments",
-                          hint="give node_exporter's --collector.textfile.directory")
+        raise ConfigError(
+            f"--metrics {path}: no directory {target.parent}",
+            file="arguments",
+            hint="give node_exporter's --collector.textfile.directory",
+        )
 
 
 def sweep_command(args: Namespace) -> int:
-    from nodecheck.gate import command as gatecmd
     from nodecheck.app.publish import progress
     from nodecheck.app.signals import stop_on_signals
     from nodecheck.app.targets import select_targets
     from nodecheck.app.transports import ensure_open_files
-    from nodecheck.fleet.history import History
     from nodecheck.config.playbook import load_playbook
+    from nodecheck.fleet.history import History
+    from nodecheck.gate import command as gatecmd
 
     k, n = parse_offender(args.offender)
     check_keep(args.keep, k, n)
@@ -106,6 +124,7 @@ def sweep_command(args: Namespace) -> int:
         # the gate config before anything runs: an error in it must not surface after a fleet-wide
         # sweep (its output lost, exit 64), and its retries and drain_on are the run's, not only the drain's
         from nodecheck.gate import config as gateconfig
+
         gateconfig.apply(args, gateconfig.load(gateconfig.config_path(args.config), "sweep")[0])
     playbook = load_playbook(args.playbook, tuple(args.pins))
     nodes, excluded, transport = select_targets(args, playbook)
@@ -114,12 +133,24 @@ def sweep_command(args: Namespace) -> int:
     history = _open_history(history_path(args))
     try:
         # a progress bar only for a person at a terminal; the timer's sweep prints none
-        with progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick, \
-                stop_on_signals() as stop:
-            report = gatecmd.run_gated(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                                       inventory=args.inventory, stop=stop, excluded=[x.name for x in excluded],
-                                       retries=args.retries, drain_on=args.drain_on, on_node_done=tick)
-        for warning in getattr(transport, "warnings", lambda: [])():
+        with (
+            progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick,
+            stop_on_signals() as stop,
+        ):
+            report = gatecmd.run_gated(
+                playbook,
+                nodes,
+                transport,
+                fanout=args.fanout,
+                deadline_s=args.deadline,
+                inventory=args.inventory,
+                stop=stop,
+                excluded=[x.name for x in excluded],
+                retries=args.retries,
+                drain_on=args.drain_on,
+                on_node_done=tick,
+            )
+        for warning in getattr(transport, "warnings", list)():
             print(f"nodecheck: warning: {warning}", file=sys.stderr)
         return _keep_and_publish(report, playbook, args, history, k, n)
     finally:
@@ -133,38 +164,40 @@ def _open_history(path: Path):
     recorded; the file is left exactly as it is (never deleted, never moved: it may be evidence, or
     another program's), and the exit code is never 0 or 1."""
     from nodecheck.fleet.history import History
+
     try:
         return History.open(path)
     except ConfigError as e:
-        return (f"{e.message} ({path}); this sweep is not compared or recorded; the file was left as it is "
-                "(move it aside: the next sweep starts a new history there)")
+        return (
+            f"{e.message} ({path}); this sweep is not compared or recorded; the file was left as it is "
+            "(move it aside: the next sweep starts a new history there)"
+        )
 
 
 def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int) -> int:
     from nodecheck import __version__
     from nodecheck.gate import command as gatecmd
-    from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN
+    from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN, metrics, table
     from nodecheck.report import diff as D
     from nodecheck.report import json as report_json
-    from nodecheck.report import metrics, table
     from nodecheck.report.store import store, why
 
     problems: list[str] = []
     # what the history, the diff, the metrics and the output keep: secrets masked, as in the report
-    report = report_json.redacted(report)      # (the runner's reports already are: then this is free)
+    report = report_json.redacted(report)  # (the runner's reports already are: then this is free)
     snap = D.snapshot(report)
     previous, rows = None, []
-    if isinstance(history, str):               # it could not even be opened: _open_history said why
+    if isinstance(history, str):  # it could not even be opened: _open_history said why
         problems.append(history)
     else:
         try:
             previous = history.baseline(report.playbook, snap)
             rows = history.node_sweeps(report.playbook, n - 1)
-        except (sqlite3.Error, ValueError) as e:   # a damaged history must not lose this sweep's report
+        except (sqlite3.Error, ValueError) as e:  # a damaged history must not lose this sweep's report
             problems.append(f"could not read the sweep history {history.path}: {e}")
             previous, rows = None, []
     changes = D.diff(previous, snap)
-    if problems:                               # not "first sweep": there were sweeps, unreadable
+    if problems:  # not "first sweep": there were sweeps, unreadable
         changes = replace(changes, unread=problems[0])
     # this sweep is not in the history yet: it comes after the n - 1 sweeps read from it
     found = D.offenders(rows + D.node_sweeps(snap, max((r.sweep for r in rows), default=-1) + 1), k, n)
@@ -183,7 +216,7 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         try:
             # absolute: retention finds the directory whatever the working directory of a later sweep
             recorded = history.record(snap, report_dir and os.path.abspath(report_dir), __version__)
-        except sqlite3.Error as e:             # "database is locked": another process held it past the timeout
+        except sqlite3.Error as e:  # "database is locked": another process held it past the timeout
             problems.append(f"could not record the sweep in {history.path}: {e}")
     if args.metrics:
         try:
@@ -192,8 +225,9 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
             problems.append(f"could not write the metrics file {args.metrics}: {why(e)}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []
     # last: the gate acts on this sweep first. A sweep that was not recorded deletes nothing.
-    retention, warnings = retire(history, snap.playbook, recorded, args.keep, args.output_dir) \
-        if recorded is not None else (None, [])
+    retention, warnings = (
+        retire(history, snap.playbook, recorded, args.keep, args.output_dir) if recorded is not None else (None, [])
+    )
     for problem in problems:
         print(f"nodecheck: error: {problem}", file=sys.stderr)
     for warning in warnings:
@@ -203,16 +237,32 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     if problems and code in (EXIT_PASS, EXIT_WARN):
         code = EXIT_UNKNOWN
     kept_line = [retention.line()] if retention else []
-    _print(args, report, summary, report_dir, gate, kept_line, lambda: {
-        **report_json.to_dict(report),
-        "sweep": {"history": str(history_path(args)), "report_dir": report_dir, "metrics": args.metrics,
-                  "changes": D.to_dict(changes, found, k, n), "gate": gate, "problems": problems,
-                  "retention": asdict(retention) if retention else None}})
+    _print(
+        args,
+        report,
+        summary,
+        report_dir,
+        gate,
+        kept_line,
+        lambda: {
+            **report_json.to_dict(report),
+            "sweep": {
+                "history": str(history_path(args)),
+                "report_dir": report_dir,
+                "metrics": args.metrics,
+                "changes": D.to_dict(changes, found, k, n),
+                "gate": gate,
+                "problems": problems,
+                "retention": asdict(retention) if retention else None,
+            },
+        },
+    )
     return code
 
 
-def _print(args: Namespace, report, summary: str, report_dir: str | None, gate: list[str], retention: list[str],
-           document) -> None:
+def _print(
+    args: Namespace, report, summary: str, report_dir: str | None, gate: list[str], retention: list[str], document
+) -> None:
     """stdout holds exactly one thing: the table with the changes, one JSON document (the gate's
     lines inside it), or the JUnit XML (the gate's lines on stderr). The retention line goes with
     the report line."""
@@ -222,6 +272,7 @@ def _print(args: Namespace, report, summary: str, report_dir: str | None, gate: 
         print("\n".join([*retention, written]), file=sys.stderr)
     elif args.format == "junit":
         from nodecheck.report import junit
+
         sys.stdout.write(junit.render(report))
         print("\n".join([*gate, *retention, written]), file=sys.stderr)
     else:

@@ -1,11 +1,12 @@
 """From what was gathered to the findings: the flight-recorder dumps parsed and compared, every rank's
 stack parsed and grouped, each node's events of the job's lifetime, and the diagnosis. Pure: gathered
 facts in, a Forensics value out."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Sequence
 
 from nodecheck.core.errors import ParseError
 from nodecheck.forensics.collect import DumpRead, Gathered, targets
@@ -17,17 +18,17 @@ from nodecheck.parsers.flight_recorder import FRDump, parse_dump
 from nodecheck.parsers.forensics import StackResult
 from nodecheck.parsers.pyspy import parse_pyspy_dump, pyspy_failure
 
-TIMED_OUT = (124, 137)                         # timeout(1): the bound fired; 137 after its -k grace
-EVENT_MARGIN_S = 600.0                         # kernel events this long before the job's oldest process count
-NO_START_WINDOW_S = 86_400.0                   # when the job's start is unknown: the last day
-MAX_EVENTS = 5                                 # per node and kind, newest kept
+TIMED_OUT = (124, 137)  # timeout(1): the bound fired; 137 after its -k grace
+EVENT_MARGIN_S = 600.0  # kernel events this long before the job's oldest process count
+NO_START_WINDOW_S = 86_400.0  # when the job's start is unknown: the last day
+MAX_EVENTS = 5  # per node and kind, newest kept
 
 
 @dataclass(frozen=True)
 class ReadDump:
     read: DumpRead
     dump: FRDump | None
-    error: str = ""                            # why it could not be used ("" when dump is set)
+    error: str = ""  # why it could not be used ("" when dump is set)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Forensics:
     groups: tuple[StackGroup, ...]
     events: dict
     diagnosis: Diagnosis
-    notes: tuple[str, ...]                     # what limits the evidence (no py-spy, unreadable dumps, ...)
+    notes: tuple[str, ...]  # what limits the evidence (no py-spy, unreadable dumps, ...)
 
 
 def examine(gathered: Gathered | None, dump_reads: Sequence[DumpRead], stack_timeout_s: float) -> Forensics:
@@ -63,7 +64,7 @@ def _parse(d: DumpRead) -> ReadDump:
         return ReadDump(d, parse_dump(d.data, source=d.path))
     except ParseError as e:
         return ReadDump(d, None, f"unreadable: {e.reason}")
-    except Exception as e:                     # noqa: BLE001 - one hostile dump is that dump's error, never the run's
+    except Exception as e:  # noqa: BLE001 - one hostile dump is that dump's error, never the run's
         return ReadDump(d, None, f"unreadable: {type(e).__name__} while reading it")
 
 
@@ -91,8 +92,9 @@ def _stack(g: Gathered, p: RankProcess, timeout_s: float) -> ProcessStack:
     if result.rc in TIMED_OUT:
         return ProcessStack(p, None, _no_answer(result, timeout_s), raw, _unpaused(result))
     if result.rc != 0:
-        return ProcessStack(p, None, f"py-spy failed: {pyspy_failure(result.stdout, result.stderr, result.rc)}", raw,
-                            _unpaused(result))
+        return ProcessStack(
+            p, None, f"py-spy failed: {pyspy_failure(result.stdout, result.stderr, result.rc)}", raw, _unpaused(result)
+        )
     try:
         return ProcessStack(p, parse_pyspy_dump(result.stdout), "", raw)
     except ParseError as e:
@@ -126,16 +128,19 @@ def _events(g: Gathered) -> dict[str, NodeEvents]:
         if log is not None:
             since = _since(now, [p for p in g.processes if p.node == node])
             xids = [_xid_line(x) for x in _within(log.xids, since)]
-            ooms = [f"OOM kill of {f'{o.process} (pid {o.pid})' if o.process else f'pid {o.pid}'}{_at(o.time)}"
-                    for o in _within(log.ooms, since)]
+            ooms = [
+                f"OOM kill of {f'{o.process} (pid {o.pid})' if o.process else f'pid {o.pid}'}{_at(o.time)}"
+                for o in _within(log.ooms, since)
+            ]
         events[node] = NodeEvents(tuple(xids), tuple(ooms), snap.nccl_warns, error)
     return events
 
 
 def _kernel_log(capture):
     """(parsed log, the node's clock, "") or (None, None, why it was not read)."""
-    from nodecheck.probes.kernel_log import read_kernel_log
     from nodecheck.core.model import Outcome
+    from nodecheck.probes.kernel_log import read_kernel_log
+
     if capture is None:
         return None, None, "not gathered"
     if capture.outcome is not Outcome.EXITED:
@@ -154,6 +159,7 @@ def _within(events, since: datetime | None) -> list:
 
 def _xid_line(x) -> str:
     from nodecheck.parsers.xid_codes import classify
+
     gpu = f" on GPU {x.pci}" if x.pci else ""
     return f"Xid {x.code} ({classify(x.code)[1]}){gpu}{_at(x.time)}"
 
@@ -183,17 +189,23 @@ def _notes(g: Gathered | None, reads: Sequence[ReadDump], processes: Sequence[Ra
             elif not snap.processes:
                 notes.append(f"{node}: no process of the job found")
             for prefix in snap.relative_prefixes:
-                notes.append(f"{node}: dump prefix {prefix!r} is relative to the job's directory: not listed "
-                             "(pass --dumps with the files)")
+                notes.append(
+                    f"{node}: dump prefix {prefix!r} is relative to the job's directory: not listed "
+                    "(pass --dumps with the files)"
+                )
         if g.incomplete:
             notes.append(f"incomplete: {g.incomplete}")
         for rank, ps in sorted(duplicated(processes).items()):
-            notes.append(f"rank {rank} is claimed by {len(ps)} processes ({', '.join(f'{p.node} pid {p.pid}' for p in ps)}): "
-                         "is the pattern matching two jobs?")
+            notes.append(
+                f"rank {rank} is claimed by {len(ps)} processes ({', '.join(f'{p.node} pid {p.pid}' for p in ps)}): "
+                "is the pattern matching two jobs?"
+            )
     for r in reads:
         if r.dump is None:
             notes.append(f"dump {r.read.path}{' on ' + r.read.node if r.read.node else ''}: {r.error}")
     if not reads:
-        notes.append("no flight-recorder dump found (TORCH_NCCL_DUMP_ON_TIMEOUT=1 writes them when the watchdog "
-                     "fires; a job still inside its timeout has none yet)")
+        notes.append(
+            "no flight-recorder dump found (TORCH_NCCL_DUMP_ON_TIMEOUT=1 writes them when the watchdog "
+            "fires; a job still inside its timeout has none yet)"
+        )
     return tuple(notes)

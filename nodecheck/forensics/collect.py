@@ -5,22 +5,23 @@ once, py-spy on every rank and the fetch of every dump file. Or the dumps from a
 Nothing here judges: it returns captures and parsed facts; a node that cannot be read carries its
 failure. Every probe has its timeout and the whole gathering one deadline (transport.fanout).
 """
+
 from __future__ import annotations
 
 import os
 import stat
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
 
-from nodecheck.probes.kernel_log import KERNEL_LOG
 from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Capture, Node, Outcome, one_line
+from nodecheck.core.redact import redact_text
 from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe, stacks_probe
 from nodecheck.forensics.ranks import RankProcess, rank_processes
-from nodecheck.core.model import Capture, Node, Outcome, one_line
 from nodecheck.parsers.forensics import NodeSnapshot, StackResult, parse_fetch, parse_snapshot, parse_stacks
-from nodecheck.core.redact import redact_text
+from nodecheck.probes.kernel_log import KERNEL_LOG
 
 SNAPSHOT_TIMEOUT_S = 20.0
 FETCH_TIMEOUT_S = 60.0
@@ -28,47 +29,67 @@ FETCH_TIMEOUT_S = 60.0
 # not sent through one SSH capture (16 MiB of base64), the operator copies it and uses --dumps
 MAX_FETCH_BYTES = 10 * 1024 * 1024
 MAX_LOCAL_DUMP_BYTES = 256 * 1024 * 1024
-MAX_DUMPS_PER_NODE = 256                       # a prefix shared with other jobs' files must not fetch thousands
+MAX_DUMPS_PER_NODE = 256  # a prefix shared with other jobs' files must not fetch thousands
 
 
 @dataclass(frozen=True)
 class Where:
     """How forensics finds the job's processes on a node."""
-    mode: str                                  # "match": pgrep -f pattern; "slurm": SLURM_JOB_ID in their environment
-    what: str                                  # the pattern or the job id
-    log: str | None = None                     # the job's log on each node ({node} replaced)
-    dump_prefix: str | None = None             # an extra flight-recorder prefix to list
+
+    mode: str  # "match": pgrep -f pattern; "slurm": SLURM_JOB_ID in their environment
+    what: str  # the pattern or the job id
+    log: str | None = None  # the job's log on each node ({node} replaced)
+    dump_prefix: str | None = None  # an extra flight-recorder prefix to list
 
 
 @dataclass(frozen=True)
 class DumpRead:
-    node: str                                  # "" when read from --dumps without a node directory
+    node: str  # "" when read from --dumps without a node directory
     path: str
     data: bytes | None
-    note: str = ""                             # why it was not read, or what to know about it
+    note: str = ""  # why it was not read, or what to know about it
 
 
 @dataclass
 class Gathered:
     nodes: list[str]
     snapshots: dict[str, NodeSnapshot] = field(default_factory=dict)
-    failures: dict[str, str] = field(default_factory=dict)           # node -> why it has no snapshot
+    failures: dict[str, str] = field(default_factory=dict)  # node -> why it has no snapshot
     kernel: dict[str, Capture] = field(default_factory=dict)
     processes: list[RankProcess] = field(default_factory=list)
     stack_results: dict[tuple[str, int], StackResult] = field(default_factory=dict)
-    stack_failures: dict[str, str] = field(default_factory=dict)     # node -> why no stack was taken there
-    pyspy: dict[str, str | None] = field(default_factory=dict)       # node -> py-spy version (None: missing)
+    stack_failures: dict[str, str] = field(default_factory=dict)  # node -> why no stack was taken there
+    pyspy: dict[str, str | None] = field(default_factory=dict)  # node -> py-spy version (None: missing)
     dumps: list[DumpRead] = field(default_factory=list)
     captures: list[Capture] = field(default_factory=list)
     incomplete: str = ""
 
 
-def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadline: float, stack_timeout_s: float,
-           native: bool, pyspy: str | None, fetch: bool, stop: threading.Event | None = None) -> Gathered:
+def gather(
+    transport,
+    nodes: Sequence[Node],
+    where: Where,
+    *,
+    fanout: int,
+    deadline: float,
+    stack_timeout_s: float,
+    native: bool,
+    pyspy: str | None,
+    fetch: bool,
+    stop: threading.Event | None = None,
+) -> Gathered:
     from nodecheck.transport.fanout import run_probes
+
     out = Gathered([n.name for n in nodes])
-    first = {n: [snapshot_probe(where.mode, where.what, n.name, _for_node(where.log, n.name), where.dump_prefix,
-                                SNAPSHOT_TIMEOUT_S), KERNEL_LOG] for n in nodes}
+    first = {
+        n: [
+            snapshot_probe(
+                where.mode, where.what, n.name, _for_node(where.log, n.name), where.dump_prefix, SNAPSHOT_TIMEOUT_S
+            ),
+            KERNEL_LOG,
+        ]
+        for n in nodes
+    }
     done = run_probes(transport, first, fanout=fanout, deadline=deadline, stop=stop)
     out.incomplete = done.incomplete
     for n in nodes:
@@ -90,8 +111,10 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
         if pids:
             probes.append(stacks_probe(pids, stack_timeout_s, native, pyspy))
         if fetch:
-            probes += [fetch_probe(k, d.path, d.owner, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
-                       for k, d in enumerate(snapshot.dumps[:MAX_DUMPS_PER_NODE])]
+            probes += [
+                fetch_probe(k, d.path, d.owner, MAX_FETCH_BYTES, FETCH_TIMEOUT_S)
+                for k, d in enumerate(snapshot.dumps[:MAX_DUMPS_PER_NODE])
+            ]
         if probes:
             second[n] = probes
     if second and not (stop is not None and stop.is_set()):
@@ -101,10 +124,10 @@ def gather(transport, nodes: Sequence[Node], where: Where, *, fanout: int, deadl
             for probe in probes:
                 c = done.captures[(n.name, probe.name)]
                 if probe.name.startswith(FETCH_PREFIX):
-                    path = out.snapshots[n.name].dumps[int(probe.name[len(FETCH_PREFIX):])].path
+                    path = out.snapshots[n.name].dumps[int(probe.name[len(FETCH_PREFIX) :])].path
                     out.dumps.append(_read_fetch(n.name, path, c))
                 else:
-                    c = _redacted(c)               # py-spy prints each rank's command line
+                    c = _redacted(c)  # py-spy prints each rank's command line
                     out.captures.append(c)
                     _read_stacks(out, n.name, c)
     return out
@@ -142,12 +165,13 @@ def _read_snapshot(out: Gathered, node: str, c: Capture) -> None:
     try:
         snap = parse_snapshot(c.stdout)
     except ParseError as e:
-        out.failures[node] = one_line(redact_text(f"unreadable snapshot (exit {c.exit_code}): {e.reason}; "
-                                                  f"output {e.excerpt[:200]!r}"))
+        out.failures[node] = one_line(
+            redact_text(f"unreadable snapshot (exit {c.exit_code}): {e.reason}; output {e.excerpt[:200]!r}")
+        )
         return
     snap = replace(snap, nccl_warns=tuple(redact_text(w) for w in snap.nccl_warns))
     out.snapshots[node] = snap
-    out.processes += rank_processes(node, snap.processes)     # their command lines redacted
+    out.processes += rank_processes(node, snap.processes)  # their command lines redacted
     # files the listing would not read (a symbolic link, another user's file): said, never fetched
     out.dumps += [DumpRead(node, path, None, f"refused: {why}") for path, why in snap.refused]
 
@@ -170,8 +194,12 @@ def _read_stacks(out: Gathered, node: str, c: Capture) -> None:
 
 def _read_fetch(node: str, path: str, c: Capture) -> DumpRead:
     if c.outcome is not Outcome.EXITED or c.exit_code != 0:
-        return DumpRead(node, path, None, one_line(f"not fetched: {c.outcome.value} (exit {c.exit_code}): "
-                                                   f"{c.detail or c.stderr.strip()}"))
+        return DumpRead(
+            node,
+            path,
+            None,
+            one_line(f"not fetched: {c.outcome.value} (exit {c.exit_code}): {c.detail or c.stderr.strip()}"),
+        )
     try:
         fetched = parse_fetch(c.stdout, MAX_FETCH_BYTES)
     except ParseError as e:
@@ -190,7 +218,7 @@ def read_local_dumps(directory: str) -> list[DumpRead]:
     record), and so is a file past MAX_LOCAL_DUMP_BYTES; each file is opened once (O_NOFOLLOW) and
     checked as opened."""
     found: list[DumpRead] = []
-    top = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)     # DIR itself is the operator's choice
+    top = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)  # DIR itself is the operator's choice
     try:
         for name in sorted(os.listdir(top)):
             kind = _kind(top, name)
@@ -209,20 +237,30 @@ def _node_dir(top: int, name: str, path: Path) -> list[DumpRead]:
     except OSError as e:
         return [DumpRead(name, str(path), None, f"not read: {e.strerror or e}")]
     try:
-        return [_local(name, fd, f, path / f, kind) for f in sorted(os.listdir(fd))
-                if (kind := _kind(fd, f)) not in (None, "directory")]
+        return [
+            _local(name, fd, f, path / f, kind)
+            for f in sorted(os.listdir(fd))
+            if (kind := _kind(fd, f)) not in (None, "directory")
+        ]
     finally:
         os.close(fd)
 
 
 def _kind(fd: int, name: str) -> str | None:
-    """"file", "directory", "link", "other"; None when it is gone."""
+    """ "file", "directory", "link", "other"; None when it is gone."""
     try:
         mode = os.lstat(name, dir_fd=fd).st_mode
     except OSError:
         return None
-    return ("link" if stat.S_ISLNK(mode) else "directory" if stat.S_ISDIR(mode)
-            else "file" if stat.S_ISREG(mode) else "other")
+    return (
+        "link"
+        if stat.S_ISLNK(mode)
+        else "directory"
+        if stat.S_ISDIR(mode)
+        else "file"
+        if stat.S_ISREG(mode)
+        else "other"
+    )
 
 
 def _local(node: str, dir_fd: int, name: str, path: Path, kind: str) -> DumpRead:

@@ -5,48 +5,50 @@ process group (the entries' pg name) and over collectives only: p2p entries coun
 p2p_seq_id (and NCCL stamps them with the *current* collective_seq_id, so mixing them in would
 make a pending send look like a pending collective); they are reported beside the finding.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from nodecheck.forensics.ranks import fold_ranks
 from nodecheck.parsers.flight_recorder import FRDump, FREntry
 
 # worst first: a mismatch explains every wait behind it, a rank that never joined explains the rest
 KINDS = ("mismatched", "missing", "same_collective", "ahead", "never_started", "p2p_only", "completed")
-_SMALL = 4                                   # at most this many ranks in a group: name their places
+_SMALL = 4  # at most this many ranks in a group: name their places
 
 
 @dataclass(frozen=True)
-class RankAt:                     # what some ranks are doing at the divergence point
-    ranks: tuple[int, ...]        # ranks doing the same thing
-    collective: str | None        # None: has no entry at that seq (missing)
-    sizes: str                    # rendered input sizes: "[2048x4096]", "[1]", "" when none
-    state: str                    # "started", "scheduled", "completed", "" (missing)
+class RankAt:  # what some ranks are doing at the divergence point
+    ranks: tuple[int, ...]  # ranks doing the same thing
+    collective: str | None  # None: has no entry at that seq (missing)
+    sizes: str  # rendered input sizes: "[2048x4096]", "[1]", "" when none
+    state: str  # "started", "scheduled", "completed", "" (missing)
 
 
 @dataclass(frozen=True)
 class GroupFinding:
-    pg: str                       # as the dump names it ("0", "default_pg")
+    pg: str  # as the dump names it ("0", "default_pg")
     desc: str
-    members: tuple[int, ...]      # ranks of the group (pg_config), else the ranks that have dumps for it
-    kind: str                     # one of KINDS
-    seq: int | None               # the collective_seq_id where it happens (the first not completed by every rank)
-    last_completed: Mapping[int, int | None]   # rank -> last completed collective seq id
-    at_seq: tuple[RankAt, ...]    # who is in what at seq (majority first)
-    missing: tuple[int, ...]      # members with a dump but no entry at seq (never joined)
-    no_dump: tuple[int, ...]      # members whose dump was not there / not readable
-    ahead: tuple[int, ...]        # members with entries past seq
-    p2p_pending: Mapping[int, tuple[str, ...]] = field(default_factory=dict)   # rank -> "send 0->1 [8x16] (started)"
+    members: tuple[int, ...]  # ranks of the group (pg_config), else the ranks that have dumps for it
+    kind: str  # one of KINDS
+    seq: int | None  # the collective_seq_id where it happens (the first not completed by every rank)
+    last_completed: Mapping[int, int | None]  # rank -> last completed collective seq id
+    at_seq: tuple[RankAt, ...]  # who is in what at seq (majority first)
+    missing: tuple[int, ...]  # members with a dump but no entry at seq (never joined)
+    no_dump: tuple[int, ...]  # members whose dump was not there / not readable
+    ahead: tuple[int, ...]  # members with entries past seq
+    p2p_pending: Mapping[int, tuple[str, ...]] = field(default_factory=dict)  # rank -> "send 0->1 [8x16] (started)"
 
 
 @dataclass(frozen=True)
-class _RankView:                  # one rank's collectives on one group
-    by_seq: Mapping[int, tuple[FREntry, ...]]   # coalesced ops share a seq: one launch, several entries
-    done: int                     # highest seq known completed (0: none)
-    enqueued: int                 # highest seq known enqueued
+class _RankView:  # one rank's collectives on one group
+    by_seq: Mapping[int, tuple[FREntry, ...]]  # coalesced ops share a seq: one launch, several entries
+    done: int  # highest seq known completed (0: none)
+    enqueued: int  # highest seq known enqueued
 
 
 def analyze(dumps: Sequence[FRDump]) -> tuple[GroupFinding, ...]:
@@ -87,7 +89,9 @@ def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump], entries: Mapping[i
     no_dump = tuple(r for r in members if r not in by_rank)
     p2p = _p2p_pending(entries, members)
     done = {r: (v.done or None) for r, v in views.items()}
-    base: dict[str, Any] = dict(pg=pg, desc=desc, members=members, last_completed=done, no_dump=no_dump, p2p_pending=p2p)
+    base: dict[str, Any] = dict(
+        pg=pg, desc=desc, members=members, last_completed=done, no_dump=no_dump, p2p_pending=p2p
+    )
     if not any(v.by_seq or v.done for v in views.values()):
         kind = "p2p_only" if any(e.is_p2p for es in entries.values() for e in es) else "never_started"
         return GroupFinding(kind=kind, seq=None, at_seq=(), missing=(), ahead=(), **base)
@@ -95,8 +99,9 @@ def _group(pg: str, desc: str, by_rank: Mapping[int, FRDump], entries: Mapping[i
     if seq > max(v.enqueued for v in views.values()) and not no_dump:
         return GroupFinding(kind="completed", seq=None, at_seq=(), missing=(), ahead=(), **base)
     at, missing, ahead = _at_seq(seq, views)
-    return GroupFinding(kind=_kind(at, missing, no_dump, ahead), seq=seq, at_seq=at, missing=missing,
-                        ahead=ahead, **base)
+    return GroupFinding(
+        kind=_kind(at, missing, no_dump, ahead), seq=seq, at_seq=at, missing=missing, ahead=ahead, **base
+    )
 
 
 def _members(pg: str, by_rank: Mapping[int, FRDump], entries: Mapping[int, list[FREntry]]) -> tuple[int, ...]:
@@ -117,11 +122,14 @@ def _view(pg: str, d: FRDump, on_group: Sequence[FREntry]) -> _RankView:
     entries = [e for e in on_group if not e.is_p2p and e.collective_seq_id is not None]
     by_seq: dict[int, list[FREntry]] = defaultdict(list)
     for e in entries:
-        if e.collective_seq_id is not None:    # (entries holds only those with one)
+        if e.collective_seq_id is not None:  # (entries holds only those with one)
             by_seq[e.collective_seq_id].append(e)
     status = _status(pg, d, entries)
-    done = max([s for s, es in by_seq.items() if all(_completed(e) for e in es)]
-               + [status.last_completed if status and status.last_completed else 0], default=0)
+    done = max(
+        [s for s, es in by_seq.items() if all(_completed(e) for e in es)]
+        + [status.last_completed if status and status.last_completed else 0],
+        default=0,
+    )
     if by_seq and done < min(by_seq) - 1:
         # collectives on one group complete in order: whatever fell off the ring buffer's old end
         # was done before its oldest surviving entry was enqueued
@@ -185,12 +193,16 @@ def _p2p_pending(entries: Mapping[int, list[FREntry]], members) -> dict[int, tup
     for r in members:
         ops = [e for e in entries.get(r, ()) if e.is_p2p and not _completed(e)]
         if ops:
-            out[r] = tuple(f"{e.profiling_name.partition(':')[2] or e.profiling_name} {_sizes([e])} ({e.state}, "
-                           f"p2p seq {e.p2p_seq_id})".replace("  ", " ") for e in ops)
+            out[r] = tuple(
+                f"{e.profiling_name.partition(':')[2] or e.profiling_name} {_sizes([e])} ({e.state}, "
+                f"p2p seq {e.p2p_seq_id})".replace("  ", " ")
+                for e in ops
+            )
     return out
 
 
 # ---- rendering ------------------------------------------------------------------------------
+
 
 def _who(ranks: Sequence[int], place: Callable[[int], str]) -> str:
     word = "rank" if len(ranks) == 1 else "ranks"
@@ -226,8 +238,7 @@ def describe(f: GroupFinding, place: Callable[[int], str] = lambda r: "") -> str
         return f"{name}: only point-to-point ops, no collective to compare{_p2p_tail(f, place)}"
     if f.kind == "completed":
         last = max((x for x in f.last_completed.values() if x is not None), default=None)
-        return (f"{name}: all {n} ranks completed every collective they enqueued (last seq {last})"
-                f"{_p2p_tail(f, place)}")
+        return f"{name}: all {n} ranks completed every collective they enqueued (last seq {last}){_p2p_tail(f, place)}"
     head = f"{name} seq {f.seq}: "
     if f.kind == "mismatched":
         parts = [_doing(a, place, False) for a in f.at_seq] + _never_joined(f, place)
@@ -245,12 +256,16 @@ def describe(f: GroupFinding, place: Callable[[int], str] = lambda r: "") -> str
     if f.kind == "same_collective":
         a = f.at_seq[0]
         sizes = f" {a.sizes}" if a.sizes else ""
-        return (head + f"all {len(a.ranks)} ranks in {a.collective}{sizes} ({a.state}), none completed — all ranks "
-                f"in the same collective: look below NCCL at the network" + _p2p_tail(f, place))
+        return (
+            head + f"all {len(a.ranks)} ranks in {a.collective}{sizes} ({a.state}), none completed — all ranks "
+            f"in the same collective: look below NCCL at the network" + _p2p_tail(f, place)
+        )
     behind = sorted(r for a in f.at_seq if a.state != "completed" for r in a.ranks)
     parts = [_doing(a, place, True) for a in f.at_seq]
-    return (head + ", ".join(parts) + f"; {_who(f.ahead, place)} moved on past it — "
-            f"{_who(behind, place)} behind: a straggler" + _p2p_tail(f, place))
+    return (
+        head + ", ".join(parts) + f"; {_who(f.ahead, place)} moved on past it — "
+        f"{_who(behind, place)} behind: a straggler" + _p2p_tail(f, place)
+    )
 
 
 def _p2p_tail(f: GroupFinding, place) -> str:
@@ -261,11 +276,12 @@ def _p2p_tail(f: GroupFinding, place) -> str:
 
 
 def last_completed_text(f: GroupFinding) -> str:
-    """"seq 20 on ranks 0-1,3; seq 19 on rank 2; none on rank 5": the last collective each rank completed."""
+    """ "seq 20 on ranks 0-1,3; seq 19 on rank 2; none on rank 5": the last collective each rank completed."""
     by_seq: dict[int | None, list[int]] = {}
     for rank, seq in sorted(f.last_completed.items()):
         by_seq.setdefault(seq, []).append(rank)
-    parts = [f"{'none' if seq is None else f'seq {seq}'} on {_who(ranks, lambda r: '')}"
-             for seq, ranks in sorted(by_seq.items(), key=lambda kv: (kv[0] is None, -(kv[0] or 0)))]
+    parts = [
+        f"{'none' if seq is None else f'seq {seq}'} on {_who(ranks, lambda r: '')}"
+        for seq, ranks in sorted(by_seq.items(), key=lambda kv: (kv[0] is None, -(kv[0] or 0)))
+    ]
     return "; ".join(parts) or "no rank's dump holds this group"
-

@@ -12,9 +12,10 @@ prefix (c10d's default prefix: any rank of the job), and fetched only after the 
 again on the file as opened (FETCH_PY): /etc/shadow behind TORCH_FR_DUMP_TEMP_FILE, or behind a
 symlink in /tmp, is refused, never copied.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from nodecheck.core.model import Probe
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
@@ -23,23 +24,38 @@ from nodecheck.probes.shell import ANCESTRY_FUNCTION, ESC_AWK
 
 SNAPSHOT = "forensics-snapshot"
 STACKS = "forensics-stacks"
-FETCH_PREFIX = "forensics-dump-"               # + a number: one probe per dump file
+FETCH_PREFIX = "forensics-dump-"  # + a number: one probe per dump file
 
 # c10d's DebugInfoWriter default (TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE unset)
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
-NCCL_WARN_LINES = 50                           # of the job's log: the last NCCL WARN lines
-LOG_SCAN_BYTES = 4 * 1024 * 1024               # how much of the log's end is searched for them
+NCCL_WARN_LINES = 50  # of the job's log: the last NCCL WARN lines
+LOG_SCAN_BYTES = 4 * 1024 * 1024  # how much of the log's end is searched for them
 # what is read of each rank's environment: who it is (torchrun, then srun), which GPU, where its
 # flight recorder dumps, and whether it dumps at all
-RANK_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_PROCID",
-             "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_ID", "SLURMD_NODENAME", "CUDA_VISIBLE_DEVICES",
-             *TRACE_FILE_VARS, "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+RANK_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "SLURM_STEP_ID",
+    "SLURM_JOB_ID",
+    "SLURMD_NODENAME",
+    "CUDA_VISIBLE_DEVICES",
+    *TRACE_FILE_VARS,
+    "TORCH_NCCL_DUMP_ON_TIMEOUT",
+    "TORCH_FR_BUFFER_SIZE",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+)
 
 # esc_lines: stdin's lines, each escaped onto one line (the probes/shell.py escaping)
-_ESC_LINES = f'''
+_ESC_LINES = f"""
 esc_lines() {{ LC_ALL=C awk '{ESC_AWK}
 {{ print esc($0) }}'; }}
-'''
+"""
 
 # $1 mode: "match" (pgrep -f $2) or "slurm" ($2 the job id: processes whose environment holds
 # SLURM_JOB_ID=$2 and, where srun set it, SLURMD_NODENAME=$3); $4 the job's log ("" none; "~/" the
@@ -49,14 +65,19 @@ esc_lines() {{ LC_ALL=C awk '{ESC_AWK}
 # (the SSH session's shell, timeout): they are dropped (probes/shell.py's ancestry, as the watch probe).
 # /proc/PID/environ is NUL-separated: grep -z reads it; a value's own newline becomes \001 before
 # the escaping, so every variable stays one line.
-SNAPSHOT_SCRIPT = _ESC_LINES + ANCESTRY_FUNCTION + r'''
+SNAPSHOT_SCRIPT = (
+    _ESC_LINES
+    + ANCESTRY_FUNCTION
+    + r"""
 LC_ALL=C; export LC_ALL
 mode=$1; what=$2; node=$3; log=$4; extra=$5
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
 echo "@@nodecheck begin clock"
 date +%s 2>&1; echo "@@nodecheck end clock rc=$?"
 echo "@@nodecheck begin gpus"
-nvidia-smi --query-gpu=''' + ",".join(GPU_FIELDS) + r''' --format=csv,noheader,nounits 2>&1
+nvidia-smi --query-gpu="""
+    + ",".join(GPU_FIELDS)
+    + r""" --format=csv,noheader,nounits 2>&1
 echo "@@nodecheck end gpus rc=$?"
 ancestry
 if [ "$mode" = slurm ]; then
@@ -92,18 +113,24 @@ for q in $mine; do
   [ -r "/proc/$q/environ" ] || continue
   uid=$(sed -n 's/^Uid:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "/proc/$q/status" 2>/dev/null)
   echo "@@nodecheck begin env-$q"
-  grep -z -E "^(''' + "|".join(RANK_VARS) + r''')=" "/proc/$q/environ" 2>/dev/null | tr '\n\000' '\001\n' | esc_lines
+  grep -z -E "^("""
+    + "|".join(RANK_VARS)
+    + r""")=" "/proc/$q/environ" 2>/dev/null | tr '\n\000' '\001\n' | esc_lines
   echo "@@nodecheck end env-$q rc=0"
   [ -n "$uid" ] || continue
   case " $uids " in *" $uid "*) ;; *) uids="$uids $uid" ;; esac
-  for v in ''' + " ".join(TRACE_FILE_VARS) + r'''; do
+  for v in """
+    + " ".join(TRACE_FILE_VARS)
+    + r'''; do
     pre=$(grep -z "^$v=" "/proc/$q/environ" 2>/dev/null | tr -d '\000' | sed -n "1s/^$v=//p")
     [ -n "$pre" ] && prefixes="$prefixes
 $uid$tab$pre"
   done
 done
 for uid in $uids; do
-  for pre in "''' + DEFAULT_DUMP_PREFIX + r'''" "$extra"; do
+  for pre in "'''
+    + DEFAULT_DUMP_PREFIX
+    + r"""" "$extra"; do
     [ -n "$pre" ] && prefixes="$prefixes
 $uid$tab$pre"
   done
@@ -137,13 +164,18 @@ echo "@@nodecheck end dumps rc=0"
 if [ -n "$log" ]; then
   echo "@@nodecheck begin nccl_warn"
   if [ -f "$log" ]; then
-    tail -c ''' + str(LOG_SCAN_BYTES) + r''' -- "$log" | grep -a 'NCCL WARN' | tail -n ''' + str(NCCL_WARN_LINES) + r''' | esc_lines; rc=0
+    tail -c """
+    + str(LOG_SCAN_BYTES)
+    + r""" -- "$log" | grep -a 'NCCL WARN' | tail -n """
+    + str(NCCL_WARN_LINES)
+    + r""" | esc_lines; rc=0
   else
     echo "$log: no such file"; rc=1
   fi
   echo "@@nodecheck end nccl_warn rc=$rc"
 fi
-'''
+"""
+)
 
 # $1 seconds py-spy may take per process; $2 "1": native frames too; $3 py-spy's path ("" = PATH);
 # then the pids. Every process is dumped at once (a hung job does not change while we look, and a
@@ -155,7 +187,7 @@ fi
 # (unwinding is the part that breaks on stripped builds). The process's state and kernel wait
 # channel after the dump say what a process that did not answer is stuck in (D: kernel or driver).
 # RUST_BACKTRACE would add py-spy's own backtrace to its error text.
-STACKS_SCRIPT = r'''
+STACKS_SCRIPT = r"""
 LC_ALL=C; export LC_ALL; unset RUST_BACKTRACE
 t=$1; native=$2; spy=${3:-py-spy}; shift 3
 if ! command -v "$spy" >/dev/null 2>&1; then echo "@@nodecheck pyspy missing"; exit 0; fi
@@ -194,7 +226,7 @@ for p in "$@"; do
     echo "@@nodecheck end unpaused-$p rc=$(cat "$d/$p.nbrc")"
   fi
 done
-'''
+"""
 
 # The fetch: $1 the Python below, $2 the dump file, $3 the uid that must own it, $4 the most bytes
 # fetched. Python, not sh: the file is opened once, with O_NOFOLLOW (a symbolic link is refused, never
@@ -204,15 +236,15 @@ done
 # saw, owned by the rank's uid, one link, within the bound. Those bytes are read, gzip'ed (a dump is
 # mostly repeated frame strings) and base64'ed, since a capture is text. No python3: refused, never a
 # weaker read.
-FETCH_SCRIPT = r'''
+FETCH_SCRIPT = r"""
 if ! command -v python3 >/dev/null 2>&1; then
   echo "@@nodecheck refused python3 is not installed on the node (a dump is read only through its O_NOFOLLOW open and fstat checks)"
   exit 0
 fi
 exec python3 -I -S -c "$1" "$2" "$3" "$4"
-'''
+"""
 
-FETCH_PY = r'''
+FETCH_PY = r"""
 import base64, errno, os, stat, sys, zlib
 path, uid, bound = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def say(line):
@@ -274,26 +306,45 @@ packer = zlib.compressobj(6, zlib.DEFLATED, 31)
 packed = packer.compress(b"".join(chunks)) + packer.flush()
 sys.stdout.write("@@nodecheck encoding gzip+base64 %d\n" % st.st_size)
 sys.stdout.write(base64.encodebytes(packed).decode("ascii"))
-'''
+"""
 
 
-def snapshot_probe(mode: str, what: str, node: str, log: str | None, extra_prefix: str | None,
-                   timeout_s: float) -> Probe:
+def snapshot_probe(
+    mode: str, what: str, node: str, log: str | None, extra_prefix: str | None, timeout_s: float
+) -> Probe:
     if mode not in ("match", "slurm"):
         raise ValueError(f"mode {mode!r}")
-    return Probe(SNAPSHOT, ("sh", "-c", SNAPSHOT_SCRIPT, "nodecheck-forensics", mode, what, node, log or "",
-                            extra_prefix or ""), timeout_s=timeout_s)
+    return Probe(
+        SNAPSHOT,
+        ("sh", "-c", SNAPSHOT_SCRIPT, "nodecheck-forensics", mode, what, node, log or "", extra_prefix or ""),
+        timeout_s=timeout_s,
+    )
 
 
 def stacks_probe(pids: Sequence[int], timeout_s: float, native: bool, pyspy: str | None) -> Probe:
     # the probe's own bound: every py-spy at once, each with its kill grace and its retries, plus the
     # round trip
-    bound = 3 * (timeout_s + 2) + 10           # native, without native, then --nonblocking
-    return Probe(STACKS, ("sh", "-c", _ESC_LINES + STACKS_SCRIPT, "nodecheck-forensics-stacks", f"{timeout_s:g}",
-                          "1" if native else "0", pyspy or "", *(str(int(p)) for p in pids)), timeout_s=bound)
+    bound = 3 * (timeout_s + 2) + 10  # native, without native, then --nonblocking
+    return Probe(
+        STACKS,
+        (
+            "sh",
+            "-c",
+            _ESC_LINES + STACKS_SCRIPT,
+            "nodecheck-forensics-stacks",
+            f"{timeout_s:g}",
+            "1" if native else "0",
+            pyspy or "",
+            *(str(int(p)) for p in pids),
+        ),
+        timeout_s=bound,
+    )
 
 
 def fetch_probe(k: int, path: str, owner: int, max_bytes: int, timeout_s: float) -> Probe:
     """forensics-dump-K: the dump at path, read only when it is still a regular file owned by uid owner."""
-    return Probe(f"{FETCH_PREFIX}{k}", ("sh", "-c", FETCH_SCRIPT, "nodecheck-forensics-fetch", FETCH_PY, path,
-                                        str(int(owner)), str(int(max_bytes))), timeout_s=timeout_s)
+    return Probe(
+        f"{FETCH_PREFIX}{k}",
+        ("sh", "-c", FETCH_SCRIPT, "nodecheck-forensics-fetch", FETCH_PY, path, str(int(owner)), str(int(max_bytes))),
+        timeout_s=timeout_s,
+    )

@@ -1,35 +1,36 @@
 """Who each process of the job is: its global rank, local rank and GPU, from the environment the
 launcher gave it (torchrun: RANK, LOCAL_RANK, GROUP_RANK; srun: SLURM_PROCID, SLURM_LOCALID)."""
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from ClusterShell.RangeSet import RangeSet
 
+from nodecheck.core.redact import redact_text
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.forensics import JobProcess
-from nodecheck.core.redact import redact_text
 
 
 @dataclass(frozen=True)
 class RankProcess:
     node: str
     pid: int
-    rank: int | None                           # global rank; None: no rank variable (a launcher, a helper)
+    rank: int | None  # global rank; None: no rank variable (a launcher, a helper)
     local_rank: int | None
-    gpu: str | None                            # the GPU it drives, as nvidia-smi numbers it
+    gpu: str | None  # the GPU it drives, as nvidia-smi numbers it
     world_size: int | None
-    node_rank: int | None                      # torchrun's GROUP_RANK
+    node_rank: int | None  # torchrun's GROUP_RANK
     local_world_size: int | None
-    args: str                                  # its command line, secrets masked (redact.redact_text)
-    state: str                                 # ps STAT
-    elapsed_s: int | None                      # how long it has run (ps etimes)
-    dump_prefix: str                           # where its flight recorder writes ("" = c10d's default)
+    args: str  # its command line, secrets masked (redact.redact_text)
+    state: str  # ps STAT
+    elapsed_s: int | None  # how long it has run (ps etimes)
+    dump_prefix: str  # where its flight recorder writes ("" = c10d's default)
 
     @property
     def place(self) -> str:
-        """"node1 GPU3" (or "node1 pid 4242" when the GPU is unknown)."""
+        """ "node1 GPU3" (or "node1 pid 4242" when the GPU is unknown)."""
         return f"{self.node} GPU{self.gpu}" if self.gpu is not None else f"{self.node} pid {self.pid}"
 
 
@@ -48,10 +49,20 @@ def rank_process(node: str, p: JobProcess, slurm: bool = True) -> RankProcess:
     rank = _int(env, "RANK") if not task else _int(env, "SLURM_PROCID")
     local = _int(env, "LOCAL_RANK") if not task else _int(env, "SLURM_LOCALID")
     prefix = next((env[v] for v in TRACE_FILE_VARS if env.get(v)), "")
-    return RankProcess(node=node, pid=p.pid, rank=rank, local_rank=local, gpu=gpu_of(local, env.get("CUDA_VISIBLE_DEVICES")),
-                       world_size=_int(env, "WORLD_SIZE") if not task else _int(env, "SLURM_NTASKS"), node_rank=_int(env, "GROUP_RANK"),
-                       local_world_size=_int(env, "LOCAL_WORLD_SIZE"), args=redact_text(p.proc.args), state=p.proc.state, elapsed_s=p.proc.elapsed_s,
-                       dump_prefix=prefix)
+    return RankProcess(
+        node=node,
+        pid=p.pid,
+        rank=rank,
+        local_rank=local,
+        gpu=gpu_of(local, env.get("CUDA_VISIBLE_DEVICES")),
+        world_size=_int(env, "WORLD_SIZE") if not task else _int(env, "SLURM_NTASKS"),
+        node_rank=_int(env, "GROUP_RANK"),
+        local_world_size=_int(env, "LOCAL_WORLD_SIZE"),
+        args=redact_text(p.proc.args),
+        state=p.proc.state,
+        elapsed_s=p.proc.elapsed_s,
+        dump_prefix=prefix,
+    )
 
 
 def gpu_of(local_rank: int | None, visible: str | None) -> str | None:
@@ -123,6 +134,6 @@ def fold_ranks(ranks: Iterable[int]) -> str:
 
 
 def ranks_phrase(ranks: Iterable[int]) -> str:
-    """"rank 3" / "ranks 0-2,4"."""
+    """ "rank 3" / "ranks 0-2,4"."""
     values = sorted(set(ranks))
     return f"rank {values[0]}" if len(values) == 1 else f"ranks {fold_ranks(values)}"

@@ -2,19 +2,20 @@
 directory under reports/ with every dump that parsed, every stack and capture (files), written
 atomically by report/store.py. A dump's bytes are kept only when they parsed as a flight-recorder dump:
 bytes that did not are whatever the path held, and the record says why they were left out."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import PurePath
-from typing import Sequence
 
+from nodecheck.core.hostlist import fold
 from nodecheck.forensics.analysis import Forensics
 from nodecheck.forensics.collectives import describe, last_completed_text
 from nodecheck.forensics.stacks import describe_group, frame_text
 from nodecheck.parsers.watch_sample import GpuSample
 from nodecheck.report import capture_relpath
-from nodecheck.core.hostlist import fold
 from nodecheck.report.store import safe_key
 
 RECORD_VERSION = 1
@@ -29,7 +30,10 @@ def render(f: Forensics, label: str) -> str:
         lines += [f"  {e}" for e in d.evidence]
     if f.findings:
         lines.append("last collective completed (flight recorder):")
-        lines += [f"  pg {x.pg or '(unnamed)'}{f' ({x.desc})' if x.desc else ''}: {last_completed_text(x)}" for x in f.findings]
+        lines += [
+            f"  pg {x.pg or '(unnamed)'}{f' ({x.desc})' if x.desc else ''}: {last_completed_text(x)}"
+            for x in f.findings
+        ]
     other = [x for x in f.findings if describe(x, _place(f)) not in d.evidence]
     if other:
         lines.append("other process groups:")
@@ -68,7 +72,7 @@ def _place(f: Forensics):
 
 def _node_line(f: Forensics, node: str) -> str:
     g = f.gathered
-    assert g is not None                       # called for the nodes gathered
+    assert g is not None  # called for the nodes gathered
     if node in g.failures:
         return f"not read: {g.failures[node]}"
     snap = g.snapshots[node]
@@ -85,7 +89,7 @@ def _node_line(f: Forensics, node: str) -> str:
 
 
 def gpu_line(gpus: Sequence[GpuSample]) -> str:
-    """"8 GPUs: util 100% (GPU3 0%), power 188-195 W of 1100 W"."""
+    """ "8 GPUs: util 100% (GPU3 0%), power 188-195 W of 1100 W"."""
     utils = [g.util_pct for g in gpus if g.util_pct is not None]
     text = f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
     if utils:
@@ -103,27 +107,53 @@ def gpu_line(gpus: Sequence[GpuSample]) -> str:
 
 def to_json(f: Forensics, label: str, started: str, finished: str) -> dict:
     from nodecheck import __version__
+
     g = f.gathered
     place = _place(f)
     return {
-        "record_version": RECORD_VERSION, "kind": "forensics", "job": label, "started": started,
-        "finished": finished, "nodecheck_version": __version__,
-        "diagnosis": {"class": f.diagnosis.kind, "headline": f.diagnosis.headline,
-                      "culprit_ranks": list(f.diagnosis.culprit_ranks), "culprit_nodes": list(f.diagnosis.culprit_nodes),
-                      "evidence": list(f.diagnosis.evidence), "next_step": f.diagnosis.next_step,
-                      "basis": f.diagnosis.basis},
+        "record_version": RECORD_VERSION,
+        "kind": "forensics",
+        "job": label,
+        "started": started,
+        "finished": finished,
+        "nodecheck_version": __version__,
+        "diagnosis": {
+            "class": f.diagnosis.kind,
+            "headline": f.diagnosis.headline,
+            "culprit_ranks": list(f.diagnosis.culprit_ranks),
+            "culprit_nodes": list(f.diagnosis.culprit_nodes),
+            "evidence": list(f.diagnosis.evidence),
+            "next_step": f.diagnosis.next_step,
+            "basis": f.diagnosis.basis,
+        },
         "process_groups": [dict(asdict(x), text=describe(x, place)) for x in f.findings],
-        "stack_groups": [{"text": describe_group(grp), "ranks": list(grp.ranks), "nodes": list(grp.nodes),
-                          "failure": grp.failure, "frames": [frame_text(fr) for fr in grp.frames],
-                          "processes": [{"node": p.node, "pid": p.pid, "rank": p.rank} for p in grp.members]}
-                         for grp in f.groups],
+        "stack_groups": [
+            {
+                "text": describe_group(grp),
+                "ranks": list(grp.ranks),
+                "nodes": list(grp.nodes),
+                "failure": grp.failure,
+                "frames": [frame_text(fr) for fr in grp.frames],
+                "processes": [{"node": p.node, "pid": p.pid, "rank": p.rank} for p in grp.members],
+            }
+            for grp in f.groups
+        ],
         "processes": [asdict(p) for p in (g.processes if g else [])],
-        "dumps": [{"node": r.read.node, "path": r.read.path, "read": r.dump is not None, "error": r.error,
-                   "rank": r.dump.rank if r.dump else None, "version": r.dump.version if r.dump else None,
-                   "format": r.dump.format if r.dump else None, "entries": len(r.dump.entries) if r.dump else None,
-                   "file": _dump_relpath(r.read.node, r.read.path, k) if _kept(r) else None,
-                   "not_kept": _not_kept(r)}
-                  for k, r in enumerate(f.dumps)],
+        "dumps": [
+            {
+                "node": r.read.node,
+                "path": r.read.path,
+                "read": r.dump is not None,
+                "error": r.error,
+                "rank": r.dump.rank if r.dump else None,
+                "version": r.dump.version if r.dump else None,
+                "format": r.dump.format if r.dump else None,
+                "entries": len(r.dump.entries) if r.dump else None,
+                "file": _dump_relpath(r.read.node, r.read.path, k) if _kept(r) else None,
+                "not_kept": _not_kept(r),
+            }
+            for k, r in enumerate(f.dumps)
+        ],
         "nodes": {node: _node_json(f, node) for node in (g.nodes if g else [])},
         "notes": list(f.notes),
     }
@@ -131,23 +161,32 @@ def to_json(f: Forensics, label: str, started: str, finished: str) -> dict:
 
 def _node_json(f: Forensics, node: str) -> dict:
     g = f.gathered
-    assert g is not None                       # called for the nodes gathered
+    assert g is not None  # called for the nodes gathered
     if node in g.failures:
         return {"reached": False, "failure": g.failures[node]}
     snap = g.snapshots[node]
     ev = f.events.get(node)
-    return {"reached": True, "gpus": [asdict(x) for x in snap.gpus], "gpu_error": snap.gpu_error,
-            "xids": list(ev.xids) if ev else [], "ooms": list(ev.ooms) if ev else [],
-            "kernel_log_error": ev.kernel_error if ev else "not gathered",
-            "nccl_warns": list(snap.nccl_warns), "log_error": snap.log_error, "pyspy": g.pyspy.get(node),
-            "stack_failure": g.stack_failures.get(node, "")}
+    return {
+        "reached": True,
+        "gpus": [asdict(x) for x in snap.gpus],
+        "gpu_error": snap.gpu_error,
+        "xids": list(ev.xids) if ev else [],
+        "ooms": list(ev.ooms) if ev else [],
+        "kernel_log_error": ev.kernel_error if ev else "not gathered",
+        "nccl_warns": list(snap.nccl_warns),
+        "log_error": snap.log_error,
+        "pyspy": g.pyspy.get(node),
+        "stack_failure": g.stack_failures.get(node, ""),
+    }
 
 
 def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
     """The record directory's contents (relative path -> text or bytes): `record` (to_json's) and
     `summary` (render's) as the caller made them, every raw capture, stack and dump."""
-    out: dict[str, str | bytes] = {"forensics.json": json.dumps(record, indent=1, default=str) + "\n",
-                                   "summary.txt": summary}
+    out: dict[str, str | bytes] = {
+        "forensics.json": json.dumps(record, indent=1, default=str) + "\n",
+        "summary.txt": summary,
+    }
     g = f.gathered
     if g is not None:
         for c in g.captures:
@@ -159,7 +198,7 @@ def files(f: Forensics, record: dict, summary: str) -> dict[str, str | bytes]:
             out[f"stacks/{safe_key(s.process.node)}/pid-{s.process.pid}.txt"] = s.raw
     for k, r in enumerate(f.dumps):
         if _kept(r):
-            assert r.read.data is not None     # _kept: the dump was read and parsed
+            assert r.read.data is not None  # _kept: the dump was read and parsed
             out[_dump_relpath(r.read.node, r.read.path, k)] = r.read.data
     return out
 

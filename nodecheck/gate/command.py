@@ -11,6 +11,7 @@ What Slurm does with the exit code decides the etiquette here:
   it blames itself, then exits 1; a tripped breaker exits 3 (could not judge) and drains nothing.
 * HealthCheckProgram: the exit code is only reported; the command drains and resumes itself.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,52 +24,74 @@ import sys
 import threading
 import time
 from argparse import Namespace
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Sequence
 
 from nodecheck.app.signals import STOPPED
 from nodecheck.config.gate_settings import GateSettings
-from nodecheck.gate import decide as gate
+from nodecheck.config.playbook import Playbook
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import Node, Status, one_line
-from nodecheck.config.playbook import Playbook
 from nodecheck.core.redact import redact_text
+from nodecheck.gate import decide as gate
 from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report, store
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_OUTPUT_DIR = "/var/lib/nodecheck/reports"
 DEFAULT_LOG_FILE = "/var/log/nodecheck/gate.log"
 DEFAULT_PLAYBOOK = {"prolog": "prolog", "controller": "prolog", "health": "health"}
-PROLOG_DEADLINE_S = 20.0                       # well under any sane PrologEpilogTimeout
-MIN_RETRY_S = 5.0                              # a retry with less time left than this cannot judge anything
+PROLOG_DEADLINE_S = 20.0  # well under any sane PrologEpilogTimeout
+MIN_RETRY_S = 5.0  # a retry with less time left than this cannot judge anything
 # scontrol in the node Prolog: up to 5 calls after the checks (drain: read + update; breaker: read
 # all; undo: read + update), each bounded, so budget + 2 settle waits + calls stays under
 # PrologEpilogTimeout (20 + 6 + 5 x 7 s = 61 s < 90)
 PROLOG_SCONTROL_TIMEOUT_S = 5.0
 # a failed drain's why on a result line: the end of what scontrol said (the whole of it is in the gate log)
 MAX_WHY_CHARS = 200
-EXIT_DRAINED = 1                               # prolog modes: Slurm requeues the job
+EXIT_DRAINED = 1  # prolog modes: Slurm requeues the job
 
 
 # ---- running, with retries ----------------------------------------------------------------------
 
-def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: int,
-              deadline_s: float | None = None, inventory: str | None = None, stop=None,
-              excluded: Sequence[str] = (), allow_disruptive: bool = False,
-              retries: int | None = None, drain_on: Sequence[str] | None = None,
-              on_node_done=None) -> Report:
+
+def run_gated(
+    playbook: Playbook,
+    nodes: Sequence[Node],
+    transport,
+    *,
+    fanout: int,
+    deadline_s: float | None = None,
+    inventory: str | None = None,
+    stop=None,
+    excluded: Sequence[str] = (),
+    allow_disruptive: bool = False,
+    retries: int | None = None,
+    drain_on: Sequence[str] | None = None,
+    on_node_done=None,
+) -> Report:
     """runner.run, then the flaky-prone checks that failed run again (up to `retries` times, default
     the playbook's gate.retries) within the same deadline; a failure stands only if it repeated in
     every attempt (gate.merge_attempts). Node-scope checks re-run on the failing nodes only; a
     cross-node check (pair tests) on all the run's nodes, since its partners matter."""
     from nodecheck.run import runner as runner
+
     started = time.monotonic()
     total = deadline_s or playbook.deadline_s
     stop = stop or threading.Event()
-    first = runner.run(playbook, nodes, transport, fanout=fanout, deadline_s=total, inventory=inventory,
-                       stop=stop, excluded=excluded, allow_disruptive=allow_disruptive, on_node_done=on_node_done)
+    first = runner.run(
+        playbook,
+        nodes,
+        transport,
+        fanout=fanout,
+        deadline_s=total,
+        inventory=inventory,
+        stop=stop,
+        excluded=excluded,
+        allow_disruptive=allow_disruptive,
+        on_node_done=on_node_done,
+    )
     settings = playbook.gate
     count = settings.retries if retries is None else retries
     statuses = gate.drain_statuses(drain_on or settings.drain_on)
@@ -89,10 +112,21 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
             break
         book = dataclasses.replace(playbook, checks=tuple(c for c in playbook.checks if c.spec.name in pending))
         suspects = set().union(*pending.values())
-        again_nodes = [n for n in nodes if n.name in suspects] \
-            if all(c.spec.scope == "node" for c in book.checks) else list(nodes)
-        again = runner.run(book, again_nodes, transport, fanout=fanout, deadline_s=left, inventory=inventory,
-                           stop=stop, allow_disruptive=allow_disruptive)
+        again_nodes = (
+            [n for n in nodes if n.name in suspects]
+            if all(c.spec.scope == "node" for c in book.checks)
+            else list(nodes)
+        )
+        again = runner.run(
+            book,
+            again_nodes,
+            transport,
+            fanout=fanout,
+            deadline_s=left,
+            inventory=inventory,
+            stop=stop,
+            allow_disruptive=allow_disruptive,
+        )
         attempts.append(again)
         for check in list(pending):
             pending[check] -= gate.healthy_in(again, check)
@@ -102,6 +136,7 @@ def run_gated(playbook: Playbook, nodes: Sequence[Node], transport, *, fanout: i
 
 
 # ---- the log ------------------------------------------------------------------------------------
+
 
 class GateLog:
     """Every drain, resume, breaker and could-not-judge, one line each, appended to a file (and to
@@ -150,14 +185,15 @@ def _say(line: str) -> None:
 
 # ---- applying a decision ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Applied:
-    drained: tuple[str, ...] = ()              # nodes drained now (by us; reason set or refreshed)
+    drained: tuple[str, ...] = ()  # nodes drained now (by us; reason set or refreshed)
     resumed: tuple[str, ...] = ()
-    left: tuple[str, ...] = ()                 # drained by someone else: not touched
-    failed: tuple[str, ...] = ()               # scontrol failed
-    kept: tuple[str, ...] = ()                 # already drained by us for the same reason: untouched
-    why_failed: tuple[tuple[str, str], ...] = ()   # (node, why scontrol failed) for each failed one
+    left: tuple[str, ...] = ()  # drained by someone else: not touched
+    failed: tuple[str, ...] = ()  # scontrol failed
+    kept: tuple[str, ...] = ()  # already drained by us for the same reason: untouched
+    why_failed: tuple[tuple[str, str], ...] = ()  # (node, why scontrol failed) for each failed one
 
     def failure(self, node: str) -> str:
         """Why the drain or resume of `node` failed, bounded for a result line. The end of what
@@ -166,17 +202,32 @@ class Applied:
         return why if len(why) <= MAX_WHY_CHARS else "…" + why[-MAX_WHY_CHARS:]
 
 
-def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report_dir: str | None,
-          drain: bool = True, resume: bool = True, token: str = "") -> Applied:
+def apply(
+    decision: gate.Decision,
+    *,
+    slurm,
+    log: GateLog,
+    observe: bool,
+    report_dir: str | None,
+    drain: bool = True,
+    resume: bool = True,
+    token: str = "",
+) -> Applied:
     """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
     node's state first and never touches another's drain). Logs each change with its evidence.
     `token`: the site's drain token, whose mark makes a reason nodecheck's."""
     from nodecheck.gate.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
+
     done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
     why_failed: list[tuple[str, str]] = []
     if decision.tripped:
-        log.event("breaker", "-", message=decision.breaker, evidence=report_dir,
-                  blamed=",".join(b.node for b in decision.blamed))
+        log.event(
+            "breaker",
+            "-",
+            message=decision.breaker,
+            evidence=report_dir,
+            blamed=",".join(b.node for b in decision.blamed),
+        )
     for b in decision.drain if drain else ():
         reason = b.reason(MAX_REASON_CHARS, token)
         evidence = _evidence(report_dir, b.capture)
@@ -187,8 +238,13 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
         done[change.action].append(b.node)
         if change.action == "failed":
             why_failed.append((b.node, change.reason))
-        log.event("still-drained" if change.action == "kept" else change.action, b.node, check=b.check,
-                  reason=change.reason, evidence=evidence)
+        log.event(
+            "still-drained" if change.action == "kept" else change.action,
+            b.node,
+            check=b.check,
+            reason=change.reason,
+            evidence=evidence,
+        )
     for node in decision.resume if resume else ():
         if observe:
             log.event("would-resume", node, evidence=report_dir)
@@ -201,10 +257,22 @@ def apply(decision: gate.Decision, *, slurm, log: GateLog, observe: bool, report
     for node, why in decision.held if resume else ():
         log.event("held", node, message=why, evidence=report_dir)
     for b in decision.unjudged:
-        log.event("not-judged", b.node, check=b.check, status=b.status.value, message=b.message,
-                  evidence=_evidence(report_dir, b.capture))
-    return Applied(tuple(done["drain"]), tuple(done["resume"]), tuple(done["left"]), tuple(done["failed"]),
-                   tuple(done["kept"]), tuple(why_failed))
+        log.event(
+            "not-judged",
+            b.node,
+            check=b.check,
+            status=b.status.value,
+            message=b.message,
+            evidence=_evidence(report_dir, b.capture),
+        )
+    return Applied(
+        tuple(done["drain"]),
+        tuple(done["resume"]),
+        tuple(done["left"]),
+        tuple(done["failed"]),
+        tuple(done["kept"]),
+        tuple(why_failed),
+    )
 
 
 def _evidence(report_dir: str | None, capture: str) -> str:
@@ -215,6 +283,7 @@ def _evidence(report_dir: str | None, capture: str) -> str:
 
 # ---- the commands -------------------------------------------------------------------------------
 
+
 def gate_command(args: Namespace) -> int:
     """`nodecheck prolog [--controller]` and `nodecheck health`."""
     mode = "controller" if getattr(args, "controller", False) else args.command
@@ -223,14 +292,16 @@ def gate_command(args: Namespace) -> int:
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, mode, job)
     try:
         from nodecheck.gate import config as gateconfig
+
         options, _ = gateconfig.load(gateconfig.config_path(args.config), mode)
         gateconfig.apply(args, options)
         log.path = args.log_file or DEFAULT_LOG_FILE
         _set_environment(getattr(args, "path", None))
         return {"prolog": _node_prolog, "controller": _controller, "health": _health}[mode](args, log, job)
     except ConfigError as e:
-        if not args.log_file:                  # the file is invalid: log where it meant us to, if it says
+        if not args.log_file:  # the file is invalid: log where it meant us to, if it says
             from nodecheck.gate import config as gateconfig
+
             try:
                 log.path = gateconfig.salvage_log_file(gateconfig.config_path(args.config), mode) or log.path
             except Exception:
@@ -240,8 +311,9 @@ def gate_command(args: Namespace) -> int:
         log.event("config-error", _this_node_name(), message=str(e))
         _say(f"nodecheck {mode}: CONFIG ERROR, nothing judged, nothing drained: {e}")
         return EXIT_PASS if in_slurm and mode != "health" else EXIT_BAD_INPUT
-    except Exception as e:                     # a nodecheck bug: fail open too, loudly
+    except Exception as e:  # a nodecheck bug: fail open too, loudly
         import traceback
+
         log.event("internal-error", _this_node_name(), message=f"{type(e).__name__}: {e}")
         traceback.print_exc()
         _say(f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: {type(e).__name__}: {e}")
@@ -272,28 +344,35 @@ def _token(args: Namespace) -> str:
 
 def _slurm(args: Namespace, timeout_s: float = 10.0):
     from nodecheck.gate.slurm import Slurm
+
     return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
 
 def _load(args: Namespace, mode: str) -> Playbook:
     from nodecheck.app.job_user import prolog_job_user, with_job_user
     from nodecheck.config.playbook import load_playbook
+
     playbook = load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
     # the node Prolog reads files the job names (its NCCL_CONF_FILE) as the job's user would
     return with_job_user(playbook, prolog_job_user()) if mode == "prolog" else playbook
 
 
-def _store(report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog,
-           decision: gate.Decision) -> str | None:
+def _store(
+    report: Report, args: Namespace, node_tag: str, job: str | None, log: GateLog, decision: gate.Decision
+) -> str | None:
     """Write the report (the evidence every log line points at); its name says node and job. A
     Prolog runs per job and node, so by default (keep_reports: problems) a run where everything
     passed and nothing changed keeps no report: its result line says so."""
-    if getattr(args, "keep_reports", None) != "always" and report.status is Status.PASS and \
-            not (decision.blamed or decision.unjudged or decision.resume or decision.held):
+    if (
+        getattr(args, "keep_reports", None) != "always"
+        and report.status is Status.PASS
+        and not (decision.blamed or decision.unjudged or decision.resume or decision.held)
+    ):
         return None
     from nodecheck.report import json as report_json
     from nodecheck.report import table
     from nodecheck.report.store import store
+
     run_id = report.run_id + (f"_{node_tag}" if node_tag else "") + (f"_job{job}" if job else "")
     report = dataclasses.replace(report, run_id=run_id)
     out = args.output_dir or DEFAULT_OUTPUT_DIR
@@ -312,6 +391,7 @@ def _tail(where: str | None, report: Report) -> str:
 
 def _stopper():
     from nodecheck.app.signals import stop_on_signals
+
     return stop_on_signals()
 
 
@@ -329,24 +409,40 @@ def _first_line(report: Report, decision: gate.Decision) -> str:
 def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     """This node, locally, within the budget; drain itself on a judged failure."""
     from nodecheck.app.transports import local_transport
+
     node = _this_node_name()
     playbook = _load(args, "prolog")
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
     with _stopper() as stop:
-        report = run_gated(playbook, [Node(name=node, address="localhost")], local_transport(), fanout=1,
-                           deadline_s=deadline, stop=stop, retries=args.retries, drain_on=args.drain_on)
+        report = run_gated(
+            playbook,
+            [Node(name=node, address="localhost")],
+            local_transport(),
+            fanout=1,
+            deadline_s=deadline,
+            stop=stop,
+            retries=args.retries,
+            drain_on=args.drain_on,
+        )
     settings = playbook.gate
-    decision = gate.decide(report, settings, drain_on=args.drain_on, order=[c.spec.name for c in playbook.checks],
-                           token=_token(args),
-                           resume=False)
+    decision = gate.decide(
+        report,
+        settings,
+        drain_on=args.drain_on,
+        order=[c.spec.name for c in playbook.checks],
+        token=_token(args),
+        resume=False,
+    )
     where = _store(report, args, node, job, log, decision)
     head = f"nodecheck prolog {node}" + (f" job {job}" if job else "")
     tail = _tail(where, report)
     if not decision.blamed:
-        if decision.unjudged:                  # fail open, loudly
+        if decision.unjudged:  # fail open, loudly
             apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
-            _say(f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
-                  f"the job may start{tail}")
+            _say(
+                f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
+                f"the job may start{tail}"
+            )
         else:
             _say(f"{head}: {report.status.value.upper()}{tail}")
         return EXIT_PASS
@@ -368,35 +464,56 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
             if breaker:
                 _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
                 return EXIT_PASS
-        except Exception as e:                 # the node is drained as judged: the job must not start here
+        except Exception as e:  # the node is drained as judged: the job must not start here
             log.event("internal-error", node, message=f"after the drain: {type(e).__name__}: {e}", evidence=where)
-    what = "drained" if done.drained else "already drained by nodecheck for this" if done.kept else \
-        "already drained by someone else; left as is" if done.left else \
-        "drain FAILED (Slurm will drain it for the Prolog error)"
+    what = (
+        "drained"
+        if done.drained
+        else "already drained by nodecheck for this"
+        if done.kept
+        else "already drained by someone else; left as is"
+        if done.left
+        else "drain FAILED (Slurm will drain it for the Prolog error)"
+    )
     _say(f"{head}: {_first_line(report, decision)}; {what}{tail}")
     return EXIT_DRAINED
 
 
-def _undo_if_mass_drain(slurm, node: str, decision: gate.Decision, report: Report, settings: GateSettings,
-                        log: GateLog, where: str | None, token: str = "") -> str:
+def _undo_if_mass_drain(
+    slurm,
+    node: str,
+    decision: gate.Decision,
+    report: Report,
+    settings: GateSettings,
+    log: GateLog,
+    where: str | None,
+    token: str = "",
+) -> str:
     """A run on one node (the node Prolog, the local health check) cannot see a mass failure, so
     after draining itself it waits for the other nodes' runs (settle_s), counts nodecheck's recent
     drains for the same check across the cluster and, if they trip the breaker, undoes its own
     drain. Returns the breaker's message, or ''."""
     time.sleep(settings.settle_s)
-    breaker = _cluster_breaker(slurm, decision.blamed[0].check, settings, log,
-                               since=report.started - timedelta(seconds=settings.breaker_window_s), token=token)
+    breaker = _cluster_breaker(
+        slurm,
+        decision.blamed[0].check,
+        settings,
+        log,
+        since=report.started - timedelta(seconds=settings.breaker_window_s),
+        token=token,
+    )
     if breaker:
         from nodecheck.gate.slurm import resume_politely
-        time.sleep(settings.settle_s)          # hold our drain one more period: slower runs still count it
+
+        time.sleep(settings.settle_s)  # hold our drain one more period: slower runs still count it
         change = resume_politely(slurm, node, token)
         log.event("breaker", node, message=breaker, undo=change.action, evidence=where)
     return breaker
 
 
-def _cluster_breaker(slurm, check: str, settings: GateSettings, log: GateLog, since: datetime,
-                     token: str = "") -> str:
+def _cluster_breaker(slurm, check: str, settings: GateSettings, log: GateLog, since: datetime, token: str = "") -> str:
     from nodecheck.gate.slurm import SlurmError
+
     try:
         states = slurm.nodes()
     except SlurmError as e:
@@ -410,10 +527,14 @@ def _job_nodes(args: Namespace) -> tuple[list[Node], object]:
     from nodecheck.app.transports import ssh_transport
     from nodecheck.config.inventory import load_inventory
     from nodecheck.core.hostlist import expand
+
     text = os.environ.get("SLURM_JOB_NODELIST", "")
     if not text:
-        raise ConfigError("SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld",
-                          file="environment", hint="or set SLURM_JOB_NODELIST=node[1-4] to try it by hand")
+        raise ConfigError(
+            "SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld",
+            file="environment",
+            hint="or set SLURM_JOB_NODELIST=node[1-4] to try it by hand",
+        )
     names = expand(text)
     known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
     nodes = [known.get(n) or Node(name=n, address=n) for n in names]
@@ -425,20 +546,39 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     """The job's nodes over SSH, the playbook's cross-node checks; drain only the blamed nodes."""
     from nodecheck.app.defaults import DEFAULT_FANOUT
     from nodecheck.app.transports import ensure_open_files
+
     playbook = _load(args, "controller")
     cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
     if not cross:
-        raise ConfigError(f"playbook {playbook.name} has no cross-node check for --controller to run",
-                          file=playbook.path, hint="add drift checks (gpu.driver: {drift: fail}, ...) or ib.pairs")
+        raise ConfigError(
+            f"playbook {playbook.name} has no cross-node check for --controller to run",
+            file=playbook.path,
+            hint="add drift checks (gpu.driver: {drift: fail}, ...) or ib.pairs",
+        )
     playbook = dataclasses.replace(playbook, checks=cross)
     nodes, transport = _job_nodes(args)
     fanout = args.fanout or DEFAULT_FANOUT
     ensure_open_files(min(fanout, len(nodes)))
     with _stopper() as stop:
-        report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
-                           inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
-    decision = gate.decide(report, playbook.gate, drain_on=args.drain_on,
-                           order=[c.spec.name for c in playbook.checks], token=_token(args), resume=False)
+        report = run_gated(
+            playbook,
+            nodes,
+            transport,
+            fanout=fanout,
+            deadline_s=args.deadline,
+            stop=stop,
+            inventory=args.inventory,
+            retries=args.retries,
+            drain_on=args.drain_on,
+        )
+    decision = gate.decide(
+        report,
+        playbook.gate,
+        drain_on=args.drain_on,
+        order=[c.spec.name for c in playbook.checks],
+        token=_token(args),
+        resume=False,
+    )
     where = _store(report, args, "", job, log, decision)
     head = "nodecheck prolog --controller" + (f" job {job}" if job else "") + f" ({len(nodes)} nodes)"
     tail = _tail(where, report)
@@ -450,8 +590,14 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
         apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
         _say(f"{head}: {_first_line(report, decision)}{tail}")
         return EXIT_PASS
-    done = apply(decision, slurm=None if args.observe else _slurm(args), log=log, observe=bool(args.observe),
-                 report_dir=where, token=_token(args))
+    done = apply(
+        decision,
+        slurm=None if args.observe else _slurm(args),
+        log=log,
+        observe=bool(args.observe),
+        report_dir=where,
+        token=_token(args),
+    )
     if args.observe:
         blamed = ", ".join(f"{b.node} ({b.check})" for b in decision.blamed)
         _say(f"{head}: FAIL: would drain {blamed}; observe only: the job may start{tail}")
@@ -474,6 +620,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     from nodecheck.app.transports import local_transport, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
     from nodecheck.gate.slurm import SlurmError
+
     playbook = _load(args, "health")
     if args.inventory:
         nodes = select(load_inventory(args.inventory), args.nodes)
@@ -481,28 +628,46 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         transport, fanout = ssh_transport(args), args.fanout or DEFAULT_FANOUT
     else:
         if args.nodes:
-            raise ConfigError("--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ...")
+            raise ConfigError(
+                "--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ..."
+            )
         nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], local_transport(), 1
     with _stopper() as stop:
-        report = run_gated(playbook, nodes, transport, fanout=fanout, deadline_s=args.deadline, stop=stop,
-                           inventory=args.inventory, retries=args.retries, drain_on=args.drain_on)
+        report = run_gated(
+            playbook,
+            nodes,
+            transport,
+            fanout=fanout,
+            deadline_s=args.deadline,
+            stop=stop,
+            inventory=args.inventory,
+            retries=args.retries,
+            drain_on=args.drain_on,
+        )
     slurm = _slurm(args)
     try:
         states = slurm.nodes([n.name for n in nodes])
     except SlurmError as e:
         log.event("slurm-unreadable", "-", message=str(e))
         states = {}
-    decision = gate.decide(report, playbook.gate, drain_on=args.drain_on, states=states,
-                           order=[c.spec.name for c in playbook.checks], token=_token(args))
+    decision = gate.decide(
+        report,
+        playbook.gate,
+        drain_on=args.drain_on,
+        states=states,
+        order=[c.spec.name for c in playbook.checks],
+        token=_token(args),
+    )
     where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log, decision)
     done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where, token=_token(args))
     breaker = decision.breaker
-    if done.drained and not args.inventory:    # the local health check: one node per run, as the Prolog
-        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where,
-                                      _token(args))
+    if done.drained and not args.inventory:  # the local health check: one node per run, as the Prolog
+        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where, _token(args))
     tail = _tail(where, report)
-    parts = [f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
-             f"{_first_line(report, decision)}"]
+    parts = [
+        f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
+        f"{_first_line(report, decision)}"
+    ]
     if breaker:
         parts.append(breaker)
         _say("; ".join(parts) + tail)
@@ -528,6 +693,7 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
     """`sweep --drain/--resume`: the health etiquette applied to a stored sweep report; the lines to print."""
     from nodecheck.gate import config as gateconfig
     from nodecheck.gate.slurm import SlurmError
+
     options, _ = gateconfig.load(gateconfig.config_path(getattr(args, "config", None)), "sweep")
     gateconfig.apply(args, options)
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, "sweep")
@@ -537,24 +703,47 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
     except SlurmError as e:
         log.event("slurm-unreadable", "-", message=str(e))
         return [f"gate: cannot read the nodes' Slurm states ({e}); nothing drained or resumed"]
-    decision = gate.decide(report, playbook.gate, drain_on=getattr(args, "drain_on", None), states=states,
-                           order=[c.spec.name for c in playbook.checks], token=_token(args), resume=args.resume)
-    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=report_dir,
-                 token=_token(args),
-                 drain=args.drain, resume=args.resume)
+    decision = gate.decide(
+        report,
+        playbook.gate,
+        drain_on=getattr(args, "drain_on", None),
+        states=states,
+        order=[c.spec.name for c in playbook.checks],
+        token=_token(args),
+        resume=args.resume,
+    )
+    done = apply(
+        decision,
+        slurm=slurm,
+        log=log,
+        observe=bool(args.observe),
+        report_dir=report_dir,
+        token=_token(args),
+        drain=args.drain,
+        resume=args.resume,
+    )
     verb = "would " if args.observe else ""
     lines = []
     if decision.tripped:
         lines.append(f"gate: {decision.breaker}")
     if args.drain:
         for b in decision.drain:
-            state = "left as is (drained by someone else)" if b.node in done.left else \
-                f"drain FAILED ({done.failure(b.node)})" if b.node in done.failed else \
-                "stays drained (same reason)" if b.node in done.kept else f"{verb}drained"
+            state = (
+                "left as is (drained by someone else)"
+                if b.node in done.left
+                else f"drain FAILED ({done.failure(b.node)})"
+                if b.node in done.failed
+                else "stays drained (same reason)"
+                if b.node in done.kept
+                else f"{verb}drained"
+            )
             lines.append(f"gate: {b.node} {state}: {b.check}: {b.message}")
     if args.resume:
-        lines += [f"gate: {n} resume FAILED ({done.failure(n)})" if n in done.failed else
-                  f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")
-                  for n in decision.resume]
+        lines += [
+            f"gate: {n} resume FAILED ({done.failure(n)})"
+            if n in done.failed
+            else f"gate: {n} {verb}resumed" + (" (left: not ours anymore)" if n in done.left else "")
+            for n in decision.resume
+        ]
         lines += [f"gate: {n} stays drained: {why}" for n, why in decision.held]
     return lines

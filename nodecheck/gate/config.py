@@ -16,12 +16,13 @@ $SLURM_CONF (Slurm passes SLURM_CONF to the Prolog; so the file lives with slurm
 
 Top-level keys apply to every mode; a mode's section overrides them; the command line overrides both.
 """
+
 from __future__ import annotations
 
 import os
 from argparse import Namespace
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,28 +36,33 @@ MODES = ("prolog", "controller", "health", "sweep")
 
 class GateOptions(BaseModel):
     """Keys a section (or the top level) may set; the names are the command-line options'."""
+
     model_config = ConfigDict(extra="forbid")
-    playbook: Optional[str] = None
-    inventory: Optional[str] = None
-    deadline: Optional[float] = Field(None, gt=0, le=86_400, allow_inf_nan=False)
-    output_dir: Optional[str] = None
-    log_file: Optional[str] = None
-    observe: Optional[bool] = None
-    retries: Optional[int] = Field(None, ge=0, le=10, strict=True)
-    drain_on: Optional[list[DrainOn]] = Field(None, min_length=1)
-    fanout: Optional[int] = Field(None, ge=1, le=4096, strict=True)
-    connect_timeout: Optional[float] = Field(None, gt=0, le=600, allow_inf_nan=False)
-    accept_new_host_keys: Optional[bool] = None
-    path: Optional[str] = Field(None, description="PATH for the checks' tools (default: the system dirs)")
-    scontrol: Optional[str] = Field(None, description="the scontrol to use (default: scontrol on PATH)")
-    drain_token: Optional[str] = Field(
-        None, pattern=r"^[A-Za-z0-9._-]{1,64}$",
+    playbook: str | None = None
+    inventory: str | None = None
+    deadline: float | None = Field(None, gt=0, le=86_400, allow_inf_nan=False)
+    output_dir: str | None = None
+    log_file: str | None = None
+    observe: bool | None = None
+    retries: int | None = Field(None, ge=0, le=10, strict=True)
+    drain_on: list[DrainOn] | None = Field(None, min_length=1)
+    fanout: int | None = Field(None, ge=1, le=4096, strict=True)
+    connect_timeout: float | None = Field(None, gt=0, le=600, allow_inf_nan=False)
+    accept_new_host_keys: bool | None = None
+    path: str | None = Field(None, description="PATH for the checks' tools (default: the system dirs)")
+    scontrol: str | None = Field(None, description="the scontrol to use (default: scontrol on PATH)")
+    drain_token: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]{1,64}$",
         description="this site's drain token: mixed into the mark of every drain reason nodecheck sets "
-                    "('nodecheck[<mark>]: ...'), so only reasons this site's nodecheck wrote are resumed; "
-                    "changing it leaves the drains of the old token to be resumed by hand")
-    keep_reports: Optional[Literal["problems", "always"]] = Field(
-        None, description="prolog/controller/health: store a run's report only when it found something "
-                          "(not all pass, or a drain/resume: the default), or always")
+        "('nodecheck[<mark>]: ...'), so only reasons this site's nodecheck wrote are resumed; "
+        "changing it leaves the drains of the old token to be resumed by hand",
+    )
+    keep_reports: Literal["problems", "always"] | None = Field(
+        None,
+        description="prolog/controller/health: store a run's report only when it found something "
+        "(not all pass, or a drain/resume: the default), or always",
+    )
 
 
 class GateFile(GateOptions):
@@ -81,7 +87,7 @@ def config_path(explicit: str | None, environ=os.environ) -> Path | None:
 
 def load(path: Path | None, mode: str) -> tuple[GateOptions, str | None]:
     """(the options for `mode`, the file they came from). ConfigError names file:line."""
-    if mode not in MODES:                      # a caller's bug, not the operator's file
+    if mode not in MODES:  # a caller's bug, not the operator's file
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
     if path is None:
         return GateOptions(), None
@@ -122,8 +128,9 @@ def salvage_log_file(path: Path | None, mode: str) -> str | None:
         return None
     try:
         import yaml
+
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except Exception:                          # unreadable or not YAML: nothing to salvage
+    except Exception:  # unreadable or not YAML: nothing to salvage
         return None
     if not isinstance(data, dict):
         return None

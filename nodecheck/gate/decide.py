@@ -13,13 +13,14 @@ The rules every mode shares (prolog, prolog --controller, health, sweep --drain/
   a person) is held, with how to resume it by hand;
 * flaky-prone checks (bandwidth tests) are retried: a failure stands only if every attempt failed.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterable, Mapping, Sequence
 
 from nodecheck.config.gate_settings import GateSettings
 from nodecheck.core.model import Capture, CheckResult, Cut, Status, Verdict, excerpt
@@ -32,26 +33,28 @@ DRAIN_STATUS = {"fail": Status.FAIL, "timeout": Status.TIMEOUT, "unreachable": S
 @dataclass(frozen=True)
 class Blame:
     """Why a node would be drained (or why it could not be judged)."""
+
     node: str
     check: str
     status: Status
-    message: str                               # the verdict's message, with its subject
-    capture: str = ""                          # where the evidence is, inside the report dir
+    message: str  # the verdict's message, with its subject
+    capture: str = ""  # where the evidence is, inside the report dir
 
     def reason(self, max_chars: int, token: str = "") -> str:
         """The Slurm drain reason: 'nodecheck[<mark>]: <check> <message>', one line, bounded."""
         from nodecheck.gate.slurm import drain_reason
+
         return drain_reason(self.check, self.message, max_chars, token)
 
 
 @dataclass(frozen=True)
 class Decision:
-    drain: tuple[Blame, ...] = ()              # to drain now (empty when the breaker tripped)
-    resume: tuple[str, ...] = ()               # drained by nodecheck and now passing
-    held: tuple[tuple[str, str], ...] = ()     # (node, why it stays drained) for nodecheck's own drains
-    unjudged: tuple[Blame, ...] = ()           # could not be judged: not drained, not resumed
-    breaker: str = ""                          # why nothing is drained, loudly; "" = not tripped
-    blamed: tuple[Blame, ...] = ()             # every failure that would drain, breaker or not
+    drain: tuple[Blame, ...] = ()  # to drain now (empty when the breaker tripped)
+    resume: tuple[str, ...] = ()  # drained by nodecheck and now passing
+    held: tuple[tuple[str, str], ...] = ()  # (node, why it stays drained) for nodecheck's own drains
+    unjudged: tuple[Blame, ...] = ()  # could not be judged: not drained, not resumed
+    breaker: str = ""  # why nothing is drained, loudly; "" = not tripped
+    blamed: tuple[Blame, ...] = ()  # every failure that would drain, breaker or not
 
     @property
     def tripped(self) -> bool:
@@ -64,8 +67,9 @@ def drain_statuses(drain_on: Iterable[str]) -> frozenset[Status]:
     words = list(drain_on)
     unknown = [w for w in words if w not in DRAIN_STATUS]
     if unknown or not words:
-        raise ValueError(f"drain_on {words!r}: each must be one of {', '.join(DRAIN_STATUS)} "
-                         "(error and skipped never drain)")
+        raise ValueError(
+            f"drain_on {words!r}: each must be one of {', '.join(DRAIN_STATUS)} (error and skipped never drain)"
+        )
     return frozenset(DRAIN_STATUS[s] for s in words)
 
 
@@ -76,7 +80,7 @@ def _more_than(count: int, total: int, share: float) -> bool:
 
 
 def _percent(share: float) -> str:
-    return f"{share * 100:.4g}%"               # 12.5%, not the 12% that :.0% rounds to
+    return f"{share * 100:.4g}%"  # 12.5%, not the 12% that :.0% rounds to
 
 
 def _subject_message(v: Verdict) -> str:
@@ -118,8 +122,9 @@ def unjudged(report: Report, statuses: frozenset[Status]) -> dict[str, Blame]:
             continue
         if any(draining(r, statuses) for r in results):
             continue
-        worst = max((r for r in results if not r.verdict.status.healthy),
-                    key=lambda r: r.verdict.status.rank, default=None)
+        worst = max(
+            (r for r in results if not r.verdict.status.healthy), key=lambda r: r.verdict.status.rank, default=None
+        )
         if worst is not None:
             out[node] = Blame(node, worst.check, worst.verdict.status, _subject_message(worst.verdict))
     return out
@@ -141,15 +146,17 @@ def run_breaker(report: Report, statuses: frozenset[Status], settings: GateSetti
     if not tripped:
         return ""
     worst_check, nodes = max(sorted(tripped.items()), key=lambda kv: len(kv[1]))
-    return (f"mass-drain breaker: {worst_check} fails on {len(nodes)} of {total} nodes "
-            f"(more than {_percent(settings.breaker_share)}): suspect the check, its thresholds or the "
-            f"config, not the nodes; nothing was drained"
-            + (f" (also tripped: {', '.join(sorted(c for c in tripped if c != worst_check))})"
-               if len(tripped) > 1 else ""))
+    return (
+        f"mass-drain breaker: {worst_check} fails on {len(nodes)} of {total} nodes "
+        f"(more than {_percent(settings.breaker_share)}): suspect the check, its thresholds or the "
+        f"config, not the nodes; nothing was drained"
+        + (f" (also tripped: {', '.join(sorted(c for c in tripped if c != worst_check))})" if len(tripped) > 1 else "")
+    )
 
 
-def cluster_breaker(check: str, states: Mapping[str, NodeState], settings: GateSettings,
-                    since: datetime | None = None, token: str = "") -> str:
+def cluster_breaker(
+    check: str, states: Mapping[str, NodeState], settings: GateSettings, since: datetime | None = None, token: str = ""
+) -> str:
     """The node Prolog sees one node per run, so its breaker counts the cluster: '' or why. `states`:
     every node's state (after this node drained itself and the settle wait).
 
@@ -162,14 +169,21 @@ def cluster_breaker(check: str, states: Mapping[str, NodeState], settings: GateS
     if total < settings.breaker_min_nodes:
         return ""
     cutoff = _local_naive(since) if since is not None else None
-    mine = [n for n, s in states.items()
-            if s.drained and s.owner(token) == "ours" and reason_check(s.reason) == check
-            and (cutoff is None or not _set_before(s.reason_time, cutoff))]
+    mine = [
+        n
+        for n, s in states.items()
+        if s.drained
+        and s.owner(token) == "ours"
+        and reason_check(s.reason) == check
+        and (cutoff is None or not _set_before(s.reason_time, cutoff))
+    ]
     if not _more_than(len(mine), total, settings.breaker_share):
         return ""
-    return (f"mass-drain breaker: {len(mine)} of {total} nodes are drained by nodecheck for {check} "
-            f"(more than {_percent(settings.breaker_share)}): suspect the check, its thresholds or the config; "
-            "this node is not drained")
+    return (
+        f"mass-drain breaker: {len(mine)} of {total} nodes are drained by nodecheck for {check} "
+        f"(more than {_percent(settings.breaker_share)}): suspect the check, its thresholds or the config; "
+        "this node is not drained"
+    )
 
 
 def _local_naive(t: datetime) -> datetime:
@@ -194,14 +208,23 @@ def reason_check(reason: str) -> str | None:
     return m.group(1) if m else None
 
 
-OLD_FORMAT_HELD = ("drained with an unmarked nodecheck-style reason ({reason!r}): nodecheck before the "
-                   "ownership mark wrote these, and so can a person (\"held for RMA\"), so it is never resumed "
-                   "automatically; once fixed, resume it by hand: scontrol update nodename={node} state=resume")
+OLD_FORMAT_HELD = (
+    "drained with an unmarked nodecheck-style reason ({reason!r}): nodecheck before the "
+    'ownership mark wrote these, and so can a person ("held for RMA"), so it is never resumed '
+    "automatically; once fixed, resume it by hand: scontrol update nodename={node} state=resume"
+)
 
 
-def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | None = None,
-           states: Mapping[str, NodeState] | None = None, order: Sequence[str] = (),
-           resume: bool = True, token: str = "") -> Decision:
+def decide(
+    report: Report,
+    settings: GateSettings,
+    *,
+    drain_on: Sequence[str] | None = None,
+    states: Mapping[str, NodeState] | None = None,
+    order: Sequence[str] = (),
+    resume: bool = True,
+    token: str = "",
+) -> Decision:
     """What to do after a run. `states`: the report's nodes' current Slurm states (needed to
     resume; a node missing from it is not resumed). `order`: the playbook's check names. `token`:
     the site's drain token (gate config `drain_token`), whose mark makes a reason nodecheck's."""
@@ -222,19 +245,29 @@ def decide(report: Report, settings: GateSettings, *, drain_on: Sequence[str] | 
         check = reason_check(state.reason)
         status = report.node_status(node)
         if node in blamed:
-            continue                           # still failing: stays drained (drain_politely keeps or updates it)
+            continue  # still failing: stays drained (drain_politely keeps or updates it)
         # the check must have run on this node: that it ran on others says nothing about this one
         ran = {r.check for r in report.results_for(node)}
         if check is None or check not in ran:
-            held.append((node, f"drained for {check or 'an unnamed check'}, which this run did not check; "
-                               f"resume it by hand once fixed: scontrol update nodename={node} state=resume"))
+            held.append(
+                (
+                    node,
+                    f"drained for {check or 'an unnamed check'}, which this run did not check; "
+                    f"resume it by hand once fixed: scontrol update nodename={node} state=resume",
+                )
+            )
         elif not status.healthy:
             held.append((node, f"not resumed: it could not be judged ({status.value})"))
         else:
             resumes.append(node)
-    return Decision(drain=() if breaker else tuple(blamed.values()), resume=tuple(resumes),
-                    held=tuple(held), unjudged=tuple(unjudged(report, statuses).values()),
-                    breaker=breaker, blamed=tuple(blamed.values()))
+    return Decision(
+        drain=() if breaker else tuple(blamed.values()),
+        resume=tuple(resumes),
+        held=tuple(held),
+        unjudged=tuple(unjudged(report, statuses).values()),
+        breaker=breaker,
+        blamed=tuple(blamed.values()),
+    )
 
 
 # ---- retries of flaky-prone checks -----------------------------------------------------------
@@ -268,8 +301,9 @@ def healthy_in(report: Report, check: str) -> set[str]:
     return {n for n, ok in seen.items() if ok}
 
 
-def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
-                   statuses: frozenset[Status], notes: Sequence[str] = ()) -> Report:
+def merge_attempts(
+    first: Report, retries: Sequence[Report], checks: set[str], statuses: frozenset[Status], notes: Sequence[str] = ()
+) -> Report:
     """The first report with each retried check's failures settled: a node whose failure did not
     repeat in a later attempt gets WARN ("flaky: failed on attempt 1 ..., passed on attempt k"); a
     node that failed every attempt keeps its FAIL, marked with the count. The retries' captures are
@@ -282,7 +316,7 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
     the FAIL stands and says so. Results of the retries themselves are not added: the first
     report's results are the ones settled. With no retry run, `notes` say why on each failure."""
     if not retries and not notes:
-        return first                           # nothing was retried, and nothing to say why
+        return first  # nothing was retried, and nothing to say why
     attempts = 1 + len(retries)
     passed_on: dict[tuple[str, str], int] = {}
     for k, again in enumerate(retries, start=2):
@@ -294,7 +328,7 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
     for r in first.results:
         v = r.verdict
         if r.check not in checks or not draining(r, statuses) or not r.nodes:
-            results.append(r)                  # (a result about no node has nothing to settle: kept)
+            results.append(r)  # (a result about no node has nothing to settle: kept)
             continue
         stands: dict[tuple[int, int], list[str]] = {}
         cleared: dict[int, list[str]] = {}
@@ -311,23 +345,50 @@ def merge_attempts(first: Report, retries: Sequence[Report], checks: set[str],
                 note = f" [failed on {failed} of {tried} attempts]"
             else:
                 note = f" [failed on {failed} of {tried} attempts; the others could not judge it]"
-            results.append(dataclasses.replace(r, nodes=tuple(nodes), verdict=dataclasses.replace(
-                v, message=v.message + note, observed={**v.observed, "attempts": tried, "failed_attempts": failed})))
+            results.append(
+                dataclasses.replace(
+                    r,
+                    nodes=tuple(nodes),
+                    verdict=dataclasses.replace(
+                        v,
+                        message=v.message + note,
+                        observed={**v.observed, "attempts": tried, "failed_attempts": failed},
+                    ),
+                )
+            )
         for k, nodes in sorted(cleared.items()):
-            results.append(dataclasses.replace(r, nodes=tuple(nodes), verdict=dataclasses.replace(
-                v, status=Status.WARN, message=f"flaky: {v.message} on attempt 1; passed on attempt {k}",
-                observed={**v.observed, "attempts": attempts, "flaky": True})))
+            results.append(
+                dataclasses.replace(
+                    r,
+                    nodes=tuple(nodes),
+                    verdict=dataclasses.replace(
+                        v,
+                        status=Status.WARN,
+                        message=f"flaky: {v.message} on attempt 1; passed on attempt {k}",
+                        observed={**v.observed, "attempts": attempts, "flaky": True},
+                    ),
+                )
+            )
     captures: list[Capture] = list(first.captures)
     for k, again in enumerate(retries, start=1):
         captures += [dataclasses.replace(c, probe=f"{c.probe}@retry{k}") for c in again.captures]
     extras = dict(first.extras)
-    extras["gate"] = {"attempts": attempts, "retried": sorted(checks) if retries else [],
-                      "cleared": sorted(f"{n} {c}" for (c, n) in cleared_now), "notes": list(notes)}
-    return dataclasses.replace(first, results=tuple(results), captures=tuple(captures),
-                               finished=retries[-1].finished if retries else first.finished, extras=extras,
-                               complete=first.complete and all(a.complete for a in retries),
-                               incomplete_reason=first.incomplete_reason or next(
-                                   (a.incomplete_reason for a in retries if a.incomplete_reason), ""))
+    extras["gate"] = {
+        "attempts": attempts,
+        "retried": sorted(checks) if retries else [],
+        "cleared": sorted(f"{n} {c}" for (c, n) in cleared_now),
+        "notes": list(notes),
+    }
+    return dataclasses.replace(
+        first,
+        results=tuple(results),
+        captures=tuple(captures),
+        finished=retries[-1].finished if retries else first.finished,
+        extras=extras,
+        complete=first.complete and all(a.complete for a in retries),
+        incomplete_reason=first.incomplete_reason
+        or next((a.incomplete_reason for a in retries if a.incomplete_reason), ""),
+    )
 
 
 def _tally(retries: Sequence[Report], check: str, node: str, statuses: frozenset[Status]) -> tuple[int, int]:

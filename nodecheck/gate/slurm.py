@@ -8,6 +8,7 @@ never resumes a node it did not drain (the unmarked "nodecheck: ..." reasons of 
 included: resumed by hand), and never resumes a node that is DOWN or FAIL (Slurm's or an admin's
 call, even if our reason is still on it). Every call is bounded by the Slurm object's timeout.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,21 +16,43 @@ import re
 import shlex
 import signal
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import excerpt, one_line
-from nodecheck.parsers.slurm import (MARK_CHARS, OLD_OWNER, OWNER, SQUEUE_FORMAT, JobRecord, NodeState,
-                                      parse_show_node, parse_squeue_job, reason_mark, reason_owner)
+from nodecheck.parsers.slurm import (
+    MARK_CHARS,
+    OLD_OWNER,
+    OWNER,
+    SQUEUE_FORMAT,
+    JobRecord,
+    NodeState,
+    parse_show_node,
+    parse_squeue_job,
+    reason_mark,
+    reason_owner,
+)
 
-__all__ = ["MAX_REASON_CHARS", "OLD_OWNER", "OWNER", "Change", "JobRecord", "NodeState", "Slurm", "SlurmError",
-           "drain_politely", "drain_reason", "is_ours", "resume_politely"]
+__all__ = [
+    "MAX_REASON_CHARS",
+    "OLD_OWNER",
+    "OWNER",
+    "Change",
+    "JobRecord",
+    "NodeState",
+    "Slurm",
+    "SlurmError",
+    "drain_politely",
+    "drain_reason",
+    "is_ours",
+    "resume_politely",
+]
 
 # Slurm 22.05 keeps a reason of any length (tests/harness measured up to 100,000 characters); a
 # drain reason is read in `sinfo -R -o %E` and `scontrol show node`, so nodecheck keeps it short
 MAX_REASON_CHARS = 256
-KILL_WAIT_S = 2.0               # after SIGKILL, how long to collect what scontrol printed
+KILL_WAIT_S = 2.0  # after SIGKILL, how long to collect what scontrol printed
 ELLIPSIS = "…"
 # One Slurm node name: a hostlist ("gpu[1-2]", "a,b") given to drain() would change many nodes.
 _SINGLE_NODE = re.compile(r"[^\s,\[\]=\"']+")
@@ -40,25 +63,27 @@ _JOB_ID = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?", re.ASCII)
 class SlurmError(Exception):
     """scontrol could not be run, failed, timed out or printed what nodecheck cannot read."""
 
-    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None,
-                 stderr: str = "") -> None:
+    def __init__(
+        self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None, stderr: str = ""
+    ) -> None:
         self.argv, self.returncode, self.stderr = tuple(argv), returncode, stderr
         super().__init__(message)
 
 
 # ---- reasons ------------------------------------------------------------------------------------
 
+
 def drain_reason(check: str, message: str, max_chars: int = MAX_REASON_CHARS, token: str = "") -> str:
     """'nodecheck[<mark>]: <check> <message>' on one line: control chars/newlines -> space, runs of
     spaces collapsed, cut with '…' to max_chars; the mark (reason_mark) is of the final text and the
     site's drain token, so only nodecheck's own, unedited reasons carry it."""
     head = len(OWNER) + MARK_CHARS + len("]: ")
-    if max_chars < head + 1:                   # the cut must leave the owner's mark and one character
+    if max_chars < head + 1:  # the cut must leave the owner's mark and one character
         raise ValueError(f"max_chars {max_chars} leaves no room for a reason after {OWNER}<mark>]:")
     # str.split() also folds other whitespace (no-break space, ideographic space) into one
     body = " ".join(one_line(f"{check} {message}").split())
     if len(body) > max_chars - head:
-        body = body[:max_chars - head - len(ELLIPSIS)].rstrip() + ELLIPSIS
+        body = body[: max_chars - head - len(ELLIPSIS)].rstrip() + ELLIPSIS
     # scontrol drops a trailing '"' from a reason: the text Slurm keeps must be the text marked
     body = body.rstrip('" ') or check
     return f"{OWNER}{reason_mark(body, token)}]: {body}"
@@ -71,12 +96,18 @@ def is_ours(reason: str, token: str = "") -> bool:
 
 # ---- scontrol -----------------------------------------------------------------------------------
 
+
 class Slurm:
     """scontrol, run as an argv list (never a shell), every call bounded by `timeout_s`."""
 
-    def __init__(self, scontrol: str = "scontrol", timeout_s: float = 10.0,
-                 env: Mapping[str, str] | None = None, scancel: str | None = None,
-                 squeue: str | None = None) -> None:
+    def __init__(
+        self,
+        scontrol: str = "scontrol",
+        timeout_s: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        scancel: str | None = None,
+        squeue: str | None = None,
+    ) -> None:
         self.scontrol, self.timeout_s = scontrol, timeout_s
         # scancel and squeue beside the scontrol given (a wrapper or a test's fake), else those on PATH
         self.scancel = scancel or _beside(scontrol, "scancel")
@@ -114,7 +145,7 @@ class Slurm:
         none of them the owner's; `squeue --json` (22.05) ignores -j and lists every job."""
         jobid = _job_id(jobid)
         argv = [self.squeue, "-h", "-t", "all", "-j", jobid, "-O", SQUEUE_FORMAT]
-        shown = f"{shlex.quote(self.squeue)} -j {jobid}"      # (the field list's separators unprintable)
+        shown = f"{shlex.quote(self.squeue)} -j {jobid}"  # (the field list's separators unprintable)
         out = self._run(argv, shown)
         try:
             return parse_squeue_job(out, jobid)
@@ -136,27 +167,42 @@ class Slurm:
         command = shown or shlex.join(argv)
         try:
             # a new session, so a timeout kills scontrol and anything a wrapper script started
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env, start_new_session=True,
-                                    text=True, encoding="utf-8", errors="replace")
-        except OSError as e:                   # not found, not executable
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+            )
+        except OSError as e:  # not found, not executable
             raise SlurmError(f"{command}: cannot run {argv[0]!r}: {e.strerror or e}", argv=argv) from None
         try:
             out, err = proc.communicate(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            try:                               # a child that left the group may hold the pipes open
+            try:  # a child that left the group may hold the pipes open
                 _, err = proc.communicate(timeout=KILL_WAIT_S)
             except subprocess.TimeoutExpired:
                 err = ""
-            raise SlurmError(f"{command}: no answer within {self.timeout_s:g} s; killed"
-                             + (f"; stderr: {excerpt(err.strip(), 500)!r}" if err.strip() else ""),
-                             argv=argv, stderr=err) from None
+            raise SlurmError(
+                f"{command}: no answer within {self.timeout_s:g} s; killed"
+                + (f"; stderr: {excerpt(err.strip(), 500)!r}" if err.strip() else ""),
+                argv=argv,
+                stderr=err,
+            ) from None
         if proc.returncode != 0:
             # scontrol prints some failures on stdout ("Node x not found")
             said = err.strip() or out.strip() or "(no output)"
-            raise SlurmError(f"{command}: exit {proc.returncode}: {excerpt(said, 500)}", argv=argv,
-                             returncode=proc.returncode, stderr=err)
+            raise SlurmError(
+                f"{command}: exit {proc.returncode}: {excerpt(said, 500)}",
+                argv=argv,
+                returncode=proc.returncode,
+                stderr=err,
+            )
         return out
 
 
@@ -179,14 +225,16 @@ def _single(node: str) -> str:
 
 # ---- etiquette ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Change:
     """What was done (or not) to one node, for the log and the result line."""
+
     node: str
-    action: str                                # "drain" | "resume" | "left" (not touched) | "failed"
-    reason: str                                # drain: the reason set; resume: the reason cleared;
-                                               # left/failed: why
-    before: NodeState | None                   # the state read right before acting; None if unread
+    action: str  # "drain" | "resume" | "left" (not touched) | "failed"
+    reason: str  # drain: the reason set; resume: the reason cleared;
+    # left/failed: why
+    before: NodeState | None  # the state read right before acting; None if unread
 
 
 def drain_politely(slurm: Slurm, node: str, reason: str, token: str = "") -> Change:
@@ -196,11 +244,12 @@ def drain_politely(slurm: Slurm, node: str, reason: str, token: str = "") -> Cha
     before, failed = _read(slurm, node)
     if failed:
         return failed
-    assert before is not None                  # _read gives the state or the failure
+    assert before is not None  # _read gives the state or the failure
     if before.drained and before.owner(token) != "ours":
-        return Change(node, "left", f"already {before.state}, {_foreign(before, token)}; not nodecheck's to change",
-                      before)
-    if before.drained and before.reason == reason.rstrip('"'):   # (scontrol drops a trailing quote)
+        return Change(
+            node, "left", f"already {before.state}, {_foreign(before, token)}; not nodecheck's to change", before
+        )
+    if before.drained and before.reason == reason.rstrip('"'):  # (scontrol drops a trailing quote)
         # the same drain again (every health run, every sweep): no call, so Slurm keeps the reason's
         # time, which says since when, and the cluster breaker does not count it as fresh
         return Change(node, "kept", reason, before)
@@ -218,17 +267,22 @@ def resume_politely(slurm: Slurm, node: str, token: str = "") -> Change:
     before, failed = _read(slurm, node)
     if failed:
         return failed
-    assert before is not None                  # _read gives the state or the failure
+    assert before is not None  # _read gives the state or the failure
     if not before.drained:
         return Change(node, "left", f"not drained ({before.state})", before)
     if before.owner(token) != "ours":
-        return Change(node, "left", f"{before.state}, {_foreign(before, token)}; only nodecheck's drains are resumed",
-                      before)
+        return Change(
+            node, "left", f"{before.state}, {_foreign(before, token)}; only nodecheck's drains are resumed", before
+        )
     down = sorted(before.flags & {"DOWN", "FAIL", "FAILING"})
     if down:
         # Slurm (not responding, a failed epilog) or an admin took it down after our drain
-        return Change(node, "left", f"{before.state}: {'/'.join(down)} is not nodecheck's drain; "
-                                    f"resume it by hand once fixed", before)
+        return Change(
+            node,
+            "left",
+            f"{before.state}: {'/'.join(down)} is not nodecheck's drain; resume it by hand once fixed",
+            before,
+        )
     try:
         slurm.resume(node)
     except SlurmError as e:
@@ -243,8 +297,12 @@ def _read(slurm: Slurm, node: str) -> tuple[NodeState | None, Change | None]:
     except SlurmError as e:
         return None, Change(node, "failed", f"cannot read its state: {e}", None)
     if node not in states:
-        return None, Change(node, "failed", f"scontrol show node {node} did not list it "
-                                            f"(listed: {', '.join(states) or 'nothing'})", None)
+        return None, Change(
+            node,
+            "failed",
+            f"scontrol show node {node} did not list it (listed: {', '.join(states) or 'nothing'})",
+            None,
+        )
     return states[node], None
 
 
@@ -252,6 +310,9 @@ def _foreign(state: NodeState, token: str = "") -> str:
     if not state.reason:
         return "with no reason"
     by = f" (set by {state.reason_user} at {state.reason_time})" if state.reason_user else ""
-    old = (" (an unmarked, old-format nodecheck reason: anyone could have typed it, so it is resumed by "
-           "hand)") if state.owner(token) == "old" else ""
+    old = (
+        (" (an unmarked, old-format nodecheck reason: anyone could have typed it, so it is resumed by hand)")
+        if state.owner(token) == "old"
+        else ""
+    )
     return f"reason {excerpt(state.reason, 300)!r}{by}{old}"

@@ -1,5 +1,6 @@
 """`nodecheck job-check JOB.yml [--slurm-job ID | --inventory hosts.yml | --local]`: the job's invariants,
 run as `nodecheck run` runs a playbook (same report, table, JSON, JUnit and exit codes)."""
+
 from __future__ import annotations
 
 import os
@@ -14,28 +15,41 @@ DEFAULT_DEADLINE_S = 120.0
 
 
 def job_check_command(args: Namespace) -> int:
-    from nodecheck.run import runner as runner
     from nodecheck.app.publish import publish
     from nodecheck.app.signals import stop_on_signals
     from nodecheck.app.transports import ensure_open_files
+    from nodecheck.config.playbook import PlannedCheck, Playbook
     from nodecheck.job.invariants import JobContext, specs
     from nodecheck.job.spec import load_job_spec
-    from nodecheck.config.playbook import PlannedCheck, Playbook
+    from nodecheck.run import runner as runner
 
     spec = load_job_spec(args.job)
     counts = _counts(spec, args.job) if spec.data_balance is not None else None
     nodes, transport, record = _nodes(args)
     ctx = JobContext(spec=spec, order=tuple(n.name for n in nodes), counts=counts, slurm=record)
     checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec, job_user(args.job, record)))
-    playbook = Playbook(name=f"job-check-{Path(args.job).stem}", path=str(Path(args.job)), sha256=spec.sha256,
-                        description=f"job-check of {args.job}", deadline_s=DEFAULT_DEADLINE_S,
-                        select_labels=frozenset(), checks=checks)
+    playbook = Playbook(
+        name=f"job-check-{Path(args.job).stem}",
+        path=str(Path(args.job)),
+        sha256=spec.sha256,
+        description=f"job-check of {args.job}",
+        deadline_s=DEFAULT_DEADLINE_S,
+        select_labels=frozenset(),
+        checks=checks,
+    )
     if not args.local:
         ensure_open_files(min(args.fanout, len(nodes)))
     with stop_on_signals() as stop:
-        report = runner.run(playbook, nodes, transport, fanout=args.fanout, deadline_s=args.deadline,
-                            inventory=args.inventory, stop=stop)
-    for warning in getattr(transport, "warnings", lambda: [])():
+        report = runner.run(
+            playbook,
+            nodes,
+            transport,
+            fanout=args.fanout,
+            deadline_s=args.deadline,
+            inventory=args.inventory,
+            stop=stop,
+        )
+    for warning in getattr(transport, "warnings", list)():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
     return publish(report, args)
 
@@ -44,15 +58,17 @@ def job_user(job: str, record) -> str:
     """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: app.job_user.job_user_for (JOB.yml's
     owner, else the Slurm job's user)."""
     from nodecheck.app.job_user import job_user_for
+
     return job_user_for(job, record.user if record is not None else "")
 
 
 def _counts(spec, job: str):
     """The rank counts; a counts_command that fails is placed at its line of JOB.yml (a counts file
     that fails names that file, and the line in it)."""
+    from nodecheck.config.yaml_source import load_file
     from nodecheck.job.counts import read_counts
     from nodecheck.job.spec import base_dir
-    from nodecheck.config.yaml_source import load_file
+
     try:
         return read_counts(spec.data_balance, base_dir(spec))
     except ConfigError as e:
@@ -72,38 +88,51 @@ def _nodes(args: Namespace):
     job_id = args.slurm_job or (os.environ.get("SLURM_JOB_ID") or None if implicit else None)
     if args.local:
         if args.nodes or args.slurm_job:
-            raise ConfigError("--local checks this machine only: give no --nodes and no --slurm-job",
-                              file="arguments")
+            raise ConfigError("--local checks this machine only: give no --nodes and no --slurm-job", file="arguments")
         return [this_node()], local_transport(), None
     if job_id is None:
         if not args.inventory:
-            raise ConfigError("which nodes? give --slurm-job ID (default $SLURM_JOB_ID inside an allocation), "
-                              "--inventory hosts.yml or --local", file="arguments",
-                              hint="nodecheck job-check job.yml --slurm-job 4242")
+            raise ConfigError(
+                "which nodes? give --slurm-job ID (default $SLURM_JOB_ID inside an allocation), "
+                "--inventory hosts.yml or --local",
+                file="arguments",
+                hint="nodecheck job-check job.yml --slurm-job 4242",
+            )
         return select(load_inventory(args.inventory), args.nodes), ssh_transport(args), None
     record = _slurm_job(job_id, implicit=not args.slurm_job)
-    if record.ended:                           # its nodes may run someone else's job by now
-        raise ConfigError(f"Slurm job {record.job_id} has ended ({record.state}): job-check judges a job before its "
-                          "ranks start, inside its allocation",
-                          file="--slurm-job" if args.slurm_job else "SLURM_JOB_ID",
-                          hint="give the id of a running job (squeue --me)")
+    if record.ended:  # its nodes may run someone else's job by now
+        raise ConfigError(
+            f"Slurm job {record.job_id} has ended ({record.state}): job-check judges a job before its "
+            "ranks start, inside its allocation",
+            file="--slurm-job" if args.slurm_job else "SLURM_JOB_ID",
+            hint="give the id of a running job (squeue --me)",
+        )
     if not record.nodes:
-        raise ConfigError(f"Slurm job {record.job_id} is {record.state} (reason {record.reason}) and holds no nodes "
-                          "yet", file="--slurm-job", hint="run job-check inside the allocation, before srun")
+        raise ConfigError(
+            f"Slurm job {record.job_id} is {record.state} (reason {record.reason}) and holds no nodes yet",
+            file="--slurm-job",
+            hint="run job-check inside the allocation, before srun",
+        )
     known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
     nodes = [known.get(name) or Node(name=name, address=name) for name in record.nodes]
     if args.nodes:
-        raise ConfigError("--nodes picks inventory nodes; with a Slurm job the nodes are the allocation's",
-                          file="--nodes", hint="drop --nodes")
+        raise ConfigError(
+            "--nodes picks inventory nodes; with a Slurm job the nodes are the allocation's",
+            file="--nodes",
+            hint="drop --nodes",
+        )
     return nodes, ssh_transport(args), record
 
 
 def _slurm_job(job_id: str, implicit: bool = False):
     from nodecheck.gate.slurm import Slurm, SlurmError
+
     try:
         return Slurm().job(job_id)
     except SlurmError as e:
-        raise ConfigError(f"cannot read Slurm job {job_id}" + (" (from $SLURM_JOB_ID)" if implicit else "") + f": {e}",
-                          file="SLURM_JOB_ID" if implicit else "--slurm-job",
-                          hint="is the id right, and are squeue and scontrol on PATH with SLURM_CONF set?"
-                          + (" Outside the job, give --inventory hosts.yml --nodes ..." if implicit else "")) from None
+        raise ConfigError(
+            f"cannot read Slurm job {job_id}" + (" (from $SLURM_JOB_ID)" if implicit else "") + f": {e}",
+            file="SLURM_JOB_ID" if implicit else "--slurm-job",
+            hint="is the id right, and are squeue and scontrol on PATH with SLURM_CONF set?"
+            + (" Outside the job, give --inventory hosts.yml --nodes ..." if implicit else ""),
+        ) from None

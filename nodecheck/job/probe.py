@@ -13,14 +13,15 @@ Sections (nodecheck's `@@nodecheck` framing, parsers/sections.py):
   gpus       nvidia-smi --query-gpu=index --format=csv,noheader
 Every value (checkpoint dir, resume path, dump prefixes) is a positional argument, never in the script.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from nodecheck.core.errors import ParseError
-from nodecheck.job.spec import JobSpec
 from nodecheck.core.model import Probe
+from nodecheck.job.spec import JobSpec
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.nccl_config import NcclConf, first_line, key_values, read_confs, read_node_env, unescaped
 from nodecheck.parsers.nvidia_smi import parse_query_gpu
@@ -28,7 +29,7 @@ from nodecheck.parsers.sections import split_sections
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
 
 PROBE_NAME = "job"
-CHECKPOINT = "checkpoint"                      # the writable label of the checkpoint directory
+CHECKPOINT = "checkpoint"  # the writable label of the checkpoint directory
 ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 
 # $1: the job's NCCL_CONF_FILE ("" when unset); $2: the checkpoint directory ("" when none);
@@ -40,7 +41,11 @@ ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_")
 # entry of a directory the job cannot read. So they run as the job's user (checked_as: that user's name;
 # "root" when none is known, said in the verdicts; "!not checked as the job's user: WHY", then no
 # directory fact is given at all, never root's answer in the user's place).
-_SCRIPT = WRITABLE_FUNCTION + ESCAPE_FUNCTIONS + NCCL_CONF_FUNCTION + r'''
+_SCRIPT = (
+    WRITABLE_FUNCTION
+    + ESCAPE_FUNCTIONS
+    + NCCL_CONF_FUNCTION
+    + r"""
 conf=$1; ckpt=$2; resume=$3; job_user=$4; shift 4; named=1
 [ -n "$conf" ] || conf=${NCCL_CONF_FILE:-}
 [ -n "$conf" ] || { conf=$HOME/.nccl.conf; named=0; }
@@ -81,7 +86,8 @@ if [ -n "$ckpt" ] && [ "$ja_run" != ! ]; then
 fi
 echo "@@nodecheck begin gpus"
 nvidia-smi --query-gpu=index --format=csv,noheader 2>&1; echo "@@nodecheck end gpus rc=$?"
-'''
+"""
+)
 
 
 def job_probe(spec: JobSpec, job_user: str = "") -> Probe:
@@ -98,20 +104,20 @@ def job_probe(spec: JobSpec, job_user: str = "") -> Probe:
 
 @dataclass(frozen=True)
 class JobNodeFacts:
-    node_env: Mapping[str, str]                # NCCL_*/TORCH_*/CUDA_* of nodecheck's session on the node
-    conf: tuple[NcclConf, ...]                 # the files NCCL reads, in its order
-    writable: Mapping[str, str]                # label -> "ok" or "!why" (as the nccl_env probe)
-    ckpt_exists: bool | None                   # None: the job names no checkpoint directory
-    ckpt_free_bytes: int | None                # None: not measured (see ckpt_df_error)
-    ckpt_filesystem: str                       # df's "Filesystem on Mounted-on", to tell a shared one
+    node_env: Mapping[str, str]  # NCCL_*/TORCH_*/CUDA_* of nodecheck's session on the node
+    conf: tuple[NcclConf, ...]  # the files NCCL reads, in its order
+    writable: Mapping[str, str]  # label -> "ok" or "!why" (as the nccl_env probe)
+    ckpt_exists: bool | None  # None: the job names no checkpoint directory
+    ckpt_free_bytes: int | None  # None: not measured (see ckpt_df_error)
+    ckpt_filesystem: str  # df's "Filesystem on Mounted-on", to tell a shared one
     ckpt_df_error: str
-    resume: str                                # "exists", "missing", "entry NAME", or "" (not asked)
-    gpu_count: int | None                      # None: nvidia-smi failed (gpu_error says how)
+    resume: str  # "exists", "missing", "entry NAME", or "" (not asked)
+    gpu_count: int | None  # None: nvidia-smi failed (gpu_error says how)
     gpu_error: str
-    ckpt_not_dir: bool = False                 # the path exists but is not a directory (a file)
-    ckpt_fstype: str = ""                      # stat -f's type name ("nfs", "xfs"); "" unknown
-    checked_as: str = ""                       # whose view the directory tests are: a user name ("root":
-                                               # no job's user known), "!not checked as the job's user: WHY"
+    ckpt_not_dir: bool = False  # the path exists but is not a directory (a file)
+    ckpt_fstype: str = ""  # stat -f's type name ("nfs", "xfs"); "" unknown
+    checked_as: str = ""  # whose view the directory tests are: a user name ("root":
+    # no job's user known), "!not checked as the job's user: WHY"
 
 
 def parse_job_probe(text: str) -> JobNodeFacts:
@@ -128,17 +134,31 @@ def parse_job_probe(text: str) -> JobNodeFacts:
     if gpus.rc is None:
         gpu_error = "nvidia-smi output cut off"
     elif gpus.rc != 0:
-        gpu_error = f"nvidia-smi exited {gpus.rc}" + (f": {first_line(gpus.text)}" if gpus.text.strip() else "") \
+        gpu_error = (
+            f"nvidia-smi exited {gpus.rc}"
+            + (f": {first_line(gpus.text)}" if gpus.text.strip() else "")
             + (" (not installed)" if gpus.rc == 127 else "")
+        )
     else:
         count = len(parse_query_gpu(gpus.text, ("index",))) if gpus.text.strip() else 0
     resume = sections.facts.get("resume", "").strip()
     if resume.startswith("entry "):
-        resume = "entry " + unescaped(resume[len("entry "):], PROBE_NAME, text)
-    return JobNodeFacts(node_env, conf, writable, None if exists is None else exists == "1", free, fs, df_error,
-                        resume, count, gpu_error, ckpt_not_dir=exists == "notdir",
-                        ckpt_fstype=sections.facts.get("ckpt_fstype", "").strip(),
-                        checked_as=_checked_as(sections.facts.get("checked_as", ""), text))
+        resume = "entry " + unescaped(resume[len("entry ") :], PROBE_NAME, text)
+    return JobNodeFacts(
+        node_env,
+        conf,
+        writable,
+        None if exists is None else exists == "1",
+        free,
+        fs,
+        df_error,
+        resume,
+        count,
+        gpu_error,
+        ckpt_not_dir=exists == "notdir",
+        ckpt_fstype=sections.facts.get("ckpt_fstype", "").strip(),
+        checked_as=_checked_as(sections.facts.get("checked_as", ""), text),
+    )
 
 
 def _checked_as(fact: str, text: str) -> str:

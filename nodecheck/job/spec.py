@@ -10,21 +10,22 @@ The shape of issue 7 loads unchanged:
     checkpoint: {dir: /shared/ckpt, every_steps: 500}
     data_balance: {counts_file: counts.json, per_step: 1}
 """
+
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from nodecheck.probes.env_policy import EnvName, EnvValue
 from nodecheck.config.yaml_source import Located, load_file, pydantic_error
+from nodecheck.probes.env_policy import EnvName, EnvValue
 
 # PyTorch's init_process_group(timeout=) default for NCCL: 10 minutes (torch.distributed
 # default_pg_timeout); what the job gets when it does not pass one
 PYTORCH_DEFAULT_TIMEOUT_S = 600.0
-MAX_SECONDS = 30 * 86_400.0                    # bounds a typo (1e12) at load time, not in arithmetic
+MAX_SECONDS = 30 * 86_400.0  # bounds a typo (1e12) at load time, not in arithmetic
 
 
 class _Block(BaseModel):
@@ -34,10 +35,13 @@ class _Block(BaseModel):
 
 class DataBalance(_Block):
     """Where the per-rank work counts come from, and how many items one rank consumes per step."""
-    counts_file: Optional[str] = Field(None, description="JSON {\"0\": 30871, ...} or [..], or CSV rank,count")
-    counts_command: Optional[Union[list[str], str]] = Field(
-        None, description="a command that prints the counts (argv list, or a string split as the shell "
-                          "would, never run by one); run on this machine in JOB.yml's directory")
+
+    counts_file: str | None = Field(None, description='JSON {"0": 30871, ...} or [..], or CSV rank,count')
+    counts_command: list[str] | str | None = Field(
+        None,
+        description="a command that prints the counts (argv list, or a string split as the shell "
+        "would, never run by one); run on this machine in JOB.yml's directory",
+    )
     command_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
     per_step: int = Field(1, ge=1, strict=True, description="items (blocks, samples) one rank consumes per micro-step")
     grad_accum: int = Field(1, ge=1, strict=True, description="micro-steps per optimizer step")
@@ -45,7 +49,7 @@ class DataBalance(_Block):
     unit: str = Field("blocks", min_length=1, description="what a count counts, for the messages")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "DataBalance":
+    def _one_source(self) -> DataBalance:
         if (self.counts_file is None) == (self.counts_command is None):
             raise ValueError("give exactly one of counts_file or counts_command")
         if isinstance(self.counts_command, list) and not self.counts_command:
@@ -63,55 +67,97 @@ class DataBalance(_Block):
 
 class Checkpoint(_Block):
     dir: str = Field(min_length=1, description="the checkpoint directory, as every node sees it")
-    every_steps: Optional[int] = Field(None, ge=1, strict=True)
-    every_minutes: Optional[float] = Field(None, gt=0, le=MAX_SECONDS / 60, allow_inf_nan=False, strict=True)
-    step_seconds: Optional[float] = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                          description="seconds per optimizer step, to turn every_steps into minutes")
-    save_s: Optional[float] = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                    description="the longest expected save: the other ranks block that long")
+    every_steps: int | None = Field(None, ge=1, strict=True)
+    every_minutes: float | None = Field(None, gt=0, le=MAX_SECONDS / 60, allow_inf_nan=False, strict=True)
+    step_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="seconds per optimizer step, to turn every_steps into minutes",
+    )
+    save_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="the longest expected save: the other ranks block that long",
+    )
     resume: bool = False
-    resume_from: Optional[str] = Field(None, min_length=1, description="the checkpoint it resumes from "
-                                       "(default: anything in dir)")
-    min_free_gb: float = Field(0.0, ge=0, le=1e9, allow_inf_nan=False, strict=True,
-                               description="free space the checkpoint directory needs on every node (GB, 10^9 bytes)")
+    resume_from: str | None = Field(
+        None, min_length=1, description="the checkpoint it resumes from (default: anything in dir)"
+    )
+    min_free_gb: float = Field(
+        0.0,
+        ge=0,
+        le=1e9,
+        allow_inf_nan=False,
+        strict=True,
+        description="free space the checkpoint directory needs on every node (GB, 10^9 bytes)",
+    )
 
 
 class Timeouts(_Block):
-    collective_s: Optional[float] = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                          description="what the code passes to init_process_group(timeout=); "
-                                                      "unset: PyTorch's default, 10 min")
-    longest_blocking_s: Optional[float] = Field(None, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                                description="the longest phase some ranks wait on others "
-                                                            "(a save, an evaluation, a data reload)")
+    collective_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="what the code passes to init_process_group(timeout=); unset: PyTorch's default, 10 min",
+    )
+    longest_blocking_s: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="the longest phase some ranks wait on others (a save, an evaluation, a data reload)",
+    )
 
 
 class Launcher(_Block):
     kind: Literal["srun", "torchrun", "other"] = "other"
-    max_restarts: Optional[int] = Field(None, ge=0, strict=True, description="torchrun --max-restarts")
-    requeue: Optional[bool] = Field(None, description="the batch script requeues a failed start itself "
-                                                      "(or sbatch --requeue)")
+    max_restarts: int | None = Field(None, ge=0, strict=True, description="torchrun --max-restarts")
+    requeue: bool | None = Field(
+        None, description="the batch script requeues a failed start itself (or sbatch --requeue)"
+    )
 
 
 class Limits(_Block):
-    timeout_min_s: float = Field(60.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                 description="a collective timeout below this is a unit mistake (minutes "
-                                             "written as seconds): the first slow collective ends the job")
-    timeout_max_s: float = Field(3600.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True,
-                                 description="a collective timeout above this hides a hang for too long")
+    timeout_min_s: float = Field(
+        60.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="a collective timeout below this is a unit mistake (minutes "
+        "written as seconds): the first slow collective ends the job",
+    )
+    timeout_max_s: float = Field(
+        3600.0,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        strict=True,
+        description="a collective timeout above this hides a hang for too long",
+    )
     checkpoint_max_minutes: float = Field(60.0, gt=0, le=MAX_SECONDS / 60, allow_inf_nan=False, strict=True)
-    checkpoint_max_steps: Optional[int] = Field(None, ge=1, strict=True)
+    checkpoint_max_steps: int | None = Field(None, ge=1, strict=True)
 
 
 class JobSpec(_Block):
     world_size: int = Field(ge=1, le=10_000_000, strict=True, description="ranks in the job")
     gpus_per_node: int = Field(ge=1, le=1024, strict=True)
     env: dict[EnvName, EnvValue] = Field({}, description="the environment every rank gets")
-    checkpoint: Optional[Checkpoint] = None
-    data_balance: Optional[DataBalance] = None
+    checkpoint: Checkpoint | None = None
+    data_balance: DataBalance | None = None
     timeouts: Timeouts = Timeouts()
     launcher: Launcher = Launcher()
     limits: Limits = Limits()
-    watch: Any = None                          # the watcher's block (nodecheck.watch.config validates it)
+    watch: Any = None  # the watcher's block (nodecheck.watch.config validates it)
     # set by load_job_spec, not by the file
     source: str = Field("", exclude=True)
     sha256: str = Field("", exclude=True)
@@ -130,8 +176,9 @@ def load_job_spec(path: str | Path) -> JobSpec:
     mistyped key); relative paths come back absolute, relative to the file's directory."""
     src = load_file(path)
     if not isinstance(src.data, dict):
-        raise src.error((), "a job description is a mapping with world_size: and gpus_per_node:",
-                        hint="see examples/job.yml")
+        raise src.error(
+            (), "a job description is a mapping with world_size: and gpus_per_node:", hint="see examples/job.yml"
+        )
     for key in ("source", "sha256"):
         if key in src.data:
             raise src.error((key,), f"unknown key {key!r}", hint="see examples/job.yml")
@@ -151,28 +198,41 @@ def _check_consistency(spec: JobSpec, src: Located) -> None:
         # ("allocate N nodes") is the allocation the job already has
         up, down = spec.nodes_needed, spec.world_size // spec.gpus_per_node
         fits = [f"{n * spec.gpus_per_node} ({n} node{'s' * (n != 1)})" for n in (up, down) if n]
-        raise src.error(("world_size",), f"world_size {spec.world_size} is not a multiple of gpus_per_node "
-                        f"{spec.gpus_per_node}: every node runs gpus_per_node ranks",
-                        hint=f"world_size: {' or '.join(fits)}, or the gpus_per_node that divides it")
+        raise src.error(
+            ("world_size",),
+            f"world_size {spec.world_size} is not a multiple of gpus_per_node "
+            f"{spec.gpus_per_node}: every node runs gpus_per_node ranks",
+            hint=f"world_size: {' or '.join(fits)}, or the gpus_per_node that divides it",
+        )
     if spec.limits.timeout_min_s > spec.limits.timeout_max_s:
-        raise src.error(("limits", "timeout_min_s"), f"limits.timeout_min_s {spec.limits.timeout_min_s:g} is above "
-                        f"limits.timeout_max_s {spec.limits.timeout_max_s:g}", hint="swap them")
+        raise src.error(
+            ("limits", "timeout_min_s"),
+            f"limits.timeout_min_s {spec.limits.timeout_min_s:g} is above "
+            f"limits.timeout_max_s {spec.limits.timeout_max_s:g}",
+            hint="swap them",
+        )
     ck = spec.checkpoint
     if ck is not None and ck.resume_from is not None and not ck.resume:
-        raise src.error(("checkpoint", "resume_from"), "checkpoint.resume_from is set but checkpoint.resume is "
-                        "false", hint="set resume: true, or drop resume_from")
+        raise src.error(
+            ("checkpoint", "resume_from"),
+            "checkpoint.resume_from is set but checkpoint.resume is false",
+            hint="set resume: true, or drop resume_from",
+        )
 
 
 def _resolved(spec: JobSpec, src: Located, base: Path) -> JobSpec:
     def absolute(p: str | None) -> str | None:
         return p if p is None or p.startswith("/") else str(base / p)
+
     update: dict[str, Any] = {"source": src.file, "sha256": src.sha256}
     if spec.data_balance is not None and spec.data_balance.counts_file is not None:
         update["data_balance"] = spec.data_balance.model_copy(
-            update={"counts_file": absolute(spec.data_balance.counts_file)})
+            update={"counts_file": absolute(spec.data_balance.counts_file)}
+        )
     if spec.checkpoint is not None:
         update["checkpoint"] = spec.checkpoint.model_copy(
-            update={"dir": absolute(spec.checkpoint.dir), "resume_from": absolute(spec.checkpoint.resume_from)})
+            update={"dir": absolute(spec.checkpoint.dir), "resume_from": absolute(spec.checkpoint.resume_from)}
+        )
     return spec.model_copy(update=update)
 
 

@@ -4,11 +4,13 @@ A fleet check reads one value per node (a version, a digest) with the same pure 
 check uses, then judges the values together. The reference is the pinned value when the playbook
 gives one, else a strict majority; a tie is an ERROR asking for a pin, never a guess.
 """
+
 from __future__ import annotations
 
 import traceback
 from collections import defaultdict
-from typing import Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,7 +19,7 @@ from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.thresholds import Action
 
-Grouped = tuple[tuple[str, ...], Verdict]      # (the nodes a verdict is about, the verdict)
+Grouped = tuple[tuple[str, ...], Verdict]  # (the nodes a verdict is about, the verdict)
 
 
 class Absent(Exception):
@@ -27,15 +29,20 @@ class Absent(Exception):
 
 class PinOrDrift(BaseModel):
     """Parameters every version/digest check accepts."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    expect: Optional[Union[str, list[str]]] = Field(
-        None, description="the pinned value, or a list of allowed values (nodecheck baseline writes these)")
+    expect: str | list[str] | None = Field(
+        None, description="the pinned value, or a list of allowed values (nodecheck baseline writes these)"
+    )
     drift: Action = Field(
-        "fail", description="all nodes of the run must agree: fail, warn, or off (default: fail; off "
-                            "when expect: is given, so a list of allowed values allows each of them)")
+        "fail",
+        description="all nodes of the run must agree: fail, warn, or off (default: fail; off "
+        "when expect: is given, so a list of allowed values allows each of them)",
+    )
     absent: Literal["fail", "warn"] = Field(
-        "fail", description="a node without the thing at all (no host NCCL, image not pulled): fail or warn")
+        "fail", description="a node without the thing at all (no host NCCL, image not pulled): fail or warn"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -52,8 +59,7 @@ class PinOrDrift(BaseModel):
         if isinstance(value, bool):
             raise ValueError("expected a version string, got true/false")
         if isinstance(value, (int, float)):
-            raise ValueError(f"quote the version: {value!r} is read as a number by YAML "
-                             f"(write expect: \"{value}\")")
+            raise ValueError(f'quote the version: {value!r} is read as a number by YAML (write expect: "{value}")')
         if isinstance(value, list):
             if not value:
                 raise ValueError("an empty list allows nothing; give at least one value or drop expect")
@@ -69,7 +75,7 @@ class PinOrDrift(BaseModel):
         return (self.expect,) if isinstance(self.expect, str) else tuple(self.expect)
 
     @model_validator(mode="after")
-    def _judges_something(self) -> "PinOrDrift":
+    def _judges_something(self) -> PinOrDrift:
         if self.expect is None and self.drift == "off":
             raise ValueError("nothing to judge: give expect: (a pinned value) or drift: fail|warn")
         return self
@@ -93,7 +99,7 @@ def strict_majority(groups: Mapping[str, Sequence[str]], total: int | None = Non
     return None
 
 
-DESCRIBE_MAX_GROUPS = 5                        # a message names the largest groups, then counts the rest
+DESCRIBE_MAX_GROUPS = 5  # a message names the largest groups, then counts the rest
 
 
 def describe(groups: Mapping[str, Sequence[str]]) -> str:
@@ -105,8 +111,9 @@ def describe(groups: Mapping[str, Sequence[str]]) -> str:
     return text
 
 
-def gather(by_node: Mapping[str, object], read: Callable[[object], str],
-           *, what: str, absent: str = "fail") -> tuple[dict[str, str], list[Grouped]]:
+def gather(
+    by_node: Mapping[str, object], read: Callable[[object], str], *, what: str, absent: str = "fail"
+) -> tuple[dict[str, str], list[Grouped]]:
     """Each node's value via `read`; a node whose output cannot be read gets its own ERROR, a node
     without the thing gets its own FAIL, and neither takes part in the vote."""
     values: dict[str, str] = {}
@@ -118,17 +125,26 @@ def gather(by_node: Mapping[str, object], read: Callable[[object], str],
             status = Status.FAIL if absent == "fail" else Status.WARN
             problems.append(((node,), Verdict(status, str(e), observed={what: None})))
         except ParseError as e:
-            problems.append(((node,), Verdict(Status.ERROR, f"cannot read {e.tool} output: {e.reason}",
-                                              excerpt=e.excerpt)))
-        except Exception as e:                 # a reader bug is this node's ERROR, not the run's crash
-            problems.append(((node,), Verdict(Status.ERROR, f"internal error reading {what}: "
-                                              f"{type(e).__name__}: {e}",
-                                              excerpt=excerpt(traceback.format_exc()))))
+            problems.append(
+                ((node,), Verdict(Status.ERROR, f"cannot read {e.tool} output: {e.reason}", excerpt=e.excerpt))
+            )
+        except Exception as e:  # a reader bug is this node's ERROR, not the run's crash
+            problems.append(
+                (
+                    (node,),
+                    Verdict(
+                        Status.ERROR,
+                        f"internal error reading {what}: {type(e).__name__}: {e}",
+                        excerpt=excerpt(traceback.format_exc()),
+                    ),
+                )
+            )
     return values, problems
 
 
-def judge_values(values: Mapping[str, str], want: PinOrDrift, *, what: str,
-                 total: int | None = None) -> Iterator[Grouped]:
+def judge_values(
+    values: Mapping[str, str], want: PinOrDrift, *, what: str, total: int | None = None
+) -> Iterator[Grouped]:
     """Pinned values first (each node outside the allowed set fails), then drift among the rest.
     `total`: the nodes the judge saw, readable or not (the majority is of those)."""
     allowed = want.allowed
@@ -147,42 +163,75 @@ def judge_values(values: Mapping[str, str], want: PinOrDrift, *, what: str,
         # a single pin is the reference, and with drift off any allowed value passes
         for value, nodes in voters.items():
             note = "pinned" if len(allowed) == 1 else "allowed"
-            yield nodes, Verdict(Status.PASS, f"{what} {value} ({note}; {_count(nodes)})",
-                                 observed={what: value}, expected={what: list(allowed)})
+            yield (
+                nodes,
+                Verdict(
+                    Status.PASS,
+                    f"{what} {value} ({note}; {_count(nodes)})",
+                    observed={what: value},
+                    expected={what: list(allowed)},
+                ),
+            )
         return
     reference = strict_majority(voters, total if not allowed else None)
-    if reference is None:                      # a tie is not something to guess about
+    if reference is None:  # a tie is not something to guess about
         nodes = tuple(voting)
         unread = (total or 0) - len(values)
         note = f" ({_count_n(unread)} could not be read)" if unread > 0 else ""
         # with drift: warn the operator said disagreement only warns; a tie is disagreement too
         status = Status.ERROR if want.drift == "fail" else Status.WARN
-        yield nodes, Verdict(status, f"{what}: no majority among {describe(voters)}{note}; "
-                                     "pin the right one with expect: in the playbook",
-                             observed={what: {v: fold(n) for v, n in voters.items()}})
+        yield (
+            nodes,
+            Verdict(
+                status,
+                f"{what}: no majority among {describe(voters)}{note}; pin the right one with expect: in the playbook",
+                observed={what: {v: fold(n) for v, n in voters.items()}},
+            ),
+        )
         return
     agree = voters[reference]
     status = Status.FAIL if want.drift == "fail" else Status.WARN
     for value, nodes in voters.items():
         if value == reference:
-            yield nodes, Verdict(Status.PASS, f"{what} {value} ({_agree(len(nodes), len(voting))})",
-                                 observed={what: value}, expected={what: reference})
+            yield (
+                nodes,
+                Verdict(
+                    Status.PASS,
+                    f"{what} {value} ({_agree(len(nodes), len(voting))})",
+                    observed={what: value},
+                    expected={what: reference},
+                ),
+            )
         else:
-            yield nodes, Verdict(status, f"{what} {value} on {fold(nodes)}, expected {reference} "
-                                         f"({_count(agree)})",
-                                 observed={what: value}, expected={what: reference, "majority": len(agree)})
+            yield (
+                nodes,
+                Verdict(
+                    status,
+                    f"{what} {value} on {fold(nodes)}, expected {reference} ({_count(agree)})",
+                    observed={what: value},
+                    expected={what: reference, "majority": len(agree)},
+                ),
+            )
 
 
-def _off_pin(what: str, value: str, nodes: Sequence[str], allowed: Sequence[str],
-             groups: Mapping[str, Sequence[str]]) -> Verdict:
+def _off_pin(
+    what: str, value: str, nodes: Sequence[str], allowed: Sequence[str], groups: Mapping[str, Sequence[str]]
+) -> Verdict:
     if len(allowed) == 1:
         have = len(groups.get(allowed[0], ()))
-        expected = f"{allowed[0]} (pinned; {_count(groups.get(allowed[0], ()))})" if have else \
-            f"{allowed[0]} (pinned; no node has it)"
+        expected = (
+            f"{allowed[0]} (pinned; {_count(groups.get(allowed[0], ()))})"
+            if have
+            else f"{allowed[0]} (pinned; no node has it)"
+        )
     else:
         expected = "one of " + ", ".join(allowed) + " (allowed)"
-    return Verdict(Status.FAIL, f"{what} {value} on {fold(nodes)}, expected {expected}",
-                   observed={what: value}, expected={what: list(allowed)})
+    return Verdict(
+        Status.FAIL,
+        f"{what} {value} on {fold(nodes)}, expected {expected}",
+        observed={what: value},
+        expected={what: list(allowed)},
+    )
 
 
 def _count_n(n: int) -> str:

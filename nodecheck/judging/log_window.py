@@ -1,5 +1,6 @@
 """The window a kernel-log check looks back over, and what a log that cannot cover it means:
 shared by gpu.xid and node.oom."""
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,11 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 class Window(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    since: str = Field("boot", description="\"boot\" (everything in the kernel ring buffer) or a "
-                       "duration back from the node's clock: 30m, 24h, 7d")
+    since: str = Field(
+        "boot",
+        description='"boot" (everything in the kernel ring buffer) or a '
+        "duration back from the node's clock: 30m, 24h, 7d",
+    )
 
     @field_validator("since")
     @classmethod
@@ -33,7 +37,7 @@ class Window(BaseModel):
         if self.since == "boot":
             return None
         match = _SINCE.match(self.since)
-        assert match is not None, self.since   # the validator let only "boot" or a duration through
+        assert match is not None, self.since  # the validator let only "boot" or a duration through
         n, unit = match.groups()
         return int(n) * _UNIT_S[unit]
 
@@ -47,15 +51,20 @@ def unread(log: KernelLog, source: str, text: Callable[[], str]) -> Verdict | No
     `text()` gives the log as read, for the excerpt (split out only when it is needed)."""
     if log.stamped:
         return None
-    return Verdict(Status.ERROR, f"cannot read {source} output: no line of its {log.lines} carries a kernel "
-                   "timestamp: nothing shows a kernel log was read", excerpt=excerpt(text()))
+    return Verdict(
+        Status.ERROR,
+        f"cannot read {source} output: no line of its {log.lines} carries a kernel "
+        "timestamp: nothing shows a kernel log was read",
+        excerpt=excerpt(text()),
+    )
 
 
-BOOT_SLACK_S = 120.0                           # a log that starts this soon after boot is the whole boot
+BOOT_SLACK_S = 120.0  # a log that starts this soon after boot is the whole boot
 
 
-def coverage(log: KernelLog, now: datetime | None, uptime_s: float | None, window: Window,
-             source: str) -> Verdict | None:
+def coverage(
+    log: KernelLog, now: datetime | None, uptime_s: float | None, window: Window, source: str
+) -> Verdict | None:
     """A WARN when the log provably starts after the window does (a wrapped ring buffer): no
     events found in it is then not the same as no events."""
     if now is None:
@@ -65,19 +74,30 @@ def coverage(log: KernelLog, now: datetime | None, uptime_s: float | None, windo
     if start is None:
         return None
     if boot is not None and start < boot:
-        start = boot                           # nothing before this boot can be in its log
+        start = boot  # nothing before this boot can be in its log
     first = log.first_time
     if log.first_uptime_s is not None and boot is not None:
-        first = min(first, boot + timedelta(seconds=log.first_uptime_s)) if first else \
-            boot + timedelta(seconds=log.first_uptime_s)
+        first = (
+            min(first, boot + timedelta(seconds=log.first_uptime_s))
+            if first
+            else boot + timedelta(seconds=log.first_uptime_s)
+        )
     if first is None or first <= start + timedelta(seconds=BOOT_SLACK_S):
         return None
-    why = ("the ring buffer wrapped; a persistent journal keeps the whole boot" if source == "dmesg"
-           else "the journal was rotated or is volatile")
-    return Verdict(Status.WARN, f"{source} reaches back only to {first:%Y-%m-%d %H:%M:%SZ}, but the window "
-                   f"starts {start:%Y-%m-%d %H:%M:%SZ} ({window_text(window)}): older events are not "
-                   f"seen ({why})", "kernel log",
-                   {"log_starts": first.isoformat()}, {"log_starts_by": start.isoformat()})
+    why = (
+        "the ring buffer wrapped; a persistent journal keeps the whole boot"
+        if source == "dmesg"
+        else "the journal was rotated or is volatile"
+    )
+    return Verdict(
+        Status.WARN,
+        f"{source} reaches back only to {first:%Y-%m-%d %H:%M:%SZ}, but the window "
+        f"starts {start:%Y-%m-%d %H:%M:%SZ} ({window_text(window)}): older events are not "
+        f"seen ({why})",
+        "kernel log",
+        {"log_starts": first.isoformat()},
+        {"log_starts_by": start.isoformat()},
+    )
 
 
 def in_window(time: datetime | None, now: datetime | None, window: Window) -> bool:

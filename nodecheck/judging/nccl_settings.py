@@ -12,17 +12,18 @@ References (cited where used):
   TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT) and
   c10d's DebugInfoWriter (TORCH_NCCL_DEBUG_INFO_TEMP_FILE, default /tmp/nccl_trace_rank_).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from nodecheck.parsers.nccl_config import NcclConf
 from nodecheck.core.redact import redact_value
+from nodecheck.parsers.nccl_config import NcclConf
 
 JOB, NODE = "job environment", "node environment"
-DEFAULT_MASTER_PORT = 29500                    # torchrun's and torch.distributed's default MASTER_PORT
+DEFAULT_MASTER_PORT = 29500  # torchrun's and torch.distributed's default MASTER_PORT
 # c10d's DebugInfoWriter: getCvarString({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}, "/tmp/nccl_trace_rank_");
 # PyTorch 2.9 renamed the variables (TORCH_FR_*), and the new names come first, as in getCvarString
 DEFAULT_TRACE_FILE = "/tmp/nccl_trace_rank_"
@@ -32,24 +33,28 @@ TRACE_BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ASYNC_VARS = ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING")
 BLOCKING_VARS = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
 # TORCH_NCCL_ASYNC_ERROR_HANDLING's values, from PyTorch's documentation
-ASYNC_MODES = {"1": "abort the communicator and tear the process down",
-               "2": "abort the communicator only",
-               "3": "tear the process down without aborting the communicator"}
+ASYNC_MODES = {
+    "1": "abort the communicator and tear the process down",
+    "2": "abort the communicator only",
+    "3": "tear the process down without aborting the communicator",
+}
 
 
 # --- the job's environment on a node ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Setting:
     value: str
-    source: str                                # JOB, NODE or the path of the conf file that set it
+    source: str  # JOB, NODE or the path of the conf file that set it
 
 
 Env = Mapping[str, Setting]
 
 
-def effective_env(job: Mapping[str, str], node: Mapping[str, str], use_node: bool,
-                  conf: Sequence[NcclConf] = ()) -> dict[str, Setting]:
+def effective_env(
+    job: Mapping[str, str], node: Mapping[str, str], use_node: bool, conf: Sequence[NcclConf] = ()
+) -> dict[str, Setting]:
     """What the job sees: NCCL's conf files (NCCL_* only: NCCL sets them when it starts, without
     overwriting, so the first file wins and any environment wins over them), the node's variables,
     then the job's over them."""
@@ -83,9 +88,11 @@ def socket_family(env: Env) -> str | None:
 
 # --- NCCL's interface lists (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) ----------------------------------------
 
+
 @dataclass(frozen=True)
 class NcclList:
     """NCCL's list syntax: `^` excludes, then `=` matches names exactly; entries `prefix[:port]`."""
+
     exclude: bool
     exact: bool
     entries: tuple[tuple[str, int | None], ...]
@@ -96,8 +103,9 @@ class NcclList:
     def selects(self, name: str, port: int | None = None) -> bool:
         """NCCL's `matchIfList(...) ^ searchNot`; a list without entries matches every name
         (matchIfList: `if (listSize == 0) return true`), so `^` alone excludes them all."""
-        hit = not self.entries or any(self.matches(name, p) and (want is None or port is None or want == port)
-                                      for p, want in self.entries)
+        hit = not self.entries or any(
+            self.matches(name, p) and (want is None or port is None or want == port) for p, want in self.entries
+        )
         return hit != self.exclude
 
 
@@ -134,8 +142,7 @@ def strtoll(text: str) -> int:
     if m is None:
         return 0
     digits = m.group(2)
-    value = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") \
-        else int(digits)
+    value = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8) if digits.startswith("0") else int(digits)
     return -value if m.group(1) == "-" else value
 
 
@@ -146,7 +153,7 @@ def torch_int(text: str) -> int | None:
     if m is None:
         return None
     value = int(m.group(1))
-    return value if -2 ** 31 <= value < 2 ** 31 else None
+    return value if -(2**31) <= value < 2**31 else None
 
 
 _TORCH_TRUE, _TORCH_FALSE = ("y", "yes", "1", "t", "true"), ("n", "no", "0", "f", "false")
@@ -155,7 +162,7 @@ _TORCH_TRUE, _TORCH_FALSE = ("y", "yes", "1", "t", "true"), ("n", "no", "0", "f"
 def torch_bool(text: str) -> bool | None:
     """PyTorch's getCvarBool: y/yes/1/t/true or n/no/0/f/false in any case, nothing trimmed; None for
     anything else, which PyTorch refuses."""
-    lowered = "".join(c.lower() if c.isascii() else c for c in text)     # std::tolower: ASCII only
+    lowered = "".join(c.lower() if c.isascii() else c for c in text)  # std::tolower: ASCII only
     return True if lowered in _TORCH_TRUE else False if lowered in _TORCH_FALSE else None
 
 

@@ -15,11 +15,13 @@ How blame works (a "witness" is a node with at least one ok pair: its port works
   a witness with a partner that is one (the second pass of Google's cluster-health-scanner).
 A pair tested more than once counts as failed if any of its tests failed (a flaky link is a finding).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
-from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Literal
 
 Pairing = Literal["ring", "all"]
 Steer = Literal["any", "intra-group", "inter-group"]
@@ -35,6 +37,7 @@ DEFAULT_MAX_ROUNDS = 4
 @dataclass(frozen=True, order=True)
 class Pair:
     """An unordered pair of nodes, stored with a < b (by name) so Pair(x, y) == Pair(y, x)."""
+
     a: str
     b: str
 
@@ -58,6 +61,7 @@ class Pair:
 @dataclass(frozen=True)
 class Round:
     """Pairs that run at the same time: no node is in two of them."""
+
     index: int
     pairs: tuple[Pair, ...]
 
@@ -73,35 +77,37 @@ class Round:
 class PairResult:
     pair: Pair
     round_index: int
-    ok: bool                                   # False: slow, failed or timed out (the caller decides)
+    ok: bool  # False: slow, failed or timed out (the caller decides)
 
 
 @dataclass(frozen=True)
 class PairEvidence:
     """Why a node or link was blamed or left unresolved (not model.Evidence, which points at a capture)."""
-    failed: tuple[Pair, ...]                   # the failing pairs the verdict is about
+
+    failed: tuple[Pair, ...]  # the failing pairs the verdict is about
     # the nodes whose passing tests vouch for it: a bad node's failing partners that pass with others;
     # the nodes a bad link's two ends pass with; an unresolved node's failing partners that pass
     # with others (fewer than needed)
     good_partners: tuple[str, ...]
-    message: str                               # "2/2 pairs failed; partners pass with others: ..."
+    message: str  # "2/2 pairs failed; partners pass with others: ..."
 
 
 @dataclass(frozen=True)
 class Blame:
     bad_nodes: dict[str, PairEvidence]
     bad_links: dict[Pair, PairEvidence]
-    unresolved: dict[str, PairEvidence]        # both ends of each pair whose side is unknown
+    unresolved: dict[str, PairEvidence]  # both ends of each pair whose side is unknown
     # passed with someone, and every failure it had is explained by a partner blamed as bad
     good: frozenset[str]
-    untested: frozenset[str]                   # in no result at all: no verdict, never healthy
+    untested: frozenset[str]  # in no result at all: no verdict, never healthy
 
 
 # ---------------------------------------------------------------- planning
 
 
-def plan(nodes: Sequence[str], pairing: Pairing = "ring", groups: Mapping[str, str] | None = None,
-         steer: Steer = "any") -> list[Round]:
+def plan(
+    nodes: Sequence[str], pairing: Pairing = "ring", groups: Mapping[str, str] | None = None, steer: Steer = "any"
+) -> list[Round]:
     """Rounds of disjoint pairs.
 
     "all": every unordered pair exactly once (round-robin, circle method): N-1 rounds for even N,
@@ -129,11 +135,11 @@ def plan(nodes: Sequence[str], pairing: Pairing = "ring", groups: Mapping[str, s
     if pairing == "all":
         return _numbered(_round_robin(order))
     rings: Sequence[Sequence[str]]
-    if steer == "any" or groups is None:       # (groups is None only with steer "any": refused above)
+    if steer == "any" or groups is None:  # (groups is None only with steer "any": refused above)
         rings = [order]
     elif steer == "inter-group":
         rings = [_interleaved(_group_members(order, groups))]
-    else:                                      # "intra-group"
+    else:  # "intra-group"
         rings = _group_rings(_group_members(order, groups))
     side_by_side = zip_longest(*(_ring_rounds(ring) for ring in rings), fillvalue=[])
     return _numbered([pair for part in parts for pair in part] for parts in side_by_side)
@@ -161,8 +167,9 @@ def _round_robin(order: Sequence[str]) -> Iterator[list[Pair]]:
     slots: list[str | None] = [*order, None] if len(order) % 2 else list(order)
     m = len(slots)
     for _ in range(m - 1):
-        yield [Pair(x, y) for x, y in zip(slots[:m // 2], reversed(slots[m // 2:]))
-               if x is not None and y is not None]
+        yield [
+            Pair(x, y) for x, y in zip(slots[: m // 2], reversed(slots[m // 2 :])) if x is not None and y is not None
+        ]
         slots = [slots[0], slots[-1], *slots[1:-1]]
 
 
@@ -175,7 +182,7 @@ def _ring_rounds(ring: Sequence[str]) -> list[list[Pair]]:
     edges = [Pair(ring[i], ring[(i + 1) % n]) for i in range(n)]
     if n % 2 == 0:
         return [edges[0::2], edges[1::2]]
-    return [edges[0:n - 1:2], edges[1:n - 1:2], [edges[n - 1]]]
+    return [edges[0 : n - 1 : 2], edges[1 : n - 1 : 2], [edges[n - 1]]]
 
 
 def _group_members(order: Sequence[str], groups: Mapping[str, str]) -> list[list[str]]:
@@ -201,7 +208,7 @@ def _group_rings(members: list[list[str]]) -> list[list[str]]:
     rings = [group for group in members if len(group) >= 2]
     loners = [group[0] for group in members if len(group) == 1]
     if len(loners) >= 3 or not rings:
-        rings.append(loners)                   # each loner is its own group: this ring is all cross-group
+        rings.append(loners)  # each loner is its own group: this ring is all cross-group
     elif loners:
         smallest = min(range(len(rings)), key=lambda i: len(rings[i]))
         rings[smallest] = rings[smallest] + loners
@@ -215,9 +222,9 @@ def _group_rings(members: list[list[str]]) -> list[list[str]]:
 class _Tally:
     order: tuple[str, ...]
     position: dict[str, int]
-    status: dict[Pair, bool]                   # pair -> ok (False if any of its tests failed)
-    passed: dict[str, list[str]]               # node -> partners it passed with, inventory order
-    failed: dict[str, list[str]]               # node -> partners it failed with, inventory order
+    status: dict[Pair, bool]  # pair -> ok (False if any of its tests failed)
+    passed: dict[str, list[str]]  # node -> partners it passed with, inventory order
+    failed: dict[str, list[str]]  # node -> partners it failed with, inventory order
     bad: frozenset[str]
 
     def witness(self, node: str) -> bool:
@@ -259,8 +266,9 @@ def blame(nodes: Sequence[str], results: Iterable[PairResult]) -> Blame:
 
 def _blame(t: _Tally) -> Blame:
     bad_nodes = {n: _bad_node_evidence(t, n) for n in t.order if n in t.bad}
-    failing = sorted((p for p, ok in t.status.items() if not ok),
-                     key=lambda p: sorted((t.position[p.a], t.position[p.b])))
+    failing = sorted(
+        (p for p, ok in t.status.items() if not ok), key=lambda p: sorted((t.position[p.a], t.position[p.b]))
+    )
     bad_links = {p: _bad_link_evidence(t, p) for p in failing if not t.explained(p) and t.is_link(p)}
     unresolved = {}
     for n in t.order:
@@ -283,21 +291,22 @@ def _with(t: _Tally, nodes: Iterable[str]) -> str:
 def _bad_node_evidence(t: _Tally, node: str) -> PairEvidence:
     vouched = t.vouched(node)
     k = len(t.failed[node])
-    return PairEvidence(_pairs(node, t.failed[node]), tuple(vouched),
-                        f"{k}/{k} pairs failed; partners pass with others: {_with(t, vouched)}")
+    return PairEvidence(
+        _pairs(node, t.failed[node]),
+        tuple(vouched),
+        f"{k}/{k} pairs failed; partners pass with others: {_with(t, vouched)}",
+    )
 
 
 def _bad_link_evidence(t: _Tally, pair: Pair) -> PairEvidence:
     vouchers = tuple(dict.fromkeys([*t.passed[pair.a], *t.passed[pair.b]]))
-    return PairEvidence((pair,), vouchers,
-                        f"{pair} failed; both ends pass with others: {_with(t, (pair.a, pair.b))}")
+    return PairEvidence((pair,), vouchers, f"{pair} failed; both ends pass with others: {_with(t, (pair.a, pair.b))}")
 
 
 def _unresolved_evidence(t: _Tally, node: str) -> PairEvidence | None:
     if node in t.bad:
         return None
-    open_partners = [p for p in t.failed[node]
-                     if not t.explained(Pair(node, p)) and not t.is_link(Pair(node, p))]
+    open_partners = [p for p in t.failed[node] if not t.explained(Pair(node, p)) and not t.is_link(Pair(node, p))]
     total = len(t.passed[node]) + len(t.failed[node])
     if open_partners:
         vouched = [p for p in open_partners if t.witness(p)]
@@ -306,23 +315,27 @@ def _unresolved_evidence(t: _Tally, node: str) -> PairEvidence | None:
             why = f"{', '.join(strangers)} {'passes' if len(strangers) == 1 else 'pass'} with no one yet"
         else:
             k = len(t.vouched(node))
-            why = (f"{k} of its failing partners {'passes' if k == 1 else 'pass'} with others, "
-                   f"2 needed to blame {node}")
-        return PairEvidence(_pairs(node, open_partners), tuple(vouched),
-                            f"{len(t.failed[node])}/{total} pairs failed (with {', '.join(open_partners)}); "
-                            f"side unknown: {why}")
+            why = f"{k} of its failing partners {'passes' if k == 1 else 'pass'} with others, 2 needed to blame {node}"
+        return PairEvidence(
+            _pairs(node, open_partners),
+            tuple(vouched),
+            f"{len(t.failed[node])}/{total} pairs failed (with {', '.join(open_partners)}); side unknown: {why}",
+        )
     if t.failed[node] and not t.witness(node):
-        return PairEvidence(_pairs(node, t.failed[node]), (),
-                            f"failed only with bad node(s) {', '.join(t.failed[node])}; "
-                            "not yet tested with a good partner")
+        return PairEvidence(
+            _pairs(node, t.failed[node]),
+            (),
+            f"failed only with bad node(s) {', '.join(t.failed[node])}; not yet tested with a good partner",
+        )
     return None
 
 
 # ---------------------------------------------------------------- localization
 
 
-def next_round(nodes: Sequence[str], results: Sequence[PairResult],
-               max_partners: int = DEFAULT_MAX_PARTNERS) -> Round | None:
+def next_round(
+    nodes: Sequence[str], results: Sequence[PairResult], max_partners: int = DEFAULT_MAX_PARTNERS
+) -> Round | None:
     """The next localization round: each suspect (a node that is not bad and has passed with
     nobody, untested nodes included) meets a witness it has not been tested with. Proven-good
     partners are preferred, pairs are disjoint, and as many suspects as possible are served (a
@@ -333,8 +346,7 @@ def next_round(nodes: Sequence[str], results: Sequence[PairResult],
     verdict = _blame(t)
     partners = [n for n in order if n in verdict.good]
     partners += [n for n in order if t.witness(n) and n not in verdict.good]
-    suspects = [n for n in order if not t.witness(n) and n not in t.bad
-                and len(t.failed[n]) < max_partners]
+    suspects = [n for n in order if not t.witness(n) and n not in t.bad and len(t.failed[n]) < max_partners]
     options = {s: [g for g in partners if Pair(s, g) not in t.status] for s in suspects}
     matched = _max_matching(suspects, options)
     if not matched:
@@ -347,22 +359,21 @@ def _max_matching(left: Sequence[str], options: Mapping[str, Sequence[str]]) -> 
     """Maximum bipartite matching by augmenting paths (Kuhn). Options are tried in preference
     order, so proven partners win whenever that costs no suspect its test. Iterative, because a
     path can be as long as the fleet (no graph library is a dependency of nodecheck)."""
-    owner: dict[str, str] = {}                 # partner -> suspect
-    matched: dict[str, str] = {}               # suspect -> partner
-    for suspect in left:                       # first fit: most suspects keep their first choice
+    owner: dict[str, str] = {}  # partner -> suspect
+    matched: dict[str, str] = {}  # suspect -> partner
+    for suspect in left:  # first fit: most suspects keep their first choice
         free = next((g for g in options[suspect] if g not in owner), None)
         if free is not None:
             owner[free], matched[suspect] = suspect, free
-    for root in left:                          # then reshuffle only to serve the ones left out
+    for root in left:  # then reshuffle only to serve the ones left out
         if root not in matched:
             _augment(root, options, owner, matched)
     return matched
 
 
-def _augment(root: str, options: Mapping[str, Sequence[str]], owner: dict[str, str],
-             matched: dict[str, str]) -> bool:
+def _augment(root: str, options: Mapping[str, Sequence[str]], owner: dict[str, str], matched: dict[str, str]) -> bool:
     seen: set[str] = set()
-    via: dict[str, str] = {}                   # partner -> the suspect that reached it
+    via: dict[str, str] = {}  # partner -> the suspect that reached it
     holders, stack = [root], [iter(options[root])]
     while stack:
         partner = next((g for g in stack[-1] if g not in seen), None)
@@ -372,24 +383,29 @@ def _augment(root: str, options: Mapping[str, Sequence[str]], owner: dict[str, s
             continue
         seen.add(partner)
         via[partner] = holders[-1]
-        if partner not in owner:               # free: flip the path back to the root
+        if partner not in owner:  # free: flip the path back to the root
             while True:
                 suspect = via[partner]
                 previous = matched.get(suspect)
                 owner[partner], matched[suspect] = suspect, partner
                 if suspect == root:
                     return True
-                assert previous is not None    # every suspect on the path but the root holds a partner
+                assert previous is not None  # every suspect on the path but the root holds a partner
                 partner = previous
         holders.append(owner[partner])
         stack.append(iter(options[owner[partner]]))
     return False
 
 
-def localize(nodes: Sequence[str], run_round: Callable[[Round], list[PairResult]],
-             pairing: Pairing = "ring", groups: Mapping[str, str] | None = None, steer: Steer = "any",
-             max_rounds: int = DEFAULT_MAX_ROUNDS,
-             max_partners: int = DEFAULT_MAX_PARTNERS) -> tuple[list[PairResult], Blame]:
+def localize(
+    nodes: Sequence[str],
+    run_round: Callable[[Round], list[PairResult]],
+    pairing: Pairing = "ring",
+    groups: Mapping[str, str] | None = None,
+    steer: Steer = "any",
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+    max_partners: int = DEFAULT_MAX_PARTNERS,
+) -> tuple[list[PairResult], Blame]:
     """Run every planned round, then localization rounds until next_round has nothing useful or
     max_rounds localization rounds (after the plan) have run. Returns every result and the blame."""
     results: list[PairResult] = []
@@ -407,6 +423,8 @@ def _ran(planned: Round, results: list[PairResult]) -> list[PairResult]:
     # a result for a pair the round did not hold is a caller bug, not a finding
     for result in results:
         if result.pair not in planned.pairs or result.round_index != planned.index:
-            raise ValueError(f"round {planned.index} returned a result for {result.pair} "
-                             f"in round {result.round_index}, which it did not plan")
+            raise ValueError(
+                f"round {planned.index} returned a result for {result.pair} "
+                f"in round {result.round_index}, which it did not plan"
+            )
     return list(results)

@@ -1,4 +1,5 @@
 """Parse container image facts (inspect JSON, digest tables, sha256sum, enroot list, pyxis log lines)."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,8 @@ _CELL_SEPARATOR = re.compile(r"\t+| {2,}")
 #   `docker inspect` untyped  "Error: No such image or container: REF"  (moby#18424)
 #   podman-hpc `inspect`      "Error: no such object: REF"              (NERSC/podman-hpc#148)
 _DOCKER_MISSING = re.compile(
-    r"Error(?: response from daemon)?: (?:No such image(?: or container)?|no such object): (\S+)")
+    r"Error(?: response from daemon)?: (?:No such image(?: or container)?|no such object): (\S+)"
+)
 # podman wraps its cause: "Error: inspecting object: unable to inspect "REF": failed to find image
 # REF: REF: image not known"; the reference is always the segment just before "image not known"
 _PODMAN_MISSING = re.compile(r"Error: (?:.*: )?([^\s:][^\s]*?): image not known")
@@ -37,62 +39,68 @@ _LOGRUS_NOTICE = re.compile(r"(?:WARN|INFO|DEBU)\[\d+\] .*", re.ASCII)
 # pyxis writes through Slurm's logger: "error: pyxis: <message>". Lines it relays from enroot's
 # log are indented under "pyxis:" (pyxis prints "pyxis:     %s" for each enroot log line).
 _PYXIS_ERROR = re.compile(r"error: pyxis:(?P<body>.*)")
-_SLURMD_PREFIX = re.compile(                 # slurmd.log: "[2025-11-06T20:36:19.163] [19.0] "
-    r"\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:\[(?P<step>[^\]\s]+)\] )?", re.ASCII)
-_SYSLOG_PREFIX = re.compile(                 # journal: "Feb 22 17:46:38 host slurmd[13562]: "
-    r"(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ \S+: ", re.ASCII)
-_ISO_SYSLOG_PREFIX = re.compile(             # rsyslog RFC 3339: "2024-03-09T17:46:38.1+00:00 host x: "
-    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) \S+ \S+: ", re.ASCII)
+_SLURMD_PREFIX = re.compile(  # slurmd.log: "[2025-11-06T20:36:19.163] [19.0] "
+    r"\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:\[(?P<step>[^\]\s]+)\] )?", re.ASCII
+)
+_SYSLOG_PREFIX = re.compile(  # journal: "Feb 22 17:46:38 host slurmd[13562]: "
+    r"(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ \S+: ", re.ASCII
+)
+_ISO_SYSLOG_PREFIX = re.compile(  # rsyslog RFC 3339: "2024-03-09T17:46:38.1+00:00 host x: "
+    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) \S+ \S+: ", re.ASCII
+)
 
 # the columns each `images --digests` layout must have, by header name
 _TABLE_COLUMNS = {
-    "docker": ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "SIZE"),     # docker and nerdctl
+    "docker": ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "SIZE"),  # docker and nerdctl
     "crictl": ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
 }
 # Rows that arrive without their header (a `| grep` of the table, as in cri-tools#1366) are read
 # by cell count: crictl prints 5 cells, docker and nerdctl 6 (CREATED sits before SIZE).
-_HEADERLESS = {5: ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
-               6: ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE")}
+_HEADERLESS = {
+    5: ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
+    6: ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE"),
+}
 
 
 @dataclass(frozen=True)
 class ImageRecord:
-    image_id: str                              # "sha256:<64 hex>"; podman's bare hex gets the prefix
-    repo_digests: tuple[str, ...]              # "registry/repo@sha256:<64 hex>", as printed
-    repo_tags: tuple[str, ...]                 # "ubuntu:22.04"
+    image_id: str  # "sha256:<64 hex>"; podman's bare hex gets the prefix
+    repo_digests: tuple[str, ...]  # "registry/repo@sha256:<64 hex>", as printed
+    repo_tags: tuple[str, ...]  # "ubuntu:22.04"
 
 
 @dataclass(frozen=True)
 class ImageMissing:
     """The runtime answered that the image is not there: a fact to judge, not an unreadable output."""
-    reference: str                             # as the error names it: "docker.io/x/y:1.0"
-    message: str                               # the error line as printed
+
+    reference: str  # as the error names it: "docker.io/x/y:1.0"
+    message: str  # the error line as printed
 
 
 @dataclass(frozen=True)
 class ImageRow:
-    repository: str | None                     # None where the table prints "<none>"
-    tag: str | None                            # None where the table prints "<none>"
-    digest: str | None                         # "sha256:<64 hex>", crictl's cut form, or None ("<none>")
-    image_id: str                              # short form as printed: 12 hex (docker), 13 (crictl)
-    size: str                                  # as printed: "5.6MB", "5.9 MiB", "20B"
-    digest_truncated: bool                     # crictl's 13-hex form: compare by prefix only
+    repository: str | None  # None where the table prints "<none>"
+    tag: str | None  # None where the table prints "<none>"
+    digest: str | None  # "sha256:<64 hex>", crictl's cut form, or None ("<none>")
+    image_id: str  # short form as printed: 12 hex (docker), 13 (crictl)
+    size: str  # as printed: "5.6MB", "5.9 MiB", "20B"
+    digest_truncated: bool  # crictl's 13-hex form: compare by prefix only
 
 
 @dataclass(frozen=True)
 class Sha256Sums:
-    sums: dict[str, str]                       # path → 64 lowercase hex
-    missing: tuple[str, ...]                   # "No such file or directory"
-    unreadable: dict[str, str]                 # path → sha256sum's reason ("Permission denied", ...)
+    sums: dict[str, str]  # path → 64 lowercase hex
+    missing: tuple[str, ...]  # "No such file or directory"
+    unreadable: dict[str, str]  # path → sha256sum's reason ("Permission denied", ...)
 
 
 @dataclass(frozen=True)
 class PyxisError:
-    time: str | None                           # as printed: "2025-11-06T20:36:19.163", "Feb 22 17:46:38"
-    step: str | None                           # slurmd.log's step id: "19.0"; None elsewhere
-    message: str                               # after "pyxis:", leading indentation removed
-    raw: str                                   # the whole line
-    from_enroot_log: bool                      # a line pyxis relays from enroot's log ("[ERROR] URL ...")
+    time: str | None  # as printed: "2025-11-06T20:36:19.163", "Feb 22 17:46:38"
+    step: str | None  # slurmd.log's step id: "19.0"; None elsewhere
+    message: str  # after "pyxis:", leading indentation removed
+    raw: str  # the whole line
+    from_enroot_log: bool  # a line pyxis relays from enroot's log ("[ERROR] URL ...")
 
 
 def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
@@ -106,11 +114,11 @@ def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
             missing.append(found)
         elif _LOGRUS_NOTICE.fullmatch(stripped):
             continue
-        elif stripped.startswith(("Error", "ERRO[")):    # not "no such image": daemon down, ...
+        elif stripped.startswith(("Error", "ERRO[")):  # not "no such image": daemon down, ...
             raise ParseError(tool, f"unexpected error line {quote(stripped)}", text)
         else:
             json_lines.append(line)
-    if missing:                                # the job needs the image; the first one missing decides
+    if missing:  # the job needs the image; the first one missing decides
         return missing[0]
     body = "\n".join(json_lines).strip()
     if not body:
@@ -134,7 +142,7 @@ def parse_repo_digests_template(text: str) -> tuple[str, ...]:
     value = text.strip()
     if not value:
         raise ParseError(tool, "empty output", text)
-    if value == "null":                        # {{json}} of a nil slice (moby#45556)
+    if value == "null":  # {{json}} of a nil slice (moby#45556)
         return ()
     if value.startswith('["') or value == "[]":
         try:
@@ -144,7 +152,7 @@ def parse_repo_digests_template(text: str) -> tuple[str, ...]:
         if not all(isinstance(item, str) for item in items):
             raise ParseError(tool, "JSON array holds a non-string", text)
     elif value.startswith("[") and value.endswith("]"):
-        items = value[1:-1].split()            # Go prints a []string as "[a b c]"
+        items = value[1:-1].split()  # Go prints a []string as "[a b c]"
     else:
         raise ParseError(tool, f"expected '[...]', got {quote(value)}", text)
     for item in items:
@@ -164,7 +172,7 @@ def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
         names, rows = header, lines[1:]
         required = _TABLE_COLUMNS["docker" if header[0] == "REPOSITORY" else "crictl"]
         lacking = [column for column in required if column not in names]
-        if lacking:                            # e.g. `docker images` run without --digests
+        if lacking:  # e.g. `docker images` run without --digests
             raise ParseError(tool, f"header lacks {', '.join(lacking)}", text)
     else:
         names, rows = (), lines
@@ -175,13 +183,21 @@ def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
         if columns is None:
             raise ParseError(tool, f"headerless row of {len(cells)} cells: {quote(line.strip())}", text)
         if len(cells) != len(columns):
-            raise ParseError(tool, f"row has {len(cells)} cells for {len(columns)} columns: "
-                             f"{quote(line.strip())}", text)
+            raise ParseError(
+                tool, f"row has {len(cells)} cells for {len(columns)} columns: {quote(line.strip())}", text
+            )
         row = dict(zip(columns, cells))
         digest, truncated = _table_digest(row["DIGEST"], tool, text)
-        result.append(ImageRow(
-            repository=_none(row.get("REPOSITORY", row.get("IMAGE"))), tag=_none(row["TAG"]),
-            digest=digest, image_id=row["IMAGE ID"], size=row["SIZE"], digest_truncated=truncated))
+        result.append(
+            ImageRow(
+                repository=_none(row.get("REPOSITORY", row.get("IMAGE"))),
+                tag=_none(row["TAG"]),
+                digest=digest,
+                image_id=row["IMAGE ID"],
+                size=row["SIZE"],
+                digest_truncated=truncated,
+            )
+        )
     return tuple(result)
 
 
@@ -257,8 +273,9 @@ def parse_pyxis_log(text: str) -> tuple[PyxisError, ...]:
         prefix = _SLURMD_PREFIX.match(line) or _ISO_SYSLOG_PREFIX.match(line) or _SYSLOG_PREFIX.match(line)
         if prefix:
             time, step = prefix["time"], prefix.groupdict().get("step")
-        found.append(PyxisError(time=time, step=step, message=body.strip(), raw=line,
-                                from_enroot_log=body.startswith("  ")))
+        found.append(
+            PyxisError(time=time, step=step, message=body.strip(), raw=line, from_enroot_log=body.startswith("  "))
+        )
     return tuple(found)
 
 
@@ -273,11 +290,11 @@ def _image_record(item: object, text: str) -> ImageRecord:
         raise ParseError(tool, "array item is not an object", text)
     image_id = item.get("Id")
     if not isinstance(image_id, str):
-        raise ParseError(tool, "image has no \"Id\" string", text)
-    if _HEX64.fullmatch(image_id):             # podman prints the config digest without "sha256:"
+        raise ParseError(tool, 'image has no "Id" string', text)
+    if _HEX64.fullmatch(image_id):  # podman prints the config digest without "sha256:"
         image_id = f"sha256:{image_id}"
     if not _IMAGE_ID.fullmatch(image_id):
-        raise ParseError(tool, f"\"Id\" is not sha256:<64 hex>: {quote(image_id)}", text)
+        raise ParseError(tool, f'"Id" is not sha256:<64 hex>: {quote(image_id)}', text)
     digests = _string_list(item, "RepoDigests", text)
     for entry in digests:
         if not _REPO_DIGEST.fullmatch(entry):
@@ -289,7 +306,7 @@ def _string_list(item: dict, key: str, text: str) -> tuple[str, ...]:
     if key not in item:
         raise ParseError("image inspect", f"image has no {key!r}", text)
     value = item[key]
-    if value is None:                          # Engine API 1.43 returns null for none (moby#45556)
+    if value is None:  # Engine API 1.43 returns null for none (moby#45556)
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ParseError("image inspect", f"{key!r} is not a list of strings", text)
@@ -317,8 +334,8 @@ def _table_digest(cell: str, tool: str, text: str) -> tuple[str | None, bool]:
 def _repository(reference: str) -> str:
     """The full repository a reference names: "ubuntu:22.04" → "docker.io/library/ubuntu"."""
     name = reference.split("@", 1)[0]
-    if name.rfind(":") > name.rfind("/"):      # a tag; a ':' before the last '/' is a registry port
-        name = name[:name.rfind(":")]
+    if name.rfind(":") > name.rfind("/"):  # a tag; a ':' before the last '/' is a registry port
+        name = name[: name.rfind(":")]
     first, _, rest = name.partition("/")
     # docker's rule: the first component is a registry only if it has a '.' or ':' or is localhost
     if rest and ("." in first or ":" in first or first == "localhost"):

@@ -1,5 +1,6 @@
 """The decoder of what the probes' `escaped` / `env_matching` shell functions print (probes/shell.py:
 every byte outside printable ASCII, "\\" and "@" as \\xHH)."""
+
 from __future__ import annotations
 
 import re

@@ -32,6 +32,7 @@ Format differences verified on torch 2.13.0's own dumps: JSON has no frames, wri
 ``time_discovered_*`` as 0, writes pg_status values as strings ("5"), and leaves out ``entries``
 altogether when there are none; pickle keeps None, ints and an empty list.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,21 +42,22 @@ import pickle
 import pickletools
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import shown
 
 TOOL = "flight-recorder"
-MAX_DUMP_BYTES = 256 * 1024 * 1024   # 2000 entries with stacks are a few MB; far bigger is not a dump
+MAX_DUMP_BYTES = 256 * 1024 * 1024  # 2000 entries with stacks are a few MB; far bigger is not a dump
 # the pre-scan's bounds. A recorded torch 2.13 dump nests 5 deep (dump, entries, entry, frames,
 # frame); a 2000-entry dump is 92k opcodes and expands to about 1 MB
 MAX_DEPTH = 32
 MAX_OPCODES = 5_000_000
-MAX_EXPANDED = 256 * 1024 * 1024     # strings' lengths plus one per value, every memo use counted
-MAX_INT_BITS = 128                   # ns timestamps and ids are 64 bits
-DUMP_TIME_LIMIT_S = 30.0             # one dump's pre-scan, load and reading (a 2000-entry dump: 0.1 s)
+MAX_EXPANDED = 256 * 1024 * 1024  # strings' lengths plus one per value, every memo use counted
+MAX_INT_BITS = 128  # ns timestamps and ids are 64 bits
+DUMP_TIME_LIMIT_S = 30.0  # one dump's pre-scan, load and reading (a 2000-entry dump: 0.1 s)
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 _RANKS = re.compile(r"\[\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*)?\]")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
@@ -78,9 +80,9 @@ class FREntry:
     collective_seq_id: int | None
     p2p_seq_id: int | None
     op_id: int | None
-    profiling_name: str          # "nccl:all_reduce", "gloo:reduce_scatter", "nccl:send 0->1", as written
-    collective: str              # backend prefix and p2p peer stripped: "all_reduce", "send"
-    state: str                   # "scheduled" | "started" | "completed" (as written; unknown values kept)
+    profiling_name: str  # "nccl:all_reduce", "gloo:reduce_scatter", "nccl:send 0->1", as written
+    collective: str  # backend prefix and p2p peer stripped: "all_reduce", "send"
+    state: str  # "scheduled" | "started" | "completed" (as written; unknown values kept)
     input_sizes: tuple[tuple[int, ...], ...]
     output_sizes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[str, ...]
@@ -93,19 +95,19 @@ class FREntry:
     is_p2p: bool
     retired: bool | None
     frames: tuple[FRFrame, ...]
-    backend: str = ""            # "nccl", "gloo": the profiling_name prefix
-    thread_name: str = ""        # 2.10+
+    backend: str = ""  # "nccl", "gloo": the profiling_name prefix
+    thread_name: str = ""  # 2.10+
 
 
 @dataclass(frozen=True)
-class FRGroup:                   # pg_config
+class FRGroup:  # pg_config
     name: str
     desc: str
     ranks: tuple[int, ...]
 
 
 @dataclass(frozen=True)
-class FRGroupStatus:             # pg_status; None where the dump says -1 (nothing yet)
+class FRGroupStatus:  # pg_status; None where the dump says -1 (nothing yet)
     last_enqueued: int | None
     last_started: int | None
     last_completed: int | None
@@ -113,12 +115,12 @@ class FRGroupStatus:             # pg_status; None where the dump says -1 (nothi
 
 @dataclass(frozen=True)
 class FRDump:
-    source: str                  # file name it came from
+    source: str  # file name it came from
     version: str
-    rank: int | None             # from the dump if it says, else from the file name's trailing digits
-    format: str                  # "pickle" | "json"
-    groups: Mapping[str, FRGroup]            # key: the pg name as pg_config keys it
-    status: Mapping[str, FRGroupStatus]      # key: as pg_status keys it (the pg_id, as a string)
+    rank: int | None  # from the dump if it says, else from the file name's trailing digits
+    format: str  # "pickle" | "json"
+    groups: Mapping[str, FRGroup]  # key: the pg name as pg_config keys it
+    status: Mapping[str, FRGroupStatus]  # key: as pg_status keys it (the pg_id, as a string)
     entries: tuple[FREntry, ...]
 
 
@@ -147,9 +149,10 @@ def parse_dump(data: bytes, source: str = "", time_limit_s: float = DUMP_TIME_LI
         return _parse(data, source, deadline, time_limit_s)
     except ParseError:
         raise
-    except Exception as e:                     # noqa: BLE001 - any failure is this dump's, reported as such
-        raise ParseError(TOOL, f"{where}: not readable ({type(e).__name__}: {_error_text(e)})",
-                         excerpt=_excerpt(data)) from None
+    except Exception as e:  # noqa: BLE001 - any failure is this dump's, reported as such
+        raise ParseError(
+            TOOL, f"{where}: not readable ({type(e).__name__}: {_error_text(e)})", excerpt=_excerpt(data)
+        ) from None
 
 
 def _parse(data: bytes, source: str, deadline: float, time_limit_s: float) -> FRDump:
@@ -158,8 +161,9 @@ def _parse(data: bytes, source: str, deadline: float, time_limit_s: float) -> FR
     fmt = "json" if data.lstrip()[:1] == b"{" else "pickle"
     raw = _load_json(data, source) if fmt == "json" else _load_pickle(data, source, deadline, time_limit_s)
     if not isinstance(raw, dict):
-        raise ParseError(TOOL, f"{source or 'dump'}: top level is a {type(raw).__name__}, expected a dict",
-                         excerpt=_excerpt(data))
+        raise ParseError(
+            TOOL, f"{source or 'dump'}: top level is a {type(raw).__name__}, expected a dict", excerpt=_excerpt(data)
+        )
     return _dump(raw, source, fmt, data, _Clock(deadline, time_limit_s, source or "dump"))
 
 
@@ -170,10 +174,22 @@ def _load_pickle(data: bytes, source: str, deadline: float, time_limit_s: float)
         obj = _PlainUnpickler(io.BytesIO(data)).load()
     except _Refused as e:
         raise ParseError(TOOL, f"{where}: {e}", excerpt=_excerpt(data)) from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, RecursionError, MemoryError, UnicodeDecodeError) as e:
-        raise ParseError(TOOL, f"{where}: not a readable pickle ({type(e).__name__}: {_error_text(e)})",
-                         excerpt=_excerpt(data)) from None
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+        MemoryError,
+        UnicodeDecodeError,
+    ) as e:
+        raise ParseError(
+            TOOL, f"{where}: not a readable pickle ({type(e).__name__}: {_error_text(e)})", excerpt=_excerpt(data)
+        ) from None
     # nothing but plain containers and scalars can come out (the pre-scan admits no other opcode and
     # find_class refuses every lookup), and the fields read below are type-checked one by one: no second
     # walk over the whole tree (it cost half the parse of a 2000-entry dump)
@@ -206,13 +222,13 @@ _KIND_NAMES = ("number", "string", "bytes", "tuple", "list", "dict")
 
 
 class _Value:
-    __slots__ = ("kind", "depth", "size", "nested", "text")
+    __slots__ = ("depth", "kind", "nested", "size", "text")
 
     def __init__(self, kind: int, depth: int = 0, size: int = 1, text: str = "") -> None:
         self.kind, self.depth, self.size, self.nested, self.text = kind, depth, size, False, text
 
 
-_NUMBER = _Value(_NUM)                         # one for all: nothing about a number is tracked
+_NUMBER = _Value(_NUM)  # one for all: nothing about a number is tracked
 
 
 def _prescan(data: bytes, clock: _Clock) -> None:
@@ -224,7 +240,7 @@ def _prescan(data: bytes, clock: _Clock) -> None:
     marks: list[int] = []
     memo: dict[int, Any] = {}
     puts = 0
-    arg: Any        # genops types it Any | None; each opcode's branch below knows its real type
+    arg: Any  # genops types it Any | None; each opcode's branch below knows its real type
     for count, (op, arg, _pos) in enumerate(pickletools.genops(data)):
         name = op.name
         if not count & 0xFFF:
@@ -279,8 +295,8 @@ def _prescan(data: bytes, clock: _Clock) -> None:
             stack.append(_NUMBER)
         elif name in _TUPLES:
             n = _TUPLES[name]
-            items = stack[len(stack) - n:] if n else []
-            del stack[len(stack) - n:]
+            items = stack[len(stack) - n :] if n else []
+            del stack[len(stack) - n :]
             stack.append(_tuple(items))
         elif name == "TUPLE":
             at = marks.pop()
@@ -304,7 +320,7 @@ def _prescan(data: bytes, clock: _Clock) -> None:
             else:
                 stack.pop()
         elif name == "POP_MARK":
-            del stack[marks.pop():]
+            del stack[marks.pop() :]
         elif name == "DUP":
             stack.append(stack[-1])
         elif name == "PROTO":
@@ -323,7 +339,7 @@ def _prescan(data: bytes, clock: _Clock) -> None:
             raise _Refused(f"refused to load {_show_text('.'.join(names))}")
         else:
             raise _Refused(f"refused the {name} opcode: a dump holds only dicts, lists, tuples, strings and numbers")
-    raise _Refused("refused: no STOP opcode")       # genops ends at STOP or raises on truncation
+    raise _Refused("refused: no STOP opcode")  # genops ends at STOP or raises on truncation
 
 
 def _fill(box: _Value, kind: int, items: list) -> None:
@@ -365,8 +381,9 @@ def _bound(depth: int, size: int) -> None:
     if depth > MAX_DEPTH:
         raise _Refused(f"refused: nested more than {MAX_DEPTH} deep")
     if size > MAX_EXPANDED:
-        raise _Refused(f"refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo "
-                       "counts each time)")
+        raise _Refused(
+            f"refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo counts each time)"
+        )
 
 
 def _show_text(text: str) -> str:
@@ -376,7 +393,7 @@ def _show_text(text: str) -> str:
 def _error_text(e: BaseException) -> str:
     try:
         return _show_text(str(e))
-    except Exception:                          # noqa: BLE001
+    except Exception:  # noqa: BLE001
         return ""
 
 
@@ -384,8 +401,9 @@ def _load_json(data: bytes, source: str) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as e:
-        raise ParseError(TOOL, f"{source or 'dump'}: not readable JSON ({type(e).__name__}: {e})",
-                         excerpt=_excerpt(data)) from None
+        raise ParseError(
+            TOOL, f"{source or 'dump'}: not readable JSON ({type(e).__name__}: {e})", excerpt=_excerpt(data)
+        ) from None
 
 
 def _excerpt(data: bytes) -> str:
@@ -398,25 +416,34 @@ def _dump(raw: dict, source: str, fmt: str, data: bytes, clock: _Clock) -> FRDum
     if not isinstance(version, str):
         raise ParseError(TOOL, f"{where}: no 'version' string", excerpt=_excerpt(data))
     if not _VERSION.fullmatch(version):
-        raise ParseError(TOOL, f"{where}: version {shown(version, 120)}, expected <major>.<minor>", excerpt=_excerpt(data))
+        raise ParseError(
+            TOOL, f"{where}: version {shown(version, 120)}, expected <major>.<minor>", excerpt=_excerpt(data)
+        )
     if "entries" in raw:
         raw_entries = raw["entries"]
     elif fmt == "json":
-        raw_entries = []             # dump_json leaves the key out when the buffer is empty
+        raw_entries = []  # dump_json leaves the key out when the buffer is empty
     else:
         raise ParseError(TOOL, f"{where}: no 'entries'", excerpt=_excerpt(data))
     if not isinstance(raw_entries, (list, tuple)):
-        raise ParseError(TOOL, f"{where}: 'entries' is a {type(raw_entries).__name__}, expected a list",
-                         excerpt=_excerpt(data))
-    common: dict = {}                # values every entry repeats (frames of a call site, names): one object each
+        raise ParseError(
+            TOOL, f"{where}: 'entries' is a {type(raw_entries).__name__}, expected a list", excerpt=_excerpt(data)
+        )
+    common: dict = {}  # values every entry repeats (frames of a call site, names): one object each
     entries = []
     for i, e in enumerate(raw_entries):
         if not i & 0xFF:
             clock.check()
         entries.append(_entry(e, i, where, fmt, common))
-    return FRDump(source=source, version=version, rank=_rank(raw, source, where), format=fmt,
-                  groups=_groups(raw.get("pg_config", {}), where), status=_statuses(raw.get("pg_status", {}), where),
-                  entries=tuple(entries))
+    return FRDump(
+        source=source,
+        version=version,
+        rank=_rank(raw, source, where),
+        format=fmt,
+        groups=_groups(raw.get("pg_config", {}), where),
+        status=_statuses(raw.get("pg_status", {}), where),
+        entries=tuple(entries),
+    )
 
 
 def _rank(raw: dict, source: str, where: str) -> int | None:
@@ -424,7 +451,7 @@ def _rank(raw: dict, source: str, where: str) -> int | None:
         if not _is_int(raw["rank"]):
             raise ParseError(TOOL, f"{where}: 'rank' is {shown(raw['rank'], 120)}, expected an int")
         return raw["rank"]
-    m = _TRAILING_DIGITS.search(source.rsplit("/", 1)[-1])   # DebugInfoWriter names it <prefix><rank>
+    m = _TRAILING_DIGITS.search(source.rsplit("/", 1)[-1])  # DebugInfoWriter names it <prefix><rank>
     return int(m.group(1)) if m else None
 
 
@@ -438,7 +465,9 @@ def _groups(cfg: Any, where: str) -> dict[str, FRGroup]:
         name, desc = g.get("name", key), g.get("desc", "")
         if not isinstance(name, str) or not isinstance(desc, str):
             raise ParseError(TOOL, f"{where}: pg_config[{shown(key, 120)}] name/desc are not strings")
-        out[key] = FRGroup(name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{shown(key, 120)}]"))
+        out[key] = FRGroup(
+            name=name, desc=desc, ranks=_ranks(g.get("ranks", "[]"), f"{where}: pg_config[{shown(key, 120)}]")
+        )
     return out
 
 
@@ -446,7 +475,7 @@ def _ranks(value: Any, where: str) -> tuple[int, ...]:
     # the C++ side writes the list as its string form "[0, 1]"; read it without eval
     if isinstance(value, str):
         if not _RANKS.fullmatch(value.strip()):
-            raise ParseError(TOOL, f"{where}: ranks {shown(value, 120)}, expected \"[0, 1, ...]\"")
+            raise ParseError(TOOL, f'{where}: ranks {shown(value, 120)}, expected "[0, 1, ...]"')
         return tuple(int(x) for x in re.findall(r"-?\d+", value))
     if isinstance(value, (list, tuple)) and all(_is_int(x) for x in value):
         return tuple(value)
@@ -460,10 +489,13 @@ def _statuses(st: Any, where: str) -> dict[str, FRGroupStatus]:
     for key, s in st.items():
         if not isinstance(s, dict):
             raise ParseError(TOOL, f"{where}: pg_status[{shown(key, 120)}] is a {type(s).__name__}, expected a dict")
-        seq = {k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{shown(key, 120)}].last_{k}_collective")
-               for k in ("enqueued", "started", "completed")}
-        out[str(key)] = FRGroupStatus(last_enqueued=seq["enqueued"], last_started=seq["started"],
-                                      last_completed=seq["completed"])
+        seq = {
+            k: _status_seq(s.get(f"last_{k}_collective"), f"{where}: pg_status[{shown(key, 120)}].last_{k}_collective")
+            for k in ("enqueued", "started", "completed")
+        }
+        out[str(key)] = FRGroupStatus(
+            last_enqueued=seq["enqueued"], last_started=seq["started"], last_completed=seq["completed"]
+        )
     return out
 
 
@@ -489,30 +521,41 @@ def _entry(e: Any, i: int, where: str, fmt: str, common: dict) -> FREntry:
     seq_key = "collective_seq_id" if "collective_seq_id" in e or "seq_id" not in e else "seq_id"
     started = get.opt("time_discovered_started_ns", _is_int)
     completed = get.opt("time_discovered_completed_ns", _is_int)
-    if fmt == "json":            # dump_json writes a missing timestamp as 0
+    if fmt == "json":  # dump_json writes a missing timestamp as 0
         started, completed = started or None, completed or None
     is_p2p = get.opt("is_p2p", _is_bool)
     # the same names, states, sizes and dtypes recur in every entry: one object each (a 2000-entry dump's
     # parse holds a third of the memory it would)
     same = common.setdefault
     return FREntry(
-        record_id=get.opt("record_id", _is_int), pg_id=get.opt("pg_id", _is_int), pg_name=same(pg_name, pg_name),
-        pg_desc=same(pg_desc, pg_desc), collective_seq_id=get.opt(seq_key, _is_int),
-        p2p_seq_id=get.opt("p2p_seq_id", _is_int), op_id=get.opt("op_id", _is_int), profiling_name=same(name, name),
-        collective=same(collective, collective), state=same(state := get.req("state", str), state),
+        record_id=get.opt("record_id", _is_int),
+        pg_id=get.opt("pg_id", _is_int),
+        pg_name=same(pg_name, pg_name),
+        pg_desc=same(pg_desc, pg_desc),
+        collective_seq_id=get.opt(seq_key, _is_int),
+        p2p_seq_id=get.opt("p2p_seq_id", _is_int),
+        op_id=get.opt("op_id", _is_int),
+        profiling_name=same(name, name),
+        collective=same(collective, collective),
+        state=same(state := get.req("state", str), state),
         input_sizes=same(sizes := get.sizes("input_sizes"), sizes),
         output_sizes=same(sizes := get.sizes("output_sizes"), sizes),
         input_dtypes=same(dtypes := get.strs("input_dtypes"), dtypes),
         output_dtypes=same(dtypes := get.strs("output_dtypes"), dtypes),
-        time_created_ns=get.opt("time_created_ns", _is_int), time_discovered_started_ns=started,
-        time_discovered_completed_ns=completed, duration_ms=get.opt("duration_ms", _is_number),
+        time_created_ns=get.opt("time_created_ns", _is_int),
+        time_discovered_started_ns=started,
+        time_discovered_completed_ns=completed,
+        duration_ms=get.opt("duration_ms", _is_number),
         timeout_ms=get.opt("timeout_ms", _is_int),
         is_p2p=is_p2p if is_p2p is not None else collective in _P2P_OPS,
-        retired=get.opt("retired", _is_bool), frames=get.frames(common), backend=same(backend, backend),
-        thread_name=same(thread := get.opt("thread_name", lambda v: isinstance(v, str)) or "", thread))
+        retired=get.opt("retired", _is_bool),
+        frames=get.frames(common),
+        backend=same(backend, backend),
+        thread_name=same(thread := get.opt("thread_name", lambda v: isinstance(v, str)) or "", thread),
+    )
 
 
-def _process_group(get: "_Getter") -> tuple[str, str]:
+def _process_group(get: _Getter) -> tuple[str, str]:
     pg = get.req("process_group", (list, tuple))
     if len(pg) != 2 or not all(isinstance(x, str) for x in pg):
         get.fail("process_group", pg, "a (name, desc) pair of strings")
@@ -562,7 +605,8 @@ class _Getter:
     def sizes(self, key: str) -> tuple[tuple[int, ...], ...]:
         v = self.e.get(key, [])
         if not isinstance(v, (list, tuple)) or not all(
-                isinstance(d, (list, tuple)) and all(_is_int(x) for x in d) for d in v):
+            isinstance(d, (list, tuple)) and all(_is_int(x) for x in d) for d in v
+        ):
             self.fail(key, v, "a list of int lists")
         return tuple(tuple(d) for d in v)
 
@@ -578,8 +622,12 @@ class _Getter:
             self.fail("frames", v, "a list")
         frames = []
         for f in v:
-            if not (isinstance(f, dict) and isinstance(f.get("name", ""), str)
-                    and isinstance(f.get("filename", ""), str) and (f.get("line") is None or _is_int(f.get("line")))):
+            if not (
+                isinstance(f, dict)
+                and isinstance(f.get("name", ""), str)
+                and isinstance(f.get("filename", ""), str)
+                and (f.get("line") is None or _is_int(f.get("line")))
+            ):
                 self.fail("frames", f, "{name, filename, line}")
             frames.append((f.get("name", ""), f.get("filename", ""), f.get("line")))
         key = tuple(frames)

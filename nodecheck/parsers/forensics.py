@@ -2,35 +2,36 @@
 processes with their rank variables, flight-recorder dump files, NCCL WARN lines), the stacks probe's
 per-process py-spy results, and one fetched dump file.
 """
+
 from __future__ import annotations
 
 import base64
 import binascii
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import excerpt, one_line
+from nodecheck.parsers.escapes import unescape
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nccl_config import first_line
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.watch_sample import GpuSample, Proc, read_gpus, read_procs
-from nodecheck.parsers.escapes import unescape
 
 SNAPSHOT_TOOL = "forensics snapshot"
 STACKS_TOOL = "forensics stacks"
 FETCH_TOOL = "forensics fetch"
 _PSTATE = re.compile(r"(\d+) (\S*)\t(.*)", re.ASCII)
 _ENCODING = re.compile(r"(gzip\+base64|base64) (\d+)", re.ASCII)
-MAX_FETCHED_BYTES = 10 * 1024 * 1024           # what a fetch inflates to at most, unless told otherwise
+MAX_FETCHED_BYTES = 10 * 1024 * 1024  # what a fetch inflates to at most, unless told otherwise
 
 
 @dataclass(frozen=True)
 class JobProcess:
     proc: Proc
-    env: Mapping[str, str]                     # only the probe's RANK_VARS; {} when unreadable
+    env: Mapping[str, str]  # only the probe's RANK_VARS; {} when unreadable
 
     @property
     def pid(self) -> int:
@@ -41,8 +42,8 @@ class JobProcess:
 class DumpFile:
     path: str
     size: int
-    mtime: int                                 # epoch seconds, the node's clock
-    owner: int                                 # its uid: a rank's, the one the fetch requires again
+    mtime: int  # epoch seconds, the node's clock
+    owner: int  # its uid: a rank's, the one the fetch requires again
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,9 @@ class NodeSnapshot:
     gpus: tuple[GpuSample, ...]
     gpu_error: str
     processes: tuple[JobProcess, ...]
-    procs_error: str                           # pgrep/ps failed: the processes are unknown, not absent
+    procs_error: str  # pgrep/ps failed: the processes are unknown, not absent
     dumps: tuple[DumpFile, ...]
-    relative_prefixes: tuple[str, ...]         # dump prefixes relative to the job's directory: not listable
+    relative_prefixes: tuple[str, ...]  # dump prefixes relative to the job's directory: not listable
     nccl_warns: tuple[str, ...]
     log_error: str = ""
     log_watched: bool = False
@@ -63,27 +64,27 @@ class NodeSnapshot:
 @dataclass(frozen=True)
 class StackResult:
     pid: int
-    rc: int | None                             # py-spy's exit code (timeout's 124/137: no answer in time)
+    rc: int | None  # py-spy's exit code (timeout's 124/137: no answer in time)
     stdout: str
     stderr: str
-    wchan: str = ""                            # the kernel function the process waits in, after the dump
-    state: str = ""                            # /proc/PID/status State ("S (sleeping)"), "gone" when it ended
-    unpaused: str = ""                         # after a failed dump: py-spy --nonblocking's output ("" none)
+    wchan: str = ""  # the kernel function the process waits in, after the dump
+    state: str = ""  # /proc/PID/status State ("S (sleeping)"), "gone" when it ended
+    unpaused: str = ""  # after a failed dump: py-spy --nonblocking's output ("" none)
     unpaused_rc: int | None = None
 
 
 @dataclass(frozen=True)
 class StacksOutput:
-    pyspy: str | None                          # py-spy's --version line; None when it is not installed
+    pyspy: str | None  # py-spy's --version line; None when it is not installed
     results: Mapping[int, StackResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class FetchedDump:
-    data: bytes | None                         # the file's bytes; None with a note when not fetched
+    data: bytes | None  # the file's bytes; None with a note when not fetched
     size: int | None
     note: str = ""
-    refused: bool = False                      # the node's checks refused the file (a link, another user's)
+    refused: bool = False  # the node's checks refused the file (a link, another user's)
 
 
 def parse_snapshot(text: str) -> NodeSnapshot:
@@ -110,8 +111,9 @@ def parse_snapshot(text: str) -> NodeSnapshot:
             warns = tuple(_unescaped(line, text) for line in split_lines(section.text) if line)
         else:
             log_error = first_line(section.text) or f"reading the log failed (exit {section.rc})"
-    return NodeSnapshot(clock, gpus, gpu_error, tuple(processes), procs_error, dumps, relative, warns,
-                        log_error, log_watched, refused)
+    return NodeSnapshot(
+        clock, gpus, gpu_error, tuple(processes), procs_error, dumps, relative, warns, log_error, log_watched, refused
+    )
 
 
 def _env(text: str, whole: str) -> dict[str, str]:
@@ -120,7 +122,7 @@ def _env(text: str, whole: str) -> dict[str, str]:
         name, has, value = _unescaped(line, whole).partition("=")
         if not has or not name:
             raise ParseError(SNAPSHOT_TOOL, f"environment line {line[:80]!r} is not NAME=VALUE", whole)
-        env[name] = value.replace("\x01", "\n")    # the probe turned a value's own newlines into \001
+        env[name] = value.replace("\x01", "\n")  # the probe turned a value's own newlines into \001
     return env
 
 
@@ -132,15 +134,18 @@ def _dumps(text: str, whole: str) -> tuple[tuple[DumpFile, ...], tuple[str, ...]
             relative.append(_unescaped(rest, whole))
             continue
         if kind == "refused":
-            why, _, path = rest.rpartition("\t")    # the path is escaped: it holds no tab
+            why, _, path = rest.rpartition("\t")  # the path is escaped: it holds no tab
             if not why or not path:
-                raise ParseError(SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'refused WHY PATH'", whole)
+                raise ParseError(
+                    SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'refused WHY PATH'", whole
+                )
             refused.append((_unescaped(path, whole), why))
             continue
         size, mtime, owner, path = (rest.split("\t", 3) + ["", "", ""])[:4]
         if kind != "file" or not (size.isdigit() and mtime.isdigit() and owner.isdigit()) or not path:
-            raise ParseError(SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'file SIZE MTIME OWNER PATH'",
-                             whole)
+            raise ParseError(
+                SNAPSHOT_TOOL, f"dump listing line {excerpt(line, 80)!r} is not 'file SIZE MTIME OWNER PATH'", whole
+            )
         files.append(DumpFile(_unescaped(path, whole), int(size), int(mtime), int(owner)))
     return tuple(files), tuple(relative), tuple(refused)
 
@@ -155,14 +160,14 @@ def parse_stacks(text: str) -> StacksOutput:
     states: dict[int, tuple[str, str]] = {}
     for line in split_lines(text):
         if line.startswith("@@nodecheck pstate "):
-            match = _PSTATE.fullmatch(line[len("@@nodecheck pstate "):])
+            match = _PSTATE.fullmatch(line[len("@@nodecheck pstate ") :])
             if match:
                 states[int(match.group(1))] = (match.group(2), match.group(3))
     results = {}
     for name, section in parts.sections.items():
         if not name.startswith("stack-"):
             continue
-        pid_text = name[len("stack-"):]
+        pid_text = name[len("stack-") :]
         if not pid_text.isdigit():
             raise ParseError(STACKS_TOOL, f"section {name!r} does not name a pid", text)
         pid = int(pid_text)
@@ -170,9 +175,16 @@ def parse_stacks(text: str) -> StacksOutput:
         stderr = "\n".join(_unescaped(line, text) for line in split_lines(err.text)) if err is not None else ""
         wchan, state = states.get(pid, ("", ""))
         unpaused = parts.get(f"unpaused-{pid}")
-        results[pid] = StackResult(pid, section.rc, section.text, stderr, "" if wchan == "0" else wchan, state,
-                                   unpaused.text if unpaused is not None else "",
-                                   unpaused.rc if unpaused is not None else None)
+        results[pid] = StackResult(
+            pid,
+            section.rc,
+            section.text,
+            stderr,
+            "" if wchan == "0" else wchan,
+            state,
+            unpaused.text if unpaused is not None else "",
+            unpaused.rc if unpaused is not None else None,
+        )
     return StacksOutput(version, results)
 
 
@@ -184,12 +196,17 @@ def parse_fetch(text: str, max_bytes: int = MAX_FETCHED_BYTES) -> FetchedDump:
     if first == "@@nodecheck missing":
         return FetchedDump(None, None, "the file was gone when it was fetched")
     if first.startswith("@@nodecheck refused "):
-        return FetchedDump(None, None, f"refused: {one_line(excerpt(first[len('@@nodecheck refused '):], 200))}",
-                           refused=True)
+        return FetchedDump(
+            None, None, f"refused: {one_line(excerpt(first[len('@@nodecheck refused ') :], 200))}", refused=True
+        )
     if first.startswith("@@nodecheck too_large "):
         shown = first.split()[-1]
         return FetchedDump(None, int(shown) if shown.isdigit() else None, "too large to fetch")
-    match = _ENCODING.fullmatch(first[len("@@nodecheck encoding "):]) if first.startswith("@@nodecheck encoding ") else None
+    match = (
+        _ENCODING.fullmatch(first[len("@@nodecheck encoding ") :])
+        if first.startswith("@@nodecheck encoding ")
+        else None
+    )
     if match is None:
         raise ParseError(FETCH_TOOL, "no encoding line: not the fetch probe's output", excerpt(text))
     try:
@@ -201,7 +218,7 @@ def parse_fetch(text: str, max_bytes: int = MAX_FETCHED_BYTES) -> FetchedDump:
     except (binascii.Error, ValueError, OSError, EOFError, zlib.error) as e:
         raise ParseError(FETCH_TOOL, f"the fetched file does not decode: {e}", excerpt(text)) from None
     size = int(match.group(2))
-    if len(data) != size:                      # the file grew or shrank while it was read: a dump being written
+    if len(data) != size:  # the file grew or shrank while it was read: a dump being written
         return FetchedDump(data, size, f"read {len(data)} bytes of {size}: the file changed while it was read")
     return FetchedDump(data, size)
 

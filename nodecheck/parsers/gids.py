@@ -5,6 +5,7 @@ and can renumber them after a port flap (/work/shared/context/formats.md §1). S
 is read into the same `Gid` shape, keyed by (ca, port, index), with the GID normalized to the sysfs
 `%pI6` full form so tables from different tools and snapshots compare as strings.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -28,8 +29,10 @@ _INVALID_TYPES = ("Invalid GID type", "Invalid gid type")
 
 _SYSFS_PORT_FILE = re.compile(
     r"/sys/class/infiniband/([^/]+)/ports/(\d+)/"
-    r"(?:(link_layer|state|phys_state|rate)|gids/(\d+)|gid_attrs/(types|ndevs)/(\d+))", re.ASCII)
-_SYSFS_NUMBERED = re.compile(r"\d+: (\S.*)", re.ASCII)            # state "4: ACTIVE", "5: LinkUp"
+    r"(?:(link_layer|state|phys_state|rate)|gids/(\d+)|gid_attrs/(types|ndevs)/(\d+))",
+    re.ASCII,
+)
+_SYSFS_NUMBERED = re.compile(r"\d+: (\S.*)", re.ASCII)  # state "4: ACTIVE", "5: LinkUp"
 
 _DEVINFO_GID = re.compile(r"GID\[\s*(\d+)\]:\s*(\S+?)(?:,\s*(.+))?", re.ASCII)
 _DEVINFO_CA = re.compile(r"hca_id:\s*(\S+)")
@@ -42,11 +45,22 @@ _SHOW_GIDS_COUNT = re.compile(r"n_gids_found=(\d+)", re.ASCII)
 # OFED's iproute2, /opt/mellanox/iproute2), or, in older builds (seen in OFED 23.07 docs),
 # "8/1: mlx5_bond_0/1: ..." with the device index first.
 _RDMA_LINK = re.compile(r"(?:link (\S+)/(\d+):?|\d+/\d+: (\S+)/(\d+):)(?:\s+(.*))?", re.ASCII)
-_RDMA_CAPS = re.compile(r"caps: <[^>]*>")                          # `rdma -d` only; not key/value
+_RDMA_CAPS = re.compile(r"caps: <[^>]*>")  # `rdma -d` only; not key/value
 # iproute2 rdma/link.c link_state_to_str / phys_state_to_str, "UNKNOWN" for out-of-range numbers
 _RDMA_STATES = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER", "UNKNOWN"}
-_RDMA_PHYS_STATES = {"NOP", "SLEEP", "POLLING", "DISABLED", "ARMED", "LINK_UP", "LINK_ERROR_RECOVER",
-                     "PHY_TEST", "OPA_OFFLINE", "OPA_TEST", "UNKNOWN"}
+_RDMA_PHYS_STATES = {
+    "NOP",
+    "SLEEP",
+    "POLLING",
+    "DISABLED",
+    "ARMED",
+    "LINK_UP",
+    "LINK_ERROR_RECOVER",
+    "PHY_TEST",
+    "OPA_OFFLINE",
+    "OPA_TEST",
+    "UNKNOWN",
+}
 # the kernel adds these only for IB-protocol ports (nldev fill_port_info), so they say "InfiniBand"
 _RDMA_IB_KEYS = {"subnet_prefix", "lid", "sm_lid", "lmc"}
 
@@ -54,20 +68,23 @@ _RDMA_IB_KEYS = {"subnet_prefix", "lid", "sm_lid", "lmc"}
 # device description and port state come first; the old style is "mlx4_0 port 1 <===> eth2".
 # The description "(MT4123 - MCX653105A-HDAT) ConnectX-6 VPI" holds no ")" after its "(...)": read
 # as such, so no two greedy runs retry each other over a long line (that was quadratic).
-_IBDEV2NETDEV = re.compile(r"(?:\S+ )?(\S+)(?: \([^)]*\)[^)]*? fw \S+)? port (\d+)(?: \(\S+\s*\))? "
-                           r"(?:==> (\S+) \((\w*)\)|<===> (\S+))", re.ASCII)
+_IBDEV2NETDEV = re.compile(
+    r"(?:\S+ )?(\S+)(?: \([^)]*\)[^)]*? fw \S+)? port (\d+)(?: \(\S+\s*\))? "
+    r"(?:==> (\S+) \((\w*)\)|<===> (\S+))",
+    re.ASCII,
+)
 
 
 @dataclass(frozen=True)
 class Gid:
-    ca: str | None                             # None: the output does not say (grep-filtered ibv_devinfo)
+    ca: str | None  # None: the output does not say (grep-filtered ibv_devinfo)
     port: int | None
     index: int
-    gid: str                                   # sysfs full form: "0000:0000:0000:0000:0000:ffff:0a16:74dd"
-    type: str | None                           # "v1", "v2"; None when the source does not say
-    netdev: str | None                         # "ens7f0np0"; None for IB ports and where not printed
-    ipv4: str | None                           # "10.22.116.221" when the GID is IPv4-mapped
-    link_local: bool                           # fe80::/10, or 169.254/16 for an IPv4-mapped GID
+    gid: str  # sysfs full form: "0000:0000:0000:0000:0000:ffff:0a16:74dd"
+    type: str | None  # "v1", "v2"; None when the source does not say
+    netdev: str | None  # "ens7f0np0"; None for IB ports and where not printed
+    ipv4: str | None  # "10.22.116.221" when the GID is IPv4-mapped
+    link_local: bool  # fe80::/10, or 169.254/16 for an IPv4-mapped GID
 
     @property
     def is_empty(self) -> bool:
@@ -83,12 +100,12 @@ class Gid:
 class RdmaPort:
     ca: str
     port: int
-    link_layer: str                            # sysfs word: "Ethernet", "InfiniBand", "Unknown"
-    state: str                                 # sysfs word after the number: "ACTIVE", "DOWN"
-    phys_state: str                            # "LinkUp", "Disabled", "Polling"
-    rate: str | None                           # "400 Gb/sec (4X NDR)" as read; None if unreadable
-    gids: tuple[Gid, ...]                      # non-empty entries only, by index
-    netdevs: tuple[str, ...]                   # distinct netdevs of those entries, in index order
+    link_layer: str  # sysfs word: "Ethernet", "InfiniBand", "Unknown"
+    state: str  # sysfs word after the number: "ACTIVE", "DOWN"
+    phys_state: str  # "LinkUp", "Disabled", "Polling"
+    rate: str | None  # "400 Gb/sec (4X NDR)" as read; None if unreadable
+    gids: tuple[Gid, ...]  # non-empty entries only, by index
+    netdevs: tuple[str, ...]  # distinct netdevs of those entries, in index order
 
     @property
     def where(self) -> str:
@@ -98,22 +115,24 @@ class RdmaPort:
 @dataclass(frozen=True)
 class RdmaLink:
     """One line of `rdma link show`; in rdma's own words ("ACTIVE", "LINK_UP")."""
+
     ca: str
     port: int
-    state: str | None                          # None only when the line is cut off before it
+    state: str | None  # None only when the line is cut off before it
     phys_state: str | None
     netdev: str | None
-    link_layer: str | None                     # hint: "InfiniBand" (lid/subnet_prefix printed),
-                                               # "Ethernet" (a whole line without them), None if cut
-    truncated: bool = False                    # the output ends inside this line
+    link_layer: str | None  # hint: "InfiniBand" (lid/subnet_prefix printed),
+    # "Ethernet" (a whole line without them), None if cut
+    truncated: bool = False  # the output ends inside this line
 
     @property
     def where(self) -> str:
         return f"{self.ca}/{self.port}"
 
 
-def make_gid(ca: str | None, port: int | None, index: int, text: str, type_: str | None = None,
-             netdev: str | None = None) -> Gid:
+def make_gid(
+    ca: str | None, port: int | None, index: int, text: str, type_: str | None = None, netdev: str | None = None
+) -> Gid:
     """A Gid from any printed form: sysfs full form, or ibv_devinfo's compressed `::ffff:10.0.0.1`."""
     try:
         address = ipaddress.IPv6Address(text)
@@ -121,8 +140,9 @@ def make_gid(ca: str | None, port: int | None, index: int, text: str, type_: str
         raise ValueError(f"not a GID: {quote(text)}") from None
     mapped = address.ipv4_mapped
     link_local = mapped.is_link_local if mapped is not None else address.is_link_local
-    return Gid(ca, port, index, address.exploded, type_, netdev,
-               str(mapped) if mapped is not None else None, link_local)
+    return Gid(
+        ca, port, index, address.exploded, type_, netdev, str(mapped) if mapped is not None else None, link_local
+    )
 
 
 def ports_from_sysfs(values: Mapping[str, str | Unreadable]) -> list[RdmaPort]:
@@ -132,7 +152,7 @@ def ports_from_sysfs(values: Mapping[str, str | Unreadable]) -> list[RdmaPort]:
     for path, value in values.items():
         match = _SYSFS_PORT_FILE.fullmatch(path)
         if not match:
-            continue                           # other sysfs facts share the dump (counters, ...)
+            continue  # other sysfs facts share the dump (counters, ...)
         ca, port, attribute, gid_index, attr_kind, attr_index = match.groups()
         key = (ca, int(port))
         files.setdefault(key, {})
@@ -144,10 +164,8 @@ def ports_from_sysfs(values: Mapping[str, str | Unreadable]) -> list[RdmaPort]:
         else:
             slots.setdefault(int(attr_index), {})[attr_kind] = value
     if not files:
-        raise ParseError("sysfs", "no /sys/class/infiniband/<ca>/ports/<port>/ entries",
-                         "\n".join(list(values)[:20]))
-    return [_sysfs_port(ca, port, files[(ca, port)], gid_files[(ca, port)])
-            for ca, port in sorted(files)]
+        raise ParseError("sysfs", "no /sys/class/infiniband/<ca>/ports/<port>/ entries", "\n".join(list(values)[:20]))
+    return [_sysfs_port(ca, port, files[(ca, port)], gid_files[(ca, port)]) for ca, port in sorted(files)]
 
 
 def roce_v2_ipv4(ports: Iterable[RdmaPort]) -> dict[tuple[str, int], list[Gid]]:
@@ -162,8 +180,9 @@ def parse_show_gids(text: str) -> list[Gid]:
         raise ParseError("show_gids", "empty output", text)
     head = lines[0].split()
     if head[:4] != ["DEV", "PORT", "INDEX", "GID"]:
-        raise ParseError("show_gids", f"expected the header 'DEV PORT INDEX GID ...', got "
-                         f"{quote(lines[0].strip())}", text)
+        raise ParseError(
+            "show_gids", f"expected the header 'DEV PORT INDEX GID ...', got {quote(lines[0].strip())}", text
+        )
     body = lines[2:] if len(lines) > 1 and lines[1].lstrip().startswith("---") else lines[1:]
     count = _SHOW_GIDS_COUNT.fullmatch(body[-1].strip()) if body else None
     if count is None:
@@ -257,8 +276,9 @@ def parse_ibdev2netdev(text: str) -> dict[tuple[str, int], tuple[str, str | None
     return ports
 
 
-def _sysfs_port(ca: str, port: int, files: Mapping[str, str | Unreadable],
-                slots: Mapping[int, Mapping[str, str | Unreadable]]) -> RdmaPort:
+def _sysfs_port(
+    ca: str, port: int, files: Mapping[str, str | Unreadable], slots: Mapping[int, Mapping[str, str | Unreadable]]
+) -> RdmaPort:
     where = f"{ca}/{port}"
     link_layer = _required(files, "link_layer", where)
     state = _numbered(_required(files, "state", where), where, "state")
@@ -269,14 +289,13 @@ def _sysfs_port(ca: str, port: int, files: Mapping[str, str | Unreadable],
         slot = slots[index]
         raw = slot.get("gid")
         if raw is None:
-            continue                           # a type or ndev whose gid file was not dumped
+            continue  # a type or ndev whose gid file was not dumped
         if isinstance(raw, Unreadable):
             # the kernel answers an empty or invalid entry with the zero GID; a failed read is
             # something else, and the table around it cannot be trusted to be whole
             raise ParseError("sysfs", f"{where}: gids/{index} unreadable: {raw.reason}", raw.reason)
         try:
-            gid = make_gid(ca, port, index, raw, _gid_type(_readable(slot.get("types"))),
-                           _readable(slot.get("ndevs")))
+            gid = make_gid(ca, port, index, raw, _gid_type(_readable(slot.get("types"))), _readable(slot.get("ndevs")))
         except ValueError as why:
             raise ParseError("sysfs", f"{where}: gids/{index}: {why}", raw) from None
         if not gid.is_empty:
@@ -354,7 +373,7 @@ def _rdma_word(fields: Mapping[str, str], key: str, known: set[str], last: bool)
     if value is None or value in known:
         return value
     if last:
-        return None                            # "LINK_U": the word itself was cut
+        return None  # "LINK_U": the word itself was cut
     raise ValueError(f"unknown {key} {quote(value)}")
 
 

@@ -1,22 +1,23 @@
 """Parse `ibstat`, `ibstatus` and `ibstat -p` output into per-port facts, recording any part cut off."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
-_CA_HEADER = re.compile(r"(CA|Switch|Router) '([^']+)'")             # node type word, then the name
+_CA_HEADER = re.compile(r"(CA|Switch|Router) '([^']+)'")  # node type word, then the name
 _PORT_HEADER = re.compile(r"Port (\d+):", re.ASCII)
-_DEVICE_HEADER = re.compile(r"Infiniband device '([^']+)' port (\d+) status:", re.ASCII)   # ibstatus
+_DEVICE_HEADER = re.compile(r"Infiniband device '([^']+)' port (\d+) status:", re.ASCII)  # ibstatus
 _FIELD = re.compile(r"([A-Za-z][A-Za-z _]*?):\s*(.*)")
-_IBSTAT_RATE = re.compile(r"(\d+(?:\.\d+)?)(?: \(\w+\))?", re.ASCII)   # "400", "2.5" (1x SDR), "40 (FDR10)"
-_IBSTATUS_RATE = re.compile(r"(\d+(?:\.\d+)?) Gb/sec(?: \(.*\))?", re.ASCII)   # "200 Gb/sec (4X HDR)"
-_NUMBERED = re.compile(r"(\d+): (.+)", re.ASCII)                    # sysfs "4: ACTIVE", "5: LinkUp"
+_IBSTAT_RATE = re.compile(r"(\d+(?:\.\d+)?)(?: \(\w+\))?", re.ASCII)  # "400", "2.5" (1x SDR), "40 (FDR10)"
+_IBSTATUS_RATE = re.compile(r"(\d+(?:\.\d+)?) Gb/sec(?: \(.*\))?", re.ASCII)  # "200 Gb/sec (4X HDR)"
+_NUMBERED = re.compile(r"(\d+): (.+)", re.ASCII)  # sysfs "4: ACTIVE", "5: LinkUp"
 _GUID = re.compile(r"0x[0-9a-fA-F]{16}")
 
 # libibumad prints "IB" when sysfs has no link_layer file (kernels before RoCE); the rest is sysfs's word.
@@ -24,8 +25,15 @@ _LINK_LAYERS = {"InfiniBand": "InfiniBand", "Ethernet": "Ethernet", "IB": "Infin
 # ibstatus prints the kernel's sysfs words; mapped by number to the words ibstat prints
 # (infiniband-diags ibstat.c port_state_str / port_phy_state_str), so one judge reads both.
 _STATES = {1: "Down", 2: "Initializing", 3: "Armed", 4: "Active"}
-_PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining",
-                5: "LinkUp", 6: "LinkErrorRecovery", 7: "PhyTest"}
+_PHYS_STATES = {
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "PhyTest",
+}
 # ibstat prints these four lines for every port, Link layer last: a block without one of them was
 # cut off, and judging it would mean guessing.
 _IBSTAT_REQUIRED = ("State", "Physical state", "Rate", "Link layer")
@@ -34,14 +42,14 @@ _IBSTATUS_REQUIRED = ("state", "phys state", "rate", "link_layer")
 
 @dataclass(frozen=True)
 class IbCa:
-    name: str                                  # "mlx5_0"
-    node_type: str | None                      # "CA", "Switch", "Router"; None from ibstatus
-    ca_type: str | None                        # "MT4129"; ibstatus does not print it
-    firmware: str | None                       # "28.39.1002"
+    name: str  # "mlx5_0"
+    node_type: str | None  # "CA", "Switch", "Router"; None from ibstatus
+    ca_type: str | None  # "MT4129"; ibstatus does not print it
+    firmware: str | None  # "28.39.1002"
     hardware_version: str | None
-    node_guid: str | None                      # "0x946dae0300cde72c"
+    node_guid: str | None  # "0x946dae0300cde72c"
     system_guid: str | None
-    declared_ports: int | None                 # "Number of ports"
+    declared_ports: int | None  # "Number of ports"
 
 
 @dataclass(frozen=True)
@@ -50,17 +58,17 @@ class IbPort:
     ca_type: str | None
     firmware: str | None
     number: int
-    state: str                                 # ibstat's words: Down, Initializing, Armed, Active, ???
-    physical_state: str                        # LinkUp, Polling, Disabled, ...
-    rate_gbps: float                           # always read: a port without a rate is incomplete
-    link_layer: str                            # "InfiniBand" or "Ethernet"
+    state: str  # ibstat's words: Down, Initializing, Armed, Active, ???
+    physical_state: str  # LinkUp, Polling, Disabled, ...
+    rate_gbps: float  # always read: a port without a rate is incomplete
+    link_layer: str  # "InfiniBand" or "Ethernet"
     base_lid: int | None
     sm_lid: int | None
-    lmc: int | None                            # ibstat only
-    capability_mask: str | None                # ibstat only: "0xa751e848"
-    port_guid: str | None                      # ibstat only
-    default_gid: str | None                    # ibstatus only; "unknown" is kept as printed
-    raw: str                                   # the port's lines under its CA/device header
+    lmc: int | None  # ibstat only
+    capability_mask: str | None  # ibstat only: "0xa751e848"
+    port_guid: str | None  # ibstat only
+    default_gid: str | None  # ibstatus only; "unknown" is kept as printed
+    raw: str  # the port's lines under its CA/device header
 
     @property
     def where(self) -> str:
@@ -71,9 +79,10 @@ class IbPort:
 @dataclass(frozen=True)
 class Gap:
     """A part of the output that is cut off or unreadable: its facts are unknown, not defaulted."""
-    subject: str                               # "mlx5_0", "mlx5_0/1", or "" when no entity is known
-    reason: str                                # "output ends before any port"
-    raw: str                                   # the lines that were there
+
+    subject: str  # "mlx5_0", "mlx5_0/1", or "" when no entity is known
+    reason: str  # "output ends before any port"
+    raw: str  # the lines that were there
 
     def __str__(self) -> str:
         return f"{self.subject}: {self.reason}" if self.subject else self.reason
@@ -81,8 +90,8 @@ class Gap:
 
 @dataclass(frozen=True)
 class IbstatFacts:
-    cas: tuple[IbCa, ...]                      # in output order (ibstat sorts lexically: mlx5_10 < mlx5_2)
-    ports: tuple[IbPort, ...]                  # complete ports only
+    cas: tuple[IbCa, ...]  # in output order (ibstat sorts lexically: mlx5_10 < mlx5_2)
+    ports: tuple[IbPort, ...]  # complete ports only
     incomplete: tuple[Gap, ...] = ()
 
     @property
@@ -102,8 +111,8 @@ class _Unreadable(Exception):
 
 @dataclass(frozen=True)
 class _Section:
-    header: re.Match                           # matched on the stripped header line
-    lines: tuple[str, ...]                     # as printed, indentation kept for excerpts
+    header: re.Match  # matched on the stripped header line
+    lines: tuple[str, ...]  # as printed, indentation kept for excerpts
 
     @property
     def raw(self) -> str:
@@ -135,8 +144,7 @@ def parse_ibstatus(text: str) -> IbstatFacts:
         return IbstatFacts((), (), ())
     lines, cut = _lines(text, "ibstatus", (_DEVICE_HEADER, _FIELD))
     preamble, sections = _split(lines, _DEVICE_HEADER)
-    _expect_headers("ibstatus", text, preamble, sections, "Infiniband device 'name' port N status:",
-                    cut)
+    _expect_headers("ibstatus", text, preamble, sections, "Infiniband device 'name' port N status:", cut)
     _expect_unique("ibstatus", text, [f"'{s.header[1]}' port {s.header[2]}" for s in sections])
     ports, gaps = [], []
     for section in sections:
@@ -144,7 +152,7 @@ def parse_ibstatus(text: str) -> IbstatFacts:
             ports.append(_ibstatus_port(section))
         except _Unreadable as why:
             gaps.append(Gap(f"{section.header[1]}/{section.header[2]}", str(why), section.raw))
-    names = dict.fromkeys(s.header[1] for s in sections)       # ordered, unique
+    names = dict.fromkeys(s.header[1] for s in sections)  # ordered, unique
     cas = tuple(IbCa(n, None, None, None, None, None, None, None) for n in names)
     return IbstatFacts(cas, tuple(ports), tuple(gaps + _cut_gap(cut)))
 
@@ -163,7 +171,7 @@ def parse_ibstat_p(text: str) -> tuple[str, ...]:
 def _lines(text: str, tool: str, shapes: Sequence[re.Pattern]) -> tuple[list[str], str | None]:
     """Non-blank lines, less a final line of no known shape (output cut mid-line)."""
     lines = [line.rstrip() for line in split_lines(text) if line.strip()]
-    if not lines:                              # blank lines are not what the tool prints for "none"
+    if not lines:  # blank lines are not what the tool prints for "none"
         raise ParseError(tool, "only blank lines", text)
     if not any(shape.fullmatch(lines[-1].strip()) for shape in shapes):
         return lines[:-1], lines[-1]
@@ -187,8 +195,9 @@ def _split(lines: Sequence[str], header: re.Pattern) -> tuple[list[str], list[_S
     return preamble, [_Section(match, tuple(group)) for match, group in groups]
 
 
-def _expect_headers(tool: str, text: str, preamble: Sequence[str], sections: Sequence[_Section],
-                    shape: str, cut: str | None) -> None:
+def _expect_headers(
+    tool: str, text: str, preamble: Sequence[str], sections: Sequence[_Section], shape: str, cut: str | None
+) -> None:
     # a line ahead of the first header is not ours: "Fatal error:  No devices", a banner, garbage
     if preamble or not sections:
         first = (list(preamble) + [cut or ""])[0].strip()
@@ -208,7 +217,7 @@ def _fields(lines: Sequence[str], tool: str, raw: str) -> dict[str, str]:
     fields = {}
     for line in lines:
         match = _FIELD.fullmatch(line.strip())
-        if not match:                          # mid-output: not a cut but something else
+        if not match:  # mid-output: not a cut but something else
             raise ParseError(tool, f"unexpected line {quote(line.strip())}", raw)
         fields[match[1]] = match[2].strip()
     return fields
@@ -220,7 +229,7 @@ def _ibstat_ca(section: _Section, *, last: bool) -> tuple[IbCa, list[IbPort], li
     ca, gaps = _ibstat_ca_facts(section, _fields(head, "ibstat", section.raw))
     ports = []
     for port_section in port_sections:
-        raw = f"{section.lines[0]}\n{port_section.raw}"    # the CA line names whose port it is
+        raw = f"{section.lines[0]}\n{port_section.raw}"  # the CA line names whose port it is
         try:
             ports.append(_ibstat_port(ca, port_section, raw))
         except _Unreadable as why:
@@ -237,9 +246,16 @@ def _ibstat_ca_facts(section: _Section, fields: Mapping[str, str]) -> tuple[IbCa
         declared, gaps = None, [Gap(name, str(why), section.raw)]
     else:
         gaps = []
-    ca = IbCa(name, node_type, fields.get(f"{node_type} type"), fields.get("Firmware version"),
-              fields.get("Hardware version"), fields.get("Node GUID"),
-              fields.get("System image GUID"), declared)
+    ca = IbCa(
+        name,
+        node_type,
+        fields.get(f"{node_type} type"),
+        fields.get("Firmware version"),
+        fields.get("Hardware version"),
+        fields.get("Node GUID"),
+        fields.get("System image GUID"),
+        declared,
+    )
     return ca, gaps
 
 
@@ -257,25 +273,44 @@ def _ibstat_port(ca: IbCa, section: _Section, raw: str) -> IbPort:
     fields = _fields(section.lines[1:], "ibstat", raw)
     _require(fields, _IBSTAT_REQUIRED)
     return IbPort(
-        ca=ca.name, ca_type=ca.ca_type, firmware=ca.firmware, number=int(section.header[1]),
-        state=fields["State"], physical_state=fields["Physical state"],
-        rate_gbps=_rate(fields["Rate"], _IBSTAT_RATE), link_layer=_link_layer(fields["Link layer"]),
-        base_lid=_optional(fields, "Base lid", int), sm_lid=_optional(fields, "SM lid", int),
-        lmc=_optional(fields, "LMC", int), capability_mask=fields.get("Capability mask"),
-        port_guid=fields.get("Port GUID"), default_gid=None, raw=raw)
+        ca=ca.name,
+        ca_type=ca.ca_type,
+        firmware=ca.firmware,
+        number=int(section.header[1]),
+        state=fields["State"],
+        physical_state=fields["Physical state"],
+        rate_gbps=_rate(fields["Rate"], _IBSTAT_RATE),
+        link_layer=_link_layer(fields["Link layer"]),
+        base_lid=_optional(fields, "Base lid", int),
+        sm_lid=_optional(fields, "SM lid", int),
+        lmc=_optional(fields, "LMC", int),
+        capability_mask=fields.get("Capability mask"),
+        port_guid=fields.get("Port GUID"),
+        default_gid=None,
+        raw=raw,
+    )
 
 
 def _ibstatus_port(section: _Section) -> IbPort:
     fields = _fields(section.lines[1:], "ibstatus", section.raw)
     _require(fields, _IBSTATUS_REQUIRED)
     return IbPort(
-        ca=section.header[1], ca_type=None, firmware=None, number=int(section.header[2]),
+        ca=section.header[1],
+        ca_type=None,
+        firmware=None,
+        number=int(section.header[2]),
         state=_numbered(fields["state"], _STATES),
         physical_state=_numbered(fields["phys state"], _PHYS_STATES),
-        rate_gbps=_rate(fields["rate"], _IBSTATUS_RATE), link_layer=_link_layer(fields["link_layer"]),
-        base_lid=_optional(fields, "base lid", _hex), sm_lid=_optional(fields, "sm lid", _hex),
-        lmc=None, capability_mask=None, port_guid=None, default_gid=fields.get("default gid"),
-        raw=section.raw)
+        rate_gbps=_rate(fields["rate"], _IBSTATUS_RATE),
+        link_layer=_link_layer(fields["link_layer"]),
+        base_lid=_optional(fields, "base lid", _hex),
+        sm_lid=_optional(fields, "sm lid", _hex),
+        lmc=None,
+        capability_mask=None,
+        port_guid=None,
+        default_gid=fields.get("default gid"),
+        raw=section.raw,
+    )
 
 
 def _require(fields: Mapping[str, str], keys: Sequence[str]) -> None:
@@ -295,7 +330,7 @@ def _optional(fields: Mapping[str, str], key: str, convert: Callable[[str], int]
 
 
 def _hex(value: str) -> int:
-    return int(value, 16)                      # ibstatus prints lids as "0x33bf"
+    return int(value, 16)  # ibstatus prints lids as "0x33bf"
 
 
 def _rate(value: str, shape: re.Pattern) -> float:
@@ -306,7 +341,7 @@ def _rate(value: str, shape: re.Pattern) -> float:
 
 
 def _link_layer(value: str) -> str:
-    if value not in _LINK_LAYERS:              # also catches a value cut short: "Infini"
+    if value not in _LINK_LAYERS:  # also catches a value cut short: "Infini"
         raise _Unreadable(f"Link layer {quote(value)} is not InfiniBand or Ethernet")
     return _LINK_LAYERS[value]
 

@@ -2,12 +2,13 @@
 count (int() of a 5000-digit string raises ValueError, float() of a 400-digit one OverflowError),
 and no NaN/Infinity (json accepts them; they compare false with every threshold) unless the caller
 checks each number itself and names the field (finite_numbers=False)."""
+
 from __future__ import annotations
 
 import json
 from typing import Any
 
-MAX_INT_DIGITS = 30                            # 10**30: larger than any byte count, rank or counter
+MAX_INT_DIGITS = 30  # 10**30: larger than any byte count, rank or counter
 
 
 class JsonRefused(ValueError):

@@ -1,4 +1,5 @@
 """Split tool output into lines the way the tool wrote them: at "\\n" only."""
+
 from __future__ import annotations
 
 
@@ -10,5 +11,5 @@ def split_lines(text: str) -> list[str]:
     one "Key : value" line would become two, the second starting with ":"."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
-        lines.pop()                            # the newline that ends the last line opens no new one
+        lines.pop()  # the newline that ends the last line opens no new one
     return [line[:-1] if line.endswith("\r") else line for line in lines]

@@ -6,15 +6,17 @@ src/common.cu, src/util.cu), interleaved NCCL_DEBUG lines, the failure lines of 
 CUDACHECK/NCCLCHECK/TESTCHECK macros, Open MPI and srun abort messages, and the `-J file.json`
 report (JSON_FILE_VERSION 1-3 of src/util.cu).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
 import reprlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
@@ -22,7 +24,7 @@ from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "nccl-tests"
-UNKNOWN_MAX = 50                               # lines kept in NcclTestRun.unknown; the rest are counted
+UNKNOWN_MAX = 50  # lines kept in NcclTestRun.unknown; the rest are counted
 # NCCL INFO lines kept in NcclTestRun.log (WARN and ERROR lines are all kept): NCCL_DEBUG=INFO from
 # thousands of ranks is millions of lines, and memory must not grow with them; the rest are counted
 INFO_MAX = 2000
@@ -31,19 +33,20 @@ INFO_MAX = 2000
 @dataclass(frozen=True)
 class TestParams:
     """The parameter line: '# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) ...'."""
-    __test__ = False                           # not a pytest test class despite the name
+
+    __test__ = False  # not a pytest test class despite the name
 
     n_threads: int | None = None
     n_gpus: int | None = None
     min_bytes: int | None = None
     max_bytes: int | None = None
-    step: str | None = None                    # "2(factor)", "1048576(bytes)"
+    step: str | None = None  # "2(factor)", "1048576(bytes)"
     warmup_iters: int | None = None
     iters: int | None = None
     agg_iters: int | None = None
-    validation: bool | None = None             # -c: False means #wrong is never checked (N/A)
+    validation: bool | None = None  # -c: False means #wrong is never checked (N/A)
     graph: int | None = None
-    extra: dict[str, str] = field(default_factory=dict)   # keys this parser does not name ("unalign")
+    extra: dict[str, str] = field(default_factory=dict)  # keys this parser does not name ("unalign")
 
     @property
     def step_factor(self) -> int | None:
@@ -60,11 +63,12 @@ class TestParams:
 class RankDevice:
     """'#  Rank  3 Group  0 Pid   6902 on ztan-mig-235z device  3 [0000:0c:00] NVIDIA H100 80GB HBM3'
     (and the older forms without Group, and without Pid)."""
+
     rank: int
     host: str
-    device: int                                # CUDA device index on that host
-    bus_id: str                                # "0000:0c:00" or the old short "0x07"
-    model: str                                 # "NVIDIA H100 80GB HBM3"
+    device: int  # CUDA device index on that host
+    bus_id: str  # "0000:0c:00" or the old short "0x07"
+    model: str  # "NVIDIA H100 80GB HBM3"
     pid: int | None = None
     group: int | None = None
 
@@ -72,23 +76,24 @@ class RankDevice:
 @dataclass(frozen=True)
 class Measurement:
     """One half of a data row (out-of-place or in-place)."""
+
     time_us: float | None
-    algbw_gbs: float | None                    # GB/s as nccl-tests prints it (1e9 bytes/s)
+    algbw_gbs: float | None  # GB/s as nccl-tests prints it (1e9 bytes/s)
     busbw_gbs: float | None
-    wrong: int | None = None                   # '#wrong' (None: N/A, validation off, or old format)
-    error: float | None = None                 # the older 'error' column (max error), None: N/A/absent
+    wrong: int | None = None  # '#wrong' (None: N/A, validation off, or old format)
+    error: float | None = None  # the older 'error' column (max error), None: N/A/absent
 
 
 @dataclass(frozen=True)
 class SizeRow:
-    size: int                                  # bytes
-    count: int                                 # elements
-    dtype: str                                 # "float", "int8"
-    redop: str | None                          # "sum", "none"; None in layouts without the column
-    root: int | None                           # -1 for rootless collectives; None when absent
+    size: int  # bytes
+    count: int  # elements
+    dtype: str  # "float", "int8"
+    redop: str | None  # "sum", "none"; None in layouts without the column
+    root: int | None  # -1 for rootless collectives; None when absent
     out_of_place: Measurement | None
     in_place: Measurement | None
-    line: int = 0                              # 1-based line number in the text (0 for JSON)
+    line: int = 0  # 1-based line number in the text (0 for JSON)
 
     @property
     def wrong(self) -> int:
@@ -99,23 +104,25 @@ class SizeRow:
 @dataclass(frozen=True)
 class NcclLogLine:
     """'host:pid:tid [dev] NCCL INFO|WARN text' interleaved with the test output."""
+
     host: str
     pid: int | None
     device: int | None
-    level: str                                 # "INFO", "WARN", "ERROR", "TRACE"
+    level: str  # "INFO", "WARN", "ERROR", "TRACE"
     text: str
-    location: str | None = None                # "misc/ibvwrap.cc:63" in 'host:p:t [0] misc/ibvwrap.cc:63 NCCL WARN'
+    location: str | None = None  # "misc/ibvwrap.cc:63" in 'host:p:t [0] misc/ibvwrap.cc:63 NCCL WARN'
 
 
 @dataclass(frozen=True)
 class Failure:
     """A failure line: 'Test NCCL failure common.cu:959 'internal error'', 'NCCL failure ...',
     'Test CUDA failure ...', 'Cuda failure ...', 'Test FAILURE', an mpirun/srun abort."""
-    kind: str                                  # "nccl", "cuda", "test", "timeout", "launcher"
-    message: str                               # the quoted reason, or the launcher's words
+
+    kind: str  # "nccl", "cuda", "test", "timeout", "launcher"
+    message: str  # the quoted reason, or the launcher's words
     host: str | None = None
-    location: str | None = None                # "common.cu:959"
-    line: str = ""                             # the raw line
+    location: str | None = None  # "common.cu:959"
+    line: str = ""  # the raw line
 
     def __str__(self) -> str:
         where = f" at {self.location}" if self.location else ""
@@ -125,46 +132,47 @@ class Failure:
 
 class Stage(Enum):
     """How far a run's output got; a run that stopped (hang, kill) is classified by it."""
-    NOTHING = "nothing"                        # no nccl-tests line at all
-    HEADER = "header"                          # parameter line, no rank lines
-    DEVICES = "devices"                        # rank lines, no NCCL version line, no data row
-    INIT = "init"                              # NCCL version or table header seen, no data row
-    SWEEP = "sweep"                            # data rows, no summary (stopped mid-sweep)
-    DONE = "done"                              # 'Avg bus bandwidth' or 'Collective test concluded'
+
+    NOTHING = "nothing"  # no nccl-tests line at all
+    HEADER = "header"  # parameter line, no rank lines
+    DEVICES = "devices"  # rank lines, no NCCL version line, no data row
+    INIT = "init"  # NCCL version or table header seen, no data row
+    SWEEP = "sweep"  # data rows, no summary (stopped mid-sweep)
+    DONE = "done"  # 'Avg bus bandwidth' or 'Collective test concluded'
 
 
 @dataclass(frozen=True)
 class NcclTestRun:
-    tests_version: str | None = None           # "2.17.9" from '# nccl-tests version 2.17.9 ...'
-    nccl_headers: int | None = None            # 22902 (nccl-headers=)
+    tests_version: str | None = None  # "2.17.9" from '# nccl-tests version 2.17.9 ...'
+    nccl_headers: int | None = None  # 22902 (nccl-headers=)
     nccl_library: int | None = None
-    compiled_with_nccl: str | None = None      # "1.0" ('# NCCL Tests compiled with NCCL 1.0')
-    collective: str | None = None              # "all_reduce_perf" from '# Collective test starting: ...'
+    compiled_with_nccl: str | None = None  # "1.0" ('# NCCL Tests compiled with NCCL 1.0')
+    collective: str | None = None  # "all_reduce_perf" from '# Collective test starting: ...'
     params: TestParams | None = None
     devices: tuple[RankDevice, ...] = ()
-    nccl_version: str | None = None            # "2.19.3+cuda12.2" (bare line or NCCL INFO form)
-    columns: tuple[str, ...] = ()              # the prefix columns of the table: size count type redop root
+    nccl_version: str | None = None  # "2.19.3+cuda12.2" (bare line or NCCL INFO form)
+    columns: tuple[str, ...] = ()  # the prefix columns of the table: size count type redop root
     rows: tuple[SizeRow, ...] = ()
-    out_of_bounds: int | None = None           # '# Out of bounds values : 0 OK'
+    out_of_bounds: int | None = None  # '# Out of bounds values : 0 OK'
     out_of_bounds_ok: bool | None = None
-    avg_busbw_gbs: float | None = None         # '# Avg bus bandwidth    : 70.742'
-    concluded: bool = False                    # '# Collective test concluded: ...'
-    log: tuple[NcclLogLine, ...] = ()          # interleaved NCCL INFO/WARN lines (INFO: the first INFO_MAX)
-    log_count: int = 0                         # every NCCL log line seen, kept or not
+    avg_busbw_gbs: float | None = None  # '# Avg bus bandwidth    : 70.742'
+    concluded: bool = False  # '# Collective test concluded: ...'
+    log: tuple[NcclLogLine, ...] = ()  # interleaved NCCL INFO/WARN lines (INFO: the first INFO_MAX)
+    log_count: int = 0  # every NCCL log line seen, kept or not
     failures: tuple[Failure, ...] = ()
-    unknown: tuple[str, ...] = ()              # lines not understood (bounded; for the report)
+    unknown: tuple[str, ...] = ()  # lines not understood (bounded; for the report)
     from_json: bool = False
     # additions to the fixed API
-    nccl_versions: tuple[str, ...] = ()        # every distinct NCCL version line, in order (ranks can differ)
+    nccl_versions: tuple[str, ...] = ()  # every distinct NCCL version line, in order (ranks can differ)
     # (version, hosts that printed it) from NCCL INFO version lines (NCCL_DEBUG=INFO: every rank says)
     nccl_version_hosts: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    avg_busbw_ok: bool | None = None           # 'OK'/'FAILED' after the average (NCCL_TESTS_MIN_BW set)
-    bitwise_mismatches: int | None = None      # '# Bitwise mismatches : N' (newest nccl-tests, -B)
-    max_bytes_reduced_to: int | None = None    # '# Reducing maxBytes to N due to memory limitation'
-    json_output: str | None = None             # '# Writing JSON output to PATH'
-    nccl_last_error: str | None = None         # '# error: ...' / JSON "errors": ncclGetLastError at exit
-    cut_row: str | None = None                 # a data row the text ends inside (hang or kill mid-row)
-    unknown_count: int = 0                     # all lines not understood; `unknown` keeps the first 50
+    avg_busbw_ok: bool | None = None  # 'OK'/'FAILED' after the average (NCCL_TESTS_MIN_BW set)
+    bitwise_mismatches: int | None = None  # '# Bitwise mismatches : N' (newest nccl-tests, -B)
+    max_bytes_reduced_to: int | None = None  # '# Reducing maxBytes to N due to memory limitation'
+    json_output: str | None = None  # '# Writing JSON output to PATH'
+    nccl_last_error: str | None = None  # '# error: ...' / JSON "errors": ncclGetLastError at exit
+    cut_row: str | None = None  # a data row the text ends inside (hang or kill mid-row)
+    unknown_count: int = 0  # all lines not understood; `unknown` keeps the first 50
 
     @property
     def stage(self) -> Stage:
@@ -248,13 +256,14 @@ def _stopped_sweep(run: NcclTestRun) -> str:
 def _stopped_init(run: NcclTestRun) -> str:
     if run.columns:
         return "after the table header, before the first data row (the first collective never finished)"
-    return (f"during NCCL init: 'NCCL version {run.nccl_version}' printed, "
-            "no table header and no data row")
+    return f"during NCCL init: 'NCCL version {run.nccl_version}' printed, no table header and no data row"
 
 
 def _stopped_devices(run: NcclTestRun) -> str:
-    return (f"after the rank list ({len(run.devices)} ranks), before NCCL init completed "
-            "(no NCCL version line, no table header)")
+    return (
+        f"after the rank list ({len(run.devices)} ranks), before NCCL init completed "
+        "(no NCCL version line, no table header)"
+    )
 
 
 _STOPPED_AT: dict[Stage, Callable[[NcclTestRun], str]] = {
@@ -276,18 +285,21 @@ def _step_number(step: str | None, unit: str) -> int | None:
 # Text
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
-_LOG = re.compile(r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                  r"(?:(?P<loc>\S+:\d+) )?NCCL (?P<level>INFO|WARN|ERROR|TRACE|ABORT)(?: (?P<text>.*))?",
-                  re.ASCII)
+_LOG = re.compile(
+    r"(?P<host>[^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
+    r"(?:(?P<loc>\S+:\d+) )?NCCL (?P<level>INFO|WARN|ERROR|TRACE|ABORT)(?: (?P<text>.*))?",
+    re.ASCII,
+)
 _VERSION = re.compile(r"NCCL version (\S+).*")
-_TESTS_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?.*",
-                            re.ASCII)
+_TESTS_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?.*", re.ASCII)
 _COMPILED = re.compile(r"NCCL Tests compiled with NCCL (\S+).*")
 _COLLECTIVE = re.compile(r"Collective test (starting|concluded): *(\S*).*")
 _PARAMS = re.compile(r"#?\s*nThread\s+\d", re.ASCII)
-_RANK = re.compile(r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?"
-                   r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)",
-                   re.ASCII)
+_RANK = re.compile(
+    r"Rank\s+(?P<rank>\d+)(?:\s+Group\s+(?P<group>\d+))?(?:\s+Pid\s+(?P<pid>\d+))?"
+    r"\s+on\s+(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<model>.*)",
+    re.ASCII,
+)
 # Linear time on any line: no two adjacent quantifiers may take the same characters (`\s*(OK)?\s*`
 # tried every split of a run of spaces, `.*?` before `\s*` rescanned the rest at every step), so
 # the optional verdict word needs the whitespace before it, and a lazy tail is cut in code instead.
@@ -298,51 +310,82 @@ _REDUCED = re.compile(r"Reducing maxBytes to (\d+) due to memory limitation.*", 
 _JSON_OUTPUT = re.compile(r"Writing JSON output to (.+)")
 _LAST_ERROR = re.compile(r"error: (.*)")
 # comment lines nccl-tests prints that carry nothing the checks use
-_QUIET_COMMENTS = ("Using devices", "Blocking Enabled", "Per-Iteration Report", "Parallel Init Enabled",
-                   "Bitwise Repeatability", "Bitwise mismatch (", "Testing ", "GPU memory usage",
-                   "skipping json output", "Writing results to file")
+_QUIET_COMMENTS = (
+    "Using devices",
+    "Blocking Enabled",
+    "Per-Iteration Report",
+    "Parallel Init Enabled",
+    "Bitwise Repeatability",
+    "Bitwise mismatch (",
+    "Testing ",
+    "GPU memory usage",
+    "skipping json output",
+    "Writing results to file",
+)
 _ROW_START = re.compile(r"\s*\d+\s+\d+\s+[A-Za-z_]\w*(?:\s|$)", re.ASCII)
 _INT = re.compile(r"-?\d+", re.ASCII)
 _WORD = re.compile(r"[A-Za-z_]\w*", re.ASCII)
 _DATE = re.compile(r"\d{4}-\d\d-\d\d", re.ASCII)
 _CLOCK = re.compile(r"\d\d:\d\d:\d\d", re.ASCII)
 _TIME_COLUMNS = ("time", "cputime")
-_PREFIX_NAMES = {"size": "size", "bytes": "size", "count": "count", "N": "count", "type": "type",
-                 "redop": "redop", "op": "redop", "root": "root"}
-_BODY_WIDTHS = (8, 10, 16, 18)                 # plain, + #bitdiff, + per-iteration stats, + both
+_PREFIX_NAMES = {
+    "size": "size",
+    "bytes": "size",
+    "count": "count",
+    "N": "count",
+    "type": "type",
+    "redop": "redop",
+    "op": "redop",
+    "root": "root",
+}
+_BODY_WIDTHS = (8, 10, 16, 18)  # plain, + #bitdiff, + per-iteration stats, + both
 
 # common.h: CUDACHECK / NCCLCHECK ('%s: Test NCCL failure %s:%d '%s / %s''), the NCCL 1 era's
 # 'NCCL failure f:l 'x'' and 'Cuda failure f:l 'x''; the reason's closing quote may be cut off
 # (_quoted drops it: a lazy group before `'?\s*` here was quadratic in a long reason)
-_CALL_FAILURE = re.compile(r"(?:(?P<host>\S+?): )?(?:Test )?(?P<what>NCCL|CUDA|Cuda) failure "
-                           r"(?P<loc>\S+:\d+) '(?P<msg>.*)", re.ASCII)
+_CALL_FAILURE = re.compile(
+    r"(?:(?P<host>\S+?): )?(?:Test )?(?P<what>NCCL|CUDA|Cuda) failure "
+    r"(?P<loc>\S+:\d+) '(?P<msg>.*)",
+    re.ASCII,
+)
 # TESTCHECK's trace, one line per frame: ' .. host pid 123: Test failure common.cu:844'
 _STACK = re.compile(r"\s*\.\. (?P<host>\S+?)(?: pid (?P<pid>\d+))?: Test failure (?P<loc>\S+:\d+)\s*", re.ASCII)
 _TIMEOUT = re.compile(r"(?:(?P<host>\S+?): )?Test timeout \((?P<secs>\d+)s\) (?P<loc>\S+:\d+)\s*", re.ASCII)
 _TEST_FAILED = re.compile(r"(?:(?P<host>\S+?): )?Test FAIL(?:URE|ED)\b.*")
 _MPI_RETURNED = re.compile(r"Primary job\s+terminated normally, but (\d+) process(?:es)? returned.*", re.ASCII)
 _MPI_DETECTED = re.compile(r"mpirun detected that one or more processes exited with non-zero status.*")
-_MPI_SIGNAL = re.compile(r"mpirun noticed that process rank (\d+) with PID (\d+) on node (\S+) "
-                         r"exited on signal (\d+)(?: \(([^)]*)\))?.*", re.ASCII)
-_MPI_IMPROPER = re.compile(r"mpirun has exited due to process rank (\d+) with PID (\d+) on\s*node (\S+) "
-                           r"exiting improperly.*", re.ASCII)
+_MPI_SIGNAL = re.compile(
+    r"mpirun noticed that process rank (\d+) with PID (\d+) on node (\S+) "
+    r"exited on signal (\d+)(?: \(([^)]*)\))?.*",
+    re.ASCII,
+)
+_MPI_IMPROPER = re.compile(
+    r"mpirun has exited due to process rank (\d+) with PID (\d+) on\s*node (\S+) "
+    r"exiting improperly.*",
+    re.ASCII,
+)
 _MPI_DETECTED_WORDS = "mpirun: a process exited with non-zero status"
 _MPI_DETAIL = re.compile(r"(Process name|Exit code):\s*(.*)")
 _MPI_DETAIL_KEYS = {"Process name": "process", "Exit code": "exit code"}
-_MPI_FILLER = re.compile(r"-{3,}|a non-zero exit code\. Per user-direction.*|"
-                         r"the job to be terminated\. The first process to do so was:.*")
+_MPI_FILLER = re.compile(
+    r"-{3,}|a non-zero exit code\. Per user-direction.*|"
+    r"the job to be terminated\. The first process to do so was:.*"
+)
 _SRUN_TASK = re.compile(r"srun: error: (?P<host>[^:\s]+): tasks? (?P<tasks>[\d,\-\[\]]+): (?P<what>.+)")
 _SRUN = re.compile(r"srun: (?:error: )?(?P<what>.+)")
 # the reason (" DUE TO TIME LIMIT") runs to the closing ***: found by _stepd_reason, not a lazy group
-_STEPD = re.compile(r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) "
-                    r"CANCELLED AT (?P<at>[^\s*]+)(?P<rest>.*)")
+_STEPD = re.compile(
+    r"slurmstepd(?:-\S+)?: error: \*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<host>\S+) "
+    r"CANCELLED AT (?P<at>[^\s*]+)(?P<rest>.*)"
+)
 
 
 @dataclass(frozen=True)
 class _Layout:
     """Where a data row's values are: the prefix columns, then one group per half."""
-    prefix: tuple[str, ...]                    # canonical: size count type [redop] [root]
-    halves: tuple[tuple[str, ...], ...]        # per half: time algbw busbw <check> [extra columns]
+
+    prefix: tuple[str, ...]  # canonical: size count type [redop] [root]
+    halves: tuple[tuple[str, ...], ...]  # per half: time algbw busbw <check> [extra columns]
 
     @property
     def width(self) -> int:
@@ -381,17 +424,20 @@ def parse_nccl_tests(text: str) -> NcclTestRun:
         raise ParseError(TOOL, why.reason, why.lines) from None
     if not reader.recognised:
         first = next((line.strip() for line in lines if line.strip()), "")
-        reason = ("empty output" if not first else
-                  f"no nccl-tests line (parameter line, rank line, data row, failure or NCCL version); "
-                  f"first line {quote(first)}")
+        reason = (
+            "empty output"
+            if not first
+            else f"no nccl-tests line (parameter line, rank line, data row, failure or NCCL version); "
+            f"first line {quote(first)}"
+        )
         raise NoNcclTestsOutput(TOOL, reason, text)
     return reader.build()
-
 
 
 class NoNcclTestsOutput(ParseError):
     """Not one nccl-tests line (empty output, or only a launcher's or a shell's words): nothing ran
     that can be judged, unlike nccl-tests lines that cannot be judged as one run."""
+
 
 class _TextReader:
     """One pass over the lines; state is what has been seen so far."""
@@ -400,7 +446,7 @@ class _TextReader:
         self.fields: dict[str, Any] = {}
         self.params: TestParams | None = None
         self.devices: list[RankDevice] = []
-        self.versions: dict[str, None] = {}             # dicts: a membership test per line stays O(1)
+        self.versions: dict[str, None] = {}  # dicts: a membership test per line stays O(1)
         self.rank_lines: dict[int, tuple[str, str]] = {}  # rank -> (host, its line)
         self.layout: _Layout | None = None
         self.columns: tuple[str, ...] = ()
@@ -412,23 +458,30 @@ class _TextReader:
         self.failures: list[Failure] = []
         self.unknown: list[str] = []
         self.unknown_count = 0
-        self.mpirun_detected: int | None = None          # index in failures of 'mpirun detected ...'
+        self.mpirun_detected: int | None = None  # index in failures of 'mpirun detected ...'
         self.mpirun_details: dict[str, str] = {}
-        self.line = ""                                   # the line being read, stripped
+        self.line = ""  # the line being read, stripped
 
     @property
     def recognised(self) -> bool:
         return bool(self.params or self.devices or self.rows or self.failures or self.versions)
 
     def build(self) -> NcclTestRun:
-        return NcclTestRun(params=self.params, devices=tuple(self.devices),
-                           nccl_version=next(iter(self.versions), None),
-                           nccl_versions=tuple(self.versions), columns=self.columns,
-                           rows=tuple(self.rows), log=tuple(self.log), failures=tuple(self.failures),
-                           unknown=tuple(self.unknown), unknown_count=self.unknown_count,
-                           log_count=self.log_count,
-                           nccl_version_hosts=tuple((v, tuple(h)) for v, h in self.version_hosts.items()),
-                           **self.fields)
+        return NcclTestRun(
+            params=self.params,
+            devices=tuple(self.devices),
+            nccl_version=next(iter(self.versions), None),
+            nccl_versions=tuple(self.versions),
+            columns=self.columns,
+            rows=tuple(self.rows),
+            log=tuple(self.log),
+            failures=tuple(self.failures),
+            unknown=tuple(self.unknown),
+            unknown_count=self.unknown_count,
+            log_count=self.log_count,
+            nccl_version_hosts=tuple((v, tuple(h)) for v, h in self.version_hosts.items()),
+            **self.fields,
+        )
 
     def feed(self, number: int, line: str, *, at_end: bool) -> None:
         stripped = self.line = line.strip()
@@ -438,9 +491,9 @@ class _TextReader:
             return
         if stripped.startswith("#"):
             understood = self._comment(stripped, stripped[1:].strip())
-        elif _PARAMS.match(stripped):          # the NCCL 1 era printed it without '#'
+        elif _PARAMS.match(stripped):  # the NCCL 1 era printed it without '#'
             understood = self._params(stripped)
-        elif (version := _VERSION.fullmatch(stripped)):
+        elif version := _VERSION.fullmatch(stripped):
             understood = self._version(version[1])
         elif _ROW_START.match(line):
             understood = self._row(number, line, at_end)
@@ -468,8 +521,9 @@ class _TextReader:
         self.log_count += 1
         if match["level"] not in ("INFO", "TRACE") or self.info_kept < INFO_MAX:
             self.info_kept += match["level"] in ("INFO", "TRACE")
-            self.log.append(NcclLogLine(match["host"], int(match["pid"]), int(match["dev"]), match["level"],
-                                        text, match["loc"]))
+            self.log.append(
+                NcclLogLine(match["host"], int(match["pid"]), int(match["dev"]), match["level"], text, match["loc"])
+            )
         version = _VERSION.fullmatch(text)
         if version:
             self._version(version[1])
@@ -492,8 +546,9 @@ class _TextReader:
         return self._table_header(body)
 
     def _tests_version(self, match: re.Match) -> bool:
-        self.fields.update(tests_version=match[1], nccl_headers=_int_or_none(match[2]),
-                           nccl_library=_int_or_none(match[3]))
+        self.fields.update(
+            tests_version=match[1], nccl_headers=_int_or_none(match[2]), nccl_library=_int_or_none(match[3])
+        )
         return True
 
     def _compiled(self, match: re.Match) -> bool:
@@ -520,7 +575,7 @@ class _TextReader:
             value = _float(match[1])
         except _Unreadable:
             return False
-        except _NonFinite:                     # nccl-tests averages zero rows to nan (0/0)
+        except _NonFinite:  # nccl-tests averages zero rows to nan (0/0)
             raise _NotJudgeable(f"Avg bus bandwidth {match[1]}: {_NOT_FINITE}", self.line) from None
         ok = None if match[2] is None else match[2] == "OK"
         self.fields.update(avg_busbw_gbs=value, avg_busbw_ok=ok)
@@ -531,8 +586,9 @@ class _TextReader:
     def _bitwise(self, match: re.Match) -> bool:
         self.fields["bitwise_mismatches"] = int(match[1])
         if int(match[1]):
-            self.failures.append(Failure("test", f"{match[1]} bitwise mismatches between repeated runs",
-                                         line=self.line))
+            self.failures.append(
+                Failure("test", f"{match[1]} bitwise mismatches between repeated runs", line=self.line)
+            )
         return True
 
     def _reduced(self, match: re.Match) -> bool:
@@ -548,9 +604,15 @@ class _TextReader:
         return True
 
     _COMMENT_HANDLERS: tuple[tuple[re.Pattern, Callable[[_TextReader, re.Match], bool]], ...] = (
-        (_TESTS_VERSION, _tests_version), (_COMPILED, _compiled), (_COLLECTIVE, _collective),
-        (_OUT_OF_BOUNDS, _out_of_bounds), (_AVG_BUSBW, _avg_busbw), (_BITWISE, _bitwise),
-        (_REDUCED, _reduced), (_JSON_OUTPUT, _json_output), (_LAST_ERROR, _last_error),
+        (_TESTS_VERSION, _tests_version),
+        (_COMPILED, _compiled),
+        (_COLLECTIVE, _collective),
+        (_OUT_OF_BOUNDS, _out_of_bounds),
+        (_AVG_BUSBW, _avg_busbw),
+        (_BITWISE, _bitwise),
+        (_REDUCED, _reduced),
+        (_JSON_OUTPUT, _json_output),
+        (_LAST_ERROR, _last_error),
     )
 
     def _params(self, line: str) -> bool:
@@ -567,21 +629,30 @@ class _TextReader:
             # listed twice is two runs: a launcher that started two independent jobs, each with
             # its own rank 0. Counted together they would pass for one run of all their ranks.
             host, line = self.rank_lines[rank]
-            raise _NotJudgeable(f"rank {rank} is listed twice (on {host} and {match['host']}): {_TWO_RUNS}",
-                                f"{line}\n{self.line}")
+            raise _NotJudgeable(
+                f"rank {rank} is listed twice (on {host} and {match['host']}): {_TWO_RUNS}", f"{line}\n{self.line}"
+            )
         self.rank_lines[rank] = (match["host"], self.line)
-        self.devices.append(RankDevice(
-            rank=int(match["rank"]), host=match["host"], device=int(match["device"]), bus_id=match["bus"],
-            model=match["model"].strip(), pid=_int_or_none(match["pid"]), group=_int_or_none(match["group"])))
+        self.devices.append(
+            RankDevice(
+                rank=int(match["rank"]),
+                host=match["host"],
+                device=int(match["device"]),
+                bus_id=match["bus"],
+                model=match["model"].strip(),
+                pid=_int_or_none(match["pid"]),
+                group=_int_or_none(match["group"]),
+            )
+        )
         return True
 
     def _table_header(self, body: str) -> bool:
         if "out-of-place" in body or body.startswith("(B)"):
-            return True                        # the banner above the columns and the units below
+            return True  # the banner above the columns and the units below
         layout = _layout_from_header(body.split())
         if layout is None:
             return False
-        self.layout, self.columns = layout, tuple(body.split()[:len(layout.prefix)])
+        self.layout, self.columns = layout, tuple(body.split()[: len(layout.prefix)])
         return True
 
     # -- data rows ----------------------------------------------------------------------------
@@ -590,12 +661,12 @@ class _TextReader:
         tokens = line.split()
         layout = self.layout or _guess_layout(tokens)
         if layout is None or len(tokens) < layout.width:
-            if at_end:                         # the run (or the excerpt) stopped inside this row
+            if at_end:  # the run (or the excerpt) stopped inside this row
                 self.fields["cut_row"] = line
             return False
         try:
             self.rows.append(_size_row(tokens, layout, number))
-        except ValueError:                     # _Unreadable, or a header too short to map values
+        except ValueError:  # _Unreadable, or a header too short to map values
             return False
         except _NonFinite as why:
             raise _NotJudgeable(f"line {number}: {why}: {_NOT_FINITE}", line) from None
@@ -617,8 +688,9 @@ class _TextReader:
             return True
         match = _TIMEOUT.fullmatch(line)
         if match:
-            self.failures.append(Failure("timeout", f"Test timeout ({match['secs']}s)", match["host"],
-                                         match["loc"], line))
+            self.failures.append(
+                Failure("timeout", f"Test timeout ({match['secs']}s)", match["host"], match["loc"], line)
+            )
             return True
         match = _TEST_FAILED.fullmatch(line)
         if match:
@@ -645,12 +717,13 @@ class _TextReader:
         if self.mpirun_detected is None:
             return False
         if name in _MPI_DETAIL_KEYS and _MPI_DETAIL_KEYS[name] in self.mpirun_details:
-            return True                        # said once; joining every repeat was quadratic
+            return True  # said once; joining every repeat was quadratic
         self.mpirun_details[_MPI_DETAIL_KEYS[name]] = value
         index, said = self.mpirun_detected, ", ".join(f"{k} {v}" for k, v in self.mpirun_details.items())
         before = self.failures[index]
-        self.failures[index] = replace(before, message=f"{_MPI_DETECTED_WORDS} ({said})",
-                                       line=f"{before.line}\n{self.line}")
+        self.failures[index] = replace(
+            before, message=f"{_MPI_DETECTED_WORDS} ({said})", line=f"{before.line}\n{self.line}"
+        )
         return True
 
 
@@ -658,32 +731,40 @@ def _launcher_failure(line: str) -> Failure | None:
     """One-line messages for Open MPI's and Slurm's abort banners."""
     match = _MPI_RETURNED.fullmatch(line)
     if match:
-        return Failure("launcher", f"mpirun: {match[1]} process returned a non-zero exit code; "
-                                   "the job was aborted", line=line)
+        return Failure(
+            "launcher", f"mpirun: {match[1]} process returned a non-zero exit code; the job was aborted", line=line
+        )
     if _MPI_DETECTED.fullmatch(line):
         return Failure("launcher", _MPI_DETECTED_WORDS, line=line)
     match = _MPI_SIGNAL.fullmatch(line)
     if match:
         name = f" ({match[5]})" if match[5] else ""
-        return Failure("launcher", f"mpirun: rank {match[1]} (pid {match[2]}) exited on signal "
-                                   f"{match[4]}{name}", host=match[3], line=line)
+        return Failure(
+            "launcher",
+            f"mpirun: rank {match[1]} (pid {match[2]}) exited on signal {match[4]}{name}",
+            host=match[3],
+            line=line,
+        )
     match = _MPI_IMPROPER.fullmatch(line)
     if match:
-        return Failure("launcher", f"mpirun: rank {match[1]} (pid {match[2]}) exited improperly",
-                       host=match[3], line=line)
+        return Failure(
+            "launcher", f"mpirun: rank {match[1]} (pid {match[2]}) exited improperly", host=match[3], line=line
+        )
     match = _SRUN_TASK.fullmatch(line)
     if match:
-        return Failure("launcher", f"srun: task {match['tasks']}: {match['what'].strip()}",
-                       host=match["host"], line=line)
+        return Failure(
+            "launcher", f"srun: task {match['tasks']}: {match['what'].strip()}", host=match["host"], line=line
+        )
     match = _STEPD.fullmatch(line)
     reason = _stepd_reason(match["rest"]) if match else None
     if match and reason is not None:
         why = f" due to {reason.lower()}" if reason else ""
-        return Failure("launcher", f"slurm cancelled {match['id']} at {match['at']}{why}",
-                       host=match["host"], line=line)
+        return Failure(
+            "launcher", f"slurm cancelled {match['id']} at {match['at']}{why}", host=match["host"], line=line
+        )
     if line.startswith(("srun: error:", "srun: Job step aborted")):
         srun = _SRUN.fullmatch(line)
-        assert srun is not None                # _SRUN matches every line with either prefix
+        assert srun is not None  # _SRUN matches every line with either prefix
         return Failure("launcher", f"srun: {srun['what'].strip()}", line=line)
     return None
 
@@ -702,18 +783,16 @@ def _stepd_reason(rest: str) -> str | None:
         return None
     if not head.strip():
         return ""
-    return head.strip()[len("DUE TO "):].strip() if head.startswith(" DUE TO ") else None
+    return head.strip()[len("DUE TO ") :].strip() if head.startswith(" DUE TO ") else None
 
 
 def _out_of_bounds_failure(count: int, line: str = "") -> Failure:
     # nccl-tests' own verdict on the data check (common.cu: errors[0] -> 'FAILED', exit status 5)
-    return Failure("test", f"Out of bounds values: {count} FAILED (the data check found wrong elements)",
-                   line=line)
+    return Failure("test", f"Out of bounds values: {count} FAILED (the data check found wrong elements)", line=line)
 
 
 def _avg_busbw_failure(value: float, line: str = "") -> Failure:
-    return Failure("test", f"Avg bus bandwidth {value:g} GB/s FAILED (below 0.9 x NCCL_TESTS_MIN_BW)",
-                   line=line)
+    return Failure("test", f"Avg bus bandwidth {value:g} GB/s FAILED (below 0.9 x NCCL_TESTS_MIN_BW)", line=line)
 
 
 def _reason(quoted: str) -> str:
@@ -735,12 +814,21 @@ def _parse_params(tokens: Sequence[str]) -> TestParams:
             words.append(token)
     if words:
         pairs[" ".join(words).rstrip(":")] = ""
-    named = {"nThread": "n_threads", "nGpus": "n_gpus", "minBytes": "min_bytes", "maxBytes": "max_bytes",
-             "warmup iters": "warmup_iters", "iters": "iters", "agg iters": "agg_iters", "graph": "graph"}
+    named = {
+        "nThread": "n_threads",
+        "nGpus": "n_gpus",
+        "minBytes": "min_bytes",
+        "maxBytes": "max_bytes",
+        "warmup iters": "warmup_iters",
+        "iters": "iters",
+        "agg iters": "agg_iters",
+        "graph": "graph",
+    }
     values: dict[str, Any] = {attribute: _int_or_none(pairs.pop(key, None)) for key, attribute in named.items()}
     validation = _int_or_none(pairs.pop("validation", None))
-    return TestParams(step=pairs.pop("step", None), validation=None if validation is None else validation > 0,
-                      extra=pairs, **values)
+    return TestParams(
+        step=pairs.pop("step", None), validation=None if validation is None else validation > 0, extra=pairs, **values
+    )
 
 
 def _layout_from_header(tokens: Sequence[str]) -> _Layout | None:
@@ -748,7 +836,7 @@ def _layout_from_header(tokens: Sequence[str]) -> _Layout | None:
     times = [i for i, token in enumerate(tokens) if token in _TIME_COLUMNS]
     if not times or not tokens or tokens[0] not in ("size", "bytes"):
         return None
-    prefix = tuple(_PREFIX_NAMES.get(token, token) for token in tokens[:times[0]])
+    prefix = tuple(_PREFIX_NAMES.get(token, token) for token in tokens[: times[0]])
     ends = times[1:] + [len(tokens)]
     halves = tuple(tuple(t for t in tokens[start:end] if t != "timestamp") for start, end in zip(times, ends))
     if any(len(half) < 4 for half in halves):  # time algbw busbw and the check column, at least
@@ -771,7 +859,7 @@ def _guess_layout(tokens: Sequence[str]) -> _Layout | None:
         prefix.append("root")
         rest = rest[1:]
     if len(rest) not in _BODY_WIDTHS:
-        return None if len(rest) > 8 else _Layout(tuple(prefix), (("?",) * 8,))   # too short: cut
+        return None if len(rest) > 8 else _Layout(tuple(prefix), (("?",) * 8,))  # too short: cut
     half = ("time", "algbw", "busbw", "check") + ("?",) * (len(rest) // 2 - 4)
     return _Layout(tuple(prefix), (half, half))
 
@@ -783,12 +871,19 @@ def _size_row(tokens: Sequence[str], layout: _Layout, number: int) -> SizeRow:
     position = len(layout.prefix)
     halves: list[Measurement | None] = []
     for names in layout.halves:
-        halves.append(_measurement(names, tokens[position:position + len(names)]))
+        halves.append(_measurement(names, tokens[position : position + len(names)]))
         position += len(names)
     halves += [None, None]
-    return SizeRow(size=_int(prefix["size"]), count=_int(prefix["count"]), dtype=prefix["type"],
-                   redop=prefix.get("redop"), root=_int(prefix["root"]) if "root" in prefix else None,
-                   out_of_place=halves[0], in_place=halves[1], line=number)
+    return SizeRow(
+        size=_int(prefix["size"]),
+        count=_int(prefix["count"]),
+        dtype=prefix["type"],
+        redop=prefix.get("redop"),
+        root=_int(prefix["root"]) if "root" in prefix else None,
+        out_of_place=halves[0],
+        in_place=halves[1],
+        line=number,
+    )
 
 
 def _measurement(names: Sequence[str], values: Sequence[str]) -> Measurement:
@@ -845,9 +940,20 @@ def _int_or_none(value: str | None) -> int | None:
 # ---------------------------------------------------------------------------------------------
 # JSON (-J/--output_file FILE.json; src/util.cu, JSON_FILE_VERSION 1-3)
 
-_JSON_CONFIG_NAMED = {"nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_factor", "step_bytes",
-                      "warmup_iters", "iterations", "aggregated_iterations", "validation", "graph",
-                      "devices"}
+_JSON_CONFIG_NAMED = {
+    "nthreads",
+    "ngpus",
+    "minimum_bytes",
+    "maximum_bytes",
+    "step_factor",
+    "step_bytes",
+    "warmup_iters",
+    "iterations",
+    "aggregated_iterations",
+    "validation",
+    "graph",
+    "devices",
+}
 
 
 def parse_nccl_tests_json(text: str) -> NcclTestRun:
@@ -855,10 +961,10 @@ def parse_nccl_tests_json(text: str) -> NcclTestRun:
     try:
         document = jsonsafe.loads(text, finite_numbers=False)  # each number is checked where it is read, by name
     except json.JSONDecodeError as cut:
-        raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300):cut.pos + 60]) from None
-    except jsonsafe.JsonRefused as why:        # NaN, Infinity, an integer no float holds
+        raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300) : cut.pos + 60]) from None
+    except jsonsafe.JsonRefused as why:  # NaN, Infinity, an integer no float holds
         raise ParseError(TOOL, f"JSON report: {why}", text) from None
-    except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
+    except RecursionError:  # json's C decoder stops at the interpreter's depth limit
         raise ParseError(TOOL, "JSON report nested too deeply", text) from None
     if not isinstance(document, dict) or not {"version", "config", "results"} & document.keys():
         raise ParseError(TOOL, "not an nccl-tests JSON report (no version, config or results key)", text)
@@ -866,7 +972,7 @@ def parse_nccl_tests_json(text: str) -> NcclTestRun:
         return _json_run(document)
     except _Unreadable as why:
         raise ParseError(TOOL, f"JSON report: {why}", text) from None
-    except (ValueError, OverflowError, TypeError) as why:   # int(NaN) of a count, a rank, a size
+    except (ValueError, OverflowError, TypeError) as why:  # int(NaN) of a count, a rank, a size
         raise ParseError(TOOL, f"JSON report: a value cannot be read: {reprlib.repr(str(why))}", text) from None
 
 
@@ -874,9 +980,9 @@ def _json_break(text: str, cut: json.JSONDecodeError) -> str:
     """Where a report written by a process that died stops: the position and the section."""
     if not text.strip():
         return "empty JSON report"
-    before = text[:cut.pos]
+    before = text[: cut.pos]
     if '"results"' in before and '"out_of_bounds"' not in before:
-        rows = before.count('"experiment_name"')      # the last key of every result object
+        rows = before.count('"experiment_name"')  # the last key of every result object
         section = f"inside 'results' after {rows} complete rows"
     elif '"out_of_bounds"' in before:
         section = "in the summary after 'results'"
@@ -884,16 +990,20 @@ def _json_break(text: str, cut: json.JSONDecodeError) -> str:
         section = "inside 'config' (before 'results')"
     else:
         section = "in the preamble (version, args, env)"
-    return (f"JSON report cut off or malformed at line {cut.lineno} column {cut.colno} "
-            f"(character {cut.pos} of {len(text)}), {section}: {cut.msg}")
+    return (
+        f"JSON report cut off or malformed at line {cut.lineno} column {cut.colno} "
+        f"(character {cut.pos} of {len(text)}), {section}: {cut.msg}"
+    )
 
 
 def _json_run(document: dict) -> NcclTestRun:
     config = _json_object(document, "config")
     devices = config.get("devices", document.get("devices")) or []
     results = document.get("results")
-    rows = tuple(_json_row(_as_object(row, "results[]"), f"results[{i}]")
-                 for i, row in enumerate(_as_list(results or [], "results")))
+    rows = tuple(
+        _json_row(_as_object(row, "results[]"), f"results[{i}]")
+        for i, row in enumerate(_as_list(results or [], "results"))
+    )
     bounds = _json_object(document, "out_of_bounds")
     average = _json_object(document, "average_bus_bandwidth")
     library = _json_int(document, "nccl_version")
@@ -901,19 +1011,28 @@ def _json_run(document: dict) -> NcclTestRun:
     if bounds:
         fields.update(out_of_bounds=_json_int(bounds, "count"), out_of_bounds_ok=_json_bool(bounds, "okay"))
     if average:
-        fields.update(avg_busbw_gbs=_json_float(average, "bandwidth", "average_bus_bandwidth"),
-                      avg_busbw_ok=_json_bool(average, "okay"),
-                      concluded=True)
+        fields.update(
+            avg_busbw_gbs=_json_float(average, "bandwidth", "average_bus_bandwidth"),
+            avg_busbw_ok=_json_bool(average, "okay"),
+            concluded=True,
+        )
     errors = [e for e in _as_list(document.get("errors") or [], "errors") if isinstance(e, str) and e]
     version = _nccl_version_text(library)
     listed = tuple(_json_device(_as_object(d, "devices[]")) for d in _as_list(devices, "devices"))
     _one_run(listed)
     run = NcclTestRun(
-        nccl_library=library, nccl_version=version, nccl_versions=(version,) if version else (),
-        collective=_program(document.get("args")), params=_json_params(config) if config else None,
+        nccl_library=library,
+        nccl_version=version,
+        nccl_versions=(version,) if version else (),
+        collective=_program(document.get("args")),
+        params=_json_params(config) if config else None,
         devices=listed,
         columns=("size", "count", "type", "redop", "root") if results is not None else (),
-        rows=rows, from_json=True, nccl_last_error="; ".join(errors) or None, **fields)
+        rows=rows,
+        from_json=True,
+        nccl_last_error="; ".join(errors) or None,
+        **fields,
+    )
     return replace(run, failures=_json_failures(run))
 
 
@@ -931,8 +1050,9 @@ def _one_run(devices: tuple[RankDevice, ...]) -> None:
     hosts: dict[int, str] = {}
     for device in devices:
         if device.rank in hosts:
-            raise _Unreadable(f"rank {device.rank} is listed twice (on {hosts[device.rank]} and "
-                              f"{device.host}): {_TWO_RUNS}")
+            raise _Unreadable(
+                f"rank {device.rank} is listed twice (on {hosts[device.rank]} and {device.host}): {_TWO_RUNS}"
+            )
         hosts[device.rank] = device.host
 
 
@@ -941,33 +1061,48 @@ def _json_params(config: dict) -> TestParams:
     validation = _json_int(config, "validation")
     extra = {key: str(value) for key, value in config.items() if key not in _JSON_CONFIG_NAMED}
     return TestParams(
-        n_threads=_json_int(config, "nthreads"), n_gpus=_json_int(config, "ngpus"),
-        min_bytes=_json_int(config, "minimum_bytes"), max_bytes=_json_int(config, "maximum_bytes"),
+        n_threads=_json_int(config, "nthreads"),
+        n_gpus=_json_int(config, "ngpus"),
+        min_bytes=_json_int(config, "minimum_bytes"),
+        max_bytes=_json_int(config, "maximum_bytes"),
         step=f"{factor}(factor)" if factor is not None else f"{step}(bytes)" if step is not None else None,
-        warmup_iters=_json_int(config, "warmup_iters"), iters=_json_int(config, "iterations"),
+        warmup_iters=_json_int(config, "warmup_iters"),
+        iters=_json_int(config, "iterations"),
         agg_iters=_json_int(config, "aggregated_iterations"),
-        validation=None if validation is None else validation > 0, graph=_json_int(config, "graph"),
-        extra=extra)
+        validation=None if validation is None else validation > 0,
+        graph=_json_int(config, "graph"),
+        extra=extra,
+    )
 
 
 def _json_device(device: dict) -> RankDevice:
-    return RankDevice(rank=_json_int(device, "rank") or 0, host=str(device.get("hostname", "")),
-                      device=_json_int(device, "device") or 0, bus_id=str(device.get("device_hex", "")),
-                      model=str(device.get("device_info", "")), pid=_json_int(device, "pid"),
-                      group=_json_int(device, "group"))
+    return RankDevice(
+        rank=_json_int(device, "rank") or 0,
+        host=str(device.get("hostname", "")),
+        device=_json_int(device, "device") or 0,
+        bus_id=str(device.get("device_hex", "")),
+        model=str(device.get("device_info", "")),
+        pid=_json_int(device, "pid"),
+        group=_json_int(device, "group"),
+    )
 
 
 def _json_row(row: dict, where: str) -> SizeRow:
-    root = row.get("root")                     # written as the printed column: "    -1"
+    root = row.get("root")  # written as the printed column: "    -1"
     if isinstance(root, str):
         root = _int_or_none(root.strip())
     elif not isinstance(root, int) or isinstance(root, bool):
         root = None
     redop = row.get("redop")
-    return SizeRow(size=_json_int(row, "size") or 0, count=_json_int(row, "count") or 0,
-                   dtype=str(row.get("type", "")), redop=redop if isinstance(redop, str) else None,
-                   root=root, out_of_place=_json_measurement(row.get("out_of_place"), f"{where} out_of_place"),
-                   in_place=_json_measurement(row.get("in_place"), f"{where} in_place"))
+    return SizeRow(
+        size=_json_int(row, "size") or 0,
+        count=_json_int(row, "count") or 0,
+        dtype=str(row.get("type", "")),
+        redop=redop if isinstance(redop, str) else None,
+        root=root,
+        out_of_place=_json_measurement(row.get("out_of_place"), f"{where} out_of_place"),
+        in_place=_json_measurement(row.get("in_place"), f"{where} in_place"),
+    )
 
 
 def _json_measurement(half: Any, where: str) -> Measurement | None:
@@ -976,8 +1111,12 @@ def _json_measurement(half: Any, where: str) -> Measurement | None:
     half = _as_object(half, "out_of_place/in_place")
     time = _json_float(half, "time", where) if "time" in half else _json_float(half, "cpu_time", where)
     wrong = _json_float(half, "nwrong", where)
-    return Measurement(time, _json_float(half, "alg_bw", where), _json_float(half, "bus_bw", where),
-                       wrong=None if wrong is None else round(wrong))
+    return Measurement(
+        time,
+        _json_float(half, "alg_bw", where),
+        _json_float(half, "bus_bw", where),
+        wrong=None if wrong is None else round(wrong),
+    )
 
 
 def _json_object(document: dict, key: str) -> dict:

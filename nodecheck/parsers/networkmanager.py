@@ -4,6 +4,7 @@ NetworkManager taking a RoCE netdev's address away while the port flaps makes th
 re-add that address's GIDs, which can land at new indices (incident 2 in
 /work/shared/context/incidents.md). So a RoCE netdev that NetworkManager manages is worth a warning.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -32,7 +33,7 @@ def parse_nmcli_devices(text: str) -> dict[str, str]:
     for line in split_lines(text):
         if not line.strip():
             continue
-        if line.startswith("Error:"):          # "Error: NetworkManager is not running."
+        if line.startswith("Error:"):  # "Error: NetworkManager is not running."
             raise ParseError("nmcli", f"nmcli failed: {quote(line.strip())}", text)
         fields = _terse_fields(line)
         if len(fields) != 3 or not fields[0]:
@@ -71,12 +72,12 @@ def is_unmanaged(netdev: str, specs: Sequence[str]) -> bool:
     here: deciding them needs facts about the device this function does not have.
     """
     positives = [s for s in specs if not s.startswith("except:")]
-    negatives = [s[len("except:"):] for s in specs if s.startswith("except:")]
+    negatives = [s[len("except:") :] for s in specs if s.startswith("except:")]
     if any(_matches_name(netdev, spec) for spec in negatives):
-        return False                           # a negative match wins over any positive one
+        return False  # a negative match wins over any positive one
     if any(_matches_name(netdev, spec) for spec in positives):
         return True
-    return bool(negatives) and not positives   # only "except:" specs: as if "*" were listed too
+    return bool(negatives) and not positives  # only "except:" specs: as if "*" were listed too
 
 
 def specs_not_by_name(specs: Sequence[str]) -> list[str]:
@@ -120,8 +121,7 @@ def _keyfile_section(text: str) -> dict[str, str]:
         if group is None:
             raise ParseError(tool, f"not a key file: line {number}: a key before any [group]", text)
         if not equals or not key.strip():
-            raise ParseError(tool, f"not a key file: line {number}: not a key=value line: {quote(stripped)}",
-                             text)
+            raise ParseError(tool, f"not a key file: line {number}: not a key=value line: {quote(stripped)}", text)
         if group == "keyfile":
             # "unmanaged-devices+=x" reads as key "unmanaged-devices+" with value "x"
             keys[key.strip()] = value.strip()
@@ -142,12 +142,12 @@ def _name_spec(spec: str) -> tuple[str, bool] | None:
     if spec == "*":
         return "*", True
     if spec.startswith("interface-name:="):
-        return spec[len("interface-name:="):], False
+        return spec[len("interface-name:=") :], False
     if spec.startswith("interface-name:"):
-        return spec[len("interface-name:"):].removeprefix("~"), True
+        return spec[len("interface-name:") :].removeprefix("~"), True
     if ":" in spec or _HWADDR.fullmatch(spec):
-        return None                            # mac:, type:, driver:, ..., or a bare HWADDR
-    return spec, False                         # a bare IFNAME: literal, no globbing
+        return None  # mac:, type:, driver:, ..., or a bare HWADDR
+    return spec, False  # a bare IFNAME: literal, no globbing
 
 
 def _matches_name(netdev: str, spec: str) -> bool:

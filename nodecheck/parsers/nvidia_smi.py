@@ -1,9 +1,11 @@
 """Parse nvidia-smi's CSV queries, `-q` text, default table, `topo -m` and `nvlink -s/-R` into GPU facts."""
+
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields as dataclass_fields, replace
-from typing import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
@@ -13,26 +15,55 @@ from nodecheck.parsers.lines import split_lines
 # What the probe asks `nvidia-smi --query-gpu=<these> --format=csv,noheader,nounits` for. Note
 # `retired_pages.double_bit.count` has no `_ecc` while the single-bit one has (formats.md §6).
 QUERY_GPU_FIELDS: tuple[str, ...] = (
-    "index", "name", "uuid", "serial", "vbios_version", "pci.bus_id", "driver_version",
-    "persistence_mode", "ecc.mode.current", "ecc.mode.pending",
-    "ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total",
-    "ecc.errors.corrected.volatile.total", "retired_pages.pending", "retired_pages.double_bit.count",
-    "retired_pages.single_bit_ecc.count", "temperature.gpu", "power.draw", "power.limit",
-    "memory.used", "memory.total", "pcie.link.gen.current", "pcie.link.gen.max",
-    "pcie.link.width.current", "pcie.link.width.max",
+    "index",
+    "name",
+    "uuid",
+    "serial",
+    "vbios_version",
+    "pci.bus_id",
+    "driver_version",
+    "persistence_mode",
+    "ecc.mode.current",
+    "ecc.mode.pending",
+    "ecc.errors.uncorrected.volatile.total",
+    "ecc.errors.uncorrected.aggregate.total",
+    "ecc.errors.corrected.volatile.total",
+    "retired_pages.pending",
+    "retired_pages.double_bit.count",
+    "retired_pages.single_bit_ecc.count",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "memory.used",
+    "memory.total",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
 )
 # `--query-compute-apps=<these> --format=csv,noheader,nounits`
 COMPUTE_APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "process_name", "used_memory")
 
 # nvidia-smi's words for "no value". Any other fully bracketed value ("[Insufficient Permissions]",
 # "[GPU requires reset]", "[Not Found]") is also a status, never a reading, so it reads as None too.
-_NOT_A_VALUE = frozenset({"N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error",
-                          "[Unknown Error]", "Requested functionality has been deprecated", ""})
+_NOT_A_VALUE = frozenset(
+    {
+        "N/A",
+        "[N/A]",
+        "Not Supported",
+        "[Not Supported]",
+        "Unknown Error",
+        "[Unknown Error]",
+        "Requested functionality has been deprecated",
+        "",
+    }
+)
 # Whole-output failures: nvidia-smi printed this instead of (or in the middle of) what was asked.
 _FAILURES = re.compile(
     r"Failed to initialize NVML: .*|NVIDIA-SMI has failed because .*|No devices were found"
     r"|Unable to determine the number of GPUs|Unable to determine the device handle for .*"
-    r"|Field \".*\" is not a valid field to query\.")
+    r"|Field \".*\" is not a valid field to query\."
+)
 # PCI bus id as nvidia-smi prints it: an 8-digit domain ("00000000:9B:00.0"), older tools 4 digits.
 _BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])", re.ASCII)
 _INT = re.compile(r"\d+", re.ASCII)
@@ -59,7 +90,7 @@ def _check_failure(tool: str, text: str) -> None:
 
 
 def normalise_bus_id(value: str) -> str:
-    """"00000000:9B:00.0" → "0000:9b:00.0": nvidia-smi's 8-digit domain to sysfs's 4 digits, lower case."""
+    """ "00000000:9B:00.0" → "0000:9b:00.0": nvidia-smi's 8-digit domain to sysfs's 4 digits, lower case."""
     match = _BUS_ID.fullmatch(value.strip())
     if not match:
         raise ValueError(f"not a PCI bus id: {value!r}")
@@ -73,8 +104,9 @@ def normalise_bus_id(value: str) -> str:
 _HEADER_CELL = re.compile(r"([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?: \[([^\]]+)\])?", re.ASCII)
 
 
-def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
-              joinable: str | None = None) -> tuple[dict[str, str | None], ...]:
+def _csv_rows(
+    text: str, tool: str, fields_: Sequence[str] | None, joinable: str | None = None
+) -> tuple[dict[str, str | None], ...]:
     """Rows by field name. A first line of field names is a header (its units are stripped from
     values); otherwise `fields_` names the columns. `joinable` names the one column that may hold
     commas (a process name): surplus cells are joined back into it."""
@@ -85,27 +117,25 @@ def _csv_rows(text: str, tool: str, fields_: Sequence[str] | None,
     first = [cell.strip() for cell in lines[0].split(",")]
     header = [_HEADER_CELL.fullmatch(cell) for cell in first]
     if all(header):
-        names = [match[1] for match in header if match]      # (every cell matched)
+        names = [match[1] for match in header if match]  # (every cell matched)
         units = [match[2] for match in header if match]
         lines = lines[1:]
     elif fields_ is not None:
         names, units = list(fields_), [None] * len(fields_)
     else:
-        raise ParseError(tool, f"no header line and no field names given; first line {quote(lines[0])}",
-                         text)
+        raise ParseError(tool, f"no header line and no field names given; first line {quote(lines[0])}", text)
     rows = []
     for line in lines:
         cells = [cell.strip() for cell in line.split(",")]
         if joinable in names and len(cells) > len(names):
             at, surplus = names.index(joinable), len(cells) - len(names)
-            cells[at:at + surplus + 1] = [", ".join(cells[at:at + surplus + 1])]
+            cells[at : at + surplus + 1] = [", ".join(cells[at : at + surplus + 1])]
         if len(cells) != len(names):
-            raise ParseError(tool, f"row has {len(cells)} values, expected {len(names)}: {quote(line)}",
-                             text)
+            raise ParseError(tool, f"row has {len(cells)} values, expected {len(names)}: {quote(line)}", text)
         row = {}
         for name, unit, cell in zip(names, units, cells):
             if unit and cell.endswith(f" {unit}"):
-                cell = cell[:-len(unit) - 1]
+                cell = cell[: -len(unit) - 1]
             row[name] = _na(cell)
         rows.append(row)
     return tuple(rows)
@@ -178,12 +208,16 @@ def _gpu_from_row(position: int, row: Mapping[str, str | None], text: str) -> Gp
 
     index = get("index", _count)
     remapped = None
-    if any(row.get(f"remapped_rows.{key}") is not None
-           for key in ("correctable", "uncorrectable", "pending", "failure")):
+    if any(
+        row.get(f"remapped_rows.{key}") is not None for key in ("correctable", "uncorrectable", "pending", "failure")
+    ):
         # not in QUERY_GPU_FIELDS (older drivers may refuse it), read when a caller asks for it
-        remapped = RemappedRows(get("remapped_rows.correctable", _count),
-                                get("remapped_rows.uncorrectable", _count),
-                                get("remapped_rows.pending", _flag), get("remapped_rows.failure", _flag))
+        remapped = RemappedRows(
+            get("remapped_rows.correctable", _count),
+            get("remapped_rows.uncorrectable", _count),
+            get("remapped_rows.pending", _flag),
+            get("remapped_rows.failure", _flag),
+        )
     reasons = None
     # drivers before 535 name these clocks_throttle_reasons.* (formats.md §6); same values
     for prefix in ("clocks_event_reasons.", "clocks_throttle_reasons."):
@@ -192,9 +226,14 @@ def _gpu_from_row(position: int, row: Mapping[str, str | None], text: str) -> Gp
             reasons = frozenset(name for name, on in active.items() if on)
     bus_id = get("pci.bus_id", normalise_bus_id)
     return Gpu(
-        index=position if index is None else index, name=get("name"), uuid=get("uuid"),
-        serial=get("serial"), vbios=get("vbios_version"), pci_bus_id=bus_id,
-        persistence_mode=get("persistence_mode", _flag), ecc_enabled=get("ecc.mode.current", _flag),
+        index=position if index is None else index,
+        name=get("name"),
+        uuid=get("uuid"),
+        serial=get("serial"),
+        vbios=get("vbios_version"),
+        pci_bus_id=bus_id,
+        persistence_mode=get("persistence_mode", _flag),
+        ecc_enabled=get("ecc.mode.current", _flag),
         ecc_pending_enabled=get("ecc.mode.pending", _flag),
         ecc_uncorrectable_volatile=get("ecc.errors.uncorrected.volatile.total", _count),
         ecc_uncorrectable_aggregate=get("ecc.errors.uncorrected.aggregate.total", _count),
@@ -202,13 +241,18 @@ def _gpu_from_row(position: int, row: Mapping[str, str | None], text: str) -> Gp
         retired_pages_pending=get("retired_pages.pending", _flag),
         retired_pages_dbe=get("retired_pages.double_bit.count", _count),
         retired_pages_sbe=get("retired_pages.single_bit_ecc.count", _count),
-        remapped_rows=remapped, clock_event_reasons=reasons,
-        temperature_c=get("temperature.gpu", _float), power_draw_w=get("power.draw", _float),
-        power_limit_w=get("power.limit", _float), memory_used_mib=get("memory.used", _float),
+        remapped_rows=remapped,
+        clock_event_reasons=reasons,
+        temperature_c=get("temperature.gpu", _float),
+        power_draw_w=get("power.draw", _float),
+        power_limit_w=get("power.limit", _float),
+        memory_used_mib=get("memory.used", _float),
         memory_total_mib=get("memory.total", _float),
-        pcie_gen_current=get("pcie.link.gen.current", _count), pcie_gen_max=get("pcie.link.gen.max", _count),
+        pcie_gen_current=get("pcie.link.gen.current", _count),
+        pcie_gen_max=get("pcie.link.gen.max", _count),
         pcie_width_current=get("pcie.link.width.current", _count),
-        pcie_width_max=get("pcie.link.width.max", _count))
+        pcie_width_max=get("pcie.link.width.max", _count),
+    )
 
 
 def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> tuple[tuple[str, GpuProcess], ...]:
@@ -228,7 +272,7 @@ def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> tuple[
         try:
             used = None if memory is None else _float(memory)
         except ValueError:
-            assert memory is not None          # None is not parsed, so it never raises
+            assert memory is not None  # None is not parsed, so it never raises
             raise ParseError(tool, f"used memory {quote(memory)} is not readable", text) from None
         # a process name nvidia-smi cannot see (a container's) is printed as "[Not Found]": None
         # here, "" in the fact, since GpuProcess.name is a plain string
@@ -237,6 +281,7 @@ def parse_compute_apps(text: str, fields: Sequence[str] | None = None) -> tuple[
 
 
 # == nvidia-smi -q ===============================================================================
+
 
 @dataclass(frozen=True)
 class QFacts:
@@ -248,12 +293,17 @@ class QFacts:
 
 _Q_GPU_HEADER = re.compile(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])", re.ASCII)
 _Q_BANNER = re.compile(r"=+\s*NVSMI LOG\s*=+")
-_Q_LINE = re.compile(r"([^:]*?\S)\s*(?::\s*(.*))?")     # "Key   : value" or a section name "Key"
+_Q_LINE = re.compile(r"([^:]*?\S)\s*(?::\s*(.*))?")  # "Key   : value" or a section name "Key"
 _Q_CLOCK_REASONS = {
-    "idle": "gpu_idle", "applications clocks setting": "applications_clocks_setting",
-    "sw power cap": "sw_power_cap", "hw slowdown": "hw_slowdown", "sync boost": "sync_boost",
-    "sw thermal slowdown": "sw_thermal_slowdown", "hw thermal slowdown": "hw_thermal_slowdown",
-    "hw power brake slowdown": "hw_power_brake_slowdown", "display clock setting": "display_clock_setting",
+    "idle": "gpu_idle",
+    "applications clocks setting": "applications_clocks_setting",
+    "sw power cap": "sw_power_cap",
+    "hw slowdown": "hw_slowdown",
+    "sync boost": "sync_boost",
+    "sw thermal slowdown": "sw_thermal_slowdown",
+    "hw thermal slowdown": "hw_thermal_slowdown",
+    "hw power brake slowdown": "hw_power_brake_slowdown",
+    "display clock setting": "display_clock_setting",
 }
 # ECC counters in the layout of drivers since about 450: "SRAM Uncorrectable" (550+: split into
 # "SRAM Uncorrectable Parity" and "SRAM Uncorrectable SEC-DED"), "DRAM Uncorrectable", and the
@@ -264,8 +314,8 @@ _Q_CORRECTABLE = re.compile(r"(sram|dram) correctable")
 
 @dataclass(frozen=True)
 class _Entry:
-    path: tuple[str, ...]                      # lower-cased keys from the GPU section down
-    value: str | None                          # None: a section name without a value
+    path: tuple[str, ...]  # lower-cased keys from the GPU section down
+    value: str | None  # None: a section name without a value
 
 
 def parse_q(text: str) -> QFacts:
@@ -289,9 +339,11 @@ def parse_q(text: str) -> QFacts:
     starts = list(headers)
     sections: list[tuple[str | None, list[str]]]
     if starts:
-        preamble = _q_entries(lines[:starts[0]], gaps)
-        sections = [(normalise_bus_id(headers[at][1]),
-                     lines[at + 1:end]) for at, end in zip(starts, starts[1:] + [len(lines)])]
+        preamble = _q_entries(lines[: starts[0]], gaps)
+        sections = [
+            (normalise_bus_id(headers[at][1]), lines[at + 1 : end])
+            for at, end in zip(starts, starts[1:] + [len(lines)])
+        ]
     else:
         preamble, sections = [], [(None, lines)]
         gaps.append("no GPU header")
@@ -306,18 +358,34 @@ def parse_q(text: str) -> QFacts:
     attached = _na(top.get(("attached gpus",)))
     if attached is not None and _INT.fullmatch(attached) and int(attached) > len(sections):
         gaps.append(f"Attached GPUs says {attached}, output shows {len(sections)}")
-    return QFacts(_na(top.get(("driver version",))), _na(top.get(("cuda version",))), tuple(gpus),
-                  tuple(gaps))
+    return QFacts(_na(top.get(("driver version",))), _na(top.get(("cuda version",))), tuple(gpus), tuple(gaps))
 
 
 def _expect_unique_bus_ids(tool: str, gpus: Sequence[Gpu], text: str) -> None:
     _expect_unique(tool, (f"GPU {gpu.pci_bus_id}" for gpu in gpus if gpu.pci_bus_id is not None), text)
 
 
-_Q_KNOWN_SECTIONS = ("product name", "gpu uuid", "serial number", "vbios version", "persistence mode",
-                     "ecc mode", "ecc errors", "retired pages", "remapped rows", "clocks event reasons",
-                     "clocks throttle reasons", "temperature", "power readings", "gpu power readings",
-                     "fb memory usage", "pci", "processes", "driver version", "minor number")
+_Q_KNOWN_SECTIONS = (
+    "product name",
+    "gpu uuid",
+    "serial number",
+    "vbios version",
+    "persistence mode",
+    "ecc mode",
+    "ecc errors",
+    "retired pages",
+    "remapped rows",
+    "clocks event reasons",
+    "clocks throttle reasons",
+    "temperature",
+    "power readings",
+    "gpu power readings",
+    "fb memory usage",
+    "pci",
+    "processes",
+    "driver version",
+    "minor number",
+)
 
 
 def _known_q_key(path: tuple[str, ...]) -> bool:
@@ -331,12 +399,12 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
     if not lines:
         return []
     base = min(len(line) - len(line.lstrip()) for line in lines)
-    stack: list[tuple[int, str, bool]] = []          # (indent, key, orphan)
+    stack: list[tuple[int, str, bool]] = []  # (indent, key, orphan)
     entries, orphans, first_placed = [], 0, None
     for line in lines:
         indent = len(line) - len(line.lstrip())
         match = _Q_LINE.fullmatch(line.strip())
-        if match is None:                      # ": value" with no key: nothing says where it belongs
+        if match is None:  # ": value" with no key: nothing says where it belongs
             gaps.append(f"unreadable line {quote(line.strip())} (no key before ':')")
             continue
         key, value = match[1].strip().lower(), match[2]
@@ -348,7 +416,7 @@ def _q_entries(lines: Sequence[str], gaps: list[str]) -> list[_Entry]:
             orphans += 1
             continue
         if first_placed is None:
-            first_placed = match[1]            # the first placed line's key, as printed
+            first_placed = match[1]  # the first placed line's key, as printed
         entries.append(_Entry(tuple(k for _, k, _ in stack), None if value is None else value.strip()))
     if orphans:
         where = f"before {quote(first_placed)}" if first_placed else "in all"
@@ -363,7 +431,7 @@ class _QSection:
         self.label, self.entries, self.gaps = label, entries, gaps
         self.values: dict[tuple[str, ...], str | None] = {}
         for entry in entries:
-            self.values.setdefault(entry.path, entry.value)   # first wins: processes repeat keys
+            self.values.setdefault(entry.path, entry.value)  # first wins: processes repeat keys
 
     def has(self, *path: str) -> bool:
         return path in self.values
@@ -387,13 +455,13 @@ class _QSection:
 
     def children(self, *path: str) -> dict[str, str | None]:
         """Every key under `path`, nested ones too ("HW Thermal Slowdown" sits under "HW Slowdown")."""
-        return {p[-1]: _na(v) for p, v in self.values.items() if len(p) > len(path) and p[:len(path)] == path}
+        return {p[-1]: _na(v) for p, v in self.values.items() if len(p) > len(path) and p[: len(path)] == path}
 
     def closed(self, *path: str) -> bool:
         """Whether the output goes on past the section: one that runs to the end may be cut short."""
         inside = False
         for entry in self.entries:
-            if entry.path[:len(path)] == path:
+            if entry.path[: len(path)] == path:
                 inside = True
             elif inside:
                 return True
@@ -409,29 +477,41 @@ def _q_gpu(index: int, bus_id: str | None, entries: Sequence[_Entry], gaps: list
     if not q.has("processes"):
         gaps.append(f"GPU{index}: output ends before its Processes section")
     return Gpu(
-        index=index, name=q.text("product name"), uuid=q.text("gpu uuid"), serial=q.text("serial number"),
-        vbios=q.text("vbios version"), pci_bus_id=bus_id,
+        index=index,
+        name=q.text("product name"),
+        uuid=q.text("gpu uuid"),
+        serial=q.text("serial number"),
+        vbios=q.text("vbios version"),
+        pci_bus_id=bus_id,
         persistence_mode=q.read(_flag, ("persistence mode",)),
         ecc_enabled=q.read(_flag, ("ecc mode", "current")),
         ecc_pending_enabled=q.read(_flag, ("ecc mode", "pending")),
         ecc_uncorrectable_volatile=_q_ecc(q, "volatile", _Q_UNCORRECTABLE, "double bit"),
         ecc_uncorrectable_aggregate=_q_ecc(q, "aggregate", _Q_UNCORRECTABLE, "double bit"),
         ecc_correctable_volatile=_q_ecc(q, "volatile", _Q_CORRECTABLE, "single bit"),
-        retired_pages_pending=q.read(_flag, ("retired pages", "pending page blacklist"),
-                                     ("retired pages", "pending page retirement"), ("retired pages", "pending")),
+        retired_pages_pending=q.read(
+            _flag,
+            ("retired pages", "pending page blacklist"),
+            ("retired pages", "pending page retirement"),
+            ("retired pages", "pending"),
+        ),
         retired_pages_dbe=q.read(_count, ("retired pages", "double bit ecc")),
         retired_pages_sbe=q.read(_count, ("retired pages", "single bit ecc")),
-        remapped_rows=_q_remapped_rows(q), clock_event_reasons=_q_clock_reasons(q),
+        remapped_rows=_q_remapped_rows(q),
+        clock_event_reasons=_q_clock_reasons(q),
         temperature_c=q.read(_float, ("temperature", "gpu current temp")),
-        power_draw_w=q.read(_float, *draw), power_limit_w=q.read(_float, *limit),
+        power_draw_w=q.read(_float, *draw),
+        power_limit_w=q.read(_float, *limit),
         memory_used_mib=q.read(_float, ("fb memory usage", "used")),
         memory_total_mib=q.read(_float, ("fb memory usage", "total")),
-        pcie_gen_current=q.read(_count, link + ("pcie generation", "current"),
-                                link + ("pcie generation", "device current")),
+        pcie_gen_current=q.read(
+            _count, link + ("pcie generation", "current"), link + ("pcie generation", "device current")
+        ),
         pcie_gen_max=_q_link_max(q, link + ("pcie generation",)),
         pcie_width_current=q.read(_count, link + ("link width", "current")),
         pcie_width_max=_q_link_max(q, link + ("link width",)),
-        processes=_q_processes(q, cut=cut))
+        processes=_q_processes(q, cut=cut),
+    )
 
 
 def _q_ecc(q: _QSection, period: str, counter: re.Pattern, old_kind: str) -> int | None:
@@ -449,23 +529,28 @@ def _q_ecc(q: _QSection, period: str, counter: re.Pattern, old_kind: str) -> int
         return None
     if any(value is None or not _INT.fullmatch(value) for value in parts.values()):
         return None
-    return sum(int(value) for value in parts.values() if value is not None)     # (none is None: checked above)
+    return sum(int(value) for value in parts.values() if value is not None)  # (none is None: checked above)
 
 
 def _q_remapped_rows(q: _QSection) -> RemappedRows | None:
     section = ("remapped rows",)
-    rows = RemappedRows(q.read(_count, section + ("correctable error",)),
-                        q.read(_count, section + ("uncorrectable error",)),
-                        q.read(_flag, section + ("pending",)),
-                        q.read(_flag, section + ("remapping failure occurred",)))
+    rows = RemappedRows(
+        q.read(_count, section + ("correctable error",)),
+        q.read(_count, section + ("uncorrectable error",)),
+        q.read(_flag, section + ("pending",)),
+        q.read(_flag, section + ("remapping failure occurred",)),
+    )
     # "Remapped Rows : N/A" (pre-Ampere, MIG) and an absent section both leave all four unknown
     return None if rows == RemappedRows(None, None, None, None) else rows
 
 
 def _q_clock_reasons(q: _QSection) -> frozenset[str] | None:
-    for section in ("clocks event reasons", "clocks throttle reasons"):   # the name before driver 535
-        states = {_Q_CLOCK_REASONS[key]: value for key, value in q.children(section).items()
-                  if key in _Q_CLOCK_REASONS and value in ("Active", "Not Active")}
+    for section in ("clocks event reasons", "clocks throttle reasons"):  # the name before driver 535
+        states = {
+            _Q_CLOCK_REASONS[key]: value
+            for key, value in q.children(section).items()
+            if key in _Q_CLOCK_REASONS and value in ("Active", "Not Active")
+        }
         if states and not q.closed(section):
             # the reasons not shown might be the active ones: an empty set would read as "none"
             q.gaps.append(f"{q.label} {section}: section cut off")
@@ -486,7 +571,7 @@ def _q_link_max(q: _QSection, path: tuple[str, ...]) -> int | None:
     if device is not None and host is not None:
         return min(device, host)
     if q.has(*path, "device max") or q.has(*path, "host max"):
-        return None                            # one side only (N/A or cut off): "Max" may overstate it
+        return None  # one side only (N/A or cut off): "Max" may overstate it
     return q.read(_count, path + ("max",))
 
 
@@ -495,7 +580,7 @@ def _q_processes(q: _QSection, *, cut: bool) -> tuple[GpuProcess, ...] | None:
     if not q.has("processes"):
         return None
     if cut and not q.closed("processes"):
-        q.gaps.append(f"{q.label} Processes: section cut off")     # entries after the cut are unknown
+        q.gaps.append(f"{q.label} Processes: section cut off")  # entries after the cut are unknown
         return None
     if q.values[("processes",)] is not None:
         return () if q.values[("processes",)] in ("None", "No running processes found") else None
@@ -518,21 +603,25 @@ def _q_processes(q: _QSection, *, cut: bool) -> tuple[GpuProcess, ...] | None:
             q.gaps.append(f"{q.label} process: unreadable Process ID {quote(str(proc['pid']))}")
             continue
         if (kind := proc.get("type")) is not None and "C" not in kind:
-            continue                           # a graphics-only client (Xorg) is not a compute process
+            continue  # a graphics-only client (Xorg) is not a compute process
         memory = proc.get("used gpu memory")
         used = _WITH_UNIT.fullmatch(memory) if memory is not None else None
-        processes.append(GpuProcess(int(proc["pid"]), proc.get("name") or proc.get("process name") or "",
-                                    float(used[1]) if used else None))
+        processes.append(
+            GpuProcess(
+                int(proc["pid"]), proc.get("name") or proc.get("process name") or "", float(used[1]) if used else None
+            )
+        )
     return tuple(processes)
 
 
 # == default nvidia-smi table ====================================================================
 
+
 @dataclass(frozen=True)
 class TableFacts:
     driver_version: str | None
     cuda_version: str | None
-    gpus: tuple[Gpu, ...]                      # processes set only where the Processes table was read
+    gpus: tuple[Gpu, ...]  # processes set only where the Processes table was read
     gaps: tuple[str, ...] = ()
 
 
@@ -566,7 +655,7 @@ def _process_row(joined: str) -> tuple[int, int, str, str, str] | None:
     head = _T_PROCESS_HEAD.match(joined)
     if head is None:
         return None
-    tail = joined[head.end():].rsplit(None, 1)
+    tail = joined[head.end() :].rsplit(None, 1)
     if len(tail) != 2 or not _T_PROCESS_MEMORY.fullmatch(tail[1]):
         return None
     return int(head[1]), int(head[2]), head[3], tail[0], tail[1]
@@ -591,7 +680,7 @@ def parse_table(text: str) -> TableFacts:
         gaps.append(f"output ends mid-line: {quote(lines[-1].strip())}")
     driver = cuda = None
     header_seen = False
-    blocks: list[dict] = []                    # per GPU: {"row1": cells, "row2": cells | None}
+    blocks: list[dict] = []  # per GPU: {"row1": cells, "row2": cells | None}
     processes: list[tuple[int, GpuProcess]] = []
     section, process_state = "gpus", None
     for line in lines:
@@ -610,8 +699,7 @@ def parse_table(text: str) -> TableFacts:
             section, process_state = "processes", "header"
             continue
         if section == "gpus":
-            if len(cells) >= 2 and _row1_gpu(cells[0]) is not None \
-                    and _T_ROW1_BUS.fullmatch(cells[1].strip()):
+            if len(cells) >= 2 and _row1_gpu(cells[0]) is not None and _T_ROW1_BUS.fullmatch(cells[1].strip()):
                 blocks.append({"row1": cells, "row2": None, "next": True})
             elif blocks and blocks[-1]["next"] and cells:
                 blocks[-1]["row2"], blocks[-1]["next"] = cells, False
@@ -642,8 +730,9 @@ def parse_table(text: str) -> TableFacts:
     return TableFacts(driver, cuda, tuple(gpus), tuple(gaps))
 
 
-def _table_process_line(stripped: str, joined: str, state: str | None,
-                        processes: list[tuple[int, GpuProcess]]) -> str | None:
+def _table_process_line(
+    stripped: str, joined: str, state: str | None, processes: list[tuple[int, GpuProcess]]
+) -> str | None:
     """One line of the Processes table; returns the new state: header, rows, closed, or cut."""
     if state == "header":
         return "rows" if stripped.startswith("|=") else "header"
@@ -655,9 +744,9 @@ def _table_process_line(stripped: str, joined: str, state: str | None,
         return "rows"
     row = _process_row(joined)
     if row is None or not stripped.endswith("|"):
-        return "cut"                           # a row that is not whole: the list can't be trusted
+        return "cut"  # a row that is not whole: the list can't be trusted
     gpu, pid, kind, name, memory = row
-    if "C" in kind:                            # G-only (Xorg) is not a compute process
+    if "C" in kind:  # G-only (Xorg) is not a compute process
         used = None if memory == "N/A" else float(memory[:-3])
         processes.append((gpu, GpuProcess(pid, name, used)))
     return "rows"
@@ -666,7 +755,7 @@ def _table_process_line(stripped: str, joined: str, state: str | None,
 def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
     row1, row2 = block["row1"], block["row2"]
     head, bus = _row1_gpu(row1[0]), _T_ROW1_BUS.fullmatch(row1[1].strip())
-    assert head is not None and bus is not None    # a block starts only at a row that reads as both
+    assert head is not None and bus is not None  # a block starts only at a row that reads as both
     index = head[0]
     label = f"GPU{index}"
     ecc_enabled = ecc_count = None
@@ -700,30 +789,41 @@ def _table_gpu(block: Mapping, gaps: list[str]) -> Gpu:
         else:
             gaps.append(f"{label}: unreadable Memory-Usage cell {quote(row2[1].strip())}")
     persistence = {"On": True, "Off": False}.get(head[2])
-    return Gpu(index=index, name=head[1], pci_bus_id=normalise_bus_id(bus[1]), persistence_mode=persistence,
-               ecc_enabled=ecc_enabled, ecc_uncorrectable_volatile=ecc_count, temperature_c=temp,
-               power_draw_w=draw, power_limit_w=cap, memory_used_mib=used, memory_total_mib=total)
+    return Gpu(
+        index=index,
+        name=head[1],
+        pci_bus_id=normalise_bus_id(bus[1]),
+        persistence_mode=persistence,
+        ecc_enabled=ecc_enabled,
+        ecc_uncorrectable_volatile=ecc_count,
+        temperature_c=temp,
+        power_draw_w=draw,
+        power_limit_w=cap,
+        memory_used_mib=used,
+        memory_total_mib=total,
+    )
 
 
 def _table_value(label: str, what: str, token: str, shape: re.Pattern, gaps: list[str]) -> float | None:
     match = shape.fullmatch(token)
     if match:
         return float(match[1])
-    if _na(token) is not None:                 # "ERR!": the driver could not read it; say so
+    if _na(token) is not None:  # "ERR!": the driver could not read it; say so
         gaps.append(f"{label} {what}: {quote(token)}")
     return None
 
 
 # == nvidia-smi topo -m / topo -p2p ==============================================================
 
+
 @dataclass(frozen=True)
 class Topo:
-    devices: tuple[str, ...]                   # column order: "GPU0", "GPU1", "NIC0", "mlx5_0", ...
-    links: dict[tuple[str, str], str]          # (row, column) → as printed: "X", "PIX", "NV18", "NS"
-    cpu_affinity: dict[str, str]               # device → "24-47,72-95"; N/A and NIC rows absent
-    numa_affinity: dict[str, str]              # device → "1"
-    gpu_numa_id: dict[str, str] = field(default_factory=dict)   # "GPU NUMA ID" column (550+), if not N/A
-    nics: dict[str, str] = field(default_factory=dict)          # "NIC Legend": "NIC0" → "mlx5_0"
+    devices: tuple[str, ...]  # column order: "GPU0", "GPU1", "NIC0", "mlx5_0", ...
+    links: dict[tuple[str, str], str]  # (row, column) → as printed: "X", "PIX", "NV18", "NS"
+    cpu_affinity: dict[str, str]  # device → "24-47,72-95"; N/A and NIC rows absent
+    numa_affinity: dict[str, str]  # device → "1"
+    gpu_numa_id: dict[str, str] = field(default_factory=dict)  # "GPU NUMA ID" column (550+), if not N/A
+    nics: dict[str, str] = field(default_factory=dict)  # "NIC Legend": "NIC0" → "mlx5_0"
     gaps: tuple[str, ...] = ()
 
 
@@ -742,9 +842,9 @@ def _topo_header(line: str) -> tuple[tuple[str, ...], list[str]]:
         peeled = False
         for label in _TOPO_LABELS:
             parts = label.split()
-            if len(words) >= len(parts) and words[-len(parts):] == parts:
+            if len(words) >= len(parts) and words[-len(parts) :] == parts:
                 labels.insert(0, label)
-                del words[-len(parts):]
+                del words[-len(parts) :]
                 peeled = True
     return tuple(words), labels
 
@@ -765,8 +865,7 @@ def parse_topo(text: str) -> Topo:
     devices, labels = _topo_header(body[0])
     known = set(devices)
     if not devices or not all(re.fullmatch(r"[A-Za-z][\w.-]*\d", d, re.ASCII) for d in devices):
-        raise ParseError(tool, f"expected a header of device names (GPU0 GPU1 ...), got {quote(body[0].strip())}",
-                         text)
+        raise ParseError(tool, f"expected a header of device names (GPU0 GPU1 ...), got {quote(body[0].strip())}", text)
     links: dict[tuple[str, str], str] = {}
     columns: dict[str, dict[str, str]] = {label: {} for label in _TOPO_LABELS}
     nics: dict[str, str] = {}
@@ -775,7 +874,7 @@ def parse_topo(text: str) -> Topo:
     in_legend = False
     for line in body[1:]:
         stripped = line.strip()
-        if stripped.endswith("Legend:"):       # "Legend:" and "NIC Legend:" close the matrix
+        if stripped.endswith("Legend:"):  # "Legend:" and "NIC Legend:" close the matrix
             in_legend = True
             continue
         if in_legend:
@@ -786,9 +885,12 @@ def parse_topo(text: str) -> Topo:
         tokens = stripped.split()
         if tokens[0] not in known or tokens[0] in done:
             raise ParseError(tool, f"unexpected matrix row {quote(stripped)}", text)
-        values, extra = tokens[1:1 + len(devices)], tokens[1 + len(devices):]
-        if len(values) < len(devices) or len(extra) > len(labels) \
-                or not all(_TOPO_LINK.fullmatch(value) for value in values):
+        values, extra = tokens[1 : 1 + len(devices)], tokens[1 + len(devices) :]
+        if (
+            len(values) < len(devices)
+            or len(extra) > len(labels)
+            or not all(_TOPO_LINK.fullmatch(value) for value in values)
+        ):
             raise ParseError(tool, f"matrix row does not fit the header: {quote(stripped)}", text)
         rows.append(tokens[0])
         done.add(tokens[0])
@@ -798,16 +900,18 @@ def parse_topo(text: str) -> Topo:
             if _na(value) is not None:
                 columns[label][tokens[0]] = value
     gaps += [f"no matrix row for {device}" for device in devices if device not in done]
-    return Topo(devices, links, columns["CPU Affinity"], columns["NUMA Affinity"], columns["GPU NUMA ID"],
-                nics, tuple(gaps))
+    return Topo(
+        devices, links, columns["CPU Affinity"], columns["NUMA Affinity"], columns["GPU NUMA ID"], nics, tuple(gaps)
+    )
 
 
 # == nvidia-smi nvlink -s / -R ===================================================================
 
+
 @dataclass(frozen=True)
 class NvLinkRemote:
     link: int
-    remote_pci_bus_id: str                     # normalised "0000:d5:00.0"
+    remote_pci_bus_id: str  # normalised "0000:d5:00.0"
     remote_link: int
 
 
@@ -846,8 +950,10 @@ def parse_nvlink_status(text: str) -> dict[int, tuple[NvLink, ...]]:
     """Links per GPU index from `nvidia-smi nvlink -s`; a GPU listed without links has ()."""
     blocks = _nvlink_blocks(text, "nvidia-smi nvlink -s", _NV_SPEED)
     # nvidia-smi prints GB/s (bytes); NvLink.speed_gbps is in gigabits, so the printed number × 8
-    return {gpu: tuple(NvLink(int(m[1]), m[3] is None, float(m[2]) * 8 if m[2] else None) for m in links)
-            for gpu, links in blocks.items()}
+    return {
+        gpu: tuple(NvLink(int(m[1]), m[3] is None, float(m[2]) * 8 if m[2] else None) for m in links)
+        for gpu, links in blocks.items()
+    }
 
 
 def parse_nvlink_remote(text: str) -> dict[int, tuple[NvLinkRemote, ...]]:
@@ -865,8 +971,10 @@ def parse_nvlink_remote(text: str) -> dict[int, tuple[NvLinkRemote, ...]]:
 
 # == merge =======================================================================================
 
-def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None, q: str | None,
-                              nvlink: str | None, note: str = "") -> GpuFacts:
+
+def gpu_facts_from_nvidia_smi(
+    *, query_gpu: str | None, compute_apps: str | None, q: str | None, nvlink: str | None, note: str = ""
+) -> GpuFacts:
     """GpuFacts from nvidia-smi's outputs: the CSV's GPUs, filled in from `-q` (matched by PCI bus id,
     else by index), with processes from the compute-apps CSV and links from `nvlink -s`."""
     if query_gpu is None and q is None:
@@ -876,8 +984,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
     csv_had_driver = False
     # real stdout ends with a newline; a capture without one was cut, and its last CSV value may be
     # a cut number ("1" of "16") that no column count can catch
-    for name, text in (("--query-gpu", query_gpu), ("--query-compute-apps", compute_apps),
-                       ("nvlink -s", nvlink)):
+    for name, text in (("--query-gpu", query_gpu), ("--query-compute-apps", compute_apps), ("nvlink -s", nvlink)):
         if text and text.strip() and not text.endswith("\n"):
             last = split_lines(text)[-1].strip()
             raise ParseError(f"nvidia-smi {name}", f"output ends mid-line: {quote(last)}", text)
@@ -893,7 +1000,7 @@ def gpu_facts_from_nvidia_smi(*, query_gpu: str | None, compute_apps: str | None
     if q_facts is not None:
         gaps += [f"nvidia-smi -q: {gap}" for gap in q_facts.gaps]
         cuda = q_facts.cuda_version
-        if not csv_had_driver:             # GPUs that disagree stay unknown, not -q's pick
+        if not csv_had_driver:  # GPUs that disagree stay unknown, not -q's pick
             driver = q_facts.driver_version
         gpus = list(q_facts.gpus) if query_gpu is None else _merge_q(gpus, q_facts.gpus, gaps)
     if compute_apps is not None:
@@ -929,8 +1036,9 @@ def _merge_q(gpus: Sequence[Gpu], q_gpus: Sequence[Gpu], gaps: list[str]) -> lis
         match = by_bus.get(gpu.pci_bus_id) if gpu.pci_bus_id is not None else None
         if match is None:
             # by index only where a bus id cannot decide: one side lacks it (a headless -q excerpt)
-            match = next((g for g in by_index.get(gpu.index, ())
-                          if g.pci_bus_id is None or gpu.pci_bus_id is None), None)
+            match = next(
+                (g for g in by_index.get(gpu.index, ()) if g.pci_bus_id is None or gpu.pci_bus_id is None), None
+            )
         if match is None:
             merged.append(gpu)
             continue
@@ -944,13 +1052,15 @@ def _merge_q(gpus: Sequence[Gpu], q_gpus: Sequence[Gpu], gaps: list[str]) -> lis
 
 def _fill(base: Gpu, extra: Gpu) -> Gpu:
     """`base` with each fact it lacks taken from `extra`; a fact both have keeps base's value."""
-    changes = {f.name: getattr(extra, f.name) for f in dataclass_fields(Gpu)
-               if f.name != "index" and getattr(base, f.name) is None and getattr(extra, f.name) is not None}
+    changes = {
+        f.name: getattr(extra, f.name)
+        for f in dataclass_fields(Gpu)
+        if f.name != "index" and getattr(base, f.name) is None and getattr(extra, f.name) is not None
+    }
     return replace(base, **changes)
 
 
-def _attach_processes(gpus: Iterable[Gpu], apps: Sequence[tuple[str, GpuProcess]],
-                      gaps: list[str]) -> list[Gpu]:
+def _attach_processes(gpus: Iterable[Gpu], apps: Sequence[tuple[str, GpuProcess]], gaps: list[str]) -> list[Gpu]:
     gpus = list(gpus)
     if any(uuid == "" for uuid, _ in apps):
         gaps.append("compute apps without gpu_uuid: processes not attributed to GPUs")

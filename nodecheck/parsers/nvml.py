@@ -4,11 +4,13 @@ Pure and strict: every value is type-checked against the schema and a wrong type
 naming the field, never coerced (the one widening: an integer where a float belongs). null stays
 None ("not reported"). The probe's "errors" entries become GpuFacts.gaps.
 """
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
@@ -16,7 +18,7 @@ from nodecheck.parsers.lines import split_lines
 
 TOOL = "nvml probe"
 SCHEMA = 1
-UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"   # the probe's exit-3 line
+UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"  # the probe's exit-3 line
 _REQUIRED = ("schema", "driver_version", "gpus")
 # NVML "00000000:9B:00.0" (8-digit domain) or legacy "0000:9B:00.0"
 _BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])", re.ASCII)
@@ -34,7 +36,7 @@ def parse_nvml_probe(text: str) -> GpuFacts:
     stripped = text.strip()
     first = split_lines(stripped)[0] if stripped else ""
     if first.startswith(UNAVAILABLE_PREFIX):
-        raise NvmlUnavailable(first[len(UNAVAILABLE_PREFIX):].strip() or "no reason given", text)
+        raise NvmlUnavailable(first[len(UNAVAILABLE_PREFIX) :].strip() or "no reason given", text)
     if not stripped:
         raise ParseError(TOOL, "empty output", text)
     try:
@@ -61,14 +63,21 @@ def parse_nvml_probe(text: str) -> GpuFacts:
     indexes = [g.index for g in gpus]
     if len(set(indexes)) != len(indexes):
         raise ParseError(TOOL, f"duplicate GPU index in {indexes}", text)
-    errors = reader.opt(doc, "errors", list, "errors") if "errors" in doc else None   # absent: none
+    errors = reader.opt(doc, "errors", list, "errors") if "errors" in doc else None  # absent: none
     gaps = tuple(reader.gap(raw, f"errors[{i}]") for i, raw in enumerate(errors or ()))
     return GpuFacts(source="nvml", driver_version=driver, cuda_driver_version=cuda, gpus=gpus, gaps=gaps)
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 class _Reader:
@@ -88,8 +97,14 @@ class _Reader:
         else:
             ok = type(value) is kind
         if not ok:
-            expected = {float: "a number", int: "an integer", bool: "a boolean", str: "a string",
-                        list: "an array", dict: "an object"}[kind]
+            expected = {
+                float: "a number",
+                int: "an integer",
+                bool: "a boolean",
+                str: "a string",
+                list: "an array",
+                dict: "an object",
+            }[kind]
             raise self.fail(path, f"expected {expected}, got {_kind(value)} {value!r}"[:200])
         return value
 
@@ -117,21 +132,36 @@ class _Reader:
         if index < 0:
             raise self.fail(f"{path}.index", f"negative index {index}")
         fields: dict[str, Any] = {}
-        for name, kind in (("name", str), ("uuid", str), ("serial", str), ("vbios", str),
-                           ("persistence_mode", bool), ("ecc_enabled", bool), ("ecc_pending_enabled", bool),
-                           ("ecc_uncorrectable_volatile", int), ("ecc_uncorrectable_aggregate", int),
-                           ("ecc_correctable_volatile", int), ("retired_pages_pending", bool),
-                           ("retired_pages_dbe", int), ("retired_pages_sbe", int),
-                           ("temperature_c", float), ("power_draw_w", float), ("power_limit_w", float),
-                           ("memory_used_mib", float), ("memory_total_mib", float),
-                           ("pcie_gen_current", int), ("pcie_gen_max", int),
-                           ("pcie_width_current", int), ("pcie_width_max", int)):
+        for name, kind in (
+            ("name", str),
+            ("uuid", str),
+            ("serial", str),
+            ("vbios", str),
+            ("persistence_mode", bool),
+            ("ecc_enabled", bool),
+            ("ecc_pending_enabled", bool),
+            ("ecc_uncorrectable_volatile", int),
+            ("ecc_uncorrectable_aggregate", int),
+            ("ecc_correctable_volatile", int),
+            ("retired_pages_pending", bool),
+            ("retired_pages_dbe", int),
+            ("retired_pages_sbe", int),
+            ("temperature_c", float),
+            ("power_draw_w", float),
+            ("power_limit_w", float),
+            ("memory_used_mib", float),
+            ("memory_total_mib", float),
+            ("pcie_gen_current", int),
+            ("pcie_gen_max", int),
+            ("pcie_width_current", int),
+            ("pcie_width_max", int),
+        ):
             fields[name] = self.opt(raw, name, kind, f"{path}.{name}")
         fields["pci_bus_id"] = self.opt_with(raw, "pci_bus_id", str, f"{path}.pci_bus_id", self.bus_id)
-        fields["remapped_rows"] = self.opt_with(raw, "remapped_rows", dict, f"{path}.remapped_rows",
-                                                self.remapped_rows)
-        fields["clock_event_reasons"] = self.opt_with(raw, "clock_event_reasons", list,
-                                                      f"{path}.clock_event_reasons", self.reasons)
+        fields["remapped_rows"] = self.opt_with(raw, "remapped_rows", dict, f"{path}.remapped_rows", self.remapped_rows)
+        fields["clock_event_reasons"] = self.opt_with(
+            raw, "clock_event_reasons", list, f"{path}.clock_event_reasons", self.reasons
+        )
         fields["nvlinks"] = self.opt_with(raw, "nvlinks", list, f"{path}.nvlinks", self.nvlinks)
         fields["processes"] = self.opt_with(raw, "processes", list, f"{path}.processes", self.processes)
         return Gpu(index=index, **fields)
@@ -145,10 +175,12 @@ class _Reader:
         return f"{int(domain, 16):04x}:{bus.lower()}:{device.lower()}.{function}"
 
     def remapped_rows(self, raw: dict, path: str) -> RemappedRows:
-        return RemappedRows(correctable=self.opt(raw, "correctable", int, f"{path}.correctable"),
-                            uncorrectable=self.opt(raw, "uncorrectable", int, f"{path}.uncorrectable"),
-                            pending=self.opt(raw, "pending", bool, f"{path}.pending"),
-                            failure=self.opt(raw, "failure", bool, f"{path}.failure"))
+        return RemappedRows(
+            correctable=self.opt(raw, "correctable", int, f"{path}.correctable"),
+            uncorrectable=self.opt(raw, "uncorrectable", int, f"{path}.uncorrectable"),
+            pending=self.opt(raw, "pending", bool, f"{path}.pending"),
+            failure=self.opt(raw, "failure", bool, f"{path}.failure"),
+        )
 
     def reasons(self, raw: list, path: str) -> frozenset[str]:
         names = [self.check(name, str, f"{path}[{i}]") for i, name in enumerate(raw)]
@@ -161,8 +193,12 @@ class _Reader:
         links = []
         for i, item in enumerate(raw):
             item = self.check(item, dict, f"{path}[{i}]")
-            links.append(NvLink(link=self.req(item, "link", int, f"{path}[{i}].link"),
-                                active=self.opt(item, "active", bool, f"{path}[{i}].active")))
+            links.append(
+                NvLink(
+                    link=self.req(item, "link", int, f"{path}[{i}].link"),
+                    active=self.opt(item, "active", bool, f"{path}[{i}].active"),
+                )
+            )
         return tuple(links)
 
     def processes(self, raw: list, path: str) -> tuple[GpuProcess, ...]:
@@ -170,10 +206,13 @@ class _Reader:
         for i, item in enumerate(raw):
             item = self.check(item, dict, f"{path}[{i}]")
             name = self.opt(item, "name", str, f"{path}[{i}].name")
-            processes.append(GpuProcess(
-                pid=self.req(item, "pid", int, f"{path}[{i}].pid"),
-                name="" if name is None else name,          # "": the probe could not learn the name
-                used_memory_mib=self.opt(item, "used_memory_mib", float, f"{path}[{i}].used_memory_mib")))
+            processes.append(
+                GpuProcess(
+                    pid=self.req(item, "pid", int, f"{path}[{i}].pid"),
+                    name="" if name is None else name,  # "": the probe could not learn the name
+                    used_memory_mib=self.opt(item, "used_memory_mib", float, f"{path}[{i}].used_memory_mib"),
+                )
+            )
         return tuple(processes)
 
     def gap(self, raw: Any, path: str) -> str:

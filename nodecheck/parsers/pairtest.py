@@ -1,6 +1,7 @@
 """What the pair test's steps (nodecheck/probes/pairtest.py) print about themselves: the `@@nodecheck`
 lines of the server start ("dir PATH", "ready DEV PORT PID", "exited DEV PORT rc=N", "notready DEV
 PORT"). Pure; the tools' own output between them is perftest's (nodecheck.parsers.perftest)."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ def made_directory(start_stdout: str) -> str:
     lost, and collect then looks for it by its prefix)."""
     for line in start_stdout.splitlines():
         if line.startswith("@@nodecheck dir "):
-            path = line[len("@@nodecheck dir "):]
+            path = line[len("@@nodecheck dir ") :]
             return path if MADE_DIR.match(path) else ""
     return ""
 

@@ -6,11 +6,12 @@ sits at its all-ones maximum (saturated, IBA counters clamp there) from one that
 Widths and names: /work/shared/context/formats.md section 2, from libibmad fields.c and the
 kernel's drivers/infiniband/core/sysfs.c.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
@@ -20,32 +21,45 @@ from nodecheck.parsers.sysfs import Unreadable
 # Bit widths in the basic PortCounters attribute (libibmad fields.c "Port counters"), in the
 # order perfquery prints them. QP1Dropped is newer libibmad only.
 BASIC_WIDTHS: dict[str, int] = {
-    "SymbolErrorCounter": 16, "LinkErrorRecoveryCounter": 8, "LinkDownedCounter": 8,
-    "PortRcvErrors": 16, "PortRcvRemotePhysicalErrors": 16, "PortRcvSwitchRelayErrors": 16,
-    "PortXmitDiscards": 16, "PortXmitConstraintErrors": 8, "PortRcvConstraintErrors": 8,
-    "LocalLinkIntegrityErrors": 4, "ExcessiveBufferOverrunErrors": 4, "QP1Dropped": 16,
-    "VL15Dropped": 16, "PortXmitData": 32, "PortRcvData": 32, "PortXmitPkts": 32, "PortRcvPkts": 32,
+    "SymbolErrorCounter": 16,
+    "LinkErrorRecoveryCounter": 8,
+    "LinkDownedCounter": 8,
+    "PortRcvErrors": 16,
+    "PortRcvRemotePhysicalErrors": 16,
+    "PortRcvSwitchRelayErrors": 16,
+    "PortXmitDiscards": 16,
+    "PortXmitConstraintErrors": 8,
+    "PortRcvConstraintErrors": 8,
+    "LocalLinkIntegrityErrors": 4,
+    "ExcessiveBufferOverrunErrors": 4,
+    "QP1Dropped": 16,
+    "VL15Dropped": 16,
+    "PortXmitData": 32,
+    "PortRcvData": 32,
+    "PortXmitPkts": 32,
+    "PortRcvPkts": 32,
     "PortXmitWait": 32,
 }
 DATA_COUNTERS = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts")
-CAST_COUNTERS = ("PortUnicastXmitPkts", "PortUnicastRcvPkts", "PortMulticastXmitPkts",
-                 "PortMulticastRcvPkts")
+CAST_COUNTERS = ("PortUnicastXmitPkts", "PortUnicastRcvPkts", "PortMulticastXmitPkts", "PortMulticastRcvPkts")
 # PortCountersExtended: data and cast counters, and (AdditionalPortCountersExtended, newer
 # perfquery) 64-bit copies of the error counters printed under the SAME names as the basic ones
 # (libibmad fields.c "More PortCountersExtended fields" @0538e6de).
 EXTENDED_ERRORS = tuple(n for n in BASIC_WIDTHS if n not in DATA_COUNTERS)
 EXTENDED_NAMES = frozenset(DATA_COUNTERS + CAST_COUNTERS + EXTENDED_ERRORS)
-_BASIC_EXPECTED = tuple(n for n in BASIC_WIDTHS if n != "QP1Dropped")   # older builds lack it
+_BASIC_EXPECTED = tuple(n for n in BASIC_WIDTHS if n != "QP1Dropped")  # older builds lack it
 # Hex selector fields perfquery prints among the counters; they say which counters a Set would
 # touch and count nothing.
 _NOT_COUNTERS = frozenset({"PortSelect", "CounterSelect", "CounterSelect2"})
-_EXT_WIDTH_SUPPORTED = 0x200        # ClassPortInfo CapMask bit 9: unicast/multicast counters
-_ADDL_PORT_CTRS_EXT = 0x2           # CapMask2 bit 1 (as perfquery prints it): 64-bit error counters
+_EXT_WIDTH_SUPPORTED = 0x200  # ClassPortInfo CapMask bit 9: unicast/multicast counters
+_ADDL_PORT_CTRS_EXT = 0x2  # CapMask2 bit 1 (as perfquery prints it): 64-bit error counters
 
 # sysfs file name → perfquery name (formats.md section 2 table; VL15_dropped has a capital VL)
 SYSFS_NAMES: dict[str, str] = {
-    "symbol_error": "SymbolErrorCounter", "link_error_recovery": "LinkErrorRecoveryCounter",
-    "link_downed": "LinkDownedCounter", "port_rcv_errors": "PortRcvErrors",
+    "symbol_error": "SymbolErrorCounter",
+    "link_error_recovery": "LinkErrorRecoveryCounter",
+    "link_downed": "LinkDownedCounter",
+    "port_rcv_errors": "PortRcvErrors",
     "port_rcv_remote_physical_errors": "PortRcvRemotePhysicalErrors",
     "port_rcv_switch_relay_errors": "PortRcvSwitchRelayErrors",
     "port_xmit_discards": "PortXmitDiscards",
@@ -53,26 +67,34 @@ SYSFS_NAMES: dict[str, str] = {
     "port_rcv_constraint_errors": "PortRcvConstraintErrors",
     "local_link_integrity_errors": "LocalLinkIntegrityErrors",
     "excessive_buffer_overrun_errors": "ExcessiveBufferOverrunErrors",
-    "VL15_dropped": "VL15Dropped", "port_xmit_data": "PortXmitData", "port_rcv_data": "PortRcvData",
-    "port_xmit_packets": "PortXmitPkts", "port_rcv_packets": "PortRcvPkts",
-    "port_xmit_wait": "PortXmitWait", "unicast_xmit_packets": "PortUnicastXmitPkts",
-    "unicast_rcv_packets": "PortUnicastRcvPkts", "multicast_xmit_packets": "PortMulticastXmitPkts",
+    "VL15_dropped": "VL15Dropped",
+    "port_xmit_data": "PortXmitData",
+    "port_rcv_data": "PortRcvData",
+    "port_xmit_packets": "PortXmitPkts",
+    "port_rcv_packets": "PortRcvPkts",
+    "port_xmit_wait": "PortXmitWait",
+    "unicast_xmit_packets": "PortUnicastXmitPkts",
+    "unicast_rcv_packets": "PortUnicastRcvPkts",
+    "multicast_xmit_packets": "PortMulticastXmitPkts",
     "multicast_rcv_packets": "PortMulticastRcvPkts",
 }
 _U32_MAX = 2**32 - 1
-_NO_PMA = "N/A (no PMA)"            # what older kernels print for a counter they cannot query
+_NO_PMA = "N/A (no PMA)"  # what older kernels print for a counter they cannot query
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
-_HEADER = re.compile(r"# (Port counters|Port extended counters): (.+?) port (\d+)"
-                     r"(?: \(CapMask: (0x[0-9A-Fa-f]+)(?: CapMask2: (0x[0-9A-Fa-f]+))?\))?", re.ASCII)
-_OTHER_HEADER = re.compile(r"# (\S.*?) counters: .*")       # PortRcvErrorDetails, PortXmitDataSL, ...
-_FIELD = re.compile(r"([A-Za-z0-9]+):\.*(.*)")              # libibmad: Name, ':', dots to column 33
-_WATCH = re.compile(r"Every [\d.]+s: .*", re.ASCII)          # watch(1) header line
+_HEADER = re.compile(
+    r"# (Port counters|Port extended counters): (.+?) port (\d+)"
+    r"(?: \(CapMask: (0x[0-9A-Fa-f]+)(?: CapMask2: (0x[0-9A-Fa-f]+))?\))?",
+    re.ASCII,
+)
+_OTHER_HEADER = re.compile(r"# (\S.*?) counters: .*")  # PortRcvErrorDetails, PortXmitDataSL, ...
+_FIELD = re.compile(r"([A-Za-z0-9]+):\.*(.*)")  # libibmad: Name, ':', dots to column 33
+_WATCH = re.compile(r"Every [\d.]+s: .*", re.ASCII)  # watch(1) header line
 _LID = re.compile(r"Lid (\d+)", re.ASCII)
 _SYSFS_COUNTER = re.compile(r"/sys/class/infiniband/([^/\s]+)/ports/(\d+)/counters/([^/\s]+)", re.ASCII)
 _SYSFS_PORT_DIR = re.compile(r"/sys/class/infiniband/([^/\s]+)/ports/(\d+)/counters\b", re.ASCII)
 _LOOP_MARK = re.compile(r"=== (\S+) ===")
-_RATE = re.compile(r"(\d+(?:\.5)?) Gb/sec \((\d+)X(?: (\w+))?\)", re.ASCII)   # kernel rate_show
+_RATE = re.compile(r"(\d+(?:\.5)?) Gb/sec \((\d+)X(?: (\w+))?\)", re.ASCII)  # kernel rate_show
 _IBQE_ERRORS = re.compile(r'Errors for (?:(0x[0-9a-fA-F]+) )?"(.*)"')
 _IBQE_DATA = re.compile(r'Data Counters for (0x[0-9a-fA-F]+) "(.*)"')
 _IBQE_PORT = re.compile(r"GUID (0x[0-9a-fA-F]+) port (ALL|\d+):(.*)", re.ASCII)
@@ -83,17 +105,18 @@ _IBQE_ITEM = re.compile(r" ?\[(\w+) == (\d+)(?: \([^()\[\]]*\))?\]", re.ASCII)
 @dataclass(frozen=True)
 class PortCounters:
     """One port's counters as read once, by their perfquery names, with the width of each."""
-    ca: str | None                             # "mlx5_0"; perfquery does not print it (the caller knows)
-    port: int | None                           # 255 = perfquery -a (all ports summed)
-    lid: str | None                            # "1719" from "Lid 1719"; None for a DR path or sysfs
-    extended: bool                             # PortCountersExtended (-x) / sysfs 64-bit data group
-    cap_mask: str | None                       # "0x5300" as printed; None: older perfquery or sysfs
+
+    ca: str | None  # "mlx5_0"; perfquery does not print it (the caller knows)
+    port: int | None  # 255 = perfquery -a (all ports summed)
+    lid: str | None  # "1719" from "Lid 1719"; None for a DR path or sysfs
+    extended: bool  # PortCountersExtended (-x) / sysfs 64-bit data group
+    cap_mask: str | None  # "0x5300" as printed; None: older perfquery or sysfs
     counters: dict[str, int]
-    widths: dict[str, int]                     # bits each counter was read at: saturated = 2**w - 1
+    widths: dict[str, int]  # bits each counter was read at: saturated = 2**w - 1
     raw: str
-    cap_mask2: str | None = None               # "0x0000002"; -x only
-    missing: tuple[str, ...] = ()              # expected but unread: unreadable file, output cut
-    source: str = "perfquery"                  # "perfquery" | "sysfs"
+    cap_mask2: str | None = None  # "0x0000002"; -x only
+    missing: tuple[str, ...] = ()  # expected but unread: unreadable file, output cut
+    source: str = "perfquery"  # "perfquery" | "sysfs"
 
     @property
     def where(self) -> str:
@@ -110,42 +133,44 @@ class PortCounters:
 @dataclass(frozen=True)
 class IbQueryErrorsPort:
     """One `GUID ... port N:` line of ibqueryerrors: the counters it printed (over threshold)."""
-    node_guid: str | None                      # switches' "Errors for 0x... "name""; None for CAs
+
+    node_guid: str | None  # switches' "Errors for 0x... "name""; None for CAs
     node_name: str | None
     port_guid: str
-    port: int | None                           # None: "port ALL" (a switch's AllPortSelect sum)
-    counters: dict[str, int]                   # only what was printed: absent is not zero
-    section: str                               # "errors" | "data" (--counters)
+    port: int | None  # None: "port ALL" (a switch's AllPortSelect sum)
+    counters: dict[str, int]  # only what was printed: absent is not zero
+    section: str  # "errors" | "data" (--counters)
     raw: str
-    cut: str | None = None                     # partial last item: "[PortMulticastXmitPkts =="
-    link_info: str | None = None               # the "Link info:" line after it (--report-port)
+    cut: str | None = None  # partial last item: "[PortMulticastXmitPkts =="
+    link_info: str | None = None  # the "Link info:" line after it (--report-port)
 
 
 @dataclass(frozen=True)
 class IbQueryErrors:
     ports: tuple[IbQueryErrorsPort, ...]
-    warnings: tuple[str, ...]                  # umad/ibwarn lines: parts of the fabric it could not query
-    summary: tuple[str, ...]                   # the "## ..." lines
-    truncated: bool                            # output ends mid-line
+    warnings: tuple[str, ...]  # umad/ibwarn lines: parts of the fabric it could not query
+    summary: tuple[str, ...]  # the "## ..." lines
+    truncated: bool  # output ends mid-line
 
 
 @dataclass(frozen=True)
 class SysfsRate:
-    rate_gbps: float                           # 200.0
-    width: str                                 # "2X"
-    speed: str | None                          # "NDR"; None: SDR on kernels that printed no word
+    rate_gbps: float  # 200.0
+    width: str  # "2X"
+    speed: str | None  # "NDR"; None: SDR on kernels that printed no word
     raw: str
 
 
 # ---------------------------------------------------------------------------------------------
 # perfquery
 
+
 def parse_perfquery(text: str, ca: str | None = None) -> list[PortCounters]:
     """Every PortCounters / PortCountersExtended block of perfquery output (basic, -x, -l, -a,
     under watch). `ca` stamps the CA the caller queried (perfquery prints only the LID)."""
     _raise_on_failure(text)
     lines = [line.rstrip() for line in split_lines(text)]
-    cut = bool(text) and not text.endswith("\n")   # perfquery ends with a newline: else cut mid-value
+    cut = bool(text) and not text.endswith("\n")  # perfquery ends with a newline: else cut mid-value
     blocks: list[tuple[re.Match, list[str]]] = []
     for line in lines:
         if not line.strip() or _WATCH.fullmatch(line) or line.startswith("ibwarn:"):
@@ -153,9 +178,12 @@ def parse_perfquery(text: str, ca: str | None = None) -> list[PortCounters]:
         header = _HEADER.fullmatch(line)
         if header:
             blocks.append((header, [line]))
-        elif (other := _OTHER_HEADER.fullmatch(line)):
-            raise ParseError("perfquery", f"'{other[1]} counters' block is not PortCounters; "
-                                          "run perfquery with or without -x only", text)
+        elif other := _OTHER_HEADER.fullmatch(line):
+            raise ParseError(
+                "perfquery",
+                f"'{other[1]} counters' block is not PortCounters; run perfquery with or without -x only",
+                text,
+            )
         elif not blocks:
             raise ParseError("perfquery", f"expected '# Port counters: ...', got {quote(line)}", text)
         else:
@@ -181,8 +209,10 @@ def _raise_on_failure(text: str) -> None:
         reason = "perfquery could not open the port (no ib_umad? load the ib_umad kernel module)"
     elif "client_register for mgmt" in joined:
         # umad refuses the SMI class on a port with no InfiniBand link layer (RoCE/Ethernet)
-        reason = ("perfquery could not open the port: MAD client registration failed "
-                  "(no InfiniBand port on this CA, e.g. RoCE/Ethernet only, or no ib_umad?)")
+        reason = (
+            "perfquery could not open the port: MAD client registration failed "
+            "(no InfiniBand port on this CA, e.g. RoCE/Ethernet only, or no ib_umad?)"
+        )
     else:
         last = (failed or lines)[-1]
         reason = f"perfquery failed: {last.split('iberror:', 1)[-1].strip()}"
@@ -193,7 +223,7 @@ def _block(header: re.Match, lines: Sequence[str], ca: str | None, *, cut: bool)
     raw = "\n".join(lines)
     body = list(lines[1:])
     if cut and body:
-        body.pop()                             # its value may be cut short ("4" of "441")
+        body.pop()  # its value may be cut short ("4" of "441")
     fields: dict[str, str] = {}
     for line in body:
         match = _FIELD.fullmatch(line)
@@ -208,9 +238,18 @@ def _block(header: re.Match, lines: Sequence[str], ca: str | None, *, cut: bool)
     cap_mask, cap_mask2 = header[4], header[5]
     expected = _expected(extended, cap_mask, cap_mask2)
     lid = _LID.fullmatch(header[2])
-    return PortCounters(ca=ca, port=int(header[3]), lid=lid[1] if lid else None, extended=extended,
-                        cap_mask=cap_mask, cap_mask2=cap_mask2, counters=counters, widths=widths,
-                        raw=raw, missing=tuple(n for n in expected if n not in counters))
+    return PortCounters(
+        ca=ca,
+        port=int(header[3]),
+        lid=lid[1] if lid else None,
+        extended=extended,
+        cap_mask=cap_mask,
+        cap_mask2=cap_mask2,
+        counters=counters,
+        widths=widths,
+        raw=raw,
+        missing=tuple(n for n in expected if n not in counters),
+    )
 
 
 def _count(name: str, value: str, raw: str) -> int:
@@ -255,6 +294,7 @@ def _expect_unique(blocks: Sequence[PortCounters], text: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # ibqueryerrors
 
+
 def parse_ibqueryerrors(text: str) -> IbQueryErrors:
     """Every port line of ibqueryerrors output with the counters it printed; error lines become
     warnings; a last line cut mid-item keeps its complete items and names the cut one."""
@@ -267,11 +307,11 @@ def parse_ibqueryerrors(text: str) -> IbQueryErrors:
     for i, line in enumerate(lines):
         stripped = line.strip()
         last_cut = truncated and i == len(lines) - 1
-        if (header := _IBQE_ERRORS.fullmatch(stripped)):
+        if header := _IBQE_ERRORS.fullmatch(stripped):
             node = (header[1], header[2], "errors")
-        elif (header := _IBQE_DATA.fullmatch(stripped)):
+        elif header := _IBQE_DATA.fullmatch(stripped):
             node = (header[1], header[2], "data")
-        elif (port := _IBQE_PORT.fullmatch(stripped)):
+        elif port := _IBQE_PORT.fullmatch(stripped):
             ports.append(_ibqe_port(port, node, line, cut_allowed=last_cut))
         elif stripped.startswith("Link info:") and ports:
             ports[-1] = replace(ports[-1], link_info=stripped)
@@ -285,10 +325,11 @@ def parse_ibqueryerrors(text: str) -> IbQueryErrors:
     return IbQueryErrors(tuple(ports), tuple(warnings), tuple(summary), truncated)
 
 
-def _ibqe_port(match: re.Match, node: tuple[str | None, str | None, str], line: str, *,
-               cut_allowed: bool) -> IbQueryErrorsPort:
+def _ibqe_port(
+    match: re.Match, node: tuple[str | None, str | None, str], line: str, *, cut_allowed: bool
+) -> IbQueryErrorsPort:
     rest, position, counters = match[3], 0, {}
-    while (item := _IBQE_ITEM.match(rest, position)):
+    while item := _IBQE_ITEM.match(rest, position):
         if item[1] in counters:
             raise ParseError("ibqueryerrors", f"{item[1]} appears twice on one line", line)
         counters[item[1]] = int(item[2])
@@ -297,15 +338,22 @@ def _ibqe_port(match: re.Match, node: tuple[str | None, str | None, str], line: 
     if leftover and not (cut_allowed and leftover.startswith("[")):
         raise ParseError("ibqueryerrors", f"unexpected text {quote(leftover)} on a port line", line)
     return IbQueryErrorsPort(
-        node_guid=node[0], node_name=node[1], port_guid=match[1],
-        port=None if match[2] == "ALL" else int(match[2]), counters=counters, section=node[2],
-        raw=line, cut=leftover or None)
+        node_guid=node[0],
+        node_name=node[1],
+        port_guid=match[1],
+        port=None if match[2] == "ALL" else int(match[2]),
+        counters=counters,
+        section=node[2],
+        raw=line,
+        cut=leftover or None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # sysfs
 
-def counters_from_sysfs(values: Mapping[str, "str | Unreadable"]) -> list[PortCounters]:
+
+def counters_from_sysfs(values: Mapping[str, str | Unreadable]) -> list[PortCounters]:
     """One PortCounters per CA/port found under /sys/class/infiniband/<ca>/ports/<p>/counters/ in a
     sysfs dump (parse_sysfs_dump); other paths are ignored. [] when the dump has no counters."""
     ports: dict[tuple[str, int], dict[str, str | Unreadable]] = {}
@@ -317,8 +365,7 @@ def counters_from_sysfs(values: Mapping[str, "str | Unreadable"]) -> list[PortCo
             ports.setdefault(key, {})[match[3]] = value
             shown = f"!{value.reason}" if isinstance(value, Unreadable) else value
             raws.setdefault(key, []).append(f"{path}\t{shown}")
-    return [_sysfs_port(ca, port, files, "\n".join(raws[(ca, port)]))
-            for (ca, port), files in ports.items()]
+    return [_sysfs_port(ca, port, files, "\n".join(raws[(ca, port)])) for (ca, port), files in ports.items()]
 
 
 def parse_sysfs_counter_loop(text: str) -> PortCounters:
@@ -328,9 +375,9 @@ def parse_sysfs_counter_loop(text: str) -> PortCounters:
     files: dict[str, str | Unreadable] = {}
     current: str | None = None
     for line in (line.strip() for line in split_lines(text)):
-        if (mark := _LOOP_MARK.fullmatch(line)):
+        if mark := _LOOP_MARK.fullmatch(line):
             current = mark[1].rsplit("/", 1)[-1]
-            if current in files:               # two dumps run together: not one port's directory
+            if current in files:  # two dumps run together: not one port's directory
                 raise ParseError("sysfs counters", f"{current} appears twice", text)
             files[current] = Unreadable("no value after the file name (output cut?)")
             where = where or _SYSFS_PORT_DIR.search(mark[1])
@@ -347,13 +394,12 @@ def parse_sysfs_counter_loop(text: str) -> PortCounters:
     return _sysfs_port(ca, port, files, text)
 
 
-def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, "str | Unreadable"],
-                raw: str) -> PortCounters:
+def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, str | Unreadable], raw: str) -> PortCounters:
     counters: dict[str, int] = {}
     missing: list[str] = []
     for name, value in files.items():
         canonical = SYSFS_NAMES.get(name)
-        if canonical is None:                  # a file this table does not know: no width to judge by
+        if canonical is None:  # a file this table does not know: no width to judge by
             continue
         if isinstance(value, Unreadable) or value.strip() == _NO_PMA:
             missing.append(canonical)
@@ -364,11 +410,24 @@ def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, "str | Unr
     # the kernel's pma_group_ext adds unicast/multicast files and 64-bit data counters; the
     # noietf group has 64-bit data only, which shows once a value passes 2^32-1
     ext = any(SYSFS_NAMES.get(n) in CAST_COUNTERS for n in files) or any(
-        counters.get(n, 0) > _U32_MAX for n in DATA_COUNTERS)
-    widths = {name: 64 if name in CAST_COUNTERS or (ext and name in DATA_COUNTERS) else BASIC_WIDTHS[name]
-              for name in counters}
-    return PortCounters(ca=ca, port=port, lid=None, extended=ext, cap_mask=None, counters=counters,
-                        widths=widths, raw=raw, missing=tuple(missing), source="sysfs")
+        counters.get(n, 0) > _U32_MAX for n in DATA_COUNTERS
+    )
+    widths = {
+        name: 64 if name in CAST_COUNTERS or (ext and name in DATA_COUNTERS) else BASIC_WIDTHS[name]
+        for name in counters
+    }
+    return PortCounters(
+        ca=ca,
+        port=port,
+        lid=None,
+        extended=ext,
+        cap_mask=None,
+        counters=counters,
+        widths=widths,
+        raw=raw,
+        missing=tuple(missing),
+        source="sysfs",
+    )
 
 
 def parse_sysfs_rate(text: str) -> SysfsRate:

@@ -5,6 +5,7 @@ dashes. A failed run prints its own error lines instead and exits 1; that is a r
 not a ParseError: the pair check turns it into a failed pair. Output with no perftest structure at
 all (a shell error, another tool) is a ParseError. Formats: /work/shared/context/formats.md §3.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -27,10 +28,12 @@ MIB_PER_S_IN_GBPS = 2**20 * 8 / 1e9
 _TO_GBPS = {"Gb/sec": 1.0, "MiB/sec": MIB_PER_S_IN_GBPS, "MB/sec": MIB_PER_S_IN_GBPS}
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
-_RESULT_LINE = re.compile(r"-{3,}")                  # RESULT_LINE is 87 dashes; a cut one is still one
-_TITLE = re.compile(r"[A-Za-z][\w ]*? (BW|Latency) Test", re.ASCII)   # "Send Bidirectional BW Test"
-_BANNER = re.compile(r"\*+|\* Waiting for client to connect\.\.\. \*|"
-                     r"Waiting for client rdma_cm QP to connect")
+_RESULT_LINE = re.compile(r"-{3,}")  # RESULT_LINE is 87 dashes; a cut one is still one
+_TITLE = re.compile(r"[A-Za-z][\w ]*? (BW|Latency) Test", re.ASCII)  # "Send Bidirectional BW Test"
+_BANNER = re.compile(
+    r"\*+|\* Waiting for client to connect\.\.\. \*|"
+    r"Waiting for client rdma_cm QP to connect"
+)
 # "Mtu             : 4096[B]", "rdma_cm QPs\t : OFF". Linear time on any line: a key is words joined
 # by single runs of spaces (a lazy key of spaces next to `\s*` tried every split of a long run of
 # spaces), and fields are separated by whitespace (a value could otherwise end anywhere inside a
@@ -38,16 +41,20 @@ _BANNER = re.compile(r"\*+|\* Waiting for client to connect\.\.\. \*|"
 _KEY = r"[A-Za-z][\w.*/-]*(?: +[\w.*/-]+)*"
 _FIELD_PATTERN = rf"({_KEY})\s*:\s*(\S+)"
 _FIELD = re.compile(_FIELD_PATTERN, re.ASCII)
-_FIELDS_LINE = re.compile(rf"{_FIELD_PATTERN}(?:\s+{_FIELD_PATTERN})*", re.ASCII)   # one or two fields
-_HEX = r"(?:0x)?[0-9a-fA-F]+"                        # "%#04x" prints 0 as "0000", others as "0x04"
+_FIELDS_LINE = re.compile(rf"{_FIELD_PATTERN}(?:\s+{_FIELD_PATTERN})*", re.ASCII)  # one or two fields
+_HEX = r"(?:0x)?[0-9a-fA-F]+"  # "%#04x" prints 0 as "0000", others as "0x04"
 _ADDRESS = re.compile(rf"(local|remote) address: LID ({_HEX}) QPN ({_HEX}) PSN ({_HEX})(?:\s.*)?", re.ASCII)
-_GID = re.compile(r"GID: (\d{1,3}(?::\d{1,3}){15})", re.ASCII)     # 16 bytes in decimal (PERF_GID_FMT)
+_GID = re.compile(r"GID: (\d{1,3}(?::\d{1,3}){15})", re.ASCII)  # 16 bytes in decimal (PERF_GID_FMT)
 _HEADER_START = "#bytes"
-_BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(Gb/sec|MiB/sec|MB/sec)\]\s+BW average\[\1\]\s+"
-                        r"MsgRate\[Mpps\](\s+CPU_Util\[%\])?")
-_LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[(usec|cycles)\]\s+t_max\[\1\]\s+t_typical\[\1\]"
-                         r"(\s+t_avg\[\1\]\s+t_stdev\[\1\]\s+99% percentile\[\1\]"
-                         r"\s+99\.9% percentile\[\1\])?")
+_BW_HEADER = re.compile(
+    r"#bytes\s+#iterations\s+BW peak\[(Gb/sec|MiB/sec|MB/sec)\]\s+BW average\[\1\]\s+"
+    r"MsgRate\[Mpps\](\s+CPU_Util\[%\])?"
+)
+_LAT_HEADER = re.compile(
+    r"#bytes\s+#iterations\s+t_min\[(usec|cycles)\]\s+t_max\[\1\]\s+t_typical\[\1\]"
+    r"(\s+t_avg\[\1\]\s+t_stdev\[\1\]\s+99% percentile\[\1\]"
+    r"\s+99\.9% percentile\[\1\])?"
+)
 _LAT_DURATION_HEADER = re.compile(r"#bytes\s+#iterations\s+t_avg\[(usec|cycles)\]\s+tps average")
 # BW numbers have 2 decimals (6 in inc_accuracy rows); MsgRate always 6 (REPORT_FMT), so a row cut
 # inside its last number does not pass for a whole one
@@ -62,17 +69,26 @@ _LAT_DURATION_COLUMNS = ("t_avg", "tps_average")
 _ERRORS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"Couldn't connect to \S+"), "connect_failed"),
     # pre-#228 perftest ran these two messages together on one line
-    (re.compile(r"Unable to (?:open file descriptor for socket connection|init the socket connection)"),
-     "connect_failed"),
+    (
+        re.compile(r"Unable to (?:open file descriptor for socket connection|init the socket connection)"),
+        "connect_failed",
+    ),
     (re.compile(r"Couldn't listen to port"), "listen_failed"),
-    (re.compile(r"Did not detect devices|If device exists, check if driver is up|"
-                r"Unable to find the Infiniband/RoCE device|Couldn't get context for the device|"
-                r"No IB devices found|IB device \S+ not found"), "no_device"),
+    (
+        re.compile(
+            r"Did not detect devices|If device exists, check if driver is up|"
+            r"Unable to find the Infiniband/RoCE device|Couldn't get context for the device|"
+            r"No IB devices found|IB device \S+ not found"
+        ),
+        "no_device",
+    ),
     (re.compile(r"Failed to modify QP \S+ to RTR"), "qp_rtr_failed"),
     (re.compile(r"Unable to Connect the HCA's through the link"), "link_unreachable"),
     (re.compile(r"Completion with error|Failed status \d+"), "completion_error"),
-    (re.compile(r"Found Incompatibility issue with GID types|Please Try to use a different IP version"),
-     "gid_type_mismatch"),
+    (
+        re.compile(r"Found Incompatibility issue with GID types|Please Try to use a different IP version"),
+        "gid_type_mismatch",
+    ),
     (re.compile(r"Failed to exchange data between server and clients"), "exchange_failed"),
     (re.compile(r"(?:Couldn't|Unable to|Failed|Cannot|Error|ERROR)\b"), "other"),
 )
@@ -92,36 +108,37 @@ _JSON_TEST = re.compile(r"(?P<verb>.+?)_(?P<mods>(?:Bidirectional_|Post_List_)*)
 class BwRow:
     bytes: int
     iterations: int
-    peak: float                                # in the run's unit, as printed; 0.00 in duration mode
-    average: float                             # bidirectional runs print local + remote summed
+    peak: float  # in the run's unit, as printed; 0.00 in duration mode
+    average: float  # bidirectional runs print local + remote summed
     msg_rate_mpps: float
-    cpu_util: float | None                     # only with --cpu_util
-    peak_gbps: float                           # normalized: MiB/s x 2^20*8/1e9, Gb/s as is
+    cpu_util: float | None  # only with --cpu_util
+    peak_gbps: float  # normalized: MiB/s x 2^20*8/1e9, Gb/s as is
     average_gbps: float
 
 
 @dataclass(frozen=True)
 class LatRow:
     """One latency row; columns the header did not have are None (old perftest prints only three)."""
+
     bytes: int
     iterations: int
-    t_min: float | None = None                 # in the run's unit: "usec" (or "cycles" with -C)
+    t_min: float | None = None  # in the run's unit: "usec" (or "cycles" with -C)
     t_max: float | None = None
     t_typical: float | None = None
     t_avg: float | None = None
     t_stdev: float | None = None
     p99: float | None = None
     p999: float | None = None
-    tps_average: float | None = None           # duration mode (-D) only
+    tps_average: float | None = None  # duration mode (-D) only
 
 
 @dataclass(frozen=True)
 class QpAddress:
-    side: str                                  # "local" or "remote"
-    lid: int                                   # 0 on RoCE
+    side: str  # "local" or "remote"
+    lid: int  # 0 on RoCE
     qpn: int
     psn: int
-    gid: str | None                            # as printed, decimal bytes; None when no GID line
+    gid: str | None  # as printed, decimal bytes; None when no GID line
 
     @property
     def gid_ip(self) -> ipaddress.IPv6Address | None:
@@ -133,35 +150,35 @@ class QpAddress:
 
 @dataclass(frozen=True)
 class PerftestError:
-    kind: str                                  # one of ERROR_KINDS
-    message: str                               # the tool's own line(s), stripped, joined by newlines
+    kind: str  # one of ERROR_KINDS
+    message: str  # the tool's own line(s), stripped, joined by newlines
 
 
 @dataclass(frozen=True)
 class PerftestRun:
-    test: str | None                           # "RDMA_Write BW Test"; None when the output has no title
-    kind: str | None                           # "bw" | "lat"
+    test: str | None  # "RDMA_Write BW Test"; None when the output has no title
+    kind: str | None  # "bw" | "lat"
     bidirectional: bool
-    role: str | None                           # "server" | "client" | None when the output does not say
+    role: str | None  # "server" | "client" | None when the output does not say
     device: str | None
-    link_type: str | None                      # "IB" | "Ethernet" (as printed; --force-link can override)
-    transport: str | None                      # "IB", "Unknown" (EFA)
-    connection_type: str | None                # "RC", "UD", "SRD"
+    link_type: str | None  # "IB" | "Ethernet" (as printed; --force-link can override)
+    transport: str | None  # "IB", "Unknown" (EFA)
+    connection_type: str | None  # "RC", "UD", "SRD"
     gid_index: int | None
     qps: int | None
-    mtu: int | None                            # bytes
+    mtu: int | None  # bytes
     rdma_cm: bool | None
-    unit: str | None                           # "Gb/sec" | "MB/sec" | "MiB/sec" | "usec" | "cycles"
+    unit: str | None  # "Gb/sec" | "MB/sec" | "MiB/sec" | "usec" | "cycles"
     rows: tuple[BwRow, ...]
     lat_rows: tuple[LatRow, ...]
     addresses: tuple[QpAddress, ...]
     error: PerftestError | None
     truncated: bool
     warnings: tuple[str, ...]
-    notes: tuple[str, ...]                     # lines read but not interpreted ("Connected: <date>")
-    cut_line: str | None                       # a last line the capture cut mid-row, left out of rows
+    notes: tuple[str, ...]  # lines read but not interpreted ("Connected: <date>")
+    cut_line: str | None  # a last line the capture cut mid-row, left out of rows
     exit_code: int | None
-    info: dict[str, str] = field(default_factory=dict)   # the whole test-info block, as printed
+    info: dict[str, str] = field(default_factory=dict)  # the whole test-info block, as printed
     raw: str = ""
 
     @property
@@ -180,9 +197,9 @@ class PerftestRun:
 
 @dataclass
 class _Table:
-    shape: str                                 # "bw" | "lat" | "lat_duration"
+    shape: str  # "bw" | "lat" | "lat_duration"
     unit: str
-    columns: tuple[str, ...]                   # lat value columns, in order
+    columns: tuple[str, ...]  # lat value columns, in order
     cpu_util: bool
     closed: bool = False
 
@@ -200,7 +217,7 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
     rows: list[BwRow] = []
     lat_rows: list[LatRow] = []
     addresses: list[QpAddress] = []
-    error_lines: list[tuple[str, str]] = []    # (kind, line)
+    error_lines: list[tuple[str, str]] = []  # (kind, line)
     warnings: list[str] = []
     notes: list[str] = []
     roles: list[str] = []
@@ -225,9 +242,12 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
             else:
                 lat_rows.append(_lat_row(s, table, tool, text))
             continue
-        if len(s) > MAX_LINE_CHARS:            # no title, info, address or error line is this long
-            (error_lines.append(("", s[:MAX_LINE_CHARS] + "…")) if error_lines
-             else notes.append(s[:MAX_LINE_CHARS] + "…"))
+        if len(s) > MAX_LINE_CHARS:  # no title, info, address or error line is this long
+            (
+                error_lines.append(("", s[:MAX_LINE_CHARS] + "…"))
+                if error_lines
+                else notes.append(s[:MAX_LINE_CHARS] + "…")
+            )
             continue
         kind = _error_kind(s)
         if kind is not None:
@@ -276,7 +296,7 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
             info.update((m[1], m[2]) for m in _FIELD.finditer(s))
             continue
         if error_lines:
-            error_lines.append(("", s))        # detail printed after the error ("scnt=1, ccnt=1")
+            error_lines.append(("", s))  # detail printed after the error ("scnt=1, ccnt=1")
         else:
             notes.append(s)
 
@@ -306,11 +326,18 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
         mtu=_int_field(info, "Mtu", tool, text, suffix="[B]"),
         rdma_cm=_on_off(info.get("rdma_cm QPs")),
         unit=table.unit if table else None,
-        rows=tuple(rows), lat_rows=tuple(lat_rows), addresses=tuple(addresses),
+        rows=tuple(rows),
+        lat_rows=tuple(lat_rows),
+        addresses=tuple(addresses),
         error=error,
-        truncated=error is None and not finished,   # an error explains a missing end; a cut does not
-        warnings=tuple(warnings), notes=tuple(notes), cut_line=cut_line, exit_code=exit_code,
-        info=info, raw=text)
+        truncated=error is None and not finished,  # an error explains a missing end; a cut does not
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        cut_line=cut_line,
+        exit_code=exit_code,
+        info=info,
+        raw=text,
+    )
 
 
 def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> PerftestRun:
@@ -323,12 +350,15 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
         doc = jsonsafe.loads(repaired, finite_numbers=False)  # each number is checked where it is read, by name
     except json.JSONDecodeError as why:
         raise ParseError(tool, f"--out_json file is not JSON: {why}", text) from None
-    except jsonsafe.JsonRefused as why:        # NaN, Infinity, an integer no float holds
+    except jsonsafe.JsonRefused as why:  # NaN, Infinity, an integer no float holds
         raise ParseError(tool, f"--out_json file: {why}", text) from None
-    except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
+    except RecursionError:  # json's C decoder stops at the interpreter's depth limit
         raise ParseError(tool, "--out_json file nested too deeply", text) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("test_info"), dict) \
-            or not isinstance(doc.get("results"), dict):
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("test_info"), dict)
+        or not isinstance(doc.get("results"), dict)
+    ):
         raise ParseError(tool, "--out_json file has no test_info and results objects", text)
     test_info, results = doc["test_info"], doc["results"]
     name = test_info.get("test")
@@ -346,17 +376,31 @@ def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> P
         lat_rows = (_json_lat_row(results, tool, text),)
     info = {key: str(value) for key, value in test_info.items()}
     return PerftestRun(
-        test=test, kind="bw" if rows else "lat", bidirectional="Bidirectional" in test, role=None,
-        device=_json_str(test_info, "Device"), link_type=_json_str(test_info, "Link_type"),
+        test=test,
+        kind="bw" if rows else "lat",
+        bidirectional="Bidirectional" in test,
+        role=None,
+        device=_json_str(test_info, "Device"),
+        link_type=_json_str(test_info, "Link_type"),
         transport=_json_str(test_info, "Transport_type"),
         connection_type=_json_str(test_info, "Connection_type"),
         gid_index=_json_int(test_info, "GID_index", tool, text),
         qps=_json_int(test_info, "Number_of_qps", tool, text),
         mtu=_json_int(test_info, "Mtu", tool, text),
         rdma_cm=_on_off(test_info.get("rdma_cm_QPs")),
-        unit=unit, rows=rows, lat_rows=lat_rows, addresses=(), error=None, truncated=False,
+        unit=unit,
+        rows=rows,
+        lat_rows=lat_rows,
+        addresses=(),
+        error=None,
+        truncated=False,
         warnings=tuple(str(v) for k, v in test_info.items() if k.startswith("WARNING")),
-        notes=(), cut_line=None, exit_code=None, info=info, raw=text)
+        notes=(),
+        cut_line=None,
+        exit_code=None,
+        info=info,
+        raw=text,
+    )
 
 
 def _check_gid_bytes(gid: str, line: str, tool: str, text: str) -> None:
@@ -368,7 +412,7 @@ def _check_gid_bytes(gid: str, line: str, tool: str, text: str) -> None:
 
 
 def _kind(test: str | None, table: _Table | None) -> str | None:
-    """"bw" or "lat", from the title ("... BW Test") or else the table's header."""
+    """ "bw" or "lat", from the title ("... BW Test") or else the table's header."""
     if test is not None:
         return "bw" if test.endswith(" BW Test") else "lat"
     if table is not None:
@@ -386,7 +430,7 @@ def _error_kind(line: str) -> str | None:
 def _error_roles(line: str, kind: str) -> list[str]:
     """Which side printed an error line, where the line says so."""
     if kind == "connect_failed":
-        return ["client"]                      # only a client dials the server
+        return ["client"]  # only a client dials the server
     if kind == "listen_failed":
         return ["server"]
     side = _COMPLETION_SIDE.match(line)
@@ -412,14 +456,22 @@ def _bw_row(line: str, table: _Table, tool: str, text: str) -> BwRow:
         raise ParseError(tool, f"unreadable result row {quote(line)}", text)
     peak, average = float(match[3]), float(match[4])
     factor = _TO_GBPS[table.unit]
-    return BwRow(int(match[1]), int(match[2]), peak, average, float(match[5]),
-                 float(match[6]) if match[6] else None, peak * factor, average * factor)
+    return BwRow(
+        int(match[1]),
+        int(match[2]),
+        peak,
+        average,
+        float(match[5]),
+        float(match[6]) if match[6] else None,
+        peak * factor,
+        average * factor,
+    )
 
 
 def _lat_row(line: str, table: _Table, tool: str, text: str) -> LatRow:
     match = _LAT_ROW.fullmatch(line)
     values = match[3].split() if match else []
-    if match is None or len(values) != len(table.columns):     # (a latency table always has columns)
+    if match is None or len(values) != len(table.columns):  # (a latency table always has columns)
         raise ParseError(tool, f"unreadable latency row {quote(line)}", text)
     return LatRow(int(match[1]), int(match[2]), **dict(zip(table.columns, map(float, values))))
 
@@ -428,7 +480,7 @@ def _int_field(info: dict[str, str], key: str, tool: str, text: str, suffix: str
     value = info.get(key)
     if value is None:
         return None
-    digits = value[:-len(suffix)] if suffix and value.endswith(suffix) else value
+    digits = value[: -len(suffix)] if suffix and value.endswith(suffix) else value
     if not digits.isascii() or not digits.isdigit():
         raise ParseError(tool, f"{key} {quote(value)} is not a number", text)
     return int(digits)
@@ -471,18 +523,35 @@ def _json_bw_row(results: dict, unit: str, tool: str, text: str) -> BwRow:
     peak, average = (_json_number(results, key, tool, text) for key in ("BW_peak", "BW_average"))
     factor = _TO_GBPS[unit]
     cpu = _json_number(results, "CPU_util", tool, text) if "CPU_util" in results else None
-    return BwRow(int(_json_number(results, "MsgSize", tool, text)),
-                 int(_json_number(results, "n_iterations", tool, text)), peak, average,
-                 _json_number(results, "MsgRate", tool, text), cpu, peak * factor, average * factor)
+    return BwRow(
+        int(_json_number(results, "MsgSize", tool, text)),
+        int(_json_number(results, "n_iterations", tool, text)),
+        peak,
+        average,
+        _json_number(results, "MsgRate", tool, text),
+        cpu,
+        peak * factor,
+        average * factor,
+    )
 
 
-_JSON_LAT_KEYS = {"t_min": "t_min", "t_max": "t_max", "t_typical": "t_typical", "t_avg": "t_avg",
-                  "t_stdev": "t_stdev", "percentile_99": "p99", "percentile_99.9": "p999"}
+_JSON_LAT_KEYS = {
+    "t_min": "t_min",
+    "t_max": "t_max",
+    "t_typical": "t_typical",
+    "t_avg": "t_avg",
+    "t_stdev": "t_stdev",
+    "percentile_99": "p99",
+    "percentile_99.9": "p999",
+}
 _JSON_LAT_DURATION_KEYS = {"t_avg": "t_avg", "tps_average": "tps_average"}
 
 
 def _json_lat_row(results: dict, tool: str, text: str) -> LatRow:
     keys = _JSON_LAT_KEYS if "t_min" in results else _JSON_LAT_DURATION_KEYS
     values = {ours: _json_number(results, theirs, tool, text) for theirs, ours in keys.items()}
-    return LatRow(int(_json_number(results, "MsgSize", tool, text)),
-                  int(_json_number(results, "n_iterations", tool, text)), **values)
+    return LatRow(
+        int(_json_number(results, "MsgSize", tool, text)),
+        int(_json_number(results, "n_iterations", tool, text)),
+        **values,
+    )

@@ -15,6 +15,7 @@ The text format is the one nodecheck runs (`py-spy dump --pid P`): it alone carr
 and the Python version, and it is the capture a person reads. The JSON (`--json`) is parsed into the
 same facts, for callers that want py-spy's own structure.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,7 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 _PROCESS = re.compile(r"Process (\d+): (.*)", re.ASCII)
 _PYTHON = re.compile(r"Python v(\d+\.\d+\.\d+\S*)(?: \((.*)\))?", re.ASCII)
 # the id is the OS thread id in decimal, or `{:#X}` of the pthread id where py-spy has no OS id
-_THREAD = re.compile(r'Thread (\d+|0x[0-9A-F]+) \((idle|active|active\+gil|gil)\)(?:: "(.*)")?',
-                     re.ASCII)
+_THREAD = re.compile(r'Thread (\d+|0x[0-9A-F]+) \((idle|active|active\+gil|gil)\)(?:: "(.*)")?', re.ASCII)
 # a file cannot hold parentheses here: the last "(...)" on the line is the location, so C++ names
 # with parentheses ("operator()") stay in the function; the line is absent when py-spy knows none
 _FRAME = re.compile(r"    (\S.*?) \(([^()]+?)(?::(\d+))?\)", re.ASCII)
@@ -47,10 +47,10 @@ _PYTHON_FILE = re.compile(r".*\.pyw?|<.*>")
 
 @dataclass(frozen=True)
 class PyFrame:
-    function: str                # "all_reduce"; Python >= 3.11 qualifies methods: "Thread.run"
-    file: str                    # as py-spy shows it: short filename ("distributed_c10d.py") or path
-    line: int | None             # None: py-spy printed no line (native frames, line 0)
-    native: bool = False         # a native (C/C++) frame from --native
+    function: str  # "all_reduce"; Python >= 3.11 qualifies methods: "Thread.run"
+    file: str  # as py-spy shows it: short filename ("distributed_c10d.py") or path
+    line: int | None  # None: py-spy printed no line (native frames, line 0)
+    native: bool = False  # a native (C/C++) frame from --native
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
@@ -59,18 +59,18 @@ class PyFrame:
 
 @dataclass(frozen=True)
 class PyThread:
-    thread_id: str               # as py-spy shows it: the OS thread id "6757", or "0x7F..." without one
-    name: str | None             # "MainThread"; None for a thread `threading` does not know
-    status: str                  # "idle", "active" or "active+gil" ("gil" in py-spy's short form)
+    thread_id: str  # as py-spy shows it: the OS thread id "6757", or "0x7F..." without one
+    name: str | None  # "MainThread"; None for a thread `threading` does not know
+    status: str  # "idle", "active" or "active+gil" ("gil" in py-spy's short form)
     frames: tuple[PyFrame, ...]  # innermost first, as py-spy prints
 
 
 @dataclass(frozen=True)
 class PyStacks:
     pid: int
-    command: str | None          # the command line as py-spy prints it; None from --json (not in it)
-    python: str | None           # "3.11.2"; None from --json
-    threads: tuple[PyThread, ...]   # in the text's order (oldest thread first, see parse_pyspy_json)
+    command: str | None  # the command line as py-spy prints it; None from --json (not in it)
+    python: str | None  # "3.11.2"; None from --json
+    threads: tuple[PyThread, ...]  # in the text's order (oldest thread first, see parse_pyspy_json)
     python_path: str | None = None  # "/usr/bin/python3.11" when printed
 
 
@@ -78,7 +78,7 @@ def parse_pyspy_dump(text: str) -> PyStacks:
     """One process's `py-spy dump` text; ParseError on empty, cut-off, foreign or multi-process text."""
     lines = _SGR.sub("", text).replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
-        lines.pop()                                  # the final newline, not an empty last line
+        lines.pop()  # the final newline, not an empty last line
     if not any(line.strip() for line in lines):
         raise ParseError(TOOL, "empty output", text)
     head = _PROCESS.fullmatch(lines[0])
@@ -90,10 +90,9 @@ def parse_pyspy_dump(text: str) -> PyStacks:
     # python's argv may hold newlines (python -c '...'): everything up to the version line is command
     command = "\n".join([head[2], *lines[1:version_at]])
     version = _PYTHON.fullmatch(lines[version_at])
-    assert version is not None                  # version_at is the line it matched
+    assert version is not None  # version_at is the line it matched
     threads = _threads(lines, version_at + 1, text)
-    return PyStacks(pid=int(head[1]), command=command, python=version[1], threads=threads,
-                    python_path=version[2])
+    return PyStacks(pid=int(head[1]), command=command, python=version[1], threads=threads, python_path=version[2])
 
 
 def parse_pyspy_json(text: str, pid: int) -> PyStacks:
@@ -121,11 +120,11 @@ def pyspy_failure(stdout: str, stderr: str, exit_code: int | None) -> str:
     error, causes = _error(stderr) or _error(stdout) or ("", ())
     told = " ".join((error, *causes))
     if "Failed to get process executable name" in error and "No such file or directory" in told:
-        return "no such process"                     # /proc/<pid>/exe is gone
+        return "no such process"  # /proc/<pid>/exe is gone
     if error.startswith("Permission Denied"):
-        return "permission denied (ptrace)"          # py-spy's own wording; needs CAP_SYS_PTRACE/root
+        return "permission denied (ptrace)"  # py-spy's own wording; needs CAP_SYS_PTRACE/root
     if "Failed to find python version" in error:
-        return "not a Python process"                # or a Python py-spy cannot read
+        return "not a Python process"  # or a Python py-spy cannot read
     if "Failed to suspend process" in told:
         # PTRACE_SEIZE fails with EPERM when another tracer (strace, gdb) holds the process;
         # a SIGSTOPped process answers the interrupt with a group-stop py-spy does not expect
@@ -160,7 +159,7 @@ def _threads(lines: list[str], start: int, text: str) -> tuple[PyThread, ...]:
     for i in range(start, len(lines)):
         line = lines[i]
         if not line.strip():
-            continue                                 # after the header; between threads in some builds
+            continue  # after the header; between threads in some builds
         if m := _THREAD.fullmatch(line):
             if header:
                 threads.append(_thread(header, frames))
@@ -168,16 +167,14 @@ def _threads(lines: list[str], start: int, text: str) -> tuple[PyThread, ...]:
         elif line.startswith("Thread "):
             raise ParseError(TOOL, "unreadable thread line (an unknown status?)", _around(lines, i))
         elif _PROCESS.fullmatch(line):
-            raise ParseError(TOOL, "more than one process (--subprocesses?); one pid per call",
-                             _around(lines, i))
+            raise ParseError(TOOL, "more than one process (--subprocesses?); one pid per call", _around(lines, i))
         elif header is None:
-            raise ParseError(TOOL, "expected 'Thread <id> (<status>)' after the header",
-                             _around(lines, i))
+            raise ParseError(TOOL, "expected 'Thread <id> (<status>)' after the header", _around(lines, i))
         elif m := _FRAME.fullmatch(line):
             frames.append(_frame(m[1], m[2], int(m[3]) if m[3] else None))
             in_locals = False
         elif frames and _LOCALS_HEADER.fullmatch(line):
-            in_locals = True                         # --locals: values are not facts nodecheck uses
+            in_locals = True  # --locals: values are not facts nodecheck uses
         elif in_locals and _LOCAL.fullmatch(line):
             continue
         else:
@@ -208,18 +205,22 @@ def _json_thread(trace: object, text: str) -> PyThread:
     for frame in _field(trace, "frames", list, text):
         line = _field(frame, "line", int, text)
         short = _field(frame, "short_filename", (str, type(None)), text)
-        frames.append(PyFrame(
-            function=_field(frame, "name", str, text),
-            file=short if short is not None else _field(frame, "filename", str, text),
-            line=line or None,                       # 0: py-spy knows no line (the text omits it)
-            # py-spy names the shared object of native frames in "module"; Python frames have null
-            native=_field(frame, "module", (str, type(None)), text) is not None))
+        frames.append(
+            PyFrame(
+                function=_field(frame, "name", str, text),
+                file=short if short is not None else _field(frame, "filename", str, text),
+                line=line or None,  # 0: py-spy knows no line (the text omits it)
+                # py-spy names the shared object of native frames in "module"; Python frames have null
+                native=_field(frame, "module", (str, type(None)), text) is not None,
+            )
+        )
     return PyThread(
         # as the text shows it: the OS thread id, else Rust's {:#X} of the pthread id
         thread_id=str(os_id) if os_id is not None else f"0x{_field(trace, 'thread_id', int, text):X}",
         name=_field(trace, "thread_name", (str, type(None)), text),
         status="idle" if not active else ("active+gil" if gil else "active"),
-        frames=tuple(frames))
+        frames=tuple(frames),
+    )
 
 
 def _field(obj: object, key: str, kind: type | tuple[type, ...], text: str):
@@ -238,9 +239,9 @@ def _error(text: str) -> tuple[str, tuple[str, ...]] | None:
     for i, line in enumerate(lines):
         if line.startswith(("Error: ", "Permission Denied")):
             causes = []
-            for cause in lines[i + 1:]:
+            for cause in lines[i + 1 :]:
                 if cause.startswith("Stack backtrace:"):
-                    break                            # RUST_BACKTRACE=1: frames of py-spy itself
+                    break  # RUST_BACKTRACE=1: frames of py-spy itself
                 if m := re.fullmatch(r"\d+: (.*)", cause, re.ASCII):
                     causes.append(m[1])
             return line.removeprefix("Error: "), tuple(causes)
@@ -248,4 +249,4 @@ def _error(text: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 def _around(lines: list[str], i: int) -> str:
-    return "\n".join(lines[max(0, i - 2):i + 3])
+    return "\n".join(lines[max(0, i - 2) : i + 3])

@@ -7,6 +7,7 @@ Accepted, as a data pipeline writes them:
 Anything else (a negative or non-integer count, a rank twice, a rank that is not a decimal number)
 is a ParseError: a count nodecheck misreads would make the balance verdict wrong either way.
 """
+
 from __future__ import annotations
 
 import csv
@@ -42,21 +43,21 @@ def _json(text: str) -> dict[int, int]:
                 raise ParseError(TOOL, f"rank {_shown(key)} appears twice", text)
             seen[key] = value
         return seen
+
     try:
         data = json.loads(text, object_pairs_hook=pairs)
     except json.JSONDecodeError as e:
         raise ParseError(TOOL, f"not JSON: {e.msg} at line {e.lineno} column {e.colno}", text) from None
-    except RecursionError:                     # json's C decoder stops at the interpreter's depth limit
+    except RecursionError:  # json's C decoder stops at the interpreter's depth limit
         raise ParseError(TOOL, "not rank counts: JSON nested too deeply", text) from None
     if isinstance(data, list):
         return {rank: _count(value, rank, text) for rank, value in enumerate(data)}
     if not isinstance(data, dict):
-        raise ParseError(TOOL, f"expected a JSON object {{\"rank\": count}} or an array, got {type(data).__name__}",
-                         text)
+        raise ParseError(TOOL, f'expected a JSON object {{"rank": count}} or an array, got {type(data).__name__}', text)
     counts: dict[int, int] = {}
     for key, value in data.items():
         rank = _rank(key.strip(), text)
-        if rank in counts:                     # "1" and " 1"
+        if rank in counts:  # "1" and " 1"
             raise ParseError(TOOL, f"rank {rank} appears twice", text)
         counts[rank] = _count(value, rank, text)
     return counts
@@ -67,10 +68,11 @@ def _csv(text: str) -> dict[int, int]:
     rows = [(n, [c.strip() for c in row]) for n, row in _csv_rows(text) if any(c.strip() for c in row)]
     for i, (line, row) in enumerate(rows):
         if len(row) != 2:
-            raise ParseError(TOOL, f"line {line}: expected rank,count, got {len(row)} fields: "
-                                   f"{_shown(','.join(row))}", text)
+            raise ParseError(
+                TOOL, f"line {line}: expected rank,count, got {len(row)} fields: {_shown(','.join(row))}", text
+            )
         if i == 0 and not _DECIMAL.fullmatch(row[0]) and not row[0].lstrip("-").isdigit():
-            continue                           # a header: rank,count / rank,blocks / ...
+            continue  # a header: rank,count / rank,blocks / ...
         rank = _rank(row[0], text, line)
         if rank in counts:
             raise ParseError(TOOL, f"line {line}: rank {rank} appears twice", text)
@@ -83,7 +85,7 @@ def _csv_rows(text: str) -> list[tuple[int, list[str]]]:
     whole text raised csv.Error on a bare \r); a rank,count line holds no quoted line break, and
     quoting that does not close on its line is a ParseError, as is a field over csv's size limit."""
     rows = []
-    for number, line in enumerate(_LINE_BREAK.split(text), 1):   # not splitlines: \x0c is no line break
+    for number, line in enumerate(_LINE_BREAK.split(text), 1):  # not splitlines: \x0c is no line break
         try:
             rows.append((number, next(csv.reader([line], strict=True), [])))
         except csv.Error as e:

@@ -2,6 +2,7 @@
 `@@nodecheck` lines of the listener's start ("dir PATH", "port N listening|busy|error WHY", "ready",
 "nopython", "exited N", "notready"), of its stop ("alive", "exited ...", "nodir", "refused ...") and
 of the connect step ("conn I RESULT DETAIL"). Pure."""
+
 from __future__ import annotations
 
 import re
@@ -19,8 +20,10 @@ def listener_made(start_stdout: str) -> str:
 
 def listened_ports(text: str) -> dict[int, str]:
     """The start step's port lines: port -> "listening", "busy: <why>" or "error: <why>"."""
-    return {int(m.group(1)): m.group(2) if m.group(2) == "listening" else f"{m.group(2)}: {m.group(3)}"
-            for m in _PORT_LINE.finditer(text)}
+    return {
+        int(m.group(1)): m.group(2) if m.group(2) == "listening" else f"{m.group(2)}: {m.group(3)}"
+        for m in _PORT_LINE.finditer(text)
+    }
 
 
 def connection_results(text: str) -> dict[int, tuple[str, str]]:
@@ -41,8 +44,14 @@ def listener_ready(start_stdout: str) -> bool:
 
 def listener_start_state(start_stdout: str) -> str:
     """How a listener that never said ready ended: "exited N", "notready", or "gave no state"."""
-    return next((ln[len("@@nodecheck "):] for ln in start_stdout.splitlines()
-                 if ln.startswith(("@@nodecheck exited", "@@nodecheck notready"))), "gave no state")
+    return next(
+        (
+            ln[len("@@nodecheck ") :]
+            for ln in start_stdout.splitlines()
+            if ln.startswith(("@@nodecheck exited", "@@nodecheck notready"))
+        ),
+        "gave no state",
+    )
 
 
 def listener_alive(stop_stdout: str) -> bool:
@@ -53,5 +62,11 @@ def listener_alive(stop_stdout: str) -> bool:
 def listener_stop_state(stop_stdout: str) -> str:
     """How a listener the stop step did not find alive had ended: "exited ...", "nodir", "refused ...",
     or "gone" when the step said nothing of it."""
-    return next((ln[len("@@nodecheck "):] for ln in stop_stdout.splitlines()
-                 if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir", "@@nodecheck refused"))), "gone")
+    return next(
+        (
+            ln[len("@@nodecheck ") :]
+            for ln in stop_stdout.splitlines()
+            if ln.startswith(("@@nodecheck exited", "@@nodecheck nodir", "@@nodecheck refused"))
+        ),
+        "gone",
+    )

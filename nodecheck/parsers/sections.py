@@ -7,6 +7,7 @@ The probe scripts print each command between marker lines:
 and single facts as `@@nodecheck <key> <value>` lines. One SSH round trip then carries several
 commands, and a judge still knows which command said what and how it exited.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,7 @@ _FACT = re.compile(r"^@@nodecheck (?!begin |end )(\S+) ?(.*)$")
 class Section:
     name: str
     text: str
-    rc: int | None                             # None: the end marker never came (cut off)
+    rc: int | None  # None: the end marker never came (cut off)
 
     @property
     def ok(self) -> bool:
@@ -36,8 +37,8 @@ class Section:
 @dataclass(frozen=True)
 class Sections:
     sections: dict[str, Section]
-    facts: dict[str, str]                      # "@@nodecheck runtime docker" → {"runtime": "docker"}
-    preamble: str                              # text before the first marker
+    facts: dict[str, str]  # "@@nodecheck runtime docker" → {"runtime": "docker"}
+    preamble: str  # text before the first marker
 
     def get(self, name: str) -> Section | None:
         return self.sections.get(name)
@@ -55,13 +56,13 @@ def split_sections(text: str, tool: str = "probe") -> Sections:
     preamble: list[str] = []
     current: str | None = None
     body: list[str] = []
-    for line in split_lines(text):           # "\n" only: a \x1c or U+2028 in a command's output is its own
+    for line in split_lines(text):  # "\n" only: a \x1c or U+2028 in a command's output is its own
         if current is not None:
             end = _END.search(line)
             if end and end.group(1) == current:
                 text = _join(body)
-                if end.start():                # the last line had no newline: keep it that way
-                    text += line[:end.start()]
+                if end.start():  # the last line had no newline: keep it that way
+                    text += line[: end.start()]
                 sections[current] = Section(current, text, int(end.group(2)))
                 current, body = None, []
             else:
@@ -73,7 +74,7 @@ def split_sections(text: str, tool: str = "probe") -> Sections:
             facts[fact.group(1)] = fact.group(2)
         elif not sections and not facts:
             preamble.append(line)
-    if current is not None:                    # the output stops inside a section: keep what came
+    if current is not None:  # the output stops inside a section: keep what came
         sections[current] = Section(current, _join(body), None)
     return Sections(sections, facts, _join(preamble))
 

@@ -1,4 +1,5 @@
 """Parse `scontrol show node` (the multi-line form) into each node's state and drain reason."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,8 +16,8 @@ from nodecheck.parsers.lines import split_lines
 # in brackets is a hash of the site's drain token and the rest of the reason, so a reason a person
 # typed, or copied from nodecheck's and edited ("nodecheck: gpu.health GPU3 held for RMA - do not
 # resume"), is not nodecheck's, and nodecheck never resumes it.
-OWNER = "nodecheck["                           # every drain reason nodecheck sets starts with this
-OLD_OWNER = "nodecheck:"                       # the reasons of nodecheck before the mark: never resumed
+OWNER = "nodecheck["  # every drain reason nodecheck sets starts with this
+OLD_OWNER = "nodecheck:"  # the reasons of nodecheck before the mark: never resumed
 MARK_CHARS = 8
 _MARKED = re.compile(r"nodecheck\[([0-9a-f]{%d})\]: (\S.*)" % MARK_CHARS, re.ASCII)
 Owner = Literal["ours", "old", "foreign"]
@@ -28,7 +29,7 @@ def reason_mark(body: str, token: str = "") -> str:
 
 
 def reason_owner(reason: str, token: str = "") -> Owner:
-    """"ours": a reason nodecheck set with this token (its mark matches its text); "old": the
+    """ "ours": a reason nodecheck set with this token (its mark matches its text); "old": the
     "nodecheck: ..." form of earlier versions, which anyone could have typed; else "foreign"."""
     m = _MARKED.fullmatch(reason or "")
     if m and m[1] == reason_mark(m[2], token):
@@ -37,11 +38,13 @@ def reason_owner(reason: str, token: str = "") -> Owner:
 
 
 def reason_body(reason: str) -> str:
-    """"<check> <message>" of a marked reason (or of an old-format one); "" otherwise."""
+    """ "<check> <message>" of a marked reason (or of an old-format one); "" otherwise."""
     m = _MARKED.fullmatch(reason or "")
     if m:
         return m[2]
-    return reason[len(OLD_OWNER):].lstrip() if (reason or "").startswith(OLD_OWNER) else ""
+    return reason[len(OLD_OWNER) :].lstrip() if (reason or "").startswith(OLD_OWNER) else ""
+
+
 TOOL = "scontrol show node"
 
 # Flags that mean "taken out of service by someone, with a reason": an admin's or a health
@@ -50,8 +53,8 @@ TOOL = "scontrol show node"
 UNAVAILABLE_FLAGS = frozenset({"DRAIN", "DRAINED", "DRAINING", "DOWN", "FAIL", "FAILING"})
 
 _NODE_NAME = re.compile(r"NodeName=(\S+)")
-_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=")          # each line of a block starts with Key=
-_STATE_FIELD = re.compile(r"(?:^|\s)State=(\S*)")        # not NextState=
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_]*)=")  # each line of a block starts with Key=
+_STATE_FIELD = re.compile(r"(?:^|\s)State=(\S*)")  # not NextState=
 # 22.05 prints base+FLAG+FLAG ("DOWN+DRAIN+NOT_RESPONDING"); 20.11 and older mark a node that
 # does not respond with '*' on the base ("DOWN*+DRAIN").
 _STATE = re.compile(r"[A-Z][A-Z_]*\*?(?:\+[A-Z][A-Z_]*\*?)*")
@@ -63,18 +66,18 @@ _FREE_TEXT = frozenset({"OS", "Reason", "Comment", "Extra"})
 # Slurm prints each further line of a multi-line reason after the block's 3-space indent and 7
 # more spaces (node_info.c: line_end + "       ").
 _REASON_MORE = " " * 10
-_NO_NODES = "No nodes in the system"         # what scontrol prints for a cluster without nodes
+_NO_NODES = "No nodes in the system"  # what scontrol prints for a cluster without nodes
 
 
 @dataclass(frozen=True)
 class NodeState:
     name: str
-    state: str                                 # raw State= value: "IDLE+DRAIN", "DOWN+NOT_RESPONDING"
-    flags: frozenset[str]                      # its words, '*' stripped: {"IDLE", "DRAIN"}
-    reason: str                                # without the " [user@timestamp]" suffix; "" if none
-    reason_user: str = ""                      # "root"
-    reason_time: str = ""                      # "2026-11-29T14:00:00", as Slurm printed it
-    not_responding: bool = False               # '*' in State (20.11 and older) or +NOT_RESPONDING (22.05)
+    state: str  # raw State= value: "IDLE+DRAIN", "DOWN+NOT_RESPONDING"
+    flags: frozenset[str]  # its words, '*' stripped: {"IDLE", "DRAIN"}
+    reason: str  # without the " [user@timestamp]" suffix; "" if none
+    reason_user: str = ""  # "root"
+    reason_time: str = ""  # "2026-11-29T14:00:00", as Slurm printed it
+    not_responding: bool = False  # '*' in State (20.11 and older) or +NOT_RESPONDING (22.05)
 
     @property
     def drained(self) -> bool:
@@ -89,9 +92,9 @@ class NodeState:
 @dataclass
 class _Block:
     name: str
-    first_line: int                            # index into the lines, for the excerpt
+    first_line: int  # index into the lines, for the excerpt
     state: str | None = None
-    reason: list[str] | None = None            # the reason's lines, suffix removed
+    reason: list[str] | None = None  # the reason's lines, suffix removed
     reason_user: str = ""
     reason_time: str = ""
 
@@ -108,14 +111,14 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
         return {}
     blocks: list[_Block] = []
     current: _Block | None = None
-    in_reason = False                          # the previous line was the reason or more of it
+    in_reason = False  # the previous line was the reason or more of it
     for i, line in enumerate(lines):
         if not line.strip():
-            current, in_reason = None, False   # a blank line ends a block
+            current, in_reason = None, False  # a blank line ends a block
             continue
         if current is not None and in_reason and line.startswith(_REASON_MORE):
             assert current.reason is not None  # in_reason: this block's Reason line came before
-            current.reason.append(line[len(_REASON_MORE):])
+            current.reason.append(line[len(_REASON_MORE) :])
             continue
         stripped = line.strip()
         match = _NODE_NAME.match(stripped)
@@ -136,13 +139,13 @@ def parse_show_node(text: str) -> dict[str, NodeState]:
 def _fields(block: _Block, line: str, text: str) -> bool:
     """Read the fields nodecheck needs from one line of a block; True if it was the Reason line."""
     starts = _KEY.match(line)
-    assert starts is not None                  # the caller matched _KEY (or NodeName=) on this line
+    assert starts is not None  # the caller matched _KEY (or NodeName=) on this line
     key = starts[1]
     if key in _FREE_TEXT:
         if key == "Reason":
             if block.reason is not None:
                 raise ParseError(TOOL, f"node {block.name}: two Reason= lines", text)
-            _reason(block, line[len("Reason="):])
+            _reason(block, line[len("Reason=") :])
             return True
         return False
     match = _STATE_FIELD.search(line)
@@ -160,25 +163,30 @@ def _reason(block: _Block, value: str) -> None:
     if stamp:
         block.reason = [stamp[1]]
         block.reason_user, block.reason_time = stamp[2], stamp[3]
-    else:                                      # no reason_time recorded: Slurm prints the text alone
+    else:  # no reason_time recorded: Slurm prints the text alone
         block.reason = [value]
 
 
 def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, NodeState]:
     states: dict[str, NodeState] = {}
     for block in blocks:
-        if block.state is None:                # cut off, or not scontrol's block
-            raise ParseError(TOOL, f"node {block.name}: no State= field (output cut off?)",
-                             "\n".join(lines[block.first_line:]))
+        if block.state is None:  # cut off, or not scontrol's block
+            raise ParseError(
+                TOOL, f"node {block.name}: no State= field (output cut off?)", "\n".join(lines[block.first_line :])
+            )
         if block.name in states:
             raise ParseError(TOOL, f"node {block.name} appears twice", text)
         words = block.state.split("+")
         flags = frozenset(word.rstrip("*") for word in words)
         states[block.name] = NodeState(
-            name=block.name, state=block.state, flags=flags,
-            reason="\n".join(block.reason or ()), reason_user=block.reason_user,
+            name=block.name,
+            state=block.state,
+            flags=flags,
+            reason="\n".join(block.reason or ()),
+            reason_user=block.reason_user,
             reason_time=block.reason_time,
-            not_responding="*" in block.state or "NOT_RESPONDING" in flags)
+            not_responding="*" in block.state or "NOT_RESPONDING" in flags,
+        )
     return states
 
 
@@ -186,15 +194,30 @@ def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, Node
 
 JOB_TOOL = "scontrol show job"
 # JobState values after which the job will not run again on its own (Slurm's job_state_string)
-ENDED_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                          "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+ENDED_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
 _INVALID_JOB = "Invalid job id specified"
 _JOB_FIRST = re.compile(r"JobId=(\S+)")
 # Key=value words; the value is one word (free-text keys are skipped by _JOB_FREE_TEXT)
 _JOB_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(\S*)")
 # Keys whose value is the rest of the line, spaces included: paths and the submitted command
-_JOB_FREE_TEXT = frozenset({"Command", "WorkDir", "StdErr", "StdIn", "StdOut", "Comment", "AdminComment",
-                            "SystemComment", "Extra", "Container", "ContainerID", "OverSubscribe"})
+_JOB_FREE_TEXT = frozenset(
+    {
+        "Command",
+        "WorkDir",
+        "StdErr",
+        "StdIn",
+        "StdOut",
+        "Comment",
+        "AdminComment",
+        "SystemComment",
+        "Extra",
+        "Container",
+        "ContainerID",
+        "OverSubscribe",
+    }
+)
 _GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
 _NULL = ("", "(null)", "None", "N/A")
 
@@ -203,18 +226,19 @@ _NULL = ("", "(null)", "None", "N/A")
 class JobRecord:
     """One job, from `squeue -O` (parse_squeue_job: what nodecheck acts on) or `scontrol show job ID`
     (parse_show_job); for an array or a heterogeneous job, its first record."""
+
     job_id: str
-    name: str                                  # "" from squeue (the owner's text: not read)
-    state: str                                 # "RUNNING", "PENDING", "COMPLETED", ...; a trailing '+' stripped
-    reason: str                                # "None", "BeginTime", "NonZeroExitCode", ...
-    node_list: str                             # "node[1-3]"; "" while pending ("" or "(null)" in the output)
-    nodes: tuple[str, ...]                     # node_list expanded
-    num_nodes: int | None                      # NumNodes (pending "1-1": the minimum)
+    name: str  # "" from squeue (the owner's text: not read)
+    state: str  # "RUNNING", "PENDING", "COMPLETED", ...; a trailing '+' stripped
+    reason: str  # "None", "BeginTime", "NonZeroExitCode", ...
+    node_list: str  # "node[1-3]"; "" while pending ("" or "(null)" in the output)
+    nodes: tuple[str, ...]  # node_list expanded
+    num_nodes: int | None  # NumNodes (pending "1-1": the minimum)
     num_tasks: int | None
-    gpus: int | None                           # gres/gpu=N of AllocTRES (else TRES); None: no GPU in the TRES
-    requeue: bool | None                       # Requeue=1: Slurm requeues the job after a node failure
-    restarts: int | None                       # how often it was requeued (None: squeue does not say)
-    user: str                                  # "root" of "UserId=root(0)"
+    gpus: int | None  # gres/gpu=N of AllocTRES (else TRES); None: no GPU in the TRES
+    requeue: bool | None  # Requeue=1: Slurm requeues the job after a node failure
+    restarts: int | None  # how often it was requeued (None: squeue does not say)
+    user: str  # "root" of "UserId=root(0)"
     batch_host: str
     raw: str
 
@@ -243,12 +267,17 @@ def parse_show_job(text: str) -> JobRecord:
         raise ParseError(JOB_TOOL, "empty output", text)
     first = _JOB_FIRST.match(lines[start].strip())
     if first is None and _INVALID_JOB in text:  # only in place of a record: a job's Comment may quote it
-        raise ParseError(JOB_TOOL, "no such job (\"Invalid job id specified\"): it ended long enough ago that "
-                         "slurmctld forgot it (MinJobAge), or the id is wrong", text)
+        raise ParseError(
+            JOB_TOOL,
+            'no such job ("Invalid job id specified"): it ended long enough ago that '
+            "slurmctld forgot it (MinJobAge), or the id is wrong",
+            text,
+        )
     if first is None:
-        raise ParseError(JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {quote(lines[start].strip())}",
-                         text)
-    record = []                                # this job's lines: up to the first blank line
+        raise ParseError(
+            JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {quote(lines[start].strip())}", text
+        )
+    record = []  # this job's lines: up to the first blank line
     for line in lines[start:]:
         if not line.strip():
             break
@@ -259,7 +288,7 @@ def parse_show_job(text: str) -> JobRecord:
         stripped = line.strip()
         key = stripped.partition("=")[0]
         if key in _JOB_FREE_TEXT:
-            _put(fields, key, stripped[len(key) + 1:], first[1], text)
+            _put(fields, key, stripped[len(key) + 1 :], first[1], text)
             continue
         if not _JOB_FIELD.match(stripped):
             raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {quote(stripped)}", text)
@@ -272,27 +301,37 @@ def parse_show_job(text: str) -> JobRecord:
     tres = fields.get("AllocTRES") or fields.get("TRES") or ""
     requeue = fields.get("Requeue")
     return JobRecord(
-        job_id=first[1], name=name if has_name else "", state=state.rstrip("+"),
-        reason=fields.get("Reason", ""), node_list=node_list, nodes=_nodes(node_list, first[1], text),
-        num_nodes=_count(fields.get("NumNodes")), num_tasks=_count(fields.get("NumTasks")),
-        gpus=_gpus(tres), requeue=None if requeue is None else requeue == "1",
+        job_id=first[1],
+        name=name if has_name else "",
+        state=state.rstrip("+"),
+        reason=fields.get("Reason", ""),
+        node_list=node_list,
+        nodes=_nodes(node_list, first[1], text),
+        num_nodes=_count(fields.get("NumNodes")),
+        num_tasks=_count(fields.get("NumTasks")),
+        gpus=_gpus(tres),
+        requeue=None if requeue is None else requeue == "1",
         restarts=_count(fields.get("Restarts")),
         user=fields.get("UserId", "").partition("(")[0],
         batch_host="" if fields.get("BatchHost", "") in _NULL else fields["BatchHost"],
-        raw="\n".join(record) + "\n")
+        raw="\n".join(record) + "\n",
+    )
 
 
 def _put(fields: dict[str, str], key: str, value: str, job_id: str, text: str) -> None:
     if key in fields:
-        raise ParseError(JOB_TOOL, f"job {job_id}: {key}= printed twice (a job name with a newline can forge "
-                         "lines; read the job with squeue)", text)
+        raise ParseError(
+            JOB_TOOL,
+            f"job {job_id}: {key}= printed twice (a job name with a newline can forge lines; read the job with squeue)",
+            text,
+        )
     fields[key] = value
 
 
 def _nodes(node_list: str, job_id: str, text: str, tool: str = JOB_TOOL) -> tuple[str, ...]:
     try:
         return tuple(expand(node_list)) if node_list else ()
-    except Exception as e:                     # ConfigError: not a hostlist
+    except Exception as e:  # ConfigError: not a hostlist
         raise ParseError(tool, f"job {job_id}: NodeList={node_list} is not a hostlist: {e}", text) from None
 
 
@@ -309,8 +348,19 @@ SQUEUE_TOOL = "squeue"
 # record of this output is the owner's. Reason goes last (the rest of the line), being free text that
 # slurmctld or an admin may write.
 SQUEUE_SEP = "\x1f"
-SQUEUE_FIELDS = ("JobArrayID", "JobID", "State", "NodeList", "UserName", "Requeue", "NumNodes", "NumTasks",
-                 "tres-alloc", "BatchHost", "Reason")
+SQUEUE_FIELDS = (
+    "JobArrayID",
+    "JobID",
+    "State",
+    "NodeList",
+    "UserName",
+    "Requeue",
+    "NumNodes",
+    "NumTasks",
+    "tres-alloc",
+    "BatchHost",
+    "Reason",
+)
 SQUEUE_FORMAT = ",".join(f"{f}:{SQUEUE_SEP}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
 _ARRAY_ID = re.compile(r"(\d+)(?:_(?:\d+|\[[\d,\-%]+\]))?(?:\+\d+)?", re.ASCII)
 _WORD = re.compile(r"[A-Z][A-Z_]*", re.ASCII)
@@ -327,17 +377,24 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
         raise ParseError(SQUEUE_TOOL, f"no such job ({_INVALID_JOB!r}: squeue listed nothing for {job_id})", text)
     values = lines[0].split(SQUEUE_SEP)
     if len(values) != len(SQUEUE_FIELDS):
-        raise ParseError(SQUEUE_TOOL, f"job {job_id}: {len(values)} fields, expected {len(SQUEUE_FIELDS)} "
-                         f"({', '.join(SQUEUE_FIELDS)})", text)
+        raise ParseError(
+            SQUEUE_TOOL,
+            f"job {job_id}: {len(values)} fields, expected {len(SQUEUE_FIELDS)} ({', '.join(SQUEUE_FIELDS)})",
+            text,
+        )
     f = dict(zip(SQUEUE_FIELDS, (v.strip() for v in values)))
     array_id = _ARRAY_ID.fullmatch(f["JobArrayID"])
     if array_id is None or not f["JobID"].isdigit() or not f["JobID"].isascii():
-        raise ParseError(SQUEUE_TOOL, f"job {job_id}: JobArrayID={quote(f['JobArrayID'])} JobID={quote(f['JobID'])} "
-                         "are not job ids", text)
+        raise ParseError(
+            SQUEUE_TOOL,
+            f"job {job_id}: JobArrayID={quote(f['JobArrayID'])} JobID={quote(f['JobID'])} are not job ids",
+            text,
+        )
     asked = re.split(r"[_+]", job_id)[0]
     if asked not in (array_id[1], f["JobID"]):
-        raise ParseError(SQUEUE_TOOL, f"asked for job {job_id}, squeue answered with job {quote(f['JobArrayID'])}",
-                         text)
+        raise ParseError(
+            SQUEUE_TOOL, f"asked for job {job_id}, squeue answered with job {quote(f['JobArrayID'])}", text
+        )
     for key, form in (("State", _WORD), ("UserName", _USER)):
         if not form.fullmatch(f[key]):
             raise ParseError(SQUEUE_TOOL, f"job {job_id}: {key}={quote(f[key])} is not a Slurm {key.lower()}", text)
@@ -348,17 +405,26 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
     return JobRecord(
         # an array task keeps its "4_2" form; a pending array's "4_[1-2]" is its job id
         job_id=f["JobArrayID"] if _JOB_ID_FORM.fullmatch(f["JobArrayID"]) else f["JobID"],
-        name="", state=f["State"].rstrip("+"), reason=f["Reason"], node_list=node_list,
+        name="",
+        state=f["State"].rstrip("+"),
+        reason=f["Reason"],
+        node_list=node_list,
         nodes=_nodes(node_list, job_id, text, SQUEUE_TOOL),
-        num_nodes=_count(f["NumNodes"]), num_tasks=_count(f["NumTasks"]), gpus=_gpus(f["tres-alloc"]),
-        requeue=_BOOL[f["Requeue"]], restarts=None, user=f["UserName"], batch_host=batch_host,
-        raw=lines[0] + "\n")
+        num_nodes=_count(f["NumNodes"]),
+        num_tasks=_count(f["NumTasks"]),
+        gpus=_gpus(f["tres-alloc"]),
+        requeue=_BOOL[f["Requeue"]],
+        restarts=None,
+        user=f["UserName"],
+        batch_host=batch_host,
+        raw=lines[0] + "\n",
+    )
 
 
 _JOB_ID_FORM = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?", re.ASCII)
 
 
 def _count(value: str | None) -> int | None:
-    """"3" -> 3; "1-1" (a pending job's range) -> 1; absent or "N/A" -> None."""
+    """ "3" -> 3; "1-1" (a pending job's range) -> 1; absent or "N/A" -> None."""
     m = re.fullmatch(r"(\d+)(?:-\d+)?", value or "")
     return int(m[1]) if m else None

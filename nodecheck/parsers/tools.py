@@ -1,5 +1,6 @@
 """What a "which tools are here" step prints: one `@@nodecheck have TOOL PATH` or `@@nodecheck
 missing TOOL` line per tool (nccl.allreduce_multi's nccl_tools probe). Pure."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Parse software version facts: kernel, OS, OFED, the NCCL libraries, header, config, env and debug log."""
+
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ from nodecheck.core.model import quote
 from nodecheck.parsers.lines import split_lines
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
-_KERNEL_RELEASE = re.compile(r"\d+\.\d+[0-9A-Za-z._+~-]*", re.ASCII)      # "5.15.0-112-generic"
+_KERNEL_RELEASE = re.compile(r"\d+\.\d+[0-9A-Za-z._+~-]*", re.ASCII)  # "5.15.0-112-generic"
 _OS_RELEASE_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.ASCII)
 # `ofed_info -s` prints "<package>-<version>:"; MLNX_OFED says MLNX_OFED_LINUX, DOCA-OFED and
 # builds from the source tarball say OFED-internal
@@ -22,10 +23,13 @@ _LDCONFIG_HEADER = re.compile(r"\d+ libs found in cache `[^']*'", re.ASCII)
 _VERSIONED_NCCL = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)", re.ASCII)
 # anchored at a line's start, as a directive is: unanchored, findall tried the leading [ \t]* from
 # every position of a line of spaces, quadratic (1 MB of spaces did not finish in 400 s)
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH|NCCL_VERSION_CODE)"
-                     r"[ \t]+(\S+)", re.ASCII | re.MULTILINE)
+_DEFINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(NCCL_MAJOR|NCCL_MINOR|NCCL_PATCH|NCCL_VERSION_CODE)"
+    r"[ \t]+(\S+)",
+    re.ASCII | re.MULTILINE,
+)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_DEBUG_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)", re.ASCII)   # "+cuda12.9" follows
+_DEBUG_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)", re.ASCII)  # "+cuda12.9" follows
 # matched on lines with trailing whitespace removed: a lazy group before `\s*$` was quadratic
 _LOADED_PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (.+) \((v\d+)\)$", re.ASCII)
 _EXTERNAL_PLUGIN = re.compile(r"Successfully loaded external plugin (\S+)")
@@ -40,33 +44,33 @@ _INTERNAL_NETWORKS = {"IB", "Socket"}
 
 @dataclass(frozen=True)
 class OsRelease:
-    id: str                                    # "ubuntu", "rocky"
-    version_id: str | None                     # "22.04"; rolling releases (Arch, sid) have none
-    pretty_name: str                           # PRETTY_NAME, else "NAME VERSION"
+    id: str  # "ubuntu", "rocky"
+    version_id: str | None  # "22.04"; rolling releases (Arch, sid) have none
+    pretty_name: str  # PRETTY_NAME, else "NAME VERSION"
 
 
 @dataclass(frozen=True)
 class NcclLib:
-    soname: str                                # "libnccl.so.2", "libnccl-net.so"
-    arch: str                                  # ldconfig's flags as printed: "libc6,x86-64"
-    path: str                                  # the cache entry: "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
-    target: str | None                         # readlink -f of path; None when the probe printed none
+    soname: str  # "libnccl.so.2", "libnccl-net.so"
+    arch: str  # ldconfig's flags as printed: "libc6,x86-64"
+    path: str  # the cache entry: "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
+    target: str | None  # readlink -f of path; None when the probe printed none
 
 
 @dataclass(frozen=True)
 class NcclLibs:
-    libs: tuple[NcclLib, ...]                  # every libnccl* entry, in cache order
-    version: str | None                        # of the first 64-bit libnccl.so.2 with a versioned target
-    net_plugins: tuple[str, ...]               # sonames of libnccl-net*.so entries
-    conflicting: tuple[str, ...]               # the distinct versions when the cache resolves to several
+    libs: tuple[NcclLib, ...]  # every libnccl* entry, in cache order
+    version: str | None  # of the first 64-bit libnccl.so.2 with a versioned target
+    net_plugins: tuple[str, ...]  # sonames of libnccl-net*.so entries
+    conflicting: tuple[str, ...]  # the distinct versions when the cache resolves to several
 
 
 @dataclass(frozen=True)
 class NetPlugin:
-    name: str                                  # "AWS Libfabric", as NCCL names it
-    api_version: str | None                    # the plugin API NCCL bound: "v6"
-    library: str | None                        # "libnccl-net.so"
-    release: str | None                        # the plugin's own version line: "aws-ofi-nccl 1.6.0"
+    name: str  # "AWS Libfabric", as NCCL names it
+    api_version: str | None  # the plugin API NCCL bound: "v6"
+    library: str | None  # "libnccl-net.so"
+    release: str | None  # the plugin's own version line: "aws-ofi-nccl 1.6.0"
 
 
 def parse_uname_r(text: str) -> str:
@@ -97,7 +101,8 @@ def parse_os_release(text: str) -> OsRelease:
     if not fields.get("ID"):
         raise ParseError(tool, "no ID line", text)
     pretty = fields.get("PRETTY_NAME") or " ".join(
-        value for value in (fields.get("NAME"), fields.get("VERSION")) if value)
+        value for value in (fields.get("NAME"), fields.get("VERSION")) if value
+    )
     if not pretty:
         raise ParseError(tool, "no PRETTY_NAME and no NAME line", text)
     return OsRelease(fields["ID"], fields.get("VERSION_ID") or None, pretty)
@@ -107,7 +112,7 @@ def parse_ofed_info(text: str) -> str | None:
     """`ofed_info -s`: "MLNX_OFED_LINUX-23.10-1.1.9.0"; None for no output or "ofed_info: not found"."""
     lines = [line.strip() for line in split_lines(text) if line.strip()]
     if not lines or all(_NOT_FOUND.fullmatch(line) for line in lines):
-        return None                            # inbox rdma-core: there is no OFED package to name
+        return None  # inbox rdma-core: there is no OFED package to name
     match = _OFED.fullmatch(lines[0])
     if len(lines) > 1 or not match:
         raise ParseError("ofed_info -s", f"not '<package>-<version>:': {quote(text.strip())}", text)
@@ -134,18 +139,22 @@ def parse_ldconfig_nccl(text: str) -> NcclLibs:
     primary = [lib for lib in cores if lib.soname == "libnccl.so.2" and is_64bit(lib.arch)]
     # the dynamic loader takes the first cache entry for a soname, so the first one is what runs
     version = next((v for v in (_target_version(lib) for lib in primary) if v), None)
-    return NcclLibs(tuple(libs), version, tuple(dict.fromkeys(lib.soname for lib in plugins)),
-                    tuple(versions) if len(versions) > 1 else ())
+    return NcclLibs(
+        tuple(libs),
+        version,
+        tuple(dict.fromkeys(lib.soname for lib in plugins)),
+        tuple(versions) if len(versions) > 1 else (),
+    )
 
 
 def parse_nccl_header(text: str) -> str | None:
-    """"2.23.4" from nccl.h's NCCL_MAJOR/MINOR/PATCH or NCCL_VERSION_CODE; None for no header."""
+    """ "2.23.4" from nccl.h's NCCL_MAJOR/MINOR/PATCH or NCCL_VERSION_CODE; None for no header."""
     tool = "nccl.h"
     if not text.strip():
-        return None                            # runtime-only nodes have no nccl.h: nothing to compare
+        return None  # runtime-only nodes have no nccl.h: nothing to compare
     defines: dict[str, int] = {}
     for name, value in _DEFINE.findall(text):
-        if not re.fullmatch(r"\d+", value, re.ASCII):       # "${nccl:Major}": the unrendered .in
+        if not re.fullmatch(r"\d+", value, re.ASCII):  # "${nccl:Major}": the unrendered .in
             raise ParseError(tool, f"{name} is not a number: {quote(value)}", text)
         if defines.get(name, int(value)) != int(value):
             raise ParseError(tool, f"{name} defined twice with different values", text)
@@ -169,7 +178,7 @@ def parse_nccl_conf(text: str) -> dict[str, str]:
     """/etc/nccl.conf or ~/.nccl.conf as NCCL reads it (src/misc/param.cc setEnvFile)."""
     tool = "nccl.conf"
     settings: dict[str, str] = {}
-    for line in split_lines(text):             # a \r\n ending loses its \r, as NCCL strips it
+    for line in split_lines(text):  # a \r\n ending loses its \r, as NCCL strips it
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         key, equals, value = line.partition("=")
@@ -199,9 +208,9 @@ def parse_nccl_env(text: str) -> dict[str, str]:
 
 
 def parse_nccl_debug_version(text: str) -> str | None:
-    """"2.27.5" from an NCCL_DEBUG=INFO log's "NCCL version 2.27.5+cuda12.9"; None when no line says it."""
+    """ "2.27.5" from an NCCL_DEBUG=INFO log's "NCCL version 2.27.5+cuda12.9"; None when no line says it."""
     versions = list(dict.fromkeys(_DEBUG_VERSION.findall(text)))
-    if len(versions) > 1:                      # ranks that loaded different libraries: no one answer
+    if len(versions) > 1:  # ranks that loaded different libraries: no one answer
         raise ParseError("NCCL_DEBUG log", f"several NCCL versions: {', '.join(versions)}", text)
     return versions[0] if versions else None
 
@@ -213,24 +222,29 @@ def parse_nccl_debug_plugin(text: str) -> NetPlugin | None:
         if len(line) > MAX_LOG_LINE_CHARS:
             continue
         line = line.rstrip()
-        if (match := _LOADED_PLUGIN.search(line)):
+        if match := _LOADED_PLUGIN.search(line):
             names.append(match[1])
             apis.append(match[2])
         elif (match := _USING_NETWORK.search(line)) and match[1] not in _INTERNAL_NETWORKS:
             names.append(match[1])
-        elif (match := _EXTERNAL_PLUGIN.search(line)):
+        elif match := _EXTERNAL_PLUGIN.search(line):
             libraries.append(match[1])
-        elif (match := _OFI_RELEASE.search(line)):
+        elif match := _OFI_RELEASE.search(line):
             releases.append(match[1])
     names, apis, libraries, releases = (list(dict.fromkeys(v)) for v in (names, apis, libraries, releases))
-    for what, values in (("plugin", names), ("plugin API", apis), ("plugin library", libraries),
-                         ("plugin release", releases)):
-        if len(values) > 1:                    # ranks that loaded different plugins
+    for what, values in (
+        ("plugin", names),
+        ("plugin API", apis),
+        ("plugin library", libraries),
+        ("plugin release", releases),
+    ):
+        if len(values) > 1:  # ranks that loaded different plugins
             raise ParseError("NCCL_DEBUG log", f"several {what}s: {', '.join(values)}", text)
     if not names:
         return None
-    return NetPlugin(names[0], apis[0] if apis else None, libraries[0] if libraries else None,
-                     releases[0] if releases else None)
+    return NetPlugin(
+        names[0], apis[0] if apis else None, libraries[0] if libraries else None, releases[0] if releases else None
+    )
 
 
 def _unquote(value: str, tool: str, text: str) -> str:

@@ -14,11 +14,12 @@ A section the watcher did not ask for is a fact line (`@@nodecheck log unwatched
 nvidia-smi, log or heartbeat is a condition of that section (its rc and error line), not a failed
 sample; only output without a readable clock (not the probe's output at all) is a ParseError.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.nvidia_smi import parse_query_gpu
@@ -29,8 +30,7 @@ TAIL_BYTES = 64 * 1024
 # the regexes see at most this much of a line: a progress line is a few hundred characters, and the
 # users' regexes (".*step (?P<step>\d+)") are quadratic on a 64 KiB line of binary or a printed tensor
 LINE_CHARS = 2048
-GPU_FIELDS: tuple[str, ...] = ("index", "utilization.gpu", "power.draw", "power.limit", "memory.used",
-                               "memory.total")
+GPU_FIELDS: tuple[str, ...] = ("index", "utilization.gpu", "power.draw", "power.limit", "memory.used", "memory.total")
 
 _TAIL_BEGIN = "@@nodecheck begin log_tail\n"
 _TAIL_END = re.compile(r"\n@@nodecheck end log_tail rc=(\d+)\n?\Z")
@@ -53,7 +53,7 @@ class GpuSample:
 @dataclass(frozen=True)
 class Proc:
     pid: int
-    state: str                                 # ps STAT: "Sl", "R+", "Z" (a zombie is gone, not running)
+    state: str  # ps STAT: "Sl", "R+", "Z" (a zombie is gone, not running)
     elapsed_s: int | None
     args: str
     ppid: int | None = None
@@ -65,18 +65,18 @@ class Proc:
 
 @dataclass(frozen=True)
 class NodeSample:
-    clock: float                               # the node's clock (epoch s) when sampled
+    clock: float  # the node's clock (epoch s) when sampled
     gpus: tuple[GpuSample, ...]
-    gpu_error: str                             # "" when nvidia-smi answered; else its error line
+    gpu_error: str  # "" when nvidia-smi answered; else its error line
     processes: tuple[Proc, ...]
     log_size: int | None
     log_mtime: float | None
-    log_tail: str                              # whole lines only: a line cut by the 64 KiB window is dropped
+    log_tail: str  # whole lines only: a line cut by the 64 KiB window is dropped
     log_error: str
     heartbeat_mtime: float | None
     heartbeat_error: str
-    procs_error: str = ""                      # pgrep/ps failed: the processes are unknown, not absent
-    procs_watched: bool = True                 # False: no --match, processes not sampled
+    procs_error: str = ""  # pgrep/ps failed: the processes are unknown, not absent
+    procs_watched: bool = True  # False: no --match, processes not sampled
     log_watched: bool = True
     heartbeat_watched: bool = True
 
@@ -91,13 +91,13 @@ class NodeSample:
 
 @dataclass(frozen=True)
 class ProgressReading:
-    step: int | None                           # the last step the log shows
-    throughput: float | None                   # from the last line that carried one
-    rank_seconds: Mapping[int, float]          # rank -> step time from that rank's LAST line
-    done: bool                                 # done_regex matched at or after the last step line
-    checkpointing: bool                        # checkpoint_regex matched at or after the last step line
-    last_line: str                             # the last non-empty line (for messages)
-    step_line: str = ""                        # the line the step came from
+    step: int | None  # the last step the log shows
+    throughput: float | None  # from the last line that carried one
+    rank_seconds: Mapping[int, float]  # rank -> step time from that rank's LAST line
+    done: bool  # done_regex matched at or after the last step line
+    checkpointing: bool  # checkpoint_regex matched at or after the last step line
+    last_line: str  # the last non-empty line (for messages)
+    step_line: str = ""  # the line the step came from
 
 
 def parse_sample(text: str) -> NodeSample:
@@ -139,11 +139,22 @@ def parse_sample(text: str) -> NodeSample:
         else:
             heartbeat_mtime = _clock(beat.text, text, what="heartbeat mtime")
 
-    return NodeSample(clock=clock, gpus=gpus, gpu_error=gpu_error, processes=processes,
-                      log_size=log_size, log_mtime=log_mtime, log_tail=log_tail, log_error=log_error,
-                      heartbeat_mtime=heartbeat_mtime, heartbeat_error=heartbeat_error,
-                      procs_error=procs_error, procs_watched=procs_watched, log_watched=log_watched,
-                      heartbeat_watched=heartbeat_watched)
+    return NodeSample(
+        clock=clock,
+        gpus=gpus,
+        gpu_error=gpu_error,
+        processes=processes,
+        log_size=log_size,
+        log_mtime=log_mtime,
+        log_tail=log_tail,
+        log_error=log_error,
+        heartbeat_mtime=heartbeat_mtime,
+        heartbeat_error=heartbeat_error,
+        procs_error=procs_error,
+        procs_watched=procs_watched,
+        log_watched=log_watched,
+        heartbeat_watched=heartbeat_watched,
+    )
 
 
 def _split_tail(text: str) -> tuple[str, str | None, int | None]:
@@ -155,11 +166,11 @@ def _split_tail(text: str) -> tuple[str, str | None, int | None]:
         if at < 0:
             return text, None, None
         at += 1
-    head, rest = text[:at], text[at + len(_TAIL_BEGIN):]
+    head, rest = text[:at], text[at + len(_TAIL_BEGIN) :]
     end = _TAIL_END.search(rest)
     if end is None:
         return head, rest, None
-    return head, rest[:end.start()], int(end.group(1))
+    return head, rest[: end.start()], int(end.group(1))
 
 
 def _whole_lines(tail: str, size: int | None, *, cut_off: bool) -> str:
@@ -170,7 +181,7 @@ def _whole_lines(tail: str, size: int | None, *, cut_off: bool) -> str:
         if not newline:
             return ""
     if cut_off:
-        tail = tail[:tail.rfind("\n") + 1]
+        tail = tail[: tail.rfind("\n") + 1]
     return tail
 
 
@@ -212,10 +223,14 @@ def read_gpus(section) -> tuple[tuple[GpuSample, ...], str]:
 
 def _gpu(position: int, row: Mapping[str, str | None]) -> GpuSample:
     index = _number(row, "index")
-    return GpuSample(index=int(index) if index is not None else position,
-                     util_pct=_number(row, "utilization.gpu"), power_w=_number(row, "power.draw"),
-                     power_limit_w=_number(row, "power.limit"), mem_used_mib=_number(row, "memory.used"),
-                     mem_total_mib=_number(row, "memory.total"))
+    return GpuSample(
+        index=int(index) if index is not None else position,
+        util_pct=_number(row, "utilization.gpu"),
+        power_w=_number(row, "power.draw"),
+        power_limit_w=_number(row, "power.limit"),
+        mem_used_mib=_number(row, "memory.used"),
+        mem_total_mib=_number(row, "memory.total"),
+    )
 
 
 def _number(row: Mapping[str, str | None], name: str) -> float | None:
@@ -255,13 +270,17 @@ def read_procs(lines: str, tool: str, text: str) -> tuple[Proc, ...]:
 
 # == progress from the log tail ===================================================================
 
+
 def read_progress(log_tail: str, src) -> ProgressReading:
     """The job's progress from its log tail, by the regexes of `src` (a watch.config.ProgressSource):
     the LAST match of each; per-rank times from each rank's last line; each line cut at LINE_CHARS.
     A regex group that does not hold a number raises ParseError with the line (the regex is wrong,
     not the job)."""
-    step_re, tput_re, rank_re = src.compiled("step_regex"), src.compiled("throughput_regex"), \
-        src.compiled("rank_time_regex")
+    step_re, tput_re, rank_re = (
+        src.compiled("step_regex"),
+        src.compiled("throughput_regex"),
+        src.compiled("rank_time_regex"),
+    )
     done_re, ckpt_re = src.compiled("done_regex"), src.compiled("checkpoint_regex")
     lines = [line[:LINE_CHARS] for line in log_tail.splitlines()]
     step = throughput = None
@@ -283,13 +302,17 @@ def read_progress(log_tail: str, src) -> ProgressReading:
         if rank_re is not None:
             for m in rank_re.finditer(line):
                 rank = _int(m.group("rank"), "rank", line)
-                if rank not in rank_seconds:   # walking backwards: the first seen is the last line
+                if rank not in rank_seconds:  # walking backwards: the first seen is the last line
                     rank_seconds[rank] = _float(m.group("seconds"), "seconds", line)
-    return ProgressReading(step=step, throughput=throughput,
-                           rank_seconds=dict(sorted(rank_seconds.items())),
-                           done=done_at >= 0 and done_at >= step_at,
-                           checkpointing=ckpt_at >= 0 and ckpt_at >= step_at,
-                           last_line=last_line[:300], step_line=step_line[:300])
+    return ProgressReading(
+        step=step,
+        throughput=throughput,
+        rank_seconds=dict(sorted(rank_seconds.items())),
+        done=done_at >= 0 and done_at >= step_at,
+        checkpointing=ckpt_at >= 0 and ckpt_at >= step_at,
+        last_line=last_line[:300],
+        step_line=step_line[:300],
+    )
 
 
 def _last(pattern: re.Pattern, line: str) -> re.Match | None:

@@ -1,5 +1,6 @@
 """What of a job's environment may reach a probe that runs as root on a node, and why the rest stays
 behind: the rules, whoever read the environment (a --job-env file, a JOB.yml, a playbook's `env:`)."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from nodecheck.core.redact import is_secret_name
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)   # \Z: "$" would let "NAME\n" through
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)  # \Z: "$" would let "NAME\n" through
 
 
 # What of a job's environment reaches a node for a test that runs the job's communication stack
@@ -19,8 +20,21 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)   # \Z: "$" would l
 # AWS_*) have no business on a node's command line or in a report, and PATH or LD_PRELOAD would
 # change which program nodecheck runs as root. A name that looks secret (redact.is_secret_name)
 # stays behind even with one of these prefixes. The values travel on the probe's stdin, never argv.
-TEST_ENV_PREFIXES = ("NCCL_", "TORCH_", "CUDA_", "NVIDIA_", "UCX_", "OMPI_", "PMIX_", "HCOLL_", "SHARP_",
-                     "MELLANOX_", "MLX5_", "FI_", "GLOO_")
+TEST_ENV_PREFIXES = (
+    "NCCL_",
+    "TORCH_",
+    "CUDA_",
+    "NVIDIA_",
+    "UCX_",
+    "OMPI_",
+    "PMIX_",
+    "HCOLL_",
+    "SHARP_",
+    "MELLANOX_",
+    "MLX5_",
+    "FI_",
+    "GLOO_",
+)
 TEST_ENV_NAMES = frozenset({"LD_LIBRARY_PATH"})
 
 # Who chose a variable matters. The test runs as root (often over SSH, as the Prolog): a variable that
@@ -37,9 +51,34 @@ TEST_ENV_NAMES = frozenset({"LD_LIBRARY_PATH"})
 # values) with LOADS_OR_WRITES, and the verdict says so: the operator knows the job's plugin was not
 # what was tested. The operator's own playbook `env:` is trusted input and may set any of them
 # (a site's aws-ofi-nccl plugin); where the job's value is refused, the operator's stays.
-LOADING_WORDS = frozenset({"PATH", "PATHS", "DIR", "DIRS", "FILE", "FILES", "PLUGIN", "PLUGINS", "LIB", "LIBS",
-                           "LIBRARY", "LIBRARIES", "PRELOAD", "AGENT", "CMD", "COMMAND", "EXE", "EXEC", "PROGRAM",
-                           "SCRIPT", "HOME", "ROOT", "PREFIX", "URI"})
+LOADING_WORDS = frozenset(
+    {
+        "PATH",
+        "PATHS",
+        "DIR",
+        "DIRS",
+        "FILE",
+        "FILES",
+        "PLUGIN",
+        "PLUGINS",
+        "LIB",
+        "LIBS",
+        "LIBRARY",
+        "LIBRARIES",
+        "PRELOAD",
+        "AGENT",
+        "CMD",
+        "COMMAND",
+        "EXE",
+        "EXEC",
+        "PROGRAM",
+        "SCRIPT",
+        "HOME",
+        "ROOT",
+        "PREFIX",
+        "URI",
+    }
+)
 _LOADING_SUFFIXES = ("DIR", "PATH", "FILE", "FILES")
 # names whose values hold a "/" that names no file: address ranges (NCCL's, Open MPI's if_include /
 # if_exclude, CIDR) and device selections (a MIG device's GPU-uuid/GI/CI)
@@ -100,6 +139,7 @@ def probe_env(env: Mapping[str, str], job: Mapping[str, str] | None = None) -> t
 
 # The `env:` blocks of playbook checks (nccl.env, nccl.allreduce_*): the same names as the file, values
 # as the shell would see them.
+
 
 def _env_name(name: str) -> str:
     if not ENV_NAME.match(name):

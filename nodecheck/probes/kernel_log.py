@@ -1,5 +1,6 @@
 """The kernel-log probe (the node's clock, then dmesg or the journal's kernel messages) and the
 reading of its output: gpu.xid, node.oom, `nodecheck facts` and forensics read the same log."""
+
 from __future__ import annotations
 
 import functools
@@ -31,7 +32,7 @@ def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str, flo
     return _read_text(out[KERNEL_LOG.name].stdout)
 
 
-@functools.lru_cache(maxsize=65536)              # gpu.xid and node.oom read the same log: parse it once
+@functools.lru_cache(maxsize=65536)  # gpu.xid and node.oom read the same log: parse it once
 def _read_text(text: str) -> tuple[KernelLog, datetime | None, str, float | None]:
     sections = split_sections(text, "kernel log probe")
     clock = _CLOCK.match(sections.facts.get("clock", ""))

@@ -1,4 +1,5 @@
 """In-process entry points the local transport calls instead of spawning a probe's command."""
+
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ from nodecheck.transport import RunArgvInstead
 def nvml() -> str:
     """The NVML probe's JSON, from this process (prolog mode: no python3 start-up, no stdin)."""
     from nodecheck.probes import nvml_probe
+
     try:
         return json.dumps(nvml_probe.collect())
     except nvml_probe.NvmlUnavailable as e:

@@ -12,20 +12,25 @@ limit or the binary; only the variables that the test needs travel (jobenv.trave
 never one that names a library, plugin, program or file (jobenv.job_refuses: the test runs as root),
 and `mpirun -x NAME` passes names, never values.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from nodecheck.probes.env_policy import ENV_NAME, probe_env, travels
 from nodecheck.core.model import Probe
+from nodecheck.probes.env_policy import ENV_NAME, probe_env, travels
 from nodecheck.probes.pairtest import ARGUMENT
 
 # binary name of each collective nccl-tests measures
-COLLECTIVES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf",
-               "reduce_scatter": "reduce_scatter_perf", "alltoall": "alltoall_perf"}
+COLLECTIVES = {
+    "all_reduce": "all_reduce_perf",
+    "all_gather": "all_gather_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "alltoall": "alltoall_perf",
+}
 
 # Isolation runs: the same test with transports switched off, so a slow result says which part is slow.
 VARIANT_ENV: dict[str, dict[str, str]] = {
@@ -45,20 +50,20 @@ PRINTS_VERSION = ("VERSION", "WARN", "INFO", "TRACE")
 # host names, paths and launcher options that may reach a node as words (never one that could be
 # taken for a different option than intended: checked per use)
 WORD = re.compile(r"^[A-Za-z0-9_./:=@%+,-]+$")
-HOST = ARGUMENT                                # host names: what a pair test may pass too
+HOST = ARGUMENT  # host names: what a pair test may pass too
 
 # The newest nccl-tests write their results as JSON (src/util.cu, JSON_FILE_VERSION 2) with this
 # option; `json: auto` uses it when the binary's usage text lists it.
 JSON_OPTION = "-J"
 JSON_USAGE_MARK = "-J,--output_file"
 
-KILL_AFTER_S = 10                              # timeout -k: TERM first, KILL this much later
-PROBE_SLACK_S = 10                             # the probe outlives the test's own timeout by this
-USAGE_CHECK_S = 10                             # `tool -h` (json: auto) before the test: bounded, and budgeted
+KILL_AFTER_S = 10  # timeout -k: TERM first, KILL this much later
+PROBE_SLACK_S = 10  # the probe outlives the test's own timeout by this
+USAGE_CHECK_S = 10  # `tool -h` (json: auto) before the test: bounded, and budgeted
 
 # stdin: NAME=VALUE lines (env_lines: a backslash and control characters as \0ooo, which printf %b
 # undoes; the x keeps a trailing newline from $(...)). A line without a valid name is skipped.
-_RUN = r'''
+_RUN = r"""
 set -f
 while IFS= read -r nc_line; do
   nc_name=${nc_line%%=*}
@@ -88,7 +93,7 @@ if [ -n "$nc_out" ]; then
   rm -rf "$nc_dir"
 fi
 exit 0
-'''.replace('"$KILL"', str(KILL_AFTER_S)).replace('"$USAGE"', str(USAGE_CHECK_S))
+""".replace('"$KILL"', str(KILL_AFTER_S)).replace('"$USAGE"', str(USAGE_CHECK_S))
 
 
 def probe_timeout_s(limit_s: float, json: str) -> float:
@@ -99,6 +104,7 @@ def probe_timeout_s(limit_s: float, json: str) -> float:
 @dataclass(frozen=True)
 class Sweep:
     """What one nccl-tests run measures (its command-line options)."""
+
     collective: str = "all_reduce"
     min_bytes: int = 8
     max_bytes: int = 8 << 30
@@ -110,9 +116,26 @@ class Sweep:
     op: str = "sum"
 
     def args(self, gpus_per_process: int) -> list[str]:
-        return ["-b", str(self.min_bytes), "-e", str(self.max_bytes), "-f", str(self.step_factor),
-                "-g", str(gpus_per_process), "-n", str(self.iters), "-w", str(self.warmup_iters),
-                "-c", "1" if self.check else "0", "-d", self.datatype, "-o", self.op]
+        return [
+            "-b",
+            str(self.min_bytes),
+            "-e",
+            str(self.max_bytes),
+            "-f",
+            str(self.step_factor),
+            "-g",
+            str(gpus_per_process),
+            "-n",
+            str(self.iters),
+            "-w",
+            str(self.warmup_iters),
+            "-c",
+            "1" if self.check else "0",
+            "-d",
+            self.datatype,
+            "-o",
+            self.op,
+        ]
 
 
 def tool_path(collective: str, binary_dir: str | None) -> str:
@@ -139,38 +162,59 @@ def left_behind(env: Mapping[str, str], job: Mapping[str, str] | None = None) ->
 def env_lines(env: Mapping[str, str]) -> str:
     """The probe's stdin: NAME=VALUE a line, each byte of a value that is a backslash or a control
     character (a newline would start another variable) as printf %b's \0ooo."""
+
     def escaped(value: str) -> str:
         return "".join(f"\\0{ord(c):03o}" if c < " " or c in "\\\x7f" else c for c in value)
+
     for name in env:
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
-        if not travels(name):                  # job_env leaves these out: a caller that did not is wrong
+        if not travels(name):  # job_env leaves these out: a caller that did not is wrong
             raise ValueError(f"{name!r} is not a variable a test may be given (see jobenv.travels)")
     return "".join(f"{k}={escaped(v)}\n" for k, v in env.items())
 
 
-def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str], limit_s: float,
-           json: str) -> Probe:
-    return Probe(name, ("sh", "-c", _RUN, "sh", "--", str(math.ceil(limit_s)), tool, json,
-                        JSON_USAGE_MARK, JSON_OPTION, *command),
-                 timeout_s=probe_timeout_s(limit_s, json), stdin=env_lines(env))
+def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str], limit_s: float, json: str) -> Probe:
+    return Probe(
+        name,
+        ("sh", "-c", _RUN, "sh", "--", str(math.ceil(limit_s)), tool, json, JSON_USAGE_MARK, JSON_OPTION, *command),
+        timeout_s=probe_timeout_s(limit_s, json),
+        stdin=env_lines(env),
+    )
 
 
 def command_words(argv: Sequence[str]) -> tuple[str, ...]:
     """The test's own command (mpirun ..., all_reduce_perf ...) in a probe's argv."""
-    return tuple(argv[list(argv).index("--") + 6:])
+    return tuple(argv[list(argv).index("--") + 6 :])
 
 
-def single_node(name: str, sweep: Sweep, gpus: int, env: Mapping[str, str], limit_s: float,
-                binary_dir: str | None = None, json: str = "auto") -> Probe:
+def single_node(
+    name: str,
+    sweep: Sweep,
+    gpus: int,
+    env: Mapping[str, str],
+    limit_s: float,
+    binary_dir: str | None = None,
+    json: str = "auto",
+) -> Probe:
     """One process driving `gpus` GPUs of this node (-g)."""
     tool = tool_path(sweep.collective, binary_dir)
     return _probe(name, tool, [tool, *sweep.args(gpus)], env, limit_s, json)
 
 
-def multi_node(name: str, launcher: str, hosts: Sequence[str], ranks_per_node: int, gpus_per_rank: int,
-               sweep: Sweep, env: Mapping[str, str], limit_s: float, binary_dir: str | None = None,
-               launcher_args: Sequence[str] = (), json: str = "auto") -> Probe:
+def multi_node(
+    name: str,
+    launcher: str,
+    hosts: Sequence[str],
+    ranks_per_node: int,
+    gpus_per_rank: int,
+    sweep: Sweep,
+    env: Mapping[str, str],
+    limit_s: float,
+    binary_dir: str | None = None,
+    launcher_args: Sequence[str] = (),
+    json: str = "auto",
+) -> Probe:
     """`launcher` (mpirun or srun) started on the first host, ranks_per_node processes on every host,
     each driving gpus_per_rank GPUs. The first host is rank 0's (it prints, and writes the JSON)."""
     for h in hosts:
@@ -184,14 +228,21 @@ def multi_node(name: str, launcher: str, hosts: Sequence[str], ranks_per_node: i
     total = len(hosts) * ranks_per_node
     if launcher == "mpirun":
         # -H host:slots fills each host's slots in order: ranks 0..r-1 on the first host, ...
-        command = ["mpirun", *launcher_args, "-np", str(total),
-                   "-H", ",".join(f"{h}:{ranks_per_node}" for h in hosts)]
+        command = ["mpirun", *launcher_args, "-np", str(total), "-H", ",".join(f"{h}:{ranks_per_node}" for h in hosts)]
         for key in env:
-            command += ["-x", key]             # the value comes from the launch shell's export
+            command += ["-x", key]  # the value comes from the launch shell's export
         command += test
     elif launcher == "srun":
-        command = ["srun", *launcher_args, f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}",
-                   f"--ntasks={total}", f"--ntasks-per-node={ranks_per_node}", "--export=ALL", *test]
+        command = [
+            "srun",
+            *launcher_args,
+            f"--nodes={len(hosts)}",
+            f"--nodelist={','.join(hosts)}",
+            f"--ntasks={total}",
+            f"--ntasks-per-node={ranks_per_node}",
+            "--export=ALL",
+            *test,
+        ]
     else:
         raise ValueError(f"unknown launcher {launcher!r}")
     return _probe(name, tool, command, env, limit_s, json)

@@ -11,6 +11,7 @@ failing field never loses the others. A function that this driver's libnvidia-ml
 Unavailable (stdout, exit 3): one line `nodecheck-nvml-unavailable: <reason>` when pynvml cannot be
 imported, nvmlInit fails or the GPUs cannot be counted; the caller falls back to nvidia-smi.
 """
+
 # sys is builtin: no file on sys.path can shadow it
 import sys
 
@@ -20,11 +21,13 @@ def _builtin_os():
     two are different modules, and this file imports nothing that a stray file could shadow.)"""
     try:
         import posix
+
         return posix
-    except ImportError:                        # not a POSIX Python
+    except ImportError:  # not a POSIX Python
         pass
     try:
         import nt
+
         return nt
     except ImportError:
         return None
@@ -42,7 +45,7 @@ def _drop_cwd_from_sys_path():
     if _osmod is not None:
         try:
             here = _osmod.stat(".")
-        except Exception:                      # the current directory was removed
+        except Exception:  # the current directory was removed
             here = None
     kept = []
     for entry in sys.path:
@@ -51,7 +54,7 @@ def _drop_cwd_from_sys_path():
         if here is not None and isinstance(entry, str):
             try:
                 st = _osmod.stat(entry)
-            except Exception:                  # missing or unreadable: cannot be the current directory
+            except Exception:  # missing or unreadable: cannot be the current directory
                 st = None
             if st is not None and here.st_ino and (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino):
                 continue
@@ -59,7 +62,7 @@ def _drop_cwd_from_sys_path():
     sys.path[:] = kept
 
 
-if __name__ == "__main__":                     # run as a script (`python3 -`), not imported by --local
+if __name__ == "__main__":  # run as a script (`python3 -`), not imported by --local
     _drop_cwd_from_sys_path()
 
 # after the sys.path clean-up, on purpose
@@ -85,45 +88,85 @@ _MIG_ENABLE = 1
 # the literal is the nvml.h value, used when this pynvml has neither name.
 _CLOCK_EVENT_REASONS = (
     ("gpu_idle", ("nvmlClocksEventReasonGpuIdle", "nvmlClocksThrottleReasonGpuIdle"), 0x1),
-    ("applications_clocks_setting", ("nvmlClocksEventReasonApplicationsClocksSetting",
-                                     "nvmlClocksThrottleReasonApplicationsClocksSetting"), 0x2),
+    (
+        "applications_clocks_setting",
+        ("nvmlClocksEventReasonApplicationsClocksSetting", "nvmlClocksThrottleReasonApplicationsClocksSetting"),
+        0x2,
+    ),
     ("sw_power_cap", ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksThrottleReasonSwPowerCap"), 0x4),
     ("hw_slowdown", ("nvmlClocksEventReasonHwSlowdown", "nvmlClocksThrottleReasonHwSlowdown"), 0x8),
     ("sync_boost", ("nvmlClocksEventReasonSyncBoost", "nvmlClocksThrottleReasonSyncBoost"), 0x10),
-    ("sw_thermal_slowdown", ("nvmlClocksEventReasonSwThermalSlowdown",
-                             "nvmlClocksThrottleReasonSwThermalSlowdown"), 0x20),
-    ("hw_thermal_slowdown", ("nvmlClocksEventReasonHwThermalSlowdown",
-                             "nvmlClocksThrottleReasonHwThermalSlowdown"), 0x40),
-    ("hw_power_brake_slowdown", ("nvmlClocksEventReasonHwPowerBrakeSlowdown",
-                                 "nvmlClocksThrottleReasonHwPowerBrakeSlowdown"), 0x80),
-    ("display_clock_setting", ("nvmlClocksEventReasonDisplayClockSetting",
-                               "nvmlClocksThrottleReasonDisplayClockSetting"), 0x100),
+    (
+        "sw_thermal_slowdown",
+        ("nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksThrottleReasonSwThermalSlowdown"),
+        0x20,
+    ),
+    (
+        "hw_thermal_slowdown",
+        ("nvmlClocksEventReasonHwThermalSlowdown", "nvmlClocksThrottleReasonHwThermalSlowdown"),
+        0x40,
+    ),
+    (
+        "hw_power_brake_slowdown",
+        ("nvmlClocksEventReasonHwPowerBrakeSlowdown", "nvmlClocksThrottleReasonHwPowerBrakeSlowdown"),
+        0x80,
+    ),
+    (
+        "display_clock_setting",
+        ("nvmlClocksEventReasonDisplayClockSetting", "nvmlClocksThrottleReasonDisplayClockSetting"),
+        0x100,
+    ),
 )
 
 # Per-GPU keys in output order; a GPU whose handle cannot be had reports them all null.
 GPU_FIELDS = (
-    "name", "uuid", "serial", "vbios", "pci_bus_id", "persistence_mode",
-    "ecc_enabled", "ecc_pending_enabled", "ecc_uncorrectable_volatile",
-    "ecc_uncorrectable_aggregate", "ecc_correctable_volatile",
-    "retired_pages_pending", "retired_pages_dbe", "retired_pages_sbe", "remapped_rows",
-    "clock_event_reasons", "temperature_c", "power_draw_w", "power_limit_w",
-    "memory_used_mib", "memory_total_mib", "pcie_gen_current", "pcie_gen_max",
-    "pcie_width_current", "pcie_width_max", "nvlinks", "processes", "mig_mode",
+    "name",
+    "uuid",
+    "serial",
+    "vbios",
+    "pci_bus_id",
+    "persistence_mode",
+    "ecc_enabled",
+    "ecc_pending_enabled",
+    "ecc_uncorrectable_volatile",
+    "ecc_uncorrectable_aggregate",
+    "ecc_correctable_volatile",
+    "retired_pages_pending",
+    "retired_pages_dbe",
+    "retired_pages_sbe",
+    "remapped_rows",
+    "clock_event_reasons",
+    "temperature_c",
+    "power_draw_w",
+    "power_limit_w",
+    "memory_used_mib",
+    "memory_total_mib",
+    "pcie_gen_current",
+    "pcie_gen_max",
+    "pcie_width_current",
+    "pcie_width_max",
+    "nvlinks",
+    "processes",
+    "mig_mode",
 )
 
 # Versioned functions, newest first: each older one is tried when the newer is missing from this
 # pynvml (AttributeError) or from this driver's libnvidia-ml (FunctionNotFound, or the
 # NVMLLibraryMismatchError that nvidia-ml-py's unversioned wrappers turn it into).
-_CLOCK_EVENT_REASONS_FUNCTIONS = ("nvmlDeviceGetCurrentClocksEventReasons",      # driver >= 535
-                                  "nvmlDeviceGetCurrentClocksThrottleReasons")
+_CLOCK_EVENT_REASONS_FUNCTIONS = (
+    "nvmlDeviceGetCurrentClocksEventReasons",  # driver >= 535
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+)
 _CUDA_DRIVER_VERSION_FUNCTIONS = ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion")
 # nvidia-ml-py >= 11.5: the unversioned wrapper calls _v3 only (driver >= 510); older drivers have _v2
 # (>= 450), and the unversioned C symbol (v1 struct) everywhere, which older pynvml calls unversioned
-_COMPUTE_PROCESSES_FUNCTIONS = ("nvmlDeviceGetComputeRunningProcesses_v3",
-                                "nvmlDeviceGetComputeRunningProcesses_v2",
-                                "nvmlDeviceGetComputeRunningProcesses")
+_COMPUTE_PROCESSES_FUNCTIONS = (
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+)
 
-_MIB = float(2 ** 20)
+_MIB = float(2**20)
 
 
 class NvmlUnavailable(Exception):
@@ -145,7 +188,7 @@ def _const(nv, names, literal):
     return literal
 
 
-class _Collector(object):
+class _Collector:
     def __init__(self, nv, proc="/proc"):
         self.nv = nv
         self.proc = proc
@@ -199,7 +242,7 @@ class _Collector(object):
                 continue
             try:
                 return True, function(*args)
-            except Exception as exc:           # a pynvml/driver mismatch must not lose the other fields
+            except Exception as exc:  # a pynvml/driver mismatch must not lose the other fields
                 if self.function_missing(exc):
                     missing_error = "%s: %s" % (function_name, self.message(exc))
                     continue
@@ -259,33 +302,36 @@ class _Collector(object):
         corrected = getattr(nv, "NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
         volatile = getattr(nv, "NVML_VOLATILE_ECC", 0)
         aggregate = getattr(nv, "NVML_AGGREGATE_ECC", 1)
-        for key, error_type, counter in (("ecc_uncorrectable_volatile", uncorrected, volatile),
-                                         ("ecc_uncorrectable_aggregate", uncorrected, aggregate),
-                                         ("ecc_correctable_volatile", corrected, volatile)):
+        for key, error_type, counter in (
+            ("ecc_uncorrectable_volatile", uncorrected, volatile),
+            ("ecc_uncorrectable_aggregate", uncorrected, aggregate),
+            ("ecc_correctable_volatile", corrected, volatile),
+        ):
             self.field(index, out, key, "nvmlDeviceGetTotalEccErrors", (handle, error_type, counter), int)
 
         self.field(index, out, "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h, bool)
         dbe = getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR", 1)
         sbe = getattr(nv, "NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS", 0)
         # old pynvml returns a map object here: list() before len()
-        self.field(index, out, "retired_pages_dbe", "nvmlDeviceGetRetiredPages", (handle, dbe),
-                   lambda pages: len(list(pages)))
-        self.field(index, out, "retired_pages_sbe", "nvmlDeviceGetRetiredPages", (handle, sbe),
-                   lambda pages: len(list(pages)))
+        self.field(
+            index, out, "retired_pages_dbe", "nvmlDeviceGetRetiredPages", (handle, dbe), lambda pages: len(list(pages))
+        )
+        self.field(
+            index, out, "retired_pages_sbe", "nvmlDeviceGetRetiredPages", (handle, sbe), lambda pages: len(list(pages))
+        )
 
         self.field(index, out, "remapped_rows", "nvmlDeviceGetRemappedRows", h, _remapped_rows)
 
-        self.field(index, out, "clock_event_reasons", _CLOCK_EVENT_REASONS_FUNCTIONS, h,
-                   lambda mask: _reason_names(nv, mask))
+        self.field(
+            index, out, "clock_event_reasons", _CLOCK_EVENT_REASONS_FUNCTIONS, h, lambda mask: _reason_names(nv, mask)
+        )
 
         sensor = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
         self.field(index, out, "temperature_c", "nvmlDeviceGetTemperature", (handle, sensor), int)
         self.field(index, out, "power_draw_w", "nvmlDeviceGetPowerUsage", h, lambda mw: mw / 1000.0)
-        self.field(index, out, "power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", h,
-                   lambda mw: mw / 1000.0)
+        self.field(index, out, "power_limit_w", "nvmlDeviceGetEnforcedPowerLimit", h, lambda mw: mw / 1000.0)
 
-        ok, memory = self.call(index, ("memory_used_mib", "memory_total_mib"), "nvmlDeviceGetMemoryInfo",
-                               handle)
+        ok, memory = self.call(index, ("memory_used_mib", "memory_total_mib"), "nvmlDeviceGetMemoryInfo", handle)
         if ok:
             out["memory_used_mib"] = memory.used / _MIB
             out["memory_total_mib"] = memory.total / _MIB
@@ -306,29 +352,28 @@ class _Collector(object):
         nv = self.nv
         function = getattr(nv, "nvmlDeviceGetNvLinkState", None)
         if function is None:
-            self.errors.append({"gpu": index, "field": "nvlinks",
-                                "error": "pynvml has no nvmlDeviceGetNvLinkState"})
+            self.errors.append({"gpu": index, "field": "nvlinks", "error": "pynvml has no nvmlDeviceGetNvLinkState"})
             return None
         try:
             max_links = max(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 0)), _NVLINK_MAX_LINKS_FLOOR)
         except (TypeError, ValueError):
             max_links = _NVLINK_MAX_LINKS_FLOOR
         links = []
-        for link in range(max_links):          # old pynvml's 6 or 12 would miss H100's 18 links
+        for link in range(max_links):  # old pynvml's 6 or 12 would miss H100's 18 links
             try:
                 active = bool(function(handle, link))
             except nv.NVMLError as exc:
                 if self.not_supported(exc) or self.invalid_argument(exc):
-                    break                      # link 0: no NVLink at all; later: past the last link
+                    break  # link 0: no NVLink at all; later: past the last link
                 if link == 0:
                     self.error(index, ("nvlinks",), exc)
                     return None
-                self.errors.append({"gpu": index, "field": "nvlinks",
-                                    "error": "link %d: %s" % (link, exc)})
+                self.errors.append({"gpu": index, "field": "nvlinks", "error": "link %d: %s" % (link, exc)})
                 active = None
             except Exception as exc:
-                self.errors.append({"gpu": index, "field": "nvlinks",
-                                    "error": "link %d: %s: %s" % (link, type(exc).__name__, exc)})
+                self.errors.append(
+                    {"gpu": index, "field": "nvlinks", "error": "link %d: %s: %s" % (link, type(exc).__name__, exc)}
+                )
                 active = None
             links.append({"link": link, "active": active})
         return links
@@ -338,8 +383,9 @@ class _Collector(object):
         for process in running:
             pid = int(process.pid)
             used = getattr(process, "usedGpuMemory", None)
-            out.append({"pid": pid, "name": self.process_name(pid),
-                        "used_memory_mib": None if used is None else used / _MIB})
+            out.append(
+                {"pid": pid, "name": self.process_name(pid), "used_memory_mib": None if used is None else used / _MIB}
+            )
         return out
 
     def process_name(self, pid):
@@ -353,7 +399,7 @@ class _Collector(object):
                     if longer is not None and len(longer) > len(name) and longer.startswith(name):
                         return longer
                 return name
-        except (IOError, OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError):
             pass
         try:
             name = _text(self.nv.nvmlSystemGetProcessName(pid))
@@ -374,14 +420,17 @@ class _Collector(object):
 
 def _remapped_rows(rows):
     correctable, uncorrectable, pending, failure = rows
-    return {"correctable": int(correctable), "uncorrectable": int(uncorrectable),
-            "pending": bool(pending), "failure": bool(failure)}
+    return {
+        "correctable": int(correctable),
+        "uncorrectable": int(uncorrectable),
+        "pending": bool(pending),
+        "failure": bool(failure),
+    }
 
 
 def _reason_names(nv, mask):
     mask = int(mask)
-    return [name for name, constants, literal in _CLOCK_EVENT_REASONS
-            if mask & _const(nv, constants, literal)]
+    return [name for name, constants, literal in _CLOCK_EVENT_REASONS if mask & _const(nv, constants, literal)]
 
 
 def _cuda_version(value):
@@ -399,7 +448,7 @@ def collect():
     """
     try:
         import pynvml as nv
-    except Exception as exc:                   # ImportError, or a broken install
+    except Exception as exc:  # ImportError, or a broken install
         raise NvmlUnavailable("cannot import pynvml (nvidia-ml-py): %s: %s" % (type(exc).__name__, exc)) from None
     try:
         nv.nvmlInit()
@@ -413,8 +462,9 @@ def collect():
             raise NvmlUnavailable("nvmlDeviceGetCount failed: %s" % (exc,)) from None
         result = {"schema": SCHEMA, "source": "nvml"}
         result["driver_version"] = collector.system("driver_version", "nvmlSystemGetDriverVersion", _text)
-        result["cuda_driver_version"] = collector.system("cuda_driver_version", _CUDA_DRIVER_VERSION_FUNCTIONS,
-                                                         _cuda_version)
+        result["cuda_driver_version"] = collector.system(
+            "cuda_driver_version", _CUDA_DRIVER_VERSION_FUNCTIONS, _cuda_version
+        )
         result["nvml_version"] = collector.system("nvml_version", "nvmlSystemGetNVMLVersion", _text)
         result["gpus"] = [collector.gpu(index) for index in range(count)]
         result["errors"] = collector.errors
@@ -430,7 +480,7 @@ def main():
     try:
         result = collect()
     except NvmlUnavailable as exc:
-        reason = " ".join(str(exc).split())    # one line, whatever the library said
+        reason = " ".join(str(exc).split())  # one line, whatever the library said
         sys.stdout.write("%s %s\n" % (UNAVAILABLE_PREFIX, reason))
         sys.stdout.flush()
         return EXIT_UNAVAILABLE

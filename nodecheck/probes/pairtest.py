@@ -17,6 +17,7 @@ pid is signalled only when it leads a process group nodecheck started (OUR_GROUP
 output is shown only from a regular file (SHOW_FUNCTION). A directory a local user made first, a
 `*.pid` holding 1 or a `*.out` linked to /etc/shadow is never read, killed or shown.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,10 @@ from dataclasses import dataclass
 from nodecheck.core.model import Probe
 from nodecheck.parsers.pairtest import MADE_DIR  # what the steps print is read there
 
-READY_WAIT_S = 10                              # how long a server may take to listen
-COLLECT_WAIT_S = 5                             # how long a finished client's server may take to exit
-PORT_WINDOW = 4096                             # TCP ports a round's tests spread over, from tcp_port
-PORT_MOVES = 5                                 # a busy port moves on by 1000, at most this often
+READY_WAIT_S = 10  # how long a server may take to listen
+COLLECT_WAIT_S = 5  # how long a finished client's server may take to exit
+PORT_WINDOW = 4096  # TCP ports a round's tests spread over, from tcp_port
+PORT_MOVES = 5  # a busy port moves on by 1000, at most this often
 # what may reach a node as an argument: HCA names, host addresses (IPv4, IPv6, DNS names) and the
 # test directory's name; nothing that starts with "-" (it would be read as an option)
 ARGUMENT = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
@@ -39,24 +40,37 @@ ARGUMENT = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$")
 class Rail:
     """One test of a pair: HCA `device` on both ends (the port number each end has it on) and the
     TCP port of the handshake."""
+
     device: str
-    server_port: int                           # ib_write_bw -i on the server
-    client_port: int                           # ib_write_bw -i on the client
+    server_port: int  # ib_write_bw -i on the server
+    client_port: int  # ib_write_bw -i on the client
     tcp_port: int
     gid_index: int | None = None
 
 
 @dataclass(frozen=True)
 class TestShape:
-    duration_s: int                            # ib_write_bw -D
-    size: int                                  # -s message size in bytes
-    qps: int                                   # -q
-    timeout_s: float                           # per test: a client that runs longer is hung
+    duration_s: int  # ib_write_bw -D
+    size: int  # -s message size in bytes
+    qps: int  # -q
+    timeout_s: float  # per test: a client that runs longer is hung
 
 
 def _tool_args(rail: Rail, ib_port: int, shape: TestShape) -> list[str]:
-    args = ["-d", rail.device, "-i", str(ib_port), "-F", "--report_gbits",
-            "-D", str(shape.duration_s), "-s", str(shape.size), "-q", str(shape.qps)]
+    args = [
+        "-d",
+        rail.device,
+        "-i",
+        str(ib_port),
+        "-F",
+        "--report_gbits",
+        "-D",
+        str(shape.duration_s),
+        "-s",
+        str(shape.size),
+        "-q",
+        str(shape.qps),
+    ]
     if rail.gid_index is not None:
         args += ["-x", str(rail.gid_index)]
     return args
@@ -71,19 +85,19 @@ def check_arguments(*values: str) -> None:
 # private_dir PATH PREFIX: PATH is a directory a start step made: PREFIX and mktemp's six characters,
 # a directory itself (not a symlink to one), owned by this user, mode 0700 (nobody else can have put
 # anything in it). Whatever fails this is left alone: never read, never signalled, never removed.
-PRIVATE_DIR_FUNCTION = r'''
+PRIVATE_DIR_FUNCTION = r"""
 private_dir() {
   case $1 in "$2"??????) ;; *) return 1 ;; esac
   case ${1#"$2"} in */*) return 1 ;; esac
   [ -d "$1" ] && [ ! -L "$1" ] || return 1
   [ "$(stat -c '%u %a' -- "$1" 2>/dev/null)" = "$(id -u) 700" ]
 }
-'''
+"""
 
 # our_group PID MARK: PID (a decimal number > 1) is a live process of this user that leads its own
 # process group and whose argv holds MARK as one word (the private path nodecheck gave it), so
 # `kill -- -PID` reaches only what nodecheck started, never init (-1 is every process) or a stranger.
-OUR_GROUP_FUNCTION = r'''
+OUR_GROUP_FUNCTION = r"""
 our_group() {
   case $1 in ''|0*|*[!0-9]*) return 1 ;; esac
   [ "${#1}" -le 10 ] && [ "$1" -gt 1 ] || return 1
@@ -94,27 +108,34 @@ our_group() {
   [ "$5" = "$1" ] || return 1              # state ppid PGRP: the group it leads
   tr '\000' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -Fqx -e "$2"
 }
-'''
+"""
 
 # show FILE: FILE's content when it is a regular file (not a symlink), else nothing
-SHOW_FUNCTION = r'''
+SHOW_FUNCTION = r"""
 show() { [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" 2>/dev/null; }
-'''
+"""
 
 
 # Listeners show in /proc/net/tcp{,6} as ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
 # The readiness wait is by the clock (date +%s), not by counting sleeps: reading /proc/net/tcp on a
 # node with many sockets is not free.
-_COMMON = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
+_COMMON = (
+    PRIVATE_DIR_FUNCTION
+    + OUR_GROUP_FUNCTION
+    + SHOW_FUNCTION
+    + r"""
 listening() {
   hex=$(printf ':%04X ' "$1")
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex[0-9A-F]*:0000 0A"
 }
-'''
+"""
+)
 
 # $1 limit (s, each server's own timeout)  $2 ready wait (s)  $3 the test's name (the directory's prefix)
 # then per rail: DEVICE TCPPORT ARGS (one word, split on spaces; no globbing)
-_START = _COMMON + r'''
+_START = (
+    _COMMON
+    + r"""
 set -f
 limit=$1; ready_wait=$2; name=$3; shift 3
 command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; exit 127; }
@@ -143,10 +164,11 @@ for pidf in "$dir"/*.pid; do
     sleep 0.1
   done
 done
-'''
+"""
+)
 
 # $1 limit (s)  $2 server address  then per rail: DEVICE TCPPORT ARGS
-_CLIENT = r'''
+_CLIENT = r"""
 set -f
 limit=$1; host=$2; shift 2
 command -v ib_write_bw >/dev/null 2>&1 || { echo "ib_write_bw not found (perftest not installed)" >&2; exit 127; }
@@ -164,12 +186,14 @@ for dev in $devs; do
   echo "@@nodecheck end client:$dev rc=$(cat "$dir/$dev.rc" 2>/dev/null || echo 255)"
 done
 rm -rf "$dir"
-'''
+"""
 
 # $1 the test's name  $2 the directory start made ("" when it printed none: then every directory of
 # this test's prefix that passes private_dir)  $3 wait (s). Kills each server's whole process group
 # (setsid made it a session leader; dash's kill wants `-s SIGNAL -- -PGID`, it refuses `-TERM -- -PGID`).
-_COLLECT = _COMMON + r'''
+_COLLECT = (
+    _COMMON
+    + r"""
 prefix=${TMPDIR:-/tmp}/nodecheck-pairtest.$1.; made=$2; wait_s=$3
 end=$(( $(date +%s) + wait_s ))
 collect() {
@@ -204,7 +228,8 @@ else
 fi
 [ "$found" = 1 ] || echo "no test directory ${made:-${prefix}XXXXXX} (the start step never ran)"
 exit 0
-'''
+"""
+)
 
 
 def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape) -> Probe:
@@ -212,19 +237,21 @@ def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape
     the step makes (mktemp -d) and prints as `@@nodecheck dir PATH` (made_directory reads it)."""
     check_arguments(directory, *(r.device for r in rails))
     limit = math.ceil(shape.timeout_s) + READY_WAIT_S + COLLECT_WAIT_S
-    specs = [word for r in rails for word in (r.device, str(r.tcp_port),
-                                               " ".join(_tool_args(r, r.server_port, shape)))]
-    return Probe(name, ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), directory, *specs),
-                 timeout_s=READY_WAIT_S + 10)
+    specs = [word for r in rails for word in (r.device, str(r.tcp_port), " ".join(_tool_args(r, r.server_port, shape)))]
+    return Probe(
+        name, ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), directory, *specs), timeout_s=READY_WAIT_S + 10
+    )
 
 
 def run_clients(name: str, rails: list[tuple[Rail, int]], server_address: str, shape: TestShape) -> Probe:
     """`rails`: each rail with the port its server listens on (start may have moved it)."""
     check_arguments(server_address, *(r.device for r, _ in rails))
-    specs = [word for r, port in rails for word in (r.device, str(port),
-                                                     " ".join(_tool_args(r, r.client_port, shape)))]
-    return Probe(name, ("sh", "-c", _CLIENT, "sh", str(math.ceil(shape.timeout_s)), server_address, *specs),
-                 timeout_s=math.ceil(shape.timeout_s) + 10)
+    specs = [word for r, port in rails for word in (r.device, str(port), " ".join(_tool_args(r, r.client_port, shape)))]
+    return Probe(
+        name,
+        ("sh", "-c", _CLIENT, "sh", str(math.ceil(shape.timeout_s)), server_address, *specs),
+        timeout_s=math.ceil(shape.timeout_s) + 10,
+    )
 
 
 def collect_servers(name: str, directory: str, made: str, wait_s: int = COLLECT_WAIT_S) -> Probe:

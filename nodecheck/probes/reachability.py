@@ -13,6 +13,7 @@ ARGS...`), quoted once by the transport; the scripts only use them as "$var" or 
 As the pair test's steps (probes/pairtest.py), the listener's directory is private (mktemp -d) and
 the stop step gets its path back and checks it, and the pid, before it reads or kills anything.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,13 +25,13 @@ from nodecheck.core.thresholds import fmt
 from nodecheck.parsers.pairtest import MADE_DIR  # what the steps print is read in parsers.reachability
 from nodecheck.probes.pairtest import OUR_GROUP_FUNCTION, PRIVATE_DIR_FUNCTION, SHOW_FUNCTION
 
-READY_WAIT_S = 10                              # how long a listener may take to bind its ports
-LISTENER_DIR = "nodecheck-reach"               # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>.XXXXXX
+READY_WAIT_S = 10  # how long a listener may take to bind its ports
+LISTENER_DIR = "nodecheck-reach"  # ${TMPDIR:-/tmp}/nodecheck-reach.<tag>.<node>.XXXXXX
 
 # The listener: binds each port on the node's address (never the wildcard: the simulated nodes share
 # one network namespace), says which ports it holds, then answers each connection with a line naming
 # this run, so a connection that reaches something else is not taken for ours. Python 3.4+.
-_LISTENER = r'''
+_LISTENER = r"""
 import errno, select, socket, sys
 tag, host, socks = sys.argv[1], sys.argv[2], []
 for port in sys.argv[3:]:
@@ -55,11 +56,15 @@ while socks:
             c.close()
         except OSError:
             pass
-'''
+"""
 
 # $1 limit (s, the listener's own timeout)  $2 ready wait (s)  $3 directory name (its prefix)
 # $4 listener source, then the listener's arguments: TAG ADDRESS PORT...
-_START = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
+_START = (
+    PRIVATE_DIR_FUNCTION
+    + OUR_GROUP_FUNCTION
+    + SHOW_FUNCTION
+    + r"""
 limit=$1; ready_wait=$2; name=$3; src=$4; shift 4
 command -v python3 >/dev/null 2>&1 || { echo "@@nodecheck nopython"; exit 0; }
 command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot detach the listener" >&2; exit 127; }
@@ -81,10 +86,11 @@ done
 show "$dir/out"
 echo "@@nodecheck $state"
 echo "@@nodecheck begin stderr"; show "$dir/err"; echo "@@nodecheck end stderr rc=0"
-'''
+"""
+)
 
 # The client: every target at once, each within the connect timeout; one result line per target.
-_CONNECT = r'''
+_CONNECT = r"""
 import errno, socket, sys, threading
 tag, limit, args = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 targets = [(args[i], int(args[i + 1])) for i in range(0, len(args) - 1, 2)]
@@ -122,12 +128,16 @@ for t in threads:
     t.join()
 for i, r in enumerate(results):
     print("@@nodecheck conn %d %s" % (i, r))
-'''
+"""
 
 # $1 directory name (its prefix)  $2 the directory start made ("" when it printed none: then every
 # directory of the prefix that passes private_dir). Kills the listener's process group, only when its
 # leader is the listener nodecheck started there (dash's kill wants `-s SIGNAL -- -PGID`).
-_STOP = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + r'''
+_STOP = (
+    PRIVATE_DIR_FUNCTION
+    + OUR_GROUP_FUNCTION
+    + SHOW_FUNCTION
+    + r"""
 prefix=${TMPDIR:-/tmp}/nodecheck-reach.$1.; made=$2
 stop() {
   dir=$1; pid=$(show "$dir/pid")
@@ -152,19 +162,34 @@ for d in "$prefix"??????; do
   stop "$d"; found=1
 done
 [ "$found" = 1 ] || echo "@@nodecheck nodir"
-'''
+"""
+)
+
 
 def listener_directory(tag: str, node: str) -> str:
     """The name of the listener's directory on `node` (the node's name made safe for a path)."""
     return f"{tag}.{re.sub(r'[^A-Za-z0-9_.-]', '_', node)}"
 
 
-def start_listener(name: str, directory: str, limit_s: float, tag: str, address: str,
-                   ports: Sequence[int]) -> Probe:
+def start_listener(name: str, directory: str, limit_s: float, tag: str, address: str, ports: Sequence[int]) -> Probe:
     """A listener on `address` for `ports` that answers with `tag`; `limit_s`: its own timeout."""
-    return Probe(name, ("sh", "-c", _START, "sh", str(math.ceil(limit_s)), str(READY_WAIT_S),
-                        directory, _LISTENER, tag, address, *map(str, ports)),
-                 timeout_s=READY_WAIT_S + 10)
+    return Probe(
+        name,
+        (
+            "sh",
+            "-c",
+            _START,
+            "sh",
+            str(math.ceil(limit_s)),
+            str(READY_WAIT_S),
+            directory,
+            _LISTENER,
+            tag,
+            address,
+            *map(str, ports),
+        ),
+        timeout_s=READY_WAIT_S + 10,
+    )
 
 
 def connect_to_listeners(name: str, tag: str, timeout_s: float, targets: Sequence[tuple[str, int]]) -> Probe:

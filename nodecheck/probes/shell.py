@@ -1,10 +1,11 @@
 """Shell functions the probe scripts share (POSIX sh; every value reaches them as an argument). What
 `escaped` / `env_matching` print is decoded by nodecheck.parsers.escapes.unescape."""
+
 from __future__ import annotations
 
 import re
 
-JOB_FILE_MAX = 65536                           # bytes of a file a job names that a probe reads at most
+JOB_FILE_MAX = 65536  # bytes of a file a job names that a probe reads at most
 # The job's user that job_file takes: a uid, or a user name as useradd and sssd allow them (alice,
 # alice@example.org, machine$); never an option (a leading "-") or anything a shell would split.
 # ("$" is the end of the text in pydantic's patterns; use JOB_USER.fullmatch in Python.)
@@ -20,7 +21,7 @@ JOB_USER_MAX = 256
 # job's user is known, or it is root: root's view, which messages then say), or "!not checked as the
 # job's user: WHY" (the user is unknown here, neither tool is on the node, or this shell is not root and
 # not the user): then as_job runs nothing (exit 126) and no root answer is given in the user's place.
-AS_JOB_FUNCTION = r'''
+AS_JOB_FUNCTION = r"""
 unset ja_how ja_run                             # never from the environment: job_as sets them
 job_as() {
   ja_run= ja_uid= ja_gid= ja_name= ja_me=$(id -u)
@@ -42,14 +43,16 @@ as_job() {
     *) return 126 ;;
   esac
 }
-'''
+"""
 
 # writable LABEL PATH: can a file be created beside PATH (a dump-file prefix, or DIR/x for DIR)?
 # mktemp + rm, so no file is left behind, as the job's user (as_job; the script's $job_user, or job_as
 # called before); prints "LABEL<TAB>ok" or "LABEL<TAB>!<first line of the error>", "!relative" for a
 # relative path (its directory is the job's working directory, which the probe cannot know), and
 # "LABEL<TAB>?not checked as the job's user: WHY" when it cannot run as them.
-WRITABLE_FUNCTION = AS_JOB_FUNCTION + r'''
+WRITABLE_FUNCTION = (
+    AS_JOB_FUNCTION
+    + r"""
 writable() {
   [ -n "${ja_how+x}" ] || job_as "${job_user-}"
   case $2 in
@@ -60,12 +63,13 @@ writable() {
     *) printf '%s\t!relative\n' "$1" ;;
   esac
 }
-'''
+"""
+)
 
 # ancestry: $skip becomes " PID PID ... ": this shell and every process above it, walked through /proc
 # without a fork. `pgrep -f PATTERN` also matches the probe's own shell (its argv holds the pattern)
 # and whatever started it (timeout, the SSH session's shell, a wrapper): none of them is the job's.
-ANCESTRY_FUNCTION = r'''
+ANCESTRY_FUNCTION = r"""
 ancestry() {
   skip=" $$ " p=$PPID
   while [ "${p:-0}" -gt 1 ] 2>/dev/null && [ -r "/proc/$p/status" ]; do
@@ -74,14 +78,14 @@ ancestry() {
     p=$up
   done
 }
-'''
+"""
 
 # A value printed raw can hold a newline (then its second line reads as another variable, or as the
 # section's end: a secret whose value holds "\nTORCH_X=..." would leave the node) or a backslash
 # (dash's echo interprets "\c"). So values are printed on one line, every byte outside printable
 # ASCII, "\" and "@" (the framing's "@@nodecheck") as \xHH; awk reads ENVIRON, so names are exact.
 # LC_ALL=C: awk sees bytes, whatever the node's locale.
-ESC_AWK = r'''function esc(v,   out, j, c, n) {
+ESC_AWK = r"""function esc(v,   out, j, c, n) {
   out = ""
   for (j = 1; j <= length(v); j++) {
     c = substr(v, j, 1); n = ord[c]
@@ -89,11 +93,11 @@ ESC_AWK = r'''function esc(v,   out, j, c, n) {
   }
   return out
 }
-BEGIN { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }'''
+BEGIN { for (i = 1; i < 256; i++) ord[sprintf("%c", i)] = i }"""
 
 # escaped VALUE: VALUE on one line, escaped.  env_matching ERE: NAME=VALUE (escaped) of every exported
 # variable whose name matches ERE; nothing else leaves the node.
-ESCAPE_FUNCTIONS = f'''
+ESCAPE_FUNCTIONS = f"""
 escaped() {{
   NODECHECK_VALUE=$1 LC_ALL=C awk '{ESC_AWK}
 BEGIN {{ print esc(ENVIRON["NODECHECK_VALUE"]) }}'
@@ -102,13 +106,13 @@ env_matching() {{
   NODECHECK_NAMES=$1 LC_ALL=C awk '{ESC_AWK}
 BEGIN {{ for (k in ENVIRON) if (k ~ ENVIRON["NODECHECK_NAMES"]) print k "=" esc(ENVIRON[k]) }}'
 }}
-'''
+"""
 
 # nccl_confs PATH NAMED [USER]: the files NCCL reads its variables from, in its order (src/misc/param.cc
 # initEnvFunc): PATH (NCCL_CONF_FILE, else ~/.nccl.conf), then /etc/nccl.conf; PATH printed escaped.
 # NAMED=1: PATH came from an environment (the job's, or the session's NCCL_CONF_FILE), so it is read
 # only as job_file allows, for the job's USER. Needs ESCAPE_FUNCTIONS.
-NCCL_CONF_FUNCTION = r'''
+NCCL_CONF_FUNCTION = r"""
 nccl_confs() {
   printf '@@nodecheck conf_path %s\n' "$(escaped "$1")"
   if [ "$2" = 1 ]; then job_file user.conf "$1" "${3-}"
@@ -157,7 +161,7 @@ job_file() {
   fi
   echo "@@nodecheck end $1 rc=$jf_rc"
 }
-'''.replace("JOB_FILE_MAX", str(JOB_FILE_MAX))
+""".replace("JOB_FILE_MAX", str(JOB_FILE_MAX))
 
 # owned_open PATH USER: open PATH on fd 3 for a root process that reads it on a job's behalf (the watcher's
 # progress log and heartbeat, whose paths a user's JOB.yml may name): only when it is not a symbolic link,

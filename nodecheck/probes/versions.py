@@ -1,6 +1,7 @@
 """The versions probe: one round trip gathers kernel, OS, OFED/rdma-core and NCCL facts, each
 command in its own section with its exit code; kernel.version, os.release, ofed.version,
 nccl.version, nccl.settings and `nodecheck facts` read their value from it."""
+
 from __future__ import annotations
 
 import functools
@@ -46,7 +47,7 @@ exit 0
 VERSIONS = Probe("versions", ("sh", "-c", VERSIONS_SCRIPT, "nodecheck-versions"), timeout_s=20)
 
 
-@functools.lru_cache(maxsize=65536)              # five checks read each node's output: split it once
+@functools.lru_cache(maxsize=65536)  # five checks read each node's output: split it once
 def _split(text: str) -> Sections:
     return split_sections(text, "versions probe")
 

@@ -1,15 +1,16 @@
 """The Report aggregate: results of one run, per-node gate statuses, exit code; pure data."""
+
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 
 from nodecheck.core.model import SEVERITY, Capture, CheckResult, Status, worst
 
-REPORT_VERSION = 2                             # 2: cross-node results carry group/group_size
+REPORT_VERSION = 2  # 2: cross-node results carry group/group_size
 
 # Nagios-compatible, as gcm: monitoring and schedulers read these.
 EXIT_PASS, EXIT_WARN, EXIT_FAIL, EXIT_UNKNOWN, EXIT_BAD_INPUT = 0, 1, 2, 3, 64
@@ -22,27 +23,27 @@ def exit_code_for(status: Status) -> int:
         return EXIT_WARN
     if status is Status.FAIL:
         return EXIT_FAIL
-    return EXIT_UNKNOWN                        # could not judge: never reported as healthy
+    return EXIT_UNKNOWN  # could not judge: never reported as healthy
 
 
 @dataclass(frozen=True)
 class Report:
-    run_id: str                                # "20261129T101500Z_default"
+    run_id: str  # "20261129T101500Z_default"
     playbook: str
     playbook_path: str
     playbook_sha256: str
-    inventory: str | None                      # None with --local
+    inventory: str | None  # None with --local
     started: datetime
     finished: datetime
     deadline_s: float
-    complete: bool                             # False: the deadline (or a signal) cut or skipped something
-    nodes: tuple[tuple[str, str], ...]         # (name, address), inventory order
+    complete: bool  # False: the deadline (or a signal) cut or skipped something
+    nodes: tuple[tuple[str, str], ...]  # (name, address), inventory order
     results: tuple[CheckResult, ...]
     captures: tuple[Capture, ...] = ()
     nodecheck_version: str = ""
-    incomplete_reason: str = ""                # "the run deadline was reached", "stopped by a signal"
-    excluded: tuple[str, ...] = ()             # inventory nodes the playbook's select left out
-    playbook_includes: tuple[tuple[str, str], ...] = ()   # (path, sha256) of its pins files
+    incomplete_reason: str = ""  # "the run deadline was reached", "stopped by a signal"
+    excluded: tuple[str, ...] = ()  # inventory nodes the playbook's select left out
+    playbook_includes: tuple[tuple[str, str], ...] = ()  # (path, sha256) of its pins files
     # what checks keep beyond verdicts, by check name: the pair-bandwidth matrix, the IB counter
     # snapshot the next sweep computes deltas against; plain JSON data
     extras: dict = field(default_factory=dict, compare=False, hash=False)

@@ -7,38 +7,50 @@ failing, never passed. A node or check missing from a sweep is "not checked", ne
 is one the deadline cut (SKIPPED: planned, never run): it was not judged, so it neither recovers nor
 counts as a repeat offence, and a judged failure after it is new.
 """
+
 from __future__ import annotations
 
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Iterable, Mapping, NamedTuple, Sequence, TypeGuard
+from typing import NamedTuple, TypeGuard
 
 from nodecheck.core.hostlist import fold
-from nodecheck.judging import counter_rules as C
 from nodecheck.core.model import Status, worst
+from nodecheck.judging import counter_rules as C
 from nodecheck.report import Report
 
 # The value checks (checks/values.py) whose verdicts carry the node's value as observed[what]: a
 # sweep keeps each node's value so that the next one can say what was upgraded where.
-FACT_CHECKS = ("gpu.driver", "cuda.version", "nccl.version", "nccl.settings", "ofed.version",
-               "hca.firmware", "kernel.version", "os.release", "container.digest")
+FACT_CHECKS = (
+    "gpu.driver",
+    "cuda.version",
+    "nccl.version",
+    "nccl.settings",
+    "ofed.version",
+    "hca.firmware",
+    "kernel.version",
+    "os.release",
+    "container.digest",
+)
 COUNTER_CHECK = "ib.counters"
 # Only error counters are kept: data and congestion counters rise all the time (noise, and rows)
 KEPT_COUNTERS = tuple(n for n, info in C.COUNTERS.items() if info.kind in (C.FAIL_ON_INCREASE, C.RATE))
-BUSBW = "busbw"                                # nccl-tests bus bandwidth at the plateau, GB/s
-PAIR_BW = "ib_write_bw_best"                   # a node's best ib_write_bw per HCA in ib.pairs, Gb/s
-NO_RESULT = "-"                                # the check name of a node no check produced a result for
-SECTION_MAX_LINES = 40                         # a change list longer than this points at the report
+BUSBW = "busbw"  # nccl-tests bus bandwidth at the plateau, GB/s
+PAIR_BW = "ib_write_bw_best"  # a node's best ib_write_bw per HCA in ib.pairs, Gb/s
+NO_RESULT = "-"  # the check name of a node no check produced a result for
+SECTION_MAX_LINES = 40  # a change list longer than this points at the report
 
 
 @dataclass(frozen=True)
 class ResultRow:
     """A check's verdict on one node as a sweep keeps it: every non-passing verdict, and one
     summary row for a check that passed everything on the node."""
+
     node: str
     check: str
     status: Status
@@ -49,21 +61,21 @@ class ResultRow:
 @dataclass(frozen=True)
 class CounterRow:
     node: str
-    port: str                                  # "mlx5_3/1" (the ib.counters verdict's subject)
-    counter: str                               # "LinkDownedCounter"
+    port: str  # "mlx5_3/1" (the ib.counters verdict's subject)
+    counter: str  # "LinkDownedCounter"
     value: int
-    boot_id: str | None                        # the node's boot when read: a reboot resets counters
-    source: str = ""                           # "perfquery -x", "sysfs counters": widths differ
+    boot_id: str | None  # the node's boot when read: a reboot resets counters
+    source: str = ""  # "perfquery -x", "sysfs counters": widths differ
 
 
 @dataclass(frozen=True)
 class Measurement:
     node: str
     check: str
-    name: str                                  # BUSBW, PAIR_BW
-    subject: str                               # the test ("all_reduce") or the HCA ("mlx5_0")
+    name: str  # BUSBW, PAIR_BW
+    subject: str  # the test ("all_reduce") or the HCA ("mlx5_0")
     value: float
-    unit: str                                  # "GB/s", "Gb/s"
+    unit: str  # "GB/s", "Gb/s"
 
 
 @dataclass(frozen=True)
@@ -73,9 +85,9 @@ class SweepSnapshot:
     started: datetime
     finished: datetime
     complete: bool
-    nodes: tuple[str, ...]                     # the nodes this sweep covered
+    nodes: tuple[str, ...]  # the nodes this sweep covered
     results: tuple[ResultRow, ...]
-    facts: tuple[tuple[str, str, str], ...] = ()       # (node, key, value)
+    facts: tuple[tuple[str, str, str], ...] = ()  # (node, key, value)
     counters: tuple[CounterRow, ...] = ()
     measurements: tuple[Measurement, ...] = ()
     incomplete_reason: str = ""
@@ -113,16 +125,24 @@ class SweepSnapshot:
 class CheckState(NamedTuple):
     status: Status
     message: str
-    unhealthy: int                             # verdicts of this check on this node that are not healthy
+    unhealthy: int  # verdicts of this check on this node that are not healthy
 
 
 def snapshot(report: Report) -> SweepSnapshot:
     """What a sweep keeps of its report."""
-    return SweepSnapshot(run_id=report.run_id, playbook=report.playbook, started=report.started,
-                         finished=report.finished, complete=report.complete,
-                         nodes=tuple(report.node_names), results=summarise(report), facts=facts(report),
-                         counters=counter_rows(report), measurements=measurements(report),
-                         incomplete_reason=report.incomplete_reason)
+    return SweepSnapshot(
+        run_id=report.run_id,
+        playbook=report.playbook,
+        started=report.started,
+        finished=report.finished,
+        complete=report.complete,
+        nodes=tuple(report.node_names),
+        results=summarise(report),
+        facts=facts(report),
+        counters=counter_rows(report),
+        measurements=measurements(report),
+        incomplete_reason=report.incomplete_reason,
+    )
 
 
 def summarise(report: Report) -> tuple[ResultRow, ...]:
@@ -133,16 +153,20 @@ def summarise(report: Report) -> tuple[ResultRow, ...]:
         by_check: dict[str, list] = defaultdict(list)
         for r in report.results_for(node):
             by_check[r.check].append(r.verdict)
-        if not by_check:                       # nothing judged is not healthy (model.worst)
+        if not by_check:  # nothing judged is not healthy (model.worst)
             rows.append(ResultRow(node, NO_RESULT, Status.ERROR, "no check ran on this node"))
         for check, verdicts in by_check.items():
             if all(v.status is Status.PASS for v in verdicts):
                 message = verdicts[0].message if len(verdicts) == 1 else f"{len(verdicts)} of {len(verdicts)} pass"
-                rows.append(ResultRow(node, check, Status.PASS, message,
-                                      verdicts[0].subject if len(verdicts) == 1 else ""))
+                rows.append(
+                    ResultRow(node, check, Status.PASS, message, verdicts[0].subject if len(verdicts) == 1 else "")
+                )
             else:
-                rows += [ResultRow(node, check, v.status, v.message, v.subject)
-                         for v in verdicts if v.status is not Status.PASS]
+                rows += [
+                    ResultRow(node, check, v.status, v.message, v.subject)
+                    for v in verdicts
+                    if v.status is not Status.PASS
+                ]
     return tuple(rows)
 
 
@@ -171,8 +195,10 @@ def counter_rows(report: Report) -> tuple[CounterRow, ...]:
             for name in KEPT_COUNTERS:
                 value = snap["counters"].get(name)
                 if isinstance(value, int) and not isinstance(value, bool):
-                    found.setdefault((node, r.verdict.subject, name), CounterRow(
-                        node, r.verdict.subject, name, value, snap.get("boot_id"), snap.get("source") or ""))
+                    found.setdefault(
+                        (node, r.verdict.subject, name),
+                        CounterRow(node, r.verdict.subject, name, value, snap.get("boot_id"), snap.get("source") or ""),
+                    )
     return tuple(found.values())
 
 
@@ -185,11 +211,13 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
         busbw = r.verdict.observed.get("busbw_plateau_gbs")
         if _finite(busbw):
             for node in r.nodes:
-                found.setdefault((node, r.check, BUSBW, r.verdict.subject),
-                                 Measurement(node, r.check, BUSBW, r.verdict.subject, float(busbw), "GB/s"))
+                found.setdefault(
+                    (node, r.check, BUSBW, r.verdict.subject),
+                    Measurement(node, r.check, BUSBW, r.verdict.subject, float(busbw), "GB/s"),
+                )
     pairs = report.extras.get("ib.pairs")
     best: dict[tuple[str, str], float] = {}
-    for test in (pairs.get("results", []) if isinstance(pairs, Mapping) else []):
+    for test in pairs.get("results", []) if isinstance(pairs, Mapping) else []:
         gbps = test.get("gbps")
         if not _finite(gbps):
             continue
@@ -209,25 +237,27 @@ def _finite(value: object) -> TypeGuard[float]:
 
 # ---------------------------------------------------------------- the diff
 
+
 class Finding(NamedTuple):
     node: str
     check: str
-    status: Status                             # newly failing: the status now; recovered: what it was
-    message: str                               # newly failing: the finding now; recovered: the old one
+    status: Status  # newly failing: the status now; recovered: what it was
+    message: str  # newly failing: the finding now; recovered: the old one
 
 
 class StatusChange(NamedTuple):
     """Not healthy in both sweeps, but not the same way: a failing node that is now unreachable."""
+
     node: str
     check: str
     was: Status
     status: Status
-    message: str                               # the finding now
+    message: str  # the finding now
 
 
 class VersionChange(NamedTuple):
     node: str
-    key: str                                   # the check: "nccl.version"
+    key: str  # the check: "nccl.version"
     old: str
     new: str
 
@@ -242,28 +272,28 @@ class CounterRise(NamedTuple):
 
 class CounterReset(NamedTuple):
     node: str
-    port: str                                  # "" when the whole node rebooted
+    port: str  # "" when the whole node rebooted
     reason: str
 
 
 @dataclass(frozen=True)
 class Changes:
-    previous_run: str | None                   # None: the first sweep, nothing to compare
+    previous_run: str | None  # None: the first sweep, nothing to compare
     previous_started: datetime | None = None
     newly_failing: tuple[Finding, ...] = ()
     recovered: tuple[Finding, ...] = ()
-    still_failing: int = 0                     # (node, check) pairs failing the same way in both sweeps
-    status_changed: tuple[StatusChange, ...] = ()   # failing in both sweeps, not the same way
-    not_checked: tuple[Finding, ...] = ()      # failing before, not judged now (check left out, cut)
+    still_failing: int = 0  # (node, check) pairs failing the same way in both sweeps
+    status_changed: tuple[StatusChange, ...] = ()  # failing in both sweeps, not the same way
+    not_checked: tuple[Finding, ...] = ()  # failing before, not judged now (check left out, cut)
     versions_changed: tuple[VersionChange, ...] = ()
     counters_risen: tuple[CounterRise, ...] = ()
     counters_reset: tuple[CounterReset, ...] = ()
     new_nodes: tuple[str, ...] = ()
-    missing_nodes: tuple[str, ...] = ()        # in the last sweep, not in this one: not checked
-    previous_incomplete: str = ""              # why the last sweep was cut short ("" if it was not)
-    filled: int = 0                            # comparisons made with an older sweep (History.baseline)
+    missing_nodes: tuple[str, ...] = ()  # in the last sweep, not in this one: not checked
+    previous_incomplete: str = ""  # why the last sweep was cut short ("" if it was not)
+    filled: int = 0  # comparisons made with an older sweep (History.baseline)
     filled_from: tuple[str, ...] = ()
-    unread: str = ""                           # why the history could not be read: nothing compared
+    unread: str = ""  # why the history could not be read: nothing compared
 
     @property
     def first(self) -> bool:
@@ -283,7 +313,7 @@ def diff(previous: SweepSnapshot | None, current: SweepSnapshot) -> Changes:
         was_failing = old is not None and not old.status.healthy and old.status is not Status.SKIPPED
         if state.status.healthy:
             if was_failing:
-                assert old is not None         # (was_failing says so)
+                assert old is not None  # (was_failing says so)
                 recovered.append(Finding(node, check, old.status, _more(old)))
         elif state.status is Status.SKIPPED and was_failing:
             assert old is not None
@@ -296,20 +326,26 @@ def diff(previous: SweepSnapshot | None, current: SweepSnapshot) -> Changes:
             changed.append(StatusChange(node, check, old.status, state.status, _more(state)))
     present, known = set(current.nodes), set(previous.nodes)
     for (node, check), old in before.items():
-        if (node, check) not in now and node in present and not old.status.healthy \
-                and old.status is not Status.SKIPPED:
+        if (node, check) not in now and node in present and not old.status.healthy and old.status is not Status.SKIPPED:
             not_checked.append(Finding(node, check, old.status, _more(old)))
     risen, reset = counter_changes(previous.counters, current.counters)
     return Changes(
-        previous_run=previous.run_id, previous_started=previous.started,
-        newly_failing=tuple(sorted(newly, key=_order)), recovered=tuple(sorted(recovered, key=_order)),
-        still_failing=still, status_changed=tuple(sorted(changed, key=lambda c: (natural(c.node), c.check))),
+        previous_run=previous.run_id,
+        previous_started=previous.started,
+        newly_failing=tuple(sorted(newly, key=_order)),
+        recovered=tuple(sorted(recovered, key=_order)),
+        still_failing=still,
+        status_changed=tuple(sorted(changed, key=lambda c: (natural(c.node), c.check))),
         not_checked=tuple(sorted(not_checked, key=_order)),
-        versions_changed=_versions(previous.facts, current.facts), counters_risen=risen, counters_reset=reset,
+        versions_changed=_versions(previous.facts, current.facts),
+        counters_risen=risen,
+        counters_reset=reset,
         new_nodes=tuple(n for n in current.nodes if n not in known),
         missing_nodes=tuple(n for n in previous.nodes if n not in present),
         previous_incomplete="" if previous.complete else previous.incomplete_reason or "no reason recorded",
-        filled=previous.filled, filled_from=previous.filled_from)
+        filled=previous.filled,
+        filled_from=previous.filled_from,
+    )
 
 
 def _more(state: CheckState) -> str:
@@ -318,13 +354,17 @@ def _more(state: CheckState) -> str:
 
 def _versions(before: Iterable[tuple[str, str, str]], now: Iterable[tuple[str, str, str]]) -> tuple[VersionChange, ...]:
     old = {(node, key): value for node, key, value in before}
-    changed = [VersionChange(node, key, old[(node, key)], value) for node, key, value in now
-               if (node, key) in old and old[(node, key)] != value]
+    changed = [
+        VersionChange(node, key, old[(node, key)], value)
+        for node, key, value in now
+        if (node, key) in old and old[(node, key)] != value
+    ]
     return tuple(sorted(changed, key=lambda c: (c.key, natural(c.node))))
 
 
-def counter_changes(before: Sequence[CounterRow], now: Sequence[CounterRow]) -> tuple[tuple[CounterRise, ...],
-                                                                                   tuple[CounterReset, ...]]:
+def counter_changes(
+    before: Sequence[CounterRow], now: Sequence[CounterRow]
+) -> tuple[tuple[CounterRise, ...], tuple[CounterReset, ...]]:
     """A rise within one boot is a rise; a new boot id is a reboot (counters restart at zero) and a
     value that went down within one boot was cleared (perfquery -R) or reset: said as such, never
     as a rise. A port read from another source (perfquery vs sysfs: other widths) is not compared."""
@@ -342,7 +382,7 @@ def counter_changes(before: Sequence[CounterRow], now: Sequence[CounterRow]) -> 
         elif c.value < was.value:
             reset.setdefault((c.node, c.port), "counters went down: cleared (perfquery -R) or reset")
     for node, port in [k for k in reset if k[1]]:
-        if (node, "") in reset:                # the reboot says it for every port
+        if (node, "") in reset:  # the reboot says it for every port
             del reset[(node, port)]
     rises = tuple(sorted(risen, key=lambda r: (natural(r.node), natural(r.port), r.counter)))
     resets = [CounterReset(node, port, why) for (node, port), why in reset.items()]
@@ -360,19 +400,21 @@ def _order(f: Finding) -> tuple:
 
 # ---------------------------------------------------------------- repeat offenders
 
+
 class NodeSweep(NamedTuple):
     """A node's outcome in one sweep, as history keeps it."""
-    sweep: int                                 # larger is later (the history's sweep id)
+
+    sweep: int  # larger is later (the history's sweep id)
     node: str
     status: Status
-    failing: tuple[str, ...] = ()              # the checks that were not healthy
+    failing: tuple[str, ...] = ()  # the checks that were not healthy
 
 
 class Offender(NamedTuple):
     node: str
     failed_in: int
-    of_last: int                               # sweeps looked at: n, or fewer if history is shorter
-    checks: tuple[str, ...]                    # every check that failed in those sweeps
+    of_last: int  # sweeps looked at: n, or fewer if history is shorter
+    checks: tuple[str, ...]  # every check that failed in those sweeps
 
 
 def offenders(rows: Iterable[NodeSweep], k: int, n: int) -> list[Offender]:
@@ -387,8 +429,9 @@ def offenders(rows: Iterable[NodeSweep], k: int, n: int) -> list[Offender]:
         if r.sweep in window and _offence(r.status):
             failed[r.node] += 1
             checks[r.node].update(r.failing)
-    found = [Offender(node, count, len(window), tuple(sorted(checks[node])))
-             for node, count in failed.items() if count >= k]
+    found = [
+        Offender(node, count, len(window), tuple(sorted(checks[node]))) for node, count in failed.items() if count >= k
+    ]
     return sorted(found, key=lambda o: (-o.failed_in, natural(o.node)))
 
 
@@ -402,14 +445,20 @@ def node_sweeps(snap: SweepSnapshot, sweep: int) -> list[NodeSweep]:
     for r in snap.results:
         if _offence(r.status):
             failing[r.node].add(r.check)
-    return [NodeSweep(sweep, node, status, tuple(sorted(failing[node])))
-            for node, status in snap.node_statuses.items()]
+    return [NodeSweep(sweep, node, status, tuple(sorted(failing[node]))) for node, status in snap.node_statuses.items()]
 
 
 # ---------------------------------------------------------------- the human text
 
-def render(changes: Changes, found: Sequence[Offender], k: int, n: int, now: datetime,
-           max_lines: int | None = SECTION_MAX_LINES) -> str:
+
+def render(
+    changes: Changes,
+    found: Sequence[Offender],
+    k: int,
+    n: int,
+    now: datetime,
+    max_lines: int | None = SECTION_MAX_LINES,
+) -> str:
     """The "Since the last sweep" section: each line names the node(s) and the check; identical
     findings on several nodes are one line under a folded node list. A section longer than
     max_lines (None: no limit, as the report's summary.txt keeps it) ends with a count."""
@@ -422,36 +471,56 @@ def render(changes: Changes, found: Sequence[Offender], k: int, n: int, now: dat
         cut = f"; it was cut short: {changes.previous_incomplete}" if changes.previous_incomplete else ""
         lines = [f"Since the last sweep ({changes.previous_run}, {age} ago{cut}):"]
         if changes.filled:
-            lines.append(f"  ({changes.filled} results, counters or versions it did not judge or read are compared "
-                         f"with an older sweep: {', '.join(changes.filled_from)})")
+            lines.append(
+                f"  ({changes.filled} results, counters or versions it did not judge or read are compared "
+                f"with an older sweep: {', '.join(changes.filled_from)})"
+            )
         section = partial(_section, max_lines=max_lines)
-        lines += section("newly failing", [(f.node, f"{f.check}  {f.status.value}: {f.message}")
-                                           for f in changes.newly_failing])
-        lines += section("recovered", [(f.node, f"{f.check}  (was {f.status.value}: {f.message})")
-                                       for f in changes.recovered])
-        lines += section("still not healthy, another status", [
-            (c.node, f"{c.check}  {c.status.value}: {c.message}  (was {c.was.value})") for c in changes.status_changed])
-        lines += section("not checked this time (failing last time)",
-                         [(f.node, f"{f.check}  (was {f.status.value}: {f.message})") for f in changes.not_checked])
-        lines += section("versions changed", [(c.node, f"{c.key}  {c.old} -> {c.new}")
-                                              for c in changes.versions_changed])
-        lines += section("counters risen", [(c.node, f"ib.counters  {c.port} {c.counter} {c.old} -> {c.new} "
-                                                     f"(+{c.new - c.old})") for c in changes.counters_risen])
-        lines += section("counters reset (not counted as a rise)",
-                         [(c.node, "ib.counters  " + (f"{c.port}: " if c.port else "") + c.reason)
-                          for c in changes.counters_reset])
+        lines += section(
+            "newly failing", [(f.node, f"{f.check}  {f.status.value}: {f.message}") for f in changes.newly_failing]
+        )
+        lines += section(
+            "recovered", [(f.node, f"{f.check}  (was {f.status.value}: {f.message})") for f in changes.recovered]
+        )
+        lines += section(
+            "still not healthy, another status",
+            [
+                (c.node, f"{c.check}  {c.status.value}: {c.message}  (was {c.was.value})")
+                for c in changes.status_changed
+            ],
+        )
+        lines += section(
+            "not checked this time (failing last time)",
+            [(f.node, f"{f.check}  (was {f.status.value}: {f.message})") for f in changes.not_checked],
+        )
+        lines += section(
+            "versions changed", [(c.node, f"{c.key}  {c.old} -> {c.new}") for c in changes.versions_changed]
+        )
+        lines += section(
+            "counters risen",
+            [
+                (c.node, f"ib.counters  {c.port} {c.counter} {c.old} -> {c.new} (+{c.new - c.old})")
+                for c in changes.counters_risen
+            ],
+        )
+        lines += section(
+            "counters reset (not counted as a rise)",
+            [(c.node, "ib.counters  " + (f"{c.port}: " if c.port else "") + c.reason) for c in changes.counters_reset],
+        )
         if changes.new_nodes:
             lines.append(f"new nodes: {fold(changes.new_nodes)}")
         if changes.missing_nodes:
             lines.append(f"not checked (in the last sweep, not in this one): {fold(changes.missing_nodes)}")
         if len(lines) == 1 + bool(changes.filled):
             lines.append("no change.")
-        lines.append(f"still failing: {changes.still_failing} (node, check) "
-                     f"{'pair' if changes.still_failing == 1 else 'pairs'}.")
+        lines.append(
+            f"still failing: {changes.still_failing} (node, check) {'pair' if changes.still_failing == 1 else 'pairs'}."
+        )
     if found:
         lines.append(f"repeat offenders (not healthy in at least {k} of the last {n} sweeps):")
-        lines += [f"  {o.node}  failed in {o.failed_in} of the last {o.of_last}  {', '.join(o.checks) or '-'}"
-                  for o in found]
+        lines += [
+            f"  {o.node}  failed in {o.failed_in} of the last {o.of_last}  {', '.join(o.checks) or '-'}" for o in found
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -485,19 +554,24 @@ def _age(delta) -> str:
 
 def to_dict(changes: Changes, found: Sequence[Offender], k: int, n: int) -> dict:
     """The JSON form (sweep --format json)."""
+
     def finding(f: Finding, status: str = "status") -> dict:
         return {"node": f.node, "check": f.check, status: f.status.value, "message": f.message}
+
     return {
         "previous_run": changes.previous_run,
         "previous_started": changes.previous_started.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        if changes.previous_started else None,
+        if changes.previous_started
+        else None,
         "first": changes.first,
         "unread": changes.unread,
         "newly_failing": [finding(f) for f in changes.newly_failing],
         "recovered": [finding(f, "was") for f in changes.recovered],
         "still_failing": changes.still_failing,
-        "status_changed": [{"node": c.node, "check": c.check, "was": c.was.value, "status": c.status.value,
-                            "message": c.message} for c in changes.status_changed],
+        "status_changed": [
+            {"node": c.node, "check": c.check, "was": c.was.value, "status": c.status.value, "message": c.message}
+            for c in changes.status_changed
+        ],
         "not_checked": [finding(f, "was") for f in changes.not_checked],
         "versions_changed": [c._asdict() for c in changes.versions_changed],
         "counters_risen": [c._asdict() for c in changes.counters_risen],

@@ -1,5 +1,6 @@
 """Report ⇄ JSON (report_version 2). loads(dumps(r)) gives back r's results (a cross-node group in
 NodeSet order), so sweeps can diff old reports."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
 
 def to_dict(report: Report) -> dict:
-    report = redacted(report)                  # whatever a check or a probe let through
+    report = redacted(report)  # whatever a check or a probe let through
     shared = _Shared()
     return {
         "report_version": REPORT_VERSION,
@@ -28,7 +29,7 @@ def to_dict(report: Report) -> dict:
         "incomplete_reason": report.incomplete_reason,
         "playbook": report.playbook,
         "playbook_path": report.playbook_path,
-        "playbook_sha256": report.playbook_sha256,     # covers the pins files below too
+        "playbook_sha256": report.playbook_sha256,  # covers the pins files below too
         "playbook_includes": [{"path": path, "sha256": sha} for path, sha in report.playbook_includes],
         "inventory": report.inventory,
         "started": _ts(report.started),
@@ -37,10 +38,16 @@ def to_dict(report: Report) -> dict:
         "nodecheck_version": report.nodecheck_version,
         "summary": report.summary(),
         "excluded_nodes": list(report.excluded),
-        "nodes": [{"node": name, "address": address, "status": report.node_status(name).value,
-                   "healthy": report.node_status(name).healthy,
-                   "results": [_result(r, name, shared) for r in report.results_for(name)]}
-                  for name, address in report.nodes],
+        "nodes": [
+            {
+                "node": name,
+                "address": address,
+                "status": report.node_status(name).value,
+                "healthy": report.node_status(name).healthy,
+                "results": [_result(r, name, shared) for r in report.results_for(name)],
+            }
+            for name, address in report.nodes
+        ],
         "captures": [_capture(c) for c in report.captures],
         "extras": report.extras,
     }
@@ -81,8 +88,14 @@ class _Shared:
             by_node: dict[str, list] = {}
             for e in r.evidence:
                 by_node.setdefault(e.node, []).append(
-                    {"node": e.node, "probe": e.probe, "argv": list(e.argv), "exit_code": e.exit_code,
-                     "capture": e.capture_path})
+                    {
+                        "node": e.node,
+                        "probe": e.probe,
+                        "argv": list(e.argv),
+                        "exit_code": e.exit_code,
+                        "capture": e.capture_path,
+                    }
+                )
             self._evidence[id(r)] = by_node
         return self._evidence[id(r)].get(node, [])
 
@@ -92,17 +105,32 @@ def _result(r: CheckResult, node: str, shared: _Shared) -> dict:
     its group, with the group folded ("gpu[001-510]") and only this node's evidence, so a report
     on thousands of nodes stays linear in size."""
     v = r.verdict
-    return {"check": r.check, "status": v.status.value, "subject": v.subject, "message": v.message,
-            "observed": dict(v.observed), "expected": dict(v.expected), "excerpt": v.excerpt,
-            "group": shared.fold(r), "group_size": len(r.nodes),
-            "evidence": shared.evidence(r, node)}
+    return {
+        "check": r.check,
+        "status": v.status.value,
+        "subject": v.subject,
+        "message": v.message,
+        "observed": dict(v.observed),
+        "expected": dict(v.expected),
+        "excerpt": v.excerpt,
+        "group": shared.fold(r),
+        "group_size": len(r.nodes),
+        "evidence": shared.evidence(r, node),
+    }
 
 
 def _capture(c: Capture) -> dict:
-    return {"node": c.node, "probe": c.probe, "argv": list(c.argv), "outcome": c.outcome.value,
-            "exit_code": c.exit_code, "duration_s": round(c.duration_s, 4), "detail": c.detail,
-            "stdout": capture_relpath(c.node, c.probe),
-            "stderr": capture_relpath(c.node, c.probe, "stderr") if c.stderr else None}
+    return {
+        "node": c.node,
+        "probe": c.probe,
+        "argv": list(c.argv),
+        "outcome": c.outcome.value,
+        "exit_code": c.exit_code,
+        "duration_s": round(c.duration_s, 4),
+        "detail": c.detail,
+        "stdout": capture_relpath(c.node, c.probe),
+        "stderr": capture_relpath(c.node, c.probe, "stderr") if c.stderr else None,
+    }
 
 
 def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | None = None) -> Report:
@@ -120,19 +148,38 @@ def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | N
             merged.setdefault((key, nth), (r, []))[1].extend(r["evidence"])
     results = [_load_result(r, evidence) for r, evidence in merged.values()]
     texts = captures_text or {}
-    caps = tuple(Capture(c["node"], c["probe"], tuple(c["argv"]), Outcome(c["outcome"]), c["exit_code"],
-                         *texts.get((c["node"], c["probe"]), ("", "")), c["duration_s"], c["detail"])
-                 for c in d.get("captures", []))
-    return Report(run_id=d["run_id"], playbook=d["playbook"], playbook_path=d["playbook_path"],
-                  playbook_sha256=d["playbook_sha256"], inventory=d["inventory"],
-                  started=_parse_ts(d["started"]), finished=_parse_ts(d["finished"]),
-                  deadline_s=d["deadline_s"], complete=d["complete"],
-                  nodes=tuple((n["node"], n["address"]) for n in d["nodes"]), results=tuple(results),
-                  captures=caps, nodecheck_version=d.get("nodecheck_version", ""),
-                  incomplete_reason=d.get("incomplete_reason", ""),
-                  excluded=tuple(d.get("excluded_nodes", ())),
-                  playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())),
-                  extras=d.get("extras", {}))
+    caps = tuple(
+        Capture(
+            c["node"],
+            c["probe"],
+            tuple(c["argv"]),
+            Outcome(c["outcome"]),
+            c["exit_code"],
+            *texts.get((c["node"], c["probe"]), ("", "")),
+            c["duration_s"],
+            c["detail"],
+        )
+        for c in d.get("captures", [])
+    )
+    return Report(
+        run_id=d["run_id"],
+        playbook=d["playbook"],
+        playbook_path=d["playbook_path"],
+        playbook_sha256=d["playbook_sha256"],
+        inventory=d["inventory"],
+        started=_parse_ts(d["started"]),
+        finished=_parse_ts(d["finished"]),
+        deadline_s=d["deadline_s"],
+        complete=d["complete"],
+        nodes=tuple((n["node"], n["address"]) for n in d["nodes"]),
+        results=tuple(results),
+        captures=caps,
+        nodecheck_version=d.get("nodecheck_version", ""),
+        incomplete_reason=d.get("incomplete_reason", ""),
+        excluded=tuple(d.get("excluded_nodes", ())),
+        playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())),
+        extras=d.get("extras", {}),
+    )
 
 
 def loads(text: str) -> Report:
@@ -140,11 +187,13 @@ def loads(text: str) -> Report:
 
 
 def _load_result(r: dict, evidence: list) -> CheckResult:
-    verdict = Verdict(Status(r["status"]), r["message"], r["subject"], r["observed"], r["expected"],
-                      r["excerpt"])
-    return CheckResult(r["check"], tuple(NodeSet(r["group"])), verdict,
-                       tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"])
-                             for e in evidence))
+    verdict = Verdict(Status(r["status"]), r["message"], r["subject"], r["observed"], r["expected"], r["excerpt"])
+    return CheckResult(
+        r["check"],
+        tuple(NodeSet(r["group"])),
+        verdict,
+        tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"]) for e in evidence),
+    )
 
 
 def _parse_ts(s: str) -> datetime:
@@ -154,7 +203,7 @@ def _parse_ts(s: str) -> datetime:
 # ---------------------------------------------------------------- secrets: the last line of defence
 
 # reports this module made: redacted() of one of them is itself, not a second scan of every message
-_MADE: "weakref.WeakValueDictionary[int, Report]" = weakref.WeakValueDictionary()
+_MADE: weakref.WeakValueDictionary[int, Report] = weakref.WeakValueDictionary()
 
 
 def redacted(report: Report) -> Report:
@@ -172,17 +221,26 @@ def redacted(report: Report) -> Report:
 
 
 def _redacted(report: Report) -> Report:
-    return replace(report, results=tuple(_redact_result(r) for r in report.results),
-                   # the capture texts are store()'s (no renderer prints them): not scanned twice
-                   captures=tuple(replace(c, argv=redact_argv(c.argv), detail=redact_text(c.detail))
-                                  for c in report.captures),
-                   incomplete_reason=redact_text(report.incomplete_reason), extras=scrub(report.extras))
+    return replace(
+        report,
+        results=tuple(_redact_result(r) for r in report.results),
+        # the capture texts are store()'s (no renderer prints them): not scanned twice
+        captures=tuple(replace(c, argv=redact_argv(c.argv), detail=redact_text(c.detail)) for c in report.captures),
+        incomplete_reason=redact_text(report.incomplete_reason),
+        extras=scrub(report.extras),
+    )
 
 
 def _redact_result(r: CheckResult) -> CheckResult:
     v = r.verdict
-    verdict = replace(v, message=redact_text(v.message), subject=redact_text(v.subject), excerpt=redact_text(v.excerpt),
-                      observed=scrub(dict(v.observed)), expected=scrub(dict(v.expected)))
+    verdict = replace(
+        v,
+        message=redact_text(v.message),
+        subject=redact_text(v.subject),
+        excerpt=redact_text(v.excerpt),
+        observed=scrub(dict(v.observed)),
+        expected=scrub(dict(v.expected)),
+    )
     return replace(r, verdict=verdict, evidence=tuple(replace(e, argv=redact_argv(e.argv)) for e in r.evidence))
 
 
@@ -191,8 +249,10 @@ def scrub(value):
     {"HF_TOKEN": ...}) is REDACTED, any other text has its NAME=value, --token and URL credentials
     masked (redact_text); numbers, booleans and keys are kept."""
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(v, str) and isinstance(k, str) and is_secret_name(k) and v else scrub(v))
-                for k, v in value.items()}
+        return {
+            k: (REDACTED if isinstance(v, str) and isinstance(k, str) and is_secret_name(k) and v else scrub(v))
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return type(value)(scrub(v) for v in value)
     if isinstance(value, str):

@@ -8,6 +8,7 @@ was cut short, so a partial run never reads as a green build. Elements and attri
 the shape of the widely used junit-10.xsd (Jenkins xUnit plugin): `skipped` is counted per
 testsuite only, as that schema has no such attribute on testsuites.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,16 +16,21 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from datetime import datetime, timezone
 
+from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, CheckResult, Status, worst
 from nodecheck.report import Report, capture_relpath
-from nodecheck.core.hostlist import fold
 
 RUN_SUITE = "nodecheck.run"
-NO_RESULT_CASE = "results"                     # a node no check reported on: an error, never a pass
+NO_RESULT_CASE = "results"  # a node no check reported on: an error, never a pass
 
 # Status of a testcase (the worst of its results) -> the element that says so; PASS and WARN have none.
-_ELEMENT = {Status.FAIL: "failure", Status.ERROR: "error", Status.TIMEOUT: "error",
-            Status.UNREACHABLE: "error", Status.SKIPPED: "skipped"}
+_ELEMENT = {
+    Status.FAIL: "failure",
+    Status.ERROR: "error",
+    Status.TIMEOUT: "error",
+    Status.UNREACHABLE: "error",
+    Status.SKIPPED: "skipped",
+}
 _COUNTER = {"failure": "failures", "error": "errors", "skipped": "skipped"}
 
 # Characters XML 1.0 cannot carry even escaped (NUL, most C0 controls, lone surrogates, U+FFFE/F);
@@ -34,16 +40,18 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def render(report: Report) -> str:
     from nodecheck.report.json import redacted
-    report = redacted(report)                  # CI dashboards keep these files: no secret in them
+
+    report = redacted(report)  # CI dashboards keep these files: no secret in them
     captures = {(c.node, c.probe): c for c in report.captures}
-    node_seconds: dict[str, float] = defaultdict(float)     # summed once, not once per node
+    node_seconds: dict[str, float] = defaultdict(float)  # summed once, not once per node
     for c in captures.values():
         node_seconds[c.node] += c.duration_s
-    folds: dict[int, str] = {}                 # a drift result over 1000 nodes is folded once
+    folds: dict[int, str] = {}  # a drift result over 1000 nodes is folded once
     root = ET.Element("testsuites", name=_clean(f"nodecheck {report.playbook}"))
     suites = [_run_suite(report)]
-    suites += [_node_suite(report, node, i, captures, folds, node_seconds[node])
-               for i, node in enumerate(report.node_names, 1)]
+    suites += [
+        _node_suite(report, node, i, captures, folds, node_seconds[node]) for i, node in enumerate(report.node_names, 1)
+    ]
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.attrib[key]) for s in suites)))
     root.set("time", _wall(report))
@@ -61,25 +69,41 @@ def _run_suite(report: Report) -> ET.Element:
     case = ET.SubElement(suite, "testcase", classname=RUN_SUITE, name="complete", time=_wall(report))
     if not report.complete:
         why = report.incomplete_reason or "the run deadline was reached"
-        _outcome(case, "error", f"run incomplete: {why}", "error",
-                 f"{why} (deadline {report.deadline_s:g} s): probes were cut or skipped, "
-                 "the results are partial")
+        _outcome(
+            case,
+            "error",
+            f"run incomplete: {why}",
+            "error",
+            f"{why} (deadline {report.deadline_s:g} s): probes were cut or skipped, the results are partial",
+        )
     _count(suite)
     return suite
 
 
 def _properties(report: Report) -> list[tuple[str, str]]:
-    props = [("run_id", report.run_id), ("playbook", report.playbook),
-             ("playbook_sha256", report.playbook_sha256), ("complete", str(report.complete).lower()),
-             ("incomplete_reason", report.incomplete_reason), ("nodecheck_version", report.nodecheck_version),
-             ("status", report.status.value), ("exit_code", str(report.exit_code))]
+    props = [
+        ("run_id", report.run_id),
+        ("playbook", report.playbook),
+        ("playbook_sha256", report.playbook_sha256),
+        ("complete", str(report.complete).lower()),
+        ("incomplete_reason", report.incomplete_reason),
+        ("nodecheck_version", report.nodecheck_version),
+        ("status", report.status.value),
+        ("exit_code", str(report.exit_code)),
+    ]
     if report.excluded:
         props.append(("excluded_nodes", fold(report.excluded)))
     return props
 
 
-def _node_suite(report: Report, node: str, index: int, captures: dict[tuple[str, str], Capture],
-                folds: dict[int, str], seconds: float) -> ET.Element:
+def _node_suite(
+    report: Report,
+    node: str,
+    index: int,
+    captures: dict[tuple[str, str], Capture],
+    folds: dict[int, str],
+    seconds: float,
+) -> ET.Element:
     suite = _suite(node, report, index)
     suite.set("hostname", _clean(node))
     by_check: dict[str, list[CheckResult]] = defaultdict(list)
@@ -88,21 +112,25 @@ def _node_suite(report: Report, node: str, index: int, captures: dict[tuple[str,
     for check, results in by_check.items():
         _testcase(suite, node, check, results, captures, folds)
     if not by_check:
-        case = ET.SubElement(suite, "testcase", classname=_classname(node), name=NO_RESULT_CASE,
-                             time=_seconds(0))
+        case = ET.SubElement(suite, "testcase", classname=_classname(node), name=NO_RESULT_CASE, time=_seconds(0))
         _outcome(case, "error", "no check produced a result for this node", "error", "")
     suite.set("time", _seconds(seconds))
     _count(suite)
     return suite
 
 
-def _testcase(suite: ET.Element, node: str, check: str, results: list[CheckResult],
-              captures: dict[tuple[str, str], Capture], folds: dict[int, str]) -> None:
+def _testcase(
+    suite: ET.Element,
+    node: str,
+    check: str,
+    results: list[CheckResult],
+    captures: dict[tuple[str, str], Capture],
+    folds: dict[int, str],
+) -> None:
     """Add one (node, check) testcase; its time is that of the captures its verdicts read."""
     probes = list(dict.fromkeys(e.probe for r in results for e in r.evidence if e.node == node))
     seconds = sum(captures[(node, p)].duration_s for p in probes if (node, p) in captures)
-    case = ET.SubElement(suite, "testcase", classname=_classname(node), name=_clean(check),
-                         time=_seconds(seconds))
+    case = ET.SubElement(suite, "testcase", classname=_classname(node), name=_clean(check), time=_seconds(seconds))
     status = worst(r.verdict.status for r in results)
     lines = [_line(r, folds) for r in results]
     element = _ELEMENT.get(status)
@@ -111,7 +139,7 @@ def _testcase(suite: ET.Element, node: str, check: str, results: list[CheckResul
         others = sum(1 for r in results if not r.verdict.status.healthy) - 1
         message = _subject(first) + first.verdict.message + (f" (and {others} more)" if others else "")
         _outcome(case, element, message, status.value, "\n".join(lines))
-    out = [] if element is not None else lines   # a pass (or warning) says what was seen here
+    out = [] if element is not None else lines  # a pass (or warning) says what was seen here
     out += [f"evidence: {p}" for p in _evidence_paths(node, probes, results, captures)]
     if out:
         ET.SubElement(case, "system-out").text = _clean("\n".join(out))
@@ -140,8 +168,9 @@ def _subject(r: CheckResult) -> str:
     return f"{r.verdict.subject}: " if r.verdict.subject else ""
 
 
-def _evidence_paths(node: str, probes: list[str], results: list[CheckResult],
-                    captures: dict[tuple[str, str], Capture]) -> list[str]:
+def _evidence_paths(
+    node: str, probes: list[str], results: list[CheckResult], captures: dict[tuple[str, str], Capture]
+) -> list[str]:
     """Paths relative to the report directory: the evidence's own, plus stderr where there was some."""
     paths = [e.capture_path for r in results for e in r.evidence if e.node == node and e.capture_path]
     for p in probes:
@@ -152,8 +181,18 @@ def _evidence_paths(node: str, probes: list[str], results: list[CheckResult],
 
 
 def _suite(name: str, report: Report, index: int) -> ET.Element:
-    return ET.Element("testsuite", name=_clean(name), tests="0", failures="0", errors="0", skipped="0",
-                      time="0", timestamp=_timestamp(report.started), id=str(index), package="nodecheck")
+    return ET.Element(
+        "testsuite",
+        name=_clean(name),
+        tests="0",
+        failures="0",
+        errors="0",
+        skipped="0",
+        time="0",
+        timestamp=_timestamp(report.started),
+        id=str(index),
+        package="nodecheck",
+    )
 
 
 def _count(suite: ET.Element) -> None:

@@ -27,61 +27,113 @@ Metrics (gauges; every status metric uses Status.rank, the severity order of nod
                                               written as the exact integer, up to 2^64-1.
 No sample carries a timestamp: the textfile collector refuses them.
 """
+
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from nodecheck import __version__
 from nodecheck.core.model import SEVERITY
 from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
 
 COUNTER_METRIC = "nodecheck_ib_port_counter"
-METRICS_FILE_MODE = 0o644                      # node_exporter's user reads it; why not 0640: write_atomic
+METRICS_FILE_MODE = 0o644  # node_exporter's user reads it; why not 0640: write_atomic
 
 STATUS_HELP = ", ".join(f"{s.rank} {s.value}" for s in SEVERITY)
 # (measurement name, unit) -> (metric, factor to base units, the subject's label, help)
 MEASUREMENT_METRICS = {
-    (BUSBW, "GB/s"): ("nodecheck_nccl_busbw_bytes_per_second", 1e9, "test",
-                      "nccl-tests bus bandwidth at the plateau sizes (nccl-tests GB/s x 1e9)"),
-    (PAIR_BW, "Gb/s"): ("nodecheck_ib_write_bw_best_bytes_per_second", 1e9 / 8, "device",
-                        "the best ib_write_bw this node's HCA reached with any partner in ib.pairs"),
+    (BUSBW, "GB/s"): (
+        "nodecheck_nccl_busbw_bytes_per_second",
+        1e9,
+        "test",
+        "nccl-tests bus bandwidth at the plateau sizes (nccl-tests GB/s x 1e9)",
+    ),
+    (PAIR_BW, "Gb/s"): (
+        "nodecheck_ib_write_bw_best_bytes_per_second",
+        1e9 / 8,
+        "device",
+        "the best ib_write_bw this node's HCA reached with any partner in ib.pairs",
+    ),
 }
 
 
-def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__,
-           problems: int = 0) -> str:
+def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__, problems: int = 0) -> str:
     out: list[str] = []
     checks = snap.checks()
     statuses = snap.node_statuses
-    _family(out, "nodecheck_check_status", f"Worst status of the check on the node in the last sweep: {STATUS_HELP}",
-            [({"node": n, "check": c}, s.status.rank) for (n, c), s in checks.items()])
-    _family(out, "nodecheck_check_healthy", "1 if the check passed or only warned on the node in the last sweep",
-            [({"node": n, "check": c}, int(s.status.healthy)) for (n, c), s in checks.items()])
-    _family(out, "nodecheck_node_status", f"The node's worst status in the last sweep: {STATUS_HELP}",
-            [({"node": n}, s.rank) for n, s in statuses.items()])
-    _family(out, "nodecheck_node_healthy", "1 if every check passed or only warned on the node",
-            [({"node": n}, int(s.healthy)) for n, s in statuses.items()])
-    counts = defaultdict(int, {s: 0 for s in SEVERITY})
+    _family(
+        out,
+        "nodecheck_check_status",
+        f"Worst status of the check on the node in the last sweep: {STATUS_HELP}",
+        [({"node": n, "check": c}, s.status.rank) for (n, c), s in checks.items()],
+    )
+    _family(
+        out,
+        "nodecheck_check_healthy",
+        "1 if the check passed or only warned on the node in the last sweep",
+        [({"node": n, "check": c}, int(s.status.healthy)) for (n, c), s in checks.items()],
+    )
+    _family(
+        out,
+        "nodecheck_node_status",
+        f"The node's worst status in the last sweep: {STATUS_HELP}",
+        [({"node": n}, s.rank) for n, s in statuses.items()],
+    )
+    _family(
+        out,
+        "nodecheck_node_healthy",
+        "1 if every check passed or only warned on the node",
+        [({"node": n}, int(s.healthy)) for n, s in statuses.items()],
+    )
+    counts = defaultdict(int, dict.fromkeys(SEVERITY, 0))
     for s in statuses.values():
         counts[s] += 1
-    _family(out, "nodecheck_nodes", "Nodes of the last sweep per status",
-            [({"status": s.value}, counts[s]) for s in SEVERITY])
+    _family(
+        out,
+        "nodecheck_nodes",
+        "Nodes of the last sweep per status",
+        [({"status": s.value}, counts[s]) for s in SEVERITY],
+    )
     flagged = {o.node for o in found}
-    _family(out, "nodecheck_repeat_offender", "1 if the node was not healthy in at least k of the last n sweeps",
-            [({"node": n}, int(n in flagged)) for n in [*statuses, *sorted(flagged - set(statuses))]])
-    _family(out, "nodecheck_sweep_last_timestamp_seconds", "When the last sweep finished, Unix time",
-            [({}, snap.finished.timestamp())])
-    _family(out, "nodecheck_sweep_duration_seconds", "How long the last sweep took",
-            [({}, (snap.finished - snap.started).total_seconds())])
-    _family(out, "nodecheck_sweep_complete", "0 if the deadline or a signal cut the last sweep short",
-            [({}, int(snap.complete))])
-    _family(out, "nodecheck_sweep_problems", "What the last sweep could not keep or read (its report, the history); "
-            "see its log", [({}, problems)])
-    _family(out, "nodecheck_sweep_info", "The last sweep's playbook and nodecheck version",
-            [({"playbook": snap.playbook, "version": version}, 1)])
+    _family(
+        out,
+        "nodecheck_repeat_offender",
+        "1 if the node was not healthy in at least k of the last n sweeps",
+        [({"node": n}, int(n in flagged)) for n in [*statuses, *sorted(flagged - set(statuses))]],
+    )
+    _family(
+        out,
+        "nodecheck_sweep_last_timestamp_seconds",
+        "When the last sweep finished, Unix time",
+        [({}, snap.finished.timestamp())],
+    )
+    _family(
+        out,
+        "nodecheck_sweep_duration_seconds",
+        "How long the last sweep took",
+        [({}, (snap.finished - snap.started).total_seconds())],
+    )
+    _family(
+        out,
+        "nodecheck_sweep_complete",
+        "0 if the deadline or a signal cut the last sweep short",
+        [({}, int(snap.complete))],
+    )
+    _family(
+        out,
+        "nodecheck_sweep_problems",
+        "What the last sweep could not keep or read (its report, the history); see its log",
+        [({}, problems)],
+    )
+    _family(
+        out,
+        "nodecheck_sweep_info",
+        "The last sweep's playbook and nodecheck version",
+        [({"playbook": snap.playbook, "version": version}, 1)],
+    )
     by_metric: dict[tuple, list] = defaultdict(list)
     for m in snap.measurements:
         spec = MEASUREMENT_METRICS.get((m.name, m.unit))
@@ -90,10 +142,14 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
             by_metric[(name, text)].append(({"node": m.node, "check": m.check, label: m.subject}, m.value * factor))
     for (name, text), samples in by_metric.items():
         _family(out, name, text, samples)
-    if snap.counters:                          # ints: number() writes them exactly, 2^64-1 included
-        _family(out, COUNTER_METRIC, "An IB error counter's raw value at the last sweep (ib.counters' second "
-                "read); use increase() or rate(): a reboot or perfquery -R resets it, shown as a drop",
-                [({"node": c.node, "port": c.port, "counter": c.counter}, c.value) for c in snap.counters])
+    if snap.counters:  # ints: number() writes them exactly, 2^64-1 included
+        _family(
+            out,
+            COUNTER_METRIC,
+            "An IB error counter's raw value at the last sweep (ib.counters' second "
+            "read); use increase() or rate(): a reboot or perfquery -R resets it, shown as a drop",
+            [({"node": c.node, "port": c.port, "counter": c.counter}, c.value) for c in snap.counters],
+        )
     return "".join(out)
 
 
@@ -133,5 +189,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     0644, unlike every other file nodecheck writes (0640): node_exporter reads it as its own user,
     and what it holds is not secret: statuses, counts, bandwidths, node and check names, the
     playbook and version, never a message, an argv or tool output."""
-    from nodecheck.report.store import Access, write_atomic as replace_file
+    from nodecheck.report.store import Access
+    from nodecheck.report.store import write_atomic as replace_file
+
     replace_file(path, text, Access(METRICS_FILE_MODE, 0o755))

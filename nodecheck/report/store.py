@@ -8,6 +8,7 @@ NODECHECK_REPORT_GROUP names one (else the process's own group: root's, for a ro
 records hold every rank's stack, environment and flight-recorder dumps: 0600/0700, the owner alone.
 The modes are set explicitly, whatever the umask; an existing directory nodecheck did not create
 now is never widened (nor changed)."""
+
 from __future__ import annotations
 
 import errno
@@ -20,24 +21,25 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
+from nodecheck.core.redact import redact_text
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import dumps
-from nodecheck.core.redact import redact_text
 
 TMP_PREFIX = ".tmp-"
-STALE_TMP_S = 3600                             # a temporary this old is a killed run's leftover
-GROUP_ENV = "NODECHECK_REPORT_GROUP"           # the operators' group: a name or a numeric gid
+STALE_TMP_S = 3600  # a temporary this old is a killed run's leftover
+GROUP_ENV = "NODECHECK_REPORT_GROUP"  # the operators' group: a name or a numeric gid
 
 
 @dataclass(frozen=True)
 class Access:
     """The mode of what is written, files and directories, and the group that owns them (-1: the
     process's own)."""
+
     file_mode: int
     dir_mode: int
     gid: int = -1
@@ -87,12 +89,14 @@ def _own(fd_or_path, access: Access) -> None:
                 os.fchown(fd_or_path, -1, access.gid)
             else:
                 os.chown(fd_or_path, -1, access.gid, follow_symlinks=False)
-        except PermissionError:                # not root and not in the group: narrower, never wider
-            _warn_once(f"cannot give files to group {access.gid} ({GROUP_ENV}): not a member; "
-                       "they keep the process's own group")
+        except PermissionError:  # not root and not in the group: narrower, never wider
+            _warn_once(
+                f"cannot give files to group {access.gid} ({GROUP_ENV}): not a member; "
+                "they keep the process's own group"
+            )
     if isinstance(fd_or_path, int):
         os.fchmod(fd_or_path, access.file_mode)
-    else:                                      # a directory this process has just made
+    else:  # a directory this process has just made
         os.chmod(fd_or_path, access.dir_mode)
 
 
@@ -107,14 +111,15 @@ def make_dirs(path: str | Path, access: Access | None = None) -> None:
         path = path.parent
     for folder in reversed(missing):
         try:
-            os.mkdir(folder, 0o700)            # closed until its mode and group are set
-        except FileExistsError:                # another run made it meanwhile: theirs, as it is
+            os.mkdir(folder, 0o700)  # closed until its mode and group are set
+        except FileExistsError:  # another run made it meanwhile: theirs, as it is
             continue
         _own(folder, access)
 
 
-def create(path: str | Path, access: Access | None = None, *, append: bool = False, read: bool = False,
-           keep: bool = False) -> int:
+def create(
+    path: str | Path, access: Access | None = None, *, append: bool = False, read: bool = False, keep: bool = False
+) -> int:
     """Open a file for writing (and reading, `read`), truncated unless `append` or `keep` (its bytes
     left as they are: a database nodecheck is about to open). A new file gets the
     access's mode and group; an existing one is narrowed to at most that mode, never widened.
@@ -122,7 +127,7 @@ def create(path: str | Path, access: Access | None = None, *, append: bool = Fal
     descriptor."""
     access = access or shared()
     flags = (os.O_RDWR if read else os.O_WRONLY) | os.O_CLOEXEC | os.O_NOFOLLOW
-    try:                                       # 0600 until its mode and group are set
+    try:  # 0600 until its mode and group are set
         fd, new = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600), True
     except FileExistsError:
         fd, new = os.open(path, flags | (os.O_APPEND if append else 0 if keep else os.O_TRUNC)), False
@@ -160,7 +165,7 @@ def write_atomic(path: str | Path, data: str | bytes, access: Access | None = No
         except OSError:
             pass
         raise
-    _fsync_dir(path.parent)                    # the rename itself survives a power cut
+    _fsync_dir(path.parent)  # the rename itself survives a power cut
 
 
 def why(e: OSError) -> str:
@@ -177,6 +182,7 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
     are masked in what is written (report.json by its renderer; the summary and the captures here:
     a capture is raw tool output, and a tool may echo a token). `report_json`, when the caller has
     already rendered it (with report.json.dumps), saves rendering a large report twice."""
+
     def write(tmp: Path, access: Access) -> None:
         _write(tmp / "report.json", report_json or dumps(report), access)
         _write(tmp / "summary.txt", redact_text(summary_text), access)
@@ -184,6 +190,7 @@ def store(report: Report, summary_text: str, output_dir: str | Path, report_json
             _write(tmp / capture_relpath(c.node, c.probe), redact_text(c.stdout), access)
             if c.stderr:
                 _write(tmp / capture_relpath(c.node, c.probe, "stderr"), redact_text(c.stderr), access)
+
     return _store_dir(report.run_id, write, output_dir, shared())
 
 
@@ -197,8 +204,9 @@ def safe_key(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text).lstrip(".") or "_"
 
 
-def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path,
-                access: Access | None = None) -> Path:
+def store_files(
+    run_id: str, files: Mapping[str, str | bytes], output_dir: str | Path, access: Access | None = None
+) -> Path:
     """Any record directory (a watcher's incident: incident.json, samples.jsonl, summary.txt), written
     as store() writes a report: into a hidden temporary, synced, renamed to <output_dir>/<run_id>
     (-2, -3 … when that name is taken). `files` maps a relative path inside it to its text (or bytes:
@@ -210,9 +218,10 @@ def store_files(run_id: str, files: Mapping[str, str | bytes], output_dir: str |
     def write(tmp: Path, access: Access) -> None:
         for relpath, text in files.items():
             target = (tmp / relpath).resolve()
-            if tmp.resolve() not in target.parents:    # "../x" or "/x" would write outside the record
+            if tmp.resolve() not in target.parents:  # "../x" or "/x" would write outside the record
                 raise ValueError(f"{relpath!r} is not a path inside the record")
             _write(target, text, access)
+
     return _store_dir(run_id, write, output_dir, access or shared())
 
 
@@ -221,13 +230,13 @@ def _store_dir(run_id: str, write: Callable[[Path, Access], None], output_dir: s
     renamed into place, with the access's modes and group whatever the umask. Whatever fails (a full
     disk, a read-only one), the temporary is removed: no half-written record is ever left."""
     root = Path(output_dir)
-    make_dirs(root, shared())                  # reports/ itself, when nodecheck makes it
+    make_dirs(root, shared())  # reports/ itself, when nodecheck makes it
     _remove_stale_temporaries(root)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{run_id}-", dir=root))   # 0700 while filled
+    tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{run_id}-", dir=root))  # 0700 while filled
     try:
         write(tmp, access)
         for folder in [*(p for p in tmp.rglob("*") if p.is_dir()), tmp]:
-            _fsync_dir(folder)                 # the entries, not just the bytes, must be on disk
+            _fsync_dir(folder)  # the entries, not just the bytes, must be on disk
         _own(tmp, access)
         final = _publish(tmp, root, run_id)
         _fsync_dir(root)
@@ -237,7 +246,7 @@ def _store_dir(run_id: str, write: Callable[[Path, Access], None], output_dir: s
         raise
 
 
-_SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")   # never hidden, never ".."
+_SAFE_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")  # never hidden, never ".."
 
 
 def _write(path: Path, text: str | bytes, access: Access) -> None:
@@ -263,7 +272,7 @@ def _remove_stale_temporaries(root: Path) -> None:
         try:
             if leftover.is_dir() and leftover.stat().st_mtime < cutoff:
                 shutil.rmtree(leftover, ignore_errors=True)
-        except OSError:                        # another run removed it first
+        except OSError:  # another run removed it first
             pass
 
 
@@ -272,7 +281,7 @@ def _publish(tmp: Path, root: Path, run_id: str) -> Path:
     for n in range(1, 1000):
         final = root / (run_id if n == 1 else f"{run_id}-{n}")
         try:
-            os.rename(tmp, final)              # atomic; fails if final exists and is not empty
+            os.rename(tmp, final)  # atomic; fails if final exists and is not empty
             return final
         except OSError:
             if not final.exists():
@@ -289,12 +298,12 @@ def remove_reports(reports: Iterable[tuple[str, str | None]], output_dir: str | 
     root = os.path.realpath(output_dir)
     removed, warnings = 0, []
     for run_id, report_dir in reports:
-        if not report_dir:                     # its report could not be written
+        if not report_dir:  # its report could not be written
             continue
         path = Path(report_dir)
         try:
             why = _not_its_report_dir(path, run_id, root)
-        except FileNotFoundError:              # removed by hand, or by an overlapping sweep
+        except FileNotFoundError:  # removed by hand, or by an overlapping sweep
             continue
         except OSError as e:
             why = f"cannot look at it: {e.strerror or e}"

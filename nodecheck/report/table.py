@@ -1,4 +1,5 @@
 """The human report: identical outcomes grouped under folded node lists, worst first, then the gate."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,8 @@ from nodecheck.core.hostlist import fold
 from nodecheck.core.model import CheckResult, Status, worst
 from nodecheck.report import Report
 
-REASON_MAX_CHARS = 300                         # one readable line per unhealthy node
-DETAIL_WIDTH = 100                             # wrap long messages so the table fits a terminal
+REASON_MAX_CHARS = 300  # one readable line per unhealthy node
+DETAIL_WIDTH = 100  # wrap long messages so the table fits a terminal
 
 
 def render(report: Report) -> str:
@@ -24,8 +25,10 @@ def render(report: Report) -> str:
 
 
 def _header(r: Report) -> str:
-    return (f"nodecheck {r.nodecheck_version}  playbook {r.playbook}  {_nodes(len(r.nodes))}  "
-            f"started {r.started:%Y-%m-%d %H:%M:%S}Z  took {(r.finished - r.started).total_seconds():.1f} s")
+    return (
+        f"nodecheck {r.nodecheck_version}  playbook {r.playbook}  {_nodes(len(r.nodes))}  "
+        f"started {r.started:%Y-%m-%d %H:%M:%S}Z  took {(r.finished - r.started).total_seconds():.1f} s"
+    )
 
 
 def _outcomes(r: Report) -> str:
@@ -36,10 +39,11 @@ def _outcomes(r: Report) -> str:
     for node in r.node_names:
         results = r.results_for(node)
         blocked = _one_reason(results)
-        if blocked is not None:                # unreachable: one row, not one per check
+        if blocked is not None:  # unreachable: one row, not one per check
             status, message = blocked
-            groups[(status, f"all {len(_checks(results))} checks",
-                    _template(message, node, addresses[node]))].append(node)
+            groups[(status, f"all {len(_checks(results))} checks", _template(message, node, addresses[node]))].append(
+                node
+            )
             continue
         by_check: dict[str, list[CheckResult]] = defaultdict(list)
         for res in results:
@@ -48,10 +52,13 @@ def _outcomes(r: Report) -> str:
             for key in _rows(node, addresses[node], check, results):
                 groups[key].append(node)
     rows = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, kv[0][1], fold(kv[1])))
-    table = [[fold(nodes), status.value, check, _fill(msg, nodes, addresses)]
-             for (status, check, msg), nodes in rows]
-    return tabulate(table, headers=["nodes", "status", "check", "detail"], tablefmt="simple",
-                    maxcolwidths=[None, None, None, DETAIL_WIDTH])
+    table = [[fold(nodes), status.value, check, _fill(msg, nodes, addresses)] for (status, check, msg), nodes in rows]
+    return tabulate(
+        table,
+        headers=["nodes", "status", "check", "detail"],
+        tablefmt="simple",
+        maxcolwidths=[None, None, None, DETAIL_WIDTH],
+    )
 
 
 def _rows(node: str, address: str, check: str, results: list[CheckResult]) -> list[tuple]:
@@ -59,8 +66,11 @@ def _rows(node: str, address: str, check: str, results: list[CheckResult]) -> li
     if worst(statuses) is Status.PASS:
         return [(Status.PASS, check, f"{len(results)} of {len(results)} pass")]
     # the node's own name and address are templated so that the same failure on many nodes folds
-    return [(res.verdict.status, check, _template(res.verdict.message, node, address))
-            for res in results if res.verdict.status is not Status.PASS]
+    return [
+        (res.verdict.status, check, _template(res.verdict.message, node, address))
+        for res in results
+        if res.verdict.status is not Status.PASS
+    ]
 
 
 def _template(message: str, node: str, address: str) -> str:
@@ -104,11 +114,12 @@ def _unhealthy(r: Report) -> str:
         if blocked is not None:
             reasons = [f"all {len(_checks(results))} checks: {blocked[1]}"]
         else:
-            reasons = [f"{res.check}: {res.verdict.message}" for res in results
-                       if not res.verdict.status.healthy] or ["no check ran"]
+            reasons = [f"{res.check}: {res.verdict.message}" for res in results if not res.verdict.status.healthy] or [
+                "no check ran"
+            ]
         text = "; ".join(reasons)
         if len(text) > REASON_MAX_CHARS:
-            text = text[:REASON_MAX_CHARS - 1] + "…"
+            text = text[: REASON_MAX_CHARS - 1] + "…"
         lines.append([node, status.value, text])
     return "unhealthy nodes:\n" + tabulate(lines, tablefmt="plain") if lines else ""
 
@@ -120,8 +131,9 @@ def _footer(r: Report) -> str:
         lines.append(f"Not checked: {fold(r.excluded)} (not selected by playbook {r.playbook}).")
     if not r.complete:
         why = r.incomplete_reason or "the run deadline was reached"
-        lines.append(f"INCOMPLETE: {why} (deadline {r.deadline_s:g} s); probes were cut or skipped, "
-                     "results shown are partial.")
+        lines.append(
+            f"INCOMPLETE: {why} (deadline {r.deadline_s:g} s); probes were cut or skipped, results shown are partial."
+        )
     return "\n".join(lines)
 
 

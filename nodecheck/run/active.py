@@ -16,6 +16,7 @@ the check calls back for each step. The executor owns everything that is not jud
   step it was ("ib_write_bw.r2.server"), and what the check reports (its typed data, the work it
   left undone) goes to the report's extras and its incomplete reason.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,8 @@ from nodecheck.report.json import active_extras
 from nodecheck.transport import Session, Transport
 from nodecheck.transport.fanout import cut_at_deadline, not_started
 
-MAX_PARALLEL = 64                              # commands in flight at once, as the passive fan-out
-MIN_STEP_S = 0.5                               # less time than this left: the step is SKIPPED, not tried
+MAX_PARALLEL = 64  # commands in flight at once, as the passive fan-out
+MIN_STEP_S = 0.5  # less time than this left: the step is SKIPPED, not tried
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,7 +46,7 @@ Grouped = tuple[tuple[str, ...], Verdict]
 def _close(session: Session) -> None:
     try:
         session.close()
-    except Exception:                          # closing a dead connection must not fail the run
+    except Exception:  # closing a dead connection must not fail the run
         pass
 
 
@@ -53,8 +54,9 @@ class CommandRunner:
     """The steps of every active check of one run: one SSH session per node, opened on first use and
     reused; a dead one is replaced once. Every capture is kept (`captures`) for the report."""
 
-    def __init__(self, transport: Transport, deadline: float, stop: threading.Event,
-                 parallel: int = MAX_PARALLEL) -> None:
+    def __init__(
+        self, transport: Transport, deadline: float, stop: threading.Event, parallel: int = MAX_PARALLEL
+    ) -> None:
         self.transport, self.deadline, self.stop, self.parallel = transport, deadline, stop, parallel
         self.captures: list[Capture] = []
         self._names: set[tuple[str, str]] = set()
@@ -100,10 +102,10 @@ class CommandRunner:
     def _session(self, node: Node, budget: float, replace_failed: Session | None = None) -> Session:
         with self._lock:
             lock = self._locks.setdefault(node.name, threading.Lock())
-        with lock:                             # one connect per node even when steps race
+        with lock:  # one connect per node even when steps race
             current = self._sessions.get(node.name)
             if current is not None and current is not replace_failed:
-                return current                 # (another step already replaced a failed one)
+                return current  # (another step already replaced a failed one)
             session = self.transport.connect(node, budget)
             self._sessions[node.name] = session
         if replace_failed is not None:
@@ -122,22 +124,30 @@ class CommandRunner:
             if name != capture.probe:
                 capture = replace(capture, probe=name)
             self._names.add((capture.node, name))
-            self.captures.append(replace(capture, argv=redact_argv(capture.argv), stdout=redact_text(capture.stdout),
-                                         stderr=redact_text(capture.stderr), detail=redact_text(capture.detail)))
+            self.captures.append(
+                replace(
+                    capture,
+                    argv=redact_argv(capture.argv),
+                    stdout=redact_text(capture.stdout),
+                    stderr=redact_text(capture.stderr),
+                    detail=redact_text(capture.detail),
+                )
+            )
         return capture
 
 
 @dataclass
 class CheckContext:
     """One active check's ActiveContext: its nodes, its passive captures, and the executor's steps."""
+
     check: str
-    nodes: Mapping[str, Node]                  # the nodes it may use: their passive probes came back
-    captures: Mapping[str, Mapping[str, Capture]]   # node -> this check's passive captures
+    nodes: Mapping[str, Node]  # the nodes it may use: their passive probes came back
+    captures: Mapping[str, Mapping[str, Capture]]  # node -> this check's passive captures
     commands: CommandRunner
-    allow_disruptive: bool = False             # --allow-disruptive on the command line
-    order: Sequence[str] = ()                  # every node of the run, inventory order
-    data: ReportData | None = None             # the check's data for the report (pair matrix)
-    undone: list[str] = field(default_factory=list)    # planned work left undone, in words
+    allow_disruptive: bool = False  # --allow-disruptive on the command line
+    order: Sequence[str] = ()  # every node of the run, inventory order
+    data: ReportData | None = None  # the check's data for the report (pair matrix)
+    undone: list[str] = field(default_factory=list)  # planned work left undone, in words
 
     @property
     def parallel(self) -> int:
@@ -155,35 +165,43 @@ class CheckContext:
     def each(self, items: Sequence[T], step: Callable[[T], R], *, workers: int | None = None) -> list[R]:
         if not items:
             return []
-        with ThreadPoolExecutor(max_workers=max(1, workers or min(len(items), self.parallel)),
-                                thread_name_prefix=f"nodecheck-{self.check}") as pool:
+        with ThreadPoolExecutor(
+            max_workers=max(1, workers or min(len(items), self.parallel)), thread_name_prefix=f"nodecheck-{self.check}"
+        ) as pool:
             return list(pool.map(step, items))
 
-    def pair_rounds(self, nodes: Sequence[str], test: Callable[[int, int, planner.Pair], T],
-                    judge: Callable[[planner.Round, planner.Pair, T], bool | None], *, wave_s: float,
-                    not_run: Callable[[planner.Round, float, float], None], pairing: planner.Pairing,
-                    groups: Mapping[str, str] | None = None, steer: planner.Steer = "any",
-                    max_rounds: int) -> tuple[list[planner.PairResult], planner.Blame]:
+    def pair_rounds(
+        self,
+        nodes: Sequence[str],
+        test: Callable[[int, int, planner.Pair], T],
+        judge: Callable[[planner.Round, planner.Pair, T], bool | None],
+        *,
+        wave_s: float,
+        not_run: Callable[[planner.Round, float, float], None],
+        pairing: planner.Pairing,
+        groups: Mapping[str, str] | None = None,
+        steer: planner.Steer = "any",
+        max_rounds: int,
+    ) -> tuple[list[planner.PairResult], planner.Blame]:
         def run_round(rnd: planner.Round) -> list[planner.PairResult]:
             # every pair of a round at once, `parallel` at most; more pairs than that run in waves
             waves = math.ceil(len(rnd.pairs) / max(1, min(len(rnd.pairs), self.parallel)))
             needs = waves * wave_s + AFTER_RESERVE_S
             left = self.left()
-            if left < needs:                   # a round cut by the deadline would blame healthy nodes
+            if left < needs:  # a round cut by the deadline would blame healthy nodes
                 not_run(rnd, left, needs)
                 return []
             # rounds are numbered from 1 in messages, capture names and the report
             done = self.each(list(enumerate(rnd.pairs)), lambda slot_pair: test(rnd.index + 1, *slot_pair))
-            self.commands.close()              # idle connections are not kept between rounds
+            self.commands.close()  # idle connections are not kept between rounds
             results = []
             for pair, outcome in zip(rnd.pairs, done):
                 ok = judge(rnd, pair, outcome)
-                if ok is not None:             # None: never ran or cut, no evidence either way
+                if ok is not None:  # None: never ran or cut, no evidence either way
                     results.append(planner.PairResult(pair, rnd.index, ok))
             return results
 
-        return planner.localize(nodes, run_round, pairing=pairing, groups=groups, steer=steer,
-                                max_rounds=max_rounds)
+        return planner.localize(nodes, run_round, pairing=pairing, groups=groups, steer=steer, max_rounds=max_rounds)
 
     def report(self, data: ReportData) -> None:
         self.data = data
@@ -200,20 +218,28 @@ class CheckContext:
 @dataclass
 class ActiveOutcome:
     """What one active check left: its verdicts by node group, its steps' captures, its report data."""
+
     grouped: list[Grouped]
     captures: list[Capture]
-    extras: dict                               # the JSON report's entry for it ({}: none)
-    undone: list[str]                          # planned work it left undone (the run is incomplete)
+    extras: dict  # the JSON report's entry for it ({}: none)
+    undone: list[str]  # planned work it left undone (the run is incomplete)
 
 
-def run_check(name: str, judge: Callable[..., Iterable[Any]], params: object,
-              nodes: Mapping[str, Node], captures: Mapping[str, Mapping[str, Capture]],
-              commands: CommandRunner, allow_disruptive: bool, order: Sequence[str],
-              on_error: Callable[[Exception], Verdict]) -> ActiveOutcome:
+def run_check(
+    name: str,
+    judge: Callable[..., Iterable[Any]],
+    params: object,
+    nodes: Mapping[str, Node],
+    captures: Mapping[str, Mapping[str, Capture]],
+    commands: CommandRunner,
+    allow_disruptive: bool,
+    order: Sequence[str],
+    on_error: Callable[[Exception], Verdict],
+) -> ActiveOutcome:
     """Run one active check on `nodes` (the ones whose passive probes came back). A check that raises
     gets on_error's verdict for all of them: a check bug must not take the report down."""
     ctx = CheckContext(name, nodes, captures, commands, allow_disruptive, order)
-    view: ActiveContext = ctx                  # all the check sees (and what mypy holds CheckContext to)
+    view: ActiveContext = ctx  # all the check sees (and what mypy holds CheckContext to)
     first = len(commands.captures)
     try:
         grouped: list[Grouped] = list(judge(view, params))

@@ -1,29 +1,31 @@
 """Gather and read every node's facts (GPU, versions, HCAs, image digest) without judging them:
 what `nodecheck facts` prints and what `nodecheck baseline` turns into pins."""
+
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from nodecheck.checks.container import ContainerDigest
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.probes.kernel_log import KERNEL_LOG, read_kernel_log
-from nodecheck.probes.versions import VERSIONS
+from nodecheck.checks.values import VALUE_CHECKS
+from nodecheck.core.errors import ParseError
+from nodecheck.core.hostlist import fold
+from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.judging.drift import Absent, PinOrDrift, group_by_value
+from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.versions import parse_ldconfig_nccl, parse_nccl_conf, parse_nccl_env, parse_nccl_header
-from nodecheck.checks.values import VALUE_CHECKS
-from nodecheck.core.hostlist import fold
-from nodecheck.judging.drift import Absent, PinOrDrift, group_by_value
-from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Capture, Node, Outcome, Probe
-from nodecheck.parsers.ibstat import parse_ibstat
+from nodecheck.probes.kernel_log import KERNEL_LOG, read_kernel_log
+from nodecheck.probes.versions import VERSIONS
 from nodecheck.transport import Transport
 from nodecheck.transport.fanout import run_probes
 
-ANY = PinOrDrift(drift="fail")                 # readers ignore their params except container.digest
+ANY = PinOrDrift(drift="fail")  # readers ignore their params except container.digest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,18 +44,29 @@ def value_params(name: str, image: ContainerDigest | None) -> PinOrDrift:
     return image
 
 
-def gather(nodes: Sequence[Node], transport: Transport, *, fanout: int, deadline_s: float,
-           image: ContainerDigest | None = None, stop=None) -> Gathered:
+def gather(
+    nodes: Sequence[Node],
+    transport: Transport,
+    *,
+    fanout: int,
+    deadline_s: float,
+    image: ContainerDigest | None = None,
+    stop=None,
+) -> Gathered:
     """Run every fact probe once per node (the container probe only when an image is given)."""
     names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
     probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG, VERSIONS)}
     for name in names:
         for p in VALUE_CHECKS[name].probes(value_params(name, image)):
             probes[p.name] = p
-    out = run_probes(transport, {n: tuple(probes.values()) for n in nodes}, fanout=fanout,
-                     deadline=time.monotonic() + deadline_s, stop=stop)
-    return Gathered(tuple(n.name for n in nodes), out.captures, names, image,
-                    out.incomplete)
+    out = run_probes(
+        transport,
+        {n: tuple(probes.values()) for n in nodes},
+        fanout=fanout,
+        deadline=time.monotonic() + deadline_s,
+        stop=stop,
+    )
+    return Gathered(tuple(n.name for n in nodes), out.captures, names, image, out.incomplete)
 
 
 def _blocked(c: Capture) -> str | None:
@@ -96,11 +109,13 @@ def node_facts(g: Gathered, node: str) -> dict[str, Any]:
     for name in g.value_checks:
         value, why = read_value(g, node, name)
         values[name] = value if why is None else {"error": why}
-    return {"values": values,
-            "gpu": _read(g, node, GPU, parse_gpu_probe),
-            "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas),
-            "kernel_log": _read(g, node, KERNEL_LOG, _kernel_log),
-            "nccl": _read(g, node, VERSIONS, _nccl)}
+    return {
+        "values": values,
+        "gpu": _read(g, node, GPU, parse_gpu_probe),
+        "hca": _read(g, node, IBSTAT, lambda text: parse_ibstat(text).cas),
+        "kernel_log": _read(g, node, KERNEL_LOG, _kernel_log),
+        "nccl": _read(g, node, VERSIONS, _nccl),
+    }
 
 
 def _nccl(text: str) -> dict[str, Any]:
@@ -111,27 +126,40 @@ def _nccl(text: str) -> dict[str, Any]:
     def ok(name: str) -> str | None:
         section = sections.get(name)
         return section.text if section is not None and section.ok else None
+
     libs = parse_ldconfig_nccl(ok("nccl-libs") or "")
     header = ok("nccl-header")
-    return {"libraries": libs.libs, "version": libs.version, "conflicting": libs.conflicting,
-            "net_plugins": libs.net_plugins,
-            "header_version": parse_nccl_header(header) if header else None,
-            "header_path": sections.facts.get("nccl-header-path"),
-            "nccl_conf": parse_nccl_conf(ok("nccl-conf") or ""), "env": parse_nccl_env(ok("nccl-env") or "")}
+    return {
+        "libraries": libs.libs,
+        "version": libs.version,
+        "conflicting": libs.conflicting,
+        "net_plugins": libs.net_plugins,
+        "header_version": parse_nccl_header(header) if header else None,
+        "header_path": sections.facts.get("nccl-header-path"),
+        "nccl_conf": parse_nccl_conf(ok("nccl-conf") or ""),
+        "env": parse_nccl_env(ok("nccl-env") or ""),
+    }
 
 
 def _kernel_log(text: str) -> dict[str, Any]:
     """Every Xid and OOM kill the node's kernel log holds, unjudged (no window applied)."""
-    log, now, source, uptime = read_kernel_log({KERNEL_LOG.name: Capture("", KERNEL_LOG.name, KERNEL_LOG.argv,
-                                                                          Outcome.EXITED, 0, text, "", 0.0)})
-    return {"source": source, "lines": log.lines, "node_clock": now, "uptime_s": uptime,
-            "first_time": log.first_time, "xids": log.xids, "ooms": log.ooms,
-            "unreadable": log.unreadable}
+    log, now, source, uptime = read_kernel_log(
+        {KERNEL_LOG.name: Capture("", KERNEL_LOG.name, KERNEL_LOG.argv, Outcome.EXITED, 0, text, "", 0.0)}
+    )
+    return {
+        "source": source,
+        "lines": log.lines,
+        "node_clock": now,
+        "uptime_s": uptime,
+        "first_time": log.first_time,
+        "xids": log.xids,
+        "ooms": log.ooms,
+        "unreadable": log.unreadable,
+    }
 
 
 def all_facts(g: Gathered) -> dict[str, Any]:
-    return {"nodes": {n: node_facts(g, n) for n in g.nodes},
-            "incomplete": g.incomplete or None}
+    return {"nodes": {n: node_facts(g, n) for n in g.nodes}, "incomplete": g.incomplete or None}
 
 
 def _plain(value: Any) -> Any:
@@ -151,9 +179,9 @@ def _plain(value: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Baseline:
-    pins: dict[str, str]                       # check → the value every node agrees on
-    disagreements: dict[str, str]              # check → "2.23.4 on node[1-3], 2.21.5 on node4"
-    unreadable: dict[str, str]                 # check → "node4: cannot read ..."
+    pins: dict[str, str]  # check → the value every node agrees on
+    disagreements: dict[str, str]  # check → "2.23.4 on node[1-3], 2.21.5 on node4"
+    unreadable: dict[str, str]  # check → "node4: cannot read ..."
 
     @property
     def clean(self) -> bool:
@@ -168,13 +196,14 @@ def baseline(g: Gathered) -> Baseline:
         for node in g.nodes:
             value, why = read_value(g, node, name)
             if why is None:
-                assert value is not None       # read_value: (value, None) or (None, why)
+                assert value is not None  # read_value: (value, None) or (None, why)
                 values[node] = value
             else:
                 problems.append((node, why))
         if problems:
-            unreadable[name] = "; ".join(f"{n}: {why}" for n, why in problems[:5]) + \
-                (f"; and {len(problems) - 5} more nodes" if len(problems) > 5 else "")
+            unreadable[name] = "; ".join(f"{n}: {why}" for n, why in problems[:5]) + (
+                f"; and {len(problems) - 5} more nodes" if len(problems) > 5 else ""
+            )
         groups = group_by_value(values)
         if len(groups) == 1 and not problems:
             pins[name] = next(iter(groups))

@@ -3,6 +3,7 @@
 Remote conditions (refused, timed out, auth or host-key failure, a hung or missing tool) come back as
 Capture outcomes with a detail, so fan-out code needs no per-host try/except.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -17,7 +18,7 @@ REMOTE_KILL_GRACE_S = 5
 # the detail of a probe cut short because nodecheck's own run deadline came before the probe's
 # timeout: not the node's fault (the gate never drains for it; the report says the run was cut)
 CUT_AT_DEADLINE = "stopped at the run deadline"
-MAX_CAPTURE_BYTES = 16 * 1024 * 1024           # per stream: a runaway tool must not exhaust the client
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # per stream: a runaway tool must not exhaust the client
 
 
 class CappedBuffer:
@@ -39,10 +40,15 @@ class CappedBuffer:
 
 def cut_details(out: CappedBuffer, err: CappedBuffer) -> list[str]:
     """What a capture says about streams cut at the bound: "stdout cut at 16 MiB (N bytes dropped)"."""
+
     def size(n: int) -> str:
         return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
-    return [f"{name} cut at {size(b.limit)} ({b.dropped} bytes dropped)"
-            for name, b in (("stdout", out), ("stderr", err)) if b.dropped]
+
+    return [
+        f"{name} cut at {size(b.limit)} ({b.dropped} bytes dropped)"
+        for name, b in (("stdout", out), ("stderr", err))
+        if b.dropped
+    ]
 
 
 def signal_name(code: int) -> str:
@@ -78,8 +84,7 @@ class FailedSession:
         self.node, self.detail = node, detail
 
     def run(self, probe: Probe, timeout_s: float) -> Capture:
-        return Capture(self.node.name, probe.name, probe.argv, Outcome.UNREACHABLE, None, "", "",
-                       0.0, self.detail)
+        return Capture(self.node.name, probe.name, probe.argv, Outcome.UNREACHABLE, None, "", "", 0.0, self.detail)
 
     def close(self) -> None:
         pass

@@ -4,28 +4,29 @@ Workers are daemon threads, not a ThreadPoolExecutor: an SSH library stuck past 
 not keep the process alive at exit, and the run must report at its deadline (or when it is told to
 stop) whatever has come back.
 """
+
 from __future__ import annotations
 
 import queue
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
 
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
 from nodecheck.transport import CUT_AT_DEADLINE, Transport
 
-STRAGGLER_GRACE_S = 5.0                        # how long past the deadline we wait for a stuck worker
-STOP_GRACE_S = 1.0                             # after a stop request, how long running probes may finish
-POLL_S = 0.2                                   # how often the waiting thread looks at the stop request
+STRAGGLER_GRACE_S = 5.0  # how long past the deadline we wait for a stuck worker
+STOP_GRACE_S = 1.0  # after a stop request, how long running probes may finish
+POLL_S = 0.2  # how often the waiting thread looks at the stop request
 
-Captures = dict[tuple[str, str], Capture]      # (node, probe) -> Capture
+Captures = dict[tuple[str, str], Capture]  # (node, probe) -> Capture
 
 
 @dataclass
 class FanoutResult:
     captures: Captures
-    incomplete: str                            # why probes were skipped or cut short; "" if none were
+    incomplete: str  # why probes were skipped or cut short; "" if none were
 
 
 class _Run:
@@ -34,7 +35,7 @@ class _Run:
     def __init__(self, work: Mapping[Node, Sequence[Probe]], deadline: float, stop: threading.Event) -> None:
         self.work, self.deadline, self.stop = work, deadline, stop
         self.captures: Captures = {}
-        self.started: set[str] = set()         # nodes a worker has taken up
+        self.started: set[str] = set()  # nodes a worker has taken up
         self.lock = threading.Lock()
         self.incomplete = ""
 
@@ -55,9 +56,15 @@ class _Run:
         return 0.0 if self.stop.is_set() else self.deadline - time.monotonic()
 
 
-def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fanout: int,
-               deadline: float, on_node_done: Callable[[str], None] | None = None,
-               stop: threading.Event | None = None) -> FanoutResult:
+def run_probes(
+    transport: Transport,
+    work: Mapping[Node, Sequence[Probe]],
+    *,
+    fanout: int,
+    deadline: float,
+    on_node_done: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> FanoutResult:
     """Run each node's probes in order over one session; `deadline` is a time.monotonic() value.
     Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back."""
     run = _Run(work, deadline, stop or threading.Event())
@@ -76,7 +83,7 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
                 run.started.add(node.name)
             try:
                 _run_node(transport, node, run)
-            except Exception as e:             # a bug here must not pass for a deadline or vanish
+            except Exception as e:  # a bug here must not pass for a deadline or vanish
                 for probe in work[node]:
                     run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
             finally:
@@ -87,7 +94,7 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
     for _ in range(max(1, min(fanout, len(work)))):
         threading.Thread(target=worker, daemon=True, name="nodecheck-fanout").start()
     _wait(run, finished, len(work))
-    with run.lock:                             # anything still missing is reported, never dropped
+    with run.lock:  # anything still missing is reported, never dropped
         for node, probes in work.items():
             for probe in probes:
                 if (node.name, probe.name) not in run.captures:
@@ -98,7 +105,7 @@ def run_probes(transport: Transport, work: Mapping[Node, Sequence[Probe]], *, fa
 
 def _wait(run: _Run, finished: threading.Semaphore, count: int) -> None:
     """Until every node is done, or the deadline plus one grace, or a stop plus a short grace."""
-    give_up = run.deadline + STRAGGLER_GRACE_S     # one grace for the whole run, not one per node
+    give_up = run.deadline + STRAGGLER_GRACE_S  # one grace for the whole run, not one per node
     for _ in range(count):
         while not finished.acquire(timeout=POLL_S):
             now = time.monotonic()
@@ -132,10 +139,11 @@ def _run_node(transport: Transport, node: Node, run: _Run) -> None:
 
 
 def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:
-    if node.name not in run.started:           # still queued behind other nodes: never began
+    if node.name not in run.started:  # still queued behind other nodes: never began
         return _skipped(node, probe, run)
-    return _capture(node, probe, Outcome.TIMEOUT,
-                    f"still running when {run.why_cut()} (connection or command did not return)")
+    return _capture(
+        node, probe, Outcome.TIMEOUT, f"still running when {run.why_cut()} (connection or command did not return)"
+    )
 
 
 def _skipped(node: Node, probe: Probe, run: _Run) -> Capture:
@@ -153,12 +161,14 @@ def why_cut(cut: Cut) -> str:
 
 def not_started(node: Node, probe: Probe, cut: Cut) -> Capture:
     """A probe skipped because the run was cut (deadline or stop request) before it began."""
-    return Capture(node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0,
-                   f"not started: {why_cut(cut)}", cut)
+    return Capture(
+        node.name, probe.name, probe.argv, Outcome.SKIPPED, None, "", "", 0.0, f"not started: {why_cut(cut)}", cut
+    )
 
 
 def cut_at_deadline(c: Capture, budget: float, probe: Probe) -> Capture:
     """A probe that timed out because the run deadline left it less than its own timeout: the
     deadline's doing, not the node's (the gate never drains for it)."""
-    return replace(c, detail=f"{CUT_AT_DEADLINE} after {budget:.1f} s (probe timeout {probe.timeout_s:g} s)",
-                   cut=Cut.DEADLINE)
+    return replace(
+        c, detail=f"{CUT_AT_DEADLINE} after {budget:.1f} s (probe timeout {probe.timeout_s:g} s)", cut=Cut.DEADLINE
+    )

@@ -1,6 +1,7 @@
 """SSH sessions kept between the watcher's ticks: a Transport that wraps another, keeps each node's
 connection open and dials in the background (see KeptSessions).
 """
+
 from __future__ import annotations
 
 import threading
@@ -11,7 +12,7 @@ from nodecheck.transport import FailedSession, Session
 
 # a background dial's bound: the SSH transport caps it at its own --connect-timeout
 DIAL_TIMEOUT_S = 3600.0
-KEPT_TIMEOUTS = 3                              # samples timed out in a row before a kept connection is redialled
+KEPT_TIMEOUTS = 3  # samples timed out in a row before a kept connection is redialled
 
 
 class KeptSessions:
@@ -31,7 +32,7 @@ class KeptSessions:
         self.inner = inner
         self.idle: dict[str, Session] = {}
         self.dialling: dict[str, _Dial] = {}
-        self.timeouts: dict[str, int] = {}     # samples timed out in a row on the kept connection
+        self.timeouts: dict[str, int] = {}  # samples timed out in a row on the kept connection
         self.lock = threading.Lock()
 
     def connect(self, node: Node, timeout_s: float):
@@ -42,7 +43,7 @@ class KeptSessions:
                 dial = self.dialling[node.name] = _Dial(self.inner, node)
         if session is not None:
             return _KeptSession(self, node, session, fresh=False)
-        assert dial is not None                # no idle session: a dial was found or started above
+        assert dial is not None  # no idle session: a dial was found or started above
         # a tenth of the budget is left for the fan-out to run the probe on what this returns: at
         # the deadline itself it would record "not started: the run deadline was reached" instead
         if not dial.done.wait(max(0.0, 0.9 * timeout_s)):
@@ -56,7 +57,7 @@ class KeptSessions:
         with self.lock:
             sessions, self.idle = list(self.idle.values()), {}
             dials, self.dialling = list(self.dialling.values()), {}
-        sessions += [d.session for d in dials if d.done.is_set() and d.session is not None]   # (set once done)
+        sessions += [d.session for d in dials if d.done.is_set() and d.session is not None]  # (set once done)
         for s in sessions:
             s.close()
 
@@ -67,14 +68,14 @@ class _Dial:
 
     def __init__(self, inner, node: Node) -> None:
         self.node, self.started = node, time.monotonic()
-        self.session: Session | None = None    # set by the dialling thread before `done`
+        self.session: Session | None = None  # set by the dialling thread before `done`
         self.done = threading.Event()
         threading.Thread(target=self._run, args=(inner,), daemon=True, name="nodecheck-watch-dial").start()
 
     def _run(self, inner) -> None:
         try:
             self.session = inner.connect(self.node, DIAL_TIMEOUT_S)
-        except Exception as e:                 # a transport never raises; if it did, it is this node's failure
+        except Exception as e:  # a transport never raises; if it did, it is this node's failure
             self.session = FailedSession(self.node, f"internal error while connecting: {type(e).__name__}: {e}")
         self.done.set()
 
@@ -88,8 +89,17 @@ class _StillConnecting:
     def run(self, probe: Probe, timeout_s: float) -> Capture:
         waited = time.monotonic() - self.dial.started
         # UNREACHABLE, as the SSH transport's own connect timeout: nothing ran on the node
-        return Capture(self.node.name, probe.name, probe.argv, Outcome.UNREACHABLE, None, "", "", 0.0,
-                       f"no SSH connection yet: still connecting after {waited:.1f} s")
+        return Capture(
+            self.node.name,
+            probe.name,
+            probe.argv,
+            Outcome.UNREACHABLE,
+            None,
+            "",
+            "",
+            0.0,
+            f"no SSH connection yet: still connecting after {waited:.1f} s",
+        )
 
     def close(self) -> None:
         pass
@@ -110,7 +120,7 @@ class _KeptSession:
             capture = self.session.run(probe, timeout_s - (time.monotonic() - started))
         with self.pool.lock:
             streak = self.pool.timeouts.get(self.node.name, 0) + 1 if capture.outcome is Outcome.TIMEOUT else 0
-            self.pool.timeouts[self.node.name] = streak if streak < KEPT_TIMEOUTS else 0   # a new one starts afresh
+            self.pool.timeouts[self.node.name] = streak if streak < KEPT_TIMEOUTS else 0  # a new one starts afresh
         kept = capture.outcome is Outcome.EXITED or (capture.outcome is Outcome.TIMEOUT and 0 < streak < KEPT_TIMEOUTS)
         self.healthy = self.healthy and kept
         return capture

@@ -1,4 +1,5 @@
 """Judges a node's SSH host key against OpenSSH known_hosts files, and records keys trusted on first use."""
+
 from __future__ import annotations
 
 import base64
@@ -7,28 +8,28 @@ import hmac
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 import paramiko
 
 REVOKED_MARKER = "@revoked"
 CA_MARKER = "@cert-authority"
-_HASHED = "|1|"                                # OpenSSH's HashKnownHosts form: |1|base64 salt|base64 HMAC-SHA1
+_HASHED = "|1|"  # OpenSSH's HashKnownHosts form: |1|base64 salt|base64 HMAC-SHA1
 
 
 class Verdict(str, Enum):
-    MATCH = "MATCH"            # a line under the deciding names lists the offered key
-    MISMATCH = "MISMATCH"      # the deciding names are known, but with other keys only: never trust on first use
-    REVOKED = "REVOKED"        # an @revoked line for the node lists the offered key
-    UNKNOWN = "UNKNOWN"        # no line vouches for or against the node: trust on first use may apply
+    MATCH = "MATCH"  # a line under the deciding names lists the offered key
+    MISMATCH = "MISMATCH"  # the deciding names are known, but with other keys only: never trust on first use
+    REVOKED = "REVOKED"  # an @revoked line for the node lists the offered key
+    UNKNOWN = "UNKNOWN"  # no line vouches for or against the node: trust on first use may apply
 
 
 @dataclass(frozen=True)
 class KeyCheck:
     verdict: Verdict
-    detail: str                # for the operator: which names, which key, which file lines
+    detail: str  # for the operator: which names, which key, which file lines
 
 
 def host_form(host: str, port: int = 22) -> str:
@@ -46,13 +47,13 @@ def node_names(name: str, address: str, port: int = 22) -> list[list[str]]:
     return groups
 
 
-@dataclass(frozen=True, eq=False)              # identity equality: two identical lines are two entries
+@dataclass(frozen=True, eq=False)  # identity equality: two identical lines are two entries
 class _Entry:
-    marker: str | None                         # None, REVOKED_MARKER or CA_MARKER
+    marker: str | None  # None, REVOKED_MARKER or CA_MARKER
     matches: Callable[[str], bool]
-    literals: tuple[str, ...] | None           # the names, when the hostnames field is plain names only
-    key: paramiko.PKey | None                  # None for @cert-authority: CA keys are never compared
-    source: str                                # "path:line"
+    literals: tuple[str, ...] | None  # the names, when the hostnames field is plain names only
+    key: paramiko.PKey | None  # None for @cert-authority: CA keys are never compared
+    source: str  # "path:line"
 
     @property
     def host_key(self) -> paramiko.PKey:
@@ -75,12 +76,12 @@ class KnownHosts:
         paths = [os.path.expanduser(p) for p in paths]
         self.writable = os.path.expanduser(writable) if writable else (paths[-1] if paths else None)
         if self.writable and self.writable not in paths:
-            paths.append(self.writable)        # what add() appends to must be read, or it duplicates
+            paths.append(self.writable)  # what add() appends to must be read, or it duplicates
         self.paths = paths
         self.warnings: list[str] = []
         self._lock = threading.Lock()
-        self._exact: dict[str, list[_Entry]] = {}   # plain-name lines, indexed: clusters have many nodes
-        self._scan: list[_Entry] = []               # hashed, wildcard and negated lines: tried one by one
+        self._exact: dict[str, list[_Entry]] = {}  # plain-name lines, indexed: clusters have many nodes
+        self._scan: list[_Entry] = []  # hashed, wildcard and negated lines: tried one by one
         for p in paths:
             self._load(p)
 
@@ -99,21 +100,24 @@ class KnownHosts:
         with self._lock:
             revoked = [e for e in self._lines(everyone, REVOKED_MARKER) if _same(e.key, key)]
             if revoked:
-                return KeyCheck(Verdict.REVOKED,
-                                f"host key {offered} of {who} is marked @revoked ({_where(revoked)}); "
-                                f"do not use this node until its host keys are replaced")
+                return KeyCheck(
+                    Verdict.REVOKED,
+                    f"host key {offered} of {who} is marked @revoked ({_where(revoked)}); "
+                    f"do not use this node until its host keys are replaced",
+                )
             for i, group in enumerate(groups):
                 if plain := self._lines(group, None):
                     via = "" if i == 0 else f" (nothing recorded under {who}, so judged by its address)"
                     return _judge(group[0] + via, plain, key, offered)
             cas = self._lines(everyone, CA_MARKER)
         if cas:
-            return KeyCheck(Verdict.UNKNOWN,
-                            f"no host key recorded for {who}: only @cert-authority lines match "
-                            f"({_where(cas)}) and host certificates are not supported; "
-                            f"add the node's host key ({offered}) to known_hosts")
-        return KeyCheck(Verdict.UNKNOWN, f"no known_hosts entry for {' or '.join(everyone) or '?'} "
-                                         f"(offered {offered})")
+            return KeyCheck(
+                Verdict.UNKNOWN,
+                f"no host key recorded for {who}: only @cert-authority lines match "
+                f"({_where(cas)}) and host certificates are not supported; "
+                f"add the node's host key ({offered}) to known_hosts",
+            )
+        return KeyCheck(Verdict.UNKNOWN, f"no known_hosts entry for {' or '.join(everyone) or '?'} (offered {offered})")
 
     def key_types_for(self, names_by_priority: list[list[str]]) -> list[str]:
         """Host key algorithms to ask the server for, in paramiko's preference order: those of the
@@ -139,8 +143,11 @@ class KnownHosts:
         Returns False, writing nothing, if every name already has this key. A failed write is
         noted in `warnings`: the key is then trusted for this run only."""
         with self._lock:
-            new = [n for n in dict.fromkeys(x.lower() for x in names)
-                   if not any(_same(e.key, key) for e in self._lines([n], None))]
+            new = [
+                n
+                for n in dict.fromkeys(x.lower() for x in names)
+                if not any(_same(e.key, key) for e in self._lines([n], None))
+            ]
             if not new:
                 return False
             text = f"{','.join(new)} {key.get_name()} {key.get_base64()}"
@@ -153,7 +160,7 @@ class KnownHosts:
     def _load(self, path: str) -> None:
         try:
             with open(path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")   # a stray byte spoils one line, not the file
+                text = f.read().decode("utf-8", "replace")  # a stray byte spoils one line, not the file
         except FileNotFoundError:
             return
         except OSError as e:
@@ -168,7 +175,7 @@ class KnownHosts:
             except _Skip as e:
                 self.warnings.append(f"{path}:{n}: {e}, ignored")
                 continue
-            if entry.marker == CA_MARKER:      # kept, so check() can say why the node is unknown
+            if entry.marker == CA_MARKER:  # kept, so check() can say why the node is unknown
                 self.warnings.append(f"{path}:{n}: @cert-authority ignored (host certificates are not supported)")
             self._index(entry)
 
@@ -185,19 +192,18 @@ class KnownHosts:
 
     def _append(self, text: str) -> None:
         path = self.writable
-        assert path is not None                # add() appends only when there is a writable file
+        assert path is not None  # add() appends only when there is a writable file
         try:
             os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
             with open(path, "ab+") as f:
                 f.seek(0, os.SEEK_END)
-                if f.tell():                   # a last line without its newline would swallow ours
+                if f.tell():  # a last line without its newline would swallow ours
                     f.seek(-1, os.SEEK_END)
                     if f.read(1) != b"\n":
                         text = "\n" + text
                 f.write(f"{text}\n".encode())
         except OSError as e:
-            self.warnings.append(f"{path}: cannot append host key ({e.strerror or e}); "
-                                 f"trusted for this run only")
+            self.warnings.append(f"{path}: cannot append host key ({e.strerror or e}); trusted for this run only")
 
 
 def _judge(who: str, plain: list[_Entry], key: paramiko.PKey, offered: str) -> KeyCheck:
@@ -205,14 +211,18 @@ def _judge(who: str, plain: list[_Entry], key: paramiko.PKey, offered: str) -> K
         return KeyCheck(Verdict.MATCH, f"{offered} for {who} matches {_where(hit[:1])}")
     same_type = [e for e in plain if e.host_key.get_name() == key.get_name()]
     if same_type:
-        return KeyCheck(Verdict.MISMATCH,
-                        f"host key MISMATCH for {who}: offered {offered}, known_hosts has a different "
-                        f"{key.get_name()} key ({_where(same_type)}): reinstalled node or "
-                        f"man-in-the-middle; verify it, then update known_hosts")
+        return KeyCheck(
+            Verdict.MISMATCH,
+            f"host key MISMATCH for {who}: offered {offered}, known_hosts has a different "
+            f"{key.get_name()} key ({_where(same_type)}): reinstalled node or "
+            f"man-in-the-middle; verify it, then update known_hosts",
+        )
     types = ", ".join(sorted({e.host_key.get_name() for e in plain}))
-    return KeyCheck(Verdict.MISMATCH,
-                    f"host key type {key.get_name()} for {who} is not in known_hosts, which lists only "
-                    f"{types} ({_where(plain)}); offered {offered}: verify it, then add it")
+    return KeyCheck(
+        Verdict.MISMATCH,
+        f"host key type {key.get_name()} for {who} is not in known_hosts, which lists only "
+        f"{types} ({_where(plain)}); offered {offered}: verify it, then add it",
+    )
 
 
 def _parse(line: str, source: str) -> _Entry:
@@ -225,15 +235,15 @@ def _parse(line: str, source: str) -> _Entry:
     try:
         matches, literals = _hosts(hosts)
         blob = base64.b64decode(data, validate=True)
-    except ValueError:                         # binascii.Error is a ValueError
+    except ValueError:  # binascii.Error is a ValueError
         raise _Skip("cannot parse") from None
     if marker == CA_MARKER:
         return _Entry(marker, matches, literals, None, source)
     try:
         key = paramiko.PKey.from_type_string(keytype, blob)
-    except paramiko.pkey.UnknownKeyType:       # (paramiko.UnknownKeyType; the stubs export it only here)
+    except paramiko.pkey.UnknownKeyType:  # (paramiko.UnknownKeyType; the stubs export it only here)
         raise _Skip(f"unsupported key type {keytype}") from None
-    except Exception:                          # paramiko's key parsers fail on a corrupt blob in many ways
+    except Exception:  # paramiko's key parsers fail on a corrupt blob in many ways
         raise _Skip("cannot parse") from None
     return _Entry(marker, matches, literals, key, source)
 
@@ -252,7 +262,7 @@ def _hosts(field: str) -> tuple[Callable[[str], bool], tuple[str, ...] | None]:
 
 
 def _pattern(item: str) -> Callable[[str], bool]:
-    if item.startswith(_HASHED):               # names are hashed lowercased, as OpenSSH looks them up
+    if item.startswith(_HASHED):  # names are hashed lowercased, as OpenSSH looks them up
         parts = item.split("|")
         if len(parts) != 4:
             raise ValueError("bad hashed host")
@@ -261,15 +271,16 @@ def _pattern(item: str) -> Callable[[str], bool]:
             raise ValueError("bad salt")
         return lambda name: hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)
     item = item.lower()
-    if "*" in item or "?" in item:             # only * and ? are special; '[' in '[host]:port' is literal
+    if "*" in item or "?" in item:  # only * and ? are special; '[' in '[host]:port' is literal
         rx = re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in item))
         return lambda name: rx.fullmatch(name) is not None
     return lambda name: name == item
 
 
 def _same(recorded: paramiko.PKey | None, offered: paramiko.PKey) -> bool:
-    return recorded is not None and recorded.get_name() == offered.get_name() \
-        and recorded.asbytes() == offered.asbytes()
+    return (
+        recorded is not None and recorded.get_name() == offered.get_name() and recorded.asbytes() == offered.asbytes()
+    )
 
 
 def _key_type(alg: str) -> str:

@@ -1,4 +1,5 @@
 """Run probes on this machine with no SSH (prolog mode, --local); same interface as the SSH transport."""
+
 from __future__ import annotations
 
 import importlib
@@ -13,12 +14,12 @@ import traceback
 from nodecheck.core.model import Capture, Node, Outcome, Probe
 from nodecheck.transport import CappedBuffer, cut_details
 
-KILL_WAIT_S = 2.0                              # after SIGKILL, how long to collect what was printed
+KILL_WAIT_S = 2.0  # after SIGKILL, how long to collect what was printed
 CHUNK = 65536
 
 
 class LocalTransport:
-    def connect(self, node: Node, timeout_s: float) -> "LocalSession":
+    def connect(self, node: Node, timeout_s: float) -> LocalSession:
         return LocalSession(node)
 
 
@@ -37,9 +38,10 @@ class LocalSession:
         """Run the probe's in-process function in a thread bounded by the timeout; None: it asked
         for the command instead (e.g. NVML is not importable here, so nvidia-smi must answer)."""
         from nodecheck.transport import RunArgvInstead
+
         started, box = time.monotonic(), {}
         target = probe.local_call
-        assert target is not None              # run() calls this only for a probe that has one
+        assert target is not None  # run() calls this only for a probe that has one
 
         def call() -> None:
             try:
@@ -47,21 +49,35 @@ class LocalSession:
                 box["out"] = getattr(importlib.import_module(module), name)()
             except RunArgvInstead as e:
                 box["instead"] = str(e)
-            except Exception:                  # reported as nodecheck's own failure, never a pass
+            except Exception:  # reported as nodecheck's own failure, never a pass
                 box["error"] = traceback.format_exc()
+
         # a daemon thread: a call stuck in the driver (a GPU fallen off the bus) cannot block exit
         worker = threading.Thread(target=call, name=f"local-{probe.name}", daemon=True)
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():
-            return self._capture(probe, Outcome.TIMEOUT, None, "", "", started,
-                                 f"in-process {probe.local_call} gave no answer within {timeout_s:g} s")
+            return self._capture(
+                probe,
+                Outcome.TIMEOUT,
+                None,
+                "",
+                "",
+                started,
+                f"in-process {probe.local_call} gave no answer within {timeout_s:g} s",
+            )
         if "instead" in box:
             return None
         if "error" in box:
-            return self._capture(probe, Outcome.FAILED, None, "", box["error"], started,
-                                 f"in-process {probe.local_call} failed: "
-                                 f"{box['error'].strip().splitlines()[-1]}")
+            return self._capture(
+                probe,
+                Outcome.FAILED,
+                None,
+                "",
+                box["error"],
+                started,
+                f"in-process {probe.local_call} failed: {box['error'].strip().splitlines()[-1]}",
+            )
         return self._capture(probe, Outcome.EXITED, 0, box["out"], "", started)
 
     def _spawn(self, probe: Probe, timeout_s: float) -> Capture:
@@ -69,9 +85,14 @@ class LocalSession:
         env = dict(os.environ, LC_ALL="C")
         try:
             # a new session, so a timeout can kill the tool and everything it started
-            proc = subprocess.Popen(probe.argv, stdin=subprocess.PIPE if probe.stdin else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                probe.argv,
+                stdin=subprocess.PIPE if probe.stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
         except FileNotFoundError:
             return self._capture(probe, Outcome.EXITED, 127, "", f"{probe.argv[0]}: command not found", started)
         except PermissionError as e:
@@ -83,31 +104,49 @@ class LocalSession:
                 os.killpg(proc.pid, signal.SIGKILL)
                 # what it printed before the kill; a child that left the group may hold the pipes open
                 _pump(proc, b"", out, err, time.monotonic() + KILL_WAIT_S)
-                return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
-                                     f"no answer within {timeout_s:g} s; killed")
+                return self._capture(
+                    probe, Outcome.TIMEOUT, None, out, err, started, f"no answer within {timeout_s:g} s; killed"
+                )
             return self._capture(probe, Outcome.EXITED, proc.wait(), out, err, started)
         finally:
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-            try:                               # reaped, never a zombie (killed above if it outlived us)
+            try:  # reaped, never a zombie (killed above if it outlived us)
                 proc.wait(KILL_WAIT_S)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: "CappedBuffer | str",
-                 err: "CappedBuffer | str", started: float, detail: str = "") -> Capture:
+    def _capture(
+        self,
+        probe: Probe,
+        outcome: Outcome,
+        code: int | None,
+        out: CappedBuffer | str,
+        err: CappedBuffer | str,
+        started: float,
+        detail: str = "",
+    ) -> Capture:
         # the same cap and words as over SSH, so a report never depends on which transport ran the probe
         out, err = (_buffer(x) for x in (out, err))
-        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
-                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]))
+        return Capture(
+            self.node.name,
+            probe.name,
+            probe.argv,
+            outcome,
+            code,
+            out.text(),
+            err.text(),
+            time.monotonic() - started,
+            "; ".join([d for d in (detail, *cut_details(out, err)) if d]),
+        )
 
     def close(self) -> None:
         pass
 
 
-def _buffer(x: "CappedBuffer | str") -> CappedBuffer:
+def _buffer(x: CappedBuffer | str) -> CappedBuffer:
     if isinstance(x, CappedBuffer):
         return x
     b = CappedBuffer()
@@ -119,7 +158,7 @@ def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBu
     """Feed stdin and read both streams as they come (at most the cap kept, the rest counted), until
     both reach EOF and the process exited (True) or `end` passes (False). Never holds more than the
     cap and one chunk, however much the tool prints."""
-    assert proc.stdout is not None and proc.stderr is not None   # spawned with stdout=PIPE, stderr=PIPE
+    assert proc.stdout is not None and proc.stderr is not None  # spawned with stdout=PIPE, stderr=PIPE
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
     poller = select.poll()
     for fd in streams:
@@ -135,7 +174,7 @@ def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBu
         left = end - time.monotonic()
         if left <= 0:
             return False
-        if not open_fds:                       # both streams closed: wait for the exit alone
+        if not open_fds:  # both streams closed: wait for the exit alone
             try:
                 proc.wait(min(left, 0.25))
             except subprocess.TimeoutExpired:
@@ -149,13 +188,13 @@ def _pump(proc: subprocess.Popen, stdin: bytes, out: CappedBuffer, err: CappedBu
                 else:
                     poller.unregister(fd)
                     open_fds.discard(fd)
-            else:                              # stdin writable
+            else:  # stdin writable
                 try:
-                    stdin = stdin[os.write(fd, stdin[:CHUNK]):]
+                    stdin = stdin[os.write(fd, stdin[:CHUNK]) :]
                 except (BrokenPipeError, BlockingIOError) as e:
                     stdin = b"" if isinstance(e, BrokenPipeError) else stdin
                 if not stdin:
-                    assert proc.stdin is not None   # its fd is the only one polled for POLLOUT
+                    assert proc.stdin is not None  # its fd is the only one polled for POLLOUT
                     poller.unregister(fd)
                     proc.stdin.close()
     return True

@@ -6,6 +6,7 @@ operator opted into trust-on-first-use (--accept-new-host-keys); a changed or re
 does. Nothing runs on a node whose key did not verify. ssh_config (ProxyJump, ProxyCommand, User, Port, IdentityFile, HostName)
 is honoured when the inventory names one; its StrictHostKeyChecking is not: strictness is ours.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -39,7 +40,7 @@ DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
-EXIT_SIGNAL = "_nodecheck_exit_signal"         # the Channel attribute _handle_channel_request sets
+EXIT_SIGNAL = "_nodecheck_exit_signal"  # the Channel attribute _handle_channel_request sets
 
 
 def _private(obj: object) -> Any:
@@ -63,7 +64,7 @@ def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None
     name, core_dumped, message = m.get_text(), m.get_boolean(), m.get_text()
     setattr(chan, EXIT_SIGNAL, (name, core_dumped, message))
     chan.status_event.set()
-    if want_reply:                             # the RFC says false; answered anyway, as paramiko answers
+    if want_reply:  # the RFC says false; answered anyway, as paramiko answers
         reply = paramiko.Message()
         reply.add_byte(paramiko.common.cMSG_CHANNEL_SUCCESS)
         reply.add_int(chan.remote_chanid)
@@ -74,9 +75,12 @@ class _Transport(paramiko.Transport):
     """paramiko's client transport, hearing `exit-signal` too (_handle_channel_request). The
     handler table is paramiko's documented-by-code dispatch; without it (paramiko's internals
     moved) a killed tool still never passes: it reads as the connection lost."""
+
     if isinstance(getattr(paramiko.Transport, "_channel_handler_table", None), dict):
-        _channel_handler_table = {**_private(paramiko.Transport)._channel_handler_table,
-                                  paramiko.common.MSG_CHANNEL_REQUEST: _handle_channel_request}
+        _channel_handler_table = {
+            **_private(paramiko.Transport)._channel_handler_table,
+            paramiko.common.MSG_CHANNEL_REQUEST: _handle_channel_request,
+        }
 
 
 class HostKeyRejected(Exception):
@@ -88,7 +92,7 @@ class HandshakeTimeout(Exception):
 
 
 def _try_key(t: paramiko.Transport, user: str, key: paramiko.PKey, end: float) -> bool:
-    t.auth_timeout = _left(end)                # each attempt gets what is left, not a fresh bound
+    t.auth_timeout = _left(end)  # each attempt gets what is left, not a fresh bound
     try:
         t.auth_publickey(user, key)
         return True
@@ -100,7 +104,7 @@ def _left(end: float) -> float:
     """Seconds left before `end`; none left is a timeout, whichever stage we are at."""
     left = end - time.monotonic()
     if left <= 0:
-        raise socket.timeout("connect timeout")
+        raise TimeoutError("connect timeout")
     return left
 
 
@@ -120,13 +124,13 @@ def _tcp_connect(host: str, port: int, end: float) -> socket.socket:
     raise last
 
 
-
 class ResolveTimeout(socket.timeout):
     """The name lookup outlived the connect timeout (getaddrinfo has no timeout of its own)."""
 
+
 def _resolve(host: str, port: int, end: float) -> list:
     try:
-        ipaddress.ip_address(host)             # a literal address needs no resolver
+        ipaddress.ip_address(host)  # a literal address needs no resolver
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except ValueError:
         pass
@@ -137,6 +141,7 @@ def _resolve(host: str, port: int, end: float) -> list:
             answer["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as e:
             answer["error"] = e
+
     worker = threading.Thread(target=lookup, daemon=True, name="nodecheck-resolve")
     worker.start()
     worker.join(_left(end))
@@ -159,8 +164,9 @@ def _server_key(t: paramiko.Transport) -> paramiko.PKey:
 class SshTransport:
     """Opens one verified, authenticated connection per node; thread-safe, caches parsed files."""
 
-    def __init__(self, *, accept_new_host_keys: bool = False,
-                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self, *, accept_new_host_keys: bool = False, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    ) -> None:
         self.accept_new = accept_new_host_keys
         self.connect_timeout_s = connect_timeout_s
         self._lock = threading.Lock()
@@ -168,7 +174,7 @@ class SshTransport:
         self._keys: dict[str, paramiko.PKey] = {}
         self._configs: dict[str, paramiko.SSHConfig] = {}
 
-    def connect(self, node: Node, timeout_s: float) -> "SshSession | FailedSession":
+    def connect(self, node: Node, timeout_s: float) -> SshSession | FailedSession:
         """One bound for everything a connection takes: name resolution, every ProxyJump hop,
         TCP, banner, key exchange and authentication share the same end time."""
         timeout_s = min(timeout_s, self.connect_timeout_s)
@@ -177,7 +183,7 @@ class SshTransport:
         try:
             target = self._target(node)
             transport, hops = self._open(target, end)
-        except Exception as e:                 # every connect problem is an outcome, not a crash
+        except Exception as e:  # every connect problem is an outcome, not a crash
             return FailedSession(node, describe_connect_error(e, target, timeout_s))
         return SshSession(node, transport, hops)
 
@@ -206,7 +212,7 @@ class SshTransport:
 
     # -- connection -----------------------------------------------------------------------------
     def _open(self, target: dict, end: float, depth: int = 0) -> tuple[paramiko.Transport, list]:
-        hops: list = []                        # jump-host transports this connection rides on
+        hops: list = []  # jump-host transports this connection rides on
         sock = self._socket(target, end, hops, depth)
         t = _Transport(sock)
         try:
@@ -214,7 +220,7 @@ class SshTransport:
             known = self._known_hosts(target["known_hosts"])
             names = node_names(target["node"].name, target["host"], target["port"])
             key_types = known.key_types_for(names)
-            if key_types:                      # ask for the key type we can verify, as OpenSSH does
+            if key_types:  # ask for the key type we can verify, as OpenSSH does
                 t.get_security_options().key_types = key_types
             t.start_client(timeout=_left(end))
             self._verify_host_key(_server_key(t), known, names, target)
@@ -232,8 +238,9 @@ class SshTransport:
             jump = self._target(_jump_node(target["proxyjump"].split(",")[0], target["node"]))
             jt, jhops = self._open(jump, end, depth + 1)
             hops.extend(jhops + [jt])
-            return jt.open_channel("direct-tcpip", (target["host"], target["port"]), ("127.0.0.1", 0),
-                                   timeout=_left(end))
+            return jt.open_channel(
+                "direct-tcpip", (target["host"], target["port"]), ("127.0.0.1", 0), timeout=_left(end)
+            )
         if target["proxycommand"] and target["proxycommand"].lower() != "none":
             return paramiko.ProxyCommand(target["proxycommand"])
         return _tcp_connect(target["host"], target["port"], end)
@@ -246,8 +253,7 @@ class SshTransport:
                 self._known[path] = KnownHosts([GLOBAL_KNOWN_HOSTS, path], writable=path)
             return self._known[path]
 
-    def _verify_host_key(self, key: paramiko.PKey, known: KnownHosts, names: list[list[str]],
-                         target: dict) -> None:
+    def _verify_host_key(self, key: paramiko.PKey, known: KnownHosts, names: list[list[str]], target: dict) -> None:
         """Nothing runs on a node until this passes: a revoked or changed key never does; an
         unknown one only with trust-on-first-use, which records it."""
         result = known.check(names, key)
@@ -256,8 +262,11 @@ class SshTransport:
         if result.verdict is KeyVerdict.UNKNOWN and self.accept_new:
             known.add([n for group in names for n in group], key)
             return
-        hint = ("; add a verified key, or opt into trust-on-first-use with --accept-new-host-keys"
-                if result.verdict is KeyVerdict.UNKNOWN else "")
+        hint = (
+            "; add a verified key, or opt into trust-on-first-use with --accept-new-host-keys"
+            if result.verdict is KeyVerdict.UNKNOWN
+            else ""
+        )
         raise HostKeyRejected(result.detail + hint)
 
     def warnings(self) -> list[str]:
@@ -284,7 +293,8 @@ class SshTransport:
                 agent.close()
         raise paramiko.AuthenticationException(
             f"authentication failed for {target['user']}@{target['host']} "
-            f"(tried {', '.join(tried) or 'no keys: set identity_file or run an ssh-agent'})")
+            f"(tried {', '.join(tried) or 'no keys: set identity_file or run an ssh-agent'})"
+        )
 
     def _private_key(self, path: str) -> paramiko.PKey:
         path = os.path.expanduser(path)
@@ -299,7 +309,8 @@ def _load_key(path: str) -> paramiko.PKey:
         return paramiko.PKey.from_path(path)
     except paramiko.PasswordRequiredException:
         raise paramiko.AuthenticationException(
-            f"identity file {path} is passphrase-protected; load it into ssh-agent") from None
+            f"identity file {path} is passphrase-protected; load it into ssh-agent"
+        ) from None
     except (OSError, paramiko.SSHException, ValueError) as e:
         raise paramiko.AuthenticationException(f"cannot use identity file {path}: {e}") from None
 
@@ -321,32 +332,67 @@ class SshSession:
         end = started + timeout_s
         try:
             chan = self.t.open_session(timeout=timeout_s)
-        except Exception as e:                 # the connection died between probes, or never answered
+        except Exception as e:  # the connection died between probes, or never answered
             if time.monotonic() >= end and self.t.is_active():
-                return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
-                                     f"no answer within {timeout_s:g} s (the node never opened the session channel)")
-            return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started,
-                                 f"connection lost before {probe.name}: {e or type(e).__name__}",
-                                 cut=Cut.CONNECTION_LOST)
+                return self._capture(
+                    probe,
+                    Outcome.TIMEOUT,
+                    None,
+                    CappedBuffer(),
+                    CappedBuffer(),
+                    started,
+                    f"no answer within {timeout_s:g} s (the node never opened the session channel)",
+                )
+            return self._capture(
+                probe,
+                Outcome.UNREACHABLE,
+                None,
+                CappedBuffer(),
+                CappedBuffer(),
+                started,
+                f"connection lost before {probe.name}: {e or type(e).__name__}",
+                cut=Cut.CONNECTION_LOST,
+            )
         try:
             return self._exec(chan, probe, timeout_s, started)
         except ProbeTimeout as e:
-            return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
-                                 f"no answer within {timeout_s:g} s ({e})")
+            return self._capture(
+                probe,
+                Outcome.TIMEOUT,
+                None,
+                CappedBuffer(),
+                CappedBuffer(),
+                started,
+                f"no answer within {timeout_s:g} s ({e})",
+            )
         except (OSError, EOFError, paramiko.SSHException) as e:
             if isinstance(e, socket.timeout) or time.monotonic() >= end:
-                return self._capture(probe, Outcome.TIMEOUT, None, CappedBuffer(), CappedBuffer(), started,
-                                     f"no answer within {timeout_s:g} s (sending its input)")
-            return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started,
-                                 f"connection lost during {probe.name}: {e or type(e).__name__}")
+                return self._capture(
+                    probe,
+                    Outcome.TIMEOUT,
+                    None,
+                    CappedBuffer(),
+                    CappedBuffer(),
+                    started,
+                    f"no answer within {timeout_s:g} s (sending its input)",
+                )
+            return self._capture(
+                probe,
+                Outcome.UNREACHABLE,
+                None,
+                CappedBuffer(),
+                CappedBuffer(),
+                started,
+                f"connection lost during {probe.name}: {e or type(e).__name__}",
+            )
         finally:
-            chan.close()                       # sends a close and returns: it waits for nothing
+            chan.close()  # sends a close and returns: it waits for nothing
 
     def _exec(self, chan: paramiko.Channel, probe: Probe, timeout_s: float, started: float) -> Capture:
         end = started + timeout_s
         _exec_request(chan, remote_command(probe, timeout_s), end)
         if probe.stdin:
-            chan.settimeout(max(0.001, end - time.monotonic()))   # a full window waits at most what is left
+            chan.settimeout(max(0.001, end - time.monotonic()))  # a full window waits at most what is left
             chan.sendall(probe.stdin.encode())
         chan.shutdown_write()
         out, err = CappedBuffer(), CappedBuffer()
@@ -355,17 +401,23 @@ class SshSession:
                 out.add(chan.recv(65536))
             while chan.recv_stderr_ready():
                 err.add(chan.recv_stderr(65536))
-            if chan.exit_status_ready() and (chan.eof_received or chan.closed) \
-                    and not chan.recv_ready() and not chan.recv_stderr_ready():
+            if (
+                chan.exit_status_ready()
+                and (chan.eof_received or chan.closed)
+                and not chan.recv_ready()
+                and not chan.recv_stderr_ready()
+            ):
                 return self._ended(chan, probe, out, err, started)
             remaining = end - time.monotonic()
             if remaining <= 0:
-                return self._capture(probe, Outcome.TIMEOUT, None, out, err, started,
-                                     f"no answer within {timeout_s:g} s")
+                return self._capture(
+                    probe, Outcome.TIMEOUT, None, out, err, started, f"no answer within {timeout_s:g} s"
+                )
             _wait_readable(chan, min(remaining, 0.25))
 
-    def _ended(self, chan: paramiko.Channel, probe: Probe, out: CappedBuffer, err: CappedBuffer,
-               started: float) -> Capture:
+    def _ended(
+        self, chan: paramiko.Channel, probe: Probe, out: CappedBuffer, err: CappedBuffer, started: float
+    ) -> Capture:
         """How the remote command ended: an exit status, a signal, or neither (the connection or
         the session gone before either came: never an exit code, whatever paramiko's -1 says)."""
         killed = getattr(chan, EXIT_SIGNAL, None)
@@ -373,9 +425,16 @@ class SshSession:
             code, detail = _signal_exit(*killed)
             return self._capture(probe, Outcome.EXITED, code, out, err, started, detail)
         code = chan.recv_exit_status()
-        if code == -1:                         # paramiko's "none came": a real exit status is unsigned
-            return self._capture(probe, Outcome.UNREACHABLE, None, out, err, started,
-                                 f"connection lost during {probe.name}: {self._why_lost()}")
+        if code == -1:  # paramiko's "none came": a real exit status is unsigned
+            return self._capture(
+                probe,
+                Outcome.UNREACHABLE,
+                None,
+                out,
+                err,
+                started,
+                f"connection lost during {probe.name}: {self._why_lost()}",
+            )
         return self._finished(probe, code, out, err, started)
 
     def _why_lost(self) -> str:
@@ -389,15 +448,40 @@ class SshSession:
     def _finished(self, probe: Probe, code: int, out: CappedBuffer, err: CappedBuffer, started: float) -> Capture:
         stderr = err.text()
         if code == 127 and _wrapper_missing(stderr):
-            return self._capture(probe, Outcome.FAILED, code, out, err, started,
-                                 "the node lacks coreutils `env`/`timeout`, which bound every remote "
-                                 f"command: {stderr.strip()[:200]}")
+            return self._capture(
+                probe,
+                Outcome.FAILED,
+                code,
+                out,
+                err,
+                started,
+                f"the node lacks coreutils `env`/`timeout`, which bound every remote command: {stderr.strip()[:200]}",
+            )
         return self._capture(probe, Outcome.EXITED, code, out, err, started)
 
-    def _capture(self, probe: Probe, outcome: Outcome, code: int | None, out: CappedBuffer, err: CappedBuffer,
-                 started: float, detail: str = "", cut: Cut | None = None) -> Capture:
-        return Capture(self.node.name, probe.name, probe.argv, outcome, code, out.text(), err.text(),
-                       time.monotonic() - started, "; ".join([d for d in (detail, *cut_details(out, err)) if d]), cut)
+    def _capture(
+        self,
+        probe: Probe,
+        outcome: Outcome,
+        code: int | None,
+        out: CappedBuffer,
+        err: CappedBuffer,
+        started: float,
+        detail: str = "",
+        cut: Cut | None = None,
+    ) -> Capture:
+        return Capture(
+            self.node.name,
+            probe.name,
+            probe.argv,
+            outcome,
+            code,
+            out.text(),
+            err.text(),
+            time.monotonic() - started,
+            "; ".join([d for d in (detail, *cut_details(out, err)) if d]),
+            cut,
+        )
 
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:
@@ -417,12 +501,12 @@ def _exec_request(chan: paramiko.Channel, command: str, end: float) -> None:
         m.add_string(command)
         _private(chan)._event_pending()
         pending = chan.event
-    except AttributeError:                     # paramiko's internals moved: its own call, abandoned at the bound
+    except AttributeError:  # paramiko's internals moved: its own call, abandoned at the bound
         return _exec_in_thread(chan, command, end)
     _private(chan.transport)._send_user_message(m)
     if not pending.wait(max(0.0, end - time.monotonic())):
         raise ProbeTimeout("the node never answered the exec request")
-    _private(chan)._wait_for_event()           # answered: returns, or raises the refusal / the closed channel
+    _private(chan)._wait_for_event()  # answered: returns, or raises the refusal / the closed channel
 
 
 def _exec_in_thread(chan: paramiko.Channel, command: str, end: float) -> None:
@@ -431,13 +515,14 @@ def _exec_in_thread(chan: paramiko.Channel, command: str, end: float) -> None:
     def call() -> None:
         try:
             chan.exec_command(command)
-        except BaseException as e:             # handed to the caller's thread
+        except BaseException as e:  # handed to the caller's thread
             box["error"] = e
+
     worker = threading.Thread(target=call, daemon=True, name="nodecheck-exec")
     worker.start()
     worker.join(max(0.0, end - time.monotonic()))
     if worker.is_alive():
-        chan.close()                           # (the session's close ends the transport, and the thread with it)
+        chan.close()  # (the session's close ends the transport, and the thread with it)
         raise ProbeTimeout("the node never answered the exec request")
     if "error" in box:
         raise box["error"]
@@ -475,8 +560,15 @@ def _jump_node(spec: str, via: Node) -> Node:
     against the same known_hosts as the node behind it."""
     user, _, hostport = spec.rpartition("@")
     host, _, port = hostport.partition(":")
-    return Node(name=host, address=host, port=int(port or 22), user=user or None,
-                identity_file=via.identity_file, known_hosts=via.known_hosts, ssh_config=via.ssh_config)
+    return Node(
+        name=host,
+        address=host,
+        port=int(port or 22),
+        user=user or None,
+        identity_file=via.identity_file,
+        known_hosts=via.known_hosts,
+        ssh_config=via.ssh_config,
+    )
 
 
 def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> str:
@@ -511,5 +603,8 @@ def describe_connect_error(e: BaseException, target: dict, timeout_s: float) -> 
 def _banner_timeout(e: BaseException) -> bool:
     """paramiko's banner reader raises 'Error reading SSH protocol banner' for a timeout and for
     a closed connection alike; the exception it was handling tells them apart."""
-    return isinstance(e, paramiko.SSHException) and "protocol banner" in str(e) \
+    return (
+        isinstance(e, paramiko.SSHException)
+        and "protocol banner" in str(e)
         and isinstance(e.__context__, (socket.timeout, TimeoutError))
+    )

@@ -4,6 +4,7 @@ exponential backoff. Every attempt is logged; what could not be delivered stays 
 it in the state on disk) and is tried again on later ticks. Delivery runs inside the watcher's tick, so
 everything here is bounded in time: each attempt by the timeout, one tick's deliveries by
 DELIVERY_BUDGET_S, and a channel that is down is not tried again for every pending alert."""
+
 from __future__ import annotations
 
 import base64
@@ -19,10 +20,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from urllib.parse import unquote, urlsplit, urlunsplit
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from nodecheck.core.model import excerpt, one_line
 from nodecheck.core.redact import redact_text
@@ -32,8 +34,8 @@ EVENT_NAME = "nodecheck.watch"
 EVENT_VERSION = 1
 # a channel down for days must not grow the state file (and each tick's retries) without bound
 MAX_PENDING = 20
-KILL_WAIT_S = 2.0                              # after killing a hook at its timeout, to reap it
-RESPONSE_BYTES = 4096                          # of an HTTP error body or a hook's output, for the log
+KILL_WAIT_S = 2.0  # after killing a hook at its timeout, to reap it
+RESPONSE_BYTES = 4096  # of an HTTP error body or a hook's output, for the log
 # one tick's deliveries, all channels and pending alerts together: no attempt or backoff starts past it
 # (the default 4 attempts x 10 s + 1 + 2 + 4 s of backoff fit); the rest waits for the next tick
 DELIVERY_BUDGET_S = 60.0
@@ -62,15 +64,37 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_event(*, job: str, kind: str | None, verdict: str, previous: str | None, at: float, since: float,
-                message: str, nodes: Sequence[str], ranks: Sequence[int], incident: str | None,
-                watcher: str | None = None) -> dict:
+def build_event(
+    *,
+    job: str,
+    kind: str | None,
+    verdict: str,
+    previous: str | None,
+    at: float,
+    since: float,
+    message: str,
+    nodes: Sequence[str],
+    ranks: Sequence[int],
+    incident: str | None,
+    watcher: str | None = None,
+) -> dict:
     """The alert event (a JSON object); the same object goes to the hook's stdin and the POST body."""
     # the message may quote the job's log lines: a token printed there goes no further
-    return {"event": EVENT_NAME, "version": EVENT_VERSION, "kind": kind, "job": job, "verdict": verdict,
-            "previous": previous, "at": iso(at), "since": iso(since), "message": redact_text(message),
-            "nodes": list(nodes), "ranks": list(ranks), "incident": incident,
-            "watcher": watcher or socket.gethostname()}
+    return {
+        "event": EVENT_NAME,
+        "version": EVENT_VERSION,
+        "kind": kind,
+        "job": job,
+        "verdict": verdict,
+        "previous": previous,
+        "at": iso(at),
+        "since": iso(since),
+        "message": redact_text(message),
+        "nodes": list(nodes),
+        "ranks": list(ranks),
+        "incident": incident,
+        "watcher": watcher or socket.gethostname(),
+    }
 
 
 class DeliveryFailed(Exception):
@@ -78,14 +102,15 @@ class DeliveryFailed(Exception):
 
 
 class Channel(Protocol):
-    name: str                                  # "command" or "url": the key in a pending alert's channels
+    name: str  # "command" or "url": the key in a pending alert's channels
 
-    def send(self, event: Mapping) -> str: ...   # a short "what happened" on success; DeliveryFailed if not
+    def send(self, event: Mapping) -> str: ...  # a short "what happened" on success; DeliveryFailed if not
 
 
 class CommandHook:
     """The operator's command, split as the shell splits words but never run by one: the event JSON
     on its stdin, the main fields in NODECHECK_* variables; exit 0 = delivered."""
+
     name = "command"
 
     def __init__(self, command: str, timeout_s: float) -> None:
@@ -101,8 +126,9 @@ class CommandHook:
         with tempfile.TemporaryFile() as output:
             try:
                 # a new session, so a timeout kills the hook and whatever it started
-                proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=output, stderr=output, env=env,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    self.argv, stdin=subprocess.PIPE, stdout=output, stderr=output, env=env, start_new_session=True
+                )
             except OSError as e:
                 raise DeliveryFailed(f"cannot run {self.argv[0]!r}: {e.strerror or e}") from None
             try:
@@ -121,26 +147,32 @@ class CommandHook:
 
 def hook_env(event: Mapping) -> dict[str, str]:
     """The variables a hook gets besides the JSON (for a one-line `mail -s "$NODECHECK_VERDICT"`)."""
-    env = {"NODECHECK_EVENT": str(event.get("kind") or ""), "NODECHECK_JOB": str(event["job"]),
-           "NODECHECK_VERDICT": str(event["verdict"]), "NODECHECK_PREVIOUS": str(event.get("previous") or ""),
-           "NODECHECK_MESSAGE": one_line(str(event["message"])), "NODECHECK_NODES": ",".join(event["nodes"]),
-           "NODECHECK_INCIDENT": str(event.get("incident") or ""), "NODECHECK_AT": str(event["at"])}
-    return {k: v if len(v) <= ENV_CHARS else v[:ENV_CHARS - 1] + "…" for k, v in env.items()}
+    env = {
+        "NODECHECK_EVENT": str(event.get("kind") or ""),
+        "NODECHECK_JOB": str(event["job"]),
+        "NODECHECK_VERDICT": str(event["verdict"]),
+        "NODECHECK_PREVIOUS": str(event.get("previous") or ""),
+        "NODECHECK_MESSAGE": one_line(str(event["message"])),
+        "NODECHECK_NODES": ",".join(event["nodes"]),
+        "NODECHECK_INCIDENT": str(event.get("incident") or ""),
+        "NODECHECK_AT": str(event["at"]),
+    }
+    return {k: v if len(v) <= ENV_CHARS else v[: ENV_CHARS - 1] + "…" for k, v in env.items()}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    assert proc.stdin is not None              # started with stdin=PIPE (the event)
+    assert proc.stdin is not None  # started with stdin=PIPE (the event)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     try:
         proc.stdin.close()
-    except OSError:                            # the unread rest of the event: nobody will read it now
+    except OSError:  # the unread rest of the event: nobody will read it now
         pass
     try:
         proc.wait(timeout=KILL_WAIT_S)
-    except subprocess.TimeoutExpired:          # unkillable (D state): reaped by a later wait or at exit
+    except subprocess.TimeoutExpired:  # unkillable (D state): reaped by a later wait or at exit
         pass
 
 
@@ -152,7 +184,7 @@ def _tail(f) -> str:
 
 
 def _last(text: str, chars: int) -> str:
-    return text if len(text) <= chars else "…" + text[-(chars - 1):]
+    return text if len(text) <= chars else "…" + text[-(chars - 1) :]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -189,18 +221,20 @@ class _Deadline:
 
 
 def _shut(sock) -> None:
-    try:                                       # the plain socket's shutdown: an SSL socket's own one
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)   # would tear its state down under the reader
+    try:  # the plain socket's shutdown: an SSL socket's own one
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # would tear its state down under the reader
     except OSError:
         pass
 
 
 def _bounded(base: type, deadline: _Deadline) -> type[http.client.HTTPConnection]:
     """`base` (HTTPConnection or HTTPSConnection) whose socket the deadline bounds once connected."""
+
     class Connection(base):
         def connect(self):
             super().connect()
             deadline.attach(self.sock)
+
     return Connection
 
 
@@ -229,6 +263,7 @@ class HttpPost:
     redirect, an answer that is not HTTP or a connection error is a failure. Proxies come from the
     environment, as curl's. Credentials in the URL (https://user:token@host/...) are sent as Basic
     authentication and appear nowhere else: `url` is without them, `shown` masks the password."""
+
     name = "url"
 
     def __init__(self, url: str, timeout_s: float) -> None:
@@ -253,7 +288,7 @@ class HttpPost:
     def send(self, event: Mapping) -> str:
         try:
             return self._send(event)
-        except DeliveryFailed as e:            # whatever a library said, never the URL's password
+        except DeliveryFailed as e:  # whatever a library said, never the URL's password
             text = str(e)
             for secret in self.secrets:
                 text = text.replace(secret, "***")
@@ -261,6 +296,7 @@ class HttpPost:
 
     def _send(self, event: Mapping) -> str:
         from nodecheck import __version__
+
         body = json.dumps(event).encode()
         headers = {"Content-Type": "application/json", "User-Agent": f"nodecheck/{__version__}"}
         if self.authorization:
@@ -271,19 +307,18 @@ class HttpPost:
         deadline.timer.start()
         try:
             with opener.open(req, timeout=self.timeout_s) as resp:
-                status = resp.status           # the body is never read: a huge one costs nothing
+                status = resp.status  # the body is never read: a huge one costs nothing
         except urllib.error.HTTPError as e:
             try:
                 text = e.read(RESPONSE_BYTES).decode("utf-8", "replace").strip() if e.fp else ""
             except (OSError, http.client.HTTPException):
                 text = ""
             e.close()
-            raise DeliveryFailed(f"HTTP {e.code} {e.reason}" + (f": {one_line(excerpt(redact_text(text), 300))}"
-                                                                if text else "")) \
-                from None
+            raise DeliveryFailed(
+                f"HTTP {e.code} {e.reason}" + (f": {one_line(excerpt(redact_text(text), 300))}" if text else "")
+            ) from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-            if deadline.expired or isinstance(e, TimeoutError) or \
-                    isinstance(getattr(e, "reason", None), TimeoutError):
+            if deadline.expired or isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError):
                 raise DeliveryFailed(f"no answer within {self.timeout_s:g} s") from None
             if isinstance(e, urllib.error.URLError):
                 raise DeliveryFailed(f"cannot connect: {e.reason}") from None
@@ -291,7 +326,7 @@ class HttpPost:
             raise DeliveryFailed(one_line(excerpt(f"{type(e).__name__}: {e}", 300))) from None
         finally:
             deadline.timer.cancel()
-        if deadline.expired:                   # the shutdown can read as the end of the headers
+        if deadline.expired:  # the shutdown can read as the end of the headers
             raise DeliveryFailed(f"no answer within {self.timeout_s:g} s")
         if not 200 <= status < 300:
             raise DeliveryFailed(f"HTTP {status}")
@@ -314,15 +349,17 @@ class Deliverer:
     2 x backoff_s, ... between them; one already tried on an earlier tick, one attempt per tick.
     `log(action, **fields)` gets every attempt; `stop` (set by SIGTERM) ends the waiting between
     attempts, so a shutdown is never held up by a dead webhook."""
+
     channels: Sequence[Channel]
     retries: int
     backoff_s: float
-    log: Callable[..., object]                 # log(action: str, **fields)
+    log: Callable[..., object]  # log(action: str, **fields)
     stop: threading.Event | None = None
     clock: Callable[[], float] = time.monotonic
 
-    def deliver(self, event: Mapping, channel: Channel, attempts: int | None = None,
-                deadline: float | None = None) -> tuple[bool, int]:
+    def deliver(
+        self, event: Mapping, channel: Channel, attempts: int | None = None, deadline: float | None = None
+    ) -> tuple[bool, int]:
         """(delivered, attempts made). No backoff starts that would end past `deadline`."""
         stop = self.stop or threading.Event()
         attempts = attempts or 1 + self.retries
@@ -331,14 +368,28 @@ class Deliverer:
             try:
                 said = channel.send(event)
             except DeliveryFailed as e:
-                self.log("alert-failed", channel=channel.name, attempt=f"{n}/{attempts}", verdict=event["verdict"],
-                         previous=event.get("previous"), detail=str(e), seconds=f"{self.clock() - started:.2f}")
+                self.log(
+                    "alert-failed",
+                    channel=channel.name,
+                    attempt=f"{n}/{attempts}",
+                    verdict=event["verdict"],
+                    previous=event.get("previous"),
+                    detail=str(e),
+                    seconds=f"{self.clock() - started:.2f}",
+                )
                 wait = self.backoff_s * 2 ** (n - 1)
                 if n == attempts or (deadline is not None and self.clock() + wait >= deadline) or stop.wait(wait):
                     return False, n
                 continue
-            self.log("alert-delivered", channel=channel.name, attempt=f"{n}/{attempts}", verdict=event["verdict"],
-                     previous=event.get("previous"), detail=said, seconds=f"{self.clock() - started:.2f}")
+            self.log(
+                "alert-delivered",
+                channel=channel.name,
+                attempt=f"{n}/{attempts}",
+                verdict=event["verdict"],
+                previous=event.get("previous"),
+                detail=said,
+                seconds=f"{self.clock() - started:.2f}",
+            )
             return True, n
         return False, attempts
 
@@ -358,8 +409,13 @@ class Deliverer:
             for name in item["channels"]:
                 channel = by_name.get(name)
                 if channel is None:
-                    self.log("alert-dropped", channel=name, verdict=item["event"]["verdict"],
-                             at=item["event"].get("at"), detail="this channel is no longer configured")
+                    self.log(
+                        "alert-dropped",
+                        channel=name,
+                        verdict=item["event"]["verdict"],
+                        at=item["event"].get("at"),
+                        detail="this channel is no longer configured",
+                    )
                     continue
                 if name in down or (self.stop and self.stop.is_set()) or self.clock() >= deadline:
                     todo.append(name)
@@ -373,9 +429,14 @@ class Deliverer:
                 left.append({"event": item["event"], "channels": todo, **({"attempts": made} if made else {})})
         if len(left) > MAX_PENDING:
             for item in left[:-MAX_PENDING]:
-                self.log("alert-dropped", channel=",".join(item["channels"]), verdict=item["event"]["verdict"],
-                         at=item["event"].get("at"), attempts=item.get("attempts", 0),
-                         detail=f"more than {MAX_PENDING} alerts pending; the oldest are given up")
+                self.log(
+                    "alert-dropped",
+                    channel=",".join(item["channels"]),
+                    verdict=item["event"]["verdict"],
+                    at=item["event"].get("at"),
+                    attempts=item.get("attempts", 0),
+                    detail=f"more than {MAX_PENDING} alerts pending; the oldest are given up",
+                )
             left = left[-MAX_PENDING:]
         return left
 

@@ -36,32 +36,66 @@ on every node after progress are a new run (a requeue the watcher did not see pe
 start over, once per progress, so a crash loop gets no endless grace.
 Ranks are laid out as node position in `nodes` x gpus_per_node + GPU index.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
 from bisect import bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Mapping, Sequence, cast
+from typing import Any, ClassVar, cast
 
 from ClusterShell.RangeSet import RangeSet
 
+from nodecheck.core.hostlist import fold
 from nodecheck.judging.drift import group_by_value
 from nodecheck.parsers.watch_sample import GpuSample, NodeSample, ProgressReading
-from nodecheck.core.hostlist import fold
 from nodecheck.watch.config import WatchConfig
 
-VERDICTS = ("starting", "progressing", "checkpointing", "slow", "straggler", "unresponsive", "hung",
-            "crashed", "completed")
+VERDICTS = (
+    "starting",
+    "progressing",
+    "checkpointing",
+    "slow",
+    "straggler",
+    "unresponsive",
+    "hung",
+    "crashed",
+    "completed",
+)
 QUIET = frozenset({"starting", "progressing", "checkpointing"})
 ALARM = frozenset({"slow", "straggler", "unresponsive", "hung", "crashed"})
 
 # Slurm JobState values that end a job badly (squeue(1) JOB STATE CODES); COMPLETED is the good end
-FAILED_STATES = frozenset({"FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL",
-                           "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT"})
+FAILED_STATES = frozenset(
+    {
+        "FAILED",
+        "CANCELLED",
+        "NODE_FAIL",
+        "TIMEOUT",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
 # the job has no processes yet (or again, after a requeue): its run starts over
-WAITING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD",
-                            "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING"})
+WAITING_STATES = frozenset(
+    {
+        "PENDING",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "RESV_DEL_HOLD",
+        "CONFIGURING",
+        "SUSPENDED",
+        "STOPPED",
+        "RESIZING",
+    }
+)
 STATE_VERSION = 1
 PIDS_KEPT = 64
 
@@ -69,27 +103,27 @@ PIDS_KEPT = 64
 @dataclass(frozen=True)
 class Observation:
     node: str
-    sample: NodeSample | None                  # None: the sample failed (timeout, unreachable, unreadable)
-    failure: str = ""                          # why it failed: "timed out after 20 s", a ParseError, ...
-    progress: ProgressReading | None = None    # read_progress of the sample's log tail (None: no log)
+    sample: NodeSample | None  # None: the sample failed (timeout, unreachable, unreadable)
+    failure: str = ""  # why it failed: "timed out after 20 s", a ParseError, ...
+    progress: ProgressReading | None = None  # read_progress of the sample's log tail (None: no log)
 
 
 @dataclass(frozen=True)
 class Tick:
-    at: float                                  # epoch seconds, the watcher's clock
+    at: float  # epoch seconds, the watcher's clock
     nodes: tuple[Observation, ...]
-    job_state: str | None = None               # Slurm JobState ("RUNNING", ...); None: inventory mode
-    job_reason: str = ""                       # Slurm's Reason, for messages
+    job_state: str | None = None  # Slurm JobState ("RUNNING", ...); None: inventory mode
+    job_reason: str = ""  # Slurm's Reason, for messages
 
 
 @dataclass(frozen=True)
 class Assessment:
     verdict: str
-    message: str                               # starts with the verdict: "hung: ..."
-    nodes: tuple[str, ...] = ()                # the nodes the verdict is about (odd rank's, gone, silent)
+    message: str  # starts with the verdict: "hung: ..."
+    nodes: tuple[str, ...] = ()  # the nodes the verdict is about (odd rank's, gone, silent)
     ranks: tuple[int, ...] = ()
-    since: float = 0.0                         # when this verdict began (Tick.at)
-    facts: Mapping[str, object] = field(default_factory=dict)   # JSON-able evidence
+    since: float = 0.0  # when this verdict began (Tick.at)
+    facts: Mapping[str, object] = field(default_factory=dict)  # JSON-able evidence
 
 
 def exit_code(verdict: str) -> int:
@@ -106,26 +140,27 @@ def exit_code(verdict: str) -> int:
 @dataclass
 class _NodeState:
     """What the Tracker remembers of one node between ticks (all JSON-able)."""
-    log_seen: bool = False                     # a readable log was sampled: its step is the baseline
+
+    log_seen: bool = False  # a readable log was sampled: its step is the baseline
     step: int | None = None
     beat_seen: bool = False
     beat: float | None = None
-    had_procs: int = 0                         # the most live processes ever seen (0: never any)
-    procs: int | None = None                   # live processes in the last sample (None: unknown)
+    had_procs: int = 0  # the most live processes ever seen (0: never any)
+    procs: int | None = None  # live processes in the last sample (None: unknown)
     fail_since: float | None = None
-    failure: str = ""                          # the last failure (kept while the node is flaky)
-    gpus: int = 0                              # GPUs in the last sample
+    failure: str = ""  # the last failure (kept while the node is flaky)
+    gpus: int = 0  # GPUs in the last sample
     # a node that fails every other tick never fails for unresponsive_after_s in a row: its failures
     # are counted from the first one until it has answered for that long without one
     flaky_since: float | None = None
-    flaky_streaks: int = 0                     # separate runs of failed samples since flaky_since
+    flaky_streaks: int = 0  # separate runs of failed samples since flaky_since
     flaky_failed: int = 0
     flaky_samples: int = 0
-    flaky_upto: int = 0                        # flaky_samples at the last failure (the ratio's base)
-    ok_since: float | None = None              # the current run of answered samples began
+    flaky_upto: int = 0  # flaky_samples at the last failure (the ratio's base)
+    ok_since: float | None = None  # the current run of answered samples began
     # the live pids last seen (at most PIDS_KEPT): none of them left on every node is a new run
     pids: list = field(default_factory=list)
-    replaced_at: float | None = None           # when its processes were last found replaced
+    replaced_at: float | None = None  # when its processes were last found replaced
 
 
 @dataclass(frozen=True)
@@ -143,12 +178,12 @@ class Tracker:
     def __init__(self, cfg: WatchConfig, nodes: Sequence[str]) -> None:
         self.cfg = cfg
         self.nodes: list[str] = list(dict.fromkeys(nodes))
-        self.position: dict[str, int] = {n: i for i, n in enumerate(self.nodes)}   # rank layout, sort key
+        self.position: dict[str, int] = {n: i for i, n in enumerate(self.nodes)}  # rank layout, sort key
         self.node: dict[str, _NodeState] = {n: _NodeState() for n in self.nodes}
-        self.first_at: float | None = None     # first tick of this run (startup grace counts from it)
-        self.progressed = False                # a step or heartbeat ever changed in this run
+        self.first_at: float | None = None  # first tick of this run (startup grace counts from it)
+        self.progressed = False  # a step or heartbeat ever changed in this run
         self.last_progress_at: float | None = None
-        self.step: int | None = None           # the highest step any node showed last
+        self.step: int | None = None  # the highest step any node showed last
         self.step_at_change: int | None = None  # the step when progress last changed
         self.gpus_per_node: int | None = cfg.gpus_per_node
         self.signature_since: float | None = None
@@ -162,11 +197,11 @@ class Tracker:
         self.verdict = "starting"
         self.since: float | None = None
         self.history: list[dict] = []
-        self.rate = ""                          # "(+12 in 30 s)" for this tick's message
-        self.restarted: list[str] = []          # nodes whose step went back this tick
-        self.new_run: list[str] = []            # nodes whose processes were all replaced this tick
-        self.last_gpus: dict[str, tuple[float, tuple[GpuSample, ...]]] = {}   # node -> (when, readings)
-        self.last_rank_seconds: dict[str, tuple[float, Mapping[int, float]]] = {}   # node -> (when, times)
+        self.rate = ""  # "(+12 in 30 s)" for this tick's message
+        self.restarted: list[str] = []  # nodes whose step went back this tick
+        self.new_run: list[str] = []  # nodes whose processes were all replaced this tick
+        self.last_gpus: dict[str, tuple[float, tuple[GpuSample, ...]]] = {}  # node -> (when, readings)
+        self.last_rank_seconds: dict[str, tuple[float, Mapping[int, float]]] = {}  # node -> (when, times)
         self.log_problems: dict[str, str] = {}  # this tick's: why a node's log could not be read
 
     # -- one tick --------------------------------------------------------------------------------
@@ -183,8 +218,13 @@ class Tracker:
         before = (self.step_at_change, self.last_progress_at)
         moved = self._observe(tick)
         self.rate = ""
-        if moved and before[0] is not None and self.step is not None and before[1] is not None \
-                and self.step > before[0]:
+        if (
+            moved
+            and before[0] is not None
+            and self.step is not None
+            and before[1] is not None
+            and self.step > before[0]
+        ):
             self.rate = f" (+{self.step - before[0]} in {_duration(at - before[1])})"
         if moved:
             self.progressed, self.last_progress_at = True, at
@@ -201,8 +241,7 @@ class Tracker:
         elif self._checkpoint(pattern, readings):
             self.checkpoint_seen_at = at
         done = any(p.done for p in readings)
-        self.done_since = _hold(self.done_since, True, at, False) if done else \
-            (None if moved else self.done_since)
+        self.done_since = _hold(self.done_since, True, at, False) if done else (None if moved else self.done_since)
         throughput = self._throughput(tick)
         floor = self.cfg.bounds.throughput_floor
         below = floor is not None and throughput is not None and throughput[0] < floor
@@ -292,7 +331,7 @@ class Tracker:
         node.flaky_samples += 1
         if node.ok_since is None:
             node.ok_since = at
-        if at - node.ok_since >= self.cfg.bounds.unresponsive_after_s:     # steady again
+        if at - node.ok_since >= self.cfg.bounds.unresponsive_after_s:  # steady again
             node.flaky_since, node.ok_since, node.failure = None, None, ""
             node.flaky_streaks = node.flaky_failed = node.flaky_samples = node.flaky_upto = 0
 
@@ -301,8 +340,12 @@ class Tracker:
         that ran any (a requeue onto the same nodes, a relaunch): the old run's clocks no longer apply.
         Only after progress: a crash loop that never steps keeps its one startup grace."""
         ran = [n for n in self.nodes if self.node[n].had_procs]
-        if not ran or not self.progressed or self.last_progress_at is None or any(
-                (replaced := self.node[n].replaced_at) is None or replaced <= self.last_progress_at for n in ran):
+        if (
+            not ran
+            or not self.progressed
+            or self.last_progress_at is None
+            or any((replaced := self.node[n].replaced_at) is None or replaced <= self.last_progress_at for n in ran)
+        ):
             return []
         for n in ran:
             self.node[n].replaced_at = None
@@ -334,14 +377,18 @@ class Tracker:
 
     def _throughput(self, tick: Tick) -> tuple[float, str] | None:
         """(the lowest node's throughput, that node): the job runs at its slowest node's pace."""
-        found = [(o.progress.throughput, o.node) for o in tick.nodes
-                 if o.sample is not None and o.progress is not None and o.progress.throughput is not None]
+        found = [
+            (o.progress.throughput, o.node)
+            for o in tick.nodes
+            if o.sample is not None and o.progress is not None and o.progress.throughput is not None
+        ]
         return min(found) if found else None
 
     # -- the verdict -----------------------------------------------------------------------------
 
-    def _decide(self, tick: Tick, state: str | None, moved: bool, pattern: "_Pattern",
-                readings: list[ProgressReading], throughput) -> tuple[str, str, list, list]:
+    def _decide(
+        self, tick: Tick, state: str | None, moved: bool, pattern: _Pattern, readings: list[ProgressReading], throughput
+    ) -> tuple[str, str, list, list]:
         at, b = tick.at, self.cfg.bounds
         step = self._step_words()
         if state == "COMPLETED":
@@ -362,14 +409,18 @@ class Tracker:
         done_line = next((p.last_line for p in readings if p.done), "")
         all_gone = bool(ran) and len(known) == len(self.nodes) and not running
         if all_gone and self.done_since is not None:
-            return "completed", f"the log says done ({done_line!r}) and the processes are gone on every " \
-                                f"node; {step}", [], []
+            return (
+                "completed",
+                f"the log says done ({done_line!r}) and the processes are gone on every node; {step}",
+                [],
+                [],
+            )
         if all_gone and state != "COMPLETING":
             return "crashed", f"processes gone on every node; {step}", sorted(gone, key=self.position.__getitem__), []
         if gone and self.done_since is None and state != "COMPLETING":
             had = ", ".join(f"{n} had {self.node[n].had_procs}" for n in gone)
             if running:
-                live = sum(self.node[n].procs or 0 for n in running)     # (running: procs > 0)
+                live = sum(self.node[n].procs or 0 for n in running)  # (running: procs > 0)
                 still = f"{fold(running)} still run{'s' if len(running) == 1 else ''} {live}"
             elif state:
                 still = f"the job is still allocated (Slurm {state})"
@@ -384,34 +435,55 @@ class Tracker:
         if hung is not None:
             return hung
         if self.done_since is not None:
-            return ("progressing" if self.progressed else "starting",
-                    f"the log says done ({done_line!r}) {_duration(at - self.done_since)} ago; processes "
-                    f"still on {fold(running) if running else 'nodes not sampled'} ({step})", [], [])
+            return (
+                "progressing" if self.progressed else "starting",
+                f"the log says done ({done_line!r}) {_duration(at - self.done_since)} ago; processes "
+                f"still on {fold(running) if running else 'nodes not sampled'} ({step})",
+                [],
+                [],
+            )
         if unresponsive:
-            return "unresponsive", f"{self._silence(unresponsive, at)}; the job still progresses " \
-                                   f"({step})", unresponsive, []
+            return (
+                "unresponsive",
+                f"{self._silence(unresponsive, at)}; the job still progresses ({step})",
+                unresponsive,
+                [],
+            )
         if self.slow_since is not None and at - self.slow_since >= b.slow_for_s:
             value, node = throughput
-            return "slow", f"throughput {value:,.0f} below the floor {b.throughput_floor:,.0f} for " \
-                           f"{_duration(at - self.slow_since)} (lowest on {node}; {step})", [node], []
+            return (
+                "slow",
+                f"throughput {value:,.0f} below the floor {b.throughput_floor:,.0f} for "
+                f"{_duration(at - self.slow_since)} (lowest on {node}; {step})",
+                [node],
+                [],
+            )
         straggler = self._straggler(tick)
         if straggler is not None:
             return straggler
         frozen = at - self.last_progress_at
         explained = self._checkpoint(pattern, readings)
         if explained and not moved:
-            return "checkpointing", f"no progress for {_duration(frozen)} (bound " \
-                                    f"{_duration(b.checkpoint_max_s)}): {explained}; {step}", [], []
+            return (
+                "checkpointing",
+                f"no progress for {_duration(frozen)} (bound {_duration(b.checkpoint_max_s)}): {explained}; {step}",
+                [],
+                [],
+            )
         if self.progressed:
-            tail = "" if moved else f"; no change for {_duration(frozen)} (hung after " \
-                                    f"{_duration(b.hang_after_s)})"
+            tail = "" if moved else f"; no change for {_duration(frozen)} (hung after {_duration(b.hang_after_s)})"
             rate = f", throughput {throughput[0]:,.0f}" if throughput else ""
             now = f"step {self.step}" if self.step is not None else "heartbeat changing"
             return "progressing", f"{now}{self.rate}{rate}{tail}{self._never_matched()}", [], []
         waited = at - self.first_at
         new_run = f"a new run: the processes were replaced on {fold(self.new_run)}; " if self.new_run else ""
-        return "starting", f"{new_run}no progress yet ({_duration(waited)} of the {_duration(b.startup_grace_s)} " \
-                           f"startup grace); {self._procs_words(running, tick)}", [], []
+        return (
+            "starting",
+            f"{new_run}no progress yet ({_duration(waited)} of the {_duration(b.startup_grace_s)} "
+            f"startup grace); {self._procs_words(running, tick)}",
+            [],
+            [],
+        )
 
     def _unresponsive(self, node: _NodeState, at: float) -> bool:
         """Silent for the bound, or failing again and again for it (a node that comes back once is not)."""
@@ -421,8 +493,12 @@ class Tracker:
         # intermittent: at least two separate outages, and at least half of the samples from the
         # first failure to the last failed (two blips on a busy node are not a node that stopped
         # answering); it stays so until the node has answered for the whole bound (_answered)
-        return (node.flaky_streaks >= 2 and node.flaky_since is not None and at - node.flaky_since >= bound
-                and 2 * node.flaky_failed >= node.flaky_upto)
+        return (
+            node.flaky_streaks >= 2
+            and node.flaky_since is not None
+            and at - node.flaky_since >= bound
+            and 2 * node.flaky_failed >= node.flaky_upto
+        )
 
     def _lost(self, at: float, step: str):
         """No node answered this tick: the tick holds no evidence about the job, and the cause may be the
@@ -433,27 +509,44 @@ class Tracker:
         failures = sorted({self.node[n].failure for n in silent})
         why = failures[0] + (f"; and {len(failures) - 1} other failure(s)" if len(failures) > 1 else "")
         ago = _duration(at - self.last_progress_at) if self.last_progress_at is not None else "?"
-        lost = (f"the watcher reaches none of the {len(silent)} node(s) for {_duration(longest)} ({why}): its "
-                f"own network or SSH may be down, or every node is; the job's progress is unknown ({step}, "
-                f"last change {ago} ago)")
+        lost = (
+            f"the watcher reaches none of the {len(silent)} node(s) for {_duration(longest)} ({why}): its "
+            f"own network or SSH may be down, or every node is; the job's progress is unknown ({step}, "
+            f"last change {ago} ago)"
+        )
         if self.verdict in ("hung", "crashed", "completed"):
             return self.verdict, f"{lost}; the verdict stands until a node answers", silent, []
         if longest >= self.cfg.bounds.unresponsive_after_s:
             return "unresponsive", lost, silent, []
         return self.verdict, f"no node answered this tick ({why}); {step}", [], []
 
-    def _hung(self, at: float, moved: bool, pattern: "_Pattern", readings: list[ProgressReading],
-              unresponsive: list[str], step: str, running: list[str]):
+    def _hung(
+        self,
+        at: float,
+        moved: bool,
+        pattern: _Pattern,
+        readings: list[ProgressReading],
+        unresponsive: list[str],
+        step: str,
+        running: list[str],
+    ):
         b = self.cfg.bounds
-        assert self.first_at is not None and self.last_progress_at is not None    # _decide's caller set them
+        assert self.first_at is not None and self.last_progress_at is not None  # _decide's caller set them
         frozen = at - self.last_progress_at
         suspects = f"; suspect {self._silence(unresponsive, at)}" if unresponsive else ""
-        suspects += "".join(f"; the log cannot be read on {fold(nodes)}: {why}"
-                            for why, nodes in group_by_value(self.log_problems).items())
+        suspects += "".join(
+            f"; the log cannot be read on {fold(nodes)}: {why}"
+            for why, nodes in group_by_value(self.log_problems).items()
+        )
         if self.done_since is not None and running and at - self.done_since > b.hang_after_s:
             done_line = next((p.last_line for p in readings if p.done), "")
-            return ("hung", f"the log said done {_duration(at - self.done_since)} ago ({done_line!r}) "
-                    f"but processes still run on {fold(running)}{suspects}", running, [])
+            return (
+                "hung",
+                f"the log said done {_duration(at - self.done_since)} ago ({done_line!r}) "
+                f"but processes still run on {fold(running)}{suspects}",
+                running,
+                [],
+            )
         if self.done_since is not None:
             return None
         if not self.progressed:
@@ -461,8 +554,13 @@ class Tracker:
             if waited <= b.startup_grace_s and not (self.verdict == "hung" and not moved):
                 return None
             what = f"step stayed at {self.step}" if self.step is not None else self._no_signal()
-            return ("hung", f"no progress within the startup grace ({_duration(waited)} > "
-                    f"{_duration(b.startup_grace_s)}): {what}{self._never_matched()}{suspects}", unresponsive, [])
+            return (
+                "hung",
+                f"no progress within the startup grace ({_duration(waited)} > "
+                f"{_duration(b.startup_grace_s)}): {what}{self._never_matched()}{suspects}",
+                unresponsive,
+                [],
+            )
         explained = self._checkpoint(pattern, readings)
         # unexplained: frozen since the last step, or since a checkpoint last explained the freeze
         quiet = at - max(self.last_progress_at, self.checkpoint_seen_at or self.last_progress_at)
@@ -472,20 +570,36 @@ class Tracker:
         since_words = self._since_words(at)
         if pattern.signature:
             odd = pattern.idle
-            assert self.signature_since is not None    # update() holds it while the signature shows
+            assert self.signature_since is not None  # update() holds it while the signature shows
             held = at - self.signature_since
-            return ("hung", f"power-deadlock signature for {_duration(held)}: {pattern.describe(odd=True)}; "
-                    f"{since_words}{suspects}", sorted({g.node for g in odd} | set(unresponsive),
-                                                       key=self.position.__getitem__), [g.rank for g in odd])
+            return (
+                "hung",
+                f"power-deadlock signature for {_duration(held)}: {pattern.describe(odd=True)}; "
+                f"{since_words}{suspects}",
+                sorted({g.node for g in odd} | set(unresponsive), key=self.position.__getitem__),
+                [g.rank for g in odd],
+            )
         if explained:
-            return ("hung", f"{explained} for {_duration(frozen)}, longer than a checkpoint may take "
-                    f"({_duration(b.checkpoint_max_s)}); {since_words}{suspects}", unresponsive, [])
-        saved = "" if self.checkpoint_seen_at is None else \
-            f" (a checkpoint explained it until {_duration(at - self.checkpoint_seen_at)} ago)"
-        return ("hung", f"{since_words}{saved}, longer than {_duration(b.hang_after_s)}, while "
-                f"{pattern.busy_words()}{suspects}", unresponsive, [])
+            return (
+                "hung",
+                f"{explained} for {_duration(frozen)}, longer than a checkpoint may take "
+                f"({_duration(b.checkpoint_max_s)}); {since_words}{suspects}",
+                unresponsive,
+                [],
+            )
+        saved = (
+            ""
+            if self.checkpoint_seen_at is None
+            else f" (a checkpoint explained it until {_duration(at - self.checkpoint_seen_at)} ago)"
+        )
+        return (
+            "hung",
+            f"{since_words}{saved}, longer than {_duration(b.hang_after_s)}, while {pattern.busy_words()}{suspects}",
+            unresponsive,
+            [],
+        )
 
-    def _checkpoint(self, pattern: "_Pattern", readings: list[ProgressReading]) -> str:
+    def _checkpoint(self, pattern: _Pattern, readings: list[ProgressReading]) -> str:
         """What explains a pause as a checkpoint save ("" when nothing does)."""
         line = next((p.last_line for p in readings if p.checkpointing), "")
         if line:
@@ -530,9 +644,11 @@ class Tracker:
         for node in sorted(slow, key=self.position.__getitem__):
             median, others, ranks = slow[node]
             each = ", ".join(f"{r}: {times[r][1]:.3g} s" for r in ranks[:8]) + (", ..." if len(ranks) > 8 else "")
-            parts.append(f"{node} ranks {_ranks(ranks)} median {median:.3g} s per step, "
-                         f"{(median / others - 1) * 100:.0f}% above the other ranks' median {others:.3g} s "
-                         f"({each})")
+            parts.append(
+                f"{node} ranks {_ranks(ranks)} median {median:.3g} s per step, "
+                f"{(median / others - 1) * 100:.0f}% above the other ranks' median {others:.3g} s "
+                f"({each})"
+            )
         ranks = sorted(r for *_, rs in slow.values() for r in rs)
         return "straggler", "; ".join(parts), sorted(slow, key=self.position.__getitem__), ranks
 
@@ -542,7 +658,7 @@ class Tracker:
         return f"last step {self.step}" if self.step is not None else "no step seen"
 
     def _since_words(self, at: float) -> str:
-        assert self.last_progress_at is not None   # only while the run's clocks run
+        assert self.last_progress_at is not None  # only while the run's clocks run
         ago = _duration(at - self.last_progress_at)
         if self.step is not None:
             return f"no step since {self.step} ({ago} ago)"
@@ -561,10 +677,16 @@ class Tracker:
         for n in nodes:
             s = self.node[n]
             silent_s = at - s.fail_since if s.fail_since is not None else None
-            if s.flaky_streaks >= 2 and s.flaky_since is not None and (silent_s is None or silent_s < self.cfg.bounds.unresponsive_after_s):
-                words = (f"failed {s.flaky_failed} of its {s.flaky_samples} samples in "
-                         f"{_duration(at - s.flaky_since)}, {'not ' if silent_s is not None else ''}answering "
-                         f"now (last failure: {s.failure})")
+            if (
+                s.flaky_streaks >= 2
+                and s.flaky_since is not None
+                and (silent_s is None or silent_s < self.cfg.bounds.unresponsive_after_s)
+            ):
+                words = (
+                    f"failed {s.flaky_failed} of its {s.flaky_samples} samples in "
+                    f"{_duration(at - s.flaky_since)}, {'not ' if silent_s is not None else ''}answering "
+                    f"now (last failure: {s.failure})"
+                )
             else:
                 words = f"not answering for {_duration(silent_s or 0.0)} ({s.failure})"
             groups.setdefault(words, []).append(n)
@@ -575,7 +697,7 @@ class Tracker:
     def _procs_words(self, running: list[str], tick: Tick) -> str:
         if not any(self.node[n].procs is not None for n in self.nodes):
             errors = _procs_errors(tick)
-            if errors:                         # pgrep/ps failed: a crash cannot be seen, say why
+            if errors:  # pgrep/ps failed: a crash cannot be seen, say why
                 first = next(iter(errors.values()))
                 return f"processes unknown: the process listing failed on {fold(errors)} ({first})"
             return "processes not sampled"
@@ -589,20 +711,27 @@ class Tracker:
         """A --match that no node's processes ever matched, though processes were listed: a job that
         never started and a pattern that does not match it look alike, and neither can show a crash.
         Not a verdict of its own (the log decides: starting, then hung without progress); said."""
-        if not self.cfg.match or any(s.had_procs for s in self.node.values()) or \
-                not any(s.procs is not None for s in self.node.values()):
+        if (
+            not self.cfg.match
+            or any(s.had_procs for s in self.node.values())
+            or not any(s.procs is not None for s in self.node.values())
+        ):
             return ""
         return f"; no process has matched --match {self.cfg.match!r} on any node (is it the job's command line?)"
 
-    def _facts(self, tick: Tick, pattern: "_Pattern", throughput) -> dict[str, Any]:
+    def _facts(self, tick: Tick, pattern: _Pattern, throughput) -> dict[str, Any]:
         at = tick.at
         facts: dict[str, Any] = {
-            "step": self.step, "last_progress_at": self.last_progress_at,
+            "step": self.step,
+            "last_progress_at": self.last_progress_at,
             "frozen_s": round(at - self.last_progress_at, 3) if self.last_progress_at is not None else None,
             "throughput": throughput[0] if throughput else None,
             "processes": {n: self.node[n].procs for n in self.nodes},
-            "failing": {n: {"since": s.fail_since, "failure": s.failure}
-                        for n, s in self.node.items() if s.fail_since is not None},
+            "failing": {
+                n: {"since": s.fail_since, "failure": s.failure}
+                for n, s in self.node.items()
+                if s.fail_since is not None
+            },
         }
         gpu_errors = {o.node: o.sample.gpu_error for o in tick.nodes if o.sample is not None and o.sample.gpu_error}
         if gpu_errors:
@@ -615,40 +744,65 @@ class Tracker:
         if pattern.gpus:
             facts["gpus"] = pattern.summary()
         if pattern.checkpoint:
-            facts["low_power_idle_ranks"] = [{"rank": g.rank, "node": g.node, "gpu": g.gpu.index,
-                                             "util_pct": g.gpu.util_pct, "power_w": g.gpu.power_w}
-                                            for g in pattern.idle]
+            facts["low_power_idle_ranks"] = [
+                {
+                    "rank": g.rank,
+                    "node": g.node,
+                    "gpu": g.gpu.index,
+                    "util_pct": g.gpu.util_pct,
+                    "power_w": g.gpu.power_w,
+                }
+                for g in pattern.idle
+            ]
         if tick.job_state:
             facts["job_state"] = tick.job_state
         return facts
 
     def _remember(self, at: float, verdict: str, facts: Mapping[str, Any]) -> None:
         gpus = facts.get("gpus") or {}
-        self.history.append({"at": at, "verdict": verdict, "step": self.step, "throughput": facts["throughput"],
-                             "power_max_w": gpus.get("power_max_w"), "util_min_pct": gpus.get("util_min_pct"),
-                             "failing": fold(sorted(facts["failing"], key=self.position.__getitem__))
-                             if facts["failing"] else ""})   # folded: 1,000 silent nodes in a few bytes
-        del self.history[:-self.cfg.history]
+        self.history.append(
+            {
+                "at": at,
+                "verdict": verdict,
+                "step": self.step,
+                "throughput": facts["throughput"],
+                "power_max_w": gpus.get("power_max_w"),
+                "util_min_pct": gpus.get("util_min_pct"),
+                "failing": fold(sorted(facts["failing"], key=self.position.__getitem__)) if facts["failing"] else "",
+            }
+        )  # folded: 1,000 silent nodes in a few bytes
+        del self.history[: -self.cfg.history]
 
     # -- state on disk ---------------------------------------------------------------------------
 
     _SCALARS: ClassVar[dict[str, str]] = {
-        "first_at": "float | None", "progressed": "bool", "last_progress_at": "float | None",
-        "step": "int | None", "step_at_change": "int | None", "gpus_per_node": "int | None",
-        "signature_since": "float | None", "pattern_since": "float | None", "slow_since": "float | None",
-        "done_since": "float | None", "checkpoint_seen_at": "float | None", "verdict": "str",
-        "since": "float | None"}
+        "first_at": "float | None",
+        "progressed": "bool",
+        "last_progress_at": "float | None",
+        "step": "int | None",
+        "step_at_change": "int | None",
+        "gpus_per_node": "int | None",
+        "signature_since": "float | None",
+        "pattern_since": "float | None",
+        "slow_since": "float | None",
+        "done_since": "float | None",
+        "checkpoint_seen_at": "float | None",
+        "verdict": "str",
+        "since": "float | None",
+    }
 
     def to_json(self) -> dict:
         # a node's fields at their defaults are left out (from_json restores them): 1,000 nodes
-        return {"version": STATE_VERSION, "nodes": list(self.nodes),
-                "node": {n: {k: v for k, v in vars(s).items() if v != _NODE_DEFAULTS[k]}
-                         for n, s in self.node.items()},
-                **{k: getattr(self, k) for k in self._SCALARS},
-                "history": [dict(h) for h in self.history]}
+        return {
+            "version": STATE_VERSION,
+            "nodes": list(self.nodes),
+            "node": {n: {k: v for k, v in vars(s).items() if v != _NODE_DEFAULTS[k]} for n, s in self.node.items()},
+            **{k: getattr(self, k) for k in self._SCALARS},
+            "history": [dict(h) for h in self.history],
+        }
 
     @classmethod
-    def from_json(cls, cfg: WatchConfig, nodes: Sequence[str], data: Mapping) -> "Tracker":
+    def from_json(cls, cfg: WatchConfig, nodes: Sequence[str], data: Mapping) -> Tracker:
         """A tracker resumed from to_json's dict; ValueError when the data is not one, is for other
         nodes (a requeue onto others: their ranks, baselines and processes are not these), or holds a
         field of the wrong type (it would fail every later tick, and a restart would resume it again)."""
@@ -657,8 +811,7 @@ class Tracker:
         tracker = cls(cfg, nodes)
         saved_nodes = data.get("nodes")
         if saved_nodes != tracker.nodes:
-            raise ValueError(f"watch tracker state is for the nodes {_names(saved_nodes)}, not "
-                             f"{_names(tracker.nodes)}")
+            raise ValueError(f"watch tracker state is for the nodes {_names(saved_nodes)}, not {_names(tracker.nodes)}")
         try:
             if not isinstance(data["node"], Mapping) or set(data["node"]) != set(tracker.node):
                 raise TypeError("the per-node states do not match its node list")
@@ -673,7 +826,7 @@ class Tracker:
                 setattr(tracker, key, data[key])
             if not isinstance(data["history"], list) or not all(isinstance(h, Mapping) for h in data["history"]):
                 raise TypeError("history is not a list of ticks")
-            tracker.history = [dict(h) for h in data["history"]][-cfg.history:]
+            tracker.history = [dict(h) for h in data["history"]][-cfg.history :]
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"watch tracker state is incomplete or malformed: {e}") from None
         if tracker.verdict not in VERDICTS:
@@ -713,7 +866,7 @@ def _median_without(every: list[float], removed: list[float]) -> float:
     O(log^2 n) rather than a copy per node: 1,000 nodes x 8 ranks is 8 million otherwise."""
     left = len(every) - len(removed)
 
-    def kth(k: int) -> float:                  # the k-th smallest (0-based) of what is left
+    def kth(k: int) -> float:  # the k-th smallest (0-based) of what is left
         lo, hi = 0, len(every) - 1
         while lo < hi:
             mid = (lo + hi) // 2
@@ -723,6 +876,7 @@ def _median_without(every: list[float], removed: list[float]) -> float:
             else:
                 lo = mid + 1
         return every[lo]
+
     if left % 2:
         return kth(left // 2)
     return (kth(left // 2 - 1) + kth(left // 2)) / 2
@@ -746,18 +900,20 @@ def _hold(since: float | None, holds: bool, at: float, moved: bool) -> float | N
 
 # -- the GPU pattern -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Pattern:
     """The GPUs of one tick against the low-power pattern shared by a checkpoint save and the deadlock:
     every GPU at or below near-idle power, some ranks idle. The deadlock signature is its strict form:
     a few ranks (at most a quarter, at least one) idle and every other rank busy."""
+
     gpus: tuple[_Gpu, ...]
     idle: tuple[_Gpu, ...]
     busy: tuple[_Gpu, ...]
     all_low: bool
-    threshold: str                             # how "near idle" was judged, for messages
+    threshold: str  # how "near idle" was judged, for messages
     cfg_busy: float
-    usual_limit: float | None = None           # the median power.limit of the GPUs that print one
+    usual_limit: float | None = None  # the median power.limit of the GPUs that print one
 
     @property
     def checkpoint(self) -> bool:
@@ -766,8 +922,12 @@ class _Pattern:
     @property
     def signature(self) -> bool:
         n = len(self.gpus)
-        return (self.all_low and 1 <= len(self.idle) <= max(1, n // 4)
-                and len(self.idle) + len(self.busy) == n and len(self.busy) >= 1)
+        return (
+            self.all_low
+            and 1 <= len(self.idle) <= max(1, n // 4)
+            and len(self.idle) + len(self.busy) == n
+            and len(self.busy) >= 1
+        )
 
     def describe(self, *, odd: bool) -> str:
         """The signature (odd=True: the odd ranks against the busy rest) or the checkpoint pattern."""
@@ -783,8 +943,10 @@ class _Pattern:
             busy = [g.gpu.util_pct for g in self.busy if g.gpu.util_pct is not None]
             lo, hi = min(busy), max(busy)
             reads = f"{_num(lo)}%" if lo == hi else f"{_num(lo)}-{_num(hi)}%"
-            return (f"every GPU near idle power ({power}), {who} ({where}) at {utils}% while the other "
-                    f"{others} ranks read {reads}")
+            return (
+                f"every GPU near idle power ({power}), {who} ({where}) at {utils}% while the other "
+                f"{others} ranks read {reads}"
+            )
         return f"{who} ({where}) idle, the other {others} at low power ({power})"
 
     def busy_words(self) -> str:
@@ -796,16 +958,22 @@ class _Pattern:
         power = f", max {_num(max(powers))} W" if powers else ""
         if busy:
             return f"GPUs read busy ({len(busy)} of {len(self.gpus)} at >= {_num(self.cfg_busy)}%{power})"
-        if not utils:                          # MIG, or a driver that prints [N/A]: not "idle"
+        if not utils:  # MIG, or a driver that prints [N/A]: not "idle"
             return f"GPU utilization unknown ([N/A] on {len(self.gpus)} GPUs{power})"
         return f"GPUs read idle (max {_num(max(utils))}%{power})"
 
     def summary(self) -> dict[str, Any]:
         utils = [g.gpu.util_pct for g in self.gpus if g.gpu.util_pct is not None]
         powers = [g.gpu.power_w for g in self.gpus if g.gpu.power_w is not None]
-        return {"count": len(self.gpus), "util_min_pct": min(utils, default=None),
-                "util_max_pct": max(utils, default=None), "power_max_w": max(powers, default=None),
-                "busy": len(self.busy), "idle": len(self.idle), "all_low_power": self.all_low}
+        return {
+            "count": len(self.gpus),
+            "util_min_pct": min(utils, default=None),
+            "util_max_pct": max(utils, default=None),
+            "power_max_w": max(powers, default=None),
+            "busy": len(self.busy),
+            "idle": len(self.idle),
+            "all_low_power": self.all_low,
+        }
 
 
 def _low_power_pattern(gpus: list[_Gpu], cfg: WatchConfig) -> _Pattern:
@@ -834,6 +1002,7 @@ def _low(gpu: GpuSample, cfg: WatchConfig, usual_limit: float | None) -> bool:
 
 
 # -- formatting ------------------------------------------------------------------------------------
+
 
 def _ranks(ranks) -> str:
     """Folded rank list: 3,8-15."""

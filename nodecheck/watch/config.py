@@ -26,19 +26,20 @@ Bounds, and how they interact (classify.py applies them):
   sets no bounds.checkpoint_max_s, gets checkpoint_max_s = 1.5 x save_s (a save may run that much
   over its estimate before it is called a hang); the derived value is validated like a written one.
 """
+
 from __future__ import annotations
 
 import math
 import re
 import shlex
 import warnings
-from typing import Literal, Optional
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nodecheck.core.errors import ConfigError
 from nodecheck.config.yaml_source import Located, load_file, pydantic_error, shown
+from nodecheck.core.errors import ConfigError
 
 DEFAULT_STEP_REGEX = r"\bstep[:= ]\s*(?P<step>\d+)"
 # "tps: 5,400" (torchtitan: the label first) or "5,400 tokens/s" (the unit after); one group, so the
@@ -47,19 +48,30 @@ DEFAULT_STEP_REGEX = r"\bstep[:= ]\s*(?P<step>\d+)"
 # starts ((?<![\d,.])): tried inside one, a 64 KiB line of digits ("1,2,3,..." a printed tensor) cost
 # O(n^2), 40 s a node a tick
 _UNITS = r"(?:tps|tokens/s|samples/s)"
-DEFAULT_THROUGHPUT_REGEX = (rf"(?:\b{_UNITS}(?:\s*[:=]\s*|\s+)|(?<![\d,.])(?=\d[\d,]*(?:\.\d+)?\s*{_UNITS}\b"
-                            r"(?!\s*[:=])))(?P<throughput>\d[\d,]*(?:\.\d+)?)")
+DEFAULT_THROUGHPUT_REGEX = (
+    rf"(?:\b{_UNITS}(?:\s*[:=]\s*|\s+)|(?<![\d,.])(?=\d[\d,]*(?:\.\d+)?\s*{_UNITS}\b"
+    r"(?!\s*[:=])))(?P<throughput>\d[\d,]*(?:\.\d+)?)"
+)
 DEFAULT_DONE_REGEX = r"training (?:complete|finished|done)"
 DEFAULT_CHECKPOINT_REGEX = r"(?i)saving checkpoint"
-SAVE_S_MARGIN = 1.5                            # checkpoint_max_s derived from a JOB.yml's checkpoint.save_s
+SAVE_S_MARGIN = 1.5  # checkpoint_max_s derived from a JOB.yml's checkpoint.save_s
 MAX_SAMPLE_TIMEOUT_S = 20.0
-_PYTHON_ONLY_DIGIT = re.compile(r"(?<!\\)(?:\\\\)*\\[dD]")      # \d not after an escaped backslash
+_PYTHON_ONLY_DIGIT = re.compile(r"(?<!\\)(?:\\\\)*\\[dD]")  # \d not after an escaped backslash
 
 # the named groups each regex must have: a regex without them could never yield its value
-_GROUPS = {"step_regex": ("step",), "throughput_regex": ("throughput",),
-           "rank_time_regex": ("rank", "seconds"), "done_regex": (), "checkpoint_regex": ()}
-_EXAMPLES = {"step_regex": DEFAULT_STEP_REGEX, "throughput_regex": DEFAULT_THROUGHPUT_REGEX,
-             "rank_time_regex": r"rank (?P<rank>\d+) step \d+ time (?P<seconds>\d+(?:\.\d+)?)s"}
+_GROUPS = {
+    "step_regex": ("step",),
+    "throughput_regex": ("throughput",),
+    "rank_time_regex": ("rank", "seconds"),
+    "done_regex": (),
+    "checkpoint_regex": (),
+}
+_EXAMPLES = {
+    "step_regex": DEFAULT_STEP_REGEX,
+    "throughput_regex": DEFAULT_THROUGHPUT_REGEX,
+    "rank_time_regex": r"rank (?P<rank>\d+) step \d+ time (?P<seconds>\d+(?:\.\d+)?)s",
+}
+
 
 def _seconds(default: float, description: str):
     return Field(default, gt=0, le=7 * 86_400, allow_inf_nan=False, description=description)
@@ -67,18 +79,25 @@ def _seconds(default: float, description: str):
 
 class ProgressSource(BaseModel):
     """Where the job shows progress: a log (regexes over its last 64 KiB) and/or a heartbeat file."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    log: Optional[str] = Field(None, min_length=1, description="the job's log on each node; {node} is "
-                               "replaced by the node's name")
+    log: str | None = Field(
+        None, min_length=1, description="the job's log on each node; {node} is replaced by the node's name"
+    )
     step_regex: str = Field(DEFAULT_STEP_REGEX, description="the step counter: group (?P<step>...)")
-    throughput_regex: Optional[str] = Field(DEFAULT_THROUGHPUT_REGEX, description="group (?P<throughput>...); "
-                                            "'5,400' reads 5400")
-    rank_time_regex: Optional[str] = Field(None, description="per-rank step time: groups (?P<rank>...) "
-                                           "and (?P<seconds>...)")
-    done_regex: Optional[str] = Field(DEFAULT_DONE_REGEX, description="the job says it finished")
-    checkpoint_regex: Optional[str] = Field(DEFAULT_CHECKPOINT_REGEX, description="the job says it saves")
-    heartbeat: Optional[str] = Field(None, min_length=1, description="a file the job touches as it "
-                                     "progresses (its mtime is the signal); {node} is replaced")
+    throughput_regex: str | None = Field(
+        DEFAULT_THROUGHPUT_REGEX, description="group (?P<throughput>...); '5,400' reads 5400"
+    )
+    rank_time_regex: str | None = Field(
+        None, description="per-rank step time: groups (?P<rank>...) and (?P<seconds>...)"
+    )
+    done_regex: str | None = Field(DEFAULT_DONE_REGEX, description="the job says it finished")
+    checkpoint_regex: str | None = Field(DEFAULT_CHECKPOINT_REGEX, description="the job says it saves")
+    heartbeat: str | None = Field(
+        None,
+        min_length=1,
+        description="a file the job touches as it progresses (its mtime is the signal); {node} is replaced",
+    )
 
     @field_validator("step_regex", "throughput_regex", "rank_time_regex", "done_regex", "checkpoint_regex")
     @classmethod
@@ -92,9 +111,12 @@ class ProgressSource(BaseModel):
         missing = [g for g in _GROUPS[info.field_name] if g not in pattern.groupindex]
         if missing:
             example = _EXAMPLES.get(info.field_name, "")
-            raise ValueError("needs the named group" + ("s " if len(missing) > 1 else " ")
-                             + " and ".join(f"(?P<{g}>...)" for g in missing)
-                             + (f", e.g. {example!r}" if example else ""))
+            raise ValueError(
+                "needs the named group"
+                + ("s " if len(missing) > 1 else " ")
+                + " and ".join(f"(?P<{g}>...)" for g in missing)
+                + (f", e.g. {example!r}" if example else "")
+            )
         if pattern.search("") is not None:
             raise ValueError("matches the empty string, so every line would match")
         return value
@@ -106,43 +128,57 @@ class ProgressSource(BaseModel):
 
     def for_node(self, node: str) -> tuple[str | None, str | None]:
         """(log, heartbeat) paths on `node`, {node} replaced."""
-        return (None if self.log is None else self.log.replace("{node}", node),
-                None if self.heartbeat is None else self.heartbeat.replace("{node}", node))
+        return (
+            None if self.log is None else self.log.replace("{node}", node),
+            None if self.heartbeat is None else self.heartbeat.replace("{node}", node),
+        )
 
 
 class Bounds(BaseModel):
     """How long each condition may last before it is a verdict, and what counts as busy/idle."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     hang_after_s: float = _seconds(600, "no progress for this long (and no checkpoint explains it) is a hang")
     checkpoint_max_s: float = _seconds(900, "the longest a checkpoint save may freeze progress")
     startup_grace_s: float = _seconds(900, "time from the first sample to the first progress")
     unresponsive_after_s: float = _seconds(90, "a node whose samples fail this long is unresponsive")
     slow_for_s: float = _seconds(300, "throughput under the floor this long is slow")
-    throughput_floor: Optional[float] = Field(None, gt=0, allow_inf_nan=False,
-                                              description="in the log's unit (tps); unset: no slow verdict")
-    straggler_pct: float = Field(15.0, gt=0, le=1000, allow_inf_nan=False,
-                                 description="a node's median rank time this much above the job's median")
+    throughput_floor: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="in the log's unit (tps); unset: no slow verdict"
+    )
+    straggler_pct: float = Field(
+        15.0,
+        gt=0,
+        le=1000,
+        allow_inf_nan=False,
+        description="a node's median rank time this much above the job's median",
+    )
     busy_util_pct: float = Field(90, gt=0, le=100, allow_inf_nan=False)
     idle_util_pct: float = Field(5, ge=0, lt=100, allow_inf_nan=False)
-    low_power_fraction: float = Field(0.35, gt=0, le=1, allow_inf_nan=False,
-                                      description="board power <= this x power.limit is near idle")
-    low_power_w: Optional[float] = Field(None, gt=0, le=100_000, allow_inf_nan=False,
-                                         description="absolute near-idle power (overrides the fraction)")
+    low_power_fraction: float = Field(
+        0.35, gt=0, le=1, allow_inf_nan=False, description="board power <= this x power.limit is near idle"
+    )
+    low_power_w: float | None = Field(
+        None, gt=0, le=100_000, allow_inf_nan=False, description="absolute near-idle power (overrides the fraction)"
+    )
 
     @model_validator(mode="after")
-    def _idle_below_busy(self) -> "Bounds":
+    def _idle_below_busy(self) -> Bounds:
         if self.idle_util_pct >= self.busy_util_pct:
-            raise ValueError(f"idle_util_pct ({self.idle_util_pct:g}) must be below busy_util_pct "
-                             f"({self.busy_util_pct:g})")
+            raise ValueError(
+                f"idle_util_pct ({self.idle_util_pct:g}) must be below busy_util_pct ({self.busy_util_pct:g})"
+            )
         return self
 
 
 class Alerts(BaseModel):
     """Where a change of verdict is sent: a command (argv, never a shell) and/or an HTTP POST."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
-    command: Optional[str] = Field(None, min_length=1, description="split like a shell line (shlex), "
-                                   "run without a shell; the event JSON on stdin")
-    url: Optional[str] = Field(None, description="http(s) URL the event JSON is POSTed to")
+    command: str | None = Field(
+        None, min_length=1, description="split like a shell line (shlex), run without a shell; the event JSON on stdin"
+    )
+    url: str | None = Field(None, description="http(s) URL the event JSON is POSTed to")
     retries: int = Field(3, ge=0, le=100, strict=True)
     timeout_s: float = Field(10, gt=0, le=600, allow_inf_nan=False)
     backoff_s: float = Field(1.0, ge=0, le=3600, allow_inf_nan=False, description="doubles per retry")
@@ -177,20 +213,29 @@ class Alerts(BaseModel):
 
 class WatchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    match: Optional[str] = Field(None, min_length=1, description="the job's processes on each node: an "
-                                 "extended regex over the command line, as `pgrep -f`")
+    match: str | None = Field(
+        None,
+        min_length=1,
+        description="the job's processes on each node: an extended regex over the command line, as `pgrep -f`",
+    )
     interval_s: float = Field(30, gt=0, le=3600, allow_inf_nan=False)
     history: int = Field(240, ge=2, le=100_000, strict=True, description="ticks kept in the state")
-    gpus_per_node: Optional[int] = Field(None, ge=1, le=1024, strict=True,
-                                         description="unset: as many as nvidia-smi shows")
+    gpus_per_node: int | None = Field(
+        None, ge=1, le=1024, strict=True, description="unset: as many as nvidia-smi shows"
+    )
     progress: ProgressSource = ProgressSource()
     bounds: Bounds = Bounds()
     alerts: Alerts = Alerts()
-    on_hang: Optional[Literal["cancel", "requeue"]] = None
-    forensics: bool = Field(False, strict=True, description="on hung: run nodecheck forensics on the job's "
-                            "nodes (before on_hang acts) and link its record from the incident")
-    sample_timeout_s: Optional[float] = Field(None, gt=0, le=600, allow_inf_nan=False,
-                                              description=f"default: min({MAX_SAMPLE_TIMEOUT_S:g}, interval_s)")
+    on_hang: Literal["cancel", "requeue"] | None = None
+    forensics: bool = Field(
+        False,
+        strict=True,
+        description="on hung: run nodecheck forensics on the job's "
+        "nodes (before on_hang acts) and link its record from the incident",
+    )
+    sample_timeout_s: float | None = Field(
+        None, gt=0, le=600, allow_inf_nan=False, description=f"default: min({MAX_SAMPLE_TIMEOUT_S:g}, interval_s)"
+    )
 
     @field_validator("match")
     @classmethod
@@ -204,10 +249,12 @@ class WatchConfig(BaseModel):
         if _PYTHON_ONLY_DIGIT.search(value):
             raise ValueError("is a POSIX extended regex (pgrep -f), where \\d is a plain 'd': write [0-9]")
         if "(?" in value:
-            raise ValueError("is a POSIX extended regex (pgrep -f), which has no (?...) groups or flags: "
-                             "write (...) or spell both cases, [Tt]rain")
+            raise ValueError(
+                "is a POSIX extended regex (pgrep -f), which has no (?...) groups or flags: "
+                "write (...) or spell both cases, [Tt]rain"
+            )
         try:
-            with warnings.catch_warnings():    # "[[:digit:]]" is good ERE; Python only warns about it
+            with warnings.catch_warnings():  # "[[:digit:]]" is good ERE; Python only warns about it
                 warnings.simplefilter("ignore")
                 re.compile(value)
         except re.error as e:
@@ -231,20 +278,26 @@ def load_watch_config(path: str | None) -> WatchConfig:
     src = load_file(path)
     data = src.data if src.data is not None else {}
     if not isinstance(data, dict):
-        raise src.error((), "a watch config is a mapping of settings",
-                        hint="see examples/watch.yml; a JOB.yml holds them under `watch:`")
+        raise src.error(
+            (),
+            "a watch config is a mapping of settings",
+            hint="see examples/watch.yml; a JOB.yml holds them under `watch:`",
+        )
     base: tuple = ()
     # a JOB.yml (job-check's world_size:) without a watch block is the defaults plus what the job says
     if "watch" in data or "world_size" in data:
         base = ("watch",)
         block = data.get("watch") if data.get("watch") is not None else {}
         if not isinstance(block, dict):
-            raise src.error(base, "`watch:` must be a mapping of watch settings",
-                            hint="e.g. watch: {match: 'train\\.py', progress: {log: /path/train.log}}")
+            raise src.error(
+                base,
+                "`watch:` must be a mapping of watch settings",
+                hint="e.g. watch: {match: 'train\\.py', progress: {log: /path/train.log}}",
+            )
         block = _derive_checkpoint_bound(src, data, block)
         gpus = data.get("gpus_per_node")
         if "gpus_per_node" not in block and isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 1:
-            block = {**block, "gpus_per_node": gpus}   # the job's rank layout, not what nvidia-smi shows
+            block = {**block, "gpus_per_node": gpus}  # the job's rank layout, not what nvidia-smi shows
     else:
         block = data
     try:
@@ -276,19 +329,29 @@ def _derive_checkpoint_bound(src: Located, job: dict, block: dict) -> dict:
     bounds = block.get("bounds")
     if save_s is None or (isinstance(bounds, dict) and "checkpoint_max_s" in bounds):
         return block
-    if isinstance(save_s, bool) or not isinstance(save_s, (int, float)) or not math.isfinite(save_s) \
-            or save_s <= 0:
-        raise src.error(("checkpoint", "save_s"), f"checkpoint.save_s must be a positive number of "
-                        f"seconds, got {shown(save_s)}", hint="the longest expected checkpoint save, e.g. 300")
+    if isinstance(save_s, bool) or not isinstance(save_s, (int, float)) or not math.isfinite(save_s) or save_s <= 0:
+        raise src.error(
+            ("checkpoint", "save_s"),
+            f"checkpoint.save_s must be a positive number of seconds, got {shown(save_s)}",
+            hint="the longest expected checkpoint save, e.g. 300",
+        )
     if bounds is not None and not isinstance(bounds, dict):
-        return block                           # the model reports the bad bounds with its line
+        return block  # the model reports the bad bounds with its line
     return {**block, "bounds": {**(bounds or {}), "checkpoint_max_s": SAVE_S_MARGIN * float(save_s)}}
 
 
-def apply_overrides(cfg: WatchConfig, *, match: str | None = None, log: str | None = None,
-                    heartbeat: str | None = None, interval_s: float | None = None,
-                    alert_command: str | None = None, alert_url: str | None = None,
-                    on_hang: str | None = None, forensics: bool | None = None) -> WatchConfig:
+def apply_overrides(
+    cfg: WatchConfig,
+    *,
+    match: str | None = None,
+    log: str | None = None,
+    heartbeat: str | None = None,
+    interval_s: float | None = None,
+    alert_command: str | None = None,
+    alert_url: str | None = None,
+    on_hang: str | None = None,
+    forensics: bool | None = None,
+) -> WatchConfig:
     """A new config: the command line's values (None: keep the file's) over `cfg`, validated again;
     then a progress signal is required. ConfigError names the option and the fix."""
     data = cfg.model_dump()
@@ -304,15 +367,22 @@ def apply_overrides(cfg: WatchConfig, *, match: str | None = None, log: str | No
         first = e.errors()[0]
         dotted = ".".join(str(p) for p in first["loc"])
         option = _OPTION.get(dotted, dotted)
-        raise ConfigError(f"{option}: {first['msg']}, got {shown(first.get('input'))}",
-                          hint=f"fix {option}") from None
+        raise ConfigError(f"{option}: {first['msg']}, got {shown(first.get('input'))}", hint=f"fix {option}") from None
     if out.progress.log is None and out.progress.heartbeat is None:
-        raise ConfigError("no progress signal: the watcher cannot tell a hang from work without one",
-                          hint="give --log PATH (the job's log; {node} is the node's name) or "
-                               "--heartbeat PATH, or progress.log / progress.heartbeat in --config")
+        raise ConfigError(
+            "no progress signal: the watcher cannot tell a hang from work without one",
+            hint="give --log PATH (the job's log; {node} is the node's name) or "
+            "--heartbeat PATH, or progress.log / progress.heartbeat in --config",
+        )
     return out
 
 
-_OPTION = {"match": "--match", "interval_s": "--interval", "on_hang": "--on-hang", "progress.log": "--log",
-           "progress.heartbeat": "--heartbeat", "alerts.command": "--alert-command",
-           "alerts.url": "--alert-url"}
+_OPTION = {
+    "match": "--match",
+    "interval_s": "--interval",
+    "on_hang": "--on-hang",
+    "progress.log": "--log",
+    "progress.heartbeat": "--heartbeat",
+    "alerts.command": "--alert-command",
+    "alerts.url": "--alert-url",
+}

@@ -13,23 +13,24 @@ within RAW_TICKS and RAW_BYTES; the numbers for as many ticks as SAMPLES_BYTES h
 first (incident.json says how many). A record is then at most ~12 MiB plus one tick's raw output
 (nodes x ~66 KiB). Nothing is added to what the probe returned: no setting, URL or hook command.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from nodecheck.core.model import Capture, one_line
 from nodecheck.report.store import safe_key, stamp
 
 INCIDENT_VERSION = 1
-RAW_TICKS = 12                                 # ticks whose raw probe output the record keeps, at most
-RAW_BYTES = 4 * 1024 * 1024                    # of raw output in the ticks before the newest
-SAMPLES_BYTES = 8 * 1024 * 1024                # of the ticks' numbers (their JSON without the raw output)
-SUMMARY_TICKS = 20                             # ticks shown in summary.txt
+RAW_TICKS = 12  # ticks whose raw probe output the record keeps, at most
+RAW_BYTES = 4 * 1024 * 1024  # of raw output in the ticks before the newest
+SAMPLES_BYTES = 8 * 1024 * 1024  # of the ticks' numbers (their JSON without the raw output)
+SUMMARY_TICKS = 20  # ticks shown in summary.txt
 
 
 def incident_id(at: float, job_key: str, verdict: str) -> str:
@@ -45,11 +46,15 @@ def tick_record(tick, captures: Mapping[str, Capture | None]) -> dict:
         capture = captures.get(obs.node)
         entry: dict = {"failure": obs.failure}
         if capture is not None:
-            entry.update(outcome=capture.outcome.value, exit_code=capture.exit_code,
-                         seconds=round(capture.duration_s, 3), detail=capture.detail)
+            entry.update(
+                outcome=capture.outcome.value,
+                exit_code=capture.exit_code,
+                seconds=round(capture.duration_s, 3),
+                detail=capture.detail,
+            )
         if obs.sample is not None:
             sample = dataclasses.asdict(obs.sample)
-            sample.pop("log_tail", None)       # in the raw output already, and often 64 KiB
+            sample.pop("log_tail", None)  # in the raw output already, and often 64 KiB
             entry["sample"] = sample
         if obs.progress is not None:
             entry["progress"] = _jsonable(dataclasses.asdict(obs.progress))
@@ -65,17 +70,24 @@ class TickHistory:
 
     def __init__(self, size: int) -> None:
         self.ticks: deque[dict] = deque(maxlen=max(1, size))
-        self.sizes: deque[list[int]] = deque(maxlen=max(1, size))   # [numbers bytes, raw bytes] per tick
+        self.sizes: deque[list[int]] = deque(maxlen=max(1, size))  # [numbers bytes, raw bytes] per tick
         self.dropped = 0
 
     def add(self, record: dict) -> None:
         raw = sum(len(e["raw"]["stdout"]) + len(e["raw"]["stderr"]) for e in record["nodes"].values() if "raw" in e)
-        numbers = len(json.dumps({**record, "nodes": {n: {k: v for k, v in e.items() if k != "raw"}
-                                                      for n, e in record["nodes"].items()}}, default=str))
+        numbers = len(
+            json.dumps(
+                {
+                    **record,
+                    "nodes": {n: {k: v for k, v in e.items() if k != "raw"} for n, e in record["nodes"].items()},
+                },
+                default=str,
+            )
+        )
         self.ticks.append(record)
         self.sizes.append([numbers, raw])
         kept = 0
-        for n in range(len(self.ticks) - 2, -1, -1):   # newest first, the newest tick itself aside
+        for n in range(len(self.ticks) - 2, -1, -1):  # newest first, the newest tick itself aside
             size = self.sizes[n]
             if not size[1]:
                 continue
@@ -103,51 +115,86 @@ class TickHistory:
         return iter(self.ticks)
 
 
-def write_incident(output_dir: str | Path, *, event: Mapping, assessment, ticks: Iterable[dict],
-                   job_key: str, at: float, action: Mapping | None = None,
-                   watcher: Mapping | None = None) -> Path:
+def write_incident(
+    output_dir: str | Path,
+    *,
+    event: Mapping,
+    assessment,
+    ticks: Iterable[dict],
+    job_key: str,
+    at: float,
+    action: Mapping | None = None,
+    watcher: Mapping | None = None,
+) -> Path:
     """Write the record and return its directory. `event` is the alert event without its "incident"
     field (the caller adds the path this returns); `assessment` a classify.Assessment; `ticks` a
     TickHistory (or a list of tick records)."""
     from nodecheck.core.redact import redact_text
     from nodecheck.report.json import scrub
     from nodecheck.report.store import store_files
+
     dropped = getattr(ticks, "dropped", 0)
     ticks = list(ticks)
-    body = {"incident_version": INCIDENT_VERSION, "event": dict(event),
-            "assessment": {"verdict": assessment.verdict, "message": assessment.message,
-                           "nodes": list(assessment.nodes), "ranks": list(assessment.ranks),
-                           "since": _iso(assessment.since), "since_epoch": assessment.since,
-                           "facts": _jsonable(dict(assessment.facts))},
-            "on_hang": dict(action) if action else None, "watcher": dict(watcher or {}),
-            "samples": {"ticks": len(ticks), "first": ticks[0]["at"] if ticks else None,
-                        "last": ticks[-1]["at"] if ticks else None,
-                        "raw_ticks": sum(1 for t in ticks if any("raw" in e for e in t["nodes"].values())),
-                        "dropped_for_size": dropped}}
+    body = {
+        "incident_version": INCIDENT_VERSION,
+        "event": dict(event),
+        "assessment": {
+            "verdict": assessment.verdict,
+            "message": assessment.message,
+            "nodes": list(assessment.nodes),
+            "ranks": list(assessment.ranks),
+            "since": _iso(assessment.since),
+            "since_epoch": assessment.since,
+            "facts": _jsonable(dict(assessment.facts)),
+        },
+        "on_hang": dict(action) if action else None,
+        "watcher": dict(watcher or {}),
+        "samples": {
+            "ticks": len(ticks),
+            "first": ticks[0]["at"] if ticks else None,
+            "last": ticks[-1]["at"] if ticks else None,
+            "raw_ticks": sum(1 for t in ticks if any("raw" in e for e in t["nodes"].values())),
+            "dropped_for_size": dropped,
+        },
+    }
     # the raw output holds the job's log tail: a token a job printed is masked in what is kept
-    files = {"incident.json": json.dumps(scrub(body), indent=2, default=str) + "\n",
-             "samples.jsonl": "".join(json.dumps(scrub(t), default=str) + "\n" for t in ticks),
-             "summary.txt": redact_text(summary_text(event, assessment, ticks, action))}
+    files = {
+        "incident.json": json.dumps(scrub(body), indent=2, default=str) + "\n",
+        "samples.jsonl": "".join(json.dumps(scrub(t), default=str) + "\n" for t in ticks),
+        "summary.txt": redact_text(summary_text(event, assessment, ticks, action)),
+    }
     return store_files(incident_id(at, job_key, assessment.verdict), files, output_dir)
 
 
 def summary_text(event: Mapping, assessment, ticks: Sequence[dict], action: Mapping | None = None) -> str:
     from tabulate import tabulate
+
     from nodecheck.core.hostlist import fold
-    head = [f"nodecheck watch: job {event['job']}: {assessment.verdict}"
-            + (f" (was {event['previous']})" if event.get("previous") else "") + f" at {event['at']}",
-            one_line(assessment.message),
-            f"since {_iso(assessment.since)}"
-            + (f"; nodes {fold(assessment.nodes)}" if assessment.nodes else "")
-            + (f"; ranks {', '.join(map(str, assessment.ranks))}" if assessment.ranks else "")]
+
+    head = [
+        f"nodecheck watch: job {event['job']}: {assessment.verdict}"
+        + (f" (was {event['previous']})" if event.get("previous") else "")
+        + f" at {event['at']}",
+        one_line(assessment.message),
+        f"since {_iso(assessment.since)}"
+        + (f"; nodes {fold(assessment.nodes)}" if assessment.nodes else "")
+        + (f"; ranks {', '.join(map(str, assessment.ranks))}" if assessment.ranks else ""),
+    ]
     if action:
         head.append(f"on-hang {action.get('action')}: {action.get('result')}")
     rows = []
     for t in ticks[-SUMMARY_TICKS:]:
         for node, entry in t["nodes"].items():
             rows.append([t["at"][11:19], node, *_numbers(entry)])
-    table = tabulate(rows, headers=["time", "node", "gpu util %", "power W", "step", "throughput", "processes",
-                                    "problem"], tablefmt="simple") if rows else "(no samples)"
+    table = (
+        tabulate(
+            rows,
+            headers=["time", "node", "gpu util %", "power W", "step", "throughput", "processes", "problem"],
+            tablefmt="simple",
+        )
+        if rows
+        else "(no samples)"
+    )
     more = f" (last {SUMMARY_TICKS} of {len(ticks)} ticks)" if len(ticks) > SUMMARY_TICKS else ""
     return "\n".join(head) + f"\n\nsamples{more}, full data in samples.jsonl:\n" + table + "\n"
 
@@ -162,9 +209,14 @@ def _numbers(entry: Mapping) -> list:
     procs = sample.get("processes")
     problem = entry.get("failure") or sample.get("gpu_error") or sample.get("log_error") or ""
     step, throughput = progress.get("step"), progress.get("throughput")
-    return [util, f"{sum(powers):.0f}" if powers else "", "" if step is None else step,
-            "" if throughput is None else f"{throughput:g}",
-            len(procs) if procs is not None else "", one_line(str(problem))[:80]]
+    return [
+        util,
+        f"{sum(powers):.0f}" if powers else "",
+        "" if step is None else step,
+        "" if throughput is None else f"{throughput:g}",
+        len(procs) if procs is not None else "",
+        one_line(str(problem))[:80],
+    ]
 
 
 def _iso(epoch: float | None) -> str | None:

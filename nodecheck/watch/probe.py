@@ -20,6 +20,7 @@ are all taken from the file as opened. The job's user: the config file's owner w
 else the Slurm job's user (squeue's); none known (an operator's config over an inventory): any user's
 file but root's private ones.
 """
+
 from __future__ import annotations
 
 from nodecheck.core.model import Probe
@@ -28,21 +29,27 @@ from nodecheck.probes.shell import ANCESTRY_FUNCTION, JOB_USER, JOB_USER_MAX, OW
 from nodecheck.watch.config import WatchConfig
 
 PROBE_NAME = "watch"
-ARGV0 = "nodecheck-watch"                      # $0 of the script: how it shows in `ps` on the node
+ARGV0 = "nodecheck-watch"  # $0 of the script: how it shows in `ps` on the node
 
 # $1 process pattern (ERE; "" = not watched)  $2 log path ("" = none)  $3 heartbeat path ("" = none)
 # $4 bytes of log tail  $5 the job's user (a uid or a name; "" = not known). A leading "~/" in a path is
 # the remote user's home.
-SCRIPT = r'''
+SCRIPT = (
+    r"""
 LC_ALL=C; export LC_ALL
-''' + ANCESTRY_FUNCTION + OWNED_OPEN_FUNCTION + r'''
+"""
+    + ANCESTRY_FUNCTION
+    + OWNED_OPEN_FUNCTION
+    + r"""
 pattern=$1; log=$2; beat=$3; tail_bytes=$4; job_user=${5-}
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
 case $beat in '~/'*) beat=$HOME/${beat#'~/'} ;; esac
 echo "@@nodecheck begin clock"
 date +%s.%N 2>&1; echo "@@nodecheck end clock rc=$?"
 echo "@@nodecheck begin gpus"
-nvidia-smi --query-gpu=''' + ",".join(GPU_FIELDS) + r''' --format=csv,noheader,nounits 2>&1
+nvidia-smi --query-gpu="""
+    + ",".join(GPU_FIELDS)
+    + r""" --format=csv,noheader,nounits 2>&1
 echo "@@nodecheck end gpus rc=$?"
 if [ -n "$pattern" ]; then
   echo "@@nodecheck begin procs"
@@ -94,7 +101,8 @@ if [ -n "$log" ]; then
   fi
   echo; echo "@@nodecheck end log_tail rc=$rc"
 fi
-'''
+"""
+)
 
 
 def sample_argv(cfg: WatchConfig, node: str, job_user: str = "") -> tuple[str, ...]:

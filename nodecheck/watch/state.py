@@ -10,6 +10,7 @@ never fatal: the watcher starts afresh. The state and the alert log carry the jo
 messages): the directory and its files are made 0750/0640 whatever the umask (report.store.shared():
 the operators' group reads them, others nothing; an existing file is narrowed, never widened).
 """
+
 from __future__ import annotations
 
 import errno
@@ -33,33 +34,33 @@ ALERT_LOG = "alerts.log"
 
 @dataclass
 class WatchState:
-    job: str                                   # "1234" or "inventory:train\.py"
-    fingerprint: str = ""                      # of the settings that judging depends on (config_fingerprint)
-    nodes: list[str] = field(default_factory=list)     # the nodes the tracker was built for, in rank order
-    tracker: dict | None = None                # Tracker.to_json()
-    verdict: str | None = None                 # the current verdict: a restart alerts only a change from it
-    since: float | None = None                 # epoch seconds
+    job: str  # "1234" or "inventory:train\.py"
+    fingerprint: str = ""  # of the settings that judging depends on (config_fingerprint)
+    nodes: list[str] = field(default_factory=list)  # the nodes the tracker was built for, in rank order
+    tracker: dict | None = None  # Tracker.to_json()
+    verdict: str | None = None  # the current verdict: a restart alerts only a change from it
+    since: float | None = None  # epoch seconds
     message: str = ""
     pending: list[dict] = field(default_factory=list)  # alerts not yet delivered (alerts.Deliverer.flush)
-    hang_actions: int = 0                      # --on-hang attempts during the current hang (0 once it ends)
-    hang_acted: bool = False                   # --on-hang succeeded for the current hang: never again for it
-    probed_ticks: int = 0                      # ticks that tried to sample nodes
-    sampled_ticks: int = 0                     # ticks where at least one node answered with a sample
-    incident: str | None = None                # the last incident record written
+    hang_actions: int = 0  # --on-hang attempts during the current hang (0 once it ends)
+    hang_acted: bool = False  # --on-hang succeeded for the current hang: never again for it
+    probed_ticks: int = 0  # ticks that tried to sample nodes
+    sampled_ticks: int = 0  # ticks where at least one node answered with a sample
+    incident: str | None = None  # the last incident record written
     updated: float = 0.0
 
     def to_json(self) -> dict:
         return {"state_version": STATE_VERSION, **asdict(self)}
 
     @classmethod
-    def from_json(cls, data: dict) -> "WatchState":
+    def from_json(cls, data: dict) -> WatchState:
         """ValueError when `data` is not a state this version wrote."""
         if not isinstance(data, dict) or data.get("state_version") != STATE_VERSION:
             raise ValueError(f"not a version-{STATE_VERSION} watcher state")
         fields = {k: v for k, v in data.items() if k != "state_version"}
         try:
             state = cls(**fields)
-        except TypeError as e:                 # unknown or missing keys
+        except TypeError as e:  # unknown or missing keys
             raise ValueError(str(e)) from None
         for name, want in _TYPES.items():
             value = getattr(state, name)
@@ -69,10 +70,15 @@ class WatchState:
             raise ValueError("nodes: not all names")
         if state.verdict is not None and state.verdict not in VERDICTS:
             raise ValueError(f"verdict: {state.verdict!r} is not one")
-        for item in state.pending:             # as alerts.Deliverer.flush reads them
-            if not (isinstance(item, dict) and isinstance(item.get("event"), dict) and "verdict" in item["event"]
-                    and isinstance(item.get("channels"), list) and all(isinstance(c, str) for c in item["channels"])
-                    and _is(item.get("attempts", 0), int)):
+        for item in state.pending:  # as alerts.Deliverer.flush reads them
+            if not (
+                isinstance(item, dict)
+                and isinstance(item.get("event"), dict)
+                and "verdict" in item["event"]
+                and isinstance(item.get("channels"), list)
+                and all(isinstance(c, str) for c in item["channels"])
+                and _is(item.get("attempts", 0), int)
+            ):
                 raise ValueError(f"pending: {_short(repr(item))} is not an alert")
         return state
 
@@ -80,17 +86,28 @@ class WatchState:
 # what from_json accepts of each field: a value read back is used unchecked later (a "since" that is
 # text would crash the start line, a pending alert without channels the first delivery)
 _TYPES: dict[str, tuple] = {
-    "job": (str,), "fingerprint": (str,), "nodes": (list,), "tracker": (dict, None), "verdict": (str, None),
-    "since": (float, int, None), "message": (str,), "pending": (list,), "hang_actions": (int,),
-    "hang_acted": (bool,), "probed_ticks": (int,), "sampled_ticks": (int,), "incident": (str, None),
-    "updated": (float, int)}
+    "job": (str,),
+    "fingerprint": (str,),
+    "nodes": (list,),
+    "tracker": (dict, None),
+    "verdict": (str, None),
+    "since": (float, int, None),
+    "message": (str,),
+    "pending": (list,),
+    "hang_actions": (int,),
+    "hang_acted": (bool,),
+    "probed_ticks": (int,),
+    "sampled_ticks": (int,),
+    "incident": (str, None),
+    "updated": (float, int),
+}
 
 
 def _is(value, want) -> bool:
     want = want if isinstance(want, tuple) else (want,)
     if value is None:
         return None in want
-    if isinstance(value, bool):                # JSON true is not a count
+    if isinstance(value, bool):  # JSON true is not a count
         return bool in want
     return isinstance(value, tuple(t for t in want if t is not None))
 
@@ -130,25 +147,32 @@ class StateDir:
             # made here with its mode: the command's log appends to it as any file, with the umask's
             os.close(create(self.alert_log, shared(), append=True))
         except OSError as e:
-            raise ConfigError(f"cannot use the state directory {self.path}: {e.strerror or e}",
-                              file="--state-dir", hint="a writable directory (default OUTPUT_DIR/watch/<job>)") from None
+            raise ConfigError(
+                f"cannot use the state directory {self.path}: {e.strerror or e}",
+                file="--state-dir",
+                hint="a writable directory (default OUTPUT_DIR/watch/<job>)",
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             holder = _read_pid(fd)
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise ConfigError(f"cannot lock {self.path / LOCK_FILE}: {e.strerror or e}", file="--state-dir") from None
-            raise ConfigError(f"another watcher holds {self.path} (pid {holder or 'unknown'})", file="--state-dir",
-                              hint="one watcher per job: stop the other one, or give this one its own --state-dir") \
-                from None
+                raise ConfigError(
+                    f"cannot lock {self.path / LOCK_FILE}: {e.strerror or e}", file="--state-dir"
+                ) from None
+            raise ConfigError(
+                f"another watcher holds {self.path} (pid {holder or 'unknown'})",
+                file="--state-dir",
+                hint="one watcher per job: stop the other one, or give this one its own --state-dir",
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)            # closing the descriptor releases the flock
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
 
     def load(self) -> tuple[WatchState | None, str]:
@@ -167,8 +191,11 @@ class StateDir:
             try:
                 os.replace(self.state_file, aside)
             except OSError as moved:
-                return None, f"{self.state_file} is unreadable ({_short(e)}) and could not be moved aside " \
-                             f"({moved.strerror or moved}); starting afresh"
+                return (
+                    None,
+                    f"{self.state_file} is unreadable ({_short(e)}) and could not be moved aside "
+                    f"({moved.strerror or moved}); starting afresh",
+                )
             return None, f"{self.state_file} was unreadable ({_short(e)}); moved to {aside.name}; starting afresh"
 
     def save(self, state: WatchState) -> None:

@@ -1,5 +1,6 @@
 """The checks reference is generated from the registry: docs/checks.md must be what the registry
 renders today, and `nodecheck checks` prints the text form."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,6 +44,7 @@ def test_every_check_has_its_section_in_name_order():
 
 class Band(BaseModel):
     """A band for the test."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     fail_above: float = 0
 

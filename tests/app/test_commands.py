@@ -1,4 +1,5 @@
 """What `run` checks before it starts: the open-file limit the fan-out needs."""
+
 import resource
 
 import pytest

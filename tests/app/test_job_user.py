@@ -1,6 +1,7 @@
 """Whose files a job names are read as (issue 17): the user who hands nodecheck the job's environment
 (--job-env FILE's owner, JOB.yml's owner), else the Slurm job's user (squeue's UserName; in the node
 Prolog, slurmd's SLURM_JOB_UID); never root (an operator's copy says nothing about whose job it is). shell.job_file then reads that user's own private NCCL_CONF_FILE."""
+
 from __future__ import annotations
 
 import os
@@ -10,12 +11,11 @@ from argparse import Namespace
 import pytest
 
 from nodecheck.app import job_user
-
-from nodecheck.gate import command as gatecmd
 from nodecheck.checks.nccl_env import PROBE_NAME
+from nodecheck.config.playbook import load_playbook
+from nodecheck.gate import command as gatecmd
 from nodecheck.job import command as job_command
 from nodecheck.parsers.nccl_config import parse_probe
-from nodecheck.config.playbook import load_playbook
 
 PLAYBOOK = "version: 1\nchecks:\n  nccl.env: {timeout_s: 7, reachability: {enabled: false}}\n  kernel.version: {}\n"
 
@@ -43,10 +43,14 @@ def test_the_job_user_reaches_nccl_env_keeping_the_playbooks_timeout(tmp_path):
     with_user = job_user.with_job_user(book, "4242")
     check = _nccl_env(with_user)
     [probe] = check.probes
-    assert (check.params.job_user, probe.name, probe.timeout_s, probe.argv[4:7]) == ("4242", PROBE_NAME, 7,
-                                                                                    ("1", "", "4242"))
+    assert (check.params.job_user, probe.name, probe.timeout_s, probe.argv[4:7]) == (
+        "4242",
+        PROBE_NAME,
+        7,
+        ("1", "", "4242"),
+    )
     kernel = [c for c in with_user.checks if c.spec.name == "kernel.version"]
-    assert kernel == [c for c in book.checks if c.spec.name == "kernel.version"]    # untouched
+    assert kernel == [c for c in book.checks if c.spec.name == "kernel.version"]  # untouched
     assert job_user.with_job_user(book, "") is book
     # a user the playbook names itself is the operator's choice
     pinned = load_playbook(_owned(tmp_path / "q.yml", 0, PLAYBOOK.replace("timeout_s: 7", "job_user: alice")))
@@ -64,26 +68,36 @@ def test_run_with_job_env_reads_the_jobs_own_private_conf_file(tmp_path, monkeyp
 
     def fake_run(playbook, nodes, transport, **kw):
         [probe] = _nccl_env(playbook).probes
-        out = subprocess.run(probe.argv, capture_output=True, text=True, timeout=20,
-                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        out = subprocess.run(
+            probe.argv, capture_output=True, text=True, timeout=20, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        )
         [first, _] = parse_probe(out.stdout).conf
         seen.append((dict(first.settings), first.error))
-        raise KeyboardInterrupt                # enough: the report is not what is tested here
+        raise KeyboardInterrupt  # enough: the report is not what is tested here
+
     monkeypatch.setattr("nodecheck.run.runner.run", fake_run)
     from nodecheck.cli import main
+
     for owner in (65534, 0):
         env_file = _owned(tmp_path / f"job{owner}.env", owner, f"NCCL_CONF_FILE={conf}\n")
-        assert main(["run", "--local", "--playbook", book, "--job-env", env_file,
-                     "--output-dir", str(tmp_path / "reports")]) == 130
+        assert (
+            main(
+                ["run", "--local", "--playbook", book, "--job-env", env_file, "--output-dir", str(tmp_path / "reports")]
+            )
+            == 130
+        )
     assert seen == [({"NCCL_SOCKET_IFNAME": "eth9"}, ""), ({}, "not read: owned by uid 65534, not by root")]
 
 
-@pytest.mark.parametrize("environ, expected", [
-    ({"SLURM_JOB_UID": "1000"}, "1000"),
-    ({"SLURM_JOB_UID": "0"}, ""),              # root's job: nothing more than root's readable files
-    ({"SLURM_JOB_UID": "10x"}, ""),
-    ({}, ""),
-])
+@pytest.mark.parametrize(
+    "environ, expected",
+    [
+        ({"SLURM_JOB_UID": "1000"}, "1000"),
+        ({"SLURM_JOB_UID": "0"}, ""),  # root's job: nothing more than root's readable files
+        ({"SLURM_JOB_UID": "10x"}, ""),
+        ({}, ""),
+    ],
+)
 def test_the_node_prolog_reads_the_jobs_files_as_slurm_job_uid(tmp_path, monkeypatch, environ, expected):
     monkeypatch.delenv("SLURM_JOB_UID", raising=False)
     for k, v in environ.items():
@@ -94,15 +108,19 @@ def test_the_node_prolog_reads_the_jobs_files_as_slurm_job_uid(tmp_path, monkeyp
     assert _nccl_env(gatecmd._load(Namespace(playbook=book), "health")).params.job_user == ""
 
 
-@pytest.mark.parametrize("owner, slurm_user, expected", [
-    (4242, "", "4242"),                        # JOB.yml's author: whose files it may name
-    (4242, "alice", "4242"),                   # bob's JOB.yml for alice's job: still bob, never alice
-    (0, "alice", "alice"),                     # root's copy: the Slurm job's user (squeue, unforgeable)
-    (0, "root", ""),
-    (0, "", ""),
-])
-def test_job_check_reads_the_jobs_files_as_its_author_else_as_the_slurm_jobs_user(tmp_path, owner, slurm_user,
-                                                                                 expected):
+@pytest.mark.parametrize(
+    "owner, slurm_user, expected",
+    [
+        (4242, "", "4242"),  # JOB.yml's author: whose files it may name
+        (4242, "alice", "4242"),  # bob's JOB.yml for alice's job: still bob, never alice
+        (0, "alice", "alice"),  # root's copy: the Slurm job's user (squeue, unforgeable)
+        (0, "root", ""),
+        (0, "", ""),
+    ],
+)
+def test_job_check_reads_the_jobs_files_as_its_author_else_as_the_slurm_jobs_user(
+    tmp_path, owner, slurm_user, expected
+):
     job = _owned(tmp_path / "job.yml", owner, "world_size: 8\ngpus_per_node: 8\n")
     record = Namespace(user=slurm_user) if slurm_user else None
     assert job_command.job_user(job, record) == expected
@@ -116,16 +134,21 @@ def test_job_check_local_reads_the_job_ymls_owners_private_conf_file(tmp_path, m
     seen = []
 
     def fake_run(playbook, nodes, transport, **kw):
-        from nodecheck.job.probe import PROBE_NAME as JOB_PROBE, parse_job_probe
+        from nodecheck.job.probe import PROBE_NAME as JOB_PROBE
+        from nodecheck.job.probe import parse_job_probe
+
         probes = {p for c in playbook.checks for p in c.probes if p.name == JOB_PROBE}
-        [probe] = probes                       # one probe, shared by the job checks
-        out = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
-                             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        [probe] = probes  # one probe, shared by the job checks
+        out = subprocess.run(
+            probe.argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        )
         [first, _] = parse_job_probe(out.stdout).conf
         seen.append((dict(first.settings), first.error))
         raise KeyboardInterrupt
+
     monkeypatch.setattr("nodecheck.run.runner.run", fake_run)
     from nodecheck.cli import main
+
     assert main(["job-check", job, "--local", "--output-dir", str(tmp_path / "reports")]) == 130
     assert seen == [({"NCCL_IB_HCA": "mlx5_1"}, "")]
 
@@ -134,12 +157,17 @@ def test_job_check_local_reads_the_job_ymls_owners_private_conf_file(tmp_path, m
 def test_every_script_that_reads_a_job_named_file_parses_in_every_sh(shell):
     """job_file's refusals once held a ' inside "${3:+...}", which bash (not in POSIX mode) cannot parse."""
     import shutil
+
     from nodecheck.checks import nccl_env, roce
     from nodecheck.job.probe import job_probe
     from nodecheck.job.spec import JobSpec
+
     if shutil.which(shell) is None:
         pytest.skip(f"no {shell} here")
-    for argv in (nccl_env.probes(nccl_env.NcclEnv())[0].argv, roce.ROCE_GIDS.argv,
-                 job_probe(JobSpec(world_size=8, gpus_per_node=8)).argv):
+    for argv in (
+        nccl_env.probes(nccl_env.NcclEnv())[0].argv,
+        roce.ROCE_GIDS.argv,
+        job_probe(JobSpec(world_size=8, gpus_per_node=8)).argv,
+    ):
         done = subprocess.run([shell, "-n", "-c", argv[2]], capture_output=True, text=True, timeout=10)
         assert done.returncode == 0, done.stderr

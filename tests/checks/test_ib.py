@@ -1,13 +1,14 @@
 """ib.ports judged on real ibstat captures (and two derived scenarios): exact statuses, subjects, messages."""
+
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
+from nodecheck.checks import all_checks
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, Verdict
-from nodecheck.checks import all_checks
 from tests.helpers import captures, data
 
 PASS, FAIL, ERROR = Status.PASS, Status.FAIL, Status.ERROR
@@ -72,7 +73,11 @@ def test_rate_is_reported_but_not_judged_without_a_minimum():
 def test_ethernet_selection_judges_only_the_roce_ports():
     verdicts = judge(H100_NDR, link_layer="Ethernet", expected_ports=4)
     assert [(v.subject, v.status) for v in verdicts] == [
-        ("mlx5_1/1", PASS), ("mlx5_2/1", FAIL), ("mlx5_7/1", FAIL), ("mlx5_8/1", FAIL)]
+        ("mlx5_1/1", PASS),
+        ("mlx5_2/1", FAIL),
+        ("mlx5_7/1", FAIL),
+        ("mlx5_8/1", FAIL),
+    ]
     assert verdicts[1].message == "mlx5_2/1: Down/Disabled, expected Active/LinkUp"
 
 
@@ -132,8 +137,7 @@ def test_all_ethernet_host_expected_to_have_ib_ports_fails_on_count():
 
 def test_truncated_output_judges_complete_ports_and_errors_on_the_cut_part():
     verdicts = judge(LUSTRE_CUT, expected_ports=3, min_rate_gbps=200)
-    assert [(v.subject, v.status) for v in verdicts] == [
-        ("mlx5_0", ERROR), ("mlx5_4/1", PASS), ("mlx5_2/1", FAIL)]
+    assert [(v.subject, v.status) for v in verdicts] == [("mlx5_0", ERROR), ("mlx5_4/1", PASS), ("mlx5_2/1", FAIL)]
     assert verdicts[0].message == "mlx5_0: output ends before any port (ibstat output incomplete)"
     assert verdicts[0].excerpt.splitlines()[0] == "CA 'mlx5_0'"
     assert verdicts[2].message == "mlx5_2/1: Down/Disabled, expected Active/LinkUp"
@@ -154,7 +158,8 @@ def test_logical_down_with_physical_linkup_fails():
 def test_vpi_card_judges_only_its_infiniband_port():
     verdicts = judge(CX3_VPI)
     assert [(v.subject, v.status, v.message) for v in verdicts] == [
-        ("mlx4_0/1", FAIL, "mlx4_0/1: Down/Polling, expected Active/LinkUp")]
+        ("mlx4_0/1", FAIL, "mlx4_0/1: Down/Polling, expected Active/LinkUp")
+    ]
 
 
 def test_unparsable_output_raises_for_the_runner():
@@ -168,17 +173,27 @@ def test_registered_under_its_name_with_probe_params_and_description():
     assert spec.judge is ports
     assert spec.probes_for(IbPorts()) == (IBSTAT,)
     assert spec.params is IbPorts
-    assert spec.description == ("Every judged HCA port is Active/LinkUp at or above the minimum rate, "
-                                "in the expected number.")
+    assert spec.description == (
+        "Every judged HCA port is Active/LinkUp at or above the minimum rate, in the expected number."
+    )
     assert IBSTAT.argv == ("ibstat",) and IBSTAT.timeout_s == 10
     assert all(field.description for field in IbPorts.model_fields.values())
 
 
-@pytest.mark.parametrize("bad", [
-    {"min_rate_gbps": "fast"}, {"min_rate_gbps": 0}, {"min_rate_gbps": True},
-    {"expected_ports": -1}, {"expected_ports": 8.5}, {"link_layer": "RoCE"},
-    {"devices": []}, {"devices": "mlx5_0"}, {"min_rate": 400},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"min_rate_gbps": "fast"},
+        {"min_rate_gbps": 0},
+        {"min_rate_gbps": True},
+        {"expected_ports": -1},
+        {"expected_ports": 8.5},
+        {"link_layer": "RoCE"},
+        {"devices": []},
+        {"devices": "mlx5_0"},
+        {"min_rate": 400},
+    ],
+)
 def test_bad_params_are_rejected(bad):
     with pytest.raises(ValidationError):
         IbPorts.model_validate(bad)
@@ -186,8 +201,7 @@ def test_bad_params_are_rejected(bad):
 
 def test_params_defaults():
     want = IbPorts.model_validate({})
-    assert (want.link_layer, want.min_rate_gbps, want.expected_ports, want.devices) == (
-        "InfiniBand", None, None, None)
+    assert (want.link_layer, want.min_rate_gbps, want.expected_ports, want.devices) == ("InfiniBand", None, None, None)
 
 
 # -- issue 17: a node whose ibstat lists no device at all ----------------------------------------------
@@ -198,13 +212,17 @@ NO_DEVICE = "no InfiniBand device found (ibstat printed nothing, exit 0)"
 def test_no_device_with_expected_ports_fails_naming_what_is_missing():
     # Debian 12: driver not loaded / HCAs gone, ibstat prints nothing and exits 0
     assert [(v.status, v.subject, v.message, dict(v.observed), dict(v.expected)) for v in judge_empty(**NDR)] == [
-        (FAIL, "", f"{NO_DEVICE}; expected 8 InfiniBand ports", {"cas": [], "ports": 0}, {"ports": 8})]
+        (FAIL, "", f"{NO_DEVICE}; expected 8 InfiniBand ports", {"cas": [], "ports": 0}, {"ports": 8})
+    ]
 
 
 def test_no_device_with_a_devices_list_fails_naming_the_devices():
     [verdict] = judge_empty(devices=["mlx5_0", "mlx5_3"], link_layer="any")
     assert (verdict.status, verdict.message, dict(verdict.expected)) == (
-        FAIL, f"{NO_DEVICE}; expected mlx5_0, mlx5_3", {"devices": ["mlx5_0", "mlx5_3"]})
+        FAIL,
+        f"{NO_DEVICE}; expected mlx5_0, mlx5_3",
+        {"devices": ["mlx5_0", "mlx5_3"]},
+    )
 
 
 def test_no_device_without_an_expectation_still_fails():
@@ -212,8 +230,9 @@ def test_no_device_without_an_expectation_still_fails():
     # node that lost every HCA; a node without IB by design sets expected_ports: 0 (or drops the check)
     [verdict] = judge_empty()
     assert (verdict.status, verdict.message) == (
-        FAIL, f"{NO_DEVICE}; expected at least one InfiniBand port (set expected_ports: 0 for a node "
-              "without any)")
+        FAIL,
+        f"{NO_DEVICE}; expected at least one InfiniBand port (set expected_ports: 0 for a node without any)",
+    )
 
 
 def test_no_device_where_none_is_expected_passes():
@@ -225,28 +244,45 @@ def test_empty_output_with_another_exit_code_is_an_error_not_no_device():
     # the runner stops a bad exit before the judge; a judge handed one anyway does not call it "none"
     out = captures(IBSTAT, "", exit_code=1)
     [verdict] = ports(out, IbPorts(**NDR))
-    assert (verdict.status, verdict.message) == (ERROR, "ibstat printed nothing and exited 1: cannot tell "
-                                                        "whether there is a device")
+    assert (verdict.status, verdict.message) == (
+        ERROR,
+        "ibstat printed nothing and exited 1: cannot tell whether there is a device",
+    )
 
 
-@pytest.mark.parametrize("exit_code, outcome, status, message", [
-    (0, "exited", FAIL, f"{NO_DEVICE}; expected 8 InfiniBand ports"),
-    (1, "exited", ERROR, "ibstat exited 1"),
-    (None, "timeout", Status.TIMEOUT, "ibstat timed out: killed after 10 s"),
-    (-9, "exited", ERROR, "SIGKILL"),
-], ids=["exit-0", "exit-1", "killed-timeout", "killed-signal"])
+@pytest.mark.parametrize(
+    "exit_code, outcome, status, message",
+    [
+        (0, "exited", FAIL, f"{NO_DEVICE}; expected 8 InfiniBand ports"),
+        (1, "exited", ERROR, "ibstat exited 1"),
+        (None, "timeout", Status.TIMEOUT, "ibstat timed out: killed after 10 s"),
+        (-9, "exited", ERROR, "SIGKILL"),
+    ],
+    ids=["exit-0", "exit-1", "killed-timeout", "killed-signal"],
+)
 def test_empty_output_is_judged_by_how_ibstat_ended(exit_code, outcome, status, message):
     """Only a clean exit makes "nothing printed" mean "no device"; the runner's own wording for a
     bad exit (owned by the runner) is matched by its part that names how ibstat ended."""
-    from nodecheck.core.model import Capture, Outcome
     from nodecheck.config.playbook import PlannedCheck
+    from nodecheck.core.model import Capture, Outcome
     from nodecheck.run.runner import judge_node
+
     spec = all_checks()["ib.ports"]
     params = IbPorts(**NDR)
-    capture = Capture("node001", IBSTAT.name, IBSTAT.argv, Outcome(outcome), exit_code, "", "", 10.0,
-                      "killed after 10 s" if outcome == "timeout" else "")
-    [result] = judge_node(PlannedCheck(spec, params, spec.probes_for(params)), "node001",
-                          {("node001", IBSTAT.name): capture})
+    capture = Capture(
+        "node001",
+        IBSTAT.name,
+        IBSTAT.argv,
+        Outcome(outcome),
+        exit_code,
+        "",
+        "",
+        10.0,
+        "killed after 10 s" if outcome == "timeout" else "",
+    )
+    [result] = judge_node(
+        PlannedCheck(spec, params, spec.probes_for(params)), "node001", {("node001", IBSTAT.name): capture}
+    )
     assert result.verdict.status is status
     if status is FAIL:
         assert result.verdict.message == message

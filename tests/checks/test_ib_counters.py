@@ -1,10 +1,12 @@
 """ib.counters: two reads of each port, judged on the increase between them."""
+
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, counters as error_counters
+from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters
+from nodecheck.checks.ib_counters import counters as error_counters
 from nodecheck.core.model import Status
 from tests.helpers import captures, data
 
@@ -14,8 +16,9 @@ AFTER_BAD = data("scenarios/derived-perfquery-x-2ports-linkdowned-plus1-symbol-4
 
 def sysfs(**values: str) -> dict:
     """Every judged counter's sysfs file at 0, and the given ones (sysfs names)."""
-    from nodecheck.judging.counter_rules import COUNTERS
     from nodecheck.checks.ib_counters import JUDGED
+    from nodecheck.judging.counter_rules import COUNTERS
+
     return {**{COUNTERS[n].sysfs_name: "0" for n in JUDGED}, **values}
 
 
@@ -25,7 +28,11 @@ def read(clock: float, perfquery: str, *, ports=((1, "InfiniBand"),), sysfs: dic
     for port, layer in ports:
         out.append(f"@@nodecheck port mlx5_0 {port} {layer}")
         if perfquery is not None:
-            out += [f"@@nodecheck begin x:mlx5_0:{port}", perfquery.rstrip("\n"), f"@@nodecheck end x:mlx5_0:{port} rc=0"]
+            out += [
+                f"@@nodecheck begin x:mlx5_0:{port}",
+                perfquery.rstrip("\n"),
+                f"@@nodecheck end x:mlx5_0:{port} rc=0",
+            ]
         out.append(f"@@nodecheck begin sysfs:mlx5_0:{port}")
         for name, value in (sysfs or {}).items():
             out.append(f"/sys/class/infiniband/mlx5_0/ports/{port}/counters/{name}\t{value}")
@@ -57,15 +64,19 @@ def test_a_link_down_fails_and_symbol_errors_in_a_short_window_warn():
 
 
 def test_symbol_errors_over_a_long_window_are_rated_against_the_playbook():
-    verdicts = judge(read(0.0, BEFORE), read(3600.0, AFTER_BAD), min_window_s=60,
-                     rates={"SymbolErrorCounter": {"warn_per_hour": 10, "fail_per_hour": 40}})
+    verdicts = judge(
+        read(0.0, BEFORE),
+        read(3600.0, AFTER_BAD),
+        min_window_s=60,
+        rates={"SymbolErrorCounter": {"warn_per_hour": 10, "fail_per_hour": 40}},
+    )
     symbol = next(v for v in verdicts if v.observed["counter"] == "SymbolErrorCounter")
     assert symbol.status is Status.FAIL and "expected <= 40/h" in symbol.message
 
 
 def test_port_two_of_the_same_output_is_read_on_its_own():
     [v] = judge(read(0.0, BEFORE, ports=((2, "InfiniBand"),)), read(10.0, AFTER_BAD, ports=((2, "InfiniBand"),)))
-    assert v.status is Status.PASS and v.subject == "mlx5_0/2"   # only port 1 changed
+    assert v.status is Status.PASS and v.subject == "mlx5_0/2"  # only port 1 changed
 
 
 def test_without_perfquery_the_sysfs_counters_are_used_and_saturation_is_reported():
@@ -101,16 +112,22 @@ def test_no_port_is_an_error_and_ethernet_ports_are_left_to_link_layer():
 
 
 def test_max_absolute_fails_on_the_value_alone():
-    [v] = [v for v in judge(read(0.0, AFTER_BAD), read(5.0, AFTER_BAD), max_absolute={"LinkDownedCounter": 0})
-           if v.status is not Status.PASS]
+    [v] = [
+        v
+        for v in judge(read(0.0, AFTER_BAD), read(5.0, AFTER_BAD), max_absolute={"LinkDownedCounter": 0})
+        if v.status is not Status.PASS
+    ]
     assert v.status is Status.FAIL and "LinkDownedCounter = 1, expected <= 0" in v.message
 
 
-@pytest.mark.parametrize("params, words", [
-    ({"rates": {"LinkDownedCounter": {"fail_per_hour": 1}}}, "not a rate counter"),
-    ({"max_absolute": {"PortXmitWait": 0}}, "congestion"),
-    ({"rates": {"SymbolErrorCounter": {"fail_per_hour": -1}}}, "greater than or equal"),
-])
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"rates": {"LinkDownedCounter": {"fail_per_hour": 1}}}, "not a rate counter"),
+        ({"max_absolute": {"PortXmitWait": 0}}, "congestion"),
+        ({"rates": {"SymbolErrorCounter": {"fail_per_hour": -1}}}, "greater than or equal"),
+    ],
+)
 def test_bad_parameters_are_refused(params, words):
     with pytest.raises(ValidationError, match=words):
         IbCounters(**params)
@@ -122,8 +139,9 @@ def test_a_port_that_vanished_during_the_run_is_an_error_not_dropped():
     by_subject = {v.subject: v for v in verdicts}
     assert by_subject["mlx5_0/1"].status is Status.PASS
     assert by_subject["mlx5_0/2"].status is Status.ERROR
-    assert by_subject["mlx5_0/2"].message == ("mlx5_0/2: present only before the run's load: the port appeared "
-                                              "or vanished during the run")
+    assert by_subject["mlx5_0/2"].message == (
+        "mlx5_0/2: present only before the run's load: the port appeared or vanished during the run"
+    )
 
 
 def test_a_listed_device_that_is_not_there_is_an_error():
@@ -134,9 +152,9 @@ def test_a_listed_device_that_is_not_there_is_an_error():
 
 def test_the_window_is_taken_from_uptime_when_both_reads_have_it():
     before = read(1000.0, BEFORE).replace("\n", "\n@@nodecheck uptime 50.00\n", 1)
-    after = read(4600.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 110.00\n", 1)   # the clock stepped
+    after = read(4600.0, AFTER_BAD).replace("\n", "\n@@nodecheck uptime 110.00\n", 1)  # the clock stepped
     symbol = next(v for v in judge(before, after, min_window_s=30) if v.observed.get("counter") == "SymbolErrorCounter")
-    assert symbol.observed["window_s"] == 60.0 and symbol.status is Status.FAIL   # 42 in 60 s = 2520/h
+    assert symbol.observed["window_s"] == 60.0 and symbol.status is Status.FAIL  # 42 in 60 s = 2520/h
 
 
 def test_error_counters_that_were_never_read_are_not_a_pass():
@@ -146,9 +164,11 @@ def test_error_counters_that_were_never_read_are_not_a_pass():
     some = {"link_downed": "0", "symbol_error": "0"}
     verdicts = judge(read(0.0, None, sysfs=some), read(600.0, None, sysfs=some))
     assert [v.status for v in verdicts] == [Status.WARN, Status.PASS]
-    assert verdicts[0].message == ("mlx5_0/1: not read (sysfs counters): ExcessiveBufferOverrunErrors, "
-                                   "LocalLinkIntegrityErrors, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
-                                   "PortRcvRemotePhysicalErrors")
+    assert verdicts[0].message == (
+        "mlx5_0/1: not read (sysfs counters): ExcessiveBufferOverrunErrors, "
+        "LocalLinkIntegrityErrors, LinkErrorRecoveryCounter, PortRcvErrors, PortXmitDiscards, "
+        "PortRcvRemotePhysicalErrors"
+    )
 
 
 def test_a_reboot_between_the_reads_resets_every_counter():
@@ -157,7 +177,7 @@ def test_a_reboot_between_the_reads_resets_every_counter():
     verdicts = judge(before, after)
     assert any(v.status is Status.WARN and "the node rebooted" in v.message for v in verdicts)
     link = next(v for v in verdicts if v.observed.get("counter") == "LinkDownedCounter")
-    assert link.status is Status.FAIL                  # 1 since the reboot, within the window
+    assert link.status is Status.FAIL  # 1 since the reboot, within the window
 
 
 def test_rate_limits_per_second_are_accepted():

@@ -1,6 +1,7 @@
 """nccl.allreduce_single / nccl.allreduce_multi: the judge of one run on real recorded outputs, the
 parameters, and the commands (the launcher's orchestration runs on the simulated cluster in
 tests/integration/test_nccl.py)."""
+
 from __future__ import annotations
 
 import threading
@@ -9,14 +10,12 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.run.active import CheckContext, CommandRunner
-
-from nodecheck.checks import nccl_allreduce
+from nodecheck.checks import all_checks, nccl_allreduce
 from nodecheck.checks.nccl_allreduce import NcclMulti, NcclSingle, judge_output
-from nodecheck.probes.env_policy import LOADS_OR_WRITES
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.probes import nccl_tests as nccltest
-from nodecheck.checks import all_checks
+from nodecheck.probes.env_policy import LOADS_OR_WRITES
+from nodecheck.run.active import CheckContext, CommandRunner
 from tests.helpers import captures, data
 
 A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"
@@ -40,18 +39,25 @@ def cut_after(text: str, marker: str) -> str:
     """The text up to and including the first line that contains `marker`."""
     lines = text.splitlines(keepends=True)
     i = next(i for i, ln in enumerate(lines) if marker in ln)
-    return "".join(lines[:i + 1])
+    return "".join(lines[: i + 1])
 
 
 def test_plateau_busbw_is_the_slowest_row_at_or_above_1_GiB_of_a_real_2_node_run():
     v = judge(data(A3MEGA), ranks=16, busbw_gbps={"fail_below": 300})
     assert v.status is Status.FAIL
-    assert v.message == ("all_reduce: busbw 298.82 GB/s, expected >= 300 GB/s at >= 1 GiB (slowest of 4 sizes), "
-                         "avg busbw 70.742 GB/s, 16 ranks")
+    assert v.message == (
+        "all_reduce: busbw 298.82 GB/s, expected >= 300 GB/s at >= 1 GiB (slowest of 4 sizes), "
+        "avg busbw 70.742 GB/s, 16 ranks"
+    )
     assert v.busbw == 298.82 and v.observed["busbw_plateau_gbs"] == 298.82
     assert v.observed["hosts"] == {"ztan-mig-235z": "0-7", "ztan-mig-gq73": "8-15"}
-    assert v.observed["ranks"][9] == {"rank": 9, "host": "ztan-mig-gq73", "gpu": 1, "bus_id": "0000:05:00",
-                                      "model": "NVIDIA H100 80GB HBM3"}
+    assert v.observed["ranks"][9] == {
+        "rank": 9,
+        "host": "ztan-mig-gq73",
+        "gpu": 1,
+        "bus_id": "0000:05:00",
+        "model": "NVIDIA H100 80GB HBM3",
+    }
     ok = judge(data(A3MEGA), ranks=16, busbw_gbps={"fail_below": 250, "warn_below": 290})
     assert ok.status is Status.PASS and ok.message.startswith("all_reduce: busbw 298.82 GB/s (>= 290 GB/s) at >= 1 GiB")
     warn = judge(data(A3MEGA), busbw_gbps={"fail_below": 250, "warn_below": 320})
@@ -91,11 +97,13 @@ def test_a_run_killed_after_its_table_header_hung_in_the_first_collective_not_in
     # issue 17: the table header without an 'NCCL version' line (NCCL_DEBUG unset) was "hung in NCCL init"
     lines = data("nccl-tests/autodl-2x2080ti-pcie-all_reduce_perf-single-node.txt").splitlines(True)
     header = next(i for i, ln in enumerate(lines) if "redop" in ln and "root" in ln)
-    text = "".join(ln for ln in lines[:header + 2] if "NCCL version" not in ln)
+    text = "".join(ln for ln in lines[: header + 2] if "NCCL version" not in ln)
     v = judge(text, rc=124, test_timeout_s=60)
     assert v.status is Status.FAIL and v.hang == "collective"
-    assert v.message == ("all_reduce: a collective hung after the table header, before the first data row "
-                         "(the first collective never finished); killed after 60 s")
+    assert v.message == (
+        "all_reduce: a collective hung after the table header, before the first data row "
+        "(the first collective never finished); killed after 60 s"
+    )
 
 
 def test_two_runs_in_one_output_say_they_cannot_be_judged():
@@ -103,8 +111,10 @@ def test_two_runs_in_one_output_say_they_cannot_be_judged():
     v = judge(text + text, ranks=32)
     assert v.status is Status.ERROR
     host = "ztan-mig-235z"
-    assert v.message == (f"all_reduce: the output cannot be judged: rank 0 is listed twice (on {host} and {host}): "
-                         "two runs in one output, not one run of their ranks together"), v.message
+    assert v.message == (
+        f"all_reduce: the output cannot be judged: rank 0 is listed twice (on {host} and {host}): "
+        "two runs in one output, not one run of their ranks together"
+    ), v.message
 
 
 def test_a_run_killed_before_the_rank_list_never_got_its_ranks_together():
@@ -125,8 +135,10 @@ def test_output_that_is_not_nccl_tests_is_an_error_not_a_pass():
 
 
 def test_a_launcher_that_refuses_to_start_is_an_error_that_quotes_it_not_a_failure():
-    refusal = ("-" * 74 + "\nmpirun has detected an attempt to run as root.\nRunning at root is *strongly* "
-               "discouraged\n" + "-" * 74 + "\n")
+    refusal = (
+        "-" * 74 + "\nmpirun has detected an attempt to run as root.\nRunning at root is *strongly* "
+        "discouraged\n" + "-" * 74 + "\n"
+    )
     v = judge(refusal, rc=1)
     assert v.status is Status.ERROR
     assert v.message.endswith("exit 1: mpirun has detected an attempt to run as root."), v.message
@@ -168,24 +180,56 @@ def test_the_end_marker_missing_means_the_probe_itself_was_cut_a_hang():
 
 
 def test_single_node_check_has_one_probe_and_one_verdict_per_variant_and_collective():
-    want = NcclSingle(collectives=["all_reduce", "all_gather"], variants=["default", "network_only"], gpus=8,
-                      env={"NCCL_SOCKET_IFNAME": "ib0"}, busbw_gbps={"fail_below": 250})
+    want = NcclSingle(
+        collectives=["all_reduce", "all_gather"],
+        variants=["default", "network_only"],
+        gpus=8,
+        env={"NCCL_SOCKET_IFNAME": "ib0"},
+        busbw_gbps={"fail_below": 250},
+    )
     probes = nccl_allreduce.single_probes(want)
-    assert [p.name for p in probes] == ["nccl_all_reduce", "nccl_all_gather", "nccl_all_reduce_network_only",
-                                        "nccl_all_gather_network_only"]
+    assert [p.name for p in probes] == [
+        "nccl_all_reduce",
+        "nccl_all_gather",
+        "nccl_all_reduce_network_only",
+        "nccl_all_gather_network_only",
+    ]
     argv = probes[2].argv
     # the environment on stdin, never in argv (issue 17: argv is in report.json and /proc/*/cmdline)
     assert probes[2].stdin == "NCCL_DEBUG=VERSION\nNCCL_SOCKET_IFNAME=ib0\nNCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE=1\n"
     assert not [w for w in argv if "NCCL_" in w]
-    assert nccltest.command_words(argv) == ("all_reduce_perf", "-b", "8", "-e", "8589934592", "-f", "2", "-g", "8",
-                                          "-n", "20", "-w", "5", "-c", "1", "-d", "float", "-o", "sum")
+    assert nccltest.command_words(argv) == (
+        "all_reduce_perf",
+        "-b",
+        "8",
+        "-e",
+        "8589934592",
+        "-f",
+        "2",
+        "-g",
+        "8",
+        "-n",
+        "20",
+        "-w",
+        "5",
+        "-c",
+        "1",
+        "-d",
+        "float",
+        "-o",
+        "sum",
+    )
     spec = all_checks()["nccl.allreduce_single"]
     out = {}
     for p in probes:
         out.update(captures(p, wrapped(data(A3MEGA), 0)))
     verdicts = list(spec.judge(out, want))
-    assert [v.subject for v in verdicts] == ["all_reduce", "all_gather", "all_reduce (network only)",
-                                             "all_gather (network only)"]
+    assert [v.subject for v in verdicts] == [
+        "all_reduce",
+        "all_gather",
+        "all_reduce (network only)",
+        "all_gather (network only)",
+    ]
     assert all(v.status is Status.FAIL and "16 ranks in the output, expected 8" in v.message for v in verdicts)
 
 
@@ -198,8 +242,17 @@ def test_the_jobs_nccl_debug_wins_over_the_default():
 
 def test_launcher_commands_put_rank_0_on_the_first_host():
     sweep = nccltest.Sweep(max_bytes=1 << 30)
-    p = nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {"NCCL_DEBUG": "VERSION", "UCX_A": "x y"},
-                            300, launcher_args=["--allow-run-as-root"])
+    p = nccltest.multi_node(
+        "t",
+        "mpirun",
+        ["node1", "node2"],
+        1,
+        8,
+        sweep,
+        {"NCCL_DEBUG": "VERSION", "UCX_A": "x y"},
+        300,
+        launcher_args=["--allow-run-as-root"],
+    )
     cmd = nccltest.command_words(p.argv)
     assert cmd[:8] == ("mpirun", "--allow-run-as-root", "-np", "2", "-H", "node1:1,node2:1", "-x", "NCCL_DEBUG")
     assert cmd[8:11] == ("-x", "UCX_A", "all_reduce_perf") and "UCX_A=x y\n" in p.stdin
@@ -209,8 +262,14 @@ def test_launcher_commands_put_rank_0_on_the_first_host():
     assert off.timeout_s == 320
     s = nccltest.multi_node("t", "srun", ["node3", "node4"], 8, 1, sweep, {}, 60, binary_dir="/opt/nccl-tests/build")
     cmd = nccltest.command_words(s.argv)
-    assert cmd[:6] == ("srun", "--nodes=2", "--nodelist=node3,node4", "--ntasks=16", "--ntasks-per-node=8",
-                       "--export=ALL")
+    assert cmd[:6] == (
+        "srun",
+        "--nodes=2",
+        "--nodelist=node3,node4",
+        "--ntasks=16",
+        "--ntasks-per-node=8",
+        "--export=ALL",
+    )
     assert cmd[6] == "/opt/nccl-tests/build/all_reduce_perf" and cmd[cmd.index("-g") + 1] == "1"
     with pytest.raises(ValueError):
         nccltest.multi_node("t", "mpirun", ["-oProxyCommand=x", "node2"], 1, 8, sweep, {}, 60)
@@ -218,15 +277,21 @@ def test_launcher_commands_put_rank_0_on_the_first_host():
         nccltest.multi_node("t", "mpirun", ["node1", "node2"], 1, 8, sweep, {}, 60, launcher_args=["a;b"])
 
 
-@pytest.mark.parametrize("params, words", [
-    ({"max_bytes": 8, "min_bytes": 16}, "max_bytes (8) must be >= min_bytes (16)"),
-    ({"max_bytes": "512M", "busbw_gbps": {"fail_below": 1}}, "plateau_min_bytes (1 GiB) is above max_bytes (512 MiB)"),
-    ({"max_bytes": "8 parsecs"}, "is not a size"),
-    ({"env": {"NOT-A-NAME": "1"}}, "'NOT-A-NAME' is not an environment variable name"),
-    ({"env": {"NCCL_IB_DISABLE": True}}, "a YAML boolean is not an environment value"),
-    ({"step_factor": 1}, "greater than or equal to 2"),
-    ({"binary_dir": "relative/dir"}, "should match pattern"),
-])
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"max_bytes": 8, "min_bytes": 16}, "max_bytes (8) must be >= min_bytes (16)"),
+        (
+            {"max_bytes": "512M", "busbw_gbps": {"fail_below": 1}},
+            "plateau_min_bytes (1 GiB) is above max_bytes (512 MiB)",
+        ),
+        ({"max_bytes": "8 parsecs"}, "is not a size"),
+        ({"env": {"NOT-A-NAME": "1"}}, "'NOT-A-NAME' is not an environment variable name"),
+        ({"env": {"NCCL_IB_DISABLE": True}}, "a YAML boolean is not an environment value"),
+        ({"step_factor": 1}, "greater than or equal to 2"),
+        ({"binary_dir": "relative/dir"}, "should match pattern"),
+    ],
+)
 def test_bad_parameters_say_what_is_wrong(params, words):
     with pytest.raises(ValidationError) as e:
         NcclSingle(**params)
@@ -269,15 +334,17 @@ def test_a_run_killed_after_a_rank_failed_names_that_failure():
     text = cut_after(data(FAILURE_219), "Test failure common.cu:844")
     v = judge(text, rc=124, test_timeout_s=60)
     assert v.status is Status.FAIL and v.hang == "init"
-    assert v.message.endswith("killed after 60 s; first failure: nccl failure at common.cu:959 on fengyun: "
-                              "internal error - please report this issue to the NCCL developers"), v.message
+    assert v.message.endswith(
+        "killed after 60 s; first failure: nccl failure at common.cu:959 on fengyun: "
+        "internal error - please report this issue to the NCCL developers"
+    ), v.message
 
 
 # ---------------------------------------------------------------- nccl.allreduce_multi, scripted (no SSH)
 
 TOOLS_OK = "@@nodecheck have all_reduce_perf /usr/bin/all_reduce_perf\n@@nodecheck have mpirun /usr/bin/mpirun\n"
-PAIR_OK = wrapped(data(A3MEGA), 0)             # 16 ranks (2 nodes x 8 GPUs), plateau busbw 298.82 GB/s
-PAIR_FAIL = wrapped(data(FAILURE_219), 1)      # Test NCCL failure, mpirun aborts
+PAIR_OK = wrapped(data(A3MEGA), 0)  # 16 ranks (2 nodes x 8 GPUs), plateau busbw 298.82 GB/s
+PAIR_FAIL = wrapped(data(FAILURE_219), 1)  # Test NCCL failure, mpirun aborts
 
 
 class ScriptedNccl:
@@ -300,18 +367,32 @@ class ScriptedNccl:
         self.log.append((probe.name, tuple(hosts), probe.timeout_s))
         what = "ok" if len(hosts) > 2 else self.outcome(*sorted(hosts))
         if what == "error":
-            return Capture(hosts[0], probe.name, probe.argv, Outcome.EXITED, 127, "",
-                           "all_reduce_perf not found (nccl-tests not installed, or set binary_dir)", 0.01)
-        return Capture(hosts[0], probe.name, probe.argv, Outcome.EXITED, 0,
-                       PAIR_OK if what == "ok" else PAIR_FAIL, "", 0.01)
+            return Capture(
+                hosts[0],
+                probe.name,
+                probe.argv,
+                Outcome.EXITED,
+                127,
+                "",
+                "all_reduce_perf not found (nccl-tests not installed, or set binary_dir)",
+                0.01,
+            )
+        return Capture(
+            hosts[0], probe.name, probe.argv, Outcome.EXITED, 0, PAIR_OK if what == "ok" else PAIR_FAIL, "", 0.01
+        )
 
 
 def run_multi(names, outcome, deadline_s: float = 3600, **params):
     cluster = ScriptedNccl(outcome)
     nodes = {name: Node(name, f"10.0.0.{i}") for i, name in enumerate(names, 1)}
     tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
-    ctx = CheckContext("nccl.allreduce_multi", nodes, tools,
-                        CommandRunner(cluster, time.monotonic() + deadline_s, threading.Event()), order=list(nodes))
+    ctx = CheckContext(
+        "nccl.allreduce_multi",
+        nodes,
+        tools,
+        CommandRunner(cluster, time.monotonic() + deadline_s, threading.Event()),
+        order=list(nodes),
+    )
     want = NcclMulti(**{"busbw_gbps": {"fail_below": 250}, "json_report": "off", **params})
     got: dict[str, list] = {}
     for group, v in nccl_allreduce.allreduce_multi(ctx, want):
@@ -329,72 +410,107 @@ def test_a_node_that_failed_only_with_the_bad_node_is_not_judged_not_failed():
     # the failure with node2, the bad node: that says nothing about node1
     def outcome(a, b):
         return "error" if a == "node1" and b in ("node3", "node4") else bad("node2")(a, b)
+
     got, _ = run_multi([f"node{i}" for i in range(1, 5)], outcome, pairing="all", max_rounds=0)
     [(status, message)] = got["node1"]
     assert status is Status.ERROR, message
-    assert message == ("all_reduce: not judged: the 4-node test failed and failed only with bad node(s) node2; "
-                       "not yet tested with a good partner")
+    assert message == (
+        "all_reduce: not judged: the 4-node test failed and failed only with bad node(s) node2; "
+        "not yet tested with a good partner"
+    )
     [(status, message)] = got["node2"]
     assert status is Status.FAIL
-    assert message.startswith("all_reduce: bad node: the 4-node test failed (16 ranks in the output, expected 32); "
-                              "it fails with all 3 partners, 2 of which pass with others: node1: nccl failure"), message
+    assert message.startswith(
+        "all_reduce: bad node: the 4-node test failed (16 ranks in the output, expected 32); "
+        "it fails with all 3 partners, 2 of which pass with others: node1: nccl failure"
+    ), message
     assert [s for s, _ in got["node3"]] == [Status.PASS] and [s for s, _ in got["node4"]] == [Status.PASS]
 
 
 def test_good_nodes_whose_pair_tests_warn_are_warned_not_passed():
-    got, _ = run_multi([f"node{i}" for i in range(1, 9)], bad("node5"),
-                       busbw_gbps={"fail_below": 250, "warn_below": 300})
+    got, _ = run_multi(
+        [f"node{i}" for i in range(1, 9)], bad("node5"), busbw_gbps={"fail_below": 250, "warn_below": 300}
+    )
     assert got["node5"][0][0] is Status.FAIL and "bad node" in got["node5"][0][1]
     for node in ("node1", "node2", "node3", "node4", "node6", "node7", "node8"):
         [(status, message)] = got[node]
         assert status is Status.WARN, (node, message)
-    assert got["node1"][0][1] == ("all_reduce: the 8-node test failed (blamed: node5); this node's 2-node tests pass, "
-                                  "slow with node2: busbw 298.82 GB/s; node8: busbw 298.82 GB/s (warn below 300 GB/s)")
+    assert got["node1"][0][1] == (
+        "all_reduce: the 8-node test failed (blamed: node5); this node's 2-node tests pass, "
+        "slow with node2: busbw 298.82 GB/s; node8: busbw 298.82 GB/s (warn below 300 GB/s)"
+    )
 
 
 def test_pair_tests_that_gave_no_result_are_not_said_to_pass():
     got, log = run_multi([f"node{i}" for i in range(1, 5)], lambda a, b: "error")
-    assert len(log) == 5                       # the full test, then 2 ring rounds of 2 pairs
+    assert len(log) == 5  # the full test, then 2 ring rounds of 2 pairs
     for node in got:
         [(status, message)] = got[node]
         assert status is Status.FAIL
-        assert message == ("all_reduce: 16 ranks in the output, expected 32 (4 nodes); no 2-node test gave a result; "
-                           "4 2-node tests could not be judged (node1+node2: could not start on node1 (exit 127): "
-                           "all_reduce_perf not found (nccl-tests not installed, or set binary_dir))")
+        assert message == (
+            "all_reduce: 16 ranks in the output, expected 32 (4 nodes); no 2-node test gave a result; "
+            "4 2-node tests could not be judged (node1+node2: could not start on node1 (exit 127): "
+            "all_reduce_perf not found (nccl-tests not installed, or set binary_dir))"
+        )
 
 
 def test_a_variant_threshold_judges_that_variants_pair_tests():
-    want = NcclMulti(variants=["network_only"], busbw_gbps={"fail_below": 400},
-                     pair_busbw_gbps={"fail_below": 350}, variant_busbw_gbps={"network_only": {"fail_below": 250}})
+    want = NcclMulti(
+        variants=["network_only"],
+        busbw_gbps={"fail_below": 400},
+        pair_busbw_gbps={"fail_below": 350},
+        variant_busbw_gbps={"network_only": {"fail_below": 250}},
+    )
     assert want.pair_floor("network_only").fail_below == 250 and want.pair_floor("default").fail_below == 350
-    got, _ = run_multi([f"node{i}" for i in range(1, 9)], bad("node5"), variants=["network_only"],
-                       pair_busbw_gbps={"fail_below": 350}, variant_busbw_gbps={"network_only": {"fail_below": 250}})
+    got, _ = run_multi(
+        [f"node{i}" for i in range(1, 9)],
+        bad("node5"),
+        variants=["network_only"],
+        pair_busbw_gbps={"fail_below": 350},
+        variant_busbw_gbps={"network_only": {"fail_below": 250}},
+    )
     assert got["node5"][0][0] is Status.FAIL and "bad node" in got["node5"][0][1]
-    assert all(got[n] == [(Status.PASS, "all_reduce (network only): the 8-node test failed; this node's 2-node "
-                                        "tests pass (blamed: node5)")] for n in got if n != "node5"), got
+    assert all(
+        got[n]
+        == [
+            (
+                Status.PASS,
+                "all_reduce (network only): the 8-node test failed; this node's 2-node tests pass (blamed: node5)",
+            )
+        ]
+        for n in got
+        if n != "node5"
+    ), got
 
 
 def test_a_node_name_no_launcher_can_take_is_named_not_a_crash():
     got, log = run_multi(["node1", "node2", "rack1/node3"], bad())
-    assert got["rack1/node3"] == [(Status.ERROR, "not in the test: the node name 'rack1/node3' cannot be passed "
-                                                 "to mpirun as a host name")]
+    assert got["rack1/node3"] == [
+        (Status.ERROR, "not in the test: the node name 'rack1/node3' cannot be passed to mpirun as a host name")
+    ]
     assert [s for s, _ in got["node1"]] == [Status.PASS] and [s for s, _ in got["node2"]] == [Status.PASS]
     assert [hosts for _, hosts, _ in log] == [("node1", "node2")]
 
 
 def test_the_full_test_is_not_started_when_its_probe_could_outlast_the_deadline():
     # json auto: the usage check's 11 s come on top of test 300 + KILL 10 + slack 10, and 30 s stay reserved
-    got, log = run_multi(["node1", "node2"], bad(), deadline_s=300 + 20 + 30 + 5, json_report="auto",
-                         test_timeout_s=300)
+    got, log = run_multi(
+        ["node1", "node2"], bad(), deadline_s=300 + 20 + 30 + 5, json_report="auto", test_timeout_s=300
+    )
     assert log == []
     assert all(v[0][0] is Status.SKIPPED and "the test may take 361 s" in v[0][1] for v in got.values()), got
 
 
-@pytest.mark.parametrize("params, words", [
-    ({"pair_max_bytes": 8, "min_bytes": 64}, "pair_max_bytes (8) must be >= min_bytes (64)"),
-    ({"pair_max_bytes": "512M", "pair_busbw_gbps": {"fail_below": 1}},
-     "pair_max_bytes (512 MiB) is below plateau_min_bytes (1 GiB)"),
-])
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"pair_max_bytes": 8, "min_bytes": 64}, "pair_max_bytes (8) must be >= min_bytes (64)"),
+        (
+            {"pair_max_bytes": "512M", "pair_busbw_gbps": {"fail_below": 1}},
+            "pair_max_bytes (512 MiB) is below plateau_min_bytes (1 GiB)",
+        ),
+    ],
+)
 def test_bad_pair_parameters_say_what_is_wrong(params, words):
     with pytest.raises(ValidationError) as e:
         NcclMulti(**params)
@@ -403,16 +519,22 @@ def test_bad_pair_parameters_say_what_is_wrong(params, words):
 
 def test_ranks_that_print_different_nccl_versions_are_named_the_stale_image_signature():
     head = cut_after(data(A3MEGA), "Rank 15")
-    info = ("ztan-mig-235z:6899:6899 [0] NCCL INFO NCCL version 2.29.2+cuda12.4\n"
-            "ztan-mig-gq73:6733:6733 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
-            "ztan-mig-235z:6900:6900 [1] NCCL INFO NCCL version 2.29.2+cuda12.4\n")
+    info = (
+        "ztan-mig-235z:6899:6899 [0] NCCL INFO NCCL version 2.29.2+cuda12.4\n"
+        "ztan-mig-gq73:6733:6733 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "ztan-mig-235z:6900:6900 [1] NCCL INFO NCCL version 2.29.2+cuda12.4\n"
+    )
     v = judge(head + info, rc=124)
     assert v.hang == "init" and v.message.endswith(
         " — and ranks run different NCCL versions: 2.21.5+cuda12.4 on ztan-mig-gq73, 2.29.2+cuda12.4 on "
-        "ztan-mig-235z; killed after 600 s")
+        "ztan-mig-235z; killed after 600 s"
+    )
     assert v.observed["nccl_versions"] == {"2.29.2+cuda12.4": ["ztan-mig-235z"], "2.21.5+cuda12.4": ["ztan-mig-gq73"]}
-    text = data(A3MEGA).replace("#\n#                                                              out-of-place",
-                                info + "#\n#                                                              out-of-place", 1)
+    text = data(A3MEGA).replace(
+        "#\n#                                                              out-of-place",
+        info + "#\n#                                                              out-of-place",
+        1,
+    )
     passed = judge(text, busbw_gbps={"fail_below": 250})
     assert passed.status is Status.WARN and "different NCCL versions" in passed.message
 
@@ -433,18 +555,30 @@ def test_the_jobs_secrets_reach_neither_the_launch_node_nor_the_report():
     tools = {n: {"nccl_tools": Capture(n, "nccl_tools", (), Outcome.EXITED, 0, TOOLS_OK, "", 0.0)} for n in nodes}
     commands = CommandRunner(cluster, time.monotonic() + 3600, threading.Event())
     ctx = CheckContext("nccl.allreduce_multi", nodes, tools, commands, order=list(nodes))
-    want = NcclMulti(busbw_gbps={"fail_below": 250}, json_report="off",
-                     job_env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x",
-                              "NCCL_NET_PLUGIN": "/home/u/libevil.so"})
+    want = NcclMulti(
+        busbw_gbps={"fail_below": 250},
+        json_report="off",
+        job_env={"HF_TOKEN": "s3cr3t", "NCCL_FOO": "1", "GITHUB_PAT": "x", "NCCL_NET_PLUGIN": "/home/u/libevil.so"},
+    )
     verdicts = list(nccl_allreduce.allreduce_multi(ctx, want))
     [probe] = probes
     assert "NCCL_FOO=1\n" in probe.stdin and "s3cr3t" not in probe.stdin and "evil" not in probe.stdin
     assert ("-x", "NCCL_FOO") in zip(probe.argv, probe.argv[1:])
     assert ("-x", "NCCL_NET_PLUGIN") not in zip(probe.argv, probe.argv[1:])
     assert not [w for c in commands.captures for w in c.argv if "s3cr3t" in w or "NCCL_FOO=" in w or "evil" in w]
-    assert ctx.extras["env_not_passed"] == {"GITHUB_PAT": "not a variable the test needs", "HF_TOKEN": "its name looks secret",
-                                            "NCCL_NET_PLUGIN": LOADS_OR_WRITES}
+    assert ctx.extras["env_not_passed"] == {
+        "GITHUB_PAT": "not a variable the test needs",
+        "HF_TOKEN": "its name looks secret",
+        "NCCL_NET_PLUGIN": LOADS_OR_WRITES,
+    }
     [(group, v)] = verdicts
-    assert group == ("node1", "node2") and v.status is Status.PASS and v.message.endswith(
-        "; the test ran without the job's NCCL_NET_PLUGIN: each " + LOADS_OR_WRITES + " (a playbook's env: may set it)")
+    assert (
+        group == ("node1", "node2")
+        and v.status is Status.PASS
+        and v.message.endswith(
+            "; the test ran without the job's NCCL_NET_PLUGIN: each "
+            + LOADS_OR_WRITES
+            + " (a playbook's env: may set it)"
+        )
+    )
     assert v.observed["env_not_passed"] == ctx.extras["env_not_passed"]

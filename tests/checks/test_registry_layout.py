@@ -1,6 +1,7 @@
 """A check's name gives its place: check `a.b` is the function `b` in nodecheck.checks.a, or in
 nodecheck.checks.a_x where `b` starts with `x` (gpu.xid: checks/gpu_xid.py:xid;
 nccl.allreduce_single: checks/nccl_allreduce.py:allreduce_single)."""
+
 from __future__ import annotations
 
 import importlib
@@ -23,30 +24,36 @@ def place_problem(name: str, module: str, function: str) -> str | None:
     if module == f"{PACKAGE}.{family}":
         return None
     prefix = f"{PACKAGE}.{family}_"
-    if module.startswith(prefix) and "." not in module[len(prefix):] and leaf.startswith(module[len(prefix):]):
+    if module.startswith(prefix) and "." not in module[len(prefix) :] and leaf.startswith(module[len(prefix) :]):
         return None
-    return (f"{name}: registered in {module}, expected {PACKAGE}.{family} "
-            f"(or {PACKAGE}.{family}_X where {leaf!r} starts with X)")
+    return (
+        f"{name}: registered in {module}, expected {PACKAGE}.{family} "
+        f"(or {PACKAGE}.{family}_X where {leaf!r} starts with X)"
+    )
 
 
-@pytest.mark.parametrize("name, module, function, problem", [
-    ("ib.ports", "nodecheck.checks.ib", "ports", None),
-    ("gpu.xid", "nodecheck.checks.gpu_xid", "xid", None),
-    ("nccl.allreduce_single", "nodecheck.checks.nccl_allreduce", "allreduce_single", None),
-    ("nccl.env", "nodecheck.checks.nccl_env", "env", None),
-    ("ib.pairs", "nodecheck.checks.ib_pairs", "pair_bandwidth", "the function is named 'pair_bandwidth'"),
-    ("ib.counters", "nodecheck.checks.ib_errors", "counters", "registered in nodecheck.checks.ib_errors"),
-    ("kernel.version", "nodecheck.checks.versions", "version", "registered in nodecheck.checks.versions"),
-    ("gpu.xid", "nodecheck.checks.kernel", "xid", "registered in nodecheck.checks.kernel"),
-])
+@pytest.mark.parametrize(
+    "name, module, function, problem",
+    [
+        ("ib.ports", "nodecheck.checks.ib", "ports", None),
+        ("gpu.xid", "nodecheck.checks.gpu_xid", "xid", None),
+        ("nccl.allreduce_single", "nodecheck.checks.nccl_allreduce", "allreduce_single", None),
+        ("nccl.env", "nodecheck.checks.nccl_env", "env", None),
+        ("ib.pairs", "nodecheck.checks.ib_pairs", "pair_bandwidth", "the function is named 'pair_bandwidth'"),
+        ("ib.counters", "nodecheck.checks.ib_errors", "counters", "registered in nodecheck.checks.ib_errors"),
+        ("kernel.version", "nodecheck.checks.versions", "version", "registered in nodecheck.checks.versions"),
+        ("gpu.xid", "nodecheck.checks.kernel", "xid", "registered in nodecheck.checks.kernel"),
+    ],
+)
 def test_the_rule_itself(name, module, function, problem):
     said = place_problem(name, module, function)
     assert said is None if problem is None else problem in said
 
 
 def test_every_check_is_the_function_its_name_gives():
-    problems = [place_problem(name, spec.judge.__module__, spec.judge.__name__)
-                for name, spec in sorted(all_checks().items())]
+    problems = [
+        place_problem(name, spec.judge.__module__, spec.judge.__name__) for name, spec in sorted(all_checks().items())
+    ]
     assert [p for p in problems if p] == []
 
 

@@ -1,27 +1,30 @@
 """What a job chooses (--job-env) must not make a root-run nccl-tests load, run, read or write anything
 of its choosing (issue 17, slice I): the playbook loader keeps the job's variables apart from the
 operator's `env:`, and the probe script, run for real, never sees the refused ones."""
+
 from __future__ import annotations
 
 import pytest
 
 from nodecheck.checks import nccl_allreduce
-from nodecheck.probes.env_policy import LOADS_OR_WRITES
+from nodecheck.config.playbook import load_playbook
 from nodecheck.core.model import Status
 from nodecheck.parsers.sections import split_sections
-from nodecheck.config.playbook import load_playbook
+from nodecheck.probes.env_policy import LOADS_OR_WRITES
 from tests.checks.test_nccl_allreduce import A3MEGA, wrapped
 from tests.helpers import captures, data
 from tests.probes.test_nccl_tests import SHELLS, run, tool
 
-HOSTILE = ("LD_LIBRARY_PATH=/home/u/evil\nNCCL_NET_PLUGIN=/home/u/libevil.so\nNCCL_DEBUG_FILE=/etc/passwd\n"
-           "OMPI_MCA_plm_rsh_agent='sh -c evil'\nNCCL_IB_HCA=mlx5_0:1\nNCCL_SOCKET_IFNAME=ib0\nNCCL_ALGO=Ring\n")
-SHOW = '''
+HOSTILE = (
+    "LD_LIBRARY_PATH=/home/u/evil\nNCCL_NET_PLUGIN=/home/u/libevil.so\nNCCL_DEBUG_FILE=/etc/passwd\n"
+    "OMPI_MCA_plm_rsh_agent='sh -c evil'\nNCCL_IB_HCA=mlx5_0:1\nNCCL_SOCKET_IFNAME=ib0\nNCCL_ALGO=Ring\n"
+)
+SHOW = """
 case "$1" in -h) exit 0 ;; esac
 for v in LD_LIBRARY_PATH NCCL_NET_PLUGIN NCCL_DEBUG_FILE OMPI_MCA_plm_rsh_agent NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_ALGO; do
   eval "printf '%s=%s\\n' $v \\"\\${$v-unset}\\""
 done
-'''
+"""
 
 
 def playbook(tmp_path, env_block: str = "") -> str:
@@ -44,20 +47,36 @@ def test_a_jobs_library_plugin_and_file_variables_never_reach_the_test_and_its_t
     tool(tmp_path, "all_reduce_perf", SHOW)
     proc, _ = run(probe, tmp_path, shell)
     assert split_sections(proc.stdout).get("test").text.splitlines() == [
-        "LD_LIBRARY_PATH=unset", "NCCL_NET_PLUGIN=unset", "NCCL_DEBUG_FILE=unset", "OMPI_MCA_plm_rsh_agent=unset",
-        "NCCL_IB_HCA=mlx5_0:1", "NCCL_SOCKET_IFNAME=ib0", "NCCL_ALGO=Ring"]
+        "LD_LIBRARY_PATH=unset",
+        "NCCL_NET_PLUGIN=unset",
+        "NCCL_DEBUG_FILE=unset",
+        "OMPI_MCA_plm_rsh_agent=unset",
+        "NCCL_IB_HCA=mlx5_0:1",
+        "NCCL_SOCKET_IFNAME=ib0",
+        "NCCL_ALGO=Ring",
+    ]
 
 
-def test_the_operators_playbook_env_may_set_a_plugin_and_keeps_it_over_the_jobs(tmp_path, ):
+def test_the_operators_playbook_env_may_set_a_plugin_and_keeps_it_over_the_jobs(
+    tmp_path,
+):
     job = tmp_path / "job.env"
     job.write_text(HOSTILE)
-    book = load_playbook(playbook(tmp_path, "    env: {NCCL_NET_PLUGIN: aws-ofi, LD_LIBRARY_PATH: /opt/ofi/lib, "
-                                            "NCCL_IB_HCA: mlx5_1}\n"), job_env=str(job))
+    book = load_playbook(
+        playbook(tmp_path, "    env: {NCCL_NET_PLUGIN: aws-ofi, LD_LIBRARY_PATH: /opt/ofi/lib, NCCL_IB_HCA: mlx5_1}\n"),
+        job_env=str(job),
+    )
     [check] = book.checks
-    assert check.params.env == {"NCCL_NET_PLUGIN": "aws-ofi", "LD_LIBRARY_PATH": "/opt/ofi/lib", "NCCL_IB_HCA": "mlx5_1"}
+    assert check.params.env == {
+        "NCCL_NET_PLUGIN": "aws-ofi",
+        "LD_LIBRARY_PATH": "/opt/ofi/lib",
+        "NCCL_IB_HCA": "mlx5_1",
+    }
     [probe] = check.probes
-    assert probe.stdin == ("NCCL_DEBUG=VERSION\nNCCL_NET_PLUGIN=aws-ofi\nLD_LIBRARY_PATH=/opt/ofi/lib\n"
-                           "NCCL_IB_HCA=mlx5_0:1\nNCCL_SOCKET_IFNAME=ib0\nNCCL_ALGO=Ring\n")
+    assert probe.stdin == (
+        "NCCL_DEBUG=VERSION\nNCCL_NET_PLUGIN=aws-ofi\nLD_LIBRARY_PATH=/opt/ofi/lib\n"
+        "NCCL_IB_HCA=mlx5_0:1\nNCCL_SOCKET_IFNAME=ib0\nNCCL_ALGO=Ring\n"
+    )
 
 
 def test_the_verdict_says_which_of_the_jobs_variables_the_test_ran_without_and_why(tmp_path):
@@ -66,12 +85,17 @@ def test_the_verdict_says_which_of_the_jobs_variables_the_test_ran_without_and_w
     [check] = load_playbook(playbook(tmp_path), job_env=str(job)).checks
     [probe] = check.probes
     [v] = check.spec.judge(captures(probe, wrapped(data(A3MEGA), 0)), check.params)
-    assert v.status is Status.FAIL             # 16 ranks, not 8: judged as before, with the note
-    assert v.message.endswith("; the test ran without the job's LD_LIBRARY_PATH, NCCL_DEBUG_FILE, NCCL_NET_PLUGIN, "
-                              "OMPI_MCA_plm_rsh_agent: each " + LOADS_OR_WRITES + " (a playbook's env: may set it)"), \
-        v.message
-    assert v.observed["env_not_passed"] == {"HF_TOKEN": "its name looks secret",
-                                            "LD_LIBRARY_PATH": LOADS_OR_WRITES, "NCCL_DEBUG_FILE": LOADS_OR_WRITES,
-                                            "NCCL_NET_PLUGIN": LOADS_OR_WRITES, "OMPI_MCA_plm_rsh_agent": LOADS_OR_WRITES}
+    assert v.status is Status.FAIL  # 16 ranks, not 8: judged as before, with the note
+    assert v.message.endswith(
+        "; the test ran without the job's LD_LIBRARY_PATH, NCCL_DEBUG_FILE, NCCL_NET_PLUGIN, "
+        "OMPI_MCA_plm_rsh_agent: each " + LOADS_OR_WRITES + " (a playbook's env: may set it)"
+    ), v.message
+    assert v.observed["env_not_passed"] == {
+        "HF_TOKEN": "its name looks secret",
+        "LD_LIBRARY_PATH": LOADS_OR_WRITES,
+        "NCCL_DEBUG_FILE": LOADS_OR_WRITES,
+        "NCCL_NET_PLUGIN": LOADS_OR_WRITES,
+        "OMPI_MCA_plm_rsh_agent": LOADS_OR_WRITES,
+    }
     assert "s3cr3t" not in repr(v) and "/home/u" not in repr(v)
     assert nccl_allreduce.NcclSingle().job_env == {}

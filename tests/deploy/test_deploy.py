@@ -1,6 +1,7 @@
 """The shipped schedulers of `nodecheck sweep` (nodecheck/deploy/): systemd service + timer and a cron
 line. Their syntax (systemd-analyze where it exists), and that the command they run is one the
 CLI accepts, with a timeout above the sweep playbook's deadline and no overlapping sweeps."""
+
 from __future__ import annotations
 
 import configparser
@@ -16,14 +17,21 @@ from nodecheck import cli
 from nodecheck.config.playbook import load_playbook
 
 DEPLOY = Path(__file__).resolve().parents[2] / "nodecheck" / "deploy"
-SWEEP_ARGV = ["sweep", "/etc/nodecheck/hosts.yml", "--playbook", "sweep", "--output-dir",
-              "/var/lib/nodecheck/reports", "--metrics", "/var/lib/node_exporter/textfile_collector/nodecheck.prom"]
+SWEEP_ARGV = [
+    "sweep",
+    "/etc/nodecheck/hosts.yml",
+    "--playbook",
+    "sweep",
+    "--output-dir",
+    "/var/lib/nodecheck/reports",
+    "--metrics",
+    "/var/lib/node_exporter/textfile_collector/nodecheck.prom",
+]
 
 
 def unit(name: str) -> configparser.ConfigParser:
-    parser = configparser.ConfigParser(interpolation=None, strict=True, delimiters=("=",),
-                                       comment_prefixes=("#", ";"))
-    parser.optionxform = str                   # systemd keys are case-sensitive
+    parser = configparser.ConfigParser(interpolation=None, strict=True, delimiters=("=",), comment_prefixes=("#", ";"))
+    parser.optionxform = str  # systemd keys are case-sensitive
     parser.read_string((DEPLOY / name).read_text(), source=name)
     return parser
 
@@ -40,8 +48,12 @@ def seconds(text: str) -> float:
 
 def test_the_deploy_folder_holds_exactly_the_shipped_files():
     assert sorted(p.name for p in DEPLOY.iterdir() if not p.name.startswith("__")) == [
-        "nodecheck-gate.logrotate", "nodecheck-sweep.cron", "nodecheck-sweep.service", "nodecheck-sweep.timer",
-        "nodecheck-watch@.service"]
+        "nodecheck-gate.logrotate",
+        "nodecheck-sweep.cron",
+        "nodecheck-sweep.service",
+        "nodecheck-sweep.timer",
+        "nodecheck-watch@.service",
+    ]
 
 
 def test_the_logrotate_file_rotates_the_gate_and_sweep_logs():
@@ -62,7 +74,7 @@ def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
     service = unit("nodecheck-sweep.service")
     assert service.sections() == ["Unit", "Service"]
     s = service["Service"]
-    assert s["Type"] == "oneshot"                                         # no second start while one runs
+    assert s["Type"] == "oneshot"  # no second start while one runs
     argv = shlex.split(s["ExecStart"])
     assert argv[0] == "/opt/nodecheck/bin/nodecheck" and argv[1:] == SWEEP_ARGV
     args = cli.build_parser().parse_args(argv[1:])
@@ -70,7 +82,7 @@ def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
     assert s["WorkingDirectory"] == "/var/lib/nodecheck"
     assert seconds(s["TimeoutStartSec"]) == 900 > load_playbook("sweep").deadline_s == 600
     assert (s["Nice"], s["IOSchedulingClass"], s["IOSchedulingPriority"]) == ("10", "best-effort", "7")
-    assert s["SuccessExitStatus"].split() == ["1", "2", "3"]              # findings are not a failed unit
+    assert s["SuccessExitStatus"].split() == ["1", "2", "3"]  # findings are not a failed unit
 
 
 def test_the_timer_is_hourly_randomized_and_persistent():
@@ -88,8 +100,13 @@ def test_systemd_analyze_verifies_both_units_without_a_warning(tmp_path):
     for name in ("nodecheck-sweep.service", "nodecheck-sweep.timer"):
         text = (DEPLOY / name).read_text().replace("ExecStart=/opt/nodecheck/bin/nodecheck ", "ExecStart=/bin/true ")
         (tmp_path / name).write_text(text)
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "nodecheck-sweep.service",
-                           "nodecheck-sweep.timer"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", "nodecheck-sweep.service", "nodecheck-sweep.timer"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (0, "")
     calendar = subprocess.run(["systemd-analyze", "calendar", "hourly"], capture_output=True, text=True, timeout=60)
     assert "Normalized form: *-*-* *:00:00" in calendar.stdout
@@ -99,25 +116,31 @@ def test_a_bad_key_would_be_caught(tmp_path):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze not installed")
     (tmp_path / "bad.service").write_text("[Service]\nTipe=oneshot\nExecStart=/bin/true\n")
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "bad.service"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
-    assert "Unknown key 'Tipe'" in done.stderr                           # so an empty stderr above means clean
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", "bad.service"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Unknown key 'Tipe'" in done.stderr  # so an empty stderr above means clean
 
 
 def test_the_cron_line_never_stacks_sweeps_and_runs_the_same_command():
-    lines = [ln for ln in (DEPLOY / "nodecheck-sweep.cron").read_text().splitlines()
-             if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln for ln in (DEPLOY / "nodecheck-sweep.cron").read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    ]
     env = [ln for ln in lines if re.match(r"^[A-Z]+=", ln)]
     assert env == ["SHELL=/bin/sh", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     [job] = [ln for ln in lines if ln not in env]
     fields = job.split(None, 6)
-    assert fields[:6] == ["17", "*", "*", "*", "*", "root"]                 # cron.d: minute 17 hourly, as root
+    assert fields[:6] == ["17", "*", "*", "*", "*", "root"]  # cron.d: minute 17 hourly, as root
     command = shlex.split(fields[6])
-    assert command[:3] == ["umask", "027", "&&"]                           # its log is not readable by others
+    assert command[:3] == ["umask", "027", "&&"]  # its log is not readable by others
     command = command[3:]
     assert command[:4] == ["cd", "/var/lib/nodecheck", "&&", "flock"]
-    assert command[4:6] == ["-n", "/run/lock/nodecheck-sweep.lock"]        # skip, never queue, a second sweep
+    assert command[4:6] == ["-n", "/run/lock/nodecheck-sweep.lock"]  # skip, never queue, a second sweep
     assert command[6:10] == ["timeout", "--kill-after=60", "900", "nice"]
     start = command.index("/opt/nodecheck/bin/nodecheck")
-    assert command[start + 1:start + 1 + len(SWEEP_ARGV)] == SWEEP_ARGV
-    assert command[start + 1 + len(SWEEP_ARGV):] == [">>/var/log/nodecheck/sweep.log", "2>&1"]
+    assert command[start + 1 : start + 1 + len(SWEEP_ARGV)] == SWEEP_ARGV
+    assert command[start + 1 + len(SWEEP_ARGV) :] == [">>/var/log/nodecheck/sweep.log", "2>&1"]

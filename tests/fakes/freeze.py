@@ -9,14 +9,15 @@ SIGSTOP and an already-attached tracer (strace -p) do not do this: py-spy fails 
 Standard library only; needs root and the v1 freezer hierarchy (Debian 12 CI and the dev machine
 mount it at /sys/fs/cgroup/freezer). Anything missing raises FreezerUnavailable naming what.
 """
+
 from __future__ import annotations
 
 import os
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 FREEZER_ROOT = "/sys/fs/cgroup/freezer"
-_SETTLE_S = 5.0          # FREEZING -> FROZEN takes milliseconds; seconds means something is wrong
+_SETTLE_S = 5.0  # FREEZING -> FROZEN takes milliseconds; seconds means something is wrong
 
 
 class FreezerUnavailable(RuntimeError):
@@ -48,7 +49,7 @@ def thaw(path: str, root: str = FREEZER_ROOT) -> None:
         try:
             _write(os.path.join(root, "cgroup.procs"), pid)
         except ProcessLookupError:
-            pass                                   # exited meanwhile: nothing to move
+            pass  # exited meanwhile: nothing to move
     os.rmdir(path)
 
 
@@ -65,10 +66,13 @@ def _require(root: str) -> None:
         raise FreezerUnavailable(f"freezing needs root (euid is {os.geteuid()})")
     mounts = _read("/proc/mounts").splitlines()
     # a v1 freezer mount reads "cgroup <root> cgroup rw,...,freezer 0 0"
-    if not any(f" {root} cgroup " in f" {m} " and "freezer" in m.split()[3].split(",") for m in mounts
-               if len(m.split()) >= 4):
-        raise FreezerUnavailable(f"no cgroup v1 freezer mounted at {root} (see /proc/mounts); "
-                                 f"mount one: mkdir -p {root} && mount -t cgroup -o freezer freezer {root}")
+    if not any(
+        f" {root} cgroup " in f" {m} " and "freezer" in m.split()[3].split(",") for m in mounts if len(m.split()) >= 4
+    ):
+        raise FreezerUnavailable(
+            f"no cgroup v1 freezer mounted at {root} (see /proc/mounts); "
+            f"mount one: mkdir -p {root} && mount -t cgroup -o freezer freezer {root}"
+        )
 
 
 def _settle(path: str, want: str) -> None:

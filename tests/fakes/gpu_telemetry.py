@@ -13,6 +13,7 @@ values carry the unit unless nounits ("100 %", "190.00 W", "62000 MiB"). A field
 `Field "X" is not a valid field to query.` and a blank line on stdout, exit 2 (formats.md §6).
 Anything else (no --query-gpu, no --format, other options): a note on stderr, exit 2.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,16 +73,24 @@ def fields(scn: dict, host: str):
         "clocks.current.graphics": ("MHz", lambda r: "1980" if r["util"] else "345"),
         "clocks.current.memory": ("MHz", lambda r: "2619"),
     }
-    for alias, name in (("gpu_name", "name"), ("gpu_uuid", "uuid"), ("gpu_bus_id", "pci.bus_id"),
-                        ("clocks.sm", "clocks.current.sm"), ("clocks.gr", "clocks.current.graphics"),
-                        ("clocks.mem", "clocks.current.memory")):
+    for alias, name in (
+        ("gpu_name", "name"),
+        ("gpu_uuid", "uuid"),
+        ("gpu_bus_id", "pci.bus_id"),
+        ("clocks.sm", "clocks.current.sm"),
+        ("clocks.gr", "clocks.current.graphics"),
+        ("clocks.mem", "clocks.current.memory"),
+    ):
         table[alias] = table[name]
     return table
 
 
 def _usage(argv: list[str]) -> int:
-    print("fake nvidia-smi (tests/fakes/gpu_telemetry.py): only --query-gpu=FIELDS "
-          "--format=csv[,noheader][,nounits] [-i IDS] is simulated; got: " + " ".join(argv), file=sys.stderr)
+    print(
+        "fake nvidia-smi (tests/fakes/gpu_telemetry.py): only --query-gpu=FIELDS "
+        "--format=csv[,noheader][,nounits] [-i IDS] is simulated; got: " + " ".join(argv),
+        file=sys.stderr,
+    )
     return 2
 
 
@@ -98,7 +107,7 @@ def main(argv: list[str]) -> int:
                 value, i = args[i + 1], i + 2
                 break
             if a.startswith(opt + "=") and opt.startswith("--"):
-                value, i = a[len(opt) + 1:], i + 1
+                value, i = a[len(opt) + 1 :], i + 1
                 break
         else:
             return _usage(args)

@@ -34,6 +34,7 @@ listen to port N" + the same), no device at all (corpus debian-perftest-4.5-no-r
 a named device the node lacks ("IB device X not found" + " Unable to find the Infiniband/RoCE device",
 ctx_find_dev). A "hang" node sleeps for an hour once connected, as server or as client.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -45,27 +46,79 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-DEF_PORT = 18515                 # perftest DEF_PORT
-DEF_SIZE = 65536                 # DEF_SIZE_BW
-DEF_ITERS = 5000                 # DEF_ITERS_WB (RDMA Write BW)
-DEFAULTS = {"default_gbps": 392.0, "test_s": 0.3, "devices": [f"mlx5_{i}" for i in range(8)],
-            "link_type": "IB", "nodes": {}, "links": []}
-ACCEPT_TIMEOUT_S = 60.0          # harness limit: real perftest waits forever for its client
+DEF_PORT = 18515  # perftest DEF_PORT
+DEF_SIZE = 65536  # DEF_SIZE_BW
+DEF_ITERS = 5000  # DEF_ITERS_WB (RDMA Write BW)
+DEFAULTS = {
+    "default_gbps": 392.0,
+    "test_s": 0.3,
+    "devices": [f"mlx5_{i}" for i in range(8)],
+    "link_type": "IB",
+    "nodes": {},
+    "links": [],
+}
+ACCEPT_TIMEOUT_S = 60.0  # harness limit: real perftest waits forever for its client
 HANG_S = 3600.0
 RESULT_LINE = "-" * 87
 # perftest's getopt string: "w:y:p:d:i:m:s:n:t:u:S:x:c:q:I:o:M:r:Q:A:l:D:f:B:T:L:E:J:j:K:k:X:W:aFegzRvhbNVCHUOZP"
 SHORT_WITH_VALUE = set("wypdimsntuSxcqIoMrQAlDfBTLEJjKkXW")
 LONG_WITH_VALUE = {
-    "port", "ib-dev", "ib-port", "mtu", "size", "iters", "tx-depth", "rx-depth", "qp-timeout", "sl",
-    "gid-index", "connection", "qp", "inline_size", "outs", "cq-mod", "post_list", "recv_post_list",
-    "duration", "margin", "mmap", "mmap-offset", "dlid", "source_ip", "tos", "flows", "rate_limit",
-    "burst_size", "rate_units", "output", "force-link", "out_json_file", "limit_bw",
-    "limit_msgrate", "use_cuda", "use_cuda_bus_id", "use_rocm", "use_neuron", "use_hl", "cpu_freq_f",
+    "port",
+    "ib-dev",
+    "ib-port",
+    "mtu",
+    "size",
+    "iters",
+    "tx-depth",
+    "rx-depth",
+    "qp-timeout",
+    "sl",
+    "gid-index",
+    "connection",
+    "qp",
+    "inline_size",
+    "outs",
+    "cq-mod",
+    "post_list",
+    "recv_post_list",
+    "duration",
+    "margin",
+    "mmap",
+    "mmap-offset",
+    "dlid",
+    "source_ip",
+    "tos",
+    "flows",
+    "rate_limit",
+    "burst_size",
+    "rate_units",
+    "output",
+    "force-link",
+    "out_json_file",
+    "limit_bw",
+    "limit_msgrate",
+    "use_cuda",
+    "use_cuda_bus_id",
+    "use_rocm",
+    "use_neuron",
+    "use_hl",
+    "cpu_freq_f",
 }
-LONG_TO_SHORT = {"port": "p", "ib-dev": "d", "ib-port": "i", "gid-index": "x", "size": "s",
-                 "duration": "D", "qp": "q", "iters": "n", "rdma_cm": "R"}
-NO_DEVICE = (" Did not detect devices \n"
-             " If device exists, check if driver is up\n")   # corpus debian-perftest-4.5-no-rdma-device-exit1.txt
+LONG_TO_SHORT = {
+    "port": "p",
+    "ib-dev": "d",
+    "ib-port": "i",
+    "gid-index": "x",
+    "size": "s",
+    "duration": "D",
+    "qp": "q",
+    "iters": "n",
+    "rdma_cm": "R",
+}
+NO_DEVICE = (
+    " Did not detect devices \n"
+    " If device exists, check if driver is up\n"
+)  # corpus debian-perftest-4.5-no-rdma-device-exit1.txt
 NOT_FOUND = " Unable to find the Infiniband/RoCE device\n"
 NO_SOCKET = " Unable to init the socket connection\n"
 
@@ -106,10 +159,10 @@ def parse_args(argv: list[str]) -> Options:
             else:
                 o.flags.add(key)
         elif a.startswith("-") and len(a) > 1:
-            for j in range(1, len(a)):          # bundled short options: -aF, -dmlx5_0, -D5
+            for j in range(1, len(a)):  # bundled short options: -aF, -dmlx5_0, -D5
                 if a[j] in SHORT_WITH_VALUE:
-                    if a[j + 1:]:
-                        o.values[a[j]] = a[j + 1:]
+                    if a[j + 1 :]:
+                        o.values[a[j]] = a[j + 1 :]
                     elif i + 1 < len(argv):
                         i += 1
                         o.values[a[j]] = argv[i]
@@ -126,7 +179,7 @@ class Fabric:
     spec: dict
 
     @classmethod
-    def load(cls, path: str) -> "Fabric":
+    def load(cls, path: str) -> Fabric:
         try:
             with open(path) as f:
                 spec = json.load(f)
@@ -175,8 +228,7 @@ def c_hash_hex(value: int, width: int) -> str:
     return "0" * width if value == 0 else "0x" + format(value, f"0{max(width - 2, 1)}x")
 
 
-def address_lines(side: str, node: str, device: str, qps: int, tcp_port: int, o: Options,
-                  link_type: str) -> list[str]:
+def address_lines(side: str, node: str, device: str, qps: int, tcp_port: int, o: Options, link_type: str) -> list[str]:
     lines = []
     for q in range(qps):
         seed = zlib.crc32(f"{node}/{device}/{tcp_port}/{q}".encode())
@@ -186,7 +238,7 @@ def address_lines(side: str, node: str, device: str, qps: int, tcp_port: int, o:
             vaddr = 0x7F0000000000 + ((seed >> 4) & 0xFFFFFFF) * 0x1000
             line += f" RKey {c_hash_hex(0x100 + node_index(node), 8)} VAddr {c_hash_hex(vaddr, 16)}"
         lines.append(line)
-        if link_type == "Ethernet":            # PERF_GID_FMT: the 16 GID bytes in decimal, %02d
+        if link_type == "Ethernet":  # PERF_GID_FMT: the 16 GID bytes in decimal, %02d
             gid = ipaddress.IPv6Address(f"::ffff:10.77.0.{node_index(node)}").packed
             lines.append(" GID: " + ":".join(f"{b:02d}" for b in gid))
     return lines
@@ -194,21 +246,26 @@ def address_lines(side: str, node: str, device: str, qps: int, tcp_port: int, o:
 
 def info_block(device: str, o: Options, server: bool, link_type: str) -> list[str]:
     """ctx_print_test_info, as in the recording; the server prints no TX depth (write, not duplex)."""
-    lines = [RESULT_LINE, "                    RDMA_Write BW Test",
-             f" Dual-port       : OFF\t\tDevice         : {device}",
-             f" Number of qps   : {o.number('q', 1)}\t\tTransport type : IB",
-             " Connection type : RC\t\tUsing SRQ      : OFF",
-             " PCIe relax order: ON",
-             " ibv_wr* API     : ON"]
+    lines = [
+        RESULT_LINE,
+        "                    RDMA_Write BW Test",
+        f" Dual-port       : OFF\t\tDevice         : {device}",
+        f" Number of qps   : {o.number('q', 1)}\t\tTransport type : IB",
+        " Connection type : RC\t\tUsing SRQ      : OFF",
+        " PCIe relax order: ON",
+        " ibv_wr* API     : ON",
+    ]
     if not server:
         lines.append(" TX depth        : 128")
     lines += [" CQ Moderation   : 1", " Mtu             : 1024[B]", f" Link type       : {link_type}"]
     if link_type == "Ethernet":
         lines.append(f" GID index       : {o.number('x', 3)}")
-    lines += [" Max inline data : 0[B]",
-              f" rdma_cm QPs     : {'ON' if o.rdma_cm else 'OFF'}",
-              f" Data ex. method : {'rdma_cm' if o.rdma_cm else 'Ethernet'}",
-              RESULT_LINE]
+    lines += [
+        " Max inline data : 0[B]",
+        f" rdma_cm QPs     : {'ON' if o.rdma_cm else 'OFF'}",
+        f" Data ex. method : {'rdma_cm' if o.rdma_cm else 'Ethernet'}",
+        RESULT_LINE,
+    ]
     return lines
 
 
@@ -218,16 +275,15 @@ def result_lines(gbps: float, o: Options) -> list[str]:
     unit = "Gb/sec" if o.report_gbits else "MiB/sec"
     avg = gbps if o.report_gbits else gbps * 1e9 / 8 / 2**20
     msg_rate = gbps * 1e9 / 8 / size / 1e6
-    if duration:   # duration mode: no peak, iterations = messages sent in the test time
+    if duration:  # duration mode: no peak, iterations = messages sent in the test time
         iters, peak = int(gbps * 1e9 / 8 * duration / size), 0.0
-    else:          # -n per QP (the recording: -q 4 prints 20000); peak a hair above the average
+    else:  # -n per QP (the recording: -q 4 prints 20000); peak a hair above the average
         iters, peak = o.number("n", DEF_ITERS) * o.number("q", 1), avg * 1.0001
-    if o.report_gbits and avg < 0.1:      # inc_accuracy: REPORT_FMT_EXT
+    if o.report_gbits and avg < 0.1:  # inc_accuracy: REPORT_FMT_EXT
         row = " %-7d    %d           %-7.6f            %-7.6f            %-7.6f" % (size, iters, peak, avg, msg_rate)
-    else:          # REPORT_FMT of the recording's perftest version
+    else:  # REPORT_FMT of the recording's perftest version
         row = " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f" % (size, iters, peak, avg, msg_rate)
-    return [f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]",
-            row, RESULT_LINE]
+    return [f" #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]", row, RESULT_LINE]
 
 
 def emit(lines: list[str]) -> None:
@@ -265,9 +321,14 @@ def choose_device(me: Me, fabric: Fabric, o: Options) -> tuple[str | None, int]:
 
 def serve(me: Me, fabric: Fabric, o: Options, device: str) -> int:
     port = o.number("p", DEF_PORT)
-    emit(["", "************************************",
-          "* Waiting for client to connect... *",
-          "************************************"])
+    emit(
+        [
+            "",
+            "************************************",
+            "* Waiting for client to connect... *",
+            "************************************",
+        ]
+    )
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -279,8 +340,7 @@ def serve(me: Me, fabric: Fabric, o: Options, device: str) -> int:
     try:
         conn, _ = listener.accept()
     except socket.timeout:
-        return fail(f"fake ib_write_bw: no client within {ACCEPT_TIMEOUT_S:.0f} s (the harness's limit)\n",
-                    NO_SOCKET)
+        return fail(f"fake ib_write_bw: no client within {ACCEPT_TIMEOUT_S:.0f} s (the harness's limit)\n", NO_SOCKET)
     finally:
         listener.close()
     with conn, conn.makefile("rb") as rfile:
@@ -293,10 +353,12 @@ def serve(me: Me, fabric: Fabric, o: Options, device: str) -> int:
                 raise ConnectionError("client went away")
             send(conn, {"node": me.node, "device": device})
             link_type = fabric.spec["link_type"]
-            emit(info_block(device, o, True, link_type)
-                 + address_lines("local", me.node, device, o.number("q", 1), port, o, link_type)
-                 + address_lines("remote", hello["node"], hello["device"], o.number("q", 1), port, o, link_type)
-                 + [RESULT_LINE])
+            emit(
+                info_block(device, o, True, link_type)
+                + address_lines("local", me.node, device, o.number("q", 1), port, o, link_type)
+                + address_lines("remote", hello["node"], hello["device"], o.number("q", 1), port, o, link_type)
+                + [RESULT_LINE]
+            )
             report = receive(conn, rfile)
             if report is None:
                 raise ConnectionError("client went away")
@@ -307,7 +369,7 @@ def serve(me: Me, fabric: Fabric, o: Options, device: str) -> int:
 
 
 def resolve(me: Me, host: str) -> str:
-    m = re.fullmatch(r"node([1-9]\d*)", host)     # the simulated cluster has no DNS for its nodes
+    m = re.fullmatch(r"node([1-9]\d*)", host)  # the simulated cluster has no DNS for its nodes
     return f"{me.net}.{m.group(1)}" if m else socket.gethostbyname(host)
 
 
@@ -329,17 +391,19 @@ def connect(me: Me, fabric: Fabric, o: Options, device: str) -> int:
     with conn, conn.makefile("rb") as rfile:
         if fabric.hangs(me.node):
             time.sleep(HANG_S)
-        conn.settimeout(None)                 # a hung server hangs its client too, as in perftest
+        conn.settimeout(None)  # a hung server hangs its client too, as in perftest
         try:
             send(conn, {"node": me.node, "device": device})
             peer = receive(conn, rfile)
             if peer is None:
                 raise ConnectionError("server went away")
             link_type = fabric.spec["link_type"]
-            emit(info_block(device, o, False, link_type)
-                 + address_lines("local", me.node, device, o.number("q", 1), port, o, link_type)
-                 + address_lines("remote", peer["node"], peer["device"], o.number("q", 1), port, o, link_type)
-                 + [RESULT_LINE])
+            emit(
+                info_block(device, o, False, link_type)
+                + address_lines("local", me.node, device, o.number("q", 1), port, o, link_type)
+                + address_lines("remote", peer["node"], peer["device"], o.number("q", 1), port, o, link_type)
+                + [RESULT_LINE]
+            )
             time.sleep(float(fabric.spec["test_s"]))
             gbps = fabric.gbps(me.node, device, peer["node"], peer["device"])
             send(conn, {"gbps": gbps})

@@ -16,6 +16,7 @@ Beyond tests/fakes/README.md's schema, the state may carry:
 
 Plain Python 3 (no annotations, no newer syntax): it runs under whatever python3 a node has.
 """
+
 import json
 import os
 
@@ -144,13 +145,15 @@ class NVMLError(Exception):
 def _extract_errors_as_classes():
     namespace = globals()
     for err_name in [n for n in list(namespace) if n.startswith("NVML_ERROR_")]:
-        class_name = "NVMLError_" + "".join(w.capitalize() for w in err_name[len("NVML_ERROR_"):].split("_"))
+        class_name = "NVMLError_" + "".join(w.capitalize() for w in err_name[len("NVML_ERROR_") :].split("_"))
         err_val = namespace[err_name]
 
         def gen_new(val):
             def new(typ, *args):
                 return NVMLError.__new__(typ, val)
+
             return new
+
         cls = type(class_name, (NVMLError,), {"__new__": gen_new(err_val)})
         cls.__module__ = __name__
         namespace[class_name] = cls
@@ -178,15 +181,14 @@ def _error(name):
 
 
 # --- return types ----------------------------------------------------------------------------
-class _Struct(object):
+class _Struct:
     """Stands in for nvidia-ml-py's ctypes structures: attribute access, str fields already decoded."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items())))
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items())))
 
 
 class c_nvmlMemory_t(_Struct):
@@ -201,7 +203,7 @@ class c_nvmlProcessInfo_t(_Struct):
     pass
 
 
-class c_nvmlDevice_t(object):
+class c_nvmlDevice_t:
     """An opaque device handle."""
 
     def __init__(self, index):
@@ -218,7 +220,8 @@ _init_count = 0
 
 def _state_path():
     return os.environ.get("NODECHECK_FAKE_NVML_STATE") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "nvml_state.json")
+        os.path.dirname(os.path.abspath(__file__)), "nvml_state.json"
+    )
 
 
 def _check_init():
@@ -235,14 +238,17 @@ def _symbol(symbol):
 
 def _throw_on_version_mismatch(func):
     """nvidia-ml-py's throwOnVersionMismatch decorator for unversioned wrappers."""
+
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except NVMLError_FunctionNotFound:
-            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
-                                           "match the NVML lib version. Either use matching pyNVML and "
-                                           "NVML lib versions or use a versioned function such as "
-                                           + func.__name__ + "_v2")
+            raise NVMLLibraryMismatchError(
+                "Unversioned function called and the pyNVML version does not "
+                "match the NVML lib version. Either use matching pyNVML and "
+                "NVML lib versions or use a versioned function such as " + func.__name__ + "_v2"
+            )
+
     wrapper.__name__ = func.__name__
     return wrapper
 
@@ -348,12 +354,18 @@ def nvmlDeviceGetVbiosVersion(handle):
 
 
 def nvmlDeviceGetPciInfo(handle):
-    bus_id = _gpu(handle, "nvmlDeviceGetPciInfo")["pci_bus_id"]       # "00000000:18:00.0"
+    bus_id = _gpu(handle, "nvmlDeviceGetPciInfo")["pci_bus_id"]  # "00000000:18:00.0"
     domain, bus, rest = bus_id.split(":")
     device = rest.split(".")[0]
-    return nvmlPciInfo_t(busId=bus_id, busIdLegacy="%04X:%s:%s.0" % (int(domain, 16), bus, device),
-                         domain=int(domain, 16), bus=int(bus, 16), device=int(device, 16),
-                         pciDeviceId=0x233010DE, pciSubSystemId=0x16C110DE)
+    return nvmlPciInfo_t(
+        busId=bus_id,
+        busIdLegacy="%04X:%s:%s.0" % (int(domain, 16), bus, device),
+        domain=int(domain, 16),
+        bus=int(bus, 16),
+        device=int(device, 16),
+        pciDeviceId=0x233010DE,
+        pciSubSystemId=0x16C110DE,
+    )
 
 
 def nvmlDeviceGetPersistenceMode(handle):
@@ -361,7 +373,7 @@ def nvmlDeviceGetPersistenceMode(handle):
 
 
 def nvmlDeviceGetEccMode(handle):
-    return list(_gpu(handle, "nvmlDeviceGetEccMode")["ecc_mode"])         # [current, pending]
+    return list(_gpu(handle, "nvmlDeviceGetEccMode")["ecc_mode"])  # [current, pending]
 
 
 def nvmlDeviceGetTotalEccErrors(handle, errorType, counterType):
@@ -388,7 +400,7 @@ def nvmlDeviceGetRetiredPages(handle, sourceFilter):
 
 def nvmlDeviceGetRemappedRows(handle):
     rows = _gpu(handle, "nvmlDeviceGetRemappedRows")["remapped_rows"]
-    return tuple(rows)                          # (corrRows, uncRows, isPending, failureOccurred)
+    return tuple(rows)  # (corrRows, uncRows, isPending, failureOccurred)
 
 
 def nvmlDeviceGetCurrentClocksEventReasons(handle):
@@ -439,18 +451,21 @@ def nvmlDeviceGetMaxPcieLinkWidth(handle):
 def nvmlDeviceGetNvLinkState(handle, link):
     states = _gpu(handle, "nvmlDeviceGetNvLinkState").get("nvlink_states")
     if states is None:
-        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)       # a GPU without NVLink
-    if not 0 <= link < len(states):                    # the driver's limit, not pynvml's constant
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # a GPU without NVLink
+    if not 0 <= link < len(states):  # the driver's limit, not pynvml's constant
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
-    return states[link]                                 # NVML_FEATURE_ENABLED / _DISABLED
+    return states[link]  # NVML_FEATURE_ENABLED / _DISABLED
 
 
 def _compute_processes(handle, symbol):
     # "not_supported"/"errors" scripted under the unversioned name apply to every variant
     processes = _gpu(handle, symbol, "nvmlDeviceGetComputeRunningProcesses").get("processes") or []
-    return [c_nvmlProcessInfo_t(pid=p["pid"], usedGpuMemory=p.get("usedGpuMemory"),
-                                gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
-            for p in processes]
+    return [
+        c_nvmlProcessInfo_t(
+            pid=p["pid"], usedGpuMemory=p.get("usedGpuMemory"), gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF
+        )
+        for p in processes
+    ]
 
 
 def nvmlDeviceGetComputeRunningProcesses_v2(handle):
@@ -463,11 +478,11 @@ def nvmlDeviceGetComputeRunningProcesses_v3(handle):
 
 @_throw_on_version_mismatch
 def nvmlDeviceGetComputeRunningProcesses(handle):
-    return nvmlDeviceGetComputeRunningProcesses_v3(handle)          # as nvidia-ml-py >= 11.5
+    return nvmlDeviceGetComputeRunningProcesses_v3(handle)  # as nvidia-ml-py >= 11.5
 
 
 def nvmlDeviceGetMigMode(handle):
     mode = _gpu(handle, "nvmlDeviceGetMigMode").get("mig_mode")
     if mode is None:
-        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)       # a GPU without MIG
-    return [int(mode[0]), int(mode[1])]                 # [current, pending]
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # a GPU without MIG
+    return [int(mode[0]), int(mode[1])]  # [current, pending]

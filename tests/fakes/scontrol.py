@@ -2,6 +2,7 @@
 tests/gate/test_command.py. `install()` copies this file into a directory as an executable `scontrol`;
 everything the copy keeps lives beside it, found from its own path (a Prolog's environment has no
 room for more variables): see tests/fakes/README.md, "scontrol.py"."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,12 @@ from datetime import datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-NODES = HERE / "nodes.json"          # {name: {"state", "reason", "user", "time"}}, rewritten by update
-ARGV_LOG = HERE / "argv.log"         # one JSON line per call: {"argv": [...], "SLURM_TIME_FORMAT": ...}
-CLOCK = HERE / "clock"               # a fixed reason stamp; without it the local time now, as slurmctld
+NODES = HERE / "nodes.json"  # {name: {"state", "reason", "user", "time"}}, rewritten by update
+ARGV_LOG = HERE / "argv.log"  # one JSON line per call: {"argv": [...], "SLURM_TIME_FORMAT": ...}
+CLOCK = HERE / "clock"  # a fixed reason stamp; without it the local time now, as slurmctld
 UPDATE_FAILS = HERE / "update-fails"  # present: every update fails as when slurmctld cannot be reached
-HANGS = HERE / "hangs"               # present: calls whose first word it lists ("update", "show") hang,
-                                     # as scontrol does while slurmctld is down (it retries for minutes)
+HANGS = HERE / "hangs"  # present: calls whose first word it lists ("update", "show") hang,
+# as scontrol does while slurmctld is down (it retries for minutes)
 
 
 def install(directory: Path, nodes: dict[str, dict], *, clock: str | None = None) -> Path:
@@ -42,17 +43,25 @@ def calls(directory: Path) -> list[dict]:
 
 def block(name: str, node: dict) -> str:
     """One node as 22.05 prints it; a reason's further lines indented under its first."""
-    lines = [f"NodeName={name} Arch=x86_64 CoresPerSocket=32 ",
-             "   CPUAlloc=0 CPUEfctv=128 CPUTot=128 CPULoad=0.03",
-             "   AvailableFeatures=h100", "   ActiveFeatures=h100", "   Gres=gpu:h100:8(S:0-1)",
-             f"   NodeAddr={name} NodeHostName={name} Version=22.05.8",
-             "   OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) ",
-             "   RealMemory=1031000 AllocMem=0 FreeMem=1013472 Sockets=2 Boards=1",
-             f"   State={node['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
-             "   Partitions=gpu ", "   BootTime=2026-11-20T08:12:40 SlurmdStartTime=2026-11-20T08:14:02",
-             "   LastBusyTime=2026-11-29T13:58:11", "   CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8",
-             "   AllocTRES=", "   CapWatts=n/a", "   CurrentWatts=0 AveWatts=0",
-             "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s"]
+    lines = [
+        f"NodeName={name} Arch=x86_64 CoresPerSocket=32 ",
+        "   CPUAlloc=0 CPUEfctv=128 CPUTot=128 CPULoad=0.03",
+        "   AvailableFeatures=h100",
+        "   ActiveFeatures=h100",
+        "   Gres=gpu:h100:8(S:0-1)",
+        f"   NodeAddr={name} NodeHostName={name} Version=22.05.8",
+        "   OS=Linux 6.1.0-28-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22) ",
+        "   RealMemory=1031000 AllocMem=0 FreeMem=1013472 Sockets=2 Boards=1",
+        f"   State={node['state']} ThreadsPerCore=2 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+        "   Partitions=gpu ",
+        "   BootTime=2026-11-20T08:12:40 SlurmdStartTime=2026-11-20T08:14:02",
+        "   LastBusyTime=2026-11-29T13:58:11",
+        "   CfgTRES=cpu=128,mem=1031000M,billing=128,gres/gpu=8",
+        "   AllocTRES=",
+        "   CapWatts=n/a",
+        "   CurrentWatts=0 AveWatts=0",
+        "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
+    ]
     if node.get("reason"):
         first, *more = node["reason"].split("\n")
         lines.append(f"   Reason={first} [{node['user']}@{node['time']}]")
@@ -75,7 +84,7 @@ def show_node(nodes: dict[str, dict], args: list[str]) -> int:
     names = args[0].split(",") if args else list(nodes)
     missing = [m for m in names if m not in nodes]
     if missing:
-        print(f"Node {missing[0]} not found")            # scontrol prints this one on stdout
+        print(f"Node {missing[0]} not found")  # scontrol prints this one on stdout
         return 1
     sys.stdout.write("".join(block(m, nodes[m]) for m in names))
     return 0
@@ -107,9 +116,13 @@ def main(args: list[str]) -> int:
     with open(ARGV_LOG, "a", encoding="utf-8") as log:
         log.write(json.dumps({"argv": args, "SLURM_TIME_FORMAT": os.environ.get("SLURM_TIME_FORMAT")}) + "\n")
     if HANGS.exists() and args[:1] and args[0] in HANGS.read_text(encoding="utf-8").split():
-        print("slurm_load_node: Unable to contact slurm controller (connect failure), retrying", file=sys.stderr,
-              flush=True)
+        print(
+            "slurm_load_node: Unable to contact slurm controller (connect failure), retrying",
+            file=sys.stderr,
+            flush=True,
+        )
         import time
+
         time.sleep(600)
     nodes = json.loads(NODES.read_text(encoding="utf-8"))
     if args[:2] == ["show", "node"]:

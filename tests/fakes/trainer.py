@@ -13,6 +13,7 @@ the log and the GPU telemetry follow one clock and one phase table.
 
 Python >= 3.9 standard library only: it runs under the nodes' /usr/bin/python3 with -I.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,18 @@ import time
 from pathlib import Path
 
 MODES = ("train", "checkpoint", "deadlock", "exit", "complete")
-TERMINAL = ("exit", "complete")   # the process ends when one of these starts
-DEFAULTS = {"gpus": 8, "power_limit_w": 700.0, "idle_power_w": 70.0, "log": "/root/train.log",
-            "first_rank": 0, "procs": 1, "gpu_name": "NVIDIA H100 80GB HBM3",
-            "memory_total_mib": 81559, "memory_used_mib": 62000}
+TERMINAL = ("exit", "complete")  # the process ends when one of these starts
+DEFAULTS = {
+    "gpus": 8,
+    "power_limit_w": 700.0,
+    "idle_power_w": 70.0,
+    "log": "/root/train.log",
+    "first_rank": 0,
+    "procs": 1,
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "memory_total_mib": 81559,
+    "memory_used_mib": 62000,
+}
 PHASE_KEYS = {
     "train": {"until", "mode", "step_s", "throughput", "util", "power", "rank_seconds", "mfu"},
     "checkpoint": {"until", "mode", "writer_gpu", "util", "power"},
@@ -35,7 +44,7 @@ PHASE_KEYS = {
     "exit": {"until", "mode", "code", "message"},
     "complete": {"until", "mode"},
 }
-STEP_EPS = 1e-9     # a step due exactly at a phase's end still belongs to it
+STEP_EPS = 1e-9  # a step due exactly at a phase's end still belongs to it
 
 
 class ScenarioError(ValueError):
@@ -72,8 +81,10 @@ def check_scenario(scn: dict) -> dict:
             raise ScenarioError(f"phase {i}: only the last phase may last for ever (until null)")
         if until is not None and mode not in TERMINAL:
             if i == len(phases) - 1:
-                raise ScenarioError(f"phase {i} ({mode}): the last phase lasts for ever (until null) "
-                                    "or ends the process (exit, complete)")
+                raise ScenarioError(
+                    f"phase {i} ({mode}): the last phase lasts for ever (until null) "
+                    "or ends the process (exit, complete)"
+                )
             if until < last_until:
                 raise ScenarioError(f"phase {i}: until {until} is before the previous phase's end {last_until}")
             last_until = float(until)
@@ -117,7 +128,7 @@ def state_at(scn: dict, t: float) -> tuple[str, dict | None, int]:
     steps = 0
     for begin, end, ph in phase_spans(scn):
         if ph["mode"] in TERMINAL:
-            return "ended", ph, steps          # t >= begin: an earlier phase would have returned
+            return "ended", ph, steps  # t >= begin: an earlier phase would have returned
         steps += steps_in(begin, end, ph, t)
         if end is None or t < end:
             return "running", ph, steps
@@ -136,11 +147,19 @@ def gpu_readings(scn: dict, t: float) -> list[dict]:
     odd = ph.get("writer_gpu") if ph["mode"] == "checkpoint" else ph.get("odd_gpu")
     busy = int(ph.get("util", 100))
     power = float(ph.get("power", scn["power_limit_w"] * 0.85))
-    return [{"index": g, "util": 0 if odd is not None and g == int(odd) else busy, "power": power,
-             "memory_used": int(scn["memory_used_mib"])} for g in range(gpus)]
+    return [
+        {
+            "index": g,
+            "util": 0 if odd is not None and g == int(odd) else busy,
+            "power": power,
+            "memory_used": int(scn["memory_used_mib"]),
+        }
+        for g in range(gpus)
+    ]
 
 
 # ---- the log -------------------------------------------------------------------------------------
+
 
 def step_line(scn: dict, ph: dict, step: int) -> str:
     """torchtitan's metrics line (without colours), e.g.
@@ -149,8 +168,10 @@ def step_line(scn: dict, ph: dict, step: int) -> str:
     used, total = float(scn["memory_used_mib"]), float(scn["memory_total_mib"])
     tps = float(ph.get("throughput", 5400.0))
     mfu = float(ph.get("mfu", 41.2 * tps / 5400.0))
-    return (f"[rank{scn['first_rank']}]: step: {step}  loss: {loss:.4f}  memory: {used / 1024:.2f}GiB"
-            f"({100 * used / total:.2f}%)  tps: {round(tps):,}  mfu: {mfu:.2f}%")
+    return (
+        f"[rank{scn['first_rank']}]: step: {step}  loss: {loss:.4f}  memory: {used / 1024:.2f}GiB"
+        f"({100 * used / total:.2f}%)  tps: {round(tps):,}  mfu: {mfu:.2f}%"
+    )
 
 
 def rank_line(scn: dict, ph: dict, gpu: int, step: int) -> str:
@@ -187,7 +208,7 @@ def events(scn: dict, proc: int):
                 yield end, [f"{rank0} checkpoint saved at step {step} in {end - begin:.2f} s"] if lead else [], None
         elif mode == "deadlock":
             if end is None:
-                return            # alive, silent, for ever
+                return  # alive, silent, for ever
         elif mode == "exit":
             code = int(ph.get("code", 1))
             msg = ph.get("message") or f"RuntimeError: simulated rank failure (exit code {code})"
@@ -207,20 +228,20 @@ def run(scenario_path: Path, proc: int) -> int:
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     start = float(scn["start"])
     for at, lines, code in events(scn, proc):
-        while True:   # wait for the event's time; give up when the scenario goes (state dir removed)
+        while True:  # wait for the event's time; give up when the scenario goes (state dir removed)
             left = start + at - time.time()
             if left <= 0:
                 break
             time.sleep(min(left, 0.5))
             if not scenario_path.exists():
                 return 0
-        if lines:     # one write per line: O_APPEND keeps the node's processes' lines whole
+        if lines:  # one write per line: O_APPEND keeps the node's processes' lines whole
             for line in lines:
                 os.write(fd, (line + "\n").encode())
         if code is not None:
             os.close(fd)
             return code
-    while scenario_path.exists():   # deadlock for ever: alive and silent
+    while scenario_path.exists():  # deadlock for ever: alive and silent
         time.sleep(0.5)
     return 0
 

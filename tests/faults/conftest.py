@@ -11,6 +11,7 @@ Fixtures:
               same session); reset after every test (fakes removed, nodes started, keys restored)
 Every test here is marked `integration`.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,12 @@ def pytest_collection_modifyitems(config, items):
 def cluster(tmp_path_factory):
     problems = _missing_prerequisites()
     if problems:
-        pytest.fail("the simulated cluster cannot start: " + "; ".join(problems)
-                    + ". Run the tests with: sudo bash tests/run_all.sh tests/faults", pytrace=False)
+        pytest.fail(
+            "the simulated cluster cannot start: "
+            + "; ".join(problems)
+            + ". Run the tests with: sudo bash tests/run_all.sh tests/faults",
+            pytrace=False,
+        )
     # beside tests/run_all.sh's state dir, so its clean-up finds it even if pytest is killed
     base = os.environ.get("NODECHECK_TEST_HARNESS_DIR")
     state = Path(base + "-faults") if base else tmp_path_factory.mktemp("harness") / "sim-faults"

@@ -2,6 +2,7 @@
 (stdout and the stored report.json agree, every node present, complete or explicitly partial), no
 crash (no traceback, a documented exit code), and nothing left behind on the nodes (no process in
 the node's namespace but its sshd, no nodecheck temp dir in /tmp, which the nodes share)."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from harness.scenarios import IBSTAT_HEALTHY
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 HEALTHY = DATA / IBSTAT_HEALTHY
-EXIT_CODES = {0, 1, 2, 3}                      # README "Exit codes": pass, warn, fail, could not judge
+EXIT_CODES = {0, 1, 2, 3}  # README "Exit codes": pass, warn, fail, could not judge
 # what nodecheck creates in a node's /tmp (pair tests, reachability listeners, nccl-tests runs,
 # the write test); the harness's and run_all.sh's own dirs are not nodecheck's leftovers
 _TEMP = re.compile(r"^\.?nodecheck-(?!test\.|demo\.|bench|harness)")
@@ -27,15 +28,19 @@ REMOTE_BACKSTOP_S = 7
 
 
 def book(timeout_s: float = 2, deadline_s: float = 30, extra: str = "") -> str:
-    return ("version: 1\n" f"deadline_s: {deadline_s:g}\n" "checks:\n"
-            f"  ib.ports: {{timeout_s: {timeout_s:g}, expected_ports: 8, min_rate_gbps: 400}}\n" + extra)
+    return (
+        "version: 1\n"
+        f"deadline_s: {deadline_s:g}\n"
+        "checks:\n"
+        f"  ib.ports: {{timeout_s: {timeout_s:g}, expected_ports: 8, min_rate_gbps: 400}}\n" + extra
+    )
 
 
 @dataclass
 class Outcome:
     code: int
-    doc: dict                                  # the JSON report on stdout
-    stored: dict | None                        # report.json in the report dir, None if none was written
+    doc: dict  # the JSON report on stdout
+    stored: dict | None  # report.json in the report dir, None if none was written
     err: str
     wall: float
 
@@ -54,27 +59,50 @@ class Outcome:
         return c
 
 
-def command(cluster, tmp_path: Path, nodes: str, *extra: str, playbook: str | None = None,
-            inventory: Path | None = None, out: Path | None = None) -> list[str]:
+def command(
+    cluster,
+    tmp_path: Path,
+    nodes: str,
+    *extra: str,
+    playbook: str | None = None,
+    inventory: Path | None = None,
+    out: Path | None = None,
+) -> list[str]:
     (tmp_path / "book.yml").write_text(playbook or book())
-    return [sys.executable, "-m", "nodecheck", "run", str(inventory or cluster.inventory_path),
-            "--playbook", str(tmp_path / "book.yml"), "--nodes", nodes, "--format", "json",
-            "--output-dir", str(out or tmp_path / "reports"), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "nodecheck",
+        "run",
+        str(inventory or cluster.inventory_path),
+        "--playbook",
+        str(tmp_path / "book.yml"),
+        "--nodes",
+        nodes,
+        "--format",
+        "json",
+        "--output-dir",
+        str(out or tmp_path / "reports"),
+        *extra,
+    ]
 
 
 def run(cluster, tmp_path: Path, nodes: str, *extra: str, timeout: float = 120, env=None, **kw) -> Outcome:
     started = time.monotonic()
-    proc = subprocess.run(command(cluster, tmp_path, nodes, *extra, **kw), capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    return outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started, tmp_path,
-                   kw.get("out"))
+    proc = subprocess.run(
+        command(cluster, tmp_path, nodes, *extra, **kw), capture_output=True, text=True, timeout=timeout, env=env
+    )
+    return outcome(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started, tmp_path, kw.get("out"))
 
 
 def outcome(code: int, out: str, err: str, wall: float, tmp_path: Path, out_dir: Path | None = None) -> Outcome:
     assert_no_crash(code, err)
     doc = json.loads(out)
-    reports = [p for p in (out_dir or tmp_path / "reports").glob("*/report.json")] \
-        if (out_dir or tmp_path / "reports").is_dir() else []
+    reports = (
+        [p for p in (out_dir or tmp_path / "reports").glob("*/report.json")]
+        if (out_dir or tmp_path / "reports").is_dir()
+        else []
+    )
     stored = json.loads(reports[0].read_text()) if len(reports) == 1 else None
     return Outcome(code, doc, stored, err, wall)
 
@@ -119,8 +147,9 @@ def assert_nothing_left(cluster, nodes: list[str], before: set[str], within: flo
 
 def start(cluster, tmp_path: Path, nodes: str, *extra: str, **kw) -> subprocess.Popen:
     """The CLI in the background, for faults injected while it runs."""
-    return subprocess.Popen(command(cluster, tmp_path, nodes, *extra, **kw), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command(cluster, tmp_path, nodes, *extra, **kw), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def finish(proc: subprocess.Popen, tmp_path: Path, started: float, timeout: float = 60) -> Outcome:

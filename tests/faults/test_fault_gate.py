@@ -1,6 +1,7 @@
 """Faults on the gate's side: Slurm unreachable or stuck while nodecheck drains (real Slurm 22.05 on
 the simulated nodes, tests/harness/slurm_cluster.sh), and a history database locked or corrupt
 under `nodecheck sweep`."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from faults.support import HEALTHY, assert_no_crash, assert_nothing_left, book, temp_entries
 from harness.scenarios import IBSTAT_PORT_DOWN
 
@@ -32,7 +32,7 @@ def slurm_up(cluster):
 
 @pytest.fixture
 def slurm(slurm_up):
-    slurm_up.slurm_up(NODES)                   # slurmctld back if a test killed it
+    slurm_up.slurm_up(NODES)  # slurmctld back if a test killed it
     slurm_up.slurm_reset()
     return slurm_up
 
@@ -40,12 +40,34 @@ def slurm(slurm_up):
 def _health(cluster, tmp_path: Path, timeout: float = 90, **options) -> tuple[int, str, str, float]:
     (tmp_path / "book.yml").write_text(book(timeout_s=2, deadline_s=20))
     config = tmp_path / "gate.yml"
-    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "reports"), "log_file": str(tmp_path / "gate.log"),
-                                      "health": {"playbook": str(tmp_path / "book.yml")}, **options}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "reports"),
+                "log_file": str(tmp_path / "gate.log"),
+                "health": {"playbook": str(tmp_path / "book.yml")},
+                **options,
+            }
+        )
+    )
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "nodecheck", "health", str(cluster.inventory_path),
-                           "--nodes", "node[1-2]", "--config", str(config)],
-                          capture_output=True, text=True, timeout=timeout, env=cluster.slurm_env())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nodecheck",
+            "health",
+            str(cluster.inventory_path),
+            "--nodes",
+            "node[1-2]",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cluster.slurm_env(),
+    )
     assert_no_crash(proc.returncode, proc.stderr)
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
 
@@ -53,8 +75,10 @@ def _health(cluster, tmp_path: Path, timeout: float = 90, **options) -> tuple[in
 def _events(tmp_path: Path) -> list[dict[str, str]]:
     log = tmp_path / "gate.log"
     lines = log.read_text().splitlines() if log.exists() else []
-    return [{k: json.loads(v) if v.startswith('"') else v
-             for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', line)} for line in lines]
+    return [
+        {k: json.loads(v) if v.startswith('"') else v for k, v in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', line)}
+        for line in lines
+    ]
 
 
 def _stored(tmp_path: Path) -> dict:
@@ -71,7 +95,7 @@ def test_slurmctld_down_while_the_gate_drains_drains_nothing_and_says_so(slurm, 
     doc = _stored(tmp_path)
     assert doc["complete"] is True and [n["node"] for n in doc["nodes"]] == NODES
     assert [n["status"] for n in doc["nodes"]] == ["pass", "fail"]
-    assert code == 2, out + err                # the report's FAIL, as `run` (README "Exit codes")
+    assert code == 2, out + err  # the report's FAIL, as `run` (README "Exit codes")
     events = _events(tmp_path)
     actions = [e.get("action") for e in events]
     assert "slurm-unreadable" in actions and "drain" not in actions, actions
@@ -108,7 +132,11 @@ def _host_processes(argv: bytes) -> list[int]:
     found = []
     for p in Path("/proc").iterdir():
         try:
-            if p.name.isdigit() and (p / "cmdline").read_bytes() == argv and "\nState:\tZ" not in (p / "status").read_text():
+            if (
+                p.name.isdigit()
+                and (p / "cmdline").read_bytes() == argv
+                and "\nState:\tZ" not in (p / "status").read_text()
+            ):
                 found.append(int(p.name))
         except OSError:
             pass
@@ -117,10 +145,28 @@ def _host_processes(argv: bytes) -> list[int]:
 
 def _sweep(cluster, tmp_path: Path, history: Path) -> tuple[int, str, str]:
     (tmp_path / "book.yml").write_text(book(timeout_s=2, deadline_s=20))
-    proc = subprocess.run([sys.executable, "-m", "nodecheck", "sweep", str(cluster.inventory_path), "--nodes",
-                           "node[1-2]", "--playbook", str(tmp_path / "book.yml"), "--output-dir",
-                           str(tmp_path / "reports"), "--history", str(history), "--format", "json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nodecheck",
+            "sweep",
+            str(cluster.inventory_path),
+            "--nodes",
+            "node[1-2]",
+            "--playbook",
+            str(tmp_path / "book.yml"),
+            "--output-dir",
+            str(tmp_path / "reports"),
+            "--history",
+            str(history),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_no_crash(proc.returncode, proc.stderr)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -130,7 +176,7 @@ def test_a_history_database_locked_by_another_sweep_waits_and_records(cluster, t
     cluster.fake_replay("node1", "ibstat", HEALTHY)
     cluster.fake_replay("node2", "ibstat", HEALTHY)
     history = tmp_path / "history.sqlite"
-    code, out, err = _sweep(cluster, tmp_path, history)            # creates it
+    code, out, err = _sweep(cluster, tmp_path, history)  # creates it
     assert code == 0, err
     # check_same_thread=False: the Timer's thread commits. Without it sqlite3 refuses the COMMIT
     # there (ProgrammingError, printed by the thread and lost), the lock stays held until close()

@@ -1,5 +1,6 @@
 """Faults around the run itself: a signal, the deadline, a clock step, and a report directory that
 cannot take the report."""
+
 from __future__ import annotations
 
 import os
@@ -10,10 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
-
-from faults.support import (HEALTHY, REMOTE_BACKSTOP_S, assert_no_crash, assert_nothing_left, assert_report,
-                            book, command, finish, run, start, temp_entries)
+from faults.support import (
+    HEALTHY,
+    REMOTE_BACKSTOP_S,
+    assert_nothing_left,
+    assert_report,
+    book,
+    finish,
+    run,
+    start,
+    temp_entries,
+)
 from harness.scenarios import IB_CAS, IBSTAT_HEALTHY, Fabric, Replay, apply
+
 from nodecheck.checks.ib_pairs import IbPairs, _round_needs
 
 NODES = ["node1", "node2"]
@@ -46,8 +56,10 @@ PAIRS = "  ib.pairs: {devices: [mlx5_0], duration_s: 1, test_timeout_s: %d}\n"
 
 
 def _pair_layout(cluster, test_s: float, nodes=NODES) -> None:
-    apply(cluster, {"*": [Fabric(devices=IB_CAS, test_s=test_s)],
-                    **{n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes}})
+    apply(
+        cluster,
+        {"*": [Fabric(devices=IB_CAS, test_s=test_s)], **{n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes}},
+    )
 
 
 def test_sigterm_during_a_pair_test_round_stops_it_and_cleans_the_nodes(cluster, tmp_path):
@@ -76,18 +88,26 @@ def test_the_deadline_hit_during_the_pair_test_rounds_is_a_partial_report(cluste
     _pair_layout(cluster, test_s=10, nodes=nodes)
     needs = _round_needs(IbPairs(devices=["mlx5_0"], duration_s=1, test_timeout_s=14))
     before = temp_entries()
-    o = run(cluster, tmp_path, "node[1-3]", "--deadline", f"{needs + 7:g}",
-            playbook="version: 1\nchecks:\n" + PAIRS % 14)
+    o = run(
+        cluster, tmp_path, "node[1-3]", "--deadline", f"{needs + 7:g}", playbook="version: 1\nchecks:\n" + PAIRS % 14
+    )
     cut = r"round {} not run: \d+ s left before the deadline, it needs %d s" % needs
-    assert re.fullmatch(r"ib\.pairs: " + cut.format(2) + "; " + cut.format(3), o.doc["incomplete_reason"]), \
-        o.doc["incomplete_reason"]
+    assert re.fullmatch(r"ib\.pairs: " + cut.format(2) + "; " + cut.format(3), o.doc["incomplete_reason"]), o.doc[
+        "incomplete_reason"
+    ]
     assert_report(o, nodes, complete=False, reason=o.doc["incomplete_reason"])
     assert [o.status(n) for n in nodes] == ["skipped", "skipped", "skipped"], [o.messages(n) for n in nodes]
     [(_, first)], [(_, second)], [(_, third)] = (o.messages(n) for n in nodes)
-    assert re.fullmatch(r"partly tested: 2 tests with 1 partner pass; slowest \S+ Gb/s \(mlx5_0 with node2\); "
-                        r"not tested with node3: " + cut.format(3), first), first
-    assert re.fullmatch(r"partly tested: 2 tests with 1 partner pass; slowest \S+ Gb/s \(mlx5_0 with node1\); "
-                        r"not tested with node3: " + cut.format(2), second), second
+    assert re.fullmatch(
+        r"partly tested: 2 tests with 1 partner pass; slowest \S+ Gb/s \(mlx5_0 with node2\); "
+        r"not tested with node3: " + cut.format(3),
+        first,
+    ), first
+    assert re.fullmatch(
+        r"partly tested: 2 tests with 1 partner pass; slowest \S+ Gb/s \(mlx5_0 with node1\); "
+        r"not tested with node3: " + cut.format(2),
+        second,
+    ), second
     assert re.fullmatch("not tested: " + cut.format(2) + "; " + cut.format(3), third), third
     assert [r["round"] for r in o.doc["extras"]["ib.pairs"]["results"]] == [1, 1]
     assert o.code == 3 and o.wall < 30
@@ -120,16 +140,18 @@ def mount(tmp_path):
         subprocess.run(["mount", "-t", "tmpfs", "-o", options, "nodecheck-fault", str(where)], check=True)
         mounted.append(where)
         return where
+
     yield make
     for where in mounted:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-@pytest.mark.parametrize("options, why", [("size=8k", "No space left on device"),
-                                          ("ro,size=1m", "Read-only file system")],
-                         ids=["report-dir-full", "report-dir-not-writable"])
-def test_a_report_dir_that_cannot_take_the_report_is_no_clean_bill_of_health(cluster, tmp_path, mount,
-                                                                              options, why):
+@pytest.mark.parametrize(
+    "options, why",
+    [("size=8k", "No space left on device"), ("ro,size=1m", "Read-only file system")],
+    ids=["report-dir-full", "report-dir-not-writable"],
+)
+def test_a_report_dir_that_cannot_take_the_report_is_no_clean_bill_of_health(cluster, tmp_path, mount, options, why):
     """All nodes pass, but the report cannot be kept: exit 3 (never 0), stdout still carries the
     whole report, stderr says why, and no half-written report is left where it was to go."""
     cluster.fake_replay("node1", "ibstat", HEALTHY)

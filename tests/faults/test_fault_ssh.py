@@ -1,12 +1,12 @@
 """Faults in the SSH connection to a node: killed, reset, stuck after login, refused, impersonated,
 answering too late. The faulted node gets its exact status; the healthy one beside it passes."""
+
 from __future__ import annotations
 
 import subprocess
 import time
 
-from faults.support import (HEALTHY, assert_nothing_left, assert_report, book, finish, run, start,
-                            temp_entries, wait_for)
+from faults.support import HEALTHY, assert_nothing_left, assert_report, book, finish, run, start, temp_entries, wait_for
 from harness.mute_sshd import MuteSshd
 
 NODES = ["node1", "node2"]
@@ -39,22 +39,25 @@ def test_sshd_killed_mid_run_is_unreachable_connection_lost(cluster, tmp_path):
 
 def test_a_connection_reset_mid_output_is_unreachable_connection_lost(cluster, tmp_path):
     def reset(c):
-        if c.reset_ssh_connections("node2") == 0:       # no socket destroy in this kernel: drop instead
+        if c.reset_ssh_connections("node2") == 0:  # no socket destroy in this kernel: drop instead
             c.kill_ssh_sessions("node2")
+
     o, before = _cut_mid_output(cluster, tmp_path, reset)
     assert_report(o, NODES, complete=True)
     assert (o.status("node1"), o.status("node2")) == ("pass", "unreachable"), o.messages("node2")
     [(status, message)] = o.messages("node2")
     assert message.startswith("unreachable: connection lost during ibstat"), message
     assert o.code == 3 and o.wall < 8
-    assert_nothing_left(cluster, NODES, before, within=5)   # the stalled tool ends when it writes again
+    assert_nothing_left(cluster, NODES, before, within=5)  # the stalled tool ends when it writes again
 
 
 def _inventory(cluster, tmp_path, lines: str, known_hosts=None) -> object:
     inv = tmp_path / "hosts.yml"
-    inv.write_text(f"defaults: {{user: root, known_hosts: {known_hosts or cluster.known_hosts}, "
-                   f"identity_file: {cluster.identity_file}}}\nnodes:\n"
-                   f"  node1: {{address: {cluster.address('node1')}}}\n" + lines)
+    inv.write_text(
+        f"defaults: {{user: root, known_hosts: {known_hosts or cluster.known_hosts}, "
+        f"identity_file: {cluster.identity_file}}}\nnodes:\n"
+        f"  node1: {{address: {cluster.address('node1')}}}\n" + lines
+    )
     return inv
 
 
@@ -81,14 +84,17 @@ def test_auth_refused_is_unreachable_and_runs_nothing(cluster, tmp_path):
     cluster.fake_replay("node1", "ibstat", HEALTHY)
     marker = tmp_path / "ran-on-node2"
     cluster.fake_script("node2", "ibstat", f"touch {marker}; cat {HEALTHY}")
-    inv = _inventory(cluster, tmp_path, f"  node2: {{address: {cluster.address('node2')}, identity_file: {stranger}}}\n")
+    inv = _inventory(
+        cluster, tmp_path, f"  node2: {{address: {cluster.address('node2')}, identity_file: {stranger}}}\n"
+    )
     before = temp_entries()
     o = run(cluster, tmp_path, "node[1-2]", inventory=inv)
     assert_report(o, NODES, complete=True)
     assert (o.status("node1"), o.status("node2")) == ("pass", "unreachable")
     [(status, message)] = o.messages("node2")
-    assert message.startswith(f"unreachable: authentication failed for root@{cluster.address('node2')} "
-                              f"(tried {stranger})"), message
+    assert message.startswith(
+        f"unreachable: authentication failed for root@{cluster.address('node2')} (tried {stranger})"
+    ), message
     assert not marker.exists() and o.code == 3
     assert_nothing_left(cluster, NODES, before)
 
@@ -128,8 +134,10 @@ def test_a_node_that_answers_after_its_connect_timeout_stays_unreachable(cluster
     assert_report(o, NODES, complete=True)
     assert (o.status("node1"), o.status("node2")) == ("pass", "unreachable"), o.messages("node2")
     [(status, message)] = o.messages("node2")
-    assert message == (f"unreachable: {cluster.address('node2')}:22: no SSH handshake within 1.5 s "
-                       "(something listens there but does not speak SSH)"), message
+    assert message == (
+        f"unreachable: {cluster.address('node2')}:22: no SSH handshake within 1.5 s "
+        "(something listens there but does not speak SSH)"
+    ), message
     assert o.code == 3 and started + o.wall - connected < 1.5 + 4
     assert_nothing_left(cluster, NODES, before, within=5)
 
@@ -137,7 +145,8 @@ def test_a_node_that_answers_after_its_connect_timeout_stays_unreachable(cluster
 def _wait_connected(address: str, timeout: float = 20) -> None:
     """Until a TCP connection to address:22 is established (in the frozen sshd's accept queue)."""
     end = time.monotonic() + timeout
-    while not subprocess.run(["ss", "-Htn", "state", "established", "(", "dst", f"{address}:22", ")"],
-                             capture_output=True, text=True).stdout.strip():
+    while not subprocess.run(
+        ["ss", "-Htn", "state", "established", "(", "dst", f"{address}:22", ")"], capture_output=True, text=True
+    ).stdout.strip():
         assert time.monotonic() < end, f"nodecheck never connected to {address}:22"
         time.sleep(0.05)

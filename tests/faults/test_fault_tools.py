@@ -1,16 +1,14 @@
 """Faults in what a tool prints or how it ends, on one node (node2) beside a healthy one (node1):
 each has its exact status, the report is complete, and nothing is left on the node."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import resource
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
-
-from faults.support import (HEALTHY, REMOTE_BACKSTOP_S, assert_nothing_left, assert_report, book, run,
-                            temp_entries)
+from faults.support import HEALTHY, REMOTE_BACKSTOP_S, assert_nothing_left, assert_report, book, run, temp_entries
 
 NODES = ["node1", "node2"]
 MAX_RSS_KB = 300 * 1024
@@ -22,42 +20,78 @@ _CUT = HEALTHY_BYTES.index(b"State: Active", HEALTHY_BYTES.index(b"CA 'mlx5_4'")
 @dataclass(frozen=True)
 class ToolFault:
     id: str
-    inject: Callable                           # (cluster, node) -> None
-    status: str                                # node2's exact status
-    message: str                               # in node2's first result's message
+    inject: Callable  # (cluster, node) -> None
+    status: str  # node2's exact status
+    message: str  # in node2's first result's message
     timeout_s: float = 2
-    within: float = 3.0                        # how long the node may take to be clean again
+    within: float = 3.0  # how long the node may take to be clean again
     code: int = 3
 
 
 FAULTS = [
-    ToolFault("tool-hung", lambda c, n: c.fake_hang(n, "ibstat"), "timeout",
-              "ibstat timed out: no answer within 1 s", timeout_s=1, within=1 + REMOTE_BACKSTOP_S + 2),
-    ToolFault("answers-after-its-timeout",
-              lambda c, n: c.fake_script(n, "ibstat", f"sleep 2.5; cat {HEALTHY}"), "timeout",
-              "ibstat timed out: no answer within 1 s", timeout_s=1, within=5),
-    ToolFault("killed-by-SIGKILL", lambda c, n: c.fake_killed(n, "ibstat", "KILL", "CA 'mlx5_0'\n"), "error",
-              "SIGKILL"),
-    ToolFault("killed-by-SIGSEGV", lambda c, n: c.fake_killed(n, "ibstat", "SEGV"), "error",
-              "SIGSEGV"),
-    ToolFault("garbage-output",
-              lambda c, n: c.fake_output(n, "ibstat", "".join(f"{i:04x} ~~ %$#@! ]]{{ \t\x07\n" for i in range(500))),
-              "error", "cannot read ibstat output: "),
+    ToolFault(
+        "tool-hung",
+        lambda c, n: c.fake_hang(n, "ibstat"),
+        "timeout",
+        "ibstat timed out: no answer within 1 s",
+        timeout_s=1,
+        within=1 + REMOTE_BACKSTOP_S + 2,
+    ),
+    ToolFault(
+        "answers-after-its-timeout",
+        lambda c, n: c.fake_script(n, "ibstat", f"sleep 2.5; cat {HEALTHY}"),
+        "timeout",
+        "ibstat timed out: no answer within 1 s",
+        timeout_s=1,
+        within=5,
+    ),
+    ToolFault(
+        "killed-by-SIGKILL", lambda c, n: c.fake_killed(n, "ibstat", "KILL", "CA 'mlx5_0'\n"), "error", "SIGKILL"
+    ),
+    ToolFault("killed-by-SIGSEGV", lambda c, n: c.fake_killed(n, "ibstat", "SEGV"), "error", "SIGSEGV"),
+    ToolFault(
+        "garbage-output",
+        lambda c, n: c.fake_output(n, "ibstat", "".join(f"{i:04x} ~~ %$#@! ]]{{ \t\x07\n" for i in range(500))),
+        "error",
+        "cannot read ibstat output: ",
+    ),
     # an output that stops mid-block is unjudgeable (ERROR), never a PASS on the ports it did list
-    ToolFault("output-cut-mid-line", lambda c, n: c.fake_output(n, "ibstat", HEALTHY_BYTES[:_CUT]), "error",
-              "mlx5_4/1: port block has no Physical state, Rate, Link layer line (ibstat output incomplete)"),
+    ToolFault(
+        "output-cut-mid-line",
+        lambda c, n: c.fake_output(n, "ibstat", HEALTHY_BYTES[:_CUT]),
+        "error",
+        "mlx5_4/1: port block has no Physical state, Rate, Link layer line (ibstat output incomplete)",
+    ),
     # the client keeps 16 MiB per stream (MAX_CAPTURE_BYTES) and says so; its memory stays bounded
-    ToolFault("100-MB-of-output", lambda c, n: c.fake_flood(n, "ibstat", 100_000_000), "error",
-              "cannot read ibstat output: ", timeout_s=20),
-    ToolFault("non-UTF-8-bytes-in-a-healthy-output",
-              lambda c, n: c.fake_output(n, "ibstat", HEALTHY_BYTES.replace(b"28.39.1002", b"28.39\xff\xfe\x80.1002")),
-              "pass", "mlx5_0/1: Active/LinkUp, 400 Gb/s", code=0),
-    ToolFault("non-UTF-8-bytes-only", lambda c, n: c.fake_output(n, "ibstat", bytes(range(128, 256)) * 40), "error",
-              "cannot read ibstat output: "),
+    ToolFault(
+        "100-MB-of-output",
+        lambda c, n: c.fake_flood(n, "ibstat", 100_000_000),
+        "error",
+        "cannot read ibstat output: ",
+        timeout_s=20,
+    ),
+    ToolFault(
+        "non-UTF-8-bytes-in-a-healthy-output",
+        lambda c, n: c.fake_output(n, "ibstat", HEALTHY_BYTES.replace(b"28.39.1002", b"28.39\xff\xfe\x80.1002")),
+        "pass",
+        "mlx5_0/1: Active/LinkUp, 400 Gb/s",
+        code=0,
+    ),
+    ToolFault(
+        "non-UTF-8-bytes-only",
+        lambda c, n: c.fake_output(n, "ibstat", bytes(range(128, 256)) * 40),
+        "error",
+        "cannot read ibstat output: ",
+    ),
     # Debian's ibstat with no RDMA device (driver not loaded): nothing, exit 0. The playbook expects
     # 8 ports: that is a judged FAIL naming what is missing, not an unreadable output (issue 17)
-    ToolFault("empty-output-where-devices-are-expected", lambda c, n: c.fake_output(n, "ibstat", b""), "fail",
-              "no InfiniBand device found (ibstat printed nothing, exit 0); expected 8 InfiniBand ports", code=2),
+    ToolFault(
+        "empty-output-where-devices-are-expected",
+        lambda c, n: c.fake_output(n, "ibstat", b""),
+        "fail",
+        "no InfiniBand device found (ibstat printed nothing, exit 0); expected 8 InfiniBand ports",
+        code=2,
+    ),
 ]
 
 

@@ -1,5 +1,6 @@
 """The sweep history (SQLite): schema, whole-sweep transactions, concurrent writers, reading it back
 for the diff and for `nodecheck history`; and `nodecheck sweep` wired end to end around a canned run."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,11 @@ import pytest
 
 from nodecheck import cli
 from nodecheck.core.errors import ConfigError
-from nodecheck.fleet.history import SCHEMA_VERSION, History
 from nodecheck.core.model import Status
+from nodecheck.fleet.history import SCHEMA_VERSION, History
+from nodecheck.fleet.sweep import parse_offender
 from nodecheck.report import diff as D
 from nodecheck.report.diff import CounterRow, NodeSweep, Offender
-from nodecheck.fleet.sweep import parse_offender
 from tests.report.test_diff import T0, T1, current_report, previous_report
 
 U, F, P, W = Status.UNREACHABLE, Status.FAIL, Status.PASS, Status.WARN
@@ -36,19 +37,37 @@ def test_a_new_database_has_the_versioned_schema_in_wal_mode(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    tables = {name: [c[1] for c in conn.execute(f"PRAGMA table_info({name})")] for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    tables = {
+        name: [c[1] for c in conn.execute(f"PRAGMA table_info({name})")]
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    }
     assert tables == {
-        "sweeps": ["id", "run_id", "playbook", "started", "finished", "complete", "incomplete_reason", "status",
-                   "exit_code", "report_dir", "nodecheck_version"],
+        "sweeps": [
+            "id",
+            "run_id",
+            "playbook",
+            "started",
+            "finished",
+            "complete",
+            "incomplete_reason",
+            "status",
+            "exit_code",
+            "report_dir",
+            "nodecheck_version",
+        ],
         "nodes": ["sweep_id", "node", "status"],
         "results": ["sweep_id", "node", "check_name", "status", "message", "subject"],
         "facts": ["sweep_id", "node", "key", "value"],
         "counters": ["sweep_id", "node", "port", "counter", "value", "boot_id", "source", "seq"],
-        "measurements": ["sweep_id", "node", "check_name", "name", "subject", "value", "unit"]}
+        "measurements": ["sweep_id", "node", "check_name", "name", "subject", "value", "unit"],
+    }
     # counters is its primary key's b-tree alone: no rowid table beside an index of the same columns
-    assert [r for r in conn.execute("SELECT name, type, sql LIKE '%WITHOUT ROWID' FROM sqlite_master "
-                                    "WHERE tbl_name = 'counters'")] == [("counters", "table", 1)]
+    assert [
+        r
+        for r in conn.execute(
+            "SELECT name, type, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE tbl_name = 'counters'"
+        )
+    ] == [("counters", "table", 1)]
 
 
 def test_a_sweep_reads_back_exactly_as_it_was_recorded(tmp_path):
@@ -59,24 +78,35 @@ def test_a_sweep_reads_back_exactly_as_it_was_recorded(tmp_path):
         assert h.last("other-playbook") is None
         [first, second] = h.sweeps(10)
         assert (first.run_id, first.started, first.status, first.exit_code, first.report_dir) == (
-            "20261129T100000Z_sweep", T0, F, 2, "reports/x")
+            "20261129T100000Z_sweep",
+            T0,
+            F,
+            2,
+            "reports/x",
+        )
         assert h.snapshot(first) == D.snapshot(previous_report())
 
 
 def test_could_not_judge_is_kept_as_such_never_as_pass(tmp_path):
     path, _ = recorded(tmp_path, previous_report())
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT status, message FROM results WHERE node = 'node3' ORDER BY rowid").fetchall() == [
-        ("unreachable", "unreachable: connection refused by node3:22")] * 2
+    assert (
+        conn.execute("SELECT status, message FROM results WHERE node = 'node3' ORDER BY rowid").fetchall()
+        == [("unreachable", "unreachable: connection refused by node3:22")] * 2
+    )
     assert conn.execute("SELECT node, status FROM nodes WHERE sweep_id = 1").fetchall() == [
-        ("node1", "warn"), ("node2", "fail"), ("node3", "unreachable"), ("node4", "fail")]
-    with pytest.raises(sqlite3.IntegrityError):                          # the schema refuses a made-up status
+        ("node1", "warn"),
+        ("node2", "fail"),
+        ("node3", "unreachable"),
+        ("node4", "fail"),
+    ]
+    with pytest.raises(sqlite3.IntegrityError):  # the schema refuses a made-up status
         conn.execute("INSERT INTO nodes VALUES (1, 'node9', 'ok')")
 
 
 def test_a_saturated_64_bit_counter_is_kept_exactly(tmp_path):
     snap = D.snapshot(previous_report())
-    big = CounterRow("node1", "mlx5_0/1", "SymbolErrorCounter", 2 ** 64 - 1, "boot-1", "perfquery -x")
+    big = CounterRow("node1", "mlx5_0/1", "SymbolErrorCounter", 2**64 - 1, "boot-1", "perfquery -x")
     with History.open(tmp_path / "h.sqlite") as h:
         h.record(replace(snap, counters=(big,)), None)
         assert h.last("sweep").counters == (big,)
@@ -84,12 +114,12 @@ def test_a_saturated_64_bit_counter_is_kept_exactly(tmp_path):
 
 def test_a_sweep_is_one_transaction_a_failure_leaves_nothing(tmp_path):
     snap = D.snapshot(previous_report())
-    broken = replace(snap, facts=(("node1", "nccl.version", "2.23.4"),) * 2)     # the same key twice
+    broken = replace(snap, facts=(("node1", "nccl.version", "2.23.4"),) * 2)  # the same key twice
     with History.open(tmp_path / "h.sqlite") as h:
         with pytest.raises(sqlite3.IntegrityError):
             h.record(broken, None)
         assert h.sweeps(10) == [] and h.conn.execute("SELECT COUNT(*) FROM nodes").fetchone() == (0,)
-        h.record(snap, None)                                             # and the connection still works
+        h.record(snap, None)  # and the connection still works
         assert [s.run_id for s in h.sweeps(10)] == ["20261129T100000Z_sweep"]
 
 
@@ -112,7 +142,7 @@ def test_two_sweeps_writing_at_once_both_commit_whole_sweeps(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM sweeps").fetchone() == (30,)
     per_sweep = conn.execute("SELECT COUNT(*) FROM results GROUP BY sweep_id").fetchall()
-    assert per_sweep == [(20,)] * 30                                      # none half-written
+    assert per_sweep == [(20,)] * 30  # none half-written
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -129,6 +159,7 @@ def _lock_for(path, seconds: float) -> threading.Thread:
         time.sleep(seconds)
         conn.execute("COMMIT")
         conn.close()
+
     holder = threading.Thread(target=hold)
     holder.start()
     assert held.wait(10)
@@ -176,10 +207,14 @@ def test_node_sweeps_feed_offenders_per_playbook_and_in_time_order(tmp_path):
         h.record(replace(D.snapshot(previous_report()), playbook="fabric"), None)
         rows = h.node_sweeps("sweep", 5)
         assert [r for r in rows if r.node in ("node2", "node4")] == [
-            NodeSweep(0, "node2", F, ("gpu.xid", "ib.ports", "node.oom")), NodeSweep(0, "node4", F, ("gpu.health",)),
-            NodeSweep(1, "node2", F, ("kernel.version", "node.oom"))]
-        assert D.offenders(rows, 2, 5) == [Offender("node2", 2, 2, ("gpu.xid", "ib.ports", "kernel.version", "node.oom")),
-                                           Offender("node3", 2, 2, ("cuda.version", "gpu.health", "ib.ports"))]
+            NodeSweep(0, "node2", F, ("gpu.xid", "ib.ports", "node.oom")),
+            NodeSweep(0, "node4", F, ("gpu.health",)),
+            NodeSweep(1, "node2", F, ("kernel.version", "node.oom")),
+        ]
+        assert D.offenders(rows, 2, 5) == [
+            Offender("node2", 2, 2, ("gpu.xid", "ib.ports", "kernel.version", "node.oom")),
+            Offender("node3", 2, 2, ("cuda.version", "gpu.health", "ib.ports")),
+        ]
         assert h.node_sweeps("sweep", 0) == []
 
 
@@ -188,8 +223,9 @@ def test_a_newer_or_foreign_database_is_refused_naming_the_file(tmp_path):
     sqlite3.connect(newer).execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(ConfigError) as caught:
         History.open(newer)
-    assert str(caught.value).startswith(f"{newer}: cannot use the sweep history: schema version 3 is newer than "
-                                        "this nodecheck's (2): upgrade nodecheck")
+    assert str(caught.value).startswith(
+        f"{newer}: cannot use the sweep history: schema version 3 is newer than this nodecheck's (2): upgrade nodecheck"
+    )
     garbage = tmp_path / "notes.sqlite"
     garbage.write_text("not a database, just notes\n" * 100)
     with pytest.raises(ConfigError) as caught:
@@ -200,6 +236,7 @@ def test_a_newer_or_foreign_database_is_refused_naming_the_file(tmp_path):
 def history(tmp_path, capsys, *argv):
     args = cli.build_parser().parse_args(["history", "--history", str(tmp_path / "h.sqlite"), *argv])
     from nodecheck.fleet.history import history_command
+
     code = history_command(args)
     return code, capsys.readouterr().out
 
@@ -215,14 +252,25 @@ def test_history_of_a_node_one_row_per_sweep_with_the_evidence(tmp_path, capsys)
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  unreachable  ib.ports unreachable: unreachable: connection "
         "refused by node3:22; gpu.health  reports/x",
         " " * 59 + "unreachable: unreachable: connection refused by node3:22",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  fail         cuda.version fail: no CUDA driver" + " " * 46
-        + "reports/x"]
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  fail         cuda.version fail: no CUDA driver"
+        + " " * 46
+        + "reports/x",
+    ]
     code, out = history(tmp_path, capsys, "--node", "node4", "--check", "gpu.health", "--format", "json")
     doc = json.loads(out)
-    assert [(s["run_id"], s["status"]) for s in doc["sweeps"]] == [("20261129T100000Z_sweep", "fail"),
-                                                                   ("20261129T110230Z_sweep", "not checked")]
-    assert doc["sweeps"][0]["results"] == [{"node": "node4", "check": "gpu.health", "status": "fail",
-                                            "subject": "GPU3", "message": "GPU3: row remap pending"}]
+    assert [(s["run_id"], s["status"]) for s in doc["sweeps"]] == [
+        ("20261129T100000Z_sweep", "fail"),
+        ("20261129T110230Z_sweep", "not checked"),
+    ]
+    assert doc["sweeps"][0]["results"] == [
+        {
+            "node": "node4",
+            "check": "gpu.health",
+            "status": "fail",
+            "subject": "GPU3",
+            "message": "GPU3: row remap pending",
+        }
+    ]
 
 
 def test_history_of_a_check_folds_the_nodes_and_of_everything_counts_them(tmp_path, capsys):
@@ -238,9 +286,11 @@ def test_history_of_a_check_folds_the_nodes_and_of_everything_counts_them(tmp_pa
 def test_history_without_a_database_or_with_an_unknown_node_is_bad_input(tmp_path, capsys):
     with pytest.raises(ConfigError) as caught:
         history(tmp_path, capsys)
-    assert str(caught.value) == (f"--history: no sweep history at {tmp_path / 'h.sqlite'}; hint: `nodecheck sweep "
-                                 "INVENTORY --output-dir DIR` writes DIR/history.sqlite (or its --history DB); "
-                                 "point --history at that file")
+    assert str(caught.value) == (
+        f"--history: no sweep history at {tmp_path / 'h.sqlite'}; hint: `nodecheck sweep "
+        "INVENTORY --output-dir DIR` writes DIR/history.sqlite (or its --history DB); "
+        "point --history at that file"
+    )
     recorded(tmp_path, previous_report())
     with pytest.raises(ConfigError) as caught:
         history(tmp_path, capsys, "--node", "nod3")
@@ -277,18 +327,25 @@ def test_sweep_stores_compares_records_and_writes_metrics(tmp_path, capsys, cann
     assert "Since the last sweep: first sweep: nothing to compare.\n" in out
     assert sweep(tmp_path, "--metrics", str(prom)) == 2
     out = capsys.readouterr().out
-    assert "Since the last sweep (20261129T100000Z_sweep, 1 h 2 min ago):\nnewly failing:\n" \
-           "  node1  ib.ports  fail: mlx5_5/1: rate 200 Gb/s, expected >= 400 Gb/s\n" in out
-    assert "repeat offenders (not healthy in at least 2 of the last 3 sweeps):\n" \
-           "  node2  failed in 2 of the last 2  gpu.xid, ib.ports, kernel.version, node.oom\n" in out
+    assert (
+        "Since the last sweep (20261129T100000Z_sweep, 1 h 2 min ago):\nnewly failing:\n"
+        "  node1  ib.ports  fail: mlx5_5/1: rate 200 Gb/s, expected >= 400 Gb/s\n" in out
+    )
+    assert (
+        "repeat offenders (not healthy in at least 2 of the last 3 sweeps):\n"
+        "  node2  failed in 2 of the last 2  gpu.xid, ib.ports, kernel.version, node.oom\n" in out
+    )
     report_dir = out.splitlines()[-1].removeprefix("report: ")
     assert report_dir == str(tmp_path / "reports" / "20261129T110230Z_sweep")
-    assert "still failing: 1 (node, check) pair." in (tmp_path / "reports" / "20261129T110230Z_sweep" /
-                                                       "summary.txt").read_text()
+    assert (
+        "still failing: 1 (node, check) pair."
+        in (tmp_path / "reports" / "20261129T110230Z_sweep" / "summary.txt").read_text()
+    )
     with History.open(tmp_path / "reports" / "history.sqlite", readonly=True) as h:
         assert [(s.run_id, s.report_dir) for s in h.sweeps(5)] == [
             ("20261129T100000Z_sweep", str(tmp_path / "reports" / "20261129T100000Z_sweep")),
-            ("20261129T110230Z_sweep", report_dir)]
+            ("20261129T110230Z_sweep", report_dir),
+        ]
     assert 'nodecheck_check_status{node="node1",check="ib.ports"} 6\n' in prom.read_text()
     assert 'nodecheck_repeat_offender{node="node2"} 1\n' in prom.read_text()
 
@@ -301,20 +358,23 @@ def test_sweep_json_is_one_document_with_the_changes(tmp_path, capsys, canned):
     doc = json.loads(capsys.readouterr().out)
     assert doc["run_id"] == "20261129T110230Z_sweep" and doc["report_version"] == 2
     assert doc["sweep"]["history"] == str(tmp_path / "elsewhere.sqlite")
-    assert doc["sweep"]["changes"]["first"] is True                     # another history: nothing before
+    assert doc["sweep"]["changes"]["first"] is True  # another history: nothing before
     assert doc["sweep"]["problems"] == [] and doc["sweep"]["gate"] == []
 
 
 def test_a_sweep_that_could_not_keep_its_report_is_no_clean_bill_of_health(tmp_path, capsys, canned):
-    healthy = replace(previous_report(), results=tuple(r for r in previous_report().results if r.verdict.status is P
-                                                       and r.nodes != ("node3",)), nodes=(("node1", "node1"),))
+    healthy = replace(
+        previous_report(),
+        results=tuple(r for r in previous_report().results if r.verdict.status is P and r.nodes != ("node3",)),
+        nodes=(("node1", "node1"),),
+    )
     canned += [healthy]
     (tmp_path / "reports").write_text("a file where the report directory should be")
     assert sweep(tmp_path, "--history", str(tmp_path / "h.sqlite")) == 3
     err = capsys.readouterr().err
     assert "nodecheck: error: could not write the report under" in err
     with History.open(tmp_path / "h.sqlite", readonly=True) as h:
-        assert [(s.status, s.report_dir) for s in h.sweeps(5)] == [(P, None)]   # the history still has it
+        assert [(s.status, s.report_dir) for s in h.sweeps(5)] == [(P, None)]  # the history still has it
 
 
 def test_sweep_refuses_before_running_a_metrics_file_node_exporter_would_ignore(tmp_path, capsys, canned):
@@ -323,7 +383,7 @@ def test_sweep_refuses_before_running_a_metrics_file_node_exporter_would_ignore(
     assert "node_exporter's textfile collector reads only *.prom files" in capsys.readouterr().err
     assert sweep(tmp_path, "--metrics", str(tmp_path / "missing" / "n.prom")) == 64
     assert sweep(tmp_path, "--offender", "5/3") == 64
-    assert len(canned) == 1                                              # nothing ran
+    assert len(canned) == 1  # nothing ran
 
 
 def test_sweep_junit_is_the_junit_renderers_output_alone(tmp_path, capsys, canned, monkeypatch):
@@ -331,10 +391,11 @@ def test_sweep_junit_is_the_junit_renderers_output_alone(tmp_path, capsys, canne
     import types
 
     import nodecheck.report
+
     fake = types.ModuleType("nodecheck.report.junit")
     fake.render = lambda report: f"<testsuites name={report.run_id!r}/>\n"
     monkeypatch.setitem(sys.modules, "nodecheck.report.junit", fake)
-    monkeypatch.setattr(nodecheck.report, "junit", fake, raising=False)   # if already imported
+    monkeypatch.setattr(nodecheck.report, "junit", fake, raising=False)  # if already imported
     canned += [previous_report()]
     assert sweep(tmp_path, "--format", "junit") == 2
     out, err = capsys.readouterr()
@@ -344,11 +405,22 @@ def test_sweep_junit_is_the_junit_renderers_output_alone(tmp_path, capsys, canne
 
 # ---------------------------------------------------------------- review: the baseline, foreign files, readers
 
+
 def snap_of(run_id, hour, rows, counters=(), facts=(), complete=True, nodes=("node1", "node2")):
     from nodecheck.report.diff import ResultRow, SweepSnapshot
+
     started = T0 + timedelta(hours=hour)
-    return SweepSnapshot(run_id, "sweep", started, started + timedelta(minutes=5), complete, nodes,
-                         tuple(ResultRow(*row) for row in rows), tuple(facts), tuple(counters))
+    return SweepSnapshot(
+        run_id,
+        "sweep",
+        started,
+        started + timedelta(minutes=5),
+        complete,
+        nodes,
+        tuple(ResultRow(*row) for row in rows),
+        tuple(facts),
+        tuple(counters),
+    )
 
 
 S = Status.SKIPPED
@@ -362,16 +434,30 @@ def counter(node, value, boot="boot-1"):
 def test_what_the_last_sweep_did_not_read_is_compared_with_an_older_one(tmp_path):
     """The hour nobody watched: node1's counters could not be read in sweep 2 (and node2 was cut);
     sweep 3 must still see the rise since sweep 1, node2's failure as still failing, the upgrade."""
-    one = snap_of("s1", 0, [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
-                  counters=[counter("node1", 0)], facts=[("node1", "nccl.version", "2.23.4")])
-    two = snap_of("s2", 1, [("node1", "ib.counters", Status.ERROR, "perfquery exited 1: no such port"),
-                            ("node2", "ib.ports", S, CUT)], complete=False)
-    three = snap_of("s3", 2, [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
-                    counters=[counter("node1", 42)], facts=[("node1", "nccl.version", "2.23.5")])
+    one = snap_of(
+        "s1",
+        0,
+        [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
+        counters=[counter("node1", 0)],
+        facts=[("node1", "nccl.version", "2.23.4")],
+    )
+    two = snap_of(
+        "s2",
+        1,
+        [("node1", "ib.counters", Status.ERROR, "perfquery exited 1: no such port"), ("node2", "ib.ports", S, CUT)],
+        complete=False,
+    )
+    three = snap_of(
+        "s3",
+        2,
+        [("node1", "ib.counters", P, "8 of 8 pass"), ("node2", "ib.ports", F, "mlx5_3/1: Down")],
+        counters=[counter("node1", 42)],
+        facts=[("node1", "nccl.version", "2.23.5")],
+    )
     with History.open(tmp_path / "h.sqlite") as h:
         h.record(one, None)
         h.record(two, None)
-        assert D.diff(h.last("sweep"), three).counters_risen == ()        # against sweep 2 alone: lost
+        assert D.diff(h.last("sweep"), three).counters_risen == ()  # against sweep 2 alone: lost
         base = h.baseline("sweep", three)
     assert (base.run_id, base.filled, base.filled_from) == ("s2", 3, ("s1",))
     c = D.diff(base, three)
@@ -381,7 +467,8 @@ def test_what_the_last_sweep_did_not_read_is_compared_with_an_older_one(tmp_path
     assert c.recovered == (D.Finding("node1", "ib.counters", Status.ERROR, "perfquery exited 1: no such port"),)
     assert D.render(c, [], 3, 5, three.started).splitlines()[:2] == [
         "Since the last sweep (s2, 1 h 0 min ago; it was cut short: no reason recorded):",
-        "  (3 results, counters or versions it did not judge or read are compared with an older sweep: s1)"]
+        "  (3 results, counters or versions it did not judge or read are compared with an older sweep: s1)",
+    ]
 
 
 def test_the_baseline_looks_back_a_bounded_number_of_sweeps(tmp_path):
@@ -392,10 +479,11 @@ def test_the_baseline_looks_back_a_bounded_number_of_sweeps(tmp_path):
         for s in (old, *unread):
             h.record(s, None)
         assert h.baseline("sweep", now, lookback=4).filled_from == ("old",)
-        assert h.baseline("sweep", now, lookback=3).counters == ()     # beyond the window: not compared
+        assert h.baseline("sweep", now, lookback=3).counters == ()  # beyond the window: not compared
         assert h.baseline("fabric", now) is None
-        assert h.baseline("sweep", snap_of("x", 9, [("node1", "ib.counters", Status.ERROR, "unreadable")])) \
-            == h.last("sweep")                                           # nothing missing: the last sweep as is
+        assert h.baseline("sweep", snap_of("x", 9, [("node1", "ib.counters", Status.ERROR, "unreadable")])) == h.last(
+            "sweep"
+        )  # nothing missing: the last sweep as is
 
 
 def test_another_programs_sqlite_database_is_refused_untouched(tmp_path):
@@ -422,6 +510,7 @@ def test_a_newer_database_is_not_switched_to_wal_either(tmp_path):
 
 def _read_as_nobody(path: str, conn) -> None:
     import os
+
     try:
         if os.geteuid() == 0:
             os.setgroups([])
@@ -429,7 +518,7 @@ def _read_as_nobody(path: str, conn) -> None:
             os.setuid(65534)
         with History.open(path, readonly=True) as h:
             conn.send([s.run_id for s in h.sweeps(5)])
-    except BaseException as e:                 # noqa: B902 - the parent asserts on it
+    except BaseException as e:
         conn.send(f"{type(e).__name__}: {e}")
 
 
@@ -439,13 +528,14 @@ def test_an_operator_who_may_not_write_the_directory_reads_the_history(tmp_path)
     import os
     import shutil
     import tempfile
-    where = tempfile.mkdtemp(prefix="nodecheck-history-")      # outside pytest's 0700 tmp tree
+
+    where = tempfile.mkdtemp(prefix="nodecheck-history-")  # outside pytest's 0700 tmp tree
     try:
         path, _ = recorded(tmp_path, previous_report(), current_report())
         shutil.copy(path, f"{where}/h.sqlite")
         check = sqlite3.connect(f"{where}/h.sqlite")
         assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        check.close()                          # the last connection: SQLite removes -wal and -shm
+        check.close()  # the last connection: SQLite removes -wal and -shm
         assert sorted(os.listdir(where)) == ["h.sqlite"]
         os.chmod(f"{where}/h.sqlite", 0o444)
         os.chmod(where, 0o555)
@@ -462,7 +552,7 @@ def test_an_operator_who_may_not_write_the_directory_reads_the_history(tmp_path)
 
 def test_a_nan_bandwidth_does_not_cost_the_sweep_its_history(tmp_path):
     rep = current_report()
-    rep.results[6].verdict.observed["busbw_plateau_gbs"] = float("nan")    # node1's nccl.allreduce_single
+    rep.results[6].verdict.observed["busbw_plateau_gbs"] = float("nan")  # node1's nccl.allreduce_single
     with History.open(tmp_path / "h.sqlite") as h:
         h.record(D.snapshot(rep), None)
         assert [m.name for m in h.last("sweep").measurements] == ["ib_write_bw_best"] * 3
@@ -470,9 +560,12 @@ def test_a_nan_bandwidth_does_not_cost_the_sweep_its_history(tmp_path):
 
 def test_the_terminal_is_cut_the_reports_summary_keeps_every_change(tmp_path, capsys, canned):
     from tests.report.test_diff import r, report
+
     nodes = [f"node{i}" for i in range(1, 51)]
-    canned += [report("a", T0, nodes, [r(n, "ib.ports", P, "ok") for n in nodes]),
-               report("b", T1, nodes, [r(n, "ib.ports", F, f"mlx5_{i}/1: Down") for i, n in enumerate(nodes)])]
+    canned += [
+        report("a", T0, nodes, [r(n, "ib.ports", P, "ok") for n in nodes]),
+        report("b", T1, nodes, [r(n, "ib.ports", F, f"mlx5_{i}/1: Down") for i, n in enumerate(nodes)]),
+    ]
     sweep(tmp_path)
     sweep(tmp_path)
     out = capsys.readouterr().out
@@ -483,24 +576,36 @@ def test_the_terminal_is_cut_the_reports_summary_keeps_every_change(tmp_path, ca
 
 def test_an_unreadable_history_is_said_in_the_output_and_the_metrics(tmp_path, capsys, canned, monkeypatch):
     canned += [previous_report()]
+
     def broken(*args, **kw):
         raise sqlite3.DatabaseError("database disk image is malformed")
+
     monkeypatch.setattr(History, "baseline", broken)
     prom = tmp_path / "n.prom"
     assert sweep(tmp_path, "--metrics", str(prom)) == 2
     out = capsys.readouterr().out
-    assert ("Since the last sweep: not compared: could not read the sweep history "
-            f"{tmp_path / 'reports' / 'history.sqlite'}: database disk image is malformed\n") in out
+    assert (
+        "Since the last sweep: not compared: could not read the sweep history "
+        f"{tmp_path / 'reports' / 'history.sqlite'}: database disk image is malformed\n"
+    ) in out
     assert "nodecheck_sweep_problems 1\n" in prom.read_text()
 
 
 def test_history_marks_a_sweep_the_deadline_cut(tmp_path, capsys):
-    cut = replace(current_report(), run_id="20261129T120000Z_sweep", started=T1 + timedelta(hours=1), complete=False,
-                  incomplete_reason="the run deadline was reached")
+    cut = replace(
+        current_report(),
+        run_id="20261129T120000Z_sweep",
+        started=T1 + timedelta(hours=1),
+        complete=False,
+        incomplete_reason="the run deadline was reached",
+    )
     recorded(tmp_path, current_report(), cut)
     _, out = history(tmp_path, capsys, "--node", "node2", "--check", "node.oom")
     rows = out.splitlines()[3:]
-    assert [("(sweep cut short) fail: OOM killed" in row, row.split()[3]) for row in rows] == [(False, "fail"), (True, "fail")]
+    assert [("(sweep cut short) fail: OOM killed" in row, row.split()[3]) for row in rows] == [
+        (False, "fail"),
+        (True, "fail"),
+    ]
 
 
 def test_a_broken_gate_config_is_refused_before_the_sweep_runs(tmp_path, capsys, canned):
@@ -508,29 +613,33 @@ def test_a_broken_gate_config_is_refused_before_the_sweep_runs(tmp_path, capsys,
     (tmp_path / "gate.yml").write_text("sweep: {nonsense_option: 3}\n")
     assert sweep(tmp_path, "--drain", "--observe", "--config", str(tmp_path / "gate.yml")) == 64
     assert "gate.yml:1: unknown key 'sweep.nonsense_option'" in capsys.readouterr().err
-    assert len(canned) == 1 and not (tmp_path / "reports").exists()      # nothing ran, nothing kept
+    assert len(canned) == 1 and not (tmp_path / "reports").exists()  # nothing ran, nothing kept
 
 
 # ---------------------------------------------------------------- history --show versions|counters|measurements
+
 
 def test_history_shows_versions_with_a_change_marked_against_the_sweep_before(tmp_path, capsys):
     recorded(tmp_path, previous_report(), current_report())
     code, out = history(tmp_path, capsys, "--show", "versions", "--last", "1")
     assert code == 0
-    assert out.splitlines() == [           # --last 1: the sweep before the window still says what changed
+    assert out.splitlines() == [  # --last 1: the sweep before the window still says what changed
         "versions of all nodes, last 1 sweeps (oldest first):",
         "started (UTC)         run id                  nodes      check         value    change",
         "--------------------  ----------------------  ---------  ------------  -------  -----------------------",
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node[1-2]  nccl.version  2.23.5   <- changed (was 2.23.4)",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node3      nccl.version  2.23.5",       # unreachable before
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node5      nccl.version  2.23.4"]       # new node
-    _, out = history(tmp_path, capsys, "--show", "versions", "--node", "node2", "--check", "nccl.version",
-                     "--format", "json")
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node3      nccl.version  2.23.5",  # unreachable before
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node5      nccl.version  2.23.4",
+    ]  # new node
+    _, out = history(
+        tmp_path, capsys, "--show", "versions", "--node", "node2", "--check", "nccl.version", "--format", "json"
+    )
     doc = json.loads(out)
     assert (doc["show"], doc["node"], doc["check"]) == ("versions", "node2", "nccl.version")
     assert [s["versions"] for s in doc["sweeps"]] == [
         [{"node": "node2", "key": "nccl.version", "value": "2.23.4", "was": None, "changed": False}],
-        [{"node": "node2", "key": "nccl.version", "value": "2.23.5", "was": "2.23.4", "changed": True}]]
+        [{"node": "node2", "key": "nccl.version", "value": "2.23.5", "was": "2.23.4", "changed": True}],
+    ]
 
 
 def test_history_shows_counters_rises_resets_by_the_diffs_rule_zeros_summed_up(tmp_path, capsys):
@@ -543,25 +652,32 @@ def test_history_shows_counters_rises_resets_by_the_diffs_rule_zeros_summed_up(t
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  mlx5_0/1  SymbolErrorCounter  5",
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  mlx5_1/1  LinkDownedCounter   5",
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  mlx5_2/1  LinkDownedCounter   3",
-        "2026-11-29 10:00:00Z  20261129T100000Z_sweep  (others)  1 counter           0",   # mlx5_0/1 LinkDowned
+        "2026-11-29 10:00:00Z  20261129T100000Z_sweep  (others)  1 counter           0",  # mlx5_0/1 LinkDowned
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_0/1  LinkDownedCounter   1        +1 (was 0)",
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_0/1  SymbolErrorCounter  50       +45 (was 5)",
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_1/1  LinkDownedCounter   9        not compared: another source",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_2/1  LinkDownedCounter   0        went down (was 3): cleared or reset"]
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_2/1  LinkDownedCounter   0        went down (was 3): cleared or reset",
+    ]
     # --check names a counter or a port; node2 rebooted between the sweeps (boot-2 -> boot-2b)
     _, out = history(tmp_path, capsys, "--show", "counters", "--check", "SymbolErrorCounter", "--format", "json")
     sweeps = json.loads(out)["sweeps"]
     assert [[(c["node"], c["value"], c["was"], c["change"]) for c in s["counters"]] for s in sweeps] == [
-        [("node1", 5, None, None), ("node2", 7, None, None)], [("node1", 50, 5, "rise"), ("node2", 0, 7, "reboot")]]
+        [("node1", 5, None, None), ("node2", 7, None, None)],
+        [("node1", 50, 5, "rise"), ("node2", 0, 7, "reboot")],
+    ]
     _, out = history(tmp_path, capsys, "--show", "counters", "--check", "mlx5_2/1", "--last", "1")
-    assert out.splitlines()[3:] == ["2026-11-29 11:02:30Z  20261129T110230Z_sweep  node1    mlx5_2/1  LinkDownedCounter"
-                                    "  0        went down (was 3): cleared or reset"]
+    assert out.splitlines()[3:] == [
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  node1    mlx5_2/1  LinkDownedCounter"
+        "  0        went down (was 3): cleared or reset"
+    ]
 
 
 def test_history_shows_a_saturated_64_bit_counter_exactly(tmp_path, capsys):
     snap = D.snapshot(previous_report())
-    rows = [CounterRow("node1", "mlx5_0/1", "SymbolErrorCounter", v, "boot-1", "perfquery -x")
-            for v in (2 ** 64 - 2, 2 ** 64 - 1)]
+    rows = [
+        CounterRow("node1", "mlx5_0/1", "SymbolErrorCounter", v, "boot-1", "perfquery -x")
+        for v in (2**64 - 2, 2**64 - 1)
+    ]
     with History.open(tmp_path / "h.sqlite") as h:
         h.record(replace(snap, counters=(rows[0],)), None)
         h.record(replace(snap, run_id="later", started=T1, counters=(rows[1],)), None)
@@ -581,33 +697,61 @@ def test_history_shows_measurements_and_a_sweep_that_kept_none(tmp_path, capsys)
         "--------------------  ----------------------  ----------------------  ----------------  ----------  ----------",
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  not read in this sweep",
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  nccl.allreduce_single   busbw             all_reduce  452.1 GB/s",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  ib.pairs                ib_write_bw_best  mlx5_0      391.5 Gb/s"]
-    _, out = history(tmp_path, capsys, "--show", "measurements", "--check", "ib.pairs", "--last", "1", "--format", "json")
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  ib.pairs                ib_write_bw_best  mlx5_0      391.5 Gb/s",
+    ]
+    _, out = history(
+        tmp_path, capsys, "--show", "measurements", "--check", "ib.pairs", "--last", "1", "--format", "json"
+    )
     assert json.loads(out)["sweeps"][0]["measurements"] == [
         {"node": n, "check": "ib.pairs", "name": "ib_write_bw_best", "subject": "mlx5_0", "value": v, "unit": "Gb/s"}
-        for n, v in (("node1", 391.5), ("node2", 391.5), ("node3", 120.0))]
+        for n, v in (("node1", 391.5), ("node2", 391.5), ("node3", 120.0))
+    ]
 
 
-@pytest.mark.parametrize("argv, flag, message, hint", [
-    (["--show", "versions", "--check", "nccl.versoin"], "--check",
-     "no versions for check 'nccl.versoin' in the last 2 sweeps", "did you mean 'nccl.version'?"),
-    (["--show", "versions", "--check", "cuda.version"], "--check",              # a real check, just not recorded
-     "no versions for check 'cuda.version' in the last 2 sweeps", "recorded there: nccl.version"),
-    (["--show", "counters", "--node", "node3"], "--node",                       # a node, not one with counters
-     "no IB error counters for node 'node3' in the last 2 sweeps",
-     "3 nodes have IB error counters there; its statuses: --show results"),
-    (["--show", "counters", "--node", "node4", "--check", "SymbolErrorCounter"], "--check",
-     "no IB error counters for counter or port 'SymbolErrorCounter' on node 'node4' in the last 2 sweeps",
-     "that node's: LinkDownedCounter, mlx5_0/1"),
-    (["--show", "measurements", "--node", "node1", "--last", "1", "--check", "ib.pair"], "--check",
-     "no measurements for check 'ib.pair' in the last 1 sweeps", "did you mean 'ib.pairs'?"),
-])
+@pytest.mark.parametrize(
+    "argv, flag, message, hint",
+    [
+        (
+            ["--show", "versions", "--check", "nccl.versoin"],
+            "--check",
+            "no versions for check 'nccl.versoin' in the last 2 sweeps",
+            "did you mean 'nccl.version'?",
+        ),
+        (
+            ["--show", "versions", "--check", "cuda.version"],
+            "--check",  # a real check, just not recorded
+            "no versions for check 'cuda.version' in the last 2 sweeps",
+            "recorded there: nccl.version",
+        ),
+        (
+            ["--show", "counters", "--node", "node3"],
+            "--node",  # a node, not one with counters
+            "no IB error counters for node 'node3' in the last 2 sweeps",
+            "3 nodes have IB error counters there; its statuses: --show results",
+        ),
+        (
+            ["--show", "counters", "--node", "node4", "--check", "SymbolErrorCounter"],
+            "--check",
+            "no IB error counters for counter or port 'SymbolErrorCounter' on node 'node4' in the last 2 sweeps",
+            "that node's: LinkDownedCounter, mlx5_0/1",
+        ),
+        (
+            ["--show", "measurements", "--node", "node1", "--last", "1", "--check", "ib.pair"],
+            "--check",
+            "no measurements for check 'ib.pair' in the last 1 sweeps",
+            "did you mean 'ib.pairs'?",
+        ),
+    ],
+)
 def test_history_show_a_filter_that_matches_nothing_is_bad_input(tmp_path, capsys, argv, flag, message, hint):
     recorded(tmp_path, previous_report(), current_report())
     with pytest.raises(ConfigError) as caught:
         history(tmp_path, capsys, *argv)
     assert (caught.value.file, caught.value.message, caught.value.hint) == (
-        flag, f"{message} of {tmp_path / 'h.sqlite'}", hint)
+        flag,
+        f"{message} of {tmp_path / 'h.sqlite'}",
+        hint,
+    )
     assert cli.main(["history", "--history", str(tmp_path / "h.sqlite"), *argv]) == 64
     assert f"nodecheck: error: {flag}: {message}" in capsys.readouterr().err
 
@@ -616,12 +760,14 @@ def test_history_show_says_which_checks_keep_what_no_sweep_kept(tmp_path, capsys
     recorded(tmp_path, previous_report())
     with pytest.raises(ConfigError) as caught:
         history(tmp_path, capsys, "--show", "measurements", "--node", "node1")
-    assert str(caught.value) == (f"--show: no measurements in the last 1 sweeps of {tmp_path / 'h.sqlite'}; hint: kept "
-                                 "by ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out: none "
-                                 "read in these sweeps")
-    with pytest.raises(ConfigError) as caught:                           # a node typo: as for results
+    assert str(caught.value) == (
+        f"--show: no measurements in the last 1 sweeps of {tmp_path / 'h.sqlite'}; hint: kept "
+        "by ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out: none "
+        "read in these sweeps"
+    )
+    with pytest.raises(ConfigError) as caught:  # a node typo: as for results
         history(tmp_path, capsys, "--show", "versions", "--node", "nod1")
     assert caught.value.hint == "did you mean 'node1'?"
-    _, out = history(tmp_path, capsys, "--show", "measurements")         # no filter: the sweep says it kept none
+    _, out = history(tmp_path, capsys, "--show", "measurements")  # no filter: the sweep says it kept none
     assert out.splitlines()[3] == "2026-11-29 10:00:00Z  20261129T100000Z_sweep  -        not read in this sweep"
     assert cli.build_parser().parse_args(["history"]).show == "results"

@@ -4,6 +4,7 @@ script (forensics/probe.py FETCH_SCRIPT + FETCH_PY) run here as the node runs it
 each trick; then the snapshot listing and the whole gathering through the local transport, with a
 "rank" (a sleeping Python process) whose prefix names a root-only file; and --dumps DIR with links
 out of it. Finding 3: the rank's command line (--hf-token X) never reaches the record."""
+
 from __future__ import annotations
 
 import base64
@@ -18,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Node
 from nodecheck.forensics import analysis, record
 from nodecheck.forensics.collect import MAX_LOCAL_DUMP_BYTES, Where, gather, read_local_dumps
-from nodecheck.core.errors import ParseError
 from nodecheck.forensics.probe import fetch_probe
-from nodecheck.core.model import Node
 from nodecheck.parsers.forensics import parse_fetch
 from nodecheck.transport.local import LocalTransport
 from tests.helpers import DATA
@@ -75,12 +76,14 @@ def test_a_directory_symlink_on_the_path_is_followed_only_when_root_made_it(tmp_
     real.mkdir()
     (real / "trace_rank_0").write_bytes(DUMP)
     (tmp_path / "via").symlink_to(real)
-    if ME == 0:                                # root's own link (as /scratch -> /lustre/scratch): followed
+    if ME == 0:  # root's own link (as /scratch -> /lustre/scratch): followed
         assert parse_fetch(fetch(tmp_path / "via" / "trace_rank_0")).data == DUMP
         os.lchown(tmp_path / "via", 65534, 65534)
     out = fetch(tmp_path / "via" / "trace_rank_0")
-    assert out == "@@nodecheck refused a directory on its path is a symbolic link owned by uid " \
-                  f"{65534 if ME == 0 else ME}\n"
+    assert (
+        out == "@@nodecheck refused a directory on its path is a symbolic link owned by uid "
+        f"{65534 if ME == 0 else ME}\n"
+    )
 
 
 def test_a_fifo_is_refused_without_hanging(tmp_path):
@@ -103,8 +106,10 @@ def test_past_the_bound_missing_and_dotdot(tmp_path):
     f.write_bytes(DUMP)
     assert fetch(f, bound=100) == f"@@nodecheck too_large {len(DUMP)}\n"
     assert fetch(tmp_path / "nope") == "@@nodecheck missing\n"
-    assert fetch(f"{tmp_path}/../{tmp_path.name}/nccl_trace_rank_0") == \
-        "@@nodecheck refused not an absolute path free of . and ..\n"
+    assert (
+        fetch(f"{tmp_path}/../{tmp_path.name}/nccl_trace_rank_0")
+        == "@@nodecheck refused not an absolute path free of . and ..\n"
+    )
 
 
 def test_without_python3_on_the_node_the_fetch_refuses_never_a_weaker_read(tmp_path):
@@ -116,7 +121,7 @@ def test_without_python3_on_the_node_the_fetch_refuses_never_a_weaker_read(tmp_p
 
 
 def test_a_gzip_bomb_from_a_node_is_refused_not_inflated():
-    bomb = gzip.compress(b"\0" * (64 << 20))   # 64 MiB of zeros in ~64 KiB
+    bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in ~64 KiB
     text = f"@@nodecheck encoding gzip+base64 {64 << 20}\n" + base64.encodebytes(bomb).decode()
     with pytest.raises(ParseError) as e:
         parse_fetch(text, max_bytes=1 << 20)
@@ -132,13 +137,18 @@ def gzip_of_zeros(mib: int) -> bytes:
     (compressing the whole GiB takes seconds)."""
     import struct
     import zlib
+
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     block = packer.compress(b"\0" * (1 << 20)) + packer.flush(zlib.Z_FULL_FLUSH)
     crc = 0
     for _ in range(mib):
         crc = zlib.crc32(b"\0" * (1 << 20), crc)
-    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + block * mib + zlib.compressobj(9, zlib.DEFLATED, -15).flush()
-            + struct.pack("<II", crc, (mib << 20) & 0xFFFFFFFF))
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+        + block * mib
+        + zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+        + struct.pack("<II", crc, (mib << 20) & 0xFFFFFFFF)
+    )
 
 
 def test_gzip_of_zeros_is_what_it_says():
@@ -168,13 +178,20 @@ def rank(tmp_path):
     fr.mkdir()
     fr.chmod(0o755)
     tmp_path.chmod(0o755)
-    env = {"PATH": os.environ["PATH"], "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-           "TORCH_FR_DUMP_TEMP_FILE": f"{fr}/trace_rank_", "HF_TOKEN": "hf_envsecret"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": f"{fr}/trace_rank_",
+        "HF_TOKEN": "hf_envsecret",
+    }
     user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if ME == 0 else []
-    proc = subprocess.Popen([*user, sys.executable, "-c", "import time; time.sleep(120)", tag, "--hf-token",
-                             "hf_SECRETVALUE123"], env=env)
+    proc = subprocess.Popen(
+        [*user, sys.executable, "-c", "import time; time.sleep(120)", tag, "--hf-token", "hf_SECRETVALUE123"], env=env
+    )
     uid = 65534 if ME == 0 else ME
-    _wait_until_python_runs(proc.pid, uid)     # setpriv has exec'd python as the rank's user
+    _wait_until_python_runs(proc.pid, uid)  # setpriv has exec'd python as the rank's user
     yield tag, fr, uid
     proc.kill()
     proc.wait()
@@ -195,9 +212,17 @@ def _wait_until_python_runs(pid: int, uid: int) -> None:
 
 
 def gathered(tag: str):
-    return gather(LocalTransport(), [Node("local", "local")], Where("match", tag), fanout=1,
-                  deadline=time.monotonic() + 60, stack_timeout_s=3, native=False, pyspy="/nonexistent/py-spy",
-                  fetch=True)
+    return gather(
+        LocalTransport(),
+        [Node("local", "local")],
+        Where("match", tag),
+        fanout=1,
+        deadline=time.monotonic() + 60,
+        stack_timeout_s=3,
+        native=False,
+        pyspy="/nonexistent/py-spy",
+        fetch=True,
+    )
 
 
 @root_only
@@ -245,7 +270,7 @@ def test_a_file_swapped_for_a_symlink_after_the_listing_is_refused_by_the_fetch(
     (fr / "trace_rank_0").symlink_to(shadow)
     assert fetch(fr / "trace_rank_0", owner=uid) == "@@nodecheck refused a symbolic link, not followed\n"
     shadow.unlink()
-    shadow.write_text(MARKER)                  # root's regular file put in the rank's place
+    shadow.write_text(MARKER)  # root's regular file put in the rank's place
     (fr / "trace_rank_0").unlink()
     shadow.rename(fr / "trace_rank_0")
     assert fetch(fr / "trace_rank_0", owner=uid) == f"@@nodecheck refused owned by uid 0, not by the rank (uid {uid})\n"
@@ -261,12 +286,14 @@ def test_local_dumps_never_follow_a_link_out_of_the_directory(tmp_path):
     (dumps / "nccl_trace_rank_0").write_bytes(DUMP)
     (dumps / "nccl_trace_rank_1").symlink_to(outside)
     (dumps / "gpu-a07" / "nccl_trace_rank_2").symlink_to(outside)
-    (dumps / "gpu-b01").symlink_to(tmp_path)   # a node directory that is a link: not entered
+    (dumps / "gpu-b01").symlink_to(tmp_path)  # a node directory that is a link: not entered
     os.mkfifo(dumps / "gpu-a07" / "nccl_trace_rank_3")
     reads = {(r.node, Path(r.path).name): r for r in read_local_dumps(str(dumps))}
     assert reads[("", "nccl_trace_rank_0")].data == DUMP
-    assert (reads[("", "nccl_trace_rank_1")].data, reads[("", "nccl_trace_rank_1")].note) == \
-        (None, "not read: a symbolic link, not followed")
+    assert (reads[("", "nccl_trace_rank_1")].data, reads[("", "nccl_trace_rank_1")].note) == (
+        None,
+        "not read: a symbolic link, not followed",
+    )
     assert reads[("gpu-a07", "nccl_trace_rank_2")].note == "not read: a symbolic link, not followed"
     assert reads[("gpu-a07", "nccl_trace_rank_3")].note == "not read: not a regular file"
     assert reads[("", "gpu-b01")].note == "not read: a symbolic link, not followed"
@@ -275,8 +302,9 @@ def test_local_dumps_never_follow_a_link_out_of_the_directory(tmp_path):
 
 def test_local_dumps_past_the_bound_are_listed_not_read(tmp_path, monkeypatch):
     from nodecheck.forensics import collect
+
     monkeypatch.setattr(collect, "MAX_LOCAL_DUMP_BYTES", 100)
     (tmp_path / "nccl_trace_rank_0").write_bytes(DUMP)
     (r,) = read_local_dumps(str(tmp_path))
     assert (r.data, r.note) == (None, f"not read: {len(DUMP)} bytes, more than 100")
-    assert MAX_LOCAL_DUMP_BYTES > len(DUMP)
+    assert len(DUMP) < MAX_LOCAL_DUMP_BYTES

@@ -2,6 +2,7 @@
 to good ones (issue 17, finding 4): each hostile dump is that dump's error in the record, the good ones
 still give the verdict, a record is written, nothing crashes or stalls; and a dump that did not parse
 is not copied into the record (finding 1). Every hostile dump is CONSTRUCTED here."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,12 @@ KEY = 2**61 - 1
 def hostile() -> dict[str, bytes]:
     n = 100_000
     big = b"X" + struct.pack("<I", 2**20) + b"a" * 2**20 + b"q\x01"
-    keys = b"".join(b"\x8a" + bytes([len(b)]) + b + b"N"
-                    for b in ((k * KEY).to_bytes(((k * KEY).bit_length() + 8) // 8, "little", signed=True)
-                              for k in range(1, 80_001)))
+    keys = b"".join(
+        b"\x8a" + bytes([len(b)]) + b + b"N"
+        for b in (
+            (k * KEY).to_bytes(((k * KEY).bit_length() + 8) // 8, "little", signed=True) for k in range(1, 80_001)
+        )
+    )
     return {
         "deep": HEAD + b"]" * n + b"a" * (n - 1) + b"u.",
         "memo": b"\x80\x02Nr" + struct.pack("<I", 100_000_000) + b".",
@@ -41,8 +45,23 @@ def test_hostile_dumps_are_each_an_error_and_the_record_is_written(tmp_path):
     for name, data in hostile().items():
         (dumps / f"evil-{name}").write_bytes(data)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "nodecheck", "forensics", "--dumps", str(dumps), "--output-dir",
-                           str(tmp_path / "reports"), "--format", "json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nodecheck",
+            "forensics",
+            "--dumps",
+            str(dumps),
+            "--output-dir",
+            str(tmp_path / "reports"),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert time.monotonic() - started < 60
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
@@ -53,15 +72,18 @@ def test_hostile_dumps_are_each_an_error_and_the_record_is_written(tmp_path):
     assert errors == {
         "evil-deep": f"unreadable: {where}/evil-deep: refused: nested more than 32 deep",
         "evil-memo": f"unreadable: {where}/evil-memo: refused: LONG_BINPUT stores memo index 100000000, beyond the "
-                     "0 values stored before it",
+        "0 values stored before it",
         "evil-refs": f"unreadable: {where}/evil-refs: refused: expands past 268435456 bytes (a value used again "
-                     "through the memo counts each time)",
+        "through the memo counts each time)",
         "evil-keys": f"unreadable: {where}/evil-keys: refused: a dict key is a number, not a string",
         "evil-deep-json": f"unreadable: {where}/evil-deep-json: not readable JSON (RecursionError: maximum recursion "
-                          "depth exceeded while decoding a JSON array from a unicode string)",
+        "depth exceeded while decoding a JSON array from a unicode string)",
     }
     record = Path(doc["record"])
     kept = sorted(p.name for p in (record / "dumps").rglob("*") if p.is_file())
-    assert len(kept) == 8 and not any("evil" in k for k in kept)      # bytes that did not parse: not copied
-    assert all(d["not_kept"] == "its bytes are not kept: they did not parse as a flight-recorder dump"
-               for d in doc["dumps"] if not d["read"])
+    assert len(kept) == 8 and not any("evil" in k for k in kept)  # bytes that did not parse: not copied
+    assert all(
+        d["not_kept"] == "its bytes are not kept: they did not parse as a flight-recorder dump"
+        for d in doc["dumps"]
+        if not d["read"]
+    )

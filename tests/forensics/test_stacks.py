@@ -1,6 +1,7 @@
 """forensics/stacks.py on real py-spy recordings (tests/data/py-spy, tests/data/forensics): identical
 Python stacks grouped across processes whose native frames differ (ASLR), the largest group first and
 failures last, the one-line text of a group, and where a stack waits (collective, init)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,9 +9,20 @@ from dataclasses import replace
 import pytest
 
 from nodecheck.forensics.ranks import RankProcess, rank_process
-from nodecheck.forensics.stacks import (SHOWN_FRAMES, ProcessStack, StackGroup, chain_text, collective_of,
-                                        describe_group, frame_text, group_stacks, in_init, python_frames,
-                                        summary_frames, who)
+from nodecheck.forensics.stacks import (
+    SHOWN_FRAMES,
+    ProcessStack,
+    StackGroup,
+    chain_text,
+    collective_of,
+    describe_group,
+    frame_text,
+    group_stacks,
+    in_init,
+    python_frames,
+    summary_frames,
+    who,
+)
 from nodecheck.parsers.forensics import JobProcess, parse_stacks
 from nodecheck.parsers.pyspy import PyFrame, PyStacks, parse_pyspy_dump
 from nodecheck.parsers.watch_sample import Proc
@@ -41,12 +53,18 @@ NATIVE_VIA_AGGREGATE = recording("recorded-native-hung-rank-all_reduce-via-aggre
 NONE = recording("recorded-hung-rank-none.txt")
 FROZEN_UNPAUSED = recording("recorded-frozen-nonblocking.txt")
 
-RS_CHAIN = ("wait (distributed_c10d.py:13) \u2190 reduce_scatter (distributed_c10d.py:21) \u2190 train (training.py:20)"
-            " \u2190 \u2026 (5 frames)")
-AR_CHAIN = ("wait (distributed_c10d.py:13) \u2190 all_reduce (distributed_c10d.py:17) \u2190 train (training.py:20)"
-            " \u2190 \u2026 (5 frames)")
-AGG_CHAIN = ("wait (distributed_c10d.py:13) \u2190 all_reduce (distributed_c10d.py:17) \u2190 _aggregate_total_loss "
-             "(engine.py:6) \u2190 \u2026 (6 frames)")
+RS_CHAIN = (
+    "wait (distributed_c10d.py:13) \u2190 reduce_scatter (distributed_c10d.py:21) \u2190 train (training.py:20)"
+    " \u2190 \u2026 (5 frames)"
+)
+AR_CHAIN = (
+    "wait (distributed_c10d.py:13) \u2190 all_reduce (distributed_c10d.py:17) \u2190 train (training.py:20)"
+    " \u2190 \u2026 (5 frames)"
+)
+AGG_CHAIN = (
+    "wait (distributed_c10d.py:13) \u2190 all_reduce (distributed_c10d.py:17) \u2190 _aggregate_total_loss "
+    "(engine.py:6) \u2190 \u2026 (6 frames)"
+)
 
 
 def test_native_and_plain_dump_of_the_same_place_group_on_their_python_frames():
@@ -56,8 +74,14 @@ def test_native_and_plain_dump_of_the_same_place_group_on_their_python_frames():
     a, b = rank("node1", 7389, 3), rank("node2", 7390, 5)
     (g,) = group_stacks([ProcessStack(a, NATIVE_VIA_AGGREGATE), ProcessStack(b, as_pid(VIA_AGGREGATE, 7390))])
     assert g.failure == "" and g.members == (a, b) and g.ranks == (3, 5) and g.nodes == ("node1", "node2")
-    assert [f.function for f in g.frames] == ["wait", "all_reduce", "_aggregate_total_loss", "train", "main",
-                                              "<module>"]
+    assert [f.function for f in g.frames] == [
+        "wait",
+        "all_reduce",
+        "_aggregate_total_loss",
+        "train",
+        "main",
+        "<module>",
+    ]
     assert not any(f.native for f in g.frames)
 
 
@@ -75,14 +99,16 @@ def test_largest_group_first_then_smaller_then_failures_last():
     stacks = [ProcessStack(rank("node1", 100 + r, r), as_pid(REDUCE_SCATTER, 100 + r)) for r in (0, 1, 2)]
     stacks += [ProcessStack(rank("node2", 104, 4), as_pid(ALL_REDUCE, 104))]
     # two failures outnumber the one-rank group and still come last
-    stacks += [ProcessStack(rank("node2", 105 + k, 5 + k), None, failure="py-spy failed: permission denied (ptrace)")
-               for k in range(2)]
+    stacks += [
+        ProcessStack(rank("node2", 105 + k, 5 + k), None, failure="py-spy failed: permission denied (ptrace)")
+        for k in range(2)
+    ]
     stacks += [ProcessStack(rank("node2", 107, 7), None, failure="no such process")]
     groups = group_stacks(list(reversed(stacks)))
     assert [g.ranks for g in groups] == [(0, 1, 2), (4,), (5, 6), (7,)]
     assert [g.failure for g in groups] == ["", "", "py-spy failed: permission denied (ptrace)", "no such process"]
     assert [collective_of(g.frames) for g in groups] == ["reduce_scatter", "all_reduce", None, None]
-    assert [p.pid for p in groups[0].members] == [100, 101, 102]          # members sorted by rank
+    assert [p.pid for p in groups[0].members] == [100, 101, 102]  # members sorted by rank
 
 
 def test_groups_of_equal_size_are_ordered_by_their_lowest_rank():
@@ -92,9 +118,11 @@ def test_groups_of_equal_size_are_ordered_by_their_lowest_rank():
 
 def test_failures_with_different_unpaused_stacks_stay_apart():
     why = "py-spy got no answer within 3 s; process state D (disk sleep)"
-    stacks = [ProcessStack(rank("node1", 1, 1), None, why, unpaused=FROZEN_UNPAUSED),
-              ProcessStack(rank("node1", 2, 2), None, why, unpaused=NONE),
-              ProcessStack(rank("node1", 3, 3), None, why, unpaused=as_pid(FROZEN_UNPAUSED, 3))]
+    stacks = [
+        ProcessStack(rank("node1", 1, 1), None, why, unpaused=FROZEN_UNPAUSED),
+        ProcessStack(rank("node1", 2, 2), None, why, unpaused=NONE),
+        ProcessStack(rank("node1", 3, 3), None, why, unpaused=as_pid(FROZEN_UNPAUSED, 3)),
+    ]
     groups = group_stacks(stacks)
     assert [g.ranks for g in groups] == [(1, 3), (2,)]
     assert [collective_of(g.unpaused) for g in groups] == ["all_reduce", None]
@@ -102,8 +130,9 @@ def test_failures_with_different_unpaused_stacks_stay_apart():
 
 
 def test_describe_seven_ranks_on_two_nodes_folds_the_nodes():
-    stacks = [ProcessStack(rank(f"node{1 + r // 4}", 200 + r, r), as_pid(REDUCE_SCATTER, 200 + r))
-              for r in range(8) if r != 3]
+    stacks = [
+        ProcessStack(rank(f"node{1 + r // 4}", 200 + r, r), as_pid(REDUCE_SCATTER, 200 + r)) for r in range(8) if r != 3
+    ]
     stacks.append(ProcessStack(rank("node1", 203, 3), as_pid(ALL_REDUCE, 203)))
     big, odd = group_stacks(stacks)
     assert describe_group(big) == f"7 ranks 0-2,4-7 (node[1-2]) in {RS_CHAIN}"
@@ -121,8 +150,10 @@ def test_describe_a_frozen_rank_with_the_stack_read_without_stopping_it():
     why = "py-spy got no answer within 5 s; process state D (disk sleep)"
     (g,) = group_stacks([ProcessStack(rank("node1", 7389, 3), None, why, unpaused=FROZEN_UNPAUSED)])
     assert g.failure == why and g.ranks == (3,)
-    assert describe_group(g) == (f"rank 3 (node1 GPU3): py-spy got no answer within 5 s; process state D (disk sleep);"
-                                 f" read without stopping it: in {AGG_CHAIN}")
+    assert describe_group(g) == (
+        f"rank 3 (node1 GPU3): py-spy got no answer within 5 s; process state D (disk sleep);"
+        f" read without stopping it: in {AGG_CHAIN}"
+    )
 
 
 def test_describe_a_failure_without_an_unpaused_stack():
@@ -133,7 +164,9 @@ def test_describe_a_failure_without_an_unpaused_stack():
 def test_describe_processes_without_a_rank():
     one = group_stacks([ProcessStack(rank("node1", 7, None), ALL_REDUCE)])[0]
     assert one.ranks == () and describe_group(one) == f"1 process without a rank (node1 pid 7) in {AR_CHAIN}"
-    two = group_stacks([ProcessStack(rank("node1", 8, None), ALL_REDUCE), ProcessStack(rank("node1", 7, None), ALL_REDUCE)])[0]
+    two = group_stacks(
+        [ProcessStack(rank("node1", 8, None), ALL_REDUCE), ProcessStack(rank("node1", 7, None), ALL_REDUCE)]
+    )[0]
     assert describe_group(two) == f"2 processes without a rank (node1 pids 7,8) in {AR_CHAIN}"
 
 
@@ -148,7 +181,9 @@ def test_a_main_thread_without_python_frames_is_kept_apart_as_a_failure():
     assert [f.function for f in native_only] == ["clock_nanosleep", "0x7f5067f9e24a"]
     thread = replace(NATIVE_VIA_AGGREGATE.threads[0], frames=native_only)
     stacks = replace(NATIVE_VIA_AGGREGATE, threads=(thread,))
-    good, bare = group_stacks([ProcessStack(rank("node1", 1, 1), stacks), ProcessStack(rank("node1", 2, 2), ALL_REDUCE)])
+    good, bare = group_stacks(
+        [ProcessStack(rank("node1", 1, 1), stacks), ProcessStack(rank("node1", 2, 2), ALL_REDUCE)]
+    )
     assert good.ranks == (2,)
     assert (bare.ranks, bare.failure, bare.frames) == ((1,), "no Python frames in the main thread", ())
     assert describe_group(bare) == "rank 1 (node1 GPU1): no Python frames in the main thread"
@@ -161,20 +196,23 @@ def test_the_main_thread_is_the_one_named_mainthread():
     assert python_frames(reordered) == python_frames(VIA_AGGREGATE)
 
 
-@pytest.mark.parametrize("name, collective", [
-    ("recorded-hung-rank-all_reduce.txt", "all_reduce"),
-    ("recorded-hung-rank-reduce_scatter.txt", "reduce_scatter"),
-    ("recorded-hung-rank-broadcast.txt", "broadcast"),
-    ("recorded-hung-rank-broadcast-via-aggregate.txt", "broadcast"),
-    ("recorded-hung-rank-barrier.txt", "barrier"),
-    ("recorded-hung-rank-all_gather.txt", "all_gather"),
-    ("recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt", "all_reduce"),
-    ("recorded-hung-rank-none.txt", None),
-])
+@pytest.mark.parametrize(
+    "name, collective",
+    [
+        ("recorded-hung-rank-all_reduce.txt", "all_reduce"),
+        ("recorded-hung-rank-reduce_scatter.txt", "reduce_scatter"),
+        ("recorded-hung-rank-broadcast.txt", "broadcast"),
+        ("recorded-hung-rank-broadcast-via-aggregate.txt", "broadcast"),
+        ("recorded-hung-rank-barrier.txt", "barrier"),
+        ("recorded-hung-rank-all_gather.txt", "all_gather"),
+        ("recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt", "all_reduce"),
+        ("recorded-hung-rank-none.txt", None),
+    ],
+)
 def test_collective_of_real_stacks(name, collective):
     frames = python_frames(recording(name))
     assert collective_of(frames) == collective
-    assert in_init(frames) is False            # no recording is in rendezvous / init
+    assert in_init(frames) is False  # no recording is in rendezvous / init
 
 
 def test_in_init_on_a_stack_inside_init_process_group():
@@ -189,10 +227,14 @@ def test_summary_skips_the_standard_library_waiting_frames():
     waiting = (PyFrame("Condition.wait", "threading.py", 327), PyFrame("Queue.get", "queue.py", 171))
     frames = waiting + python_frames(NONE)
     assert [frame_text(f) for f in summary_frames(frames)] == [
-        "DataLoaderIter._next_data (dataloader.py:15)", "DataLoaderIter.__next__ (dataloader.py:10)",
-        "train (training.py:13)"]
-    assert chain_text(frames) == ("DataLoaderIter._next_data (dataloader.py:15) \u2190 DataLoaderIter.__next__ "
-                                  "(dataloader.py:10) \u2190 train (training.py:13) \u2190 \u2026 (7 frames)")
+        "DataLoaderIter._next_data (dataloader.py:15)",
+        "DataLoaderIter.__next__ (dataloader.py:10)",
+        "train (training.py:13)",
+    ]
+    assert chain_text(frames) == (
+        "DataLoaderIter._next_data (dataloader.py:15) \u2190 DataLoaderIter.__next__ "
+        "(dataloader.py:10) \u2190 train (training.py:13) \u2190 \u2026 (7 frames)"
+    )
 
 
 def test_summary_of_only_waiting_frames_keeps_the_last_one():
@@ -209,8 +251,9 @@ def test_chain_shows_three_frames_then_the_count():
     assert SHOWN_FRAMES == 3
     frames = python_frames(ALL_REDUCE)
     assert len(frames) == 5 and chain_text(frames) == AR_CHAIN
-    assert chain_text(frames[:SHOWN_FRAMES]) == ("wait (distributed_c10d.py:13) \u2190 all_reduce "
-                                                 "(distributed_c10d.py:17) \u2190 train (training.py:20)")
+    assert chain_text(frames[:SHOWN_FRAMES]) == (
+        "wait (distributed_c10d.py:13) \u2190 all_reduce (distributed_c10d.py:17) \u2190 train (training.py:20)"
+    )
 
 
 def test_frame_text_of_a_native_frame_has_no_line():
@@ -225,12 +268,21 @@ def test_stack_group_ranks_and_nodes_are_sorted_and_unique():
 
 def test_the_innermost_native_frame_is_said_when_every_member_waits_in_it():
     from nodecheck.forensics.stacks import innermost_native
+
     assert innermost_native(NATIVE_VIA_AGGREGATE) == "clock_nanosleep (libc.so.6)"
-    assert innermost_native(VIA_AGGREGATE) == ""                    # no --native frames: nothing said
-    both = group_stacks([ProcessStack(rank("node1", 7389, 3), NATIVE_VIA_AGGREGATE),
-                         ProcessStack(rank("node2", 7390, 5), as_pid(NATIVE_VIA_AGGREGATE, 7390))])
+    assert innermost_native(VIA_AGGREGATE) == ""  # no --native frames: nothing said
+    both = group_stacks(
+        [
+            ProcessStack(rank("node1", 7389, 3), NATIVE_VIA_AGGREGATE),
+            ProcessStack(rank("node2", 7390, 5), as_pid(NATIVE_VIA_AGGREGATE, 7390)),
+        ]
+    )
     assert both[0].native == "clock_nanosleep (libc.so.6)"
     assert describe_group(both[0]).endswith(" [native: clock_nanosleep (libc.so.6)]")
-    mixed = group_stacks([ProcessStack(rank("node1", 7389, 3), NATIVE_VIA_AGGREGATE),
-                          ProcessStack(rank("node2", 7390, 5), as_pid(VIA_AGGREGATE, 7390))])
+    mixed = group_stacks(
+        [
+            ProcessStack(rank("node1", 7389, 3), NATIVE_VIA_AGGREGATE),
+            ProcessStack(rank("node2", 7390, 5), as_pid(VIA_AGGREGATE, 7390)),
+        ]
+    )
     assert mixed[0].native == "" and "[native:" not in describe_group(mixed[0])

@@ -7,17 +7,24 @@ costs no more to mutate than a short one, and a failure shrinks to the fewest, s
 Text reaches a parser the way the transports hand it over: bytes decoded as UTF-8 with
 errors="replace" (transport/ssh.py, transport/local.py), so a non-UTF-8 byte arrives as U+FFFD.
 """
+
 from __future__ import annotations
 
 import os
 import re
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 # NODECHECK_FUZZ_EXAMPLES=2000 runs every property longer (tests/fuzz/README.md)
 EXAMPLES = int(os.environ.get("NODECHECK_FUZZ_EXAMPLES", "50"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 50, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 50,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def decoded(raw: bytes) -> str:
@@ -28,10 +35,49 @@ def decoded(raw: bytes) -> str:
 # characters str.splitlines() splits on that a tool's own line reader does not: a key-value line
 # with one of them inside becomes two lines, the second starting mid-line (issue 17: parse_q)
 LINE_BREAKERS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
-ODD_NUMBERS = ("nan", "NaN", "inf", "-inf", "Infinity", "-1", "-0", "0", "1e309", "18446744073709551616",
-               "9" * 400, "0x7fffffff", "1,000", "1.2.3", "", " ", "N/A", "[N/A]", "\u0661\u0662", "\uff11")
-GARBAGE = ("\x00", "\ufffd", "\ufffd\ufffd\ufffd", "\x1b[31m", "\t", "  ", ":", "=", "@@nodecheck ",
-           "@@nodecheck end x rc=0", "\\", '"', "{", "[", "(", "#", "\u200b", "\U0001f600", "é")
+ODD_NUMBERS = (
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "-1",
+    "-0",
+    "0",
+    "1e309",
+    "18446744073709551616",
+    "9" * 400,
+    "0x7fffffff",
+    "1,000",
+    "1.2.3",
+    "",
+    " ",
+    "N/A",
+    "[N/A]",
+    "\u0661\u0662",
+    "\uff11",
+)
+GARBAGE = (
+    "\x00",
+    "\ufffd",
+    "\ufffd\ufffd\ufffd",
+    "\x1b[31m",
+    "\t",
+    "  ",
+    ":",
+    "=",
+    "@@nodecheck ",
+    "@@nodecheck end x rc=0",
+    "\\",
+    '"',
+    "{",
+    "[",
+    "(",
+    "#",
+    "\u200b",
+    "\U0001f600",
+    "é",
+)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -40,7 +86,7 @@ def _lines(text: str) -> list[str]:
 
 
 def _cut(text: str, at: float) -> str:
-    return text[:int(len(text) * at)]
+    return text[: int(len(text) * at)]
 
 
 def _drop(text: str, i: int) -> str:
@@ -73,7 +119,7 @@ def _number(text: str, i: int, replacement: str) -> str:
     if not found:
         return text
     match = found[i % len(found)]
-    return text[:match.start()] + replacement + text[match.end():]
+    return text[: match.start()] + replacement + text[match.end() :]
 
 
 def _all_numbers(text: str, replacement: str) -> str:
@@ -122,7 +168,7 @@ def mutated(draw, seeds: tuple):
     """A seed changed by one to four operations; str seeds stay str, bytes seeds stay bytes."""
     seed = draw(st.sampled_from(seeds))
     binary = isinstance(seed, bytes)
-    text = seed.decode("latin-1") if binary else seed     # latin-1: every byte one character, reversible
+    text = seed.decode("latin-1") if binary else seed  # latin-1: every byte one character, reversible
     operations = draw(st.lists(_operation, min_size=1, max_size=4))
     result = _apply(text, operations)
     return result.encode("latin-1", errors="replace") if binary else result

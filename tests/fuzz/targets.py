@@ -5,28 +5,50 @@ flight recorder) and the seeds mutations start from: the corpus files of its too
 (tests/data/SOURCES.md says which tool wrote which file) and, where a tool has no recording, the
 outputs its parser tests construct. `owner` is the slice that fixes a failure (issue 17's split).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 
-from nodecheck.parsers import (containers, flight_recorder, forensics, gids, ibstat, kernel_log,
-                               nccl_tests, nccl_config as ncclenv, networkmanager, nvidia_smi, nvml, perfquery, perftest,
-                               pyspy, rankcounts, sections, slurm, sysfs, versions, watch_sample, xid_codes)
+from nodecheck.parsers import (
+    containers,
+    flight_recorder,
+    forensics,
+    gids,
+    ibstat,
+    kernel_log,
+    nccl_tests,
+    networkmanager,
+    nvidia_smi,
+    nvml,
+    perfquery,
+    perftest,
+    pyspy,
+    rankcounts,
+    sections,
+    slurm,
+    sysfs,
+    versions,
+    watch_sample,
+    xid_codes,
+)
+from nodecheck.parsers import nccl_config as ncclenv
 from tests.helpers import DATA
 
 
 @dataclass(frozen=True)
 class Target:
-    name: str                                  # "ibstat.parse_ibstat"
+    name: str  # "ibstat.parse_ibstat"
     parse: Callable[[Any], Any]
-    seed_paths: tuple[str, ...]                # globs under tests/data
+    seed_paths: tuple[str, ...]  # globs under tests/data
     owner: str
     extra_seeds: Callable[[], tuple[str, ...]] = lambda: ()
-    binary: bool = False                       # takes bytes (the flight recorder reads dump files)
+    binary: bool = False  # takes bytes (the flight recorder reads dump files)
 
     @property
     def seeds(self) -> tuple:
@@ -48,44 +70,64 @@ def _seeds(target: Target) -> tuple:
 
 # -- seeds for tools with no recording: what their parser tests construct ---------------------------
 
+
 def _ncclenv_seeds() -> tuple[str, ...]:
     from tests.parsers.test_nccl_config import output
-    return (output(node_env="NCCL_DEBUG=INFO\nMASTER_ADDR=node1\nNCCL_SOCKET_IFNAME=ib0\n",
-                   etc_conf="NCCL_IB_GID_INDEX=3\n"), output())
+
+    return (
+        output(
+            node_env="NCCL_DEBUG=INFO\nMASTER_ADDR=node1\nNCCL_SOCKET_IFNAME=ib0\n", etc_conf="NCCL_IB_GID_INDEX=3\n"
+        ),
+        output(),
+    )
 
 
 def _nmcli_seeds() -> tuple[str, ...]:
     from tests.parsers.test_networkmanager import NMCLI
+
     return (NMCLI,)
 
 
 def _nm_conf_seeds() -> tuple[str, ...]:
     from tests.parsers.test_networkmanager import CONF
-    return (CONF, "[main]\nplugins=keyfile\n[keyfile]\nunmanaged-devices=interface-name:rnic*;mac:00:11:22:33:44:55\n"
-                  "unmanaged-devices+=except:type:ethernet\n")
+
+    return (
+        CONF,
+        "[main]\nplugins=keyfile\n[keyfile]\nunmanaged-devices=interface-name:rnic*;mac:00:11:22:33:44:55\n"
+        "unmanaged-devices+=except:type:ethernet\n",
+    )
 
 
 def _nvml_seeds() -> tuple[str, ...]:
     from tests.parsers.test_nvml import doc
+
     return (json.dumps(doc()) + "\n", json.dumps(doc(), indent=1) + "\n")
 
 
 def _sysfs_seeds() -> tuple[str, ...]:
-    return ("/sys/class/infiniband/mlx5_0/ports/1/gids/3\t0000:0000:0000:0000:0000:ffff:0a4d:0003\n"
-            "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3\tRoCE v2\n"
-            "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/4\t!cat: types/4: Invalid argument\n"
-            "/sys/class/infiniband/mlx5_0/ports/1/state\t4: ACTIVE\n"
-            "/sys/class/infiniband/mlx5_0/ports/1/link_layer\tEthernet\n"
-            "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3\trnic3\n",)
+    return (
+        "/sys/class/infiniband/mlx5_0/ports/1/gids/3\t0000:0000:0000:0000:0000:ffff:0a4d:0003\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/3\tRoCE v2\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/types/4\t!cat: types/4: Invalid argument\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/state\t4: ACTIVE\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/link_layer\tEthernet\n"
+        "/sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3\trnic3\n",
+    )
 
 
 def _versions(name: str) -> Callable[[], tuple[str, ...]]:
     def seeds() -> tuple[str, ...]:
         from tests.parsers import test_versions as t
-        return {"uname": ("5.15.0-112-generic\n",), "os_release": (t.DEBIAN_12,),
-                "ldconfig": (f"{t.DEB} -> {t.DEB_TARGET}\n",), "header": (t.HEADER,),
-                "conf": ("NCCL_IB_GID_INDEX=3\n# comment\nNCCL_SOCKET_IFNAME=ib0\n",),
-                "env": ("NCCL_DEBUG=INFO\nNCCL_IB_HCA=mlx5_0,mlx5_1\n",)}[name]
+
+        return {
+            "uname": ("5.15.0-112-generic\n",),
+            "os_release": (t.DEBIAN_12,),
+            "ldconfig": (f"{t.DEB} -> {t.DEB_TARGET}\n",),
+            "header": (t.HEADER,),
+            "conf": ("NCCL_IB_GID_INDEX=3\n# comment\nNCCL_SOCKET_IFNAME=ib0\n",),
+            "env": ("NCCL_DEBUG=INFO\nNCCL_IB_HCA=mlx5_0,mlx5_1\n",),
+        }[name]
+
     return seeds
 
 
@@ -98,8 +140,12 @@ def _section(name: str, body: str, rc: int = 0) -> str:
 
 
 def _sections_seeds() -> tuple[str, ...]:
-    return ("@@nodecheck runtime docker\n" + _section("inspect", "[]\n") + _section("sum", "abc\n", 1)
-            + "@@nodecheck begin cut\npartial",)
+    return (
+        "@@nodecheck runtime docker\n"
+        + _section("inspect", "[]\n")
+        + _section("sum", "abc\n", 1)
+        + "@@nodecheck begin cut\npartial",
+    )
 
 
 # -- wrappers: the calls the checks make ------------------------------------------------------------
@@ -112,8 +158,10 @@ def _kernel_log(text: str):
 
 
 def _compute_apps_seeds() -> tuple[str, ...]:
-    return ("GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9, 48213, python3, 1021\n"
-            "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 48214, /usr/bin/python3, 70000\n",)
+    return (
+        "GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9, 48213, python3, 1021\n"
+        "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 48214, /usr/bin/python3, 70000\n",
+    )
 
 
 def _facts_from_csv(text: str):
@@ -141,8 +189,11 @@ def _sysfs_gids(text: str):
 def _watch_progress(text: str):
     """The log tail read by a watch config's regexes (the users' regexes: lines cut at LINE_CHARS)."""
     from nodecheck.watch.config import ProgressSource
-    src = ProgressSource(log="/x/train.log",      # the default regexes, and a per-rank one
-                         rank_time_regex=r"rank (?P<rank>\d+) step \d+ time (?P<seconds>\d+(?:\.\d+)?)s")
+
+    src = ProgressSource(
+        log="/x/train.log",  # the default regexes, and a per-rank one
+        rank_time_regex=r"rank (?P<rank>\d+) step \d+ time (?P<seconds>\d+(?:\.\d+)?)s",
+    )
     return watch_sample.read_progress(text, src)
 
 
@@ -157,47 +208,86 @@ def _rank_counts(text: str):
 PY_SPY_TEXT = ("py-spy/*.txt",)
 TARGETS: tuple[Target, ...] = (
     # slice F
-    Target("containers.parse_image_inspect", containers.parse_image_inspect,
-           ("scenarios/*docker-image-inspect*", "container-digests/bon-in-a-box*"), "F"),
-    Target("containers.parse_repo_digests_template", containers.parse_repo_digests_template,
-           ("container-digests/bon-in-a-box*",), "F",
-           lambda: ("[docker.io/library/alpine@sha256:" + "e1" * 32 + "]\n",
-                    '["a/b@sha256:' + "0" * 64 + '"]\n')),
-    Target("containers.parse_images_digests_table", containers.parse_images_digests_table,
-           ("container-digests/*digests*", "container-digests/dive*"), "F"),
-    Target("containers.parse_sha256sum", containers.parse_sha256sum, (), "F",
-           lambda: ("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  /shared/a.sqsh\n"
-                    "sha256sum: /shared/b.sqsh: No such file or directory\n"
-                    "SHA256 (/c.sif) = " + "ab" * 32 + "\n",)),
-    Target("containers.parse_enroot_list", containers.parse_enroot_list, (), "F",
-           lambda: ("pytorch\nnemo+24.10\n", __import__("tests.parsers.test_containers",
-                                                          fromlist=["ENROOT_FANCY"]).ENROOT_FANCY)),
+    Target(
+        "containers.parse_image_inspect",
+        containers.parse_image_inspect,
+        ("scenarios/*docker-image-inspect*", "container-digests/bon-in-a-box*"),
+        "F",
+    ),
+    Target(
+        "containers.parse_repo_digests_template",
+        containers.parse_repo_digests_template,
+        ("container-digests/bon-in-a-box*",),
+        "F",
+        lambda: ("[docker.io/library/alpine@sha256:" + "e1" * 32 + "]\n", '["a/b@sha256:' + "0" * 64 + '"]\n'),
+    ),
+    Target(
+        "containers.parse_images_digests_table",
+        containers.parse_images_digests_table,
+        ("container-digests/*digests*", "container-digests/dive*"),
+        "F",
+    ),
+    Target(
+        "containers.parse_sha256sum",
+        containers.parse_sha256sum,
+        (),
+        "F",
+        lambda: (
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  /shared/a.sqsh\n"
+            "sha256sum: /shared/b.sqsh: No such file or directory\n"
+            "SHA256 (/c.sif) = " + "ab" * 32 + "\n",
+        ),
+    ),
+    Target(
+        "containers.parse_enroot_list",
+        containers.parse_enroot_list,
+        (),
+        "F",
+        lambda: (
+            "pytorch\nnemo+24.10\n",
+            __import__("tests.parsers.test_containers", fromlist=["ENROOT_FANCY"]).ENROOT_FANCY,
+        ),
+    ),
     Target("containers.parse_pyxis_log", containers.parse_pyxis_log, ("pyxis-enroot/*",), "F"),
     Target("networkmanager.parse_nmcli_devices", networkmanager.parse_nmcli_devices, (), "F", _nmcli_seeds),
-    Target("networkmanager.unmanaged_devices", lambda t: networkmanager.specs_not_by_name(
-        networkmanager.unmanaged_devices(t)), (), "F", _nm_conf_seeds),
-    Target("perfquery.parse_perfquery", perfquery.parse_perfquery,
-           ("perfquery/*", "scenarios/derived-perfquery*"), "F"),
+    Target(
+        "networkmanager.unmanaged_devices",
+        lambda t: networkmanager.specs_not_by_name(networkmanager.unmanaged_devices(t)),
+        (),
+        "F",
+        _nm_conf_seeds,
+    ),
+    Target(
+        "perfquery.parse_perfquery", perfquery.parse_perfquery, ("perfquery/*", "scenarios/derived-perfquery*"), "F"
+    ),
     Target("perfquery.parse_ibqueryerrors", perfquery.parse_ibqueryerrors, ("ibqueryerrors/*",), "F"),
     Target("perfquery.counters_from_sysfs", _sysfs_counters, ("sysfs_ib_counters/derived*",), "F"),
-    Target("perfquery.parse_sysfs_counter_loop", perfquery.parse_sysfs_counter_loop,
-           ("sysfs_ib_counters/gpud*",), "F"),
+    Target("perfquery.parse_sysfs_counter_loop", perfquery.parse_sysfs_counter_loop, ("sysfs_ib_counters/gpud*",), "F"),
     Target("perfquery.parse_sysfs_rate", perfquery.parse_sysfs_rate, ("sysfs_ib/*",), "F"),
     Target("watch_sample.parse_sample", watch_sample.parse_sample, ("watch/*",), "F"),
     Target("watch_sample.read_progress", _watch_progress, ("watch/*",), "F"),
     Target("xid_codes.classify", _xid_codes, ("dmesg-xid/*",), "F"),
     # slice D1
-    Target("nccl_tests.parse_nccl_tests", nccl_tests.parse_nccl_tests,
-           ("nccl-tests/*.txt", "nccl-debug-info/*"), "D1"),
+    Target("nccl_tests.parse_nccl_tests", nccl_tests.parse_nccl_tests, ("nccl-tests/*.txt", "nccl-debug-info/*"), "D1"),
     Target("nccl_tests.parse_nccl_tests_json", nccl_tests.parse_nccl_tests_json, ("nccl-tests/*.json",), "D1"),
     Target("perftest.parse_perftest", lambda t: perftest.parse_perftest(t, 0), ("perftest/*",), "D1"),
-    Target("perftest.parse_perftest_json", lambda t: perftest.parse_perftest_json(t, report_gbits=True), (),
-           "D1", lambda: (__import__("tests.parsers.test_perftest", fromlist=["DGX_JSON"]).DGX_JSON,)),
+    Target(
+        "perftest.parse_perftest_json",
+        lambda t: perftest.parse_perftest_json(t, report_gbits=True),
+        (),
+        "D1",
+        lambda: (__import__("tests.parsers.test_perftest", fromlist=["DGX_JSON"]).DGX_JSON,),
+    ),
     Target("versions.parse_uname_r", versions.parse_uname_r, (), "D1", _versions("uname")),
     Target("versions.parse_os_release", versions.parse_os_release, (), "D1", _versions("os_release")),
     Target("versions.parse_ofed_info", versions.parse_ofed_info, ("scenarios/ofed_info*",), "D1"),
-    Target("versions.parse_ldconfig_nccl", versions.parse_ldconfig_nccl, ("scenarios/ldconfig*",), "D1",
-           _versions("ldconfig")),
+    Target(
+        "versions.parse_ldconfig_nccl",
+        versions.parse_ldconfig_nccl,
+        ("scenarios/ldconfig*",),
+        "D1",
+        _versions("ldconfig"),
+    ),
     Target("versions.parse_nccl_header", versions.parse_nccl_header, (), "D1", _versions("header")),
     Target("versions.parse_nccl_conf", versions.parse_nccl_conf, (), "D1", _versions("conf")),
     Target("versions.parse_nccl_env", versions.parse_nccl_env, (), "D1", _versions("env")),
@@ -206,12 +296,22 @@ TARGETS: tuple[Target, ...] = (
     Target("rankcounts.parse_rank_counts", _rank_counts, ("job/*",), "D1", _rankcounts_seeds),
     Target("ncclenv.parse_probe", ncclenv.parse_probe, (), "D1", _ncclenv_seeds),
     # slice D2
-    Target("nvidia_smi.parse_query_gpu", nvidia_smi.parse_query_gpu,
-           ("nvidia-smi-query-csv/*", "scenarios/*.csv"), "D2"),
-    Target("nvidia_smi.parse_query_gpu(fields)", lambda t: nvidia_smi.parse_query_gpu(t, nvidia_smi.QUERY_GPU_FIELDS),
-           ("scenarios/*.csv",), "D2"),
-    Target("nvidia_smi.parse_compute_apps", lambda t: nvidia_smi.parse_compute_apps(t, nvidia_smi.COMPUTE_APPS_FIELDS),
-           (), "D2", _compute_apps_seeds),
+    Target(
+        "nvidia_smi.parse_query_gpu", nvidia_smi.parse_query_gpu, ("nvidia-smi-query-csv/*", "scenarios/*.csv"), "D2"
+    ),
+    Target(
+        "nvidia_smi.parse_query_gpu(fields)",
+        lambda t: nvidia_smi.parse_query_gpu(t, nvidia_smi.QUERY_GPU_FIELDS),
+        ("scenarios/*.csv",),
+        "D2",
+    ),
+    Target(
+        "nvidia_smi.parse_compute_apps",
+        lambda t: nvidia_smi.parse_compute_apps(t, nvidia_smi.COMPUTE_APPS_FIELDS),
+        (),
+        "D2",
+        _compute_apps_seeds,
+    ),
     Target("nvidia_smi.parse_q", nvidia_smi.parse_q, ("nvidia-smi-q/*",), "D2"),
     Target("nvidia_smi.parse_table", nvidia_smi.parse_table, ("nvidia-smi/*",), "D2"),
     Target("nvidia_smi.parse_topo", nvidia_smi.parse_topo, ("nvidia-smi-topo/*",), "D2"),
@@ -232,9 +332,13 @@ TARGETS: tuple[Target, ...] = (
     Target("gids.ports_from_sysfs", _sysfs_gids, (), "D2", _sysfs_seeds),
     Target("sections.split_sections", sections.split_sections, ("watch/*",), "D2", _sections_seeds),
     # slice A
-    Target("flight_recorder.parse_dump", flight_recorder.parse_dump,
-           ("flight-recorder/*/nccl_trace_rank_[01]", "flight-recorder/*/json/nccl_trace_rank_0",
-            "flight-recorder/bad/*"), "A", binary=True),
+    Target(
+        "flight_recorder.parse_dump",
+        flight_recorder.parse_dump,
+        ("flight-recorder/*/nccl_trace_rank_[01]", "flight-recorder/*/json/nccl_trace_rank_0", "flight-recorder/bad/*"),
+        "A",
+        binary=True,
+    ),
     Target("forensics.parse_snapshot", forensics.parse_snapshot, ("forensics/*snapshot*",), "A"),
     Target("forensics.parse_stacks", forensics.parse_stacks, ("forensics/*stacks*",), "A"),
     Target("forensics.parse_fetch", forensics.parse_fetch, ("forensics/*fetch*",), "A"),

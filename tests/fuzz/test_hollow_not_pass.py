@@ -3,16 +3,19 @@ judged on a real output that PASSes (asserted first), then on that output hollow
 whitespace, only garbage, only its lines without a number (headers, labels), or with every line
 that holds a number dropped. The judge is called as the runner calls it (runner._judge): a
 ParseError is an ERROR, no verdict at all is an ERROR."""
+
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodecheck.checks.ib import IBSTAT, IbPorts, ports
-from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters, counters as error_counters
+from nodecheck.checks.ib_counters import COUNTERS_AFTER, COUNTERS_BEFORE, IbCounters
+from nodecheck.checks.ib_counters import counters as error_counters
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, worst
 from tests.checks import kernel_log_output as test_kernel
@@ -30,7 +33,7 @@ def routed(judge: Callable[[], object]) -> Status:
         result = judge()
     except ParseError:
         return Status.ERROR
-    verdicts = result if isinstance(result, list) else [result]    # nccl-tests: one RunVerdict
+    verdicts = result if isinstance(result, list) else [result]  # nccl-tests: one RunVerdict
     return worst(v.status for v in verdicts) if verdicts else Status.ERROR
 
 
@@ -60,7 +63,9 @@ def _nm(text: str):
 
 
 def _gpu_count(text: str):
-    from nodecheck.checks.gpu import GPU, GpuCount, count as gpu_count
+    from nodecheck.checks.gpu import GPU, GpuCount
+    from nodecheck.checks.gpu import count as gpu_count
+
     return list(gpu_count(captures(GPU, test_gpu.fallback_stdout(query_gpu=text)), GpuCount(expect=2)))
 
 

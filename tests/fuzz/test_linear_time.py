@@ -4,6 +4,7 @@ group next to `\\s*`), the output's lines repeated (a `list.count` or duplicate 
 line of many short tokens, one long line with no separator. Linear time gives t(4n) ~ 4 t(n);
 quadratic 16 t(n). The bound t(4n) < 8 t(n) + 0.5 s leaves room for a loaded 2-core machine, and
 each time is the fastest of up to 3 runs."""
+
 from __future__ import annotations
 
 import re
@@ -14,9 +15,9 @@ from nodecheck.core.errors import ParseError
 from tests.fuzz.bounded import run_bounded
 from tests.fuzz.targets import TARGETS, Target
 
-N = 50_000                                     # characters: a quadratic parser's t(n) is then >= 0.1 s
+N = 50_000  # characters: a quadratic parser's t(n) is then >= 0.1 s
 SLACK_S = 0.5
-FIRST_LIMIT_S = 5.0                            # t(n) alone over this is not linear on 50 KB either
+FIRST_LIMIT_S = 5.0  # t(n) alone over this is not linear on 50 KB either
 
 
 def _texts(target: Target) -> list[str]:
@@ -31,6 +32,7 @@ def _parse_each(target: Target):
                 target.parse(data)
             except ParseError:
                 pass
+
     return parse
 
 
@@ -65,7 +67,7 @@ def repeated_key_line(text: str, n: int) -> str:
     lines = text.split("\n")
     i = _key_line(text)
     key = lines[i] + "\n"
-    return "\n".join(lines[:i]) + "\n" + key * max(1, n // len(key)) + "\n".join(lines[i + 1:])
+    return "\n".join(lines[:i]) + "\n" + key * max(1, n // len(key)) + "\n".join(lines[i + 1 :])
 
 
 def many_tokens(text: str, n: int) -> str:
@@ -98,7 +100,7 @@ def spaces_in_every_line(text: str, n: int) -> str:
 # spaces_in_every_line covers a long run of spaces in any one line (spaces_in_key_line, kept for a
 # local run, was redundant with it at twice the CI time, as was many_tokens with one_long_line)
 PATHOLOGIES = (spaces_in_every_line, repeated_lines, repeated_key_line, one_long_line)
-SEEDS = 8                                      # per target: the first 8 of its seeds (CI time)
+SEEDS = 8  # per target: the first 8 of its seeds (CI time)
 
 
 @pytest.mark.parametrize("pathology", PATHOLOGIES, ids=[p.__name__ for p in PATHOLOGIES])
@@ -113,11 +115,12 @@ def test_time_grows_linearly(target: Target, pathology):
     first = run_bounded(parse, small, FIRST_LIMIT_S, runs=3)
     assert not first.error, f"{target.name} (owner {target.owner}) on {pathology.__name__}: {first.error}"
     assert first.seconds is not None, (
-        f"{target.name} (owner {target.owner}): over {FIRST_LIMIT_S} s on {N} characters a seed "
-        f"({pathology.__name__})")
+        f"{target.name} (owner {target.owner}): over {FIRST_LIMIT_S} s on {N} characters a seed ({pathology.__name__})"
+    )
     bound = 8 * first.seconds + SLACK_S
     second = run_bounded(parse, large, 3 * bound + 1, runs=3, enough_s=bound)
     assert second.seconds is not None and second.seconds < bound, (
         f"{target.name} (owner {target.owner}) on {pathology.__name__}: t(n={N}) = "
         f"{first.seconds:.3f} s, t(4n) = {'killed' if second.seconds is None else f'{second.seconds:.3f} s'}, "
-        f"bound {bound:.2f} s: super-linear")
+        f"bound {bound:.2f} s: super-linear"
+    )

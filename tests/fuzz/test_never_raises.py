@@ -1,10 +1,12 @@
 """Property 1: a parser given a mutated real output, or no output of its tool at all, returns facts
 or raises ParseError (the runner's ERROR); nothing else. Any other exception reaches the runner as an
 "internal error", loses the parser's reason and, outside a judge, a whole command's report."""
+
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodecheck.core.errors import ParseError
 from tests.fuzz.bounded import run_bounded
@@ -22,8 +24,9 @@ def parses_or_refuses(target: Target, data) -> None:
         pass
     except Exception as e:
         shown = repr(data) if len(data) <= 3000 else f"{data[:3000]!r}… ({len(data)} long)"
-        raise AssertionError(f"{target.name} (owner {target.owner}) raised {type(e).__name__}: {e}\n"
-                             f"input: {shown}") from e
+        raise AssertionError(
+            f"{target.name} (owner {target.owner}) raised {type(e).__name__}: {e}\ninput: {shown}"
+        ) from e
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=IDS)

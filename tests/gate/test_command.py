@@ -1,6 +1,7 @@
 """nodecheck.gate.command: run_gated's retries against a scripted runner (exact runner.run arguments), and
 the gate commands end to end as Slurm runs them: `python -m nodecheck prolog|health` with no PATH,
 this machine's kernel pinned to a wrong value, and a fake scontrol keeping node states in JSON."""
+
 from __future__ import annotations
 
 import json
@@ -17,25 +18,25 @@ from types import SimpleNamespace
 
 import pytest
 
-from nodecheck.gate import command as gatecmd
-
-from nodecheck.run import runner as runner
 from nodecheck.cli import build_parser
-from nodecheck.core.model import CheckResult, Evidence, Node, Status, Verdict
 from nodecheck.config.playbook import load_playbook
+from nodecheck.core.model import CheckResult, Evidence, Node, Status, Verdict
+from nodecheck.gate import command as gatecmd
 from nodecheck.report import Report
+from nodecheck.run import runner as runner
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import marked_reason
 
 T0 = datetime(2026, 11, 29, 14, 0, 0, tzinfo=timezone.utc)
 NODES = [Node("gpu001", "10.0.0.1"), Node("gpu002", "10.0.0.2"), Node("gpu003", "10.0.0.3")]
 NAMES = [n.name for n in NODES]
-TRANSPORT = object()                            # the fake runner never uses it; identity is asserted
-KERNEL = os.uname().release                     # what `uname -r` prints in the versions probe
+TRANSPORT = object()  # the fake runner never uses it; identity is asserted
+KERNEL = os.uname().release  # what `uname -r` prints in the versions probe
 WRONG_KERNEL = "0.0.0-not-this-kernel"
 
 
 # ---- run_gated: retries, against a scripted runner.run -------------------------------------------
+
 
 def res(check: str, nodes: str | tuple[str, ...], status: Status, message: str = "") -> CheckResult:
     nodes = (nodes,) if isinstance(nodes, str) else nodes
@@ -44,10 +45,19 @@ def res(check: str, nodes: str | tuple[str, ...], status: Status, message: str =
 
 
 def report(results, names=NAMES, *, finished_s: float = 5.0) -> Report:
-    return Report(run_id="20261129T140000Z_gated", playbook="gated", playbook_path="gated.yml",
-                  playbook_sha256="0" * 64, inventory="hosts.yml", started=T0,
-                  finished=T0 + timedelta(seconds=finished_s), deadline_s=60.0, complete=True,
-                  nodes=tuple((n, n) for n in names), results=tuple(results))
+    return Report(
+        run_id="20261129T140000Z_gated",
+        playbook="gated",
+        playbook_path="gated.yml",
+        playbook_sha256="0" * 64,
+        inventory="hosts.yml",
+        started=T0,
+        finished=T0 + timedelta(seconds=finished_s),
+        deadline_s=60.0,
+        complete=True,
+        nodes=tuple((n, n) for n in names),
+        results=tuple(results),
+    )
 
 
 class Clock:
@@ -67,8 +77,9 @@ class ScriptedRunner:
 
     def __call__(self, playbook, nodes, transport, **kwargs) -> Report:
         assert transport is TRANSPORT
-        self.calls.append({"checks": [c.spec.name for c in playbook.checks], "nodes": [n.name for n in nodes],
-                           **kwargs})
+        self.calls.append(
+            {"checks": [c.spec.name for c in playbook.checks], "nodes": [n.name for n in nodes], **kwargs}
+        )
         took, rep = self.runs.pop(0)
         self.clock.now += took
         return rep
@@ -77,11 +88,15 @@ class ScriptedRunner:
 @pytest.fixture(scope="module")
 def playbook(tmp_path_factory):
     path = tmp_path_factory.mktemp("book") / "gated.yml"
-    path.write_text("version: 1\ndeadline_s: 60\nchecks:\n  gpu.health: {}\n  ib.pairs: {}\n"
-                    "  nccl.allreduce_single: {}\n")
+    path.write_text(
+        "version: 1\ndeadline_s: 60\nchecks:\n  gpu.health: {}\n  ib.pairs: {}\n  nccl.allreduce_single: {}\n"
+    )
     book = load_playbook(str(path))
     assert [(c.spec.name, c.spec.scope) for c in book.checks] == [
-        ("gpu.health", "node"), ("ib.pairs", "active"), ("nccl.allreduce_single", "node")]
+        ("gpu.health", "node"),
+        ("ib.pairs", "active"),
+        ("nccl.allreduce_single", "node"),
+    ]
     assert (book.gate.retries, book.deadline_s) == (1, 60.0)
     return book
 
@@ -95,18 +110,28 @@ def scripted(monkeypatch):
         fake = ScriptedRunner(clock, *runs)
         monkeypatch.setattr(runner, "run", fake)
         return fake
+
     return make
 
 
 def first_call(stop, deadline_s: float = 60.0) -> dict:
-    return {"checks": ["gpu.health", "ib.pairs", "nccl.allreduce_single"], "nodes": NAMES, "fanout": 8,
-            "deadline_s": deadline_s, "inventory": "hosts.yml", "stop": stop, "excluded": ("gpu009",),
-            "allow_disruptive": False, "on_node_done": None}
+    return {
+        "checks": ["gpu.health", "ib.pairs", "nccl.allreduce_single"],
+        "nodes": NAMES,
+        "fanout": 8,
+        "deadline_s": deadline_s,
+        "inventory": "hosts.yml",
+        "stop": stop,
+        "excluded": ("gpu009",),
+        "allow_disruptive": False,
+        "on_node_done": None,
+    }
 
 
 def gated(playbook, stop, **kwargs) -> Report:
-    return gatecmd.run_gated(playbook, NODES, TRANSPORT, fanout=8, inventory="hosts.yml", stop=stop,
-                             excluded=("gpu009",), **kwargs)
+    return gatecmd.run_gated(
+        playbook, NODES, TRANSPORT, fanout=8, inventory="hosts.yml", stop=stop, excluded=("gpu009",), **kwargs
+    )
 
 
 def outcomes(rep: Report) -> list[tuple[str, tuple[str, ...], str, str]]:
@@ -119,36 +144,76 @@ PASSES = [res("gpu.health", n, Status.PASS, "8 GPUs healthy") for n in NAMES]
 def test_a_node_check_that_fails_once_is_rerun_on_that_node_only_and_becomes_a_flaky_warn(playbook, scripted):
     stop = threading.Event()
     fake = scripted(
-        (20.0, report(PASSES + [res("nccl.allreduce_single", "gpu001", Status.PASS, "busbw 480 GB/s"),
-                                res("nccl.allreduce_single", "gpu002", Status.FAIL, "busbw 212 GB/s, expected >= 400")])),
-        (3.0, report([res("nccl.allreduce_single", "gpu002", Status.PASS, "busbw 478 GB/s")], ["gpu002"])))
+        (
+            20.0,
+            report(
+                PASSES
+                + [
+                    res("nccl.allreduce_single", "gpu001", Status.PASS, "busbw 480 GB/s"),
+                    res("nccl.allreduce_single", "gpu002", Status.FAIL, "busbw 212 GB/s, expected >= 400"),
+                ]
+            ),
+        ),
+        (3.0, report([res("nccl.allreduce_single", "gpu002", Status.PASS, "busbw 478 GB/s")], ["gpu002"])),
+    )
     merged = gated(playbook, stop)
     assert fake.calls == [
         first_call(stop),
-        {"checks": ["nccl.allreduce_single"], "nodes": ["gpu002"], "fanout": 8, "deadline_s": 40.0,
-         "inventory": "hosts.yml", "stop": stop, "allow_disruptive": False},
+        {
+            "checks": ["nccl.allreduce_single"],
+            "nodes": ["gpu002"],
+            "fanout": 8,
+            "deadline_s": 40.0,
+            "inventory": "hosts.yml",
+            "stop": stop,
+            "allow_disruptive": False,
+        },
     ]
     assert outcomes(merged)[-2:] == [
         ("nccl.allreduce_single", ("gpu001",), "pass", "busbw 480 GB/s"),
-        ("nccl.allreduce_single", ("gpu002",), "warn",
-         "flaky: busbw 212 GB/s, expected >= 400 on attempt 1; passed on attempt 2"),
+        (
+            "nccl.allreduce_single",
+            ("gpu002",),
+            "warn",
+            "flaky: busbw 212 GB/s, expected >= 400 on attempt 1; passed on attempt 2",
+        ),
     ]
     assert merged.results[-1].verdict.observed == {"attempts": 2, "flaky": True}
-    assert merged.extras["gate"] == {"attempts": 2, "retried": ["nccl.allreduce_single"],
-                                     "cleared": ["gpu002 nccl.allreduce_single"], "notes": []}
+    assert merged.extras["gate"] == {
+        "attempts": 2,
+        "retried": ["nccl.allreduce_single"],
+        "cleared": ["gpu002 nccl.allreduce_single"],
+        "notes": [],
+    }
 
 
 def test_a_pair_check_that_fails_every_attempt_reruns_on_all_nodes_and_the_fail_stands(playbook, scripted):
     stop = threading.Event()
     pair = ("gpu001", "gpu002")
     fake = scripted(
-        (30.0, report(PASSES + [res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 95 Gb/s, expected >= 350"),
-                                res("ib.pairs", ("gpu002", "gpu003"), Status.PASS, "371 Gb/s")])),
-        (10.0, report([res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 97 Gb/s, expected >= 350")])))
+        (
+            30.0,
+            report(
+                PASSES
+                + [
+                    res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 95 Gb/s, expected >= 350"),
+                    res("ib.pairs", ("gpu002", "gpu003"), Status.PASS, "371 Gb/s"),
+                ]
+            ),
+        ),
+        (10.0, report([res("ib.pairs", pair, Status.FAIL, "gpu001<->gpu002: 97 Gb/s, expected >= 350")])),
+    )
     merged = gated(playbook, stop)
     # ib.pairs is active (cross-node): its partners matter, so the retry runs on every node of the run
-    assert fake.calls[1] == {"checks": ["ib.pairs"], "nodes": NAMES, "fanout": 8, "deadline_s": 30.0,
-                             "inventory": "hosts.yml", "stop": stop, "allow_disruptive": False}
+    assert fake.calls[1] == {
+        "checks": ["ib.pairs"],
+        "nodes": NAMES,
+        "fanout": 8,
+        "deadline_s": 30.0,
+        "inventory": "hosts.yml",
+        "stop": stop,
+        "allow_disruptive": False,
+    }
     assert len(fake.calls) == 2
     assert outcomes(merged)[-2:] == [
         ("ib.pairs", pair, "fail", "gpu001<->gpu002: 95 Gb/s, expected >= 350 [failed on 2 of 2 attempts]"),
@@ -168,8 +233,12 @@ def test_retries_zero_runs_once_and_returns_the_first_report(playbook, scripted)
 
 def test_a_failure_of_a_check_not_flaky_prone_is_never_retried(playbook, scripted):
     stop = threading.Event()
-    first = report([res("gpu.health", "gpu003", Status.FAIL, "GPU3: 2 uncorrectable ECC errors"),
-                    res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 480 GB/s")])
+    first = report(
+        [
+            res("gpu.health", "gpu003", Status.FAIL, "GPU3: 2 uncorrectable ECC errors"),
+            res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 480 GB/s"),
+        ]
+    )
     fake = scripted((2.0, first))
     assert gated(playbook, stop, retries=3) is first
     assert len(fake.calls) == 1
@@ -180,12 +249,17 @@ def test_each_retry_gets_the_time_left_and_a_third_attempt_can_clear_it(playbook
     fake = scripted(
         (10.0, report([res("nccl.allreduce_single", "gpu003", Status.FAIL, "busbw 100 GB/s")])),
         (15.0, report([res("nccl.allreduce_single", "gpu003", Status.FAIL, "busbw 120 GB/s")], ["gpu003"])),
-        (5.0, report([res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 470 GB/s")], ["gpu003"])))
+        (5.0, report([res("nccl.allreduce_single", "gpu003", Status.PASS, "busbw 470 GB/s")], ["gpu003"])),
+    )
     merged = gated(playbook, stop, retries=2, deadline_s=45.0)
-    assert [(c["nodes"], c["deadline_s"]) for c in fake.calls] == [(NAMES, 45.0), (["gpu003"], 35.0),
-                                                                    (["gpu003"], 20.0)]
-    assert outcomes(merged) == [("nccl.allreduce_single", ("gpu003",), "warn",
-                                 "flaky: busbw 100 GB/s on attempt 1; passed on attempt 3")]
+    assert [(c["nodes"], c["deadline_s"]) for c in fake.calls] == [
+        (NAMES, 45.0),
+        (["gpu003"], 35.0),
+        (["gpu003"], 20.0),
+    ]
+    assert outcomes(merged) == [
+        ("nccl.allreduce_single", ("gpu003",), "warn", "flaky: busbw 100 GB/s on attempt 1; passed on attempt 3")
+    ]
 
 
 def test_no_time_left_for_the_retry_the_fail_stands_and_says_why(playbook, scripted):
@@ -194,11 +268,21 @@ def test_no_time_left_for_the_retry_the_fail_stands_and_says_why(playbook, scrip
     fake = scripted((56.0, first))
     merged = gated(playbook, stop)
     assert len(fake.calls) == 1
-    assert outcomes(merged) == [("nccl.allreduce_single", ("gpu002",), "fail",
-                                 "busbw 212 GB/s [retry not run: no time left for retry 1 (4 s of the 60 s deadline)]")]
+    assert outcomes(merged) == [
+        (
+            "nccl.allreduce_single",
+            ("gpu002",),
+            "fail",
+            "busbw 212 GB/s [retry not run: no time left for retry 1 (4 s of the 60 s deadline)]",
+        )
+    ]
     assert merged.results[0].verdict.observed == {"attempts": 1, "failed_attempts": 1}
-    assert merged.extras["gate"] == {"attempts": 1, "retried": [], "cleared": [],
-                                     "notes": ["no time left for retry 1 (4 s of the 60 s deadline)"]}
+    assert merged.extras["gate"] == {
+        "attempts": 1,
+        "retried": [],
+        "cleared": [],
+        "notes": ["no time left for retry 1 (4 s of the 60 s deadline)"],
+    }
 
 
 def test_a_stop_signal_prevents_the_retry(playbook, scripted):
@@ -207,8 +291,9 @@ def test_a_stop_signal_prevents_the_retry(playbook, scripted):
     fake = scripted((1.0, report([res("ib.pairs", ("gpu001", "gpu003"), Status.FAIL, "80 Gb/s")])))
     merged = gated(playbook, stop)
     assert len(fake.calls) == 1
-    assert outcomes(merged) == [("ib.pairs", ("gpu001", "gpu003"), "fail",
-                                 "80 Gb/s [retry not run: stopped by a signal before retry 1]")]
+    assert outcomes(merged) == [
+        ("ib.pairs", ("gpu001", "gpu003"), "fail", "80 Gb/s [retry not run: stopped by a signal before retry 1]")
+    ]
 
 
 def test_a_timeout_is_retried_only_when_timeout_drains(playbook, scripted):
@@ -216,8 +301,9 @@ def test_a_timeout_is_retried_only_when_timeout_drains(playbook, scripted):
     timed_out = report([res("nccl.allreduce_single", "gpu001", Status.TIMEOUT, "all_reduce_perf timed out")])
     fake = scripted((1.0, timed_out))
     assert gated(playbook, stop) is timed_out  # drain_on [fail]: a TIMEOUT never drains, nothing to retry
-    fake = scripted((1.0, timed_out),
-                    (1.0, report([res("nccl.allreduce_single", "gpu001", Status.PASS, "ok")], ["gpu001"])))
+    fake = scripted(
+        (1.0, timed_out), (1.0, report([res("nccl.allreduce_single", "gpu001", Status.PASS, "ok")], ["gpu001"]))
+    )
     merged = gated(playbook, stop, drain_on=["fail", "timeout"])
     assert [c["nodes"] for c in fake.calls] == [NAMES, ["gpu001"]]
     assert outcomes(merged)[0][2:] == ("warn", "flaky: all_reduce_perf timed out on attempt 1; passed on attempt 2")
@@ -225,11 +311,13 @@ def test_a_timeout_is_retried_only_when_timeout_drains(playbook, scripted):
 
 # ---- the log and the result line: one line each, whatever a message holds ------------------------
 
+
 def test_log_values_are_json_strings_on_one_line(tmp_path):
     log = gatecmd.GateLog(str(tmp_path / "gate.log"), "prolog", "7")
     line = log.event("drain", "gpu001", check="gpu.health", reason='a "b"\nc\u2028d\x85e\x1bf', evidence=None)
-    assert line.endswith(' action=drain node=gpu001 job=7 check="gpu.health" '
-                         'reason="a \\"b\\"\\nc\\u2028d\\u0085e\\u001bf"')
+    assert line.endswith(
+        ' action=drain node=gpu001 job=7 check="gpu.health" reason="a \\"b\\"\\nc\\u2028d\\u0085e\\u001bf"'
+    )
     assert (tmp_path / "gate.log").read_text(encoding="utf-8").splitlines() == [line]
     assert json.loads(line.split("reason=", 1)[1]) == 'a "b"\nc\u2028d\x85e\x1bf'
 
@@ -245,6 +333,7 @@ def test_an_unwritable_log_is_a_warning_not_a_failure(tmp_path, capsys):
 def test_the_log_masks_secrets_is_not_world_readable_and_never_follows_a_planted_link(tmp_path):
     import os
     import stat
+
     log = gatecmd.GateLog(str(tmp_path / "logs" / "gate.log"), "prolog", "7")
     log.event("could-not-judge", "gpu001", message="probe argv: env HF_TOKEN=hf_s3cr3t python3 - --api-key k3y5")
     text = (tmp_path / "logs" / "gate.log").read_text()
@@ -264,19 +353,24 @@ def test_the_result_line_folds_newlines_and_separators(capsys):
 
 # ---- exceptions and config errors: fail open under Slurm -----------------------------------------
 
+
 def _args(*argv: str) -> Namespace:
     return build_parser().parse_args(list(argv))
 
 
-@pytest.mark.parametrize("command, slurm_env, code", [
-    (["prolog"], {"SLURM_JOB_ID": "7"}, 0),
-    (["prolog"], {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, 0),
-    (["prolog"], {}, 3),
-    (["prolog", "--controller"], {"SLURM_JOB_ID": "7"}, 0),
-    (["health"], {"SLURM_JOB_ID": "7"}, 3),
-])
-def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(tmp_path, monkeypatch, capsys,
-                                                                      command, slurm_env, code):
+@pytest.mark.parametrize(
+    "command, slurm_env, code",
+    [
+        (["prolog"], {"SLURM_JOB_ID": "7"}, 0),
+        (["prolog"], {"SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, 0),
+        (["prolog"], {}, 3),
+        (["prolog", "--controller"], {"SLURM_JOB_ID": "7"}, 0),
+        (["health"], {"SLURM_JOB_ID": "7"}, 3),
+    ],
+)
+def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(
+    tmp_path, monkeypatch, capsys, command, slurm_env, code
+):
     for key in ("SLURM_JOB_ID", "SLURM_SCRIPT_CONTEXT", "NODECHECK_GATE_CONFIG"):
         monkeypatch.delenv(key, raising=False)
     for key, value in slurm_env.items():
@@ -287,13 +381,19 @@ def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(tmp_path, m
 
     def boom(args, log, job):
         raise KeyError("oops")
+
     for name in ("_node_prolog", "_controller", "_health"):
         monkeypatch.setattr(gatecmd, name, boom)
     assert gatecmd.gate_command(_args(*command, "--config", str(cfg))) == code
     mode = "controller" if "--controller" in command else command[0]
-    assert capsys.readouterr().out == f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: KeyError: 'oops'\n"
+    assert (
+        capsys.readouterr().out
+        == f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: KeyError: 'oops'\n"
+    )
     (line,) = (tmp_path / "gate.log").read_text().splitlines()
-    assert f"nodecheck[{mode}] action=internal-error node=nodeX" in line and line.endswith('message="KeyError: \'oops\'"')
+    assert f"nodecheck[{mode}] action=internal-error node=nodeX" in line and line.endswith(
+        "message=\"KeyError: 'oops'\""
+    )
 
 
 # ---- end to end: the commands as Slurm runs them, against a fake scontrol -------------------------
@@ -304,11 +404,15 @@ def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(tmp_path, m
 # fail as slurmctld does when it cannot be reached.
 
 IDLE = {"state": "IDLE", "reason": "", "user": "", "time": ""}
-FOREIGN = {"state": "IDLE+DRAIN", "reason": "RMA ticket 4411: replace GPU 5", "user": "alice",
-           "time": "2026-11-28T22:10:05"}
+FOREIGN = {
+    "state": "IDLE+DRAIN",
+    "reason": "RMA ticket 4411: replace GPU 5",
+    "user": "alice",
+    "time": "2026-11-28T22:10:05",
+}
 PIN_MESSAGE = f"kernel {KERNEL} on nodeX, expected {WRONG_KERNEL} (pinned; no node has it)"
 
-M = marked_reason                      # the reason nodecheck writes for a body
+M = marked_reason  # the reason nodecheck writes for a body
 
 
 OUR_REASON = M(f"kernel.version {PIN_MESSAGE}")
@@ -322,24 +426,40 @@ def drained(reason: str, time: str = "2026-11-28T22:10:05") -> dict:
 class Site:
     """A tmp Slurm site: playbook, gate config, fake scontrol, report dir and gate log."""
 
-    def __init__(self, root: Path, nodes: dict[str, dict], *, kernel: str = WRONG_KERNEL, gate: str = "settle_s: 0",
-                 config: str = "") -> None:
+    def __init__(
+        self,
+        root: Path,
+        nodes: dict[str, dict],
+        *,
+        kernel: str = WRONG_KERNEL,
+        gate: str = "settle_s: 0",
+        config: str = "",
+    ) -> None:
         self.root = root
         (root / "slurm").mkdir()
         self.scontrol = fake_scontrol.install(root / "slurm", nodes)
         self.playbook = root / "pin.yml"
-        self.playbook.write_text(f"version: 1\ndeadline_s: 60\ngate: {{{gate}}}\n"
-                                 f"checks:\n  kernel.version: {{expect: \"{kernel}\"}}\n")
+        self.playbook.write_text(
+            f'version: 1\ndeadline_s: 60\ngate: {{{gate}}}\nchecks:\n  kernel.version: {{expect: "{kernel}"}}\n'
+        )
         self.out, self.log = root / "reports", root / "gate.log"
         self.config = root / "nodecheck.yml"
-        self.config.write_text(f"output_dir: {self.out}\nlog_file: {self.log}\nscontrol: {self.scontrol}\n"
-                               f"playbook: {self.playbook}\n{config}")
+        self.config.write_text(
+            f"output_dir: {self.out}\nlog_file: {self.log}\nscontrol: {self.scontrol}\n"
+            f"playbook: {self.playbook}\n{config}"
+        )
 
     def run(self, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
         """As slurmd runs a Prolog: a bare environment, no PATH, no HOME; the interpreter absolute."""
         base = {"SLURMD_NODENAME": "nodeX", "SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(self.config)}
-        return subprocess.run([sys.executable, "-m", "nodecheck", *argv], env=base if env is None else env,
-                              cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "nodecheck", *argv],
+            env=base if env is None else env,
+            cwd=Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def state(self, name: str = "nodeX") -> dict:
         return json.loads((self.root / "slurm" / "nodes.json").read_text(encoding="utf-8"))[name]
@@ -376,16 +496,26 @@ def test_prolog_drains_a_failing_node_with_its_reason_and_exits_1(tmp_path):
     assert proc.returncode == 1, proc.stderr
     where = site.report_dir(proc.stdout)
     assert re.fullmatch(r"\d{8}T\d{6}Z_pin_nodeX_job7", where.name)
-    assert one_line(proc) == f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; drained (report {where})"
+    assert (
+        one_line(proc) == f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; drained (report {where})"
+    )
     # then, after the settle wait, every node's state for the cluster breaker (1 node: below its minimum)
-    assert site.calls() == [["show", "node", "nodeX"],
-                            ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
-                            ["show", "node"]]
+    assert site.calls() == [
+        ["show", "node", "nodeX"],
+        ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
+        ["show", "node"],
+    ]
     assert (site.state()["state"], site.state()["reason"]) == ("IDLE+DRAIN", OUR_REASON)
     (event,) = site.events()
-    assert event == {"tag": "nodecheck[prolog]", "action": "drain", "node": "nodeX", "job": "7",
-                     "check": "kernel.version", "reason": OUR_REASON,
-                     "evidence": f"{where}/captures/nodeX/versions.txt"}
+    assert event == {
+        "tag": "nodecheck[prolog]",
+        "action": "drain",
+        "node": "nodeX",
+        "job": "7",
+        "check": "kernel.version",
+        "reason": OUR_REASON,
+        "evidence": f"{where}/captures/nodeX/versions.txt",
+    }
     # the report was stored before the drain: the evidence the log names exists, with the kernel in it
     assert f"\n{KERNEL}\n" in Path(event["evidence"]).read_text()
     assert json.loads((where / "report.json").read_text())["run_id"] == where.name
@@ -396,8 +526,9 @@ def test_prolog_observe_drains_nothing_and_exits_0(tmp_path):
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stderr
     where = site.report_dir(proc.stdout)
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
-                              f"observe only: not drained (report {where})")
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; observe only: not drained (report {where})"
+    )
     assert site.calls() == [] and site.state() == IDLE
     assert [(e["action"], e["node"], e["reason"]) for e in site.events()] == [("would-drain", "nodeX", OUR_REASON)]
 
@@ -429,8 +560,9 @@ def test_prolog_config_error_under_slurm_drains_nothing_and_exits_0(tmp_path):
     site = Site(tmp_path, {"nodeX": dict(IDLE)}, config=f"prolog: {{playbook: {tmp_path}/missing.yml}}\n")
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stderr
-    assert one_line(proc).startswith(f"nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: "
-                                     f"{tmp_path}/missing.yml: ")
+    assert one_line(proc).startswith(
+        f"nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: {tmp_path}/missing.yml: "
+    )
     assert site.calls() == [] and site.state() == IDLE
     (event,) = site.events()
     assert (event["action"], event["node"], event["job"]) == ("config-error", "nodeX", "7")
@@ -444,7 +576,7 @@ def test_prolog_config_error_under_slurm_drains_nothing_and_exits_0(tmp_path):
 def test_a_broken_config_file_under_slurm_exits_0_with_one_result_line(tmp_path):
     site = Site(tmp_path, {"nodeX": dict(IDLE)})
     site.config.write_text("prolog: {deadline: -1, bogus: 2}\nretries: [\n")
-    proc = site.run("prolog", "--log-file", str(site.log))   # the file that names the log is unreadable
+    proc = site.run("prolog", "--log-file", str(site.log))  # the file that names the log is unreadable
     assert proc.returncode == 0, proc.stderr
     assert one_line(proc).startswith(f"nodecheck prolog: CONFIG ERROR, nothing judged, nothing drained: {site.config}:")
     assert [e["action"] for e in site.events()] == ["config-error"]
@@ -456,13 +588,17 @@ def test_prolog_leaves_a_foreign_drain_and_exits_1(tmp_path):
     proc = site.run("prolog")
     assert proc.returncode == 1
     where = site.report_dir(proc.stdout)
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
-                              f"already drained by someone else; left as is (report {where})")
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+        f"already drained by someone else; left as is (report {where})"
+    )
     assert site.calls() == [["show", "node", "nodeX"]] and site.state() == FOREIGN
     (event,) = site.events()
     assert (event["action"], event["check"]) == ("left", "kernel.version")
-    assert event["reason"] == ("already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' (set by alice at "
-                               "2026-11-28T22:10:05); not nodecheck's to change")
+    assert event["reason"] == (
+        "already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' (set by alice at "
+        "2026-11-28T22:10:05); not nodecheck's to change"
+    )
 
 
 def test_prolog_drain_that_scontrol_refuses_is_logged_failed_and_exits_1(tmp_path):
@@ -471,12 +607,16 @@ def test_prolog_drain_that_scontrol_refuses_is_logged_failed_and_exits_1(tmp_pat
     proc = site.run("prolog")
     assert proc.returncode == 1
     where = site.report_dir(proc.stdout)
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
-                              f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})")
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+        f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})"
+    )
     (event,) = site.events()
     assert (event["action"], event["evidence"]) == ("failed", f"{where}/captures/nodeX/versions.txt")
-    assert event["reason"] == (f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': exit 1: "
-                               "slurm_update error: Unable to contact slurm controller (connect failure)")
+    assert event["reason"] == (
+        f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': exit 1: "
+        "slurm_update error: Unable to contact slurm controller (connect failure)"
+    )
     assert site.state() == IDLE
 
 
@@ -491,47 +631,66 @@ def test_prolog_with_a_hanging_scontrol_ends_at_its_bound_with_a_clear_error(tmp
     assert time.monotonic() - started < 30
     assert proc.returncode == 1, proc.stdout + proc.stderr
     where = site.report_dir(proc.stdout)
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
-                              f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})")
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; "
+        f"drain FAILED (Slurm will drain it for the Prolog error) (report {where})"
+    )
     (event,) = site.events()
     assert event["action"] == "failed"
-    said = ("'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'")
+    said = "'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'"
     if hangs == "update":
-        assert event["reason"] == (f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': "
-                                   f"no answer within 5 s; killed; stderr: {said}")
+        assert event["reason"] == (
+            f"{site.scontrol} update NodeName=nodeX State=DRAIN 'Reason={OUR_REASON}': "
+            f"no answer within 5 s; killed; stderr: {said}"
+        )
     else:
-        assert event["reason"] == (f"cannot read its state: {site.scontrol} show node nodeX: no answer within 5 s; "
-                                   f"killed; stderr: {said}")
+        assert event["reason"] == (
+            f"cannot read its state: {site.scontrol} show node nodeX: no answer within 5 s; killed; stderr: {said}"
+        )
     assert site.state() == IDLE
 
 
 def _cluster(others_drained_at: str) -> dict[str, dict]:
     nodes = {"nodeX": dict(IDLE)}
     for i in range(1, 10):
-        nodes[f"node{i:02d}"] = drained(M(f"kernel.version kernel 6.1.0 on node{i:02d}, expected {WRONG_KERNEL}"),
-                                        others_drained_at)
+        nodes[f"node{i:02d}"] = drained(
+            M(f"kernel.version kernel 6.1.0 on node{i:02d}, expected {WRONG_KERNEL}"), others_drained_at
+        )
     return nodes
 
 
 def test_prolog_breaker_undoes_its_own_drain_when_the_check_drained_the_cluster_just_now(tmp_path):
-    now = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")      # Slurm stamps reasons in local time
+    now = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")  # Slurm stamps reasons in local time
     site = Site(tmp_path, _cluster(now))
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stderr
     where = site.report_dir(proc.stdout)
-    breaker = ("mass-drain breaker: 10 of 10 nodes are drained by nodecheck for kernel.version (more than 10%): "
-               "suspect the check, its thresholds or the config; this node is not drained")
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
-                              f"the job may start (report {where})")
-    assert site.calls() == [["show", "node", "nodeX"],
-                            ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
-                            ["show", "node"],
-                            ["show", "node", "nodeX"],
-                            ["update", "NodeName=nodeX", "State=RESUME"]]
+    breaker = (
+        "mass-drain breaker: 10 of 10 nodes are drained by nodecheck for kernel.version (more than 10%): "
+        "suspect the check, its thresholds or the config; this node is not drained"
+    )
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
+        f"the job may start (report {where})"
+    )
+    assert site.calls() == [
+        ["show", "node", "nodeX"],
+        ["update", "NodeName=nodeX", "State=DRAIN", f"Reason={OUR_REASON}"],
+        ["show", "node"],
+        ["show", "node", "nodeX"],
+        ["update", "NodeName=nodeX", "State=RESUME"],
+    ]
     assert site.state() == IDLE and site.state("node01")["state"] == "IDLE+DRAIN"
     assert [(e["action"], e["node"]) for e in site.events()] == [("drain", "nodeX"), ("breaker", "nodeX")]
-    assert site.events()[1] == {"tag": "nodecheck[prolog]", "action": "breaker", "node": "nodeX", "job": "7",
-                                "message": breaker, "undo": "resume", "evidence": str(where)}
+    assert site.events()[1] == {
+        "tag": "nodecheck[prolog]",
+        "action": "breaker",
+        "node": "nodeX",
+        "job": "7",
+        "message": breaker,
+        "undo": "resume",
+        "evidence": str(where),
+    }
 
 
 def test_prolog_breaker_does_not_count_drains_older_than_its_window(tmp_path):
@@ -550,10 +709,14 @@ def test_prolog_whose_own_run_trips_the_breaker_exits_0_and_drains_nothing(tmp_p
     site = Site(tmp_path, {"nodeX": dict(IDLE)}, gate="settle_s: 0, breaker_min_nodes: 1")
     proc = site.run("prolog")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    breaker = ("mass-drain breaker: kernel.version fails on 1 of 1 nodes (more than 10%): suspect the check, "
-               "its thresholds or the config, not the nodes; nothing was drained")
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
-                              f"the job may start (report {site.report_dir(proc.stdout)})")
+    breaker = (
+        "mass-drain breaker: kernel.version fails on 1 of 1 nodes (more than 10%): suspect the check, "
+        "its thresholds or the config, not the nodes; nothing was drained"
+    )
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: {PIN_MESSAGE}; {breaker}; "
+        f"the job may start (report {site.report_dir(proc.stdout)})"
+    )
     assert site.calls() == [] and site.state() == IDLE
     assert [(e["action"], e["message"], e["blamed"]) for e in site.events()] == [("breaker", breaker, "nodeX")]
 
@@ -563,12 +726,18 @@ def test_controller_without_slurm_job_nodelist_is_a_config_error(tmp_path):
     env = {"SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(site.config)}
     proc = site.run("prolog", "--controller", env=env)
     assert proc.returncode == 0, proc.stderr
-    message = ("environment: SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld; "
-               "hint: or set SLURM_JOB_NODELIST=node[1-4] to try it by hand")
+    message = (
+        "environment: SLURM_JOB_NODELIST is not set: --controller runs as slurm.conf's PrologSlurmctld; "
+        "hint: or set SLURM_JOB_NODELIST=node[1-4] to try it by hand"
+    )
     assert one_line(proc) == f"nodecheck controller: CONFIG ERROR, nothing judged, nothing drained: {message}"
     (event,) = site.events()
     assert (event["tag"], event["action"], event["job"], event["message"]) == (
-        "nodecheck[controller]", "config-error", "7", message)
+        "nodecheck[controller]",
+        "config-error",
+        "7",
+        message,
+    )
     assert site.run("prolog", "--controller", env={"NODECHECK_GATE_CONFIG": str(site.config)}).returncode == 64
     assert site.calls() == []
 
@@ -580,12 +749,20 @@ def test_health_resumes_its_own_drain_once_the_check_passes(tmp_path):
     where = site.report_dir(proc.stdout)
     assert re.fullmatch(r"\d{8}T\d{6}Z_pin_nodeX", where.name)
     assert one_line(proc) == f"nodecheck health nodeX: PASS; resume nodeX (report {where})"
-    assert site.calls() == [["show", "node", "nodeX"], ["show", "node", "nodeX"],
-                            ["update", "NodeName=nodeX", "State=RESUME"]]
+    assert site.calls() == [
+        ["show", "node", "nodeX"],
+        ["show", "node", "nodeX"],
+        ["update", "NodeName=nodeX", "State=RESUME"],
+    ]
     assert site.state() == IDLE
     (event,) = site.events()
-    assert event == {"tag": "nodecheck[health]", "action": "resume", "node": "nodeX",
-                     "reason": M("kernel.version old kernel"), "evidence": str(where)}
+    assert event == {
+        "tag": "nodecheck[health]",
+        "action": "resume",
+        "node": "nodeX",
+        "reason": M("kernel.version old kernel"),
+        "evidence": str(where),
+    }
 
 
 def test_health_holds_a_drain_for_a_check_it_did_not_run_and_never_resumes_a_foreign_one(tmp_path):
@@ -598,11 +775,13 @@ def test_health_holds_a_drain_for_a_check_it_did_not_run_and_never_resumes_a_for
     assert site.state()["reason"] == M("gpu.health GPU3 Xid 79")
     (event,) = site.events()
     assert (event["action"], event["message"]) == (
-        "held", "drained for gpu.health, which this run did not check; resume it by hand once fixed: "
-                "scontrol update nodename=nodeX state=resume")
+        "held",
+        "drained for gpu.health, which this run did not check; resume it by hand once fixed: "
+        "scontrol update nodename=nodeX state=resume",
+    )
     (tmp_path / "slurm" / "nodes.json").write_text(json.dumps({"nodeX": FOREIGN}))
     assert site.run("health", env=env).returncode == 0
-    assert site.state() == FOREIGN and len(site.events()) == 1    # nothing done, nothing logged
+    assert site.state() == FOREIGN and len(site.events()) == 1  # nothing done, nothing logged
     assert [c[0] for c in site.calls()] == ["show", "show"]
 
 
@@ -617,7 +796,8 @@ def test_health_never_resumes_an_operators_nodecheck_style_reason(tmp_path):
     assert site.state()["reason"] == rma
     (event,) = site.events()
     assert event["action"] == "held" and event["message"].startswith(
-        f"drained with an unmarked nodecheck-style reason ({rma!r}): ")
+        f"drained with an unmarked nodecheck-style reason ({rma!r}): "
+    )
     assert event["message"].endswith("resume it by hand: scontrol update nodename=nodeX state=resume")
 
 
@@ -638,8 +818,10 @@ def test_health_drains_a_failing_node_and_exits_2(tmp_path):
     site = Site(tmp_path, {"nodeX": dict(IDLE)})
     proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert one_line(proc) == (f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain nodeX "
-                              f"(report {site.report_dir(proc.stdout)})")
+    assert one_line(proc) == (
+        f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain nodeX "
+        f"(report {site.report_dir(proc.stdout)})"
+    )
     assert site.state()["reason"] == OUR_REASON
     assert [e["action"] for e in site.events()] == ["drain"]
 
@@ -655,15 +837,17 @@ def test_health_whose_drain_fails_says_so_on_its_result_line(tmp_path, fault):
         why = "exit 1: slurm_update error: Unable to contact slurm controller (connect failure)"
     else:
         (tmp_path / "slurm" / "hangs").write_text("update")
-        why = ("no answer within 10 s; killed; stderr: "
-               "'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'")
+        why = (
+            "no answer within 10 s; killed; stderr: "
+            "'slurm_load_node: Unable to contact slurm controller (connect failure), retrying'"
+        )
     proc = site.run("health", env={"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)})
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_line(proc)
     head = f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain FAILED nodeX ("
     assert line.startswith(head), line
     assert line.endswith(f"{why}) (report {site.report_dir(proc.stdout)})"), line
-    assert len(line) - len(head) < 400 + 2 * len(str(tmp_path)), line     # the why is an excerpt
+    assert len(line) - len(head) < 400 + 2 * len(str(tmp_path)), line  # the why is an excerpt
     assert site.state() == IDLE
     (event,) = site.events()
     assert event["action"] == "failed" and event["reason"].endswith(why)
@@ -677,20 +861,29 @@ def test_a_message_with_a_newline_stays_one_result_line_and_one_log_line(tmp_pat
     where = site.report_dir(proc.stdout)
     report_json = json.loads((where / "report.json").read_text())
     assert [r["message"] for n in report_json["nodes"] for r in n["results"]] == [
-        f"kernel {KERNEL} on nodeX, expected 0.0.0\nnot-this (pinned; no node has it)"]
-    assert one_line(proc) == (f"nodecheck prolog nodeX job 7: FAIL kernel.version: kernel {KERNEL} on nodeX, "
-                              f"expected 0.0.0 not-this (pinned; no node has it); observe only: not drained "
-                              f"(report {where})")
-    (event,) = site.events()                    # the drain reason is folded to one line by drain_reason
-    assert event["reason"] == M(f"kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this "
-                                "(pinned; no node has it)")
+        f"kernel {KERNEL} on nodeX, expected 0.0.0\nnot-this (pinned; no node has it)"
+    ]
+    assert one_line(proc) == (
+        f"nodecheck prolog nodeX job 7: FAIL kernel.version: kernel {KERNEL} on nodeX, "
+        f"expected 0.0.0 not-this (pinned; no node has it); observe only: not drained "
+        f"(report {where})"
+    )
+    (event,) = site.events()  # the drain reason is folded to one line by drain_reason
+    assert event["reason"] == M(
+        f"kernel.version kernel {KERNEL} on nodeX, expected 0.0.0 not-this (pinned; no node has it)"
+    )
 
 
 def test_the_node_prolog_console_script_exits_non_zero_only_for_a_drain():
     """slurmd drains a node whose Prolog exits non-zero: under it, bad arguments exit 0, by hand 64."""
     script = str(Path(sys.executable).parent / "nodecheck-prolog")
-    under_slurm = subprocess.run([script, "--no-such-option"], capture_output=True, text=True, timeout=60,
-                                 env={"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURMD_NODENAME": "nodeX"})
+    under_slurm = subprocess.run(
+        [script, "--no-such-option"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURMD_NODENAME": "nodeX"},
+    )
     assert under_slurm.returncode == 0
     assert "unrecognized arguments: --no-such-option" in under_slurm.stderr
     by_hand = subprocess.run([script, "--no-such-option"], capture_output=True, text=True, timeout=60, env={})
@@ -704,7 +897,7 @@ def test_local_health_check_has_the_cluster_breaker_too(tmp_path):
     proc = site.run("health")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "mass-drain breaker: 10 of 10 nodes are drained by nodecheck for kernel.version" in one_line(proc)
-    assert site.state() == IDLE                                   # its own drain undone
+    assert site.state() == IDLE  # its own drain undone
     assert [(e["action"], e["node"]) for e in site.events()] == [("drain", "nodeX"), ("breaker", "nodeX")]
 
 
@@ -718,28 +911,39 @@ def test_keep_reports_always_keeps_a_passing_runs_report(tmp_path):
 
 # ---- the controller Prolog's result line: what its drains became --------------------------------
 
+
 def _controller_site(tmp_path, monkeypatch, nodes: dict[str, dict], failing: list[str], config: str = ""):
     """`prolog --controller` in process: the job's nodes gpu001-3, the cross-node run scripted (ib.pairs
     blames `failing`), a fake scontrol holding `nodes`. Returns (run, site dir)."""
     for key in ("SLURM_SCRIPT_CONTEXT", "NODECHECK_GATE_CONFIG"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", "7")
-    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))     # _set_environment rewrites it
+    monkeypatch.setenv("PATH", os.environ.get("PATH", ""))  # _set_environment rewrites it
     (tmp_path / "slurm").mkdir()
     scontrol = fake_scontrol.install(tmp_path / "slurm", nodes)
     book = tmp_path / "pairs.yml"
     book.write_text("version: 1\ndeadline_s: 60\ngate: {settle_s: 0}\nchecks:\n  ib.pairs: {}\n")
     cfg = tmp_path / "nodecheck.yml"
-    cfg.write_text(f"output_dir: {tmp_path}/reports\nlog_file: {tmp_path}/gate.log\nscontrol: {scontrol}\n"
-                   f"playbook: {book}\n{config}")
-    results = [res("ib.pairs", n, Status.FAIL if n in failing else Status.PASS,
-                   f"bad node: fails with 2/2 partners ({n})" if n in failing else "2 tests pass") for n in NAMES]
+    cfg.write_text(
+        f"output_dir: {tmp_path}/reports\nlog_file: {tmp_path}/gate.log\nscontrol: {scontrol}\n"
+        f"playbook: {book}\n{config}"
+    )
+    results = [
+        res(
+            "ib.pairs",
+            n,
+            Status.FAIL if n in failing else Status.PASS,
+            f"bad node: fails with 2/2 partners ({n})" if n in failing else "2 tests pass",
+        )
+        for n in NAMES
+    ]
     monkeypatch.setattr(gatecmd, "_job_nodes", lambda args: (NODES, TRANSPORT))
     monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **k: report(results))
 
     def run(capsys) -> tuple[int, str]:
         code = gatecmd.gate_command(_args("prolog", "--controller", "--config", str(cfg)))
         return code, capsys.readouterr().out
+
     return run
 
 
@@ -751,10 +955,13 @@ def test_controller_whose_drain_fails_says_drain_failed_and_why_not_left_as_is(t
     (tmp_path / "slurm" / "update-fails").write_text("")
     code, out = run(capsys)
     why = "exit 1: slurm_update error: Unable to contact slurm controller (connect failure)"
-    m = re.fullmatch(r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
-                     r"\(report (\S+)\)\n", out)
+    m = re.fullmatch(
+        r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
+        r"\(report (\S+)\)\n",
+        out,
+    )
     assert m and m.group(1).startswith("drain FAILED gpu002 (") and m.group(1).endswith(f"{why})"), out
-    assert "left as is" not in out and len(m.group(1)) < 400, out          # the why is an excerpt
+    assert "left as is" not in out and len(m.group(1)) < 400, out  # the why is an excerpt
     assert code == gatecmd.EXIT_DRAINED
     assert [(e["action"], e["node"]) for e in _log_events(tmp_path / "gate.log")] == [("failed", "gpu002")]
 
@@ -763,8 +970,11 @@ def test_controller_result_line_names_what_it_drained_and_what_it_left(tmp_path,
     nodes = {"gpu001": dict(IDLE), "gpu002": dict(IDLE), "gpu003": dict(FOREIGN)}
     run = _controller_site(tmp_path, monkeypatch, nodes, ["gpu002", "gpu003"])
     code, out = run(capsys)
-    m = re.fullmatch(r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
-                     r"\(report (\S+)\)\n", out)
+    m = re.fullmatch(
+        r"nodecheck prolog --controller job 7 \(3 nodes\): FAIL: (.*); the job is requeued "
+        r"\(report (\S+)\)\n",
+        out,
+    )
     assert m and m.group(1) == "drained gpu002 (ib.pairs); left as is (drained by someone else): gpu003", out
     assert code == gatecmd.EXIT_DRAINED
     state = json.loads((tmp_path / "slurm" / "nodes.json").read_text())
@@ -775,8 +985,9 @@ def test_controller_result_line_names_what_it_drained_and_what_it_left(tmp_path,
 def test_controller_drains_with_the_sites_drain_token(tmp_path, monkeypatch, capsys):
     """The site's token marks the controller's drains as it does health's: else health, run with
     that token, would take the controller's drain for a person's and never resume it."""
-    run = _controller_site(tmp_path, monkeypatch, {n: dict(IDLE) for n in NAMES}, ["gpu002"],
-                           config="drain_token: site-7\n")
+    run = _controller_site(
+        tmp_path, monkeypatch, {n: dict(IDLE) for n in NAMES}, ["gpu002"], config="drain_token: site-7\n"
+    )
     code, _ = run(capsys)
     state = json.loads((tmp_path / "slurm" / "nodes.json").read_text())
     assert state["gpu002"]["reason"] == M("ib.pairs bad node: fails with 2/2 partners (gpu002)", "site-7")
@@ -784,5 +995,7 @@ def test_controller_drains_with_the_sites_drain_token(tmp_path, monkeypatch, cap
 
 
 def _log_events(path: Path) -> list[dict]:
-    return [{k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(line.split(" ", 2)[2])}
-            for line in path.read_text(encoding="utf-8").splitlines()]
+    return [
+        {k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(line.split(" ", 2)[2])}
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]

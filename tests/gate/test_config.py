@@ -1,4 +1,5 @@
 """nodecheck.gate.config: where the gate config is found, how it merges, its errors, how it fills args."""
+
 from __future__ import annotations
 
 import textwrap
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.gate import config as gateconfig
 from nodecheck.core.errors import ConfigError
+from nodecheck.gate import config as gateconfig
 from nodecheck.gate.config import FALLBACK, GateOptions, apply, config_path, load
 
 
@@ -18,6 +19,7 @@ def write(path: Path, text: str) -> Path:
 
 
 # ---- config_path: first match wins -----------------------------------------------------------
+
 
 def test_an_explicit_path_wins_even_if_it_does_not_exist(tmp_path):
     beside = write(tmp_path / "nodecheck.yml", "playbook: x\n")
@@ -39,7 +41,7 @@ def test_nodecheck_yml_beside_slurm_conf(tmp_path):
     beside = write(tmp_path / "nodecheck.yml", "playbook: x\n")
     env = {"NODECHECK_GATE_CONFIG": "", "SLURM_CONF": str(tmp_path / "slurm.conf")}
     assert config_path(None, env) == beside
-    assert config_path("", env) == beside                   # an empty --config is no --config
+    assert config_path("", env) == beside  # an empty --config is no --config
 
 
 def test_without_a_file_beside_slurm_conf_the_fallback_or_none(tmp_path, monkeypatch):
@@ -81,16 +83,27 @@ def test_load_merges_top_level_then_the_modes_section(tmp_path):
     path = write(tmp_path / "nodecheck.yml", CONFIG)
     prolog, source = load(path, "prolog")
     assert source == str(path)
-    assert prolog == GateOptions(output_dir="/var/lib/nodecheck/reports", log_file="/var/log/nodecheck/gate.log",
-                                 retries=2, drain_on=["fail"], playbook="prolog", deadline=20.0)
+    assert prolog == GateOptions(
+        output_dir="/var/lib/nodecheck/reports",
+        log_file="/var/log/nodecheck/gate.log",
+        retries=2,
+        drain_on=["fail"],
+        playbook="prolog",
+        deadline=20.0,
+    )
     controller, _ = load(path, "controller")
-    assert (controller.drain_on, controller.retries, controller.inventory, controller.output_dir) == \
-        (["fail", "unreachable"], 0, "/etc/nodecheck/hosts.yml", "/var/lib/nodecheck/reports")
+    assert (controller.drain_on, controller.retries, controller.inventory, controller.output_dir) == (
+        ["fail", "unreachable"],
+        0,
+        "/etc/nodecheck/hosts.yml",
+        "/var/lib/nodecheck/reports",
+    )
     health, _ = load(path, "health")
     assert (health.playbook, health.observe, health.retries, health.deadline) == ("health", True, 2, None)
-    sweep, _ = load(path, "sweep")            # "sweep:" with nothing under it: the top level only
-    assert sweep == GateOptions(output_dir="/var/lib/nodecheck/reports", log_file="/var/log/nodecheck/gate.log",
-                                retries=2, drain_on=["fail"])
+    sweep, _ = load(path, "sweep")  # "sweep:" with nothing under it: the top level only
+    assert sweep == GateOptions(
+        output_dir="/var/lib/nodecheck/reports", log_file="/var/log/nodecheck/gate.log", retries=2, drain_on=["fail"]
+    )
 
 
 def test_no_file_and_an_empty_file_give_the_defaults(tmp_path):
@@ -104,18 +117,29 @@ def test_an_unknown_mode_is_a_programming_error():
         load(None, "epilog")
 
 
-@pytest.mark.parametrize("text, line, message, hint", [
-    ("playbok: prolog\n", 1, "unknown key 'playbok'", "did you mean 'playbook'?"),
-    ("retries: 1\nhealth:\n  playbook: health\n  drain_onn: [fail]\n", 4, "unknown key 'health.drain_onn'",
-     "did you mean 'drain_on'?"),
-    ("prologg: {playbook: prolog}\n", 1, "unknown key 'prologg'", "did you mean 'prolog'?"),
-    ("health:\n  drain_on: [fail, error]\n", 2, "health.drain_on.1: Input should be 'fail', 'timeout' or "
-     "'unreachable', got 'error'", ""),
-    ("retries: 11\n", 1, "retries: Input should be less than or equal to 10, got 11", ""),
-    ("controller:\n  retries: \"2\"\n", 2, "controller.retries: Input should be a valid integer, got '2'", ""),
-    ("prolog:\n  deadline: 0\n", 2, "prolog.deadline: Input should be greater than 0, got 0", ""),
-    ("drain_on: []\n", 1, "drain_on: List should have at least 1 item after validation, not 0", ""),
-])
+@pytest.mark.parametrize(
+    "text, line, message, hint",
+    [
+        ("playbok: prolog\n", 1, "unknown key 'playbok'", "did you mean 'playbook'?"),
+        (
+            "retries: 1\nhealth:\n  playbook: health\n  drain_onn: [fail]\n",
+            4,
+            "unknown key 'health.drain_onn'",
+            "did you mean 'drain_on'?",
+        ),
+        ("prologg: {playbook: prolog}\n", 1, "unknown key 'prologg'", "did you mean 'prolog'?"),
+        (
+            "health:\n  drain_on: [fail, error]\n",
+            2,
+            "health.drain_on.1: Input should be 'fail', 'timeout' or 'unreachable', got 'error'",
+            "",
+        ),
+        ("retries: 11\n", 1, "retries: Input should be less than or equal to 10, got 11", ""),
+        ('controller:\n  retries: "2"\n', 2, "controller.retries: Input should be a valid integer, got '2'", ""),
+        ("prolog:\n  deadline: 0\n", 2, "prolog.deadline: Input should be greater than 0, got 0", ""),
+        ("drain_on: []\n", 1, "drain_on: List should have at least 1 item after validation, not 0", ""),
+    ],
+)
 def test_a_bad_key_or_value_names_file_and_line(tmp_path, text, line, message, hint):
     path = write(tmp_path / "nodecheck.yml", text)
     with pytest.raises(ConfigError) as caught:
@@ -148,21 +172,47 @@ def test_bad_yaml_names_its_line(tmp_path):
 
 # ---- apply: the command line wins ---------------------------------------------------------------
 
+
 def args(**given) -> Namespace:
-    base = dict(playbook=None, inventory=None, deadline=None, output_dir=None, log_file=None, observe=None,
-                retries=None, drain_on=None, fanout=None, connect_timeout=None, accept_new_host_keys=False)
+    base = dict(
+        playbook=None,
+        inventory=None,
+        deadline=None,
+        output_dir=None,
+        log_file=None,
+        observe=None,
+        retries=None,
+        drain_on=None,
+        fanout=None,
+        connect_timeout=None,
+        accept_new_host_keys=False,
+    )
     return Namespace(**{**base, **given})
 
 
 def test_apply_fills_only_what_the_command_line_left_unset():
-    options = GateOptions(playbook="prolog", deadline=20.0, retries=3, drain_on=["fail", "timeout"],
-                          observe=True, accept_new_host_keys=True, output_dir="/var/lib/nodecheck/reports",
-                          scontrol="/opt/slurm/bin/scontrol")
+    options = GateOptions(
+        playbook="prolog",
+        deadline=20.0,
+        retries=3,
+        drain_on=["fail", "timeout"],
+        observe=True,
+        accept_new_host_keys=True,
+        output_dir="/var/lib/nodecheck/reports",
+        scontrol="/opt/slurm/bin/scontrol",
+    )
     out = apply(args(playbook="mine.yml", deadline=5.0), options)
-    assert (out.playbook, out.deadline, out.retries, out.drain_on, out.observe, out.accept_new_host_keys,
-            out.output_dir, out.scontrol) == \
-        ("mine.yml", 5.0, 3, ("fail", "timeout"), True, True, "/var/lib/nodecheck/reports", "/opt/slurm/bin/scontrol")
-    assert out.inventory is None and out.fanout is None       # unset in both: stays None
+    assert (
+        out.playbook,
+        out.deadline,
+        out.retries,
+        out.drain_on,
+        out.observe,
+        out.accept_new_host_keys,
+        out.output_dir,
+        out.scontrol,
+    ) == ("mine.yml", 5.0, 3, ("fail", "timeout"), True, True, "/var/lib/nodecheck/reports", "/opt/slurm/bin/scontrol")
+    assert out.inventory is None and out.fanout is None  # unset in both: stays None
 
 
 def test_a_zero_on_the_command_line_is_not_unset():

@@ -1,4 +1,5 @@
 """nodecheck.gate.slurm against a fake scontrol: exact argv, the drain etiquette, timeouts, reasons, hostlists."""
+
 from __future__ import annotations
 
 import json
@@ -9,18 +10,26 @@ from pathlib import Path
 import pytest
 
 from nodecheck.core.errors import ConfigError
-from nodecheck.parsers.slurm import parse_show_node
 from nodecheck.core.hostlist import expand
-from nodecheck.gate.slurm import (MAX_REASON_CHARS, Change, Slurm, SlurmError, drain_politely, drain_reason, is_ours,
-                                  resume_politely)
+from nodecheck.gate.slurm import (
+    MAX_REASON_CHARS,
+    Change,
+    Slurm,
+    SlurmError,
+    drain_politely,
+    drain_reason,
+    is_ours,
+    resume_politely,
+)
+from nodecheck.parsers.slurm import parse_show_node
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data, marked_reason
 
-M = marked_reason                      # the reason nodecheck writes for a body
+M = marked_reason  # the reason nodecheck writes for a body
 
 
 REASON = M("gpu.health GPU3 (00000000:9B:00.0): 2 uncorrectable ECC errors, expected 0")
-STAMP = "2026-11-29T14:02:03"                  # the fake's clock: every reason it sets has this stamp
+STAMP = "2026-11-29T14:02:03"  # the fake's clock: every reason it sets has this stamp
 
 
 def _node(state: str, reason: str = "", user: str = "root", time: str = "2026-11-28T22:10:05") -> dict:
@@ -34,8 +43,10 @@ class Fake:
     def __init__(self, root: Path, nodes: dict[str, dict]) -> None:
         self.root = root
         self.script = fake_scontrol.install(root, nodes, clock=STAMP)
-        env = {"PATH": os.environ.get("PATH", ""),
-               "SLURM_TIME_FORMAT": "relative"}   # the caller's setting must not reach scontrol
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "SLURM_TIME_FORMAT": "relative",
+        }  # the caller's setting must not reach scontrol
         self.slurm = Slurm(scontrol=str(self.script), timeout_s=20.0, env=env)
 
     def calls(self) -> list[list[str]]:
@@ -47,25 +58,32 @@ class Fake:
 
 @pytest.fixture
 def fake(tmp_path):
-    return Fake(tmp_path, {
-        "gpu001": _node("IDLE"),
-        "gpu002": _node("MIXED+DRAIN", M("gpu.health GPU1 Xid 79"), time="2026-11-29T09:00:00"),
-        "gpu003": _node("DOWN+NOT_RESPONDING", "Not responding", user="slurm", time="2026-11-29T13:41:52"),
-        "gpu004": _node("IDLE+DRAIN", "RMA ticket 4411: replace GPU 5", user="alice"),
-        "gpu005": _node("DOWN+DRAIN+NOT_RESPONDING", M("ib.port mlx5_0 Down, expected Active")),
-        "gpu006": _node("IDLE+DRAIN"),    # drained with no reason recorded
-        "gpu007": _node("ALLOCATED"),
-    })
+    return Fake(
+        tmp_path,
+        {
+            "gpu001": _node("IDLE"),
+            "gpu002": _node("MIXED+DRAIN", M("gpu.health GPU1 Xid 79"), time="2026-11-29T09:00:00"),
+            "gpu003": _node("DOWN+NOT_RESPONDING", "Not responding", user="slurm", time="2026-11-29T13:41:52"),
+            "gpu004": _node("IDLE+DRAIN", "RMA ticket 4411: replace GPU 5", user="alice"),
+            "gpu005": _node("DOWN+DRAIN+NOT_RESPONDING", M("ib.port mlx5_0 Down, expected Active")),
+            "gpu006": _node("IDLE+DRAIN"),  # drained with no reason recorded
+            "gpu007": _node("ALLOCATED"),
+        },
+    )
 
 
 # -- Slurm: argv, parsing, errors ------------------------------------------------------------------
+
 
 def test_nodes_reads_every_node_with_one_show_node(fake):
     states = fake.slurm.nodes()
     assert list(states) == ["gpu001", "gpu002", "gpu003", "gpu004", "gpu005", "gpu006", "gpu007"]
     assert fake.calls() == [["show", "node"]]
     assert (states["gpu002"].state, states["gpu002"].reason, states["gpu002"].reason_time) == (
-        "MIXED+DRAIN", M("gpu.health GPU1 Xid 79"), "2026-11-29T09:00:00")
+        "MIXED+DRAIN",
+        M("gpu.health GPU1 Xid 79"),
+        "2026-11-29T09:00:00",
+    )
     assert states["gpu003"].not_responding and states["gpu003"].reason_user == "slurm"
 
 
@@ -95,8 +113,10 @@ def test_resume_argv(fake):
 def test_nonzero_exit_is_slurm_error_with_command_rc_and_stderr(fake):
     with pytest.raises(SlurmError) as e:
         fake.slurm.drain("nosuch", REASON)
-    assert str(e.value) == (f"{fake.script} update NodeName=nosuch State=DRAIN "
-                            f"'Reason={REASON}': exit 1: slurm_update error: Invalid node name specified")
+    assert str(e.value) == (
+        f"{fake.script} update NodeName=nosuch State=DRAIN "
+        f"'Reason={REASON}': exit 1: slurm_update error: Invalid node name specified"
+    )
     assert (e.value.returncode, e.value.stderr) == (1, "slurm_update error: Invalid node name specified\n")
 
 
@@ -112,8 +132,9 @@ def test_unreadable_output_is_slurm_error_from_parse_error(tmp_path):
     script.chmod(0o755)
     with pytest.raises(SlurmError) as e:
         Slurm(str(script)).nodes()
-    assert str(e.value) == (f"{script} show node: scontrol show node: expected a line like NodeName=<name> "
-                            "..., got 'Node data as of now'")
+    assert str(e.value) == (
+        f"{script} show node: scontrol show node: expected a line like NodeName=<name> ..., got 'Node data as of now'"
+    )
     assert type(e.value.__cause__).__name__ == "ParseError"
 
 
@@ -133,15 +154,15 @@ def test_missing_scontrol_on_path_is_slurm_error():
 def test_hanging_scontrol_is_killed_at_the_timeout(tmp_path):
     script = tmp_path / "scontrol"
     # a shell that waits on a child: the whole process group must die, not only the shell
-    script.write_text("#!/bin/sh\necho 'slurm_load_node: waiting for slurmctld' >&2\nsleep 30\n",
-                      encoding="utf-8")
+    script.write_text("#!/bin/sh\necho 'slurm_load_node: waiting for slurmctld' >&2\nsleep 30\n", encoding="utf-8")
     script.chmod(0o755)
     started = time.monotonic()
     with pytest.raises(SlurmError) as e:
         Slurm(str(script), timeout_s=0.5).nodes()
     assert time.monotonic() - started < 5
-    assert str(e.value) == (f"{script} show node: no answer within 0.5 s; killed; "
-                            "stderr: 'slurm_load_node: waiting for slurmctld'")
+    assert str(e.value) == (
+        f"{script} show node: no answer within 0.5 s; killed; stderr: 'slurm_load_node: waiting for slurmctld'"
+    )
 
 
 @pytest.mark.parametrize("name", ["gpu[001-002]", "gpu001,gpu002", "gpu001 State=DOWN", "", "a=b"])
@@ -161,19 +182,21 @@ def test_fake_prints_what_the_parser_reads_like_the_recorded_22_05_block(fake):
 
 # -- drain_politely --------------------------------------------------------------------------------
 
+
 def test_idle_node_is_drained_after_a_fresh_read(fake):
     change = drain_politely(fake.slurm, "gpu001", REASON)
     assert (change.node, change.action, change.reason) == ("gpu001", "drain", REASON)
     assert change.before.state == "IDLE"
-    assert fake.calls() == [["show", "node", "gpu001"],
-                            ["update", "NodeName=gpu001", "State=DRAIN", f"Reason={REASON}"]]
+    assert fake.calls() == [
+        ["show", "node", "gpu001"],
+        ["update", "NodeName=gpu001", "State=DRAIN", f"Reason={REASON}"],
+    ]
     assert fake.state("gpu001")["state"] == "IDLE+DRAIN"
 
 
 def test_our_drain_gets_the_new_reason(fake):
     change = drain_politely(fake.slurm, "gpu002", REASON)
-    assert (change.action, change.reason, change.before.reason) == ("drain", REASON,
-                                                                     M("gpu.health GPU1 Xid 79"))
+    assert (change.action, change.reason, change.before.reason) == ("drain", REASON, M("gpu.health GPU1 Xid 79"))
     assert fake.state("gpu002") == {"state": "MIXED+DRAIN", "reason": REASON, "user": "root", "time": STAMP}
 
 
@@ -189,9 +212,13 @@ def test_our_drain_for_the_same_reason_is_kept_without_an_update(fake):
 
 def test_foreign_drain_is_left_untouched_and_quoted(fake):
     change = drain_politely(fake.slurm, "gpu004", REASON)
-    assert change == Change("gpu004", "left", "already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' "
-                            "(set by alice at 2026-11-28T22:10:05); not nodecheck's to change",
-                            change.before)
+    assert change == Change(
+        "gpu004",
+        "left",
+        "already IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' "
+        "(set by alice at 2026-11-28T22:10:05); not nodecheck's to change",
+        change.before,
+    )
     assert fake.calls() == [["show", "node", "gpu004"]]
     assert fake.state("gpu004")["reason"] == "RMA ticket 4411: replace GPU 5"
 
@@ -199,30 +226,31 @@ def test_foreign_drain_is_left_untouched_and_quoted(fake):
 def test_down_not_responding_is_left(fake):
     change = drain_politely(fake.slurm, "gpu003", REASON)
     assert (change.action, change.reason) == (
-        "left", "already DOWN+NOT_RESPONDING, reason 'Not responding' (set by slurm at 2026-11-29T13:41:52); "
-                "not nodecheck's to change")
+        "left",
+        "already DOWN+NOT_RESPONDING, reason 'Not responding' (set by slurm at 2026-11-29T13:41:52); "
+        "not nodecheck's to change",
+    )
     assert fake.calls() == [["show", "node", "gpu003"]]
 
 
 def test_drained_without_a_reason_is_not_ours_either(fake):
     change = drain_politely(fake.slurm, "gpu006", REASON)
-    assert (change.action, change.reason) == ("left", "already IDLE+DRAIN, with no reason; "
-                                                      "not nodecheck's to change")
+    assert (change.action, change.reason) == ("left", "already IDLE+DRAIN, with no reason; not nodecheck's to change")
 
 
 def test_drain_of_an_unknown_node_fails_without_update(fake):
     change = drain_politely(fake.slurm, "gpu404", REASON)
     assert (change.action, change.before) == ("failed", None)
     assert change.reason.startswith("cannot read its state: ") and change.reason.endswith(
-        "show node gpu404: exit 1: Node gpu404 not found")
+        "show node gpu404: exit 1: Node gpu404 not found"
+    )
     assert fake.calls() == [["show", "node", "gpu404"]]
 
 
 def test_drain_that_scontrol_refuses_is_failed_with_the_state_read(fake):
-    change = drain_politely(fake.slurm, "gpu001", "")          # scontrol: a drain needs a reason
+    change = drain_politely(fake.slurm, "gpu001", "")  # scontrol: a drain needs a reason
     assert change.action == "failed" and change.before.state == "IDLE"
-    assert change.reason.endswith("exit 1: You must specify a reason when DOWNING or DRAINING a node. "
-                                  "Request denied")
+    assert change.reason.endswith("exit 1: You must specify a reason when DOWNING or DRAINING a node. Request denied")
 
 
 def test_drain_politely_with_missing_scontrol_fails(tmp_path):
@@ -232,6 +260,7 @@ def test_drain_politely_with_missing_scontrol_fails(tmp_path):
 
 
 # -- resume_politely -------------------------------------------------------------------------------
+
 
 def test_our_drain_is_resumed(fake):
     change = resume_politely(fake.slurm, "gpu002")
@@ -243,8 +272,10 @@ def test_our_drain_is_resumed(fake):
 def test_foreign_drain_is_never_resumed(fake):
     change = resume_politely(fake.slurm, "gpu004")
     assert (change.action, change.reason) == (
-        "left", "IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' (set by alice at 2026-11-28T22:10:05); "
-                "only nodecheck's drains are resumed")
+        "left",
+        "IDLE+DRAIN, reason 'RMA ticket 4411: replace GPU 5' (set by alice at 2026-11-28T22:10:05); "
+        "only nodecheck's drains are resumed",
+    )
     assert fake.calls() == [["show", "node", "gpu004"]]
     assert fake.state("gpu004")["state"] == "IDLE+DRAIN"
 
@@ -258,12 +289,20 @@ def test_down_not_responding_is_never_resumed(fake):
 def test_down_with_our_reason_is_left_for_a_human(fake):
     change = resume_politely(fake.slurm, "gpu005")
     assert (change.action, change.reason) == (
-        "left", "DOWN+DRAIN+NOT_RESPONDING: DOWN is not nodecheck's drain; resume it by hand once fixed")
+        "left",
+        "DOWN+DRAIN+NOT_RESPONDING: DOWN is not nodecheck's drain; resume it by hand once fixed",
+    )
     assert fake.calls() == [["show", "node", "gpu005"]]
 
 
-@pytest.mark.parametrize("node, why", [("gpu001", "not drained (IDLE)"), ("gpu007", "not drained (ALLOCATED)"),
-                                       ("gpu006", "IDLE+DRAIN, with no reason; only nodecheck's drains are resumed")])
+@pytest.mark.parametrize(
+    "node, why",
+    [
+        ("gpu001", "not drained (IDLE)"),
+        ("gpu007", "not drained (ALLOCATED)"),
+        ("gpu006", "IDLE+DRAIN, with no reason; only nodecheck's drains are resumed"),
+    ],
+)
 def test_nodes_not_drained_by_us_are_left(fake, node, why):
     change = resume_politely(fake.slurm, node)
     assert (change.action, change.reason) == ("left", why)
@@ -276,13 +315,18 @@ def test_resume_refused_by_scontrol_is_failed(fake):
 
     class Vanishing(Slurm):
         def resume(self, node):
-            raise SlurmError(f"scontrol update NodeName={node} State=RESUME: exit 1: "
-                             "slurm_update error: Invalid node name specified", returncode=1)
+            raise SlurmError(
+                f"scontrol update NodeName={node} State=RESUME: exit 1: "
+                "slurm_update error: Invalid node name specified",
+                returncode=1,
+            )
+
     vanishing = Vanishing(slurm.scontrol, slurm.timeout_s, slurm.env)
     change = resume_politely(vanishing, "gpu002")
     assert change.action == "failed" and change.before.owner() == "ours"
-    assert change.reason == ("scontrol update NodeName=gpu002 State=RESUME: exit 1: "
-                             "slurm_update error: Invalid node name specified")
+    assert change.reason == (
+        "scontrol update NodeName=gpu002 State=RESUME: exit 1: slurm_update error: Invalid node name specified"
+    )
 
 
 def test_drain_then_resume_round_trip(fake):
@@ -302,11 +346,14 @@ def test_multiline_foreign_reason_is_read_whole_and_left(fake):
 
 # -- drain_reason / is_ours ------------------------------------------------------------------------
 
+
 def test_drain_reason_is_one_clean_line():
     assert drain_reason("gpu.health", "GPU3\tXid 79\n\n  fell off\r\nthe bus\x1b[31m") == (
-        M("gpu.health GPU3 Xid 79 fell off the bus [31m"))
+        M("gpu.health GPU3 Xid 79 fell off the bus [31m")
+    )
     assert drain_reason("ib.port", "mlx5_0\u2028Down\u00a0\u00a0expected\u3000Active") == (
-        M("ib.port mlx5_0 Down expected Active"))
+        M("ib.port mlx5_0 Down expected Active")
+    )
     assert drain_reason("gpu.health", "") == M("gpu.health")
     # scontrol drops a trailing '"': the reason never ends with one, so what Slurm keeps is what was marked
     assert drain_reason("gpu.health", 'GPU3 "bad"') == M('gpu.health GPU3 "bad')
@@ -324,8 +371,8 @@ def test_drain_reason_is_cut_with_an_ellipsis():
     short = drain_reason("gpu.health", "GPU3 温度 92 °C too hot", max_chars=40)
     assert short == M("gpu.health GPU3 温度…") and len(short) == 40
     cut_at_space = drain_reason("gpu.health", "GPU3 fell off", max_chars=38)
-    assert cut_at_space == M("gpu.health GPU3…") and len(cut_at_space) == 37      # not "GPU3 …"
-    assert drain_reason("gpu.health", "GPU3", max_chars=36) == M("gpu.health GPU3")     # fits: uncut
+    assert cut_at_space == M("gpu.health GPU3…") and len(cut_at_space) == 37  # not "GPU3 …"
+    assert drain_reason("gpu.health", "GPU3", max_chars=36) == M("gpu.health GPU3")  # fits: uncut
 
 
 def test_drain_reason_needs_room_after_the_owner():
@@ -350,9 +397,11 @@ def test_an_operators_nodecheck_style_reason_is_never_resumed(fake):
     (fake.root / "nodes.json").write_text(json.dumps(fake_nodes), encoding="utf-8")
     change = resume_politely(fake.slurm, "gpu001")
     assert (change.action, change.reason) == (
-        "left", f"IDLE+DRAIN, reason {rma!r} (set by alice at 2026-11-28T22:10:05) (an unmarked, old-format "
-                "nodecheck reason: anyone could have typed it, so it is resumed by hand); only nodecheck's drains "
-                "are resumed")
+        "left",
+        f"IDLE+DRAIN, reason {rma!r} (set by alice at 2026-11-28T22:10:05) (an unmarked, old-format "
+        "nodecheck reason: anyone could have typed it, so it is resumed by hand); only nodecheck's drains "
+        "are resumed",
+    )
     # nor is its reason replaced by a failing run's (which would make it nodecheck's to resume later)
     assert drain_politely(fake.slurm, "gpu001", drain_reason("gpu.health", "GPU3 ECC")).action == "left"
     assert fake.state("gpu001")["reason"] == rma
@@ -361,25 +410,32 @@ def test_an_operators_nodecheck_style_reason_is_never_resumed(fake):
 
 # -- core.hostlist.expand -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, names", [
-    ("node[1-4,7]", ["node1", "node2", "node3", "node4", "node7"]),
-    ("gpu[001-003]", ["gpu001", "gpu002", "gpu003"]),
-    ("gpu010", ["gpu010"]),
-    ("gpu[2,1],cpu1", ["cpu1", "gpu1", "gpu2"]),
-    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
-])
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("node[1-4,7]", ["node1", "node2", "node3", "node4", "node7"]),
+        ("gpu[001-003]", ["gpu001", "gpu002", "gpu003"]),
+        ("gpu010", ["gpu010"]),
+        ("gpu[2,1],cpu1", ["cpu1", "gpu1", "gpu2"]),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+    ],
+)
 def test_expand_hostlist(text, names):
     assert expand(text) == names
 
 
-@pytest.mark.parametrize("text, message", [
-    ("node[1-", "bad hostlist 'node[1-': missing bracket: \"node[1-\""),
-    ("node[3-1]", "bad hostlist 'node[3-1]': bad range: \"invalid values in range : \"3-1\"\""),
-    ("", "empty hostlist ''"),
-    ("@gpus", "bad hostlist '@gpus': '@gpus' is not a node name"),
-    ("gpu1 gpu2", "bad hostlist 'gpu1 gpu2': 'gpu1 gpu2' is not a node name"),
-    ("n[1-1000000]", "hostlist 'n[1-1000000]' names 1,000,000 nodes, more than 100,000"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("node[1-", "bad hostlist 'node[1-': missing bracket: \"node[1-\""),
+        ("node[3-1]", 'bad hostlist \'node[3-1]\': bad range: "invalid values in range : "3-1""'),
+        ("", "empty hostlist ''"),
+        ("@gpus", "bad hostlist '@gpus': '@gpus' is not a node name"),
+        ("gpu1 gpu2", "bad hostlist 'gpu1 gpu2': 'gpu1 gpu2' is not a node name"),
+        ("n[1-1000000]", "hostlist 'n[1-1000000]' names 1,000,000 nodes, more than 100,000"),
+    ],
+)
 def test_expand_hostlist_refuses_bad_text(text, message):
     with pytest.raises(ConfigError) as e:
         expand(text)

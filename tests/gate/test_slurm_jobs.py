@@ -1,4 +1,5 @@
 """Slurm.job / cancel / requeue against a fake squeue, scontrol and scancel that replay recorded outputs."""
+
 from __future__ import annotations
 
 import stat
@@ -27,13 +28,18 @@ def fake(tmp_path):
     Slurm does not know), any other id fails as Slurm 22.05 does; scontrol `show job 4` prints a
     recorded record (it must not be asked). Every call's argv (the -O list cut) is appended to calls.log."""
     log = tmp_path / "calls.log"
-    _tool(tmp_path / "squeue", f'''echo "squeue $1 $2 $3 $4 $5 $6" >> {log}
+    _tool(
+        tmp_path / "squeue",
+        f"""echo "squeue $1 $2 $3 $4 $5 $6" >> {log}
 [ "$1 $2 $3 $4 $6" = "-h -t all -j -O" ] || exit 2
 [ "$5" = 1 ] && exec cat {RUNNING}
 [ "$5" = 55_3 ] && exit 0
 cat {INVALID} >&2; exit 1
-''')
-    _tool(tmp_path / "scontrol", f'''echo "scontrol $*" >> {log}
+""",
+    )
+    _tool(
+        tmp_path / "scontrol",
+        f"""echo "scontrol $*" >> {log}
 if [ "$1 $2" = "show job" ]; then
   [ "$3" = 4 ] && exec cat {SHOW_RUNNING}
   cat {INVALID} >&2; exit 1
@@ -43,7 +49,8 @@ if [ "$1" = requeue ]; then
   echo "Invalid job id specified for job $2" >&2; exit 1
 fi
 exit 2
-''')
+""",
+    )
     _tool(tmp_path / "scancel", f'echo "scancel $*" >> {log}\n')
     return tmp_path
 
@@ -54,8 +61,15 @@ def _calls(fake: Path) -> list[str]:
 
 def test_job_reads_the_record_from_squeue(fake):
     job = Slurm(scontrol=str(fake / "scontrol")).job("1")
-    assert (job.job_id, job.state, job.nodes, job.num_nodes, job.requeue, job.user, job.name) == \
-        ("1", "RUNNING", ("node1", "node2", "node3"), 3, True, "root", "")
+    assert (job.job_id, job.state, job.nodes, job.num_nodes, job.requeue, job.user, job.name) == (
+        "1",
+        "RUNNING",
+        ("node1", "node2", "node3"),
+        3,
+        True,
+        "root",
+        "",
+    )
     assert _calls(fake) == ["squeue -h -t all -j 1 -O"]
 
 
@@ -107,5 +121,7 @@ def test_a_hanging_squeue_is_killed_at_the_bound_with_a_clear_error(tmp_path):
     with pytest.raises(SlurmError) as e:
         Slurm(scontrol=str(tmp_path / "scontrol"), timeout_s=0.5).job("4")
     assert time.monotonic() - started < 5
-    assert str(e.value) == (f"{tmp_path / 'squeue'} -j 4: no answer within 0.5 s; killed; "
-                            "stderr: 'squeue: error: slurm_receive_msg: Socket timed out'")
+    assert str(e.value) == (
+        f"{tmp_path / 'squeue'} -j 4: no answer within 0.5 s; killed; "
+        "stderr: 'squeue: error: slurm_receive_msg: Socket timed out'"
+    )

@@ -22,6 +22,7 @@ SimCluster is composed of one part per concern, each a module of tests/harness/s
     slurm.py     a real slurmctld and a slurmd per node (slurm_cluster.sh)
 and base.py / common.py under all of them. This module adds what spans the concerns: down() and reset().
 """
+
 from __future__ import annotations
 
 from harness.sim.common import SCRIPT, SLURM_SCRIPT, HarnessError
@@ -45,7 +46,7 @@ class SimCluster(Slurm, TrainingJobs, HungRanks, NcclTests, Fabric, Tools, Nodes
         if self.slurm_dir.exists():
             self.slurm_down()
         if self.is_up:
-            self.unhang_ssh()          # a stopped sshd would ignore SIGTERM until down's SIGKILL
+            self.unhang_ssh()  # a stopped sshd would ignore SIGTERM until down's SIGKILL
         self._sh("down", timeout=60)
 
     def reset(self) -> None:

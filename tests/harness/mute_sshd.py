@@ -10,6 +10,7 @@ full /var/log that blocks sshd's logging, a wedged shell startup).
 Real paramiko, real SSH protocol: key exchange, host key, public-key auth (any key is accepted),
 channel open; only the reply to `exec` never comes (the request's handler blocks until stop()).
 """
+
 from __future__ import annotations
 
 import socket
@@ -34,13 +35,13 @@ class _Server(paramiko.ServerInterface):
     def check_channel_exec_request(self, channel, command) -> bool:
         with self.owner.lock:
             self.owner.exec_requests += 1
-        self.owner.released.wait()             # the reply never comes while the test runs
+        self.owner.released.wait()  # the reply never comes while the test runs
         return False
 
 
 class MuteSshd:
     def __init__(self, address: str, port: int = 0) -> None:
-        self.host_key = paramiko.ECDSAKey.generate()   # paramiko cannot generate ed25519 keys
+        self.host_key = paramiko.ECDSAKey.generate()  # paramiko cannot generate ed25519 keys
         self.sock = socket.create_server((address, port))
         self.address, self.port = address, self.sock.getsockname()[1]
         self.lock = threading.Lock()
@@ -64,7 +65,7 @@ class MuteSshd:
         while not self.released.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except OSError:                    # stop() closed the listening socket
+            except OSError:  # stop() closed the listening socket
                 return
             t = paramiko.Transport(conn)
             t.add_server_key(self.host_key)

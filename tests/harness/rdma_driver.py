@@ -37,6 +37,7 @@ their content changes. The driver exits on SIGTERM, and by itself when its pid f
 no longer names it (SimCluster.reset(), `ssh_nodes.sh fabric-clear` or `down`, which removes the
 whole state dir), or when the view directory disappears.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,20 +53,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GID_TABLE_LEN = 16
-RESERVED_SLOTS = 2                      # one default GID per supported type: RoCE v1 and v2
-GID_TYPES = ("IB/RoCE v1", "RoCE v2")   # cache.c gid_type_str[]: v1 is added first
+RESERVED_SLOTS = 2  # one default GID per supported type: RoCE v1 and v2
+GID_TYPES = ("IB/RoCE v1", "RoCE v2")  # cache.c gid_type_str[]: v1 is added first
 POLL_S = 0.025
 ACTIVE_DELAY_S = 0.2
 NM_READD_DELAY_S = 0.3
 BEHAVIOURS = ("stable", "networkmanager")
 # PMA counters of the extended-width group (formats.md section 2), all zero on a fresh port
 COUNTERS = (
-    "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
-    "port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
-    "port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_data", "port_rcv_data",
-    "port_xmit_packets", "port_rcv_packets", "port_xmit_wait", "unicast_xmit_packets",
-    "unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets",
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_discards",
+    "port_xmit_constraint_errors",
+    "port_rcv_constraint_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+    "VL15_dropped",
+    "port_xmit_data",
+    "port_rcv_data",
+    "port_xmit_packets",
+    "port_rcv_packets",
+    "port_xmit_wait",
+    "unicast_xmit_packets",
+    "unicast_rcv_packets",
+    "multicast_xmit_packets",
+    "multicast_rcv_packets",
 )
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -74,7 +90,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 def pi6(gid: ipaddress.IPv6Address) -> str:
     """The kernel's %pI6: 8 groups of 4 lowercase hex digits, never compressed."""
     raw = gid.packed
-    return ":".join(raw[i:i + 2].hex() for i in range(0, 16, 2))
+    return ":".join(raw[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 def ip_to_gid(addr: IPAddress) -> ipaddress.IPv6Address:
@@ -114,9 +130,10 @@ class GidTable:
 
     def add(self, gid: ipaddress.IPv6Address, ndev: str, default: bool) -> None:
         for gid_type in GID_TYPES:
-            if any(e and not e.pending_delete and (e.gid, e.gid_type, e.ndev) == (gid, gid_type, ndev)
-                   for e in self.slots):
-                continue                                   # identical valid entry: nothing to do
+            if any(
+                e and not e.pending_delete and (e.gid, e.gid_type, e.ndev) == (gid, gid_type, ndev) for e in self.slots
+            ):
+                continue  # identical valid entry: nothing to do
             free = [i for i, e in enumerate(self.slots) if e is None and (i < RESERVED_SLOTS) == default]
             if not free:
                 self.log(f"unable to add gid {pi6(gid)} {gid_type} error=-28")
@@ -162,7 +179,7 @@ class Netdev:
     admin_up: bool = False
     carrier: bool = False
     mac: str | None = None
-    addrs: tuple[IPAddress, ...] = ()           # IPv4 first, then IPv6 (the kernel's add order)
+    addrs: tuple[IPAddress, ...] = ()  # IPv4 first, then IPv6 (the kernel's add order)
 
     @property
     def link_ok(self) -> bool:
@@ -207,7 +224,7 @@ class SysfsWriter:
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(text)
-            os.chmod(tmp, 0o444)                          # sysfs attributes read as r--r--r--
+            os.chmod(tmp, 0o444)  # sysfs attributes read as r--r--r--
             os.replace(tmp, dest)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -219,7 +236,7 @@ class Driver:
         self.a = a
         self.view = Path(a.view)
         self.port_dir = f"{a.ca}/ports/{a.port}"
-        tmp_dir = self.view.parents[1] / ".nc-tmp"     # same filesystem as the view, outside it
+        tmp_dir = self.view.parents[1] / ".nc-tmp"  # same filesystem as the view, outside it
         tmp_dir.mkdir(exist_ok=True)
         self.writer = SysfsWriter(self.view, tmp_dir)
         self.table = GidTable(hold_deleted=a.behaviour == "networkmanager", log=self.log)
@@ -245,13 +262,13 @@ class Driver:
                 self.log("netdev gone: all GIDs deleted")
                 t.delete_all()
             return
-        if not prev.exists or prev.mac != cur.mac:             # REGISTER, or CHANGEADDR
+        if not prev.exists or prev.mac != cur.mac:  # REGISTER, or CHANGEADDR
             if prev.exists:
                 self.log(f"MAC {prev.mac} -> {cur.mac}: all GIDs deleted and added again")
                 t.delete_all()
             self.add_all(cur)
             return
-        if cur.admin_up and not prev.admin_up:                 # NETDEV_UP: default + every address
+        if cur.admin_up and not prev.admin_up:  # NETDEV_UP: default + every address
             self.add_all(cur)
         for addr in prev.addrs:
             if addr not in cur.addrs:
@@ -274,8 +291,12 @@ class Driver:
             self.log(f"NetworkManager: link lost, ip addr del {addr} dev {dev}")
             if self.ip("addr", "del", addr, "dev", dev):
                 self.nm_removed = True
-        elif (cur.link_ok and self.nm_removed and self.link_up_since is not None
-              and now - self.link_up_since >= NM_READD_DELAY_S):
+        elif (
+            cur.link_ok
+            and self.nm_removed
+            and self.link_up_since is not None
+            and now - self.link_up_since >= NM_READD_DELAY_S
+        ):
             self.log(f"NetworkManager: link back, ip addr add {addr} dev {dev}")
             if self.nm_address.ip in cur.addrs or self.ip("addr", "add", addr, "dev", dev):
                 self.nm_removed = False
@@ -293,7 +314,10 @@ class Driver:
             f"{p}/state": "4: ACTIVE\n" if active else "1: DOWN\n",
             f"{p}/phys_state": "5: LinkUp\n" if active else "3: Disabled\n",
             f"{p}/rate": self.a.rate + "\n",
-            f"{p}/lid": "0x0\n", f"{p}/sm_lid": "0x0\n", f"{p}/lid_mask_count": "0\n", f"{p}/sm_sl": "0\n",
+            f"{p}/lid": "0x0\n",
+            f"{p}/sm_lid": "0x0\n",
+            f"{p}/lid_mask_count": "0\n",
+            f"{p}/sm_sl": "0\n",
         }
         files.update({f"{p}/{rel}": text for rel, text in self.table.files().items()})
         return files
@@ -302,7 +326,7 @@ class Driver:
         files: dict[str, str | None] = {f"{self.a.ca}/node_type": "1: CA\n"}
         if mac:
             guid = eui64(mac).hex()
-            guid = ":".join(guid[i:i + 4] for i in range(0, 16, 4)) + "\n"
+            guid = ":".join(guid[i : i + 4] for i in range(0, 16, 4)) + "\n"
             files[f"{self.a.ca}/node_guid"] = files[f"{self.a.ca}/sys_image_guid"] = guid
         return files
 

@@ -17,6 +17,7 @@ tests/data/. A scenario in SCENARIOS is a layout, or a function from the node li
     python tests/harness/scenarios.py --state-dir S apply demo      # same, from a shell
     python tests/harness/scenarios.py list
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-if not __package__:                      # run as a script: tests/ on sys.path, so `harness` is a package
+if not __package__:  # run as a script: tests/ on sys.path, so `harness` is a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.cluster import SimCluster
 
@@ -67,8 +68,13 @@ class Replay(Action):
         return f"{self.tool}: replay {Path(self.data_file).name}"
 
     def install(self, cluster: SimCluster, node: str) -> None:
-        cluster.fake_replay(node, self.tool, _data(self.data_file), self.exit_code,
-                            _data(self.stderr_file) if self.stderr_file else None)
+        cluster.fake_replay(
+            node,
+            self.tool,
+            _data(self.data_file),
+            self.exit_code,
+            _data(self.stderr_file) if self.stderr_file else None,
+        )
 
     def recordings(self) -> tuple[str, ...]:
         return (self.data_file,) + ((self.stderr_file,) if self.stderr_file else ())
@@ -130,6 +136,7 @@ class RekeyHost(Action):
 @dataclass(frozen=True)
 class Nvml(Action):
     """nvidia-ml-py is installed on the node (the fake pynvml) with this GPU state file."""
+
     state_file: str
 
     def describe(self) -> str:
@@ -143,6 +150,7 @@ class Nvml(Action):
 class Script(Action):
     """The tool is this /bin/sh script body (fakes that need logic, e.g. a readlink that
     resolves one library name and hands everything else to the real one)."""
+
     tool: str
     body: str
     what: str = "script"
@@ -157,6 +165,7 @@ class Script(Action):
 @dataclass(frozen=True)
 class ReplayByArgs(Action):
     """The tool prints the data file of the first (shell pattern, file) case its arguments match."""
+
     tool: str
     cases: tuple[tuple[str, str], ...]
 
@@ -173,6 +182,7 @@ class ReplayByArgs(Action):
 @dataclass(frozen=True)
 class ReplaySequence(Action):
     """The k-th call of the tool prints the k-th file (then the last): counters before and after."""
+
     tool: str
     data_files: tuple[str, ...]
 
@@ -189,6 +199,7 @@ class ReplaySequence(Action):
 @dataclass(frozen=True)
 class SequenceByArgs(Action):
     """Per argument pattern its own sequence of files (perfquery per port, before and after)."""
+
     tool: str
     cases: tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -198,8 +209,9 @@ class SequenceByArgs(Action):
         return what + (f"; {', '.join(changing)}: output changes between calls" if changing else "")
 
     def install(self, cluster: SimCluster, node: str) -> None:
-        cluster.fake_sequence_by_args(node, self.tool, [(pattern, [_data(f) for f in files])
-                                                        for pattern, files in self.cases])
+        cluster.fake_sequence_by_args(
+            node, self.tool, [(pattern, [_data(f) for f in files]) for pattern, files in self.cases]
+        )
 
     def recordings(self) -> tuple[str, ...]:
         return tuple(f for _, files in self.cases for f in files)
@@ -208,11 +220,15 @@ class SequenceByArgs(Action):
 @dataclass(frozen=True)
 class Sysfs(Action):
     """Files under the node's /sys/class/infiniband (relative paths -> content)."""
+
     files: tuple[tuple[str, str], ...]
 
     def describe(self) -> str:
-        ports = {"/".join(PurePosixPath(rel).parts[:3]) for rel, _ in self.files
-                 if len(PurePosixPath(rel).parts) > 3 and PurePosixPath(rel).parts[1] == "ports"}
+        ports = {
+            "/".join(PurePosixPath(rel).parts[:3])
+            for rel, _ in self.files
+            if len(PurePosixPath(rel).parts) > 3 and PurePosixPath(rel).parts[1] == "ports"
+        }
         what = f"{len(ports)} RDMA ports, " if ports else ""
         return f"/sys/class/infiniband: {what}{len(self.files)} files"
 
@@ -223,7 +239,8 @@ class Sysfs(Action):
 @dataclass(frozen=True)
 class RocePort(Action):
     """A real netdev (veth) backing RDMA port ca/1, kept in the node's sysfs by the simulated driver."""
-    behaviour: str = "stable"                  # or "networkmanager": the GID moves after a flap
+
+    behaviour: str = "stable"  # or "networkmanager": the GID moves after a flap
     ca: str = "mlx5_0"
 
     def describe(self) -> str:
@@ -238,7 +255,7 @@ def _cases(n: int) -> str:
 
 
 def _overrides(nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]) -> str:
-    """"" or " (node9: gbps=150.0; ...)": the nodes a cluster-wide model treats differently."""
+    """ "" or " (node9: gbps=150.0; ...)": the nodes a cluster-wide model treats differently."""
     parts = [f"{n}: " + ", ".join(f"{k}={v}" for k, v in kv) for n, kv in nodes]
     return f" ({'; '.join(parts)})" if parts else ""
 
@@ -247,6 +264,7 @@ def _overrides(nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]) ->
 class Fabric(Action):
     """Cluster-wide (give it under the key "*"): the fake ib_write_bw on every node and the
     bandwidth model of SimCluster.fabric()."""
+
     default_gbps: float = 392.0
     nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
     links: tuple[tuple[str, str, float], ...] = ()
@@ -259,9 +277,14 @@ class Fabric(Action):
         return f"fake ib_write_bw on every node, {self.default_gbps:g} Gb/s{_overrides(self.nodes)}{links}"
 
     def install(self, cluster: SimCluster, node: str) -> None:
-        cluster.fabric(self.default_gbps, {n: dict(v) for n, v in self.nodes} or None,
-                       [{"a": x, "b": y, "gbps": g} for x, y, g in self.links] or None, self.test_s,
-                       list(self.devices) if self.devices is not None else None, self.link_type)
+        cluster.fabric(
+            self.default_gbps,
+            {n: dict(v) for n, v in self.nodes} or None,
+            [{"a": x, "b": y, "gbps": g} for x, y, g in self.links] or None,
+            self.test_s,
+            list(self.devices) if self.devices is not None else None,
+            self.link_type,
+        )
 
 
 @dataclass(frozen=True)
@@ -269,6 +292,7 @@ class Nccl(Action):
     """Cluster-wide (give it under the key "*"): the fake nccl-tests and launchers on every node and
     the bandwidth model and per-node faults of SimCluster.nccl(), e.g. nodes=(("node3",
     (("net_busbw_gbs", 150.0),)), ("node5", (("hang", "init"),)))."""
+
     net_busbw_gbs: float = 370.0
     nvlink_busbw_gbs: float = 480.0
     nodes: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
@@ -279,12 +303,22 @@ class Nccl(Action):
     test_s: float = 0.3
 
     def describe(self) -> str:
-        return (f"fake nccl-tests, mpirun and srun on every node, busbw {self.net_busbw_gbs:g} GB/s across "
-                f"nodes{_overrides(self.nodes)}")
+        return (
+            f"fake nccl-tests, mpirun and srun on every node, busbw {self.net_busbw_gbs:g} GB/s across "
+            f"nodes{_overrides(self.nodes)}"
+        )
 
     def install(self, cluster: SimCluster, node: str) -> None:
-        cluster.nccl(self.net_busbw_gbs, self.nvlink_busbw_gbs, {n: dict(v) for n, v in self.nodes} or None,
-                     self.gpus_per_node, self.gpu_model, self.nccl_version, self.tests_version, self.test_s)
+        cluster.nccl(
+            self.net_busbw_gbs,
+            self.nvlink_busbw_gbs,
+            {n: dict(v) for n, v in self.nodes} or None,
+            self.gpus_per_node,
+            self.gpu_model,
+            self.nccl_version,
+            self.tests_version,
+            self.test_s,
+        )
 
 
 Layout = Mapping[str, Action | list]
@@ -293,17 +327,22 @@ Layout = Mapping[str, Action | list]
 IB_DEMO: dict[str, list[Action]] = {
     "node1": [Replay("ibstat", IBSTAT_HEALTHY)],
     "node2": [Replay("ibstat", IBSTAT_HEALTHY)],
-    "node3": [Replay("ibstat", IBSTAT_PORT_DOWN)],     # one IB port down (Polling)
+    "node3": [Replay("ibstat", IBSTAT_PORT_DOWN)],  # one IB port down (Polling)
     "node4": [Replay("ibstat", IBSTAT_HEALTHY)],
-    "node5": [Replay("ibstat", IBSTAT_LOW_RATE)],      # one link at 200 Gb/s
-    "node6": [Hang("ibstat")],                         # ibstat hangs: timeout
-    "node7": [Missing("ibstat")],                      # ibstat not installed
-    "node8": [Unreachable()],                          # sshd down
+    "node5": [Replay("ibstat", IBSTAT_LOW_RATE)],  # one link at 200 Gb/s
+    "node6": [Hang("ibstat")],  # ibstat hangs: timeout
+    "node7": [Missing("ibstat")],  # ibstat not installed
+    "node8": [Unreachable()],  # sshd down
 }
 IB_DEMO_EXPECTED = {  # what nodecheck should say about each IB_DEMO node
-    "node1": "pass", "node2": "pass", "node4": "pass",
-    "node3": "fail: mlx5_3 port down", "node5": "fail: mlx5_5 rate 200 < 400 Gb/s",
-    "node6": "timeout", "node7": "error: ibstat not found (exit 127)", "node8": "unreachable",
+    "node1": "pass",
+    "node2": "pass",
+    "node4": "pass",
+    "node3": "fail: mlx5_3 port down",
+    "node5": "fail: mlx5_5 rate 200 < 400 Gb/s",
+    "node6": "timeout",
+    "node7": "error: ibstat not found (exit 127)",
+    "node8": "unreachable",
 }
 
 
@@ -323,7 +362,7 @@ DMESG_FALLEN_OFF_BUS = "dmesg-xid/nvsentinel-155-fallen-off-bus-multiline-no-xid
 DMESG_OOM = "dmesg-oom/docker-for-linux-1001-syslog-prefixed-global-oom-killed-process-truncated.txt"
 LDCONFIG_NCCL = "scenarios/ldconfig-p-libnccl-deb.txt"
 OFED_INFO = "scenarios/ofed_info-s-mlnx-23.07.txt"
-IMAGE = "b10s/test:app4"                       # the image of the real `docker inspect` recording
+IMAGE = "b10s/test:app4"  # the image of the real `docker inspect` recording
 DOCKER_INSPECT = "scenarios/docker-image-inspect-b10s-test-app4.txt"
 DOCKER_INSPECT_STALE = "scenarios/derived-docker-image-inspect-b10s-test-app4-stale.txt"
 NCCL_GOOD, NCCL_STALE = "2.29.2", "2.21.5"
@@ -332,16 +371,28 @@ NCCL_GOOD, NCCL_STALE = "2.29.2", "2.21.5"
 def nccl_readlink(version: str) -> Script:
     """readlink -f resolves the cached libnccl.so.2 to this versioned file, as the deb's symlink
     does; any other path goes to the real readlink."""
-    return Script("readlink", 'case "$*" in\n'
-                  f'  *libnccl.so.2) echo /lib/x86_64-linux-gnu/libnccl.so.{version} ;;\n'
-                  '  *) exec /usr/bin/readlink "$@" ;;\nesac', f"libnccl.so.2 -> {version}")
+    return Script(
+        "readlink",
+        'case "$*" in\n'
+        f"  *libnccl.so.2) echo /lib/x86_64-linux-gnu/libnccl.so.{version} ;;\n"
+        '  *) exec /usr/bin/readlink "$@" ;;\nesac',
+        f"libnccl.so.2 -> {version}",
+    )
 
 
-def gpu_node(nvml: str = NVML_HEALTHY, dmesg: str = DMESG_CLEAN, nccl: str = NCCL_GOOD,
-             docker: str = DOCKER_INSPECT) -> list[Action]:
+def gpu_node(
+    nvml: str = NVML_HEALTHY, dmesg: str = DMESG_CLEAN, nccl: str = NCCL_GOOD, docker: str = DOCKER_INSPECT
+) -> list[Action]:
     """A healthy 8x H100 node: NVML, kernel log, NCCL, OFED, HCAs and the job's image."""
-    return [Nvml(nvml), Replay("dmesg", dmesg), Replay("ldconfig", LDCONFIG_NCCL), nccl_readlink(nccl),
-            Replay("ofed_info", OFED_INFO), Replay("ibstat", IBSTAT_HEALTHY), Replay("docker", docker)]
+    return [
+        Nvml(nvml),
+        Replay("dmesg", dmesg),
+        Replay("ldconfig", LDCONFIG_NCCL),
+        nccl_readlink(nccl),
+        Replay("ofed_info", OFED_INFO),
+        Replay("ibstat", IBSTAT_HEALTHY),
+        Replay("docker", docker),
+    ]
 
 
 # The InfiniBand ports of IBSTAT_HEALTHY (mlx5_1/2/7/8 are its Ethernet ports), as the node's sysfs
@@ -354,31 +405,41 @@ PERFQUERY_X_LINK_DOWNED = "scenarios/derived-perfquery-x-2ports-linkdowned-plus1
 def ib_counters(link_went_down_on: str | None = None) -> list[Action]:
     """sysfs ports of the healthy ibstat's IB HCAs, and perfquery per port; on `link_went_down_on`
     the second read shows LinkDownedCounter +1 and SymbolErrorCounter +42 (the link flapped)."""
-    files = tuple((f"{ca}/ports/1/{name}", value) for ca in IB_CAS for name, value in (
-        ("link_layer", "InfiniBand\n"), ("state", "4: ACTIVE\n"), ("phys_state", "5: LinkUp\n"),
-        ("rate", "400 Gb/sec (4X NDR)\n")))
+    files = tuple(
+        (f"{ca}/ports/1/{name}", value)
+        for ca in IB_CAS
+        for name, value in (
+            ("link_layer", "InfiniBand\n"),
+            ("state", "4: ACTIVE\n"),
+            ("phys_state", "5: LinkUp\n"),
+            ("rate", "400 Gb/sec (4X NDR)\n"),
+        )
+    )
     cases = ((f"*-C {link_went_down_on} *", (PERFQUERY_X, PERFQUERY_X_LINK_DOWNED)),) if link_went_down_on else ()
     return [Sysfs(files), SequenceByArgs("perfquery", cases + (("*", (PERFQUERY_X,)),))]
 
 
 GPU_FLEET: dict[str, list[Action]] = {
     "node1": gpu_node(),
-    "node2": gpu_node(nccl=NCCL_STALE),                     # a different NCCL (stale image's host)
-    "node3": gpu_node(docker=DOCKER_INSPECT_STALE),         # a different image digest
-    "node4": gpu_node(nvml=NVML_REMAP_PENDING),             # GPU3: row remap pending
-    "node5": gpu_node(nvml=NVML_LEFTOVER),                  # GPU5: leftover python3, 40 GiB
-    "node6": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS),          # Xid 79: GPU fallen off the bus
-    "node7": gpu_node(dmesg=DMESG_OOM),                     # OOM kills in the log: warn
+    "node2": gpu_node(nccl=NCCL_STALE),  # a different NCCL (stale image's host)
+    "node3": gpu_node(docker=DOCKER_INSPECT_STALE),  # a different image digest
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING),  # GPU3: row remap pending
+    "node5": gpu_node(nvml=NVML_LEFTOVER),  # GPU5: leftover python3, 40 GiB
+    "node6": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS),  # Xid 79: GPU fallen off the bus
+    "node7": gpu_node(dmesg=DMESG_OOM),  # OOM kills in the log: warn
     "node8": gpu_node(),
 }
 
 # nvidia-smi for a node where NVML cannot answer (no nvidia-ml-py): the GPU probe falls back to it
-NVIDIA_SMI_FALLBACK = ReplayByArgs("nvidia-smi", (
-    ("--query-gpu=*", "scenarios/constructed-nvidia-smi-query-gpu-h100pcie-2gpu.csv"),
-    ("--query-compute-apps=*", "scenarios/empty.txt"),
-    ("-q", "nvidia-smi-q/gpud-pr80-remapped-rows-uncorrectable-4-pending-yes.txt"),
-    ("nvlink -s", "nvidia-smi-nvlink/hpe-dl380a-h100pcie-nvlink-s-inactive-links.txt"),
-))
+NVIDIA_SMI_FALLBACK = ReplayByArgs(
+    "nvidia-smi",
+    (
+        ("--query-gpu=*", "scenarios/constructed-nvidia-smi-query-gpu-h100pcie-2gpu.csv"),
+        ("--query-compute-apps=*", "scenarios/empty.txt"),
+        ("-q", "nvidia-smi-q/gpud-pr80-remapped-rows-uncorrectable-4-pending-yes.txt"),
+        ("nvlink -s", "nvidia-smi-nvlink/hpe-dl380a-h100pcie-nvlink-s-inactive-links.txt"),
+    ),
+)
 
 
 def _with(actions: list[Action], *replace: Action) -> list[Action]:
@@ -390,28 +451,30 @@ def _with(actions: list[Action], *replace: Action) -> list[Action]:
 # The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check. Every
 # node also has the IB counters and the fake ib_write_bw (the pair tests run over real TCP).
 DEMO: dict[str, list[Action]] = {
-    "node1": gpu_node() + ib_counters(),                                # healthy
-    "node2": gpu_node(nccl=NCCL_STALE) + ib_counters(),                 # NCCL differs from the rest
-    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)) + ib_counters(),   # IB port down
-    "node4": gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters(),         # GPU3 row remap pending
-    "node5": gpu_node(docker=DOCKER_INSPECT_STALE) + ib_counters(),     # stale image digest
-    "node6": _with(gpu_node(), Hang("ibstat")) + ib_counters(),        # ibstat hangs: timeout
-    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS) + ib_counters(),      # a GPU fell off the bus (Xid 79)
-    "node8": [Unreachable()],                                           # sshd down
-    "node9": gpu_node() + ib_counters(),                                # slow HCAs: every pair test is slow
-    "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3"),     # mlx5_3's link went down in the run
+    "node1": gpu_node() + ib_counters(),  # healthy
+    "node2": gpu_node(nccl=NCCL_STALE) + ib_counters(),  # NCCL differs from the rest
+    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)) + ib_counters(),  # IB port down
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters(),  # GPU3 row remap pending
+    "node5": gpu_node(docker=DOCKER_INSPECT_STALE) + ib_counters(),  # stale image digest
+    "node6": _with(gpu_node(), Hang("ibstat")) + ib_counters(),  # ibstat hangs: timeout
+    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS) + ib_counters(),  # a GPU fell off the bus (Xid 79)
+    "node8": [Unreachable()],  # sshd down
+    "node9": gpu_node() + ib_counters(),  # slow HCAs: every pair test is slow
+    "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3"),  # mlx5_3's link went down in the run
     # node9's HCAs are slow: its pair tests and every nccl-tests run across nodes that includes it
-    "*": [Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS),
-          Nccl(nodes=(("node9", (("net_busbw_gbs", 140.0),)),), test_s=0.2)],
+    "*": [
+        Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS),
+        Nccl(nodes=(("node9", (("net_busbw_gbs", 140.0),)),), test_s=0.2),
+    ],
 }
 
 SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "demo": DEMO,
     "ib-demo": IB_DEMO,
-    "clean": {},                                                       # no fakes at all
+    "clean": {},  # no fakes at all
     "ib-healthy": lambda nodes: {n: [Replay("ibstat", IBSTAT_HEALTHY)] for n in nodes},
-    "demo-tiled": _tiled(IB_DEMO),                                     # IB_DEMO's mix at any size
-    "gpu-fleet": GPU_FLEET,                                            # issue 3: one fault per node
+    "demo-tiled": _tiled(IB_DEMO),  # IB_DEMO's mix at any size
+    "gpu-fleet": GPU_FLEET,  # issue 3: one fault per node
     "gpu-healthy": lambda nodes: {n: gpu_node() for n in nodes},
 }
 
@@ -441,7 +504,7 @@ def apply(cluster: SimCluster, layout: Layout | str) -> None:
     if unknown:
         raise ValueError(f"layout names nodes the cluster does not have: {', '.join(unknown)}")
     plan = _plan(layout)
-    for node, acts in plan.items():                  # fail before touching the cluster
+    for node, acts in plan.items():  # fail before touching the cluster
         for a in acts:
             if not isinstance(a, Action):
                 raise TypeError(f"{node}: unknown action {a!r}")

@@ -1,5 +1,6 @@
 """Unit tests of the simulated cluster's pure parts (no cluster is started): tests/ goes on sys.path,
 so the harness imports as `harness`, as it does in tests/integration and benchmarks/."""
+
 from __future__ import annotations
 
 import sys

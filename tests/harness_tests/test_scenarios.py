@@ -1,6 +1,7 @@
 """The scenario listing (tests/harness/scenarios.py) that demo.sh prints before the run: a newcomer
 reads it to learn what each simulated node was given, so it must say exactly that. No cluster is
 needed: describe() reads the layout only."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,31 +10,33 @@ import pytest
 from harness import scenarios
 from harness.scenarios import SCENARIOS, Action, RekeyHost, Replay, Unreachable, describe, layout_for
 
-NODES = [f"node{i}" for i in range(1, 11)]      # demo.sh's cluster
+NODES = [f"node{i}" for i in range(1, 11)]  # demo.sh's cluster
 
 # what every GPU node of the demo gets (gpu_node() + ib_counters()), in order
-HEALTHY = ["pynvml: h100x8-healthy.json",
-           "dmesg: replay derived-dmesg-T-nvrm-gpu-at-no-xid.txt",
-           "ldconfig: replay ldconfig-p-libnccl-deb.txt",
-           "readlink: libnccl.so.2 -> 2.29.2",
-           "ofed_info: replay ofed_info-s-mlnx-23.07.txt",
-           "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
-           "docker: replay docker-image-inspect-b10s-test-app4.txt",
-           "/sys/class/infiniband: 8 RDMA ports, 32 files",
-           "perfquery: replay by arguments (1 case)"]
+HEALTHY = [
+    "pynvml: h100x8-healthy.json",
+    "dmesg: replay derived-dmesg-T-nvrm-gpu-at-no-xid.txt",
+    "ldconfig: replay ldconfig-p-libnccl-deb.txt",
+    "readlink: libnccl.so.2 -> 2.29.2",
+    "ofed_info: replay ofed_info-s-mlnx-23.07.txt",
+    "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
+    "docker: replay docker-image-inspect-b10s-test-app4.txt",
+    "/sys/class/infiniband: 8 RDMA ports, 32 files",
+    "perfquery: replay by arguments (1 case)",
+]
 
 
 def _swap(actions: list[str], old: str, new: str, last: bool = False) -> list[str]:
     """HEALTHY with one entry replaced (moved to the end where _with() appends the new action)."""
     i = actions.index(old)
-    rest = actions[:i] + actions[i + 1:]
-    return rest[:-2] + [new] + rest[-2:] if last else actions[:i] + [new] + actions[i + 1:]
+    rest = actions[:i] + actions[i + 1 :]
+    return rest[:-2] + [new] + rest[-2:] if last else actions[:i] + [new] + actions[i + 1 :]
 
 
 def _listing(layout) -> dict[str, str]:
     lines = describe(layout).splitlines()
     got = {line.split()[0]: line.split(None, 1)[1] for line in lines}
-    assert len(got) == len(lines), lines                    # one line per node
+    assert len(got) == len(lines), lines  # one line per node
     return got
 
 
@@ -41,22 +44,39 @@ def test_the_demo_listing_says_for_every_node_what_it_was_given():
     got = _listing(layout_for("demo", NODES))
     want = {
         "*": "fake ib_write_bw on every node, 392 Gb/s (node9: gbps=150.0), fake nccl-tests, mpirun and srun "
-             "on every node, busbw 370 GB/s across nodes (node9: net_busbw_gbs=140.0)",
+        "on every node, busbw 370 GB/s across nodes (node9: net_busbw_gbs=140.0)",
         "node1": HEALTHY,
         "node2": _swap(HEALTHY, "readlink: libnccl.so.2 -> 2.29.2", "readlink: libnccl.so.2 -> 2.21.5"),
-        "node3": _swap(HEALTHY, "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
-                       "ibstat: replay derived-h100-ndr-mlx5_3-down-polling.txt", last=True),
+        "node3": _swap(
+            HEALTHY,
+            "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
+            "ibstat: replay derived-h100-ndr-mlx5_3-down-polling.txt",
+            last=True,
+        ),
         "node4": _swap(HEALTHY, "pynvml: h100x8-healthy.json", "pynvml: h100x8-row-remap-pending.json"),
-        "node5": _swap(HEALTHY, "docker: replay docker-image-inspect-b10s-test-app4.txt",
-                       "docker: replay derived-docker-image-inspect-b10s-test-app4-stale.txt"),
-        "node6": _swap(HEALTHY, "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
-                       "ibstat: hangs", last=True),
-        "node7": _swap(HEALTHY, "dmesg: replay derived-dmesg-T-nvrm-gpu-at-no-xid.txt",
-                       "dmesg: replay nvsentinel-155-fallen-off-bus-multiline-no-xid-570.txt"),
+        "node5": _swap(
+            HEALTHY,
+            "docker: replay docker-image-inspect-b10s-test-app4.txt",
+            "docker: replay derived-docker-image-inspect-b10s-test-app4-stale.txt",
+        ),
+        "node6": _swap(
+            HEALTHY,
+            "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
+            "ibstat: hangs",
+            last=True,
+        ),
+        "node7": _swap(
+            HEALTHY,
+            "dmesg: replay derived-dmesg-T-nvrm-gpu-at-no-xid.txt",
+            "dmesg: replay nvsentinel-155-fallen-off-bus-multiline-no-xid-570.txt",
+        ),
         "node8": "sshd stopped (unreachable)",
-        "node9": HEALTHY,                                   # slow: the "*" line says so
-        "node10": _swap(HEALTHY, "perfquery: replay by arguments (1 case)",
-                        "perfquery: replay by arguments (2 cases); -C mlx5_3: output changes between calls"),
+        "node9": HEALTHY,  # slow: the "*" line says so
+        "node10": _swap(
+            HEALTHY,
+            "perfquery: replay by arguments (1 case)",
+            "perfquery: replay by arguments (2 cases); -C mlx5_3: output changes between calls",
+        ),
     }
     assert got == {node: w if isinstance(w, str) else ", ".join(w) for node, w in want.items()}
 
@@ -64,16 +84,24 @@ def test_the_demo_listing_says_for_every_node_what_it_was_given():
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_no_listing_tells_of_a_new_host_key_where_no_key_changes(name):
     layout = layout_for(name, NODES)
-    rekeyed = {n for n, acts in layout.items() for a in (acts if isinstance(acts, list) else [acts])
-               if isinstance(a, RekeyHost)}
-    assert not rekeyed                                      # no named scenario changes a key today
+    rekeyed = {
+        n
+        for n, acts in layout.items()
+        for a in (acts if isinstance(acts, list) else [acts])
+        if isinstance(a, RekeyHost)
+    }
+    assert not rekeyed  # no named scenario changes a key today
     assert "host key" not in describe(layout)
 
 
 def test_only_a_node_whose_key_changes_is_listed_with_a_new_host_key():
     got = _listing({"node1": [RekeyHost()], "node2": [Unreachable()], "node3": Replay("ibstat", "x.txt"), "node4": []})
-    assert got == {"node1": "new host key (known_hosts mismatch)", "node2": "sshd stopped (unreachable)",
-                   "node3": "ibstat: replay x.txt", "node4": "no fakes"}
+    assert got == {
+        "node1": "new host key (known_hosts mismatch)",
+        "node2": "sshd stopped (unreachable)",
+        "node3": "ibstat: replay x.txt",
+        "node4": "no fakes",
+    }
 
 
 def _kinds(cls: type) -> list[type]:

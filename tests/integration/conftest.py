@@ -10,6 +10,7 @@ Fixtures:
               started, rekeyed nodes given their original key back.
 Every test in tests/integration/ is marked `integration` (select with -m integration).
 """
+
 from __future__ import annotations
 
 import os
@@ -51,20 +52,27 @@ def _missing_prerequisites() -> list[str]:
 def cluster(tmp_path_factory):
     problems = _missing_prerequisites()
     if problems:
-        pytest.fail("the simulated cluster cannot start: " + "; ".join(problems)
-                    + ". Run the tests with: sudo bash tests/run_all.sh", pytrace=False)
+        pytest.fail(
+            "the simulated cluster cannot start: "
+            + "; ".join(problems)
+            + ". Run the tests with: sudo bash tests/run_all.sh",
+            pytrace=False,
+        )
     # tests/run_all.sh names the state dir so it can clean up even if pytest is killed
-    state = os.environ.get("NODECHECK_TEST_HARNESS_DIR") or \
-        tmp_path_factory.mktemp("harness") / "sim"
-    sim = SimCluster(state_dir=state,
-                     net=os.environ.get("NODECHECK_HARNESS_NET", "127.0.1"),
-                     port=int(os.environ.get("NODECHECK_HARNESS_PORT", "22")))
+    state = os.environ.get("NODECHECK_TEST_HARNESS_DIR") or tmp_path_factory.mktemp("harness") / "sim"
+    sim = SimCluster(
+        state_dir=state,
+        net=os.environ.get("NODECHECK_HARNESS_NET", "127.0.1"),
+        port=int(os.environ.get("NODECHECK_HARNESS_PORT", "22")),
+    )
     try:
         sim.up(N_NODES)
     except HarnessError as e:
-        pytest.fail(f"the simulated cluster did not come up: {e}. Outside tests/run_all.sh, "
-                    "another cluster (or a host sshd) may already hold these addresses.",
-                    pytrace=False)
+        pytest.fail(
+            f"the simulated cluster did not come up: {e}. Outside tests/run_all.sh, "
+            "another cluster (or a host sshd) may already hold these addresses.",
+            pytrace=False,
+        )
     try:
         yield sim
     finally:
@@ -78,6 +86,6 @@ def _reset_cluster_after_test(request):
         return
     try:
         sim = request.getfixturevalue("cluster")
-    except (Exception, pytest.fail.Exception):   # the fixture itself failed: already reported
+    except (Exception, pytest.fail.Exception):  # the fixture itself failed: already reported
         return
     sim.reset()

@@ -5,13 +5,13 @@ a rank frozen in the kernel (cgroup freezer: py-spy gets no answer). One test pe
 issue: mismatched collectives (the epoch-end deadlock), a missing rank, a dead rank, all ranks in the
 same collective, no collective ever ran; plus a malicious dump refused, an unreachable node, --dumps
 alone, and bad input."""
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
-
 from integration.runs import nodecheck
 
 pytestmark = pytest.mark.integration
@@ -28,8 +28,11 @@ def start(cluster, collective_of, world: int = 8, skip=(), extra=None) -> dict[i
     cluster.install_pyspy()
     per_node, pids = world // len(NODES), {}
     for k, node in enumerate(NODES):
-        ranks = [{"rank": r, "local_rank": r - k * per_node, "collective": collective_of(r), **(extra or {}).get(r, {})}
-                 for r in range(k * per_node, (k + 1) * per_node) if r not in skip]
+        ranks = [
+            {"rank": r, "local_rank": r - k * per_node, "collective": collective_of(r), **(extra or {}).get(r, {})}
+            for r in range(k * per_node, (k + 1) * per_node)
+            if r not in skip
+        ]
         pids.update(cluster.start_ranks(node, ranks, world_size=world, env=ENV))
     return pids
 
@@ -39,14 +42,29 @@ def place_dumps(cluster, scenario: str, world: int = 8, json_form: bool = False,
     per_node = world // len(NODES)
     folder = DATA / scenario / ("json" if json_form else "")
     for k, node in enumerate(NODES):
-        files = {r: (replace or {}).get(r, folder / f"nccl_trace_rank_{r}") for r in range(k * per_node, (k + 1) * per_node)}
+        files = {
+            r: (replace or {}).get(r, folder / f"nccl_trace_rank_{r}") for r in range(k * per_node, (k + 1) * per_node)
+        }
         cluster.place_dumps(node, files, prefix=PREFIX)
 
 
 def forensics(cluster, tmp_path, *extra, timeout=120):
-    code, out, err, _ = nodecheck("forensics", str(cluster.inventory_path), "--nodes", "node[1-2]", "--match",
-                                  "train\\.py", "--stack-timeout", "3", "--output-dir", str(tmp_path / "reports"),
-                                  "--format", "json", *extra, timeout=timeout)
+    code, out, err, _ = nodecheck(
+        "forensics",
+        str(cluster.inventory_path),
+        "--nodes",
+        "node[1-2]",
+        "--match",
+        "train\\.py",
+        "--stack-timeout",
+        "3",
+        "--output-dir",
+        str(tmp_path / "reports"),
+        "--format",
+        "json",
+        *extra,
+        timeout=timeout,
+    )
     assert code != 64, err
     doc = json.loads(out)
     return code, doc, Path(doc["record"]) if doc.get("record") else None
@@ -78,21 +96,27 @@ def test_mismatched_collectives_the_epoch_end_deadlock(cluster, tmp_path):
     assert code == 0 and d["class"] == "mismatched collectives"
     assert d["culprit_ranks"] == [3] and d["culprit_nodes"] == ["node1"]
     assert d["basis"] == "flight recorder and the stacks"
-    assert d["evidence"][0] == ("pg 0 seq 6: ranks 0-2,4-7 in all_gather [64], rank 3 (node1 GPU3) in all_reduce [1] "
-                                "\u2014 mismatched collectives; rank 3 left the loop early")
+    assert d["evidence"][0] == (
+        "pg 0 seq 6: ranks 0-2,4-7 in all_gather [64], rank 3 (node1 GPU3) in all_reduce [1] "
+        "\u2014 mismatched collectives; rank 3 left the loop early"
+    )
     assert "job.data_balance" in d["next_step"]
     majority, odd = rank_of(doc["stack_groups"], 0), rank_of(doc["stack_groups"], 3)
     assert majority["ranks"] == [0, 1, 2, 4, 5, 6, 7] and majority["nodes"] == ["node1", "node2"]
-    assert majority["frames"][:3] == ["wait (distributed_c10d.py:13)", "all_gather (distributed_c10d.py:33)",
-                                      "train (training.py:20)"]
+    assert majority["frames"][:3] == [
+        "wait (distributed_c10d.py:13)",
+        "all_gather (distributed_c10d.py:33)",
+        "train (training.py:20)",
+    ]
     assert odd["ranks"] == [3] and "_aggregate_total_loss (engine.py:" in " ".join(odd["frames"])
     assert odd["text"].startswith("rank 3 (node1 GPU3) in ")
     # the record holds every raw dump and stack
     assert json.loads((record / "forensics.json").read_text())["diagnosis"]["class"] == "mismatched collectives"
     assert len(list((record / "dumps").rglob("*trace_rank_*"))) == 8
     assert len(list((record / "stacks").rglob("pid-*.txt"))) == 8
-    assert (DATA / "mismatched" / "nccl_trace_rank_3").read_bytes() in \
-        [f.read_bytes() for f in (record / "dumps" / "node1").iterdir()]
+    assert (DATA / "mismatched" / "nccl_trace_rank_3").read_bytes() in [
+        f.read_bytes() for f in (record / "dumps" / "node1").iterdir()
+    ]
     assert "Thread" in next((record / "stacks" / "node2").iterdir()).read_text()
 
 
@@ -106,7 +130,9 @@ def test_a_missing_rank_that_does_not_answer_py_spy(cluster, tmp_path):
     d = doc["diagnosis"]
     assert code == 0 and d["class"] == "a rank missing or dead"
     assert d["culprit_ranks"] == [2] and d["culprit_nodes"] == ["node2"]
-    assert d["evidence"][0].startswith("pg 0 seq 21: ranks 0-1,3 (node1 GPU0, node1 GPU1, node2 GPU1) in all_reduce [1024]")
+    assert d["evidence"][0].startswith(
+        "pg 0 seq 21: ranks 0-1,3 (node1 GPU0, node1 GPU1, node2 GPU1) in all_reduce [1024]"
+    )
     assert "rank 2 (node2 GPU0) never joined (last completed seq 20)" in d["evidence"][0]
     silent = rank_of(doc["stack_groups"], 2)
     assert silent["ranks"] == [2] and "py-spy got no answer within 3 s" in silent["failure"]
@@ -172,7 +198,10 @@ def test_a_node_without_py_spy_still_gets_the_flight_recorder_verdict(cluster, t
     assert code == 0 and doc["diagnosis"]["class"] == "mismatched collectives"
     assert doc["diagnosis"]["culprit_ranks"] == [3] and doc["diagnosis"]["basis"] == "flight recorder and the stacks"
     missing = rank_of(doc["stack_groups"], 4)
-    assert missing["ranks"] == [4, 5, 6, 7] and missing["failure"] == "py-spy is not installed on the node (pip install py-spy)"
+    assert (
+        missing["ranks"] == [4, 5, 6, 7]
+        and missing["failure"] == "py-spy is not installed on the node (pip install py-spy)"
+    )
     assert doc["nodes"]["node2"]["pyspy"] is None and doc["nodes"]["node1"]["pyspy"].startswith("py-spy ")
     assert "node2: no stacks: py-spy is not installed on the node (pip install py-spy)" in doc["notes"]
 
@@ -195,7 +224,9 @@ def test_dumps_alone_offline(tmp_path):
     node_dir.mkdir(parents=True)
     for f in (DATA / "built-2.4-mismatched").glob("nccl_trace_rank_*"):
         (node_dir / f.name).write_bytes(f.read_bytes())
-    code, out, err, _ = nodecheck("forensics", "--dumps", str(tmp_path / "dumps"), "--output-dir", str(tmp_path / "reports"))
+    code, out, err, _ = nodecheck(
+        "forensics", "--dumps", str(tmp_path / "dumps"), "--output-dir", str(tmp_path / "reports")
+    )
     assert code == 0, err
     assert "verdict: mismatched collectives; culprit rank 3 (from the flight recorder)" in out
     assert "pg 0 seq 3851: ranks 0-2,4-15 in reduce_scatter [2048x4096], rank 3 in all_reduce [1]" in out
@@ -216,22 +247,31 @@ def test_the_node_context_gpus_xid_and_nccl_warnings(cluster, tmp_path):
     """The epoch-end power-deadlock telemetry (one GPU idle, the rest busy at low power), an Xid during
     the job and the job log's NCCL WARN lines are in the culprit node's context."""
     import datetime as dt
+
     start(cluster, lambda r: "all_reduce" if r == 3 else "all_gather")
     place_dumps(cluster, "mismatched")
     now = dt.datetime.now(dt.timezone.utc).astimezone().isoformat(timespec="microseconds").replace(".", ",", 1)
     for node in NODES:
-        rows = "".join(f"{g}, {0 if (node, g) == ('node1', 3) else 100}, 190.5, 1100.00, 61000, 81559\n" for g in range(4))
+        rows = "".join(
+            f"{g}, {0 if (node, g) == ('node1', 3) else 100}, 190.5, 1100.00, 61000, 81559\n" for g in range(4)
+        )
         cluster.fake_output(node, "nvidia-smi", rows)
     # one line as `dmesg --time-format iso` prints it (format of tests/data/dmesg-xid); CONSTRUCTED inline
-    cluster.fake_output("node1", "dmesg", f"{now} NVRM: Xid (PCI:0000:9b:00): 79, pid=4242, name=python3, "
-                                          "GPU has fallen off the bus.\n")
+    cluster.fake_output(
+        "node1", "dmesg", f"{now} NVRM: Xid (PCI:0000:9b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.\n"
+    )
     (cluster.node_dir("node1") / "home" / "train.log").write_text(
-        "step 10 loss 2.1\nnode1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n")
+        "step 10 loss 2.1\nnode1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n"
+    )
     code, doc, record = forensics(cluster, tmp_path, "--log", "/root/train.log")
     n1 = doc["nodes"]["node1"]
     assert [g["util_pct"] for g in n1["gpus"]] == [100, 100, 100, 0] and n1["gpus"][3]["power_w"] == 190.5
-    assert n1["xids"] == [f"Xid 79 (GPU has fallen off the bus) on GPU 0000:9b:00 at {n1['xids'][0].rsplit(' at ', 1)[1]}"]
-    assert n1["nccl_warns"] == ["node1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]
+    assert n1["xids"] == [
+        f"Xid 79 (GPU has fallen off the bus) on GPU 0000:9b:00 at {n1['xids'][0].rsplit(' at ', 1)[1]}"
+    ]
+    assert n1["nccl_warns"] == [
+        "node1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"
+    ]
     assert doc["nodes"]["node2"]["xids"] == [] and doc["nodes"]["node2"]["log_error"] == "/root/train.log: no such file"
     ev = doc["diagnosis"]["evidence"]
     assert any(e.startswith("node1: Xid 79") for e in ev) and any("NCCL WARN" in e for e in ev)
@@ -244,26 +284,43 @@ def test_a_slurm_job_by_id_its_ranks_from_srun(cluster, tmp_path):
     rest in all_reduce. --slurm-job finds the nodes with scontrol and the ranks by SLURM_JOB_ID in
     their environment (the batch script and the srun client, which carry SLURM_PROCID too, are no ranks)."""
     import time as _time
+
     cluster.slurm_up(nodes=2)
     cluster.install_pyspy()
     fake = Path(__file__).resolve().parents[1] / "fakes" / "hung_rank.py"
     script = tmp_path / "job.sbatch"
-    script.write_text("#!/bin/sh\nexec srun --ntasks-per-node=2 sh -c 'exec /usr/bin/python3 -I "
-                      f"{fake} train.py --collective $([ \"$SLURM_PROCID\" = 2 ] && echo broadcast || echo all_reduce)'\n")
+    script.write_text(
+        "#!/bin/sh\nexec srun --ntasks-per-node=2 sh -c 'exec /usr/bin/python3 -I "
+        f'{fake} train.py --collective $([ "$SLURM_PROCID" = 2 ] && echo broadcast || echo all_reduce)\'\n'
+    )
     script.chmod(0o755)
     out_file = tmp_path / "job.out"
-    jobid = cluster.sbatch("-N", "2", "--ntasks-per-node=2", "-w", "node[1-2]", "-o", str(out_file), str(script),
-                           wrap=None)
+    jobid = cluster.sbatch(
+        "-N", "2", "--ntasks-per-node=2", "-w", "node[1-2]", "-o", str(out_file), str(script), wrap=None
+    )
     deadline = _time.monotonic() + 20
     while len(running(fake)) < 4:
-        assert _time.monotonic() < deadline and cluster.job(jobid)["JobState"] in ("PENDING", "RUNNING"), \
-            (out_file.read_text() if out_file.exists() else "", cluster.job(jobid))
+        assert _time.monotonic() < deadline and cluster.job(jobid)["JobState"] in ("PENDING", "RUNNING"), (
+            out_file.read_text() if out_file.exists() else "",
+            cluster.job(jobid),
+        )
         _time.sleep(0.1)
-    _time.sleep(0.5)                            # the stacks in place
+    _time.sleep(0.5)  # the stacks in place
     try:
-        code, out, err, _ = nodecheck("forensics", str(cluster.inventory_path), "--slurm-job", str(jobid),
-                                      "--stack-timeout", "3", "--output-dir", str(tmp_path / "reports"),
-                                      "--format", "json", timeout=120, env=cluster.slurm_env())
+        code, out, err, _ = nodecheck(
+            "forensics",
+            str(cluster.inventory_path),
+            "--slurm-job",
+            str(jobid),
+            "--stack-timeout",
+            "3",
+            "--output-dir",
+            str(tmp_path / "reports"),
+            "--format",
+            "json",
+            timeout=120,
+            env=cluster.slurm_env(),
+        )
         assert code == 0, err
         doc = json.loads(out)
     finally:
@@ -287,6 +344,7 @@ def test_a_hostile_job_user_gets_root_only_files_refused_never_copied(cluster, t
     import subprocess
     import sys
     import time
+
     start(cluster, lambda r: "all_reduce", world=4)
     place_dumps(cluster, "missing-rank", world=4)
     secret_dir = cluster.node_dir("node1") / "home" / "secret"
@@ -299,11 +357,36 @@ def test_a_hostile_job_user_gets_root_only_files_refused_never_copied(cluster, t
     os.lchown(link, 65534, 65534)
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
     hostile = subprocess.Popen(
-        ["nsenter", "-t", str(cluster.pid("node1")), "-u", "-m", "-n", "--wd=/", "--", "setpriv", "--reuid=65534",
-         "--regid=65534", "--clear-groups", "/usr/bin/env", "-i", "PATH=/usr/bin:/bin",
-         "TORCH_FR_DUMP_TEMP_FILE=/root/secret/shado", "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
-         python, "-I", "-c", "import time; time.sleep(600)", "train.py", "--hf-token", "hf_SECRETVALUE123"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "nsenter",
+            "-t",
+            str(cluster.pid("node1")),
+            "-u",
+            "-m",
+            "-n",
+            "--wd=/",
+            "--",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+            "TORCH_FR_DUMP_TEMP_FILE=/root/secret/shado",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+            python,
+            "-I",
+            "-c",
+            "import time; time.sleep(600)",
+            "train.py",
+            "--hf-token",
+            "hf_SECRETVALUE123",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
         while b"train.py" not in Path(f"/proc/{hostile.pid}/cmdline").read_bytes():
@@ -315,12 +398,16 @@ def test_a_hostile_job_user_gets_root_only_files_refused_never_copied(cluster, t
         hostile.wait()
         link.unlink()
     refused = {(d["node"], d["path"]): d for d in doc["dumps"] if not d["read"]}
-    assert refused[("node1", "/root/secret/shadow")]["error"] == \
-        "refused: owned by uid 0, not by the rank that names it (uid 65534)"
+    assert (
+        refused[("node1", "/root/secret/shadow")]["error"]
+        == "refused: owned by uid 0, not by the rank that names it (uid 65534)"
+    )
     assert refused[("node1", "/tmp/nccl_trace_rank_0")]["error"] == "refused: a symbolic link, not followed"
     assert refused[("node2", "/tmp/nccl_trace_rank_0")]["error"] == "refused: a symbolic link, not followed"
     assert all(d["file"] is None for d in refused.values())
-    assert any(n == "dump /tmp/nccl_trace_rank_0 on node1: refused: a symbolic link, not followed" for n in doc["notes"])
+    assert any(
+        n == "dump /tmp/nccl_trace_rank_0 on node1: refused: a symbolic link, not followed" for n in doc["notes"]
+    )
     on_disk = b"".join(p.read_bytes() for p in record.rglob("*") if p.is_file())
     assert SECRET_MARKER.encode() not in on_disk and SECRET_MARKER not in json.dumps(doc)
     assert b"hf_SECRETVALUE123" not in on_disk and "hf_SECRETVALUE123" not in json.dumps(doc)
@@ -328,4 +415,6 @@ def test_a_hostile_job_user_gets_root_only_files_refused_never_copied(cluster, t
     assert args.endswith("train.py --hf-token <redacted>")
     # the real ranks' four dumps: read, kept, and the verdict
     assert sum(1 for d in doc["dumps"] if d["read"]) == 4
-    assert code == 0 and doc["diagnosis"]["class"] == "a rank missing or dead" and doc["diagnosis"]["culprit_ranks"] == [2]
+    assert (
+        code == 0 and doc["diagnosis"]["class"] == "a rank missing or dead" and doc["diagnosis"]["culprit_ranks"] == [2]
+    )

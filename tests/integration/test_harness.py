@@ -1,4 +1,5 @@
 """Smoke tests of the simulated cluster itself (tests/harness), with paramiko, OpenSSH and pdsh."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,8 @@ import time
 import paramiko
 import pytest
 import yaml
-
-from harness.cluster import HarnessError, SimCluster
 from harness import scenarios
+from harness.cluster import HarnessError, SimCluster
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ def test_each_node_answers_with_its_own_hostname_and_its_own_fake(cluster, tmp_p
         data = tmp_path / f"{n}.out"
         data.write_bytes(f"ibstat of {n}\r\n\tno trailing newline é".encode())
         cluster.fake_replay(n, "ibstat", data)
-        data.write_bytes(b"changed after install")          # the fake keeps its own copy
+        data.write_bytes(b"changed after install")  # the fake keeps its own copy
     for n in cluster.nodes:
         rc, out, err = cluster.run(n, "hostname; ibstat")
         assert (rc, out, err) == (0, f"{n}\nibstat of {n}\r\n\tno trailing newline é", "")
@@ -36,7 +36,7 @@ def test_replay_is_byte_for_byte_with_exit_code_and_stderr(cluster, tmp_path):
     cluster.fake_replay("node2", "ibstat", data, exit_code=3, stderr_file=err)
     c = cluster.connect("node2")
     try:
-        _, out, stderr = c.exec_command("ibstat -p mlx5_0")      # arguments are ignored
+        _, out, stderr = c.exec_command("ibstat -p mlx5_0")  # arguments are ignored
         assert out.read() == data.read_bytes()
         assert stderr.read() == b"warning: something\n"
         assert out.channel.recv_exit_status() == 3
@@ -49,7 +49,7 @@ def test_missing_tool_is_exit_127_and_fake_exit_fails(cluster):
     assert rc == 127 and "not found" in err
     cluster.fake_exit("node4", "ibstat", 2, "ibpanic: mad rpc failed\n")
     assert cluster.run("node4", "ibstat") == (2, "", "ibpanic: mad rpc failed\n")
-    assert cluster.run("node5", "ibstat")[0] == 127               # only node4 has it
+    assert cluster.run("node5", "ibstat")[0] == 127  # only node4 has it
     cluster.remove_tool("node4", "ibstat")
     assert cluster.run("node4", "ibstat")[0] == 127
 
@@ -57,21 +57,25 @@ def test_missing_tool_is_exit_127_and_fake_exit_fails(cluster):
 def test_fakes_need_no_ssh_environment(cluster):
     """A Slurm prolog runs fakes with an almost empty environment, not through sshd."""
     cluster.fake_output("node3", "nvidia-smi", "GPU 0: NVIDIA H100\n")
-    r = subprocess.run(["nsenter", "-t", str(cluster.pid("node3")), "-u", "-m",
-                        "env", "-i", "/bin/sh", "-c", "hostname; nvidia-smi"],
-                       capture_output=True, text=True, timeout=10)
+    r = subprocess.run(
+        ["nsenter", "-t", str(cluster.pid("node3")), "-u", "-m", "env", "-i", "/bin/sh", "-c", "hostname; nvidia-smi"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert (r.returncode, r.stdout) == (0, "node3\nGPU 0: NVIDIA H100\n")
-    assert not os.path.exists("/usr/local/sbin/nvidia-smi")     # the host is untouched
+    assert not os.path.exists("/usr/local/sbin/nvidia-smi")  # the host is untouched
 
 
 def test_strict_host_keys_after_rekey(cluster):
     cluster.rekey("node2")
     with pytest.raises(paramiko.BadHostKeyException):
         cluster.connect("node2")
-    r = subprocess.run(["ssh", "-F", str(cluster.ssh_config), "node2", "true"],
-                       capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        ["ssh", "-F", str(cluster.ssh_config), "node2", "true"], capture_output=True, text=True, timeout=20
+    )
     assert r.returncode == 255 and "REMOTE HOST IDENTIFICATION HAS CHANGED" in r.stderr
-    assert cluster.run("node1", "hostname")[1] == "node1\n"      # other nodes unaffected
+    assert cluster.run("node1", "hostname")[1] == "node1\n"  # other nodes unaffected
     cluster.restore_key("node2")
     assert cluster.run("node2", "hostname")[1] == "node2\n"
 
@@ -134,22 +138,26 @@ def test_reset_after_test_left_things_dirty(cluster):
 def test_inventory_and_client_files(cluster):
     inv = yaml.safe_load(cluster.inventory_path.read_text())
     assert inv == {
-        "defaults": {"user": "root", "port": cluster.port, "known_hosts": str(cluster.known_hosts),
-                     "identity_file": str(cluster.identity_file)},
+        "defaults": {
+            "user": "root",
+            "port": cluster.port,
+            "known_hosts": str(cluster.known_hosts),
+            "identity_file": str(cluster.identity_file),
+        },
         "nodes": {"node[1-10]": {"address": f"{cluster.net}.[1-10]"}},
     }
     if cluster.port == 22:
         lines = cluster.known_hosts.read_text().splitlines()
         assert [ln.split()[0] for ln in lines] == [f"node{i},{cluster.net}.{i}" for i in range(1, 11)]
-    r = subprocess.run(["ssh", "-F", str(cluster.ssh_config), "node7", "hostname"],
-                       capture_output=True, text=True, timeout=20)
+    r = subprocess.run(
+        ["ssh", "-F", str(cluster.ssh_config), "node7", "hostname"], capture_output=True, text=True, timeout=20
+    )
     assert (r.returncode, r.stdout) == (0, "node7\n"), r.stderr
 
 
 def test_pdsh_with_the_ssh_config(cluster):
     env = dict(os.environ, PDSH_RCMD_TYPE="ssh", PDSH_SSH_ARGS_APPEND=f"-F {cluster.ssh_config}")
-    r = subprocess.run(["pdsh", "-w", "node[1-10]", "hostname"], capture_output=True, text=True,
-                       env=env, timeout=60)
+    r = subprocess.run(["pdsh", "-w", "node[1-10]", "hostname"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == sorted(f"{n}: {n}" for n in cluster.nodes)
 

@@ -1,5 +1,6 @@
 """Smoke tests of the real Slurm cluster on the simulated nodes (tests/harness/slurm_cluster.sh):
 slurmd runs inside each node's namespaces, so a Prolog on node3 sees node3's hostname and fake tools."""
+
 from __future__ import annotations
 
 import os
@@ -7,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from harness.cluster import HarnessError
 
 pytestmark = pytest.mark.integration
@@ -62,29 +62,32 @@ def slurm_module(cluster, slurm_files):
 def slurm(slurm_module, slurm_files):
     """Slurm up (one configuration for the whole module, so it starts once) and clean: reset BEFORE
     each test, i.e. after conftest's cluster.reset() of the previous one restarted stopped nodes."""
-    slurm_module.slurm_up(SLURM_NODES, prolog=slurm_files["prolog"],
-                          prolog_slurmctld=slurm_files["prolog_slurmctld"])
+    slurm_module.slurm_up(SLURM_NODES, prolog=slurm_files["prolog"], prolog_slurmctld=slurm_files["prolog_slurmctld"])
     slurm_module.slurm_reset()
     return slurm_module
 
 
 def _prolog_runs(log: Path, jobid: int) -> list[tuple[str, str]]:
     """(hostname, SLURMD_NODENAME) of every Prolog run of the job."""
-    return sorted((f[0], f[1]) for f in (line.split() for line in log.read_text().splitlines())
-                  if f[2] == str(jobid))
+    return sorted((f[0], f[1]) for f in (line.split() for line in log.read_text().splitlines()) if f[2] == str(jobid))
 
 
 def test_job_on_four_healthy_nodes_completes_and_the_prolog_ran_on_each(slurm, slurm_files):
     conf = slurm.slurm_conf
     assert conf == slurm.state_dir / "slurm" / "slurm.conf"
     assert f"export SLURM_CONF={conf}\n" == (conf.parent / "env.sh").read_text()
-    assert slurm.slurm_nodes() == {n: "IDLE" for n in SLURM_NODES}
+    assert slurm.slurm_nodes() == dict.fromkeys(SLURM_NODES, "IDLE")
 
     jobid = slurm.sbatch("-N4", wrap="hostname")
     job = slurm.wait_job(jobid, timeout=30)
 
-    assert (job["JobState"], job["NodeList"], job["BatchHost"], job["Restarts"], job["ExitCode"]) == \
-        ("COMPLETED", "node[1-4]", "node1", "0", "0:0")
+    assert (job["JobState"], job["NodeList"], job["BatchHost"], job["Restarts"], job["ExitCode"]) == (
+        "COMPLETED",
+        "node[1-4]",
+        "node1",
+        "0",
+        "0:0",
+    )
     # PrologFlags=Alloc: the Prolog ran on all 4 nodes, each inside its own node (hostname = node name)
     assert _prolog_runs(slurm_files["log"], jobid) == [(n, n) for n in ("node1", "node2", "node3", "node4")]
     # the batch script ran on node1 (the simulated node), from the jobs directory
@@ -94,7 +97,9 @@ def test_job_on_four_healthy_nodes_completes_and_the_prolog_ran_on_each(slurm, s
 def test_prolog_failing_on_node3_drains_it_and_the_job_completes_on_other_nodes(slurm, slurm_files):
     for n in SLURM_NODES:
         slurm.fake_output(n, "nvidia-smi", "GPU 0: NVIDIA H100 80GB HBM3\n")
-    slurm.fake_exit("node3", "nvidia-smi", 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+    slurm.fake_exit(
+        "node3", "nvidia-smi", 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+    )
 
     jobid = slurm.sbatch("-N4")
     # requeued (nohold_on_prolog_fail), eligible again cred_expire + 1 = 6 s after the failure
@@ -103,13 +108,16 @@ def test_prolog_failing_on_node3_drains_it_and_the_job_completes_on_other_nodes(
     assert (job["JobState"], job["NodeList"], job["Restarts"]) == ("COMPLETED", "node[1-2,4-5]", "1")
     node3 = slurm.node("node3")
     assert node3["State"] == "IDLE+DRAIN"
-    assert node3["ReasonText"] == ("nodecheck: nvidia-smi failed on node3: NVIDIA-SMI has failed because "
-                                   "it couldn't communicate with the NVIDIA driver")
+    assert node3["ReasonText"] == (
+        "nodecheck: nvidia-smi failed on node3: NVIDIA-SMI has failed because "
+        "it couldn't communicate with the NVIDIA driver"
+    )
     assert node3["ReasonUser"] == "root" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", node3["ReasonTime"])
     assert node3["Reason"] == f"{node3['ReasonText']} [root@{node3['ReasonTime']}]"
     runs = _prolog_runs(slurm_files["log"], jobid)
-    assert runs == sorted([(n, n) for n in ("node1", "node2", "node3", "node4")] +
-                          [(n, n) for n in ("node1", "node2", "node4", "node5")])
+    assert runs == sorted(
+        [(n, n) for n in ("node1", "node2", "node3", "node4")] + [(n, n) for n in ("node1", "node2", "node4", "node5")]
+    )
     assert "prolog failed" in (slurm.slurm_dir / "log" / "slurmd-node3.log").read_text()
 
 
@@ -117,11 +125,17 @@ def test_prolog_slurmctld_gets_the_job_nodelist_and_no_slurm_conf(slurm, slurm_f
     jobid = slurm.sbatch("-N2", "-J", "ctld-env")
     slurm.wait_job(jobid, timeout=30)
 
-    env = dict(line.split("=", 1) for line in
-               (slurm_files["dir"] / f"ctld-{jobid}.env").read_text().splitlines() if "=" in line)
+    env = dict(
+        line.split("=", 1)
+        for line in (slurm_files["dir"] / f"ctld-{jobid}.env").read_text().splitlines()
+        if "=" in line
+    )
     assert env["SLURM_JOB_NODELIST"] == "node[1-2]"
-    assert (env["SLURM_SCRIPT_CONTEXT"], env["SLURM_JOB_ID"], env["SLURM_JOB_NAME"]) == \
-        ("prolog_slurmctld", str(jobid), "ctld-env")
+    assert (env["SLURM_SCRIPT_CONTEXT"], env["SLURM_JOB_ID"], env["SLURM_JOB_NAME"]) == (
+        "prolog_slurmctld",
+        str(jobid),
+        "ctld-env",
+    )
     # Slurm 22.05 gives PrologSlurmctld neither SLURM_CONF nor PATH (nodecheck must not rely on them);
     # scontrol finds /etc/slurm/slurm.conf, bound there in slurmctld's namespace
     assert "SLURM_CONF" not in env and "PATH" not in env and "SLURMD_NODENAME" not in env
@@ -129,7 +143,7 @@ def test_prolog_slurmctld_gets_the_job_nodelist_and_no_slurm_conf(slurm, slurm_f
 
 
 def test_drain_and_resume_as_an_operator_and_run_on_node(slurm):
-    reason = "operator: GPU3 reseat, ticket=4711 \"urgent\" ü"
+    reason = 'operator: GPU3 reseat, ticket=4711 "urgent" ü'
     slurm.drain("node5", reason)
     node5 = slurm.node("node5")
     assert (node5["State"], node5["ReasonText"]) == ("IDLE+DRAIN", reason)
@@ -138,25 +152,31 @@ def test_drain_and_resume_as_an_operator_and_run_on_node(slurm):
     node5 = slurm.wait_node("node5", lambda n: n["State"] == "IDLE", timeout=10)
     assert (node5["Reason"], node5["ReasonText"]) == ("", "")
     with pytest.raises(HarnessError, match="Invalid node state specified"):
-        slurm.resume("node5")                       # resuming a node that is not drained fails
+        slurm.resume("node5")  # resuming a node that is not drained fails
 
     # a command "on" node3 as slurmd runs its HealthCheckProgram: node3's namespaces, almost no env
     slurm.fake_output("node3", "nvidia-smi", "GPU 0: node3's fake\n")
-    rc, out, err = slurm.run_on_node("node3", ["/bin/sh", "-c", "hostname; env | sort; nvidia-smi; "
-                                                "/usr/bin/sinfo -h -N -o %N | wc -l"])
+    rc, out, err = slurm.run_on_node(
+        "node3", ["/bin/sh", "-c", "hostname; env | sort; nvidia-smi; /usr/bin/sinfo -h -N -o %N | wc -l"]
+    )
     assert (rc, err) == (0, "")
-    assert out.splitlines() == ["node3", f"PWD={slurm.slurm_dir / 'log'}", "SLURMD_NODENAME=node3",
-                                "GPU 0: node3's fake", "5"]
+    assert out.splitlines() == [
+        "node3",
+        f"PWD={slurm.slurm_dir / 'log'}",
+        "SLURMD_NODENAME=node3",
+        "GPU 0: node3's fake",
+        "5",
+    ]
 
 
 def test_a_node_stopped_and_started_gets_its_slurmd_back(slurm):
     slurmd = slurm.slurm_dir / "slurmd-node2.pid"
     before = int(slurmd.read_text())
-    slurm.stop("node2")                      # "power off": its slurmd dies with everything on it
+    slurm.stop("node2")  # "power off": its slurmd dies with everything on it
     assert not Path(f"/proc/{before}").exists() or "Z" in Path(f"/proc/{before}/stat").read_text().rsplit(")", 1)[1][:3]
     slurm.start("node2")
 
-    slurm.slurm_reset()                      # revive: a new slurmd inside node2's new namespaces
+    slurm.slurm_reset()  # revive: a new slurmd inside node2's new namespaces
     after = int(slurmd.read_text())
     assert after != before
     assert os.readlink(f"/proc/{after}/ns/mnt") == os.readlink(f"/proc/{slurm.pid('node2')}/ns/mnt")
@@ -167,7 +187,7 @@ def test_a_node_stopped_and_started_gets_its_slurmd_back(slurm):
 def test_programs_under_root_are_refused_before_anything_starts(slurm):
     with pytest.raises(HarnessError, match="under /root"):
         slurm.slurm_up(SLURM_NODES, prolog="/root/venv/bin/nodecheck-prolog")
-    assert slurm.slurm_nodes() == {n: "IDLE" for n in SLURM_NODES}     # the running cluster is untouched
+    assert slurm.slurm_nodes() == dict.fromkeys(SLURM_NODES, "IDLE")  # the running cluster is untouched
 
 
 def test_slurm_down_leaves_no_daemon_and_no_bind(slurm_module, slurm_files):
@@ -182,9 +202,9 @@ def test_slurm_down_leaves_no_daemon_and_no_bind(slurm_module, slurm_files):
 
     assert _slurm_processes(conf) == []
     assert not c.slurm_dir.exists()
-    for n in SLURM_NODES:                  # /etc/slurm in the nodes is the host's again
+    for n in SLURM_NODES:  # /etc/slurm in the nodes is the host's again
         assert " /etc/slurm " not in Path(f"/proc/{c.pid(n)}/mountinfo").read_text()
-    c.slurm_down()                         # a second down is a no-op
+    c.slurm_down()  # a second down is a no-op
 
 
 def _slurm_processes(conf: str) -> list[str]:
@@ -204,4 +224,3 @@ def _slurm_processes(conf: str) -> list[str]:
         if conf.encode() in argv or f"SLURM_CONF={conf}".encode() in env or munge in argv:
             found.append(f"{p.name} {b' '.join(argv).decode(errors='replace')}")
     return found
-

@@ -2,6 +2,7 @@
 tests/harness/training.py), checked over real SSH: step lines at the scenario's rate, the fake
 nvidia-smi's CSV per phase (checkpoint, power deadlock, crash, completion), the trainer found by
 `pgrep -f 'train\\.py'` on its own node only, and hang_ssh(): SSH times out while the node trains on."""
+
 from __future__ import annotations
 
 import os
@@ -9,15 +10,19 @@ import re
 import time
 
 import pytest
-
 from harness import training
+
 from nodecheck.parsers.nvidia_smi import parse_query_gpu
 
 pytestmark = pytest.mark.integration
 
-QUERY = ("nvidia-smi --query-gpu=index,utilization.gpu,power.draw,power.limit,memory.used,memory.total "
-         "--format=csv,noheader,nounits")
-STEP = re.compile(r"^\[rank(\d+)\]: step: (\d+)  loss: \d+\.\d{4}  memory: 60\.55GiB\(76\.02%\)  tps: ([\d,]+)  mfu: (\d+\.\d\d)%$")
+QUERY = (
+    "nvidia-smi --query-gpu=index,utilization.gpu,power.draw,power.limit,memory.used,memory.total "
+    "--format=csv,noheader,nounits"
+)
+STEP = re.compile(
+    r"^\[rank(\d+)\]: step: (\d+)  loss: \d+\.\d{4}  memory: 60\.55GiB\(76\.02%\)  tps: ([\d,]+)  mfu: (\d+\.\d\d)%$"
+)
 
 
 def wait_until(start: float, t: float) -> None:
@@ -60,8 +65,10 @@ def test_healthy_steps_at_rate_busy_gpus_and_process_on_its_node_only(cluster):
     job = training.healthy(["node1", "node2"], step_s=0.1)
     start = job["node1"]["start"]
     logs = cluster.start_training_all(job)
-    assert logs == {"node1": cluster.node_dir("node1") / "home" / "train.log",
-                    "node2": cluster.node_dir("node2") / "home" / "train.log"}
+    assert logs == {
+        "node1": cluster.node_dir("node1") / "home" / "train.log",
+        "node2": cluster.node_dir("node2") / "home" / "train.log",
+    }
     wait_until(start, 0.75)
     lo, hi, got = timed_steps(cluster, "node1", start, 0.1)
     assert got == list(range(1, len(got) + 1)) and lo <= len(got) <= hi, (lo, hi, got)
@@ -75,10 +82,13 @@ def test_healthy_steps_at_rate_busy_gpus_and_process_on_its_node_only(cluster):
 
     assert gpus(cluster, "node1") == [f"{g}, 100, 595.00, 700.00, 62000, 81559" for g in range(8)]
     csv = ssh(cluster, "node2", "nvidia-smi --query-gpu=index,utilization.gpu,power.draw,memory.used --format=csv")
-    assert csv.splitlines() == ["index, utilization.gpu [%], power.draw [W], memory.used [MiB]"] + \
-        [f"{g}, 100 %, 595.00 W, 62000 MiB" for g in range(8)]
-    rows = parse_query_gpu(csv)      # nodecheck's own parser reads it as nvidia-smi's CSV
-    assert [(r["index"], r["utilization.gpu"], r["power.draw"]) for r in rows] == [(str(g), "100", "595.00") for g in range(8)]
+    assert csv.splitlines() == ["index, utilization.gpu [%], power.draw [W], memory.used [MiB]"] + [
+        f"{g}, 100 %, 595.00 W, 62000 MiB" for g in range(8)
+    ]
+    rows = parse_query_gpu(csv)  # nodecheck's own parser reads it as nvidia-smi's CSV
+    assert [(r["index"], r["utilization.gpu"], r["power.draw"]) for r in rows] == [
+        (str(g), "100", "595.00") for g in range(8)
+    ]
 
     # the trainer: one process per node, in the node's namespaces (so `down` kills it), found on its node only
     p1, p2 = cluster.training_pids("node1"), cluster.training_pids("node2")
@@ -86,8 +96,15 @@ def test_healthy_steps_at_rate_busy_gpus_and_process_on_its_node_only(cluster):
     assert pgrep(cluster, "node1") == p1 and pgrep(cluster, "node2") == p2 and pgrep(cluster, "node3") == []
     assert os.stat(f"/proc/{p1[0]}/ns/mnt").st_ino == int((cluster.node_dir("node1") / "mntns").read_text())
     d = cluster.training_dir("node1")
-    assert open(f"/proc/{p1[0]}/cmdline").read().split("\0")[1:-1] == \
-        ["-I", f"{d}/trainer.py", "train.py", "--scenario", f"{d}/scenario.json", "--proc", "0"]
+    assert open(f"/proc/{p1[0]}/cmdline").read().split("\0")[1:-1] == [
+        "-I",
+        f"{d}/trainer.py",
+        "train.py",
+        "--scenario",
+        f"{d}/scenario.json",
+        "--proc",
+        "0",
+    ]
     assert ssh(cluster, "node1", f"cat /proc/{p1[0]}/comm") == "python3\n"
 
 
@@ -99,14 +116,15 @@ def test_checkpoint_writer_idle_others_busy_at_low_power_then_training_resumes(c
     log = ssh(cluster, "node2", "cat /root/train.log").splitlines()
     assert steps("\n".join(log)) == [1, 2, 3, 4, 5]
     assert log[-1] == "[rank8]: saving checkpoint at step 5"
-    assert gpus(cluster, "node1") == ["0, 0, 140.00, 700.00, 62000, 81559"] + \
-        [f"{g}, 100, 140.00, 700.00, 62000, 81559" for g in range(1, 8)]
+    assert gpus(cluster, "node1") == ["0, 0, 140.00, 700.00, 62000, 81559"] + [
+        f"{g}, 100, 140.00, 700.00, 62000, 81559" for g in range(1, 8)
+    ]
     assert gpus(cluster, "node2") == [f"{g}, 100, 140.00, 700.00, 62000, 81559" for g in range(8)]
     assert time.time() - start < 1.5, "too slow to see the checkpoint phase"
     wait_until(start, 1.75)
     log = ssh(cluster, "node1", "cat /root/train.log").splitlines()
     assert log[5:7] == ["[rank0]: saving checkpoint at step 5", "[rank0]: checkpoint saved at step 5 in 1.00 s"]
-    assert steps("\n".join(log[7:]))[:2] == [6, 7]          # at 1.6 s, 1.7 s
+    assert steps("\n".join(log[7:]))[:2] == [6, 7]  # at 1.6 s, 1.7 s
     assert gpus(cluster, "node1") == [f"{g}, 100, 595.00, 700.00, 62000, 81559" for g in range(8)]
 
 
@@ -119,10 +137,10 @@ def test_deadlock_signature_one_gpu_idle_rest_busy_near_idle_power_no_steps(clus
     assert gpus(cluster, "node1") == [f"{g}, 100, 190.00, 1100.00, 62000, 81559" for g in range(8)]
     first = cluster.training_log("node3").read_text()
     wait_until(start, 1.0)
-    assert cluster.training_log("node3").read_text() == first      # frozen
+    assert cluster.training_log("node3").read_text() == first  # frozen
     assert steps(first) == [1, 2, 3, 4]
     assert first.splitlines()[-1].startswith("[rank16]: step: 4  ")
-    assert len(pgrep(cluster, "node2")) == 1                       # alive, silent
+    assert len(pgrep(cluster, "node2")) == 1  # alive, silent
 
 
 def test_rank_dies_process_gone_gpus_idle_others_stalled(cluster):
@@ -159,8 +177,9 @@ def test_straggler_per_rank_times_and_one_process_per_gpu(cluster):
     assert len(pgrep(cluster, "node2")) == 8 and len(cluster.training_pids()) == 16
     wait_until(start, 0.45)
     lines = ssh(cluster, "node2", "cat /root/train.log").splitlines()
-    assert sorted(x for x in lines if x.endswith("step 2 time 0.130s")) == \
-        sorted(f"rank {r} step 2 time 0.130s" for r in range(8, 16))
+    assert sorted(x for x in lines if x.endswith("step 2 time 0.130s")) == sorted(
+        f"rank {r} step 2 time 0.130s" for r in range(8, 16)
+    )
     assert "rank 3 step 2 time 0.100s" in cluster.training_log("node1").read_text().splitlines()
     assert cluster.stop_training("node2") == 8
     assert pgrep(cluster, "node2") == [] and len(pgrep(cluster, "node1")) == 8
@@ -181,11 +200,14 @@ def test_fake_nvidia_smi_before_start_and_refusals(cluster):
     job = training.healthy(["node1"], start=time.time() + 30, gpus=4)
     cluster.start_training_all(job)
     assert gpus(cluster, "node1") == [f"{g}, 0, 70.00, 700.00, 0, 81559" for g in range(4)]
-    assert cluster.run("node1", "nvidia-smi --query-gpu=index,clocks.foo --format=csv") == \
-        (2, 'Field "clocks.foo" is not a valid field to query.\n\n', "")
+    assert cluster.run("node1", "nvidia-smi --query-gpu=index,clocks.foo --format=csv") == (
+        2,
+        'Field "clocks.foo" is not a valid field to query.\n\n',
+        "",
+    )
     rc, out, err = cluster.run("node1", "nvidia-smi -q")
     assert (rc, out) == (2, "") and "only --query-gpu=FIELDS" in err
-    assert ssh(cluster, "node1", "cat /root/train.log") == ""      # not started: alive, no line yet
+    assert ssh(cluster, "node1", "cat /root/train.log") == ""  # not started: alive, no line yet
     assert len(pgrep(cluster, "node1")) == 1
 
 
@@ -199,7 +221,7 @@ def test_hang_ssh_times_out_while_the_node_keeps_training(cluster):
     with pytest.raises(Exception):
         cluster.run("node1", "true", timeout=1.0)
     assert 0.9 <= time.monotonic() - t0 < 4
-    assert log.stat().st_size > size                  # training went on meanwhile
+    assert log.stat().st_size > size  # training went on meanwhile
     assert ssh(cluster, "node2", "hostname") == "node2\n"
     cluster.unhang_ssh("node1")
     assert ssh(cluster, "node1", "hostname") == "node1\n"
@@ -218,11 +240,14 @@ def test_reset_unhangs_and_stops_training(cluster):
 
 def test_bad_scenarios_are_refused_before_anything_starts(cluster):
     with pytest.raises(ValueError, match="only the last phase may last for ever"):
-        cluster.start_training("node1", {"start": time.time(), "phases": [
-            {"mode": "train", "step_s": 0.1, "until": None}, {"mode": "complete"}]})
+        cluster.start_training(
+            "node1",
+            {"start": time.time(), "phases": [{"mode": "train", "step_s": 0.1, "until": None}, {"mode": "complete"}]},
+        )
     with pytest.raises(ValueError, match="odd_gpu 9 is not a GPU"):
-        cluster.start_training("node1", {"start": time.time(), "phases": [
-            {"mode": "deadlock", "odd_gpu": 9, "until": None}]})
+        cluster.start_training(
+            "node1", {"start": time.time(), "phases": [{"mode": "deadlock", "odd_gpu": 9, "until": None}]}
+        )
     with pytest.raises(ValueError, match="not one of the job's nodes"):
         training.deadlock(["node1"], at=1, odd_node="node2", odd_gpu=0)
     assert cluster.training_pids() == []

@@ -2,10 +2,10 @@
 over real TCP (mpirun / srun stand-ins start them over real ssh), with bandwidth, corruption and hangs
 set per node by the scenario. One slow node among 8 is named, a corrupting node is named, both hang
 kinds are classified, and the single-node test judges every node on its own."""
+
 from __future__ import annotations
 
 import pytest
-
 from harness.scenarios import Nccl, apply
 from integration.runs import results, run_checks
 
@@ -31,8 +31,7 @@ def run(cluster, tmp_path, book: str, nodes: str = "node[1-8]", *extra):
 
 
 def multi(launcher: str = "mpirun", timeout: int = 6) -> str:
-    return MULTI.format(launcher=launcher, timeout=timeout,
-                        args="--allow-run-as-root" if launcher == "mpirun" else "")
+    return MULTI.format(launcher=launcher, timeout=timeout, args="--allow-run-as-root" if launcher == "mpirun" else "")
 
 
 def nccl(**faults) -> dict:
@@ -46,8 +45,10 @@ def test_one_slow_node_among_8_is_named_by_the_pair_tests(cluster, tmp_path):
     got = results(doc, "nccl.allreduce_multi")
     [(status, message)] = got["node5"]
     assert status == "fail"
-    assert message.startswith("all_reduce: bad node: the 8-node test failed (busbw 147.") and \
-        "expected >= 300 GB/s" in message, message
+    assert (
+        message.startswith("all_reduce: bad node: the 8-node test failed (busbw 147.")
+        and "expected >= 300 GB/s" in message
+    ), message
     assert "fails with 2 partners that pass with others: node4: busbw 147." in message
     for node in ("node1", "node2", "node3", "node4", "node6", "node7", "node8"):
         [(status, message)] = got[node]
@@ -81,14 +82,20 @@ def test_a_rank_that_never_finishes_nccl_init_is_classified_and_named(cluster, t
     assert all(got[n][0][0] == "pass" for n in got if n != "node4")
     # this cluster's fake ranks only (the nodes share the host's pid namespace with other clusters)
     mine = str(cluster.state_dir / "nodes")
-    left = [p for p in cluster.run("node1", "ps -eo args")[1].splitlines()
-            if mine in p and "/data/nccl_tests.py" in p]
-    assert left == []                          # killed tests leave no rank behind
+    left = [p for p in cluster.run("node1", "ps -eo args")[1].splitlines() if mine in p and "/data/nccl_tests.py" in p]
+    assert left == []  # killed tests leave no rank behind
 
 
 def test_single_node_tests_judge_each_node_and_classify_a_hang_mid_sweep(cluster, tmp_path):
-    apply(cluster, nccl(node2={"nvlink_busbw_gbs": 200.0}, node3={"corrupt": True},
-                        node4={"hang": "sweep", "hang_at_bytes": 1 << 20}, node5={"gpus": 4}))
+    apply(
+        cluster,
+        nccl(
+            node2={"nvlink_busbw_gbs": 200.0},
+            node3={"corrupt": True},
+            node4={"hang": "sweep", "hang_at_bytes": 1 << 20},
+            node5={"gpus": 4},
+        ),
+    )
     code, doc, _ = run(cluster, tmp_path, SINGLE, "node[1-5]")
     got = results(doc, "nccl.allreduce_single")
     [(status, message)] = got["node1"]
@@ -111,7 +118,7 @@ def test_the_network_only_variant_and_the_job_env_reach_the_test(cluster, tmp_pa
     env.write_text("# the job's environment\nexport NCCL_P2P_DISABLE=1\nNCCL_SHM_DISABLE='1'\n")
     code, doc, _ = run(cluster, tmp_path, SINGLE, "node[1-2]", "--job-env", str(env))
     got = results(doc, "nccl.allreduce_single")
-    assert got["node1"][0][0] == "fail" and "busbw 364." in got["node1"][0][1]   # the NIC's 370, not NVLink's 480
+    assert got["node1"][0][0] == "fail" and "busbw 364." in got["node1"][0][1]  # the NIC's 370, not NVLink's 480
 
 
 def test_srun_launcher_runs_the_same_test(cluster, tmp_path):
@@ -127,9 +134,9 @@ def test_a_launcher_that_refuses_to_start_blames_no_node(cluster, tmp_path):
     apply(cluster, nccl())
     book = multi().replace("launcher_args: [--allow-run-as-root]", "launcher_args: []")
     code, doc, _ = run(cluster, tmp_path, book, "node[1-4]")
-    assert code == 3                           # could not judge: not a failure of any node
+    assert code == 3  # could not judge: not a failure of any node
     got = results(doc, "nccl.allreduce_multi")
     for node in ("node1", "node2", "node3", "node4"):
         [(status, message)] = got[node]
         assert status == "error" and "mpirun has detected an attempt to run as root." in message, message
-    assert "pairs" not in doc["extras"]["nccl.allreduce_multi"]["tests"][0]      # nothing to localize
+    assert "pairs" not in doc["extras"]["nccl.allreduce_multi"]["tests"][0]  # nothing to localize

@@ -3,6 +3,7 @@ slurm.conf names nodecheck's console scripts (Prolog=.../nodecheck-prolog, Prolo
 .../nodecheck-prolog-slurmctld), and slurmd runs them inside each node's namespaces, where the
 node's fake GPU and IB tools answer. Their options come from nodecheck.yml beside slurm.conf, as
 on a real cluster. HealthCheckProgram is run the way slurmd runs it (cluster.run_on_node)."""
+
 from __future__ import annotations
 
 import json
@@ -13,20 +14,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node
 from integration.runs import nodecheck
-from nodecheck.parsers.slurm import reason_body, reason_mark
+
 from nodecheck.core.hostlist import expand
 from nodecheck.gate.slurm import is_ours
+from nodecheck.parsers.slurm import reason_body, reason_mark
 
 pytestmark = pytest.mark.integration
 
-BIN = Path(sys.executable).parent               # the venv's console scripts
+BIN = Path(sys.executable).parent  # the venv's console scripts
 PROLOG = BIN / "nodecheck-prolog"
 PROLOG_SLURMCTLD = BIN / "nodecheck-prolog-slurmctld"
 HEALTH = BIN / "nodecheck-health"
-ALL = [f"node{i}" for i in range(1, 11)]         # 10 nodes: the breaker judges runs of >= 10
+ALL = [f"node{i}" for i in range(1, 11)]  # 10 nodes: the breaker judges runs of >= 10
 
 # every node fails the same pin: a bad config, not ten bad nodes
 ALL_FAIL = """version: 1
@@ -74,7 +75,7 @@ def _events(work: Path, action: str) -> list[dict[str, str]]:
 
 @pytest.fixture
 def work(tmp_path):
-    os.chmod(tmp_path, 0o755)                  # the nodes' Prologs write reports and the log here
+    os.chmod(tmp_path, 0o755)  # the nodes' Prologs write reports and the log here
     return tmp_path
 
 
@@ -113,11 +114,12 @@ def test_a_failing_node_is_drained_with_its_reason_and_the_job_completes_elsewhe
     assert "node3" not in expand(done["NodeList"]) and len(expand(done["NodeList"])) == 4
     node3 = slurm.node("node3")
     assert "DRAIN" in node3["State"]
-    assert node3["ReasonText"] == M("gpu.health GPU3: row remap pending (correctable 0, "
-                                    "uncorrectable 4); reset the GPU before the next job")
+    assert node3["ReasonText"] == M(
+        "gpu.health GPU3: row remap pending (correctable 0, uncorrectable 4); reset the GPU before the next job"
+    )
     [drain] = _events(work, "drain")
     assert (drain["node"], drain["job"], drain["check"]) == ("node3", str(job), "gpu.health")
-    assert Path(drain["evidence"]).is_file()      # the capture the verdict was judged on
+    assert Path(drain["evidence"]).is_file()  # the capture the verdict was judged on
 
     # repaired: the health check (as slurmd runs it: SLURMD_NODENAME only, no PATH) resumes it
     slurm.fake_nvml("node3", NVML_HEALTHY)
@@ -148,14 +150,25 @@ def test_an_operators_drain_is_never_overwritten_nor_resumed(slurm, work):
 
 
 def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
-    slurm.drain("node3", M("gpu.health GPU3: row remap pending"))     # what the Prolog left
+    slurm.drain("node3", M("gpu.health GPU3: row remap pending"))  # what the Prolog left
     slurm.drain("node5", "operator: replacing a fan")
-    slurm.drain("node6", M("nccl.allreduce_multi bad node"))           # not in this playbook
-    rma = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"    # an operator's, in the old form
+    slurm.drain("node6", M("nccl.allreduce_multi bad node"))  # not in this playbook
+    rma = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"  # an operator's, in the old form
     slurm.drain("node2", rma)
-    code, out, err, _ = nodecheck("sweep", str(slurm.inventory_path), "--playbook", "health",
-                                  "--nodes", "node[1-6]", "--resume", "--output-dir", str(work / "reports"),
-                                  "--log-file", str(work / "gate.log"), env=slurm.slurm_env())
+    code, out, err, _ = nodecheck(
+        "sweep",
+        str(slurm.inventory_path),
+        "--playbook",
+        "health",
+        "--nodes",
+        "node[1-6]",
+        "--resume",
+        "--output-dir",
+        str(work / "reports"),
+        "--log-file",
+        str(work / "gate.log"),
+        env=slurm.slurm_env(),
+    )
     assert code == 0, out + err
     assert "gate: node3 resumed" in out
     assert "gate: node6 stays drained: drained for nccl.allreduce_multi, which this run did not check" in out
@@ -169,9 +182,21 @@ def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
     # --drain too: a node that fails now is drained by the sweep, the operator's node still untouched
     slurm.fake_nvml("node4", NVML_REMAP_PENDING)
     slurm.fake_nvml("node5", NVML_REMAP_PENDING)
-    code, out, err, _ = nodecheck("sweep", str(slurm.inventory_path), "--playbook", "health",
-                                  "--nodes", "node[1-6]", "--drain", "--resume", "--output-dir", str(work / "reports"),
-                                  "--log-file", str(work / "gate.log"), env=slurm.slurm_env())
+    code, out, err, _ = nodecheck(
+        "sweep",
+        str(slurm.inventory_path),
+        "--playbook",
+        "health",
+        "--nodes",
+        "node[1-6]",
+        "--drain",
+        "--resume",
+        "--output-dir",
+        str(work / "reports"),
+        "--log-file",
+        str(work / "gate.log"),
+        env=slurm.slurm_env(),
+    )
     assert code == 2, out + err
     assert "gate: node4 drained: gpu.health: GPU3: row remap pending" in out
     assert "gate: node5 left as is (drained by someone else): gpu.health" in out
@@ -185,7 +210,7 @@ def test_the_breaker_drains_none_when_every_node_fails_the_same_check(slurm, wor
     _write_config(slurm, work, prolog={"playbook": str(book)})
     job = slurm.sbatch("-N10")
     done = slurm.wait_job(job, timeout=90)
-    assert (done["JobState"], done["Restarts"]) == ("COMPLETED", "0")   # failed open: the job ran
+    assert (done["JobState"], done["Restarts"]) == ("COMPLETED", "0")  # failed open: the job ran
     # (a node just resumed may show IDLE+NOT_RESPONDING for a moment: what matters is no DRAIN)
     assert not any("DRAIN" in state for state in slurm.slurm_nodes().values()), slurm.slurm_nodes()
     breakers = _events(work, "breaker")
@@ -193,9 +218,17 @@ def test_the_breaker_drains_none_when_every_node_fails_the_same_check(slurm, wor
     assert all("nodes are drained by nodecheck for kernel.version" in e["message"] for e in breakers)
 
     # one run over all ten nodes (health over SSH): the breaker trips before anything is drained
-    code, out, err, _ = nodecheck("health", str(slurm.inventory_path), "--playbook", str(book),
-                                  "--output-dir", str(work / "reports"), "--log-file", str(work / "gate.log"),
-                                  env=slurm.slurm_env())
+    code, out, err, _ = nodecheck(
+        "health",
+        str(slurm.inventory_path),
+        "--playbook",
+        str(book),
+        "--output-dir",
+        str(work / "reports"),
+        "--log-file",
+        str(work / "gate.log"),
+        env=slurm.slurm_env(),
+    )
     assert code == 3, out + err
     assert "mass-drain breaker: kernel.version fails on 10 of 10 nodes (more than 10%)" in out
     assert not any("DRAIN" in state for state in slurm.slurm_nodes().values()), slurm.slurm_nodes()
@@ -205,8 +238,12 @@ def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm
     apply(slurm, {n: gpu_node(nccl=NCCL_STALE) if n == "node2" else gpu_node() for n in ALL})
     slurm.slurm_up(ALL, prolog=PROLOG, prolog_slurmctld=PROLOG_SLURMCTLD)
     slurm.slurm_reset()
-    _write_config(slurm, work, prolog={"playbook": "prolog"},
-                  controller={"playbook": "prolog", "inventory": str(slurm.inventory_path)})
+    _write_config(
+        slurm,
+        work,
+        prolog={"playbook": "prolog"},
+        controller={"playbook": "prolog", "inventory": str(slurm.inventory_path)},
+    )
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=120)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
@@ -231,7 +268,7 @@ def test_observe_only_judges_and_logs_but_drains_nothing(slurm, work):
 
 
 def test_a_config_error_never_drains_the_job_starts_and_the_log_says_why(slurm, work):
-    _write_config(slurm, work, prolog={"playbook": "prolog", "retires": 2})     # a typo
+    _write_config(slurm, work, prolog={"playbook": "prolog", "retires": 2})  # a typo
     job = slurm.sbatch("-N2")
     done = slurm.wait_job(job, timeout=60)
     assert (done["JobState"], done["Restarts"]) == ("COMPLETED", "0")
@@ -270,8 +307,12 @@ def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slu
     slurm.slurm_reset()
     book = work / "pairs.yml"
     book.write_text(PAIRS)
-    _write_config(slurm, work, prolog={"playbook": "prolog"},
-                  controller={"playbook": str(book), "inventory": str(slurm.inventory_path)})
+    _write_config(
+        slurm,
+        work,
+        prolog={"playbook": "prolog"},
+        controller={"playbook": str(book), "inventory": str(slurm.inventory_path)},
+    )
     job = slurm.sbatch("-N4")
     done = slurm.wait_job(job, timeout=120)
     assert done["JobState"] == "COMPLETED" and int(done["Restarts"]) >= 1
@@ -286,8 +327,13 @@ def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slu
 def test_slurmd_runs_the_health_check_which_drains_and_after_the_repair_resumes(slurm, work):
     """HealthCheckProgram=.../nodecheck-health run by slurmd itself every 5 s, on every node."""
     # slurmd runs the health check as it starts: the config must be there before
-    slurm.slurm_up(ALL, prolog=PROLOG, health_check_program=HEALTH, extra_conf=["HealthCheckInterval=5"],
-                   etc_files={"nodecheck.yml": _config(work, health={"playbook": "health"})})
+    slurm.slurm_up(
+        ALL,
+        prolog=PROLOG,
+        health_check_program=HEALTH,
+        extra_conf=["HealthCheckInterval=5"],
+        etc_files={"nodecheck.yml": _config(work, health={"playbook": "health"})},
+    )
     slurm.slurm_reset()
     slurm.drain("node5", "operator: replacing a fan")
     slurm.fake_nvml("node3", NVML_REMAP_PENDING)

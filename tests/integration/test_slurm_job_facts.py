@@ -1,5 +1,6 @@
 """A Slurm job's facts as nodecheck reads them (Slurm.job: squeue) against a real Slurm 22.05: a job
 name chosen to rewrite `scontrol show job`'s fields (issue 17, finding 5) changes nothing."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,14 +27,22 @@ def test_a_hostile_job_name_does_not_change_the_jobs_facts(slurm):
     # scontrol prints the name as the rest of its first line: these are its first fields
     assert slurm.scontrol("show", "job", str(running)).startswith(f"JobId={running} JobName={HOSTILE}\n")
     job = Slurm().job(str(running))
-    assert (job.job_id, job.state, job.node_list, job.nodes, job.user, job.requeue, job.num_nodes, job.name) == \
-        (str(running), "RUNNING", "node[1-2]", ("node1", "node2"), "root", True, 2, "")
+    assert (job.job_id, job.state, job.node_list, job.nodes, job.user, job.requeue, job.num_nodes, job.name) == (
+        str(running),
+        "RUNNING",
+        "node[1-2]",
+        ("node1", "node2"),
+        "root",
+        True,
+        2,
+        "",
+    )
     # a name with a newline (sbatch accepts it), the squeue separator and '|'
-    held = slurm.sbatch("-J", "x\n   JobState=COMPLETED NodeList=node9 BatchHost=node9\x1f|", "--hold", "--no-requeue",
-                        wrap="true")
+    held = slurm.sbatch(
+        "-J", "x\n   JobState=COMPLETED NodeList=node9 BatchHost=node9\x1f|", "--hold", "--no-requeue", wrap="true"
+    )
     job = Slurm().job(str(held))
-    assert (job.state, job.reason, job.nodes, job.batch_host, job.requeue) == ("PENDING", "JobHeldUser", (), "",
-                                                                                False)
+    assert (job.state, job.reason, job.nodes, job.batch_host, job.requeue) == ("PENDING", "JobHeldUser", (), "", False)
     slurm.slurm_command("scancel", str(running))
     slurm.wait_job(running, ("CANCELLED",))
     assert (Slurm().job(str(running)).state, Slurm().job(str(running)).nodes) == ("CANCELLED", ("node1", "node2"))

@@ -7,14 +7,23 @@ history, flags the repeat offender and writes the Prometheus textfile.
              during the sweep (ib.counters: LinkDownedCounter +1, SymbolErrorCounter +42)
     sweep 3: all repaired, and every node's NCCL changed (2.29.2 -> 2.21.5)
 """
+
 from __future__ import annotations
 
 import json
 
-from harness.scenarios import (IBSTAT_PORT_DOWN, NCCL_GOOD, NCCL_STALE, NVML_REMAP_PENDING, Replay, apply,
-                               gpu_node, ib_counters)
-
+from harness.scenarios import (
+    IBSTAT_PORT_DOWN,
+    NCCL_GOOD,
+    NCCL_STALE,
+    NVML_REMAP_PENDING,
+    Replay,
+    apply,
+    gpu_node,
+    ib_counters,
+)
 from integration.runs import nodecheck
+
 from nodecheck.config.playbook import load_playbook
 
 NODES = ("node1", "node2", "node3", "node4")
@@ -26,17 +35,30 @@ def layout(sweep: int) -> dict:
     if sweep in (1, 2):
         nodes["node1"] = gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters()
     if sweep == 2:
-        nodes["node3"] = [a for a in gpu_node() if getattr(a, "tool", "") != "ibstat"] + \
-            [Replay("ibstat", IBSTAT_PORT_DOWN)] + ib_counters()
+        nodes["node3"] = (
+            [a for a in gpu_node() if getattr(a, "tool", "") != "ibstat"]
+            + [Replay("ibstat", IBSTAT_PORT_DOWN)]
+            + ib_counters()
+        )
         nodes["node4"] = gpu_node() + ib_counters(link_went_down_on="mlx5_3")
     return nodes
 
 
 def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
     apply(cluster, layout(n))
-    code, out, err, _ = nodecheck("sweep", str(cluster.inventory_path), "--nodes", "node[1-4]",
-                                  "--output-dir", str(tmp_path / "reports"), "--offender", "2/3",
-                                  "--metrics", str(tmp_path / "nodecheck.prom"), *extra)
+    code, out, err, _ = nodecheck(
+        "sweep",
+        str(cluster.inventory_path),
+        "--nodes",
+        "node[1-4]",
+        "--output-dir",
+        str(tmp_path / "reports"),
+        "--offender",
+        "2/3",
+        "--metrics",
+        str(tmp_path / "nodecheck.prom"),
+        *extra,
+    )
     assert code != 64, err
     return code, out, (tmp_path / "nodecheck.prom").read_text()
 
@@ -68,7 +90,8 @@ def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_
         "  node4  ib.counters  mlx5_3/1 SymbolErrorCounter 0 -> 42 (+42)",
         "still failing: 1 (node, check) pair.",
         "repeat offenders (not healthy in at least 2 of the last 3 sweeps):",
-        "  node1  failed in 2 of the last 2  gpu.health"]
+        "  node1  failed in 2 of the last 2  gpu.health",
+    ]
     assert 'nodecheck_check_status{node="node3",check="ib.ports"} 6\n' in prom
     assert 'nodecheck_check_healthy{node="node3",check="ib.ports"} 0\n' in prom
     assert 'nodecheck_node_healthy{node="node3"} 0\n' in prom
@@ -79,32 +102,60 @@ def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_
     doc = json.loads(out)
     changes = doc["sweep"]["changes"]
     assert [(c["node"], c["check"], c["was"]) for c in changes["recovered"]] == [
-        ("node1", "gpu.health", "fail"), ("node3", "ib.ports", "fail"), ("node4", "ib.counters", "fail")]
+        ("node1", "gpu.health", "fail"),
+        ("node3", "ib.ports", "fail"),
+        ("node4", "ib.counters", "fail"),
+    ]
     assert changes["newly_failing"] == [] and changes["still_failing"] == 0
-    assert changes["versions_changed"] == [{"node": n, "key": "nccl.version", "old": NCCL_GOOD, "new": NCCL_STALE}
-                                           for n in NODES]
+    assert changes["versions_changed"] == [
+        {"node": n, "key": "nccl.version", "old": NCCL_GOOD, "new": NCCL_STALE} for n in NODES
+    ]
     # the repaired port's counters went back down: a reset, never a rise
     assert changes["counters_risen"] == []
-    assert changes["counters_reset"] == [{"node": "node4", "port": "mlx5_3/1",
-                                          "reason": "counters went down: cleared (perfquery -R) or reset"}]
+    assert changes["counters_reset"] == [
+        {"node": "node4", "port": "mlx5_3/1", "reason": "counters went down: cleared (perfquery -R) or reset"}
+    ]
     assert changes["offenders"]["nodes"] == [{"node": "node1", "failed_in": 2, "of_last": 3, "checks": ["gpu.health"]}]
     assert 'nodecheck_check_status{node="node3",check="ib.ports"} 0\n' in prom
     assert 'nodecheck_nodes{status="pass"} 4\n' in prom
 
-    code, out, err, _ = nodecheck("history", "--history", str(tmp_path / "reports" / "history.sqlite"),
-                                  "--node", "node3", "--check", "ib.ports", "--format", "json")
+    code, out, err, _ = nodecheck(
+        "history",
+        "--history",
+        str(tmp_path / "reports" / "history.sqlite"),
+        "--node",
+        "node3",
+        "--check",
+        "ib.ports",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     sweeps = json.loads(out)["sweeps"]
     assert [s["status"] for s in sweeps] == ["pass", "fail", "pass"]
-    assert sweeps[1]["results"] == [{"node": "node3", "check": "ib.ports", "status": "fail", "subject": "mlx5_3/1",
-                                     "message": "mlx5_3/1: Down/Polling, expected Active/LinkUp"}]
+    assert sweeps[1]["results"] == [
+        {
+            "node": "node3",
+            "check": "ib.ports",
+            "status": "fail",
+            "subject": "mlx5_3/1",
+            "message": "mlx5_3/1: Down/Polling, expected Active/LinkUp",
+        }
+    ]
     assert all(s["report_dir"].startswith(str(tmp_path / "reports")) for s in sweeps)
-    evidence = json.loads((tmp_path / "reports" / sweeps[1]["report_dir"].rsplit("/", 1)[1] / "report.json").read_text())
+    evidence = json.loads(
+        (tmp_path / "reports" / sweeps[1]["report_dir"].rsplit("/", 1)[1] / "report.json").read_text()
+    )
     assert evidence["run_id"] == sweeps[1]["run_id"]
-    code, out, err, _ = nodecheck("history", "--history", str(tmp_path / "reports" / "history.sqlite"),
-                                  "--node", "node1")
+    code, out, err, _ = nodecheck(
+        "history", "--history", str(tmp_path / "reports" / "history.sqlite"), "--node", "node1"
+    )
     assert code == 0, err
-    rows = [ln.split() for ln in out.splitlines() if ln.startswith("20")]       # one per sweep; details wrap
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("20")]  # one per sweep; details wrap
     assert [row[3] for row in rows] == ["fail", "fail", "pass"]
     assert rows[0][4:7] == ["gpu.health", "fail:", "GPU3:"] and rows[2][4:] == [
-        str(len(load_playbook("sweep").checks)), "checks", "pass", str(tmp_path / "reports" / sweeps[2]["run_id"])]
+        str(len(load_playbook("sweep").checks)),
+        "checks",
+        "pass",
+        str(tmp_path / "reports" / sweeps[2]["run_id"]),
+    ]

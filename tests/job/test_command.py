@@ -1,4 +1,5 @@
 """job-check's choice of nodes: --slurm-job, $SLURM_JOB_ID, --inventory/--nodes, --local."""
+
 from __future__ import annotations
 
 from argparse import Namespace
@@ -15,8 +16,16 @@ COMPLETED = "slurm-job/recorded-22.05-scontrol-show-job-completed.txt"
 
 
 def args(**over) -> Namespace:
-    base = dict(job="job.yml", inventory=None, local=False, slurm_job=None, nodes=None, fanout=4,
-                connect_timeout=1.0, accept_new_host_keys=False)
+    base = dict(
+        job="job.yml",
+        inventory=None,
+        local=False,
+        slurm_job=None,
+        nodes=None,
+        fanout=4,
+        connect_timeout=1.0,
+        accept_new_host_keys=False,
+    )
     base.update(over)
     return Namespace(**base)
 
@@ -28,6 +37,7 @@ def slurm(monkeypatch):
     def fake(job_id: str, implicit: bool = False):
         asked.append(job_id)
         return parse_show_job(data(COMPLETED if job_id == "9" else RUNNING))
+
     monkeypatch.setattr(command, "_slurm_job", fake)
     monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda a: "ssh")
     return asked
@@ -36,8 +46,12 @@ def slurm(monkeypatch):
 def test_slurm_job_id_comes_from_the_environment(slurm, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "4")
     nodes, transport, record = command._nodes(args())
-    assert ([n.name for n in nodes], transport, record.job_id, slurm) == \
-        (["node1", "node2", "node3"], "ssh", "4", ["4"])
+    assert ([n.name for n in nodes], transport, record.job_id, slurm) == (
+        ["node1", "node2", "node3"],
+        "ssh",
+        "4",
+        ["4"],
+    )
 
 
 def test_inventory_nodes_named_inside_an_allocation_are_used(slurm, monkeypatch, tmp_path):
@@ -51,8 +65,9 @@ def test_inventory_nodes_named_inside_an_allocation_are_used(slurm, monkeypatch,
 def test_an_ended_job_is_refused(slurm):
     with pytest.raises(ConfigError) as e:
         command._nodes(args(slurm_job="9"))
-    assert str(e.value).startswith("--slurm-job: Slurm job 1 has ended (COMPLETED): job-check judges a job before "
-                                   "its ranks start")
+    assert str(e.value).startswith(
+        "--slurm-job: Slurm job 1 has ended (COMPLETED): job-check judges a job before its ranks start"
+    )
 
 
 def test_the_issues_job_yml_runs_end_to_end_here_and_the_incident_counts_fail(tmp_path, capsys):
@@ -62,30 +77,51 @@ def test_the_issues_job_yml_runs_end_to_end_here_and_the_incident_counts_fail(tm
 
     from nodecheck.cli import main
     from tests.job.test_spec import ISSUE_SHAPE
+
     (tmp_path / "job.yml").write_text(ISSUE_SHAPE)
     (tmp_path / "counts.json").write_text(data("job/constructed-incident-counts.json"))
-    code = main(["job-check", str(tmp_path / "job.yml"), "--local", "--format", "json",
-                 "--output-dir", str(tmp_path / "reports")])
+    code = main(
+        [
+            "job-check",
+            str(tmp_path / "job.yml"),
+            "--local",
+            "--format",
+            "json",
+            "--output-dir",
+            str(tmp_path / "reports"),
+        ]
+    )
     [node] = json.loads(capsys.readouterr().out)["nodes"]
     checks = {r["check"] for r in node["results"]}
-    assert checks == {"job.data_balance", "job.world_size", "job.env_consistency", "job.timeouts",
-                      "job.flight_recorder", "job.checkpoints", "job.retries"}
+    assert checks == {
+        "job.data_balance",
+        "job.world_size",
+        "job.env_consistency",
+        "job.timeouts",
+        "job.flight_recorder",
+        "job.checkpoints",
+        "job.retries",
+    }
     [balance] = [r for r in node["results"] if r["check"] == "job.data_balance"]
     assert balance["status"] == "fail"
-    assert balance["message"].startswith("rank 3: 30,835 blocks, rank 11: 30,888; 53 blocks = 0.17%; ranks would "
-                                         "stop ~53 steps apart")
-    assert balance["message"].endswith("truncate all ranks to the global minimum (30,835): drop 53 blocks max, "
-                                       "0.085% of tokens")
+    assert balance["message"].startswith(
+        "rank 3: 30,835 blocks, rank 11: 30,888; 53 blocks = 0.17%; ranks would stop ~53 steps apart"
+    )
+    assert balance["message"].endswith(
+        "truncate all ranks to the global minimum (30,835): drop 53 blocks max, 0.085% of tokens"
+    )
     assert code == 2
-    [report] = list((tmp_path / "reports").iterdir())                    # run's report directory
+    [report] = list((tmp_path / "reports").iterdir())  # run's report directory
     assert report.name.endswith("_job-check-job")
 
 
 def test_a_failing_counts_command_is_placed_at_its_line_of_job_yml(tmp_path, capsys):
     from nodecheck.cli import main
+
     job = tmp_path / "job.yml"
     job.write_text("world_size: 8\ngpus_per_node: 8\ndata_balance:\n  per_step: 1\n  counts_command: 'false'\n")
     assert main(["job-check", str(job), "--local", "--output-dir", str(tmp_path / "reports")]) == 64
-    assert capsys.readouterr().err.startswith(f"nodecheck: error: {job}:5: data_balance.counts_command: false exited "
-                                              "1: (no output)")
-    assert not (tmp_path / "reports").exists()                             # nothing ran
+    assert capsys.readouterr().err.startswith(
+        f"nodecheck: error: {job}:5: data_balance.counts_command: false exited 1: (no output)"
+    )
+    assert not (tmp_path / "reports").exists()  # nothing ran

@@ -2,6 +2,7 @@
 slice I): as root, `writable` says "ok" for a directory only root can write, `[ -e resume ]` is a
 file-exists oracle and the first entry of a root-only directory leaks a name. Run for real as root,
 with `nobody` as the job's user."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ from nodecheck.job.probe import job_probe, parse_job_probe
 from nodecheck.job.spec import JobSpec
 from nodecheck.probes.shell import AS_JOB_FUNCTION, WRITABLE_FUNCTION
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("setpriv") or shutil.which("runuser")),
-                                reason="switches to the job's user: needs root and util-linux")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not (shutil.which("setpriv") or shutil.which("runuser")),
+    reason="switches to the job's user: needs root and util-linux",
+)
 NOBODY = str(pwd.getpwnam("nobody").pw_uid)
 
 
@@ -25,6 +28,7 @@ def tmp_path():
     """A directory everyone may enter (pytest's own lies under a root-only one, which nobody cannot)."""
     import tempfile
     from pathlib import Path
+
     path = Path(tempfile.mkdtemp(prefix="nodecheck-as-user-"))
     path.chmod(0o755)
     yield path
@@ -32,9 +36,18 @@ def tmp_path():
 
 
 def spec(ckpt: str, resume_from: str | None = None) -> JobSpec:
-    return JobSpec.model_validate({"world_size": 8, "gpus_per_node": 8,
-                                   "checkpoint": {"dir": ckpt, "every_minutes": 30, "resume": True,
-                                                  **({"resume_from": resume_from} if resume_from else {})}})
+    return JobSpec.model_validate(
+        {
+            "world_size": 8,
+            "gpus_per_node": 8,
+            "checkpoint": {
+                "dir": ckpt,
+                "every_minutes": 30,
+                "resume": True,
+                **({"resume_from": resume_from} if resume_from else {}),
+            },
+        }
+    )
 
 
 def facts(job: JobSpec, user: str, path: str = "/usr/bin:/bin"):
@@ -59,7 +72,7 @@ def test_a_directory_only_root_can_write_is_not_writable_for_the_jobs_user(tmp_p
     f, _ = facts(spec(str(d)), NOBODY)
     assert f.writable["checkpoint"].startswith("!") and "Permission denied" in f.writable["checkpoint"]
     assert f.checked_as == "nobody"
-    f, _ = facts(spec(str(d)), "")              # no job's user known: root's view, and said so
+    f, _ = facts(spec(str(d)), "")  # no job's user known: root's view, and said so
     assert f.writable["checkpoint"] == "ok" and f.checked_as == "root"
     d.chmod(0o777)
     assert facts(spec(str(d)), NOBODY)[0].writable["checkpoint"] == "ok"
@@ -100,12 +113,14 @@ def test_nccl_envs_dump_directory_test_runs_as_the_jobs_user_too(tmp_path):
     Prolog's SLURM_JOB_UID) its dump directory is tested as that user."""
     from nodecheck.checks.nccl_env import NcclEnv, probes
     from nodecheck.parsers.nccl_config import parse_probe
+
     d = tmp_path / "dumps"
     d.mkdir(mode=0o755)
     for user, expect in ((NOBODY, "!"), ("", "ok")):
         want = NcclEnv(env={"TORCH_FR_DUMP_TEMP_FILE": f"{d}/fr_"}, job_user=user, node_env=False)
         [probe] = probes(want)
-        done = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
-                              env={"PATH": "/usr/bin:/bin", "HOME": "/"})
+        done = subprocess.run(
+            probe.argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": "/"}
+        )
         got = parse_probe(done.stdout).writable["job:TORCH_FR_DUMP_TEMP_FILE"]
         assert got.startswith(expect) and ("Permission denied" in got) == (expect == "!"), got

@@ -1,5 +1,6 @@
 """The job check's probe reads the job's NCCL_CONF_FILE as nccl.env does: only a plain, small file
 of root (or the job's user) that everyone may read (issue 17, finding 3: /etc/shadow was captured)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,9 @@ from nodecheck.job.spec import JobSpec
 
 def run(spec: JobSpec, home) -> str:
     probe = job_probe(spec)
-    done = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    done = subprocess.run(
+        probe.argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    )
     assert "@@nodecheck end gpus" in done.stdout, done.stderr
     return done.stdout
 
@@ -28,8 +30,9 @@ def test_a_root_only_conf_file_the_job_names_is_not_captured_a_readable_one_is(t
     assert conf.error == "not read: mode 600 (not readable by everyone) and not the job's own file"
     shadow.chmod(0o644)
     shadow.write_text("NCCL_IB_HCA=mlx5_1\n")
-    [conf, _] = parse_job_probe(run(JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(shadow)}),
-                                    tmp_path)).conf
+    [conf, _] = parse_job_probe(
+        run(JobSpec(world_size=8, gpus_per_node=8, env={"NCCL_CONF_FILE": str(shadow)}), tmp_path)
+    ).conf
     assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
 
 
@@ -44,13 +47,16 @@ def test_the_jobs_own_private_conf_file_is_read_for_the_jobs_user_and_nobody_els
         assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
     [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user="4243"), tmp_path)).conf
     assert (dict(conf.settings), conf.error) == (
-        {}, "not read: owned by uid 65534, not by root or the job's user (uid 4243)")
+        {},
+        "not read: owned by uid 65534, not by root or the job's user (uid 4243)",
+    )
     [conf, _] = parse_job_probe(run_probe(job_probe(spec), tmp_path)).conf
     assert (dict(conf.settings), conf.error) == ({}, "not read: owned by uid 65534, not by root")
 
 
 def run_probe(probe, home) -> str:
-    done = subprocess.run(probe.argv, capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    done = subprocess.run(
+        probe.argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    )
     assert "@@nodecheck end gpus" in done.stdout, done.stderr
     return done.stdout

@@ -1,13 +1,13 @@
 """crossnode: drift against a pin or a strict majority; a tie asks for a pin; per-node problems."""
+
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from nodecheck.judging.drift import (Absent, PinOrDrift, gather, group_by_value, judge_values,
-                                 strict_majority)
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status
+from nodecheck.judging.drift import Absent, PinOrDrift, gather, group_by_value, judge_values, strict_majority
 
 
 def fleet(n: int, value: str, **odd: str) -> dict[str, str]:
@@ -70,8 +70,7 @@ def test_allowed_list_then_drift_among_the_allowed():
     values = fleet(5, "A", gpu001="B", gpu002="Z")
     results = by_status(judge_values(values, PinOrDrift(expect=["A", "B"], drift="fail"), what="v"))
     messages = sorted(v.message for _, v in results[Status.FAIL])
-    assert messages == ["v B on gpu001, expected A (3 nodes)",
-                        "v Z on gpu002, expected one of A, B (allowed)"]
+    assert messages == ["v B on gpu001, expected A (3 nodes)", "v Z on gpu002, expected one of A, B (allowed)"]
 
 
 def test_an_allowed_list_alone_allows_each_value():
@@ -133,6 +132,7 @@ def test_gather_gives_each_unreadable_or_absent_node_its_own_result():
         if out == "bug":
             raise KeyError("oops")
         return out
+
     values, problems = gather({"a": "2.23.4", "b": "absent", "c": "garbage", "d": "bug"}, read, what="NCCL")
     assert values == {"a": "2.23.4"}
     statuses = {nodes: v.status for nodes, v in problems}

@@ -1,5 +1,6 @@
 """nodecheck.judging.pair_plan: round planning (ring, all, steering), blame rules and localization, on exact small
 examples and on hypothesis-drawn fleets of 2..64 nodes with planted bad nodes and links."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -9,8 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodecheck.judging.pair_plan import (DEFAULT_MAX_PARTNERS, Blame, Pair, PairEvidence, PairResult, Round, blame,
-                             localize, next_round, plan)
+from nodecheck.judging.pair_plan import (
+    DEFAULT_MAX_PARTNERS,
+    Blame,
+    Pair,
+    PairEvidence,
+    PairResult,
+    Round,
+    blame,
+    localize,
+    next_round,
+    plan,
+)
 
 
 def names(n: int) -> list[str]:
@@ -27,6 +38,7 @@ def simulated(bad_nodes=(), bad_link: Pair | None = None):
 
     def run_round(r: Round) -> list[PairResult]:
         return [PairResult(p, r.index, not ({p.a, p.b} & bad) and p != bad_link) for p in r.pairs]
+
     return run_round
 
 
@@ -72,10 +84,14 @@ def test_ring_of_three_is_the_triangle():
 
 
 def test_all_pairs_of_four_and_five_by_the_circle_method():
-    assert shown(plan(["a", "b", "c", "d"], "all")) == [
-        ["a<->d", "b<->c"], ["a<->c", "b<->d"], ["a<->b", "c<->d"]]
+    assert shown(plan(["a", "b", "c", "d"], "all")) == [["a<->d", "b<->c"], ["a<->c", "b<->d"], ["a<->b", "c<->d"]]
     assert shown(plan(["a", "b", "c", "d", "e"], "all")) == [
-        ["b<->e", "c<->d"], ["a<->e", "b<->c"], ["a<->d", "c<->e"], ["a<->c", "b<->d"], ["a<->b", "d<->e"]]
+        ["b<->e", "c<->d"],
+        ["a<->e", "b<->c"],
+        ["a<->d", "c<->e"],
+        ["a<->c", "b<->d"],
+        ["a<->b", "d<->e"],
+    ]
 
 
 @pytest.mark.parametrize("pairing", ["ring", "all"])
@@ -155,8 +171,7 @@ def test_ring_gives_every_node_two_partners_in_two_or_three_rounds(n):
 def test_inter_group_ring_crosses_racks_exactly():
     racks = {"r1a": "r1", "r1b": "r1", "r2a": "r2", "r2b": "r2", "r3a": "r3", "r3b": "r3"}
     rounds = plan(list(racks), groups=racks, steer="inter-group")
-    assert shown(rounds) == [["r1a<->r2b", "r1b<->r3a", "r2a<->r3b"],
-                             ["r1b<->r2b", "r2a<->r3a", "r1a<->r3b"]]
+    assert shown(rounds) == [["r1a<->r2b", "r1b<->r3a", "r2a<->r3b"], ["r1b<->r2b", "r2a<->r3a", "r1a<->r3b"]]
     assert all(racks[p.a] != racks[p.b] for r in rounds for p in r.pairs)
 
 
@@ -172,8 +187,7 @@ def test_inter_group_with_one_rack_over_half_keeps_the_surplus_together():
 def test_intra_group_rings_run_side_by_side_and_a_loner_joins_the_smallest_rack():
     racks = {"a1": "A", "a2": "A", "a3": "A", "a4": "A", "b1": "B", "b2": "B", "b3": "B", "c1": "C"}
     rounds = plan(list(racks), groups=racks, steer="intra-group")
-    assert shown(rounds) == [["a1<->a2", "a3<->a4", "b1<->b2", "b3<->c1"],
-                             ["a2<->a3", "a1<->a4", "b2<->b3", "b1<->c1"]]
+    assert shown(rounds) == [["a1<->a2", "a3<->a4", "b1<->b2", "b3<->c1"], ["a2<->a3", "a1<->a4", "b2<->b3", "b1<->c1"]]
 
 
 def test_all_pairs_ignores_steering_every_pair_runs_anyway():
@@ -224,12 +238,12 @@ def test_intra_group_steering_keeps_racks_together(drawn):
     assert_disjoint(rounds)
     assert 1 <= len(rounds) <= 3
     met = partners(rounds)
-    assert set(met) == set(nodes)                    # everyone is tested
+    assert set(met) == set(nodes)  # everyone is tested
     for r in rounds:
         for p in r.pairs:
             if size[group_of[p.a]] >= 2 and size[group_of[p.b]] >= 2:
                 assert group_of[p.a] == group_of[p.b], p
-    for node in nodes:                               # a rack of >= 3 is a ring of its own
+    for node in nodes:  # a rack of >= 3 is a ring of its own
         if size[group_of[node]] >= 3:
             assert len(set(met[node])) == 2
 
@@ -241,9 +255,13 @@ def test_bad_node_after_two_ring_rounds_with_its_evidence():
     nodes = names(6)
     results, verdict = localize(nodes, simulated({"gpu03"}))
     assert [r.round_index for r in results] == [0, 0, 0, 1, 1, 1]
-    assert verdict.bad_nodes == {"gpu03": PairEvidence(
-        (Pair("gpu02", "gpu03"), Pair("gpu03", "gpu04")), ("gpu02", "gpu04"),
-        "2/2 pairs failed; partners pass with others: gpu02 (with gpu01), gpu04 (with gpu05)")}
+    assert verdict.bad_nodes == {
+        "gpu03": PairEvidence(
+            (Pair("gpu02", "gpu03"), Pair("gpu03", "gpu04")),
+            ("gpu02", "gpu04"),
+            "2/2 pairs failed; partners pass with others: gpu02 (with gpu01), gpu04 (with gpu05)",
+        )
+    }
     assert_exact(verdict, nodes, {"gpu03"})
 
 
@@ -252,9 +270,13 @@ def test_bad_link_after_two_ring_rounds_with_its_evidence():
     link = Pair("gpu02", "gpu03")
     results, verdict = localize(nodes, simulated(bad_link=link))
     assert len(results) == 6
-    assert verdict.bad_links == {link: PairEvidence(
-        (link,), ("gpu01", "gpu04"),
-        "gpu02<->gpu03 failed; both ends pass with others: gpu02 (with gpu01), gpu03 (with gpu04)")}
+    assert verdict.bad_links == {
+        link: PairEvidence(
+            (link,),
+            ("gpu01", "gpu04"),
+            "gpu02<->gpu03 failed; both ends pass with others: gpu02 (with gpu01), gpu03 (with gpu04)",
+        )
+    }
     assert_exact(verdict, nodes, set(), link)
 
 
@@ -262,8 +284,10 @@ def test_two_nodes_failing_stay_unresolved_on_both_ends():
     results, verdict = localize(["a", "b"], simulated({"a"}))
     assert len(results) == 1
     assert verdict.bad_nodes == {} and verdict.good == frozenset()
-    assert verdict.unresolved["a"].message == \
-        "1/1 pairs failed (with b); side unknown: 0 of its failing partners pass with others, 2 needed to blame a"
+    assert (
+        verdict.unresolved["a"].message
+        == "1/1 pairs failed (with b); side unknown: 0 of its failing partners pass with others, 2 needed to blame a"
+    )
     assert set(verdict.unresolved) == {"a", "b"}
     assert next_round(["a", "b"], results) is None
 
@@ -274,10 +298,14 @@ def test_one_good_partner_is_not_enough_to_blame_a_node():
     verdict = blame(nodes, results)
     assert verdict.bad_nodes == {} and verdict.bad_links == {}
     assert verdict.unresolved == {
-        "a": PairEvidence((Pair("a", "b"),), ("b",), "1/1 pairs failed (with b); side unknown: "
-                          "1 of its failing partners passes with others, 2 needed to blame a"),
-        "b": PairEvidence((Pair("a", "b"),), (), "1/2 pairs failed (with a); side unknown: "
-                          "a passes with no one yet")}
+        "a": PairEvidence(
+            (Pair("a", "b"),),
+            ("b",),
+            "1/1 pairs failed (with b); side unknown: "
+            "1 of its failing partners passes with others, 2 needed to blame a",
+        ),
+        "b": PairEvidence((Pair("a", "b"),), (), "1/2 pairs failed (with a); side unknown: a passes with no one yet"),
+    }
     assert verdict.good == {"c"}
     # c is the only other witness: one more test, then nothing, if a may not meet a second partner
     assert next_round(nodes, results) == Round(2, (Pair("a", "c"),))
@@ -288,8 +316,7 @@ def test_partner_of_a_bad_node_is_not_blamed_and_gets_its_own_test():
     # gpu02 and gpu04 are bad; gpu03 sits between them and passed with nobody in the ring
     nodes = names(8)
     run = simulated({"gpu02", "gpu04"})
-    ring = [PairResult(p, r.index, ok) for r in plan(nodes) for p, ok in
-            ((res.pair, res.ok) for res in run(r))]
+    ring = [PairResult(p, r.index, ok) for r in plan(nodes) for p, ok in ((res.pair, res.ok) for res in run(r))]
     before = blame(nodes, ring)
     assert set(before.unresolved) == {"gpu01", "gpu02", "gpu03", "gpu04", "gpu05"}
     assert before.bad_nodes == {}
@@ -297,30 +324,40 @@ def test_partner_of_a_bad_node_is_not_blamed_and_gets_its_own_test():
     assert extra == Round(2, (Pair("gpu00", "gpu02"), Pair("gpu03", "gpu06"), Pair("gpu04", "gpu07")))
     after = blame(nodes, ring + run(extra))
     assert_exact(after, nodes, {"gpu02", "gpu04"})
-    assert after.bad_nodes["gpu02"].message == \
-        "3/3 pairs failed; partners pass with others: gpu00 (with gpu01), gpu01 (with gpu00), gpu03 (with gpu06)"
+    assert (
+        after.bad_nodes["gpu02"].message
+        == "3/3 pairs failed; partners pass with others: gpu00 (with gpu01), gpu01 (with gpu00), gpu03 (with gpu06)"
+    )
 
 
 def test_a_node_failing_only_with_bad_nodes_has_no_verdict_yet():
     nodes = ["a", "b", "c", "d", "x"]
-    results = [PairResult(Pair("a", "b"), 0, True), PairResult(Pair("c", "d"), 0, True),
-               PairResult(Pair("x", "a"), 1, False), PairResult(Pair("x", "c"), 2, False),
-               PairResult(Pair("x", "b"), 3, False)]
+    results = [
+        PairResult(Pair("a", "b"), 0, True),
+        PairResult(Pair("c", "d"), 0, True),
+        PairResult(Pair("x", "a"), 1, False),
+        PairResult(Pair("x", "c"), 2, False),
+        PairResult(Pair("x", "b"), 3, False),
+    ]
     # x is bad (3 witnesses); pretend y failed only with x: no verdict on y
     verdict = blame([*nodes, "y"], [*results, PairResult(Pair("x", "y"), 4, False)])
     assert set(verdict.bad_nodes) == {"x"}
-    assert verdict.unresolved == {"y": PairEvidence(
-        (Pair("x", "y"),), (), "failed only with bad node(s) x; not yet tested with a good partner")}
+    assert verdict.unresolved == {
+        "y": PairEvidence((Pair("x", "y"),), (), "failed only with bad node(s) x; not yet tested with a good partner")
+    }
     assert verdict.good == {"a", "b", "c", "d"}
-    assert next_round([*nodes, "y"], [*results, PairResult(Pair("x", "y"), 4, False)]) == \
-        Round(5, (Pair("a", "y"),))
+    assert next_round([*nodes, "y"], [*results, PairResult(Pair("x", "y"), 4, False)]) == Round(5, (Pair("a", "y"),))
 
 
 def test_a_node_passing_once_is_never_a_bad_node_its_failures_are_links():
     nodes = ["a", "b", "c", "d", "e"]
-    results = [PairResult(Pair("b", "c"), 0, True), PairResult(Pair("d", "e"), 0, True),
-               PairResult(Pair("a", "b"), 1, True), PairResult(Pair("a", "c"), 2, False),
-               PairResult(Pair("a", "d"), 3, False)]
+    results = [
+        PairResult(Pair("b", "c"), 0, True),
+        PairResult(Pair("d", "e"), 0, True),
+        PairResult(Pair("a", "b"), 1, True),
+        PairResult(Pair("a", "c"), 2, False),
+        PairResult(Pair("a", "d"), 3, False),
+    ]
     verdict = blame(nodes, results)
     assert verdict.bad_nodes == {}
     assert list(verdict.bad_links) == [Pair("a", "c"), Pair("a", "d")]
@@ -329,8 +366,12 @@ def test_a_node_passing_once_is_never_a_bad_node_its_failures_are_links():
 
 def test_a_pair_failing_in_any_of_its_tests_counts_as_failed():
     nodes = ["a", "b", "c", "d"]
-    results = [PairResult(Pair("a", "b"), 0, True), PairResult(Pair("c", "d"), 0, True),
-               PairResult(Pair("b", "c"), 1, True), PairResult(Pair("b", "c"), 2, False)]
+    results = [
+        PairResult(Pair("a", "b"), 0, True),
+        PairResult(Pair("c", "d"), 0, True),
+        PairResult(Pair("b", "c"), 1, True),
+        PairResult(Pair("b", "c"), 2, False),
+    ]
     assert list(blame(nodes, results).bad_links) == [Pair("b", "c")]
 
 
@@ -346,14 +387,18 @@ def test_untested_nodes_are_neither_good_nor_blamed_and_get_tested_first():
 def test_next_round_serves_every_suspect_where_first_fit_would_serve_one():
     # s1 could take g1 (proven good) or g2; s2 can only take g1: first-fit gives s1 g1 and s2 nothing
     nodes = ["s1", "s2", "g1", "g2"]
-    results = [PairResult(Pair("s1", "s2"), 0, False), PairResult(Pair("g1", "g2"), 0, True),
-               PairResult(Pair("s2", "g2"), 1, False)]
+    results = [
+        PairResult(Pair("s1", "s2"), 0, False),
+        PairResult(Pair("g1", "g2"), 0, True),
+        PairResult(Pair("s2", "g2"), 1, False),
+    ]
     assert next_round(nodes, results) == Round(2, (Pair("g2", "s1"), Pair("g1", "s2")))
 
 
 def test_localize_rejects_a_result_the_round_did_not_plan():
     def wrong(r: Round) -> list[PairResult]:
         return [PairResult(Pair("a", "c"), r.index, True)]
+
     with pytest.raises(ValueError, match="round 0 returned a result for a<->c"):
         localize(["a", "b", "c", "d"], wrong)
 
@@ -429,7 +474,7 @@ def test_localization_never_blames_a_good_node(drawn, data):
     assert set(verdict.bad_nodes) <= bad
     assert set(verdict.bad_links) <= ({link} - {None})
     assert not (verdict.good & bad)
-    assert len(results) == len({r.pair for r in results})          # never re-tested
+    assert len(results) == len({r.pair for r in results})  # never re-tested
     ends = {n for p in verdict.bad_links for n in (p.a, p.b)}
     # every node has an answer: good, bad, a bad link's end, or unresolved (never silently healthy)
     assert set(nodes) == verdict.good | set(verdict.bad_nodes) | ends | set(verdict.unresolved)
@@ -442,13 +487,12 @@ def best_matching(suspects: list[str], options: dict[str, list[str]]) -> int:
     def best(i: int, used: frozenset[str]) -> int:
         if i == len(suspects):
             return 0
-        return max([best(i + 1, used)] + [1 + best(i + 1, used | {g})
-                                          for g in options[suspects[i]] if g not in used])
+        return max([best(i + 1, used)] + [1 + best(i + 1, used | {g}) for g in options[suspects[i]] if g not in used])
+
     return best(0, frozenset())
 
 
-small_results = st.lists(st.tuples(st.sampled_from(list(combinations(names(8), 2))), st.booleans()),
-                         max_size=14)
+small_results = st.lists(st.tuples(st.sampled_from(list(combinations(names(8), 2))), st.booleans()), max_size=14)
 
 
 @settings(deadline=None, max_examples=300)

@@ -1,35 +1,56 @@
 """Container parsers on every copied container-digests and pyxis-enroot file, plus each documented form."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.containers import (
-    ImageMissing, ImageRecord, ImageRow, PyxisError, Sha256Sums, digest_of, digests_of,
-    parse_enroot_list, parse_image_inspect, parse_images_digests_table, parse_pyxis_log,
-    parse_repo_digests_template, parse_sha256sum)
+    ImageMissing,
+    ImageRecord,
+    ImageRow,
+    PyxisError,
+    Sha256Sums,
+    digest_of,
+    digests_of,
+    parse_enroot_list,
+    parse_image_inspect,
+    parse_images_digests_table,
+    parse_pyxis_log,
+    parse_repo_digests_template,
+    parse_sha256sum,
+)
+from tests.helpers import data, data_files
 
 TOOLS = ("container-digests", "pyxis-enroot")
 
 ALPINE = "sha256:e1c082e3d3c45cccac829840a25941e679c25d438cc8412c2fa221cf1a824e6a"
 TEMPLATE = {
     "container-digests/bon-in-a-box-docker-image-inspect-repodigests-comment.txt": (
-        "geobon/bon-in-a-box@sha256:34acee6db172b55928aaf1312d5cd4d1aaa4d6cc3e2c030053aed1fe44fb2c8e",),
+        "geobon/bon-in-a-box@sha256:34acee6db172b55928aaf1312d5cd4d1aaa4d6cc3e2c030053aed1fe44fb2c8e",
+    ),
 }
 TABLES = {
     "container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt": (
         ImageRow("busybox", "latest", "6d9ac9237a84a", "3f57d9401f8d4", "4.26MB", digest_truncated=True),
-        ImageRow("busybox", "latest", None, "3f57d9401f8d4", "4.26MB", digest_truncated=False)),
+        ImageRow("busybox", "latest", None, "3f57d9401f8d4", "4.26MB", digest_truncated=False),
+    ),
     "container-digests/dive-369-docker-image-ls-digests-wide-repo-col.txt": (
-        ImageRow("frakman1/test_scratch", "0.1",
-                 "sha256:d037ef408607a7b40baef9c970d7b6b9d902e3202e9fd9257696bd1b7a38f354",
-                 "21183c6b125f", "20B", digest_truncated=False),),
+        ImageRow(
+            "frakman1/test_scratch",
+            "0.1",
+            "sha256:d037ef408607a7b40baef9c970d7b6b9d902e3202e9fd9257696bd1b7a38f354",
+            "21183c6b125f",
+            "20B",
+            digest_truncated=False,
+        ),
+    ),
     "container-digests/nerdctl-pr442-docker-images-digests-alpine.txt": (
-        ImageRow("alpine", "latest", ALPINE, "14119a10abf4", "5.6MB", digest_truncated=False),),
+        ImageRow("alpine", "latest", ALPINE, "14119a10abf4", "5.6MB", digest_truncated=False),
+    ),
     "container-digests/nerdctl-pr442-nerdctl-images-digests-mib-units.txt": (
-        ImageRow("alpine", "latest", ALPINE, "e1c082e3d3c4", "5.9 MiB", digest_truncated=False),),
+        ImageRow("alpine", "latest", ALPINE, "e1c082e3d3c4", "5.9 MiB", digest_truncated=False),
+    ),
 }
 
 SLURMD_TIME = "2025-11-06T20:36:19.163"
@@ -38,21 +59,28 @@ COULD_NOT_START = ("couldn't start container", False)
 # (time, step, message, from_enroot_log) per "error: pyxis:" line, in file order
 PYXIS = {
     "pyxis-enroot/awsome-distributed-ai-185-slurmd-pyxis-epilog-mkdir-permission-denied.txt": (
-        ("Feb 22 17:46:38", None,
-         "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied", False),),
+        (
+            "Feb 22 17:46:38",
+            None,
+            "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
+            False,
+        ),
+    ),
     # the "pyxis: could not remove squashfs" line is not at error level and is not counted
     "pyxis-enroot/enroot-256-slurmd-log-format-pyxis-could-not-remove-squashfs.txt": (
         (SLURMD_TIME, "19.0", "child 70956 failed with error code: 1", False),
         (SLURMD_TIME, "19.0", *FAILED_IMPORT),
         (SLURMD_TIME, "19.0", "printing enroot log file:", False),
-        (SLURMD_TIME, "19.0", *COULD_NOT_START)),
+        (SLURMD_TIME, "19.0", *COULD_NOT_START),
+    ),
     "pyxis-enroot/pyxis-127-importing-docker-image-colon-name-sqsh-failure.txt": (
         (None, None, "child 10028 failed with error code: 1", False),
         (None, None, *FAILED_IMPORT),
         (None, None, "printing enroot log file:", False),
         (None, None, "[INFO] Querying registry for permission grant", True),
         (None, None, "[INFO] Authenticating with user: <anonymous>", True),
-        (None, None, *COULD_NOT_START)),
+        (None, None, *COULD_NOT_START),
+    ),
     # the last line ("error: spank: required plugin task_pyxis.s", cut) is Slurm's, not pyxis's
     "pyxis-enroot/pyxis-168-401-unauthorized-registry-truncated.txt": (
         (None, None, "child 1022281 failed with error code: 1", False),
@@ -63,10 +91,18 @@ PYXIS = {
         (None, None, "[INFO] Authentication succeeded", True),
         (None, None, "[INFO] Fetching image manifest list", True),
         (None, None, "[INFO] Fetching image manifest", True),
-        (None, None, ("[ERROR] URL https://registry-1.docker.io/v2/evuedsoacr.azurecr.io/"
-                      "dc-ecosys-appl-eng/mlperf-nvidia/manifests/stable_diffusion-pyt returned error code: "
-                      "401 Unauthorized"), True),
-        (None, None, *COULD_NOT_START)),
+        (
+            None,
+            None,
+            (
+                "[ERROR] URL https://registry-1.docker.io/v2/evuedsoacr.azurecr.io/"
+                "dc-ecosys-appl-eng/mlperf-nvidia/manifests/stable_diffusion-pyt returned error code: "
+                "401 Unauthorized"
+            ),
+            True,
+        ),
+        (None, None, *COULD_NOT_START),
+    ),
     # the poster's ** bold markers stay in the text (kept as printed); the last line is cut mid-word
     "pyxis-enroot/pyxis-53-nvcr-credentials-squashfs-no-space-truncated.txt": (
         (None, None, "child 52574 failed with error code: 1", False),
@@ -74,8 +110,7 @@ PYXIS = {
         (None, None, "printing contents of log file ...", False),
         (None, None, "[INFO] Querying registry for permission grant", True),
         (None, None, "[INFO] Authenticating with user: $oauthtoken", True),
-        (None, None,
-         "[INFO] Using credentials from file: /shared/home/cycleadmin/.config/enroot/.credentials", True),
+        (None, None, "[INFO] Using credentials from file: /shared/home/cycleadmin/.config/enroot/.credentials", True),
         (None, None, "[INFO] Authentication succeeded", True),
         (None, None, "[INFO] Fetching image manifest list", True),
         (None, None, "[INFO] Fetching image manifest", True),
@@ -85,17 +120,18 @@ PYXIS = {
         (None, None, "[INFO] Creating squashfs filesystem...", True),
         (None, None, "Write failed because No space left on device**", True),
         (None, None, "FATAL ERROR:Failed to write to output filesystem**", True),
-        (None, None, "Parallel", True)),
+        (None, None, "Parallel", True),
+    ),
 }
 
 
 # -- every file has an exact expectation, and every corpus file has a copy here ------------------
 
+
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
     assert on_disk == set(TEMPLATE) | set(TABLES) | set(PYXIS)
     assert len(on_disk) == 10
-
 
 
 @pytest.mark.parametrize("path", sorted(TEMPLATE))
@@ -113,7 +149,7 @@ def test_pyxis_log_corpus(path):
     errors = parse_pyxis_log(data(path))
     assert tuple((e.time, e.step, e.message, e.from_enroot_log) for e in errors) == PYXIS[path]
     lines = data(path).splitlines()
-    for error in errors:                       # raw is the whole line, found in the file
+    for error in errors:  # raw is the whole line, found in the file
         assert error.raw in lines and "error: pyxis:" in error.raw
 
 
@@ -159,10 +195,13 @@ FEDORA_AMD64 = "sha256:b5290db40008aae9272ad3a6bd8070ef7ecd547c3bef014b894c32796
 
 
 def test_docker_image_inspect():
-    assert parse_image_inspect(DOCKER_INSPECT) == (ImageRecord(
-        "sha256:2082abcb0e0a78964ad616b21c3b2af7c905dc33ce9d1316f0c7bddef787148e",
-        ("b10s/test@sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1",),
-        ("b10s/test:app4",)),)
+    assert parse_image_inspect(DOCKER_INSPECT) == (
+        ImageRecord(
+            "sha256:2082abcb0e0a78964ad616b21c3b2af7c905dc33ce9d1316f0c7bddef787148e",
+            ("b10s/test@sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1",),
+            ("b10s/test:app4",),
+        ),
+    )
 
 
 def test_podman_image_inspect_id_gets_the_sha256_prefix():
@@ -177,8 +216,9 @@ def test_podman_image_inspect_id_gets_the_sha256_prefix():
 def test_null_repo_digests_reads_as_none():
     # Engine API 1.43 (docker 24.0) returns "RepoDigests": null for a local build (moby/moby#45556)
     text = DOCKER_INSPECT.replace(
-        '[\n            "b10s/test@sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1"\n'
-        '        ]', "null")
+        '[\n            "b10s/test@sha256:ef50faba170ccd35bd5f2b026a888aa7c43ee06373b9837d7f6290d2719851a1"\n        ]',
+        "null",
+    )
     assert "null" in text
     (record,) = parse_image_inspect(text)
     assert record.repo_digests == ()
@@ -187,13 +227,11 @@ def test_null_repo_digests_reads_as_none():
 # Missing-image outputs as posted (stdout "[]" and the stderr line, in the order shown):
 MISSING = {
     # firecow/gitlab-ci-local#655, docker
-    "[]\nError: No such image: docker.io/tmknom/markdownlint:0.32.2\n":
-        "docker.io/tmknom/markdownlint:0.32.2",
+    "[]\nError: No such image: docker.io/tmknom/markdownlint:0.32.2\n": "docker.io/tmknom/markdownlint:0.32.2",
     # firecow/gitlab-ci-local#655, podman
     '[]\nError: inspecting object: unable to inspect "docker.io/tmknom/markdownlint:0.32.2": failed to '
     "find image docker.io/tmknom/markdownlint:0.32.2: docker.io/tmknom/markdownlint:0.32.2: "
-    "image not known\n":
-        "docker.io/tmknom/markdownlint:0.32.2",
+    "image not known\n": "docker.io/tmknom/markdownlint:0.32.2",
     # gabrieldemarmiesse/python-on-whales#557, docker with the daemon's wording
     "[]\nError response from daemon: No such image: hello:latest\n": "hello:latest",
     # moby/moby#18424, docker 1.9 prints the error before "[]"
@@ -218,20 +256,24 @@ def test_missing_image_is_a_result_not_an_error(text):
 def test_podman_warnings_around_the_json_are_skipped():
     # rootless podman prints logrus warnings on stderr, which the probe captures with stdout
     # (wording of podman's "WARN[0000] ..." lines as in containers/podman#11363)
-    text = ('WARN[0000] "/" is not a shared mount, this could cause issues or missing mounts with '
-            "rootless containers\n" + PODMAN_INSPECT)
+    text = (
+        'WARN[0000] "/" is not a shared mount, this could cause issues or missing mounts with '
+        "rootless containers\n" + PODMAN_INSPECT
+    )
     (record,) = parse_image_inspect(text)
     assert record.repo_tags == ("registry.fedoraproject.org/fedora:latest",)
 
 
 def test_podman_storage_error_is_unreadable():
     # containers/podman#11363 (2021-08-30): a broken image store, not a missing image
-    text = ('WARN[0000] error determining if an image is a manifest list: error locating item named '
-            '"manifest" for image with ID '
-            '"a249f971778eb31c10a8fb97f7a3c54f8549731ccac39accd0c02f358cb589ad": '
-            "file does not exist, ignoring the error \n"
-            'Error: error locating item named "manifest" for image with ID '
-            '"a249f971778eb31c10a8fb97f7a3c54f8549731ccac39accd0c02f358cb589ad": file does not exist\n')
+    text = (
+        "WARN[0000] error determining if an image is a manifest list: error locating item named "
+        '"manifest" for image with ID '
+        '"a249f971778eb31c10a8fb97f7a3c54f8549731ccac39accd0c02f358cb589ad": '
+        "file does not exist, ignoring the error \n"
+        'Error: error locating item named "manifest" for image with ID '
+        '"a249f971778eb31c10a8fb97f7a3c54f8549731ccac39accd0c02f358cb589ad": file does not exist\n'
+    )
     with pytest.raises(ParseError, match="unexpected error line"):
         parse_image_inspect(text)
 
@@ -242,20 +284,27 @@ def test_missing_wins_over_found_records():
     assert result == ImageMissing("b:1", "Error: No such image: b:1")
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("[]\n", "empty array"),
-    ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
-     "not JSON"),
-    ("Error: permission denied while trying to connect\n", "unexpected error line"),
-    ('{"Id": "sha256:x"}', "JSON array"),
-    ('[{"RepoTags": [], "RepoDigests": []}]', '"Id"'),
-    ('[{"Id": "sha256:2082abcb", "RepoTags": [], "RepoDigests": []}]', "sha256:<64 hex>"),
-    ('[{"Id": "sha256:' + "a" * 64 + '", "RepoTags": []}]', "RepoDigests"),
-    ('[{"Id": "sha256:' + "a" * 64 + '", "RepoTags": [], "RepoDigests": ["b10s/test@sha256:ef50"]}]',
-     "not a repo digest"),
-    (DOCKER_INSPECT[:200], "not JSON"),        # cut mid-object
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("[]\n", "empty array"),
+        (
+            "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
+            "not JSON",
+        ),
+        ("Error: permission denied while trying to connect\n", "unexpected error line"),
+        ('{"Id": "sha256:x"}', "JSON array"),
+        ('[{"RepoTags": [], "RepoDigests": []}]', '"Id"'),
+        ('[{"Id": "sha256:2082abcb", "RepoTags": [], "RepoDigests": []}]', "sha256:<64 hex>"),
+        ('[{"Id": "sha256:' + "a" * 64 + '", "RepoTags": []}]', "RepoDigests"),
+        (
+            '[{"Id": "sha256:' + "a" * 64 + '", "RepoTags": [], "RepoDigests": ["b10s/test@sha256:ef50"]}]',
+            "not a repo digest",
+        ),
+        (DOCKER_INSPECT[:200], "not JSON"),  # cut mid-object
+    ],
+)
 def test_image_inspect_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason.replace("(", r"\(")) as caught:
         parse_image_inspect(text)
@@ -264,22 +313,27 @@ def test_image_inspect_unreadable(text, reason):
 
 # -- digest_of ----------------------------------------------------------------------------------
 
-UBUNTU = ImageRecord("sha256:" + "1" * 64,
-                     ("ubuntu@sha256:" + "2" * 64, "registry.example.com:5000/ubuntu@sha256:" + "3" * 64),
-                     ("ubuntu:22.04",))
+UBUNTU = ImageRecord(
+    "sha256:" + "1" * 64,
+    ("ubuntu@sha256:" + "2" * 64, "registry.example.com:5000/ubuntu@sha256:" + "3" * 64),
+    ("ubuntu:22.04",),
+)
 
 
-@pytest.mark.parametrize("reference, digest", [
-    ("ubuntu:22.04", "sha256:" + "2" * 64),
-    ("ubuntu", "sha256:" + "2" * 64),
-    ("docker.io/library/ubuntu:22.04", "sha256:" + "2" * 64),
-    ("index.docker.io/library/ubuntu", "sha256:" + "2" * 64),
-    ("ubuntu@sha256:" + "9" * 64, "sha256:" + "2" * 64),    # pinned elsewhere: still this repository
-    ("registry.example.com:5000/ubuntu:22.04", "sha256:" + "3" * 64),   # a port is not a tag
-    ("library/ubuntu", "sha256:" + "2" * 64),
-    ("nvcr.io/nvidia/ubuntu", None),
-    ("someone/ubuntu", None),
-])
+@pytest.mark.parametrize(
+    "reference, digest",
+    [
+        ("ubuntu:22.04", "sha256:" + "2" * 64),
+        ("ubuntu", "sha256:" + "2" * 64),
+        ("docker.io/library/ubuntu:22.04", "sha256:" + "2" * 64),
+        ("index.docker.io/library/ubuntu", "sha256:" + "2" * 64),
+        ("ubuntu@sha256:" + "9" * 64, "sha256:" + "2" * 64),  # pinned elsewhere: still this repository
+        ("registry.example.com:5000/ubuntu:22.04", "sha256:" + "3" * 64),  # a port is not a tag
+        ("library/ubuntu", "sha256:" + "2" * 64),
+        ("nvcr.io/nvidia/ubuntu", None),
+        ("someone/ubuntu", None),
+    ],
+)
 def test_digest_of(reference, digest):
     assert digest_of(UBUNTU, reference) == digest
 
@@ -294,9 +348,13 @@ def test_digest_of_containerd_store_form():
 
 # Two digests as OpenTelemetry's container.image.repo_digests example lists them
 # (opentelemetry semantic conventions: "Docker and CRI report those under the RepoDigests field").
-OTEL = ("example@sha256:afcc7f1ac1b49db317a7196c902e61c6c3c4607d63599ee1a82d702d249a0ccb",
-        ("internal.registry.example.com:5000/example@sha256:"
-         "b69959407d21e8a062e0416bf13405bb2b71ed7a84dde4158ebafacfa06f5578"))
+OTEL = (
+    "example@sha256:afcc7f1ac1b49db317a7196c902e61c6c3c4607d63599ee1a82d702d249a0ccb",
+    (
+        "internal.registry.example.com:5000/example@sha256:"
+        "b69959407d21e8a062e0416bf13405bb2b71ed7a84dde4158ebafacfa06f5578"
+    ),
+)
 
 
 def test_repo_digests_template_forms():
@@ -304,16 +362,19 @@ def test_repo_digests_template_forms():
     assert parse_repo_digests_template(f"[{OTEL[0]} {OTEL[1]}]\n") == OTEL
     assert parse_repo_digests_template(f'["{OTEL[0]}","{OTEL[1]}"]\n') == OTEL
     assert parse_repo_digests_template("[]\n") == ()
-    assert parse_repo_digests_template("null\n") == ()      # {{json}} of nil (moby/moby#45556)
+    assert parse_repo_digests_template("null\n") == ()  # {{json}} of nil (moby/moby#45556)
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("<no value>\n", "expected"),              # template on a field the object does not have
-    ("[geobon/bon-in-a-box@sha256:34acee6db172b5592\n", "expected"),   # cut
-    ("[geobon/bon-in-a-box:latest]\n", "not a repo digest"),
-    ('["a@sha256:' + "0" * 64 + '", 3]', "non-string"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("<no value>\n", "expected"),  # template on a field the object does not have
+        ("[geobon/bon-in-a-box@sha256:34acee6db172b5592\n", "expected"),  # cut
+        ("[geobon/bon-in-a-box:latest]\n", "not a repo digest"),
+        ('["a@sha256:' + "0" * 64 + '", 3]', "non-string"),
+    ],
+)
 def test_repo_digests_template_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_repo_digests_template(text)
@@ -321,15 +382,20 @@ def test_repo_digests_template_unreadable(text, reason):
 
 # -- images --digests tables --------------------------------------------------------------------
 
+
 def test_crictl_table_with_its_header():
     # crictl's header (cri-tools cmd/crictl/image.go: IMAGE, TAG, DIGEST, IMAGE ID, SIZE) over the
     # row of cri-tools#1366, widths as crictl's tabwriter pads them
-    text = ("IMAGE                                                 TAG                 DIGEST"
-            "              IMAGE ID            SIZE\n"
-            + data("container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt")
-            .splitlines()[0] + "\n")
-    assert parse_images_digests_table(text) == TABLES[
-        "container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt"][:1]
+    text = (
+        "IMAGE                                                 TAG                 DIGEST"
+        "              IMAGE ID            SIZE\n"
+        + data("container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt").splitlines()[0]
+        + "\n"
+    )
+    assert (
+        parse_images_digests_table(text)
+        == TABLES["container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt"][:1]
+    )
 
 
 def test_header_only_is_no_images():
@@ -341,21 +407,30 @@ def test_none_repository_and_tag():
     # a dangling image: docker prints "<none>" for repository, tag and digest
     text = data("container-digests/nerdctl-pr442-docker-images-digests-alpine.txt").replace(
         "alpine                              latest    " + ALPINE,
-        "<none>                              <none>    <none>" + " " * 67)
+        "<none>                              <none>    <none>" + " " * 67,
+    )
     assert parse_images_digests_table(text) == (
-        ImageRow(None, None, None, "14119a10abf4", "5.6MB", digest_truncated=False),)
+        ImageRow(None, None, None, "14119a10abf4", "5.6MB", digest_truncated=False),
+    )
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\nalpine   latest   14119a10abf4   7 weeks ago   5.6MB\n",
-     "header lacks DIGEST"),                  # `docker images` without --digests
-    ("REPOSITORY   TAG   DIGEST   CREATED   SIZE\n", "header lacks IMAGE ID"),
-    ("busybox  latest  zz9ac9237a84a  3f57d9401f8d4  4.26MB\n", "not a digest"),
-    ("busybox  latest  6d9ac9237a84a\n", "headerless row of 3 cells"),      # cut
-    ("REPOSITORY   TAG   DIGEST   IMAGE ID   CREATED   SIZE\nalpine   latest   <none>   14119a10abf4\n",
-     "4 cells for 6 columns"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        (
+            "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\nalpine   latest   14119a10abf4   7 weeks ago   5.6MB\n",
+            "header lacks DIGEST",
+        ),  # `docker images` without --digests
+        ("REPOSITORY   TAG   DIGEST   CREATED   SIZE\n", "header lacks IMAGE ID"),
+        ("busybox  latest  zz9ac9237a84a  3f57d9401f8d4  4.26MB\n", "not a digest"),
+        ("busybox  latest  6d9ac9237a84a\n", "headerless row of 3 cells"),  # cut
+        (
+            "REPOSITORY   TAG   DIGEST   IMAGE ID   CREATED   SIZE\nalpine   latest   <none>   14119a10abf4\n",
+            "4 cells for 6 columns",
+        ),
+    ],
+)
 def test_images_table_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_images_digests_table(text)
@@ -371,18 +446,25 @@ EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
 def test_sha256sum_forms():
-    text = (f"{EMPTY}  /shared/images/pytorch.sqsh\n"
-            f"{EMPTY} */shared/images/binary mode.sqsh\n"
-            f"SHA256 (/shared/images/tagged.sqsh) = {EMPTY}\n"
-            f"\\{EMPTY}  /shared/images/back\\\\slash\\nnewline.sqsh\n"
-            "sha256sum: /shared/images/gone.sqsh: No such file or directory\n"
-            "sha256sum: /root/secret.sqsh: Permission denied\n"
-            "sha256sum: /shared/images: Is a directory\n")
+    text = (
+        f"{EMPTY}  /shared/images/pytorch.sqsh\n"
+        f"{EMPTY} */shared/images/binary mode.sqsh\n"
+        f"SHA256 (/shared/images/tagged.sqsh) = {EMPTY}\n"
+        f"\\{EMPTY}  /shared/images/back\\\\slash\\nnewline.sqsh\n"
+        "sha256sum: /shared/images/gone.sqsh: No such file or directory\n"
+        "sha256sum: /root/secret.sqsh: Permission denied\n"
+        "sha256sum: /shared/images: Is a directory\n"
+    )
     assert parse_sha256sum(text) == Sha256Sums(
-        sums={"/shared/images/pytorch.sqsh": EMPTY, "/shared/images/binary mode.sqsh": EMPTY,
-              "/shared/images/tagged.sqsh": EMPTY, "/shared/images/back\\slash\nnewline.sqsh": EMPTY},
+        sums={
+            "/shared/images/pytorch.sqsh": EMPTY,
+            "/shared/images/binary mode.sqsh": EMPTY,
+            "/shared/images/tagged.sqsh": EMPTY,
+            "/shared/images/back\\slash\nnewline.sqsh": EMPTY,
+        },
         missing=("/shared/images/gone.sqsh",),
-        unreadable={"/root/secret.sqsh": "Permission denied", "/shared/images": "Is a directory"})
+        unreadable={"/root/secret.sqsh": "Permission denied", "/shared/images": "Is a directory"},
+    )
 
 
 def test_sha256sum_all_missing():
@@ -390,13 +472,16 @@ def test_sha256sum_all_missing():
     assert result == Sha256Sums({}, ("/x.sqsh",), {})
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    (f"{EMPTY[:40]}", "unexpected line"),      # cut mid-sum
-    (f"{EMPTY.upper()}  /a\n", "unexpected line"),
-    (f"{EMPTY}  /a\n{'0' * 64}  /a\n", "two different sums"),
-    ("bash: sha256sum: command not found\n", "unexpected line"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        (f"{EMPTY[:40]}", "unexpected line"),  # cut mid-sum
+        (f"{EMPTY.upper()}  /a\n", "unexpected line"),
+        (f"{EMPTY}  /a\n{'0' * 64}  /a\n", "two different sums"),
+        ("bash: sha256sum: command not found\n", "unexpected line"),
+    ],
+)
 def test_sha256sum_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_sha256sum(text)
@@ -418,7 +503,7 @@ ubuntu     70M   24733  S+     05:39:48  06:29  4026533445  4026533444  sleep in
 def test_enroot_list():
     assert parse_enroot_list("alpine\nbusybox\ncentos\nubuntu\n") == ("alpine", "busybox", "centos", "ubuntu")
     assert parse_enroot_list("pyxis_19.0\n") == ("pyxis_19.0",)
-    assert parse_enroot_list("") == ()         # no container root filesystems
+    assert parse_enroot_list("") == ()  # no container root filesystems
 
 
 def test_enroot_list_fancy():
@@ -433,21 +518,33 @@ def test_enroot_list_unreadable(text):
 
 # -- pyxis log forms ----------------------------------------------------------------------------
 
+
 def test_pyxis_no_errors():
     assert parse_pyxis_log("") == ()
     # an info line and a Slurm error that is not pyxis's (pyxis#127)
-    assert parse_pyxis_log("pyxis: importing docker image: hello-world.sqsh\n"
-                           "srun: error: compute-0: task 0: Exited with exit code 1\n") == ()
+    assert (
+        parse_pyxis_log(
+            "pyxis: importing docker image: hello-world.sqsh\nsrun: error: compute-0: task 0: Exited with exit code 1\n"
+        )
+        == ()
+    )
 
 
 def test_pyxis_rfc3339_syslog_and_batch_step():
     # rsyslog's RFC 3339 timestamp form of the awsome-distributed-ai#185 journal line, and the
     # slurmd.log prefix of enroot#256 with a batch step
-    line = ("2024-03-09T17:46:38.123456+00:00 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: "
-            "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied")
+    line = (
+        "2024-03-09T17:46:38.123456+00:00 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: "
+        "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied"
+    )
     batch = "[2025-11-06T20:36:19.163] [19.batch] error: pyxis: couldn't start container"
     assert parse_pyxis_log(f"{line}\n{batch}\n") == (
-        PyxisError("2024-03-09T17:46:38.123456+00:00", None,
-                   "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
-                   line, False),
-        PyxisError(SLURMD_TIME, "19.batch", "couldn't start container", batch, False))
+        PyxisError(
+            "2024-03-09T17:46:38.123456+00:00",
+            None,
+            "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
+            line,
+            False,
+        ),
+        PyxisError(SLURMD_TIME, "19.batch", "couldn't start container", batch, False),
+    )

@@ -1,5 +1,6 @@
 """parse_dump on every recorded (torch 2.13 gloo) and built flight-recorder dump, with exact facts;
 hostile, truncated, foreign and garbage files refused with ParseError, the hostile ones never run."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DATA
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.flight_recorder import MAX_DEPTH, MAX_DUMP_BYTES, FRFrame, FRGroup, FRGroupStatus, parse_dump
+from tests.helpers import DATA
 
 FR = DATA / "flight-recorder"
 
@@ -20,13 +21,25 @@ def fr(path: str):
 
 
 def rank_files(scenario: str) -> list[str]:
-    return sorted(f"{scenario}/{sub}{p.name}" for sub in ("", "json/")
-                  for p in (FR / scenario / sub).glob("nccl_trace_rank_*"))
+    return sorted(
+        f"{scenario}/{sub}{p.name}" for sub in ("", "json/") for p in (FR / scenario / sub).glob("nccl_trace_rank_*")
+    )
 
 
-ALL = [f for s in ("mismatched", "missing-rank", "same-collective", "never-started", "built-2.4-mismatched",
-                   "built-2.2-missing-rank", "built-2.10-mismatched-sizes", "built-2.10-ahead-p2p")
-       for f in rank_files(s)]
+ALL = [
+    f
+    for s in (
+        "mismatched",
+        "missing-rank",
+        "same-collective",
+        "never-started",
+        "built-2.4-mismatched",
+        "built-2.2-missing-rank",
+        "built-2.10-mismatched-sizes",
+        "built-2.10-ahead-p2p",
+    )
+    for f in rank_files(s)
+]
 
 
 def test_every_dump_file_is_covered():
@@ -49,7 +62,12 @@ def test_recorded_mismatched_rank3_pickle():
     assert [e.collective for e in d.entries] == ["all_reduce"] * 6
     assert [e.input_sizes for e in d.entries] == [((64, 32),)] * 5 + [((1,),)]
     last = d.entries[-1]
-    assert (last.profiling_name, last.backend, last.state, last.retired) == ("gloo:all_reduce", "gloo", "scheduled", False)
+    assert (last.profiling_name, last.backend, last.state, last.retired) == (
+        "gloo:all_reduce",
+        "gloo",
+        "scheduled",
+        False,
+    )
     assert (last.pg_name, last.pg_desc, last.pg_id, last.is_p2p) == ("0", "default_pg", 0, False)
     assert last.input_dtypes == ("Float",) and last.timeout_ms == 20000
     assert last.time_discovered_started_ns is None and last.duration_ms is None
@@ -67,11 +85,12 @@ def test_recorded_mismatched_others_in_all_gather():
 
 def test_recorded_json_differs_from_pickle_the_documented_ways():
     j, p = fr("mismatched/json/nccl_trace_rank_3"), fr("mismatched/nccl_trace_rank_3")
-    assert j.format == "json" and j.status == p.status          # "5" strings read as ints
-    assert all(e.frames == () for e in j.entries)               # dump_json writes no frames
-    assert all(e.time_discovered_started_ns is None for e in j.entries)    # 0 there means absent
-    assert [(e.collective_seq_id, e.collective, e.input_sizes) for e in j.entries] == \
-        [(e.collective_seq_id, e.collective, e.input_sizes) for e in p.entries]
+    assert j.format == "json" and j.status == p.status  # "5" strings read as ints
+    assert all(e.frames == () for e in j.entries)  # dump_json writes no frames
+    assert all(e.time_discovered_started_ns is None for e in j.entries)  # 0 there means absent
+    assert [(e.collective_seq_id, e.collective, e.input_sizes) for e in j.entries] == [
+        (e.collective_seq_id, e.collective, e.input_sizes) for e in p.entries
+    ]
 
 
 def test_recorded_ring_buffer_keeps_the_last_16():
@@ -96,7 +115,11 @@ def test_built_24_mismatched():
     assert [e.state for e in d.entries] == ["completed"] * 4 + ["started"]
     assert d.entries[-1].profiling_name == "nccl:all_reduce" and d.entries[-1].input_sizes == ((1,),)
     other = fr("built-2.4-mismatched/json/nccl_trace_rank_15").entries[-1]
-    assert (other.collective, other.input_sizes, other.output_sizes) == ("reduce_scatter", ((2048, 4096),), ((128, 4096),))
+    assert (other.collective, other.input_sizes, other.output_sizes) == (
+        "reduce_scatter",
+        ((2048, 4096),),
+        ((128, 4096),),
+    )
     assert d.groups["0"] == FRGroup(name="0", desc="default_pg", ranks=tuple(range(16)))
     assert d.status["0"] == FRGroupStatus(3851, 3851, 3850)
 
@@ -113,8 +136,13 @@ def test_built_22_minimal_entry_defaults():
 def test_built_210_p2p_and_thread_name():
     d = fr("built-2.10-ahead-p2p/nccl_trace_rank_0")
     send = d.entries[-1]
-    assert (send.profiling_name, send.collective, send.is_p2p, send.p2p_seq_id, send.collective_seq_id) == \
-        ("nccl:send 0->1", "send", True, 5, 3)
+    assert (send.profiling_name, send.collective, send.is_p2p, send.p2p_seq_id, send.collective_seq_id) == (
+        "nccl:send 0->1",
+        "send",
+        True,
+        5,
+        3,
+    )
     assert (send.pg_name, send.pg_desc, send.pg_id, send.thread_name) == ("1", "pp", 1, "pt_main_thread")
     assert d.groups["1"].ranks == (0, 1) and set(d.status) == {"0", "1"}
     recv = fr("built-2.10-ahead-p2p/json/nccl_trace_rank_1").entries[-1]
@@ -127,10 +155,13 @@ def test_unknown_newer_version_with_extra_keys_parses():
     assert (d.entries[0].backend, d.entries[0].collective) == ("xccl", "all_reduce")
 
 
-@pytest.mark.parametrize("name, payload, refused", [
-    ("malicious-os-system.pkl", "/tmp/nodecheck-fr-pwned-os-system", "refused to load os.system"),
-    ("malicious-builtins-eval.pkl", "/tmp/nodecheck-fr-pwned-eval", "refused to load builtins.eval"),
-])
+@pytest.mark.parametrize(
+    "name, payload, refused",
+    [
+        ("malicious-os-system.pkl", "/tmp/nodecheck-fr-pwned-os-system", "refused to load os.system"),
+        ("malicious-builtins-eval.pkl", "/tmp/nodecheck-fr-pwned-eval", "refused to load builtins.eval"),
+    ],
+)
 def test_malicious_pickle_refused_and_never_run(name, payload, refused):
     if os.path.exists(payload):
         os.remove(payload)
@@ -141,13 +172,16 @@ def test_malicious_pickle_refused_and_never_run(name, payload, refused):
     assert not os.path.exists(payload)
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("truncated.pkl", "not a readable pickle"),
-    ("garbage.bin", "not a readable pickle"),
-    ("list.pkl", "top level is a list, expected a dict"),
-    ("no-version.pkl", "no 'version' string"),
-    ("no-entries.pkl", "no 'entries'"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("truncated.pkl", "not a readable pickle"),
+        ("garbage.bin", "not a readable pickle"),
+        ("list.pkl", "top level is a list, expected a dict"),
+        ("no-version.pkl", "no 'version' string"),
+        ("no-entries.pkl", "no 'entries'"),
+    ],
+)
 def test_broken_files_are_parse_errors_with_an_excerpt(name, reason):
     with pytest.raises(ParseError) as e:
         fr(f"bad/{name}")
@@ -160,17 +194,28 @@ def test_wrong_type_names_the_entry_and_key():
     assert "entry 1 'collective_seq_id' is 'two', expected int" in e.value.reason
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"", "empty file"),
-    (b'{"version": "2.10", "entries": [1]}', "entry 0 is a int, expected a dict"),
-    (b'{"version": "two", "entries": []}', "version 'two', expected <major>.<minor>"),
-    (b'{"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "__import__(1)"}}}', "expected \"[0, 1, ...]\""),
-    (b'{"version": "2.10", "entries": [{"profiling_name": "nccl:all_reduce", "state": "started"}]}',
-     "entry 0 has no 'process_group'"),
-    (b'{"version": "2.10", "entries": [], "pg_status": {"0": {"last_completed_collective": "x"}}}', "expected an int"),
-    (b"{" * 5, "not readable JSON"),
-    (b"[" * 100_000, "not a readable pickle"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", "empty file"),
+        (b'{"version": "2.10", "entries": [1]}', "entry 0 is a int, expected a dict"),
+        (b'{"version": "two", "entries": []}', "version 'two', expected <major>.<minor>"),
+        (
+            b'{"version": "2.10", "entries": [], "pg_config": {"0": {"ranks": "__import__(1)"}}}',
+            'expected "[0, 1, ...]"',
+        ),
+        (
+            b'{"version": "2.10", "entries": [{"profiling_name": "nccl:all_reduce", "state": "started"}]}',
+            "entry 0 has no 'process_group'",
+        ),
+        (
+            b'{"version": "2.10", "entries": [], "pg_status": {"0": {"last_completed_collective": "x"}}}',
+            "expected an int",
+        ),
+        (b"{" * 5, "not readable JSON"),
+        (b"[" * 100_000, "not a readable pickle"),
+    ],
+)
 def test_malformed_inputs(data, reason):
     with pytest.raises(ParseError) as e:
         parse_dump(data, "x")
@@ -181,8 +226,12 @@ def test_deeply_nested_pickle_is_refused_before_it_is_loaded():
     # {"version": "2.10", "entries": [[[...]]]} 100,000 lists deep, written opcode by opcode (pickle.dumps
     # itself recurses): the pre-scan refuses it at the bound, before the unpickler builds anything
     n = 100_000
-    data = (b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
-            + b"]" * n + b"a" * (n - 1) + b"u.")
+    data = (
+        b"\x80\x02}(X\x07\x00\x00\x00versionX\x04\x00\x00\x002.10X\x07\x00\x00\x00entries"
+        + b"]" * n
+        + b"a" * (n - 1)
+        + b"u."
+    )
     with pytest.raises(ParseError) as e:
         parse_dump(data, "deep")
     assert e.value.reason == f"deep: refused: nested more than {MAX_DEPTH} deep"
@@ -192,6 +241,7 @@ def test_oversized_dump_is_refused_unread():
     class Huge(bytes):
         def __len__(self):
             return MAX_DUMP_BYTES + 1
+
     with pytest.raises(ParseError) as e:
         parse_dump(Huge(b"{}"), "huge")
     assert "over the" in e.value.reason

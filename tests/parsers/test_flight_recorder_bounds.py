@@ -2,6 +2,7 @@
 by the opcode pre-scan before the unpickler runs, quickly and in bounded memory, as that dump's
 ParseError; and a dump that still fails inside (a RecursionError, a MemoryError) is that dump's
 ParseError too, never the run's. Every input is CONSTRUCTED here, opcode by opcode."""
+
 from __future__ import annotations
 
 import pickle
@@ -48,15 +49,21 @@ def test_long_binput_memo_index_of_100_million_is_refused_without_allocating():
 
 
 def test_a_memo_read_of_an_index_never_stored_is_refused():
-    assert refused(b"\x80\x02j" + struct.pack("<I", 7) + b".") == \
-        "evil: refused: LONG_BINGET reads memo index 7, which was never stored"
+    assert (
+        refused(b"\x80\x02j" + struct.pack("<I", 7) + b".")
+        == "evil: refused: LONG_BINGET reads memo index 7, which was never stored"
+    )
 
 
 def test_80k_integer_keys_that_hash_alike_are_refused_not_136_s():
     # {"version": ..., "entries": [], k*(2**61-1): None ...}: every key hashes to 0 on 64-bit
-    body = b"".join(b"\x8a" + bytes([len(b)]) + b + b"N"
-                    for b in ((k * (2**61 - 1)).to_bytes(((k * (2**61 - 1)).bit_length() + 8) // 8, "little", signed=True)
-                              for k in range(1, 80_001)))
+    body = b"".join(
+        b"\x8a" + bytes([len(b)]) + b + b"N"
+        for b in (
+            (k * (2**61 - 1)).to_bytes(((k * (2**61 - 1)).bit_length() + 8) // 8, "little", signed=True)
+            for k in range(1, 80_001)
+        )
+    )
     data = HEAD + b"]" + body + b"u."
     assert len(data) > 1_000_000
     assert refused(data, within_s=5.0) == "evil: refused: a dict key is a number, not a string"
@@ -70,7 +77,7 @@ def test_100k_nesting_levels_refused_at_the_depth_bound():
 
 def test_nesting_through_the_memo_without_a_deep_stack_is_refused():
     # a = []; then 100 times: b = [a]; a = b - the stack never holds more than two values
-    step = b"]h\x00aq\x000"                    # EMPTY_LIST, BINGET 0, APPEND, BINPUT 0, POP
+    step = b"]h\x00aq\x000"  # EMPTY_LIST, BINGET 0, APPEND, BINPUT 0, POP
     data = b"\x80\x02]q\x000" + step * 100 + b"h\x00."
     assert refused(data) == f"evil: refused: nested more than {MAX_DEPTH} deep"
 
@@ -79,8 +86,9 @@ def test_5000_memo_uses_of_one_1_mib_string_are_refused_not_a_memory_error():
     big = b"X" + struct.pack("<I", 2**20) + b"a" * 2**20 + b"q\x01"
     data = HEAD + b"](" + big + b"h\x01" * 4999 + b"eu."
     reason = refused(data)
-    assert reason == (f"evil: refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo "
-                      "counts each time)")
+    assert reason == (
+        f"evil: refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo counts each time)"
+    )
 
 
 def test_a_billion_laughs_of_lists_is_refused():
@@ -89,19 +97,25 @@ def test_a_billion_laughs_of_lists_is_refused():
     for k in range(60):
         data += b"](" + b"h" + bytes([k]) + b"h" + bytes([k]) + b"eq" + bytes([k + 1])
     data += b"."
-    assert refused(data) == (f"evil: refused: expands past {MAX_EXPANDED} bytes (a value used again through the "
-                             "memo counts each time)")
+    assert refused(data) == (
+        f"evil: refused: expands past {MAX_EXPANDED} bytes (a value used again through the memo counts each time)"
+    )
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"\x80\x02\x8f.", "refused the EMPTY_SET opcode: a dump holds only dicts, lists, tuples, strings and numbers"),
-    (b"\x80\x02c__builtin__\nset\n.", "refused to load __builtin__.set"),
-    (b"\x80\x04\x8c\x02os\x8c\x06system\x93.", "refused to load os.system"),
-    (b"\x80\x02\x8a\x40" + b"\x01" * 64 + b".", "refused: an integer of 505 bits"),
-    # a = []; b = [a]; then None appended to a: a container changed after it was nested
-    (b"\x80\x02]q\x00]h\x00a0h\x00Na.",
-     "refused: a list or dict changed after it was nested (not what a pickler writes)"),
-])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"\x80\x02\x8f.", "refused the EMPTY_SET opcode: a dump holds only dicts, lists, tuples, strings and numbers"),
+        (b"\x80\x02c__builtin__\nset\n.", "refused to load __builtin__.set"),
+        (b"\x80\x04\x8c\x02os\x8c\x06system\x93.", "refused to load os.system"),
+        (b"\x80\x02\x8a\x40" + b"\x01" * 64 + b".", "refused: an integer of 505 bits"),
+        # a = []; b = [a]; then None appended to a: a container changed after it was nested
+        (
+            b"\x80\x02]q\x00]h\x00a0h\x00Na.",
+            "refused: a list or dict changed after it was nested (not what a pickler writes)",
+        ),
+    ],
+)
 def test_opcodes_and_values_a_dump_never_holds(data, reason):
     assert refused(data) == f"evil: {reason}"
 
@@ -120,6 +134,7 @@ def test_the_time_bound_is_a_refusal_of_that_dump():
 def test_any_exception_inside_is_that_dumps_parse_error(monkeypatch):
     def explode(*_a, **_k):
         raise MemoryError("out of memory")
+
     monkeypatch.setattr(flight_recorder, "_entry", explode)
     data = (DATA / "flight-recorder" / "mismatched" / "nccl_trace_rank_0").read_bytes()
     with pytest.raises(ParseError) as e:
@@ -131,9 +146,22 @@ def test_a_wrong_value_is_quoted_bounded_never_whole():
     # entry 0's input_sizes is 1000 uses of one 64 KiB string (64 MiB to a repr): the message quotes a few
     # characters of it
     s = ustr("b" * 65536) + b"q\x01"
-    entry = (b"}(" + ustr("process_group") + ustr("0") + ustr("") + b"\x86" + ustr("profiling_name")
-             + ustr("nccl:all_reduce") + ustr("state") + ustr("started") + ustr("input_sizes") + b"](" + s
-             + b"h\x01" * 999 + b"eu")
+    entry = (
+        b"}("
+        + ustr("process_group")
+        + ustr("0")
+        + ustr("")
+        + b"\x86"
+        + ustr("profiling_name")
+        + ustr("nccl:all_reduce")
+        + ustr("state")
+        + ustr("started")
+        + ustr("input_sizes")
+        + b"]("
+        + s
+        + b"h\x01" * 999
+        + b"eu"
+    )
     data = HEAD + b"](" + entry + b"eu."
     reason = refused(data)
     assert reason.startswith("evil: entry 0 'input_sizes' is ['bbbbbbbbbb") and len(reason) < 300

@@ -1,5 +1,6 @@
 """parsers/forensics.py on the forensics probes' real output (tests/data/forensics, recorded by its
 record.py on Debian 12: dash, py-spy 0.4.3, Python 3.11) and on output they never print."""
+
 from __future__ import annotations
 
 import base64
@@ -23,7 +24,7 @@ def test_snapshot_three_ranks_their_variables_dumps_and_nccl_warnings():
     assert snap.clock is not None and snap.clock > 1_700_000_000
     assert snap.gpus == () and "nvidia-smi: not found" in snap.gpu_error
     assert [p.env["RANK"] for p in snap.processes] == ["0", "1", "2"]
-    assert [p.proc.state for p in snap.processes] == ["S", "S", "D"]      # rank 2 was frozen
+    assert [p.proc.state for p in snap.processes] == ["S", "S", "D"]  # rank 2 was frozen
     first = snap.processes[0].env
     assert first["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and first["WORLD_SIZE"] == "4"
     assert first["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
@@ -39,22 +40,29 @@ def test_snapshot_three_ranks_their_variables_dumps_and_nccl_warnings():
 
 def test_snapshot_a_value_holding_a_newline_stays_one_variable():
     raw = text("recorded-snapshot-three-ranks-no-nvidia-smi.txt").replace(
-        "GROUP_RANK=0\n", "GROUP_RANK=0\\x01RANK=99\n", 1)
+        "GROUP_RANK=0\n", "GROUP_RANK=0\\x01RANK=99\n", 1
+    )
     snap = parse_snapshot(raw)
     assert snap.processes[0].env["RANK"] == "0"
     assert snap.processes[0].env["GROUP_RANK"] == "0\nRANK=99"
 
 
 def test_snapshot_of_no_process_and_failing_pgrep():
-    none = ("@@nodecheck begin clock\n1796148685\n@@nodecheck end clock rc=0\n@@nodecheck begin procs\n"
-            "@@nodecheck end procs rc=0\n@@nodecheck begin dumps\n@@nodecheck end dumps rc=0\n")
+    none = (
+        "@@nodecheck begin clock\n1796148685\n@@nodecheck end clock rc=0\n@@nodecheck begin procs\n"
+        "@@nodecheck end procs rc=0\n@@nodecheck begin dumps\n@@nodecheck end dumps rc=0\n"
+    )
     assert parse_snapshot(none).processes == () and parse_snapshot(none).procs_error == ""
-    failed = none.replace("@@nodecheck begin procs\n@@nodecheck end procs rc=0",
-                          "@@nodecheck begin procs\npgrep: invalid regex\n@@nodecheck end procs rc=2")
+    failed = none.replace(
+        "@@nodecheck begin procs\n@@nodecheck end procs rc=0",
+        "@@nodecheck begin procs\npgrep: invalid regex\n@@nodecheck end procs rc=2",
+    )
     assert parse_snapshot(failed).procs_error == "pgrep: invalid regex"
 
 
-@pytest.mark.parametrize("garbage", ["", "Welcome to node1\n", "@@nodecheck begin clock\n17\n@@nodecheck end clock rc=0\n"])
+@pytest.mark.parametrize(
+    "garbage", ["", "Welcome to node1\n", "@@nodecheck begin clock\n17\n@@nodecheck end clock rc=0\n"]
+)
 def test_snapshot_not_from_the_probe_is_a_parse_error(garbage):
     with pytest.raises(ParseError) as e:
         parse_snapshot(garbage)
@@ -72,7 +80,7 @@ def test_stacks_two_answer_one_frozen():
     assert out.pyspy == "py-spy 0.4.3"
     assert len(out.results) == 3
     rcs = sorted(r.rc for r in out.results.values())
-    assert rcs == [0, 0, 124]                  # the frozen one: timeout(1) fired
+    assert rcs == [0, 0, 124]  # the frozen one: timeout(1) fired
     frozen = next(r for r in out.results.values() if r.rc == 124)
     assert frozen.state == "D (disk sleep)" and frozen.wchan
     answered = [r for r in out.results.values() if r.rc == 0]
@@ -104,12 +112,16 @@ def test_fetch_refused_by_the_node_is_a_note_never_data():
     link = parse_fetch(text("recorded-fetch-refused-symlink.txt"))
     assert (link.data, link.refused, link.note) == (None, True, "refused: a symbolic link, not followed")
     other = parse_fetch(text("recorded-fetch-refused-owner.txt"))
-    assert (other.data, other.refused, other.note) == (None, True, "refused: owned by uid 0, not by the rank (uid 4242)")
+    assert (other.data, other.refused, other.note) == (
+        None,
+        True,
+        "refused: owned by uid 0, not by the rank (uid 4242)",
+    )
 
 
 def test_snapshot_listing_lines_of_another_shape_are_a_parse_error():
     raw = text("recorded-snapshot-three-ranks-no-nvidia-smi.txt")
-    old_shape = raw.replace("file\t1027\t", "file\t", 1)       # no OWNER column
+    old_shape = raw.replace("file\t1027\t", "file\t", 1)  # no OWNER column
     with pytest.raises(ParseError, match="is not 'file SIZE MTIME OWNER PATH'"):
         parse_snapshot(old_shape)
 
@@ -121,10 +133,16 @@ def test_fetch_plain_base64_and_a_file_that_changed_while_read():
     assert short.data == b"abc" and "changed while it was read" in short.note
 
 
-@pytest.mark.parametrize("bad", ["", "hello\n", "@@nodecheck encoding base64 3\n!!!not base64\n",
-                                 "@@nodecheck encoding gzip+base64 3\n" + base64.b64encode(b"not gzip").decode() + "\n",
-                                 "@@nodecheck encoding gzip+base64 3\n"
-                                 + base64.b64encode(gzip.compress(b"abc"))[:-8].decode() + "\n"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "hello\n",
+        "@@nodecheck encoding base64 3\n!!!not base64\n",
+        "@@nodecheck encoding gzip+base64 3\n" + base64.b64encode(b"not gzip").decode() + "\n",
+        "@@nodecheck encoding gzip+base64 3\n" + base64.b64encode(gzip.compress(b"abc"))[:-8].decode() + "\n",
+    ],
+)
 def test_fetch_garbage_is_a_parse_error(bad):
     with pytest.raises(ParseError):
         parse_fetch(bad)

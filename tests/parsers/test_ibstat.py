@@ -1,13 +1,14 @@
 """parse_ibstat / parse_ibstatus / parse_ibstat_p on every copied corpus file, with exact facts per file."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.ibstat import IbstatFacts, parse_ibstat, parse_ibstat_p, parse_ibstatus
+from tests.helpers import data, data_files
 
 TOOLS = ("ibstat", "ibstatus", "ibstat-p")
 FATAL = "ibstatus/debian-infiniband-diags-44-no-devices-fatal-exit255.txt"
@@ -16,8 +17,8 @@ H100_NDR = "ibstat/gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt"
 
 @dataclass(frozen=True)
 class Expect:
-    ports: tuple[tuple, ...]                   # (where, state, physical state, rate, link layer, base lid)
-    cas: dict[str, tuple]                      # name → (ca_type, firmware); ibstatus: (None, None)
+    ports: tuple[tuple, ...]  # (where, state, physical state, rate, link layer, base lid)
+    cas: dict[str, tuple]  # name → (ca_type, firmware); ibstatus: (None, None)
     incomplete: tuple[str, ...] = ()
 
 
@@ -26,86 +27,144 @@ NO_CA_FACTS = (None, None)
 
 IBSTAT = {
     "ibstat/cn-notes-cx6-mt4123-ethernet-down-disabled-partial.txt": Expect(
-        ports=(("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0),),
-        cas={"mlx5_1": ("MT4123", "20.35.2000")}),
+        ports=(("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0),), cas={"mlx5_1": ("MT4123", "20.35.2000")}
+    ),
     "ibstat/gpud-h100-cx7-roce-12ca-down-polling-disabled.txt": Expect(
-        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
-               ("mlx5_10/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_11/1", "Down", "Polling", 40, "Ethernet", 0),
-               ("mlx5_2/1", "Active", "LinkUp", 100, "Ethernet", 0),
-               ("mlx5_3/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_4/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_5/1", "Down", "Disabled", 40, "Ethernet", 0),
-               ("mlx5_6/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_7/1", "Active", "LinkUp", 100, "Ethernet", 0),
-               ("mlx5_8/1", "Active", "LinkUp", 100, "Ethernet", 0),
-               ("mlx5_9/1", "Active", "LinkUp", 400, "Ethernet", 0)),
-        cas={"mlx5_0": CX7, "mlx5_1": CX6DX_39, "mlx5_10": CX7, "mlx5_11": CX7, "mlx5_2": CX6DX_39,
-             "mlx5_3": CX7, "mlx5_4": CX7, "mlx5_5": CX7, "mlx5_6": CX7, "mlx5_7": CX6DX_39,
-             "mlx5_8": CX6DX_39, "mlx5_9": CX7}),
+        ports=(
+            ("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
+            ("mlx5_10/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_11/1", "Down", "Polling", 40, "Ethernet", 0),
+            ("mlx5_2/1", "Active", "LinkUp", 100, "Ethernet", 0),
+            ("mlx5_3/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_4/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_5/1", "Down", "Disabled", 40, "Ethernet", 0),
+            ("mlx5_6/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_7/1", "Active", "LinkUp", 100, "Ethernet", 0),
+            ("mlx5_8/1", "Active", "LinkUp", 100, "Ethernet", 0),
+            ("mlx5_9/1", "Active", "LinkUp", 400, "Ethernet", 0),
+        ),
+        cas={
+            "mlx5_0": CX7,
+            "mlx5_1": CX6DX_39,
+            "mlx5_10": CX7,
+            "mlx5_11": CX7,
+            "mlx5_2": CX6DX_39,
+            "mlx5_3": CX7,
+            "mlx5_4": CX7,
+            "mlx5_5": CX7,
+            "mlx5_6": CX7,
+            "mlx5_7": CX6DX_39,
+            "mlx5_8": CX6DX_39,
+            "mlx5_9": CX7,
+        },
+    ),
     H100_NDR: Expect(
-        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "InfiniBand", 75),
-               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
-               ("mlx5_10/1", "Active", "LinkUp", 400, "InfiniBand", 828),
-               ("mlx5_11/1", "Active", "LinkUp", 400, "InfiniBand", 944),
-               ("mlx5_2/1", "Down", "Disabled", 40, "Ethernet", 0),
-               ("mlx5_3/1", "Active", "LinkUp", 400, "InfiniBand", 143),
-               ("mlx5_4/1", "Active", "LinkUp", 400, "InfiniBand", 343),
-               ("mlx5_5/1", "Active", "LinkUp", 400, "InfiniBand", 454),
-               ("mlx5_6/1", "Active", "LinkUp", 400, "InfiniBand", 597),
-               ("mlx5_7/1", "Down", "Disabled", 40, "Ethernet", 0),
-               ("mlx5_8/1", "Down", "Disabled", 40, "Ethernet", 0),
-               ("mlx5_9/1", "Active", "LinkUp", 400, "InfiniBand", 771)),
-        cas={"mlx5_0": CX7, "mlx5_1": CX6DX_38, "mlx5_10": CX7, "mlx5_11": CX7, "mlx5_2": CX6DX_38,
-             "mlx5_3": CX7, "mlx5_4": CX7, "mlx5_5": CX7, "mlx5_6": CX7, "mlx5_7": CX6DX_38,
-             "mlx5_8": CX6DX_38, "mlx5_9": CX7}),
+        ports=(
+            ("mlx5_0/1", "Active", "LinkUp", 400, "InfiniBand", 75),
+            ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
+            ("mlx5_10/1", "Active", "LinkUp", 400, "InfiniBand", 828),
+            ("mlx5_11/1", "Active", "LinkUp", 400, "InfiniBand", 944),
+            ("mlx5_2/1", "Down", "Disabled", 40, "Ethernet", 0),
+            ("mlx5_3/1", "Active", "LinkUp", 400, "InfiniBand", 143),
+            ("mlx5_4/1", "Active", "LinkUp", 400, "InfiniBand", 343),
+            ("mlx5_5/1", "Active", "LinkUp", 400, "InfiniBand", 454),
+            ("mlx5_6/1", "Active", "LinkUp", 400, "InfiniBand", 597),
+            ("mlx5_7/1", "Down", "Disabled", 40, "Ethernet", 0),
+            ("mlx5_8/1", "Down", "Disabled", 40, "Ethernet", 0),
+            ("mlx5_9/1", "Active", "LinkUp", 400, "InfiniBand", 771),
+        ),
+        cas={
+            "mlx5_0": CX7,
+            "mlx5_1": CX6DX_38,
+            "mlx5_10": CX7,
+            "mlx5_11": CX7,
+            "mlx5_2": CX6DX_38,
+            "mlx5_3": CX7,
+            "mlx5_4": CX7,
+            "mlx5_5": CX7,
+            "mlx5_6": CX7,
+            "mlx5_7": CX6DX_38,
+            "mlx5_8": CX6DX_38,
+            "mlx5_9": CX7,
+        },
+    ),
     "ibstat/linux-rdma-ml-mlx4-connectx3-ib-down-polling-eth-disabled.txt": Expect(
-        ports=(("mlx4_0/1", "Down", "Polling", 10, "InfiniBand", 0),
-               ("mlx4_0/2", "Down", "Disabled", 40, "Ethernet", 0)),
-        cas={"mlx4_0": ("MT4099", "2.42.5000")}),
+        ports=(
+            ("mlx4_0/1", "Down", "Polling", 10, "InfiniBand", 0),
+            ("mlx4_0/2", "Down", "Disabled", 40, "Ethernet", 0),
+        ),
+        cas={"mlx4_0": ("MT4099", "2.42.5000")},
+    ),
     "ibstat/lustreperfmon-27-cx6-hdr-ib-active-and-disabled-truncated.txt": Expect(
-        ports=(("mlx5_4/1", "Active", "LinkUp", 200, "InfiniBand", 90),
-               ("mlx5_2/1", "Down", "Disabled", 10, "InfiniBand", 65535)),
-        cas={"mlx5_4": ("MT4123", "20.26.4012"), "mlx5_2": ("MT4123", "20.26.4012"),
-             "mlx5_0": ("MT4123", "20.26.4012")},
-        incomplete=("mlx5_0: output ends before any port",)),
+        ports=(
+            ("mlx5_4/1", "Active", "LinkUp", 200, "InfiniBand", 90),
+            ("mlx5_2/1", "Down", "Disabled", 10, "InfiniBand", 65535),
+        ),
+        cas={
+            "mlx5_4": ("MT4123", "20.26.4012"),
+            "mlx5_2": ("MT4123", "20.26.4012"),
+            "mlx5_0": ("MT4123", "20.26.4012"),
+        },
+        incomplete=("mlx5_0: output ends before any port",),
+    ),
     "ibstat/network-operator-249-cx6-vf-down-linkup-lid65535.txt": Expect(
-        ports=(("mlx5_7/1", "Down", "LinkUp", 200, "InfiniBand", 65535),),
-        cas={"mlx5_7": ("MT4124", "20.28.4000")}),
+        ports=(("mlx5_7/1", "Down", "LinkUp", 200, "InfiniBand", 65535),), cas={"mlx5_7": ("MT4124", "20.28.4000")}
+    ),
 }
 # the derived files are the H100 NDR recording with one edit each (tests/data/SOURCES.md)
 IBSTAT["ibstat/derived-h100-ndr-mlx5_3-down-polling.txt"] = Expect(
-    ports=tuple(("mlx5_3/1", "Down", "Polling", 400, "InfiniBand", 143) if row[0] == "mlx5_3/1" else row
-                for row in IBSTAT[H100_NDR].ports),
-    cas=IBSTAT[H100_NDR].cas)
+    ports=tuple(
+        ("mlx5_3/1", "Down", "Polling", 400, "InfiniBand", 143) if row[0] == "mlx5_3/1" else row
+        for row in IBSTAT[H100_NDR].ports
+    ),
+    cas=IBSTAT[H100_NDR].cas,
+)
 IBSTAT["ibstat/derived-h100-ndr-mlx5_5-rate-200.txt"] = Expect(
-    ports=tuple(("mlx5_5/1", "Active", "LinkUp", 200, "InfiniBand", 454) if row[0] == "mlx5_5/1" else row
-                for row in IBSTAT[H100_NDR].ports),
-    cas=IBSTAT[H100_NDR].cas)
+    ports=tuple(
+        ("mlx5_5/1", "Active", "LinkUp", 200, "InfiniBand", 454) if row[0] == "mlx5_5/1" else row
+        for row in IBSTAT[H100_NDR].ports
+    ),
+    cas=IBSTAT[H100_NDR].cas,
+)
 
-HDR_IB = tuple((f"mlx5_{i}/1", "Active", "LinkUp", 200, "InfiniBand", lid) for i, lid in
-               enumerate((0x33bf, 0x33be, 0x33cb, 0x33dc, 0x33f5, 0x33f4, 0x33f6, 0x33f9)))
+HDR_IB = tuple(
+    (f"mlx5_{i}/1", "Active", "LinkUp", 200, "InfiniBand", lid)
+    for i, lid in enumerate((0x33BF, 0x33BE, 0x33CB, 0x33DC, 0x33F5, 0x33F4, 0x33F6, 0x33F9))
+)
 IBSTATUS = {
     "ibstatus/cn-blog-nfsrdma-roce-down-disabled-and-active-tabs.txt": Expect(
-        ports=(("mlx5_0/1", "Down", "Disabled", 100, "Ethernet", 0),
-               ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0)),
-        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+        ports=(
+            ("mlx5_0/1", "Down", "Disabled", 100, "Ethernet", 0),
+            ("mlx5_1/1", "Active", "LinkUp", 100, "Ethernet", 0),
+        ),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS},
+    ),
     "ibstatus/cn-notes-cx6-hdr-ethernet-both-down.txt": Expect(
-        ports=(("mlx5_0/1", "Down", "Disabled", 200, "Ethernet", 0),
-               ("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0)),
-        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+        ports=(
+            ("mlx5_0/1", "Down", "Disabled", 200, "Ethernet", 0),
+            ("mlx5_1/1", "Down", "Disabled", 200, "Ethernet", 0),
+        ),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS},
+    ),
     "ibstatus/gpud-a100-hdr-8ib-plus-ethernet-unknown-gid.txt": Expect(
         ports=HDR_IB + (("mlx5_8/1", "Active", "LinkUp", 40, "Ethernet", 0),),
-        cas={f"mlx5_{i}": NO_CA_FACTS for i in range(9)}),
+        cas={f"mlx5_{i}": NO_CA_FACTS for i in range(9)},
+    ),
     "ibstatus/infiniband_exporter-issue26-ndr-400-ethernet-roce.txt": Expect(
-        ports=(("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
-               ("mlx5_1/1", "Active", "LinkUp", 400, "Ethernet", 0)),
-        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS}),
+        ports=(
+            ("mlx5_0/1", "Active", "LinkUp", 400, "Ethernet", 0),
+            ("mlx5_1/1", "Active", "LinkUp", 400, "Ethernet", 0),
+        ),
+        cas={"mlx5_0": NO_CA_FACTS, "mlx5_1": NO_CA_FACTS},
+    ),
     "ibstatus/ml2014-mlx4-fdr-dualport-ib.txt": Expect(
-        ports=(("mlx4_0/1", "Active", "LinkUp", 56, "InfiniBand", 7),
-               ("mlx4_0/2", "Active", "LinkUp", 56, "InfiniBand", 6)),
-        cas={"mlx4_0": NO_CA_FACTS}),
+        ports=(
+            ("mlx4_0/1", "Active", "LinkUp", 56, "InfiniBand", 7),
+            ("mlx4_0/2", "Active", "LinkUp", 56, "InfiniBand", 6),
+        ),
+        cas={"mlx4_0": NO_CA_FACTS},
+    ),
 }
 IBSTAT_P = {
     "ibstat-p/opensm-notes-ibstat-p-two-port-guids.txt": ("0x248a070300d2c691", "0x248a070300d2c692"),
@@ -115,8 +174,7 @@ PARSERS = {"ibstat": parse_ibstat, "ibstatus": parse_ibstatus}
 
 
 def _rows(facts: IbstatFacts) -> tuple[tuple, ...]:
-    return tuple((p.where, p.state, p.physical_state, p.rate_gbps, p.link_layer, p.base_lid)
-                 for p in facts.ports)
+    return tuple((p.where, p.state, p.physical_state, p.rate_gbps, p.link_layer, p.base_lid) for p in facts.ports)
 
 
 def _assert_facts(facts: IbstatFacts, want: Expect) -> None:
@@ -124,13 +182,14 @@ def _assert_facts(facts: IbstatFacts, want: Expect) -> None:
     assert _rows(facts) == want.ports
     assert facts.ca_names == tuple(want.cas)
     assert {ca.name: (ca.ca_type, ca.firmware) for ca in facts.cas} == want.cas
-    for port in facts.ports:                   # each port carries its CA's facts and its own lines
+    for port in facts.ports:  # each port carries its CA's facts and its own lines
         assert (port.ca_type, port.firmware) == want.cas[port.ca]
         assert f"'{port.ca}'" in port.raw.splitlines()[0]
     assert [str(gap) for gap in facts.incomplete] == list(want.incomplete)
 
 
 # -- every file has an exact expectation, and every corpus file has a copy here ------------------
+
 
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
@@ -139,15 +198,14 @@ def test_every_data_file_has_an_expectation():
     assert len(on_disk) == 16
 
 
-
 def test_every_data_file_has_a_source_line():
     sources = data("SOURCES.md")
     files = [path for tool in TOOLS for path in data_files(tool)]
     assert all(f"- `{path}` - " in sources for path in files)
 
 
-
 # -- exact facts per file -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", sorted(IBSTAT))
 def test_ibstat_file_gives_exact_facts(path):
@@ -171,17 +229,26 @@ def test_h100_ndr_port_and_ca_details():
     assert (ca.node_guid, ca.system_guid) == ("0x946dae0300cde72c", "0x946dae0300cde72c")
     assert (port.sm_lid, port.lmc, port.capability_mask) == (334, 0, "0xa751e848")
     assert (port.port_guid, port.default_gid) == ("0x946dae0300cde72c", None)
-    assert port.raw.splitlines() == ["CA 'mlx5_0'", "\tPort 1:", "\t\tState: Active",
-                                     "\t\tPhysical state: LinkUp", "\t\tRate: 400", "\t\tBase lid: 75",
-                                     "\t\tLMC: 0", "\t\tSM lid: 334", "\t\tCapability mask: 0xa751e848",
-                                     "\t\tPort GUID: 0x946dae0300cde72c", "\t\tLink layer: InfiniBand"]
+    assert port.raw.splitlines() == [
+        "CA 'mlx5_0'",
+        "\tPort 1:",
+        "\t\tState: Active",
+        "\t\tPhysical state: LinkUp",
+        "\t\tRate: 400",
+        "\t\tBase lid: 75",
+        "\t\tLMC: 0",
+        "\t\tSM lid: 334",
+        "\t\tCapability mask: 0xa751e848",
+        "\t\tPort GUID: 0x946dae0300cde72c",
+        "\t\tLink layer: InfiniBand",
+    ]
 
 
 def test_ibstatus_keeps_gid_and_hex_lids():
     facts = parse_ibstatus(data("ibstatus/gpud-a100-hdr-8ib-plus-ethernet-unknown-gid.txt"))
     assert len(facts.ports) == 9
     first, ethernet = facts.ports[0], facts.ports[8]
-    assert (first.base_lid, first.sm_lid) == (0x33bf, 1)
+    assert (first.base_lid, first.sm_lid) == (0x33BF, 1)
     assert first.default_gid == "fe80:0000:0000:0000:0015:5dff:fd34:11eb"
     assert (ethernet.default_gid, ethernet.port_guid, ethernet.lmc) == ("unknown", None, None)
     assert ethernet.raw.splitlines()[0] == "Infiniband device 'mlx5_8' port 1 status:"
@@ -260,6 +327,7 @@ def test_ibstat_p_refuses_non_guids(text):
 
 # -- cut-off output: the complete ports plus what is missing, never a default -----------------------
 
+
 def _cut_after(text: str, line: str) -> str:
     """The text up to and including the first line that ends with `line`."""
     end = text.index(line) + len(line)
@@ -267,40 +335,45 @@ def _cut_after(text: str, line: str) -> str:
 
 
 def test_port_cut_before_its_state_lines_is_incomplete():
-    facts = parse_ibstat(_cut_after(data(H100_NDR), "CA 'mlx5_10'\n\tCA type: MT4129\n\tNumber of ports: 1\n"
-                                                     "\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
-                                                     "\tNode GUID: 0x946dae0300cde884\n"
-                                                     "\tSystem image GUID: 0x946dae0300cde884\n\tPort 1:\n"))
+    facts = parse_ibstat(
+        _cut_after(
+            data(H100_NDR),
+            "CA 'mlx5_10'\n\tCA type: MT4129\n\tNumber of ports: 1\n"
+            "\tFirmware version: 28.39.1002\n\tHardware version: 0\n"
+            "\tNode GUID: 0x946dae0300cde884\n"
+            "\tSystem image GUID: 0x946dae0300cde884\n\tPort 1:\n",
+        )
+    )
     assert [p.where for p in facts.ports] == ["mlx5_0/1", "mlx5_1/1"]
     assert [str(g) for g in facts.incomplete] == [
-        "mlx5_10/1: port block has no State, Physical state, Rate, Link layer line"]
+        "mlx5_10/1: port block has no State, Physical state, Rate, Link layer line"
+    ]
 
 
 def test_port_cut_inside_its_link_layer_value_is_incomplete():
     text = data(H100_NDR)
-    facts = parse_ibstat(text[:text.index("InfiniBand", text.index("CA 'mlx5_10'")) + len("Infini")])
+    facts = parse_ibstat(text[: text.index("InfiniBand", text.index("CA 'mlx5_10'")) + len("Infini")])
     assert len(facts.ports) == 2
-    assert [str(g) for g in facts.incomplete] == [
-        "mlx5_10/1: Link layer 'Infini' is not InfiniBand or Ethernet"]
+    assert [str(g) for g in facts.incomplete] == ["mlx5_10/1: Link layer 'Infini' is not InfiniBand or Ethernet"]
 
 
 def test_two_port_ca_cut_after_one_port_is_incomplete():
     text = data("ibstat/linux-rdma-ml-mlx4-connectx3-ib-down-polling-eth-disabled.txt")
-    facts = parse_ibstat(text[:text.index("        Port 2:")])     # space-indented as stored
+    facts = parse_ibstat(text[: text.index("        Port 2:")])  # space-indented as stored
     assert [p.where for p in facts.ports] == ["mlx4_0/1"]
     assert [str(g) for g in facts.incomplete] == ["mlx4_0: output ends after 1 of 2 ports"]
 
 
 def test_cut_inside_a_header_line_is_recorded():
     text = data(H100_NDR)
-    facts = parse_ibstat(text[:text.index("CA 'mlx5_10'") + len("CA 'mlx")])
+    facts = parse_ibstat(text[: text.index("CA 'mlx5_10'") + len("CA 'mlx")])
     assert len(facts.ports) == 2
-    assert [str(g) for g in facts.incomplete] == ["output ends mid-line: \"CA 'mlx\""]
+    assert [str(g) for g in facts.incomplete] == ['output ends mid-line: "CA \'mlx"']
 
 
 def test_ibstatus_block_cut_before_link_layer_is_incomplete():
     text = data("ibstatus/ml2014-mlx4-fdr-dualport-ib.txt")
-    facts = parse_ibstatus(text[:text.rindex("        link_layer:")])
+    facts = parse_ibstatus(text[: text.rindex("        link_layer:")])
     assert [p.where for p in facts.ports] == ["mlx4_0/1"]
     assert [str(g) for g in facts.incomplete] == ["mlx4_0/2: port block has no link_layer line"]
 
@@ -321,12 +394,13 @@ def test_every_prefix_gives_true_ports_or_parse_error(path):
         assert all(whole[port.where] == port for port in facts.ports), end
         lost = set(whole) - {port.where for port in facts.ports}
         cut_at_line_end = text[:end].endswith(("\n", "InfiniBand", "Ethernet"))
-        assert facts.incomplete or not lost or cut_at_line_end, end     # a lost port is never silent mid-line
+        assert facts.incomplete or not lost or cut_at_line_end, end  # a lost port is never silent mid-line
         judged += 1
     assert judged > len(text) * 0.9
 
 
 # -- values ibstat prints that the corpus does not show (edits of a recording) ----------------------
+
 
 def test_rate_spellings_and_old_link_layer_word():
     """ibstat.c prints "2.5" for 1x SDR and "<n> (FDR10)" for FDR10; libibumad prints "IB" when sysfs
@@ -362,6 +436,7 @@ def test_switch_header_is_read_as_a_node():
 
 
 # -- issue 17: no RDMA device at all ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("parse", [parse_ibstat, parse_ibstatus], ids=["ibstat", "ibstatus"])
 def test_nothing_printed_is_no_device_not_a_parse_error(parse):

@@ -1,4 +1,5 @@
 """Tool JSON read with the limits a judge needs (inputs found by tests/fuzz)."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,16 @@ from tests.helpers import data
 from tests.parsers.test_perftest import DGX_JSON
 
 
-@pytest.mark.parametrize("text, why", [("NaN", "non-finite number NaN"), ("[-Infinity]", "non-finite number -Infinity"),
-                                       ("1e999", "out of range"), ("1" * 31, "integer of 31 digits"),
-                                       ("-" + "9" * 5000, "integer of 5001 digits")])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("NaN", "non-finite number NaN"),
+        ("[-Infinity]", "non-finite number -Infinity"),
+        ("1e999", "out of range"),
+        ("1" * 31, "integer of 31 digits"),
+        ("-" + "9" * 5000, "integer of 5001 digits"),
+    ],
+)
 def test_what_a_judge_cannot_use_is_refused(text, why):
     with pytest.raises(jsonsafe.JsonRefused, match=why):
         jsonsafe.loads(text)
@@ -36,6 +44,6 @@ def test_a_size_printed_as_nan_in_the_nccl_tests_report_is_a_parse_error_not_a_c
 
 
 def test_a_message_size_of_400_digits_in_perftest_json_is_a_parse_error_not_a_crash():
-    text = DGX_JSON.replace('"MsgSize": ', '"MsgSize": ' + "9" * 400 + ", \"x\": ", 1)
+    text = DGX_JSON.replace('"MsgSize": ', '"MsgSize": ' + "9" * 400 + ', "x": ', 1)
     with pytest.raises(ParseError, match="integer of 400 digits"):
         parse_perftest_json(text, report_gbits=True)

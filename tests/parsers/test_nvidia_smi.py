@@ -1,4 +1,5 @@
 """nvidia-smi parsers on every copied corpus file (exact facts per file), plus constructed CSV/-q cases."""
+
 from __future__ import annotations
 
 import time
@@ -6,13 +7,26 @@ from dataclasses import fields
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvidia_smi import (
-    COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, NvLinkRemote, QFacts, Topo, gpu_facts_from_nvidia_smi,
-    gpus_from_query_gpu, normalise_bus_id, parse_compute_apps, parse_nvlink_remote, parse_nvlink_status,
-    parse_q, parse_query_gpu, parse_table, parse_topo)
+    COMPUTE_APPS_FIELDS,
+    QUERY_GPU_FIELDS,
+    NvLinkRemote,
+    QFacts,
+    Topo,
+    gpu_facts_from_nvidia_smi,
+    gpus_from_query_gpu,
+    normalise_bus_id,
+    parse_compute_apps,
+    parse_nvlink_remote,
+    parse_nvlink_status,
+    parse_q,
+    parse_query_gpu,
+    parse_table,
+    parse_topo,
+)
+from tests.helpers import data, data_files
 
 TOOLS = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-csv", "nvidia-smi-topo", "nvidia-smi-nvlink")
 
@@ -32,58 +46,119 @@ DOCKER954 = "nvidia-smi-q/nvidia-docker-954-driver396-nvsmi-log-header-excerpt.t
 # default table: (driver, cuda, per GPU (index, name, bus id, persistence, ECC on, volatile uncorr,
 # temperature, power draw, power limit, memory used, memory total, processes), gaps)
 TABLE = {
-    AUTODL_TABLE: ("550.90.07", "12.4", (
-        (0, "NVIDIA GeForce RTX 2080 Ti", "0000:b4:00.0", True, None, None, 31.0, 20.0, 250.0, 1.0, 11264.0, ()),
-        (1, "NVIDIA GeForce RTX 2080 Ti", "0000:b5:00.0", True, None, None, 31.0, 20.0, 250.0, 1.0, 11264.0, ())),
-        ()),
-    "nvidia-smi/club-3090-1128-driver595-cuda13.2-new-header-separator-truncated.txt": ("595.84", "13.2", (
-        (0, "NVIDIA GeForce RTX 3090", "0000:01:00.0", False, None, None, 41.0, 115.0, 250.0, 22598.0, 24576.0,
-         None),
-        (1, "NVIDIA GeForce RTX 3090", "0000:21:00.0", False, None, None, 35.0, 7.0, 250.0, 24006.0, 24576.0,
-         None)),
-        ("output ends mid-line: '|                                         |'",
-         "output ends before the Processes table")),
-    "nvidia-smi/nccl-tests-320-driver560-rtx-a6000-ecc-off-truncated.txt": ("560.35.03", "12.6", (
-        (0, "NVIDIA RTX A6000", "0000:81:00.0", True, False, None, 27.0, 25.0, 300.0, 2.0, 49140.0, None),
-        # the last line is cut inside its third cell: the two cells closed by a bar are whole
-        (1, "NVIDIA RTX A6000", "0000:a1:00.0", True, False, None, 26.0, 24.0, 300.0, 2.0, 49140.0, None)),
-        ("output ends mid-line: '| 30%   26C    P8             24W /  300W |       2MiB /  49'… (83 characters)",
-         "output ends before the Processes table")),
-    "nvidia-smi/nvidia-htop-10-driver450-79col-with-mig-row-truncated.txt": ("450.57", "11.0", (
-        (0, "GeForce GTX 108...", "0000:04:00.0", True, None, None, 73.0, 224.0, 250.0, 7961.0, 11178.0, None),
-        (1, "GeForce GTX 108...", "0000:06:00.0", True, None, None, 26.0, 9.0, 250.0, 2.0, 11178.0, None),
-        (2, "GeForce GTX 108...", "0000:07:00.0", True, None, None, None, None, None, None, None, None)),
-        ("output ends mid-line: '|'", "GPU2: output ends before its Temp / Pwr / Memory-Usage row",
-         "output ends before the Processes table")),
+    AUTODL_TABLE: (
+        "550.90.07",
+        "12.4",
+        (
+            (0, "NVIDIA GeForce RTX 2080 Ti", "0000:b4:00.0", True, None, None, 31.0, 20.0, 250.0, 1.0, 11264.0, ()),
+            (1, "NVIDIA GeForce RTX 2080 Ti", "0000:b5:00.0", True, None, None, 31.0, 20.0, 250.0, 1.0, 11264.0, ()),
+        ),
+        (),
+    ),
+    "nvidia-smi/club-3090-1128-driver595-cuda13.2-new-header-separator-truncated.txt": (
+        "595.84",
+        "13.2",
+        (
+            (
+                0,
+                "NVIDIA GeForce RTX 3090",
+                "0000:01:00.0",
+                False,
+                None,
+                None,
+                41.0,
+                115.0,
+                250.0,
+                22598.0,
+                24576.0,
+                None,
+            ),
+            (1, "NVIDIA GeForce RTX 3090", "0000:21:00.0", False, None, None, 35.0, 7.0, 250.0, 24006.0, 24576.0, None),
+        ),
+        (
+            "output ends mid-line: '|                                         |'",
+            "output ends before the Processes table",
+        ),
+    ),
+    "nvidia-smi/nccl-tests-320-driver560-rtx-a6000-ecc-off-truncated.txt": (
+        "560.35.03",
+        "12.6",
+        (
+            (0, "NVIDIA RTX A6000", "0000:81:00.0", True, False, None, 27.0, 25.0, 300.0, 2.0, 49140.0, None),
+            # the last line is cut inside its third cell: the two cells closed by a bar are whole
+            (1, "NVIDIA RTX A6000", "0000:a1:00.0", True, False, None, 26.0, 24.0, 300.0, 2.0, 49140.0, None),
+        ),
+        (
+            "output ends mid-line: '| 30%   26C    P8             24W /  300W |       2MiB /  49'… (83 characters)",
+            "output ends before the Processes table",
+        ),
+    ),
+    "nvidia-smi/nvidia-htop-10-driver450-79col-with-mig-row-truncated.txt": (
+        "450.57",
+        "11.0",
+        (
+            (0, "GeForce GTX 108...", "0000:04:00.0", True, None, None, 73.0, 224.0, 250.0, 7961.0, 11178.0, None),
+            (1, "GeForce GTX 108...", "0000:06:00.0", True, None, None, 26.0, 9.0, 250.0, 2.0, 11178.0, None),
+            (2, "GeForce GTX 108...", "0000:07:00.0", True, None, None, None, None, None, None, None, None),
+        ),
+        (
+            "output ends mid-line: '|'",
+            "GPU2: output ends before its Temp / Pwr / Memory-Usage row",
+            "output ends before the Processes table",
+        ),
+    ),
 }
 
 Q = {
     "nvidia-smi-q/dcgm-152-driver535-gsp-reset-status-excerpt.txt": QFacts(
-        driver_version=None, cuda_version=None,
-        gpus=(Gpu(index=0, uuid="GPU-072b19bd-4ccf-63cf-6435-cf462aff833d", serial="XXXXXX",
-                  vbios="92.00.45.00.05"),),
-        gaps=("output ends mid-line: 'Bus                               : 0x0A'", "no GPU header",
-              "output starts inside a section: 1 line(s) before 'Serial Number' not read",
-              "GPU0: output ends before its Processes section")),
+        driver_version=None,
+        cuda_version=None,
+        gpus=(Gpu(index=0, uuid="GPU-072b19bd-4ccf-63cf-6435-cf462aff833d", serial="XXXXXX", vbios="92.00.45.00.05"),),
+        gaps=(
+            "output ends mid-line: 'Bus                               : 0x0A'",
+            "no GPU header",
+            "output starts inside a section: 1 line(s) before 'Serial Number' not read",
+            "GPU0: output ends before its Processes section",
+        ),
+    ),
     # the excerpt starts inside ECC Errors: its Volatile/Aggregate counters have no parent shown, so
     # no ECC total is claimed (all read 0, but a guessed section is not a fact)
     DCGM50: QFacts(
-        driver_version=None, cuda_version=None,
+        driver_version=None,
+        cuda_version=None,
         gpus=(Gpu(index=0, remapped_rows=RemappedRows(0, 0, False, False), temperature_c=35.0),),
-        gaps=("output ends mid-line: 'Memory Max Operati'", "no GPU header",
-              "output starts inside a section: 6 line(s) before 'Retired Pages' not read",
-              "GPU0: output ends before its Processes section")),
+        gaps=(
+            "output ends mid-line: 'Memory Max Operati'",
+            "no GPU header",
+            "output starts inside a section: 6 line(s) before 'Retired Pages' not read",
+            "GPU0: output ends before its Processes section",
+        ),
+    ),
     PR80: QFacts(
-        driver_version=None, cuda_version=None,
-        gpus=(Gpu(index=0, remapped_rows=RemappedRows(correctable=0, uncorrectable=4, pending=True,
-                                                      failure=None)),),
-        gaps=("no GPU header", "GPU0: output ends before its Processes section")),
+        driver_version=None,
+        cuda_version=None,
+        gpus=(Gpu(index=0, remapped_rows=RemappedRows(correctable=0, uncorrectable=4, pending=True, failure=None)),),
+        gaps=("no GPU header", "GPU0: output ends before its Processes section"),
+    ),
     DOCKER954: QFacts(
-        driver_version="396.54", cuda_version=None,
-        gpus=(Gpu(index=0, name="GeForce GTX 1080", uuid="GPU-0200523e-f473-3a45-9b4a-fbbe0e41ccf8",
-                  serial=None, vbios="86.04.60.00.80", pci_bus_id="0000:01:00.0", persistence_mode=False),),
-        gaps=("output ends mid-line: 'Virtualization mode         :'",
-              "GPU0: output ends before its Processes section")),
+        driver_version="396.54",
+        cuda_version=None,
+        gpus=(
+            Gpu(
+                index=0,
+                name="GeForce GTX 1080",
+                uuid="GPU-0200523e-f473-3a45-9b4a-fbbe0e41ccf8",
+                serial=None,
+                vbios="86.04.60.00.80",
+                pci_bus_id="0000:01:00.0",
+                persistence_mode=False,
+            ),
+        ),
+        gaps=(
+            "output ends mid-line: 'Virtualization mode         :'",
+            "GPU0: output ends before its Processes section",
+        ),
+    ),
 }
 
 TOPO = {
@@ -91,26 +166,31 @@ TOPO = {
         devices=("GPU0", "GPU1"),
         links={("GPU0", "GPU0"): "X", ("GPU0", "GPU1"): "PIX", ("GPU1", "GPU0"): "PIX", ("GPU1", "GPU1"): "X"},
         cpu_affinity={"GPU0": "24-47,72-95", "GPU1": "24-47,72-95"},
-        numa_affinity={"GPU0": "1", "GPU1": "1"}, gpu_numa_id={}),    # GPU NUMA ID: N/A on both
+        numa_affinity={"GPU0": "1", "GPU1": "1"},
+        gpu_numa_id={},
+    ),  # GPU NUMA ID: N/A on both
     "nvidia-smi-topo/autodl-2x2080ti-topo-p2p-p-not-supported.txt": Topo(
         devices=("GPU0", "GPU1"),
         links={("GPU0", "GPU0"): "X", ("GPU0", "GPU1"): "NS", ("GPU1", "GPU0"): "NS", ("GPU1", "GPU1"): "X"},
-        cpu_affinity={}, numa_affinity={}),
+        cpu_affinity={},
+        numa_affinity={},
+    ),
 }
 
 # nvlink -s on both GPUs: links 4, 5, 10, 11, 16, 17 inactive, the other 12 at 26.562 GB/s
 H100_INACTIVE = {4, 5, 10, 11, 16, 17}
-H100_LINKS = tuple(NvLink(n, False, None) if n in H100_INACTIVE else NvLink(n, True, 26.562 * 8)
-                   for n in range(18))
+H100_LINKS = tuple(NvLink(n, False, None) if n in H100_INACTIVE else NvLink(n, True, 26.562 * 8) for n in range(18))
 # nvlink -R: links 0..11 listed, remote link numbers skip 4, 5, 10, 11 (the remote's inactive ones)
 REMOTE_LINKS = (0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15)
 NVLINK = {
     NVLINK_S: {0: H100_LINKS, 1: H100_LINKS},
-    NVLINK_R: {0: tuple(NvLinkRemote(n, "0000:d5:00.0", r) for n, r in enumerate(REMOTE_LINKS)),
-               1: tuple(NvLinkRemote(n, "0000:c2:00.0", r) for n, r in enumerate(REMOTE_LINKS))},
+    NVLINK_R: {
+        0: tuple(NvLinkRemote(n, "0000:d5:00.0", r) for n, r in enumerate(REMOTE_LINKS)),
+        1: tuple(NvLinkRemote(n, "0000:c2:00.0", r) for n, r in enumerate(REMOTE_LINKS)),
+    },
 }
 
-CSV = {CSV_UNITS, CSV_P100}                    # exact facts in their own tests below
+CSV = {CSV_UNITS, CSV_P100}  # exact facts in their own tests below
 
 
 def test_every_data_file_has_an_expectation():
@@ -118,7 +198,6 @@ def test_every_data_file_has_an_expectation():
     expected = set(TABLE) | {MIG_FRAGMENT} | set(Q) | set(TOPO) | set(NVLINK) | CSV
     assert on_disk == expected
     assert len(on_disk) == 15
-
 
 
 def test_every_data_file_has_a_source_line():
@@ -129,10 +208,25 @@ def test_every_data_file_has_a_source_line():
 
 # -- default table ----------------------------------------------------------------------------------
 
+
 def _table_rows(gpus):
-    return tuple((g.index, g.name, g.pci_bus_id, g.persistence_mode, g.ecc_enabled, g.ecc_uncorrectable_volatile,
-                  g.temperature_c, g.power_draw_w, g.power_limit_w, g.memory_used_mib, g.memory_total_mib,
-                  g.processes) for g in gpus)
+    return tuple(
+        (
+            g.index,
+            g.name,
+            g.pci_bus_id,
+            g.persistence_mode,
+            g.ecc_enabled,
+            g.ecc_uncorrectable_volatile,
+            g.temperature_c,
+            g.power_draw_w,
+            g.power_limit_w,
+            g.memory_used_mib,
+            g.memory_total_mib,
+            g.processes,
+        )
+        for g in gpus
+    )
 
 
 @pytest.mark.parametrize("path", sorted(TABLE))
@@ -142,7 +236,7 @@ def test_table_file_gives_exact_facts(path):
     assert (facts.driver_version, facts.cuda_version) == (driver, cuda)
     assert _table_rows(facts.gpus) == rows
     assert facts.gaps == gaps
-    for gpu in facts.gpus:                     # the table does not show these: never defaulted
+    for gpu in facts.gpus:  # the table does not show these: never defaulted
         assert (gpu.uuid, gpu.ecc_uncorrectable_aggregate, gpu.remapped_rows, gpu.pcie_gen_max) == (None,) * 4
 
 
@@ -175,26 +269,29 @@ TABLE_PROCESSES = """\
 def test_table_processes_are_compute_processes_per_gpu():
     """The autodl recording with process rows in the 550 layout in place of 'No running processes found'."""
     table = data(AUTODL_TABLE)
-    text = table[:table.rindex("|====")] + TABLE_PROCESSES
+    text = table[: table.rindex("|====")] + TABLE_PROCESSES
     facts = parse_table(text)
     assert [g.processes for g in facts.gpus] == [
-        (GpuProcess(3051, "python3 train.py", 1010.0),),          # Xorg (G) is not a compute process
-        (GpuProcess(3052, "python3", 9876.0),)]
+        (GpuProcess(3051, "python3 train.py", 1010.0),),  # Xorg (G) is not a compute process
+        (GpuProcess(3052, "python3", 9876.0),),
+    ]
     assert facts.gaps == ()
 
 
 def test_table_processes_in_the_old_layout_without_gi_ci():
     table = data(AUTODL_TABLE)
-    rows = ("|=============================================================================|\n"
-            "|    1     12345      C   /usr/bin/python                              10817MiB |\n"
-            "+-----------------------------------------------------------------------------+\n")
-    facts = parse_table(table[:table.rindex("|====")] + rows)
+    rows = (
+        "|=============================================================================|\n"
+        "|    1     12345      C   /usr/bin/python                              10817MiB |\n"
+        "+-----------------------------------------------------------------------------+\n"
+    )
+    facts = parse_table(table[: table.rindex("|====")] + rows)
     assert [g.processes for g in facts.gpus] == [(), (GpuProcess(12345, "/usr/bin/python", 10817.0),)]
 
 
 def test_table_processes_cut_off_are_unknown():
     table = data(AUTODL_TABLE)
-    facts = parse_table(table[:table.rindex("+----")])           # no closing line under the list
+    facts = parse_table(table[: table.rindex("+----")])  # no closing line under the list
     assert [g.processes for g in facts.gpus] == [None, None]
     assert facts.gaps == ("the Processes table is cut off",)
 
@@ -202,13 +299,20 @@ def test_table_processes_cut_off_are_unknown():
 def test_table_ecc_count_and_err_values():
     """Edits of the autodl recording: a volatile count of 3 on GPU0, ERR! for GPU1's temperature."""
     table = data(AUTODL_TABLE)
-    text = table.replace("00000000:B4:00.0 Off |                  N/A |",
-                         "00000000:B4:00.0 Off |                    3 |", 1)
-    text = text.replace("| 29%   31C    P8             20W /  250W |       1MiB /  11264MiB |      0%",
-                        "| 29%  ERR!    P8             20W /  250W |       1MiB /  11264MiB |      0%", 1)
+    text = table.replace(
+        "00000000:B4:00.0 Off |                  N/A |", "00000000:B4:00.0 Off |                    3 |", 1
+    )
+    text = text.replace(
+        "| 29%   31C    P8             20W /  250W |       1MiB /  11264MiB |      0%",
+        "| 29%  ERR!    P8             20W /  250W |       1MiB /  11264MiB |      0%",
+        1,
+    )
     text = text.replace("ERR!    P8", "31C    P8", 1)
-    text = text.replace("00000000:B5:00.0 Off |                  N/A |\n| 29%   31C ",
-                        "00000000:B5:00.0 Off |                  N/A |\n| 29%  ERR! ", 1)
+    text = text.replace(
+        "00000000:B5:00.0 Off |                  N/A |\n| 29%   31C ",
+        "00000000:B5:00.0 Off |                  N/A |\n| 29%  ERR! ",
+        1,
+    )
     facts = parse_table(text)
     assert (facts.gpus[0].ecc_enabled, facts.gpus[0].ecc_uncorrectable_volatile) == (True, 3)
     assert facts.gpus[1].temperature_c is None
@@ -230,10 +334,11 @@ def test_table_every_prefix_gives_true_facts_or_parse_error(path):
                 value = getattr(gpu, f.name)
                 assert value is None or value == getattr(whole[gpu.index], f.name), (end, f.name)
         if not text[:end].endswith("\n"):
-            assert facts.gaps, end             # a cut mid-line is never silent
+            assert facts.gaps, end  # a cut mid-line is never silent
 
 
 # -- nvidia-smi -q ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", sorted(Q))
 def test_q_file_gives_exact_facts(path):
@@ -242,7 +347,7 @@ def test_q_file_gives_exact_facts(path):
 
 def test_gpud_pr80_remapped_rows_are_read_exactly():
     (gpu,) = parse_q(data(PR80)).gpus
-    assert gpu.remapped_rows == RemappedRows(0, 4, True, None)   # "Remapping Failure Occurred" not quoted
+    assert gpu.remapped_rows == RemappedRows(0, 4, True, None)  # "Remapping Failure Occurred" not quoted
     assert (gpu.index, gpu.pci_bus_id) == (0, None)
 
 
@@ -343,14 +448,31 @@ GPU 00000000:D5:00.0
 """
 
 Q_H100_GPU = Gpu(
-    index=0, name="NVIDIA H100 PCIe", uuid="GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3", serial="1654922001234",
-    vbios="96.00.30.00.01", pci_bus_id="0000:d5:00.0", persistence_mode=True, ecc_enabled=True,
-    ecc_pending_enabled=True, ecc_uncorrectable_volatile=2, ecc_uncorrectable_aggregate=5,
-    ecc_correctable_volatile=17, remapped_rows=RemappedRows(0, 4, True, False),
+    index=0,
+    name="NVIDIA H100 PCIe",
+    uuid="GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3",
+    serial="1654922001234",
+    vbios="96.00.30.00.01",
+    pci_bus_id="0000:d5:00.0",
+    persistence_mode=True,
+    ecc_enabled=True,
+    ecc_pending_enabled=True,
+    ecc_uncorrectable_volatile=2,
+    ecc_uncorrectable_aggregate=5,
+    ecc_correctable_volatile=17,
+    remapped_rows=RemappedRows(0, 4, True, False),
     clock_event_reasons=frozenset({"sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown"}),
-    temperature_c=41.0, power_draw_w=72.35, power_limit_w=310.0, memory_used_mib=1021.0,
-    memory_total_mib=81559.0, pcie_gen_current=1, pcie_gen_max=4, pcie_width_current=16, pcie_width_max=16,
-    processes=(GpuProcess(3051, "python3", 1010.0),))
+    temperature_c=41.0,
+    power_draw_w=72.35,
+    power_limit_w=310.0,
+    memory_used_mib=1021.0,
+    memory_total_mib=81559.0,
+    pcie_gen_current=1,
+    pcie_gen_max=4,
+    pcie_width_current=16,
+    pcie_width_max=16,
+    processes=(GpuProcess(3051, "python3", 1010.0),),
+)
 
 
 def test_q_constructed_h100_gives_every_fact():
@@ -419,57 +541,77 @@ def test_q_old_layout_totals_throttle_reasons_and_no_processes():
     facts = parse_q(Q_OLD)
     assert (facts.driver_version, facts.cuda_version, facts.gaps) == ("418.87.01", None, ())
     (gpu,) = facts.gpus
-    assert gpu == Gpu(index=0, name="Tesla V100-SXM2-32GB", pci_bus_id="0000:3b:00.0", persistence_mode=False,
-                      ecc_enabled=True, ecc_pending_enabled=False, ecc_uncorrectable_volatile=1,
-                      ecc_uncorrectable_aggregate=None, ecc_correctable_volatile=3, retired_pages_pending=True,
-                      retired_pages_dbe=1, retired_pages_sbe=2, remapped_rows=None,
-                      clock_event_reasons=frozenset({"gpu_idle"}), power_draw_w=43.02, power_limit_w=300.0,
-                      pcie_gen_current=3, pcie_gen_max=3, pcie_width_current=8, pcie_width_max=16, processes=())
+    assert gpu == Gpu(
+        index=0,
+        name="Tesla V100-SXM2-32GB",
+        pci_bus_id="0000:3b:00.0",
+        persistence_mode=False,
+        ecc_enabled=True,
+        ecc_pending_enabled=False,
+        ecc_uncorrectable_volatile=1,
+        ecc_uncorrectable_aggregate=None,
+        ecc_correctable_volatile=3,
+        retired_pages_pending=True,
+        retired_pages_dbe=1,
+        retired_pages_sbe=2,
+        remapped_rows=None,
+        clock_event_reasons=frozenset({"gpu_idle"}),
+        power_draw_w=43.02,
+        power_limit_w=300.0,
+        pcie_gen_current=3,
+        pcie_gen_max=3,
+        pcie_width_current=8,
+        pcie_width_max=16,
+        processes=(),
+    )
 
 
 def test_q_sums_sram_and_dram_only_when_both_are_numbers():
-    text = Q_H100.replace("            SRAM Uncorrectable            : 0\n",
-                          "            SRAM Uncorrectable            : N/A\n", 1)
+    text = Q_H100.replace(
+        "            SRAM Uncorrectable            : 0\n", "            SRAM Uncorrectable            : N/A\n", 1
+    )
     (gpu,) = parse_q(text).gpus
     assert (gpu.ecc_uncorrectable_volatile, gpu.ecc_uncorrectable_aggregate) == (None, 5)
     text = Q_H100.replace("            SRAM Uncorrectable            : 0\n", "", 1)
     (gpu,) = parse_q(text).gpus
-    assert gpu.ecc_uncorrectable_volatile is None          # DRAM alone would pass for the total
+    assert gpu.ecc_uncorrectable_volatile is None  # DRAM alone would pass for the total
     # driver 550+ splits SRAM Uncorrectable into Parity and SEC-DED: both are summed
-    text = Q_H100.replace("            SRAM Uncorrectable            : 0\n",
-                          "            SRAM Uncorrectable Parity     : 1\n"
-                          "            SRAM Uncorrectable SEC-DED    : 3\n", 1)
+    text = Q_H100.replace(
+        "            SRAM Uncorrectable            : 0\n",
+        "            SRAM Uncorrectable Parity     : 1\n            SRAM Uncorrectable SEC-DED    : 3\n",
+        1,
+    )
     (gpu,) = parse_q(text).gpus
     assert gpu.ecc_uncorrectable_volatile == 6
 
 
 def test_q_sections_cut_at_the_end_are_not_summed_or_listed():
-    cut = Q_H100[:Q_H100.index("            DRAM Correctable              : 40")]   # a line end inside Aggregate
+    cut = Q_H100[: Q_H100.index("            DRAM Correctable              : 40")]  # a line end inside Aggregate
     facts = parse_q(cut)
     (gpu,) = facts.gpus
     assert (gpu.ecc_uncorrectable_volatile, gpu.ecc_uncorrectable_aggregate) == (2, None)
     assert "GPU0: output ends before its Processes section" in facts.gaps
-    cut = Q_H100[:Q_H100.index("        SW Thermal Slowdown")]
+    cut = Q_H100[: Q_H100.index("        SW Thermal Slowdown")]
     facts = parse_q(cut)
-    assert facts.gpus[0].clock_event_reasons is None      # the reasons not shown might be active
+    assert facts.gpus[0].clock_event_reasons is None  # the reasons not shown might be active
     assert "GPU0 clocks event reasons: section cut off" in facts.gaps
 
 
 def test_q_two_gpu_sections_are_indexed_in_order():
-    second = Q_H100[Q_H100.index("GPU 00000000:D5:00.0"):].replace("D5:00.0", "C2:00.0", 1)
+    second = Q_H100[Q_H100.index("GPU 00000000:D5:00.0") :].replace("D5:00.0", "C2:00.0", 1)
     facts = parse_q(Q_H100 + second)
     assert [(g.index, g.pci_bus_id) for g in facts.gpus] == [(0, "0000:d5:00.0"), (1, "0000:c2:00.0")]
     assert facts.gaps == ()
     with pytest.raises(ParseError, match="GPU 0000:d5:00.0 appears twice"):
-        parse_q(Q_H100 + Q_H100[Q_H100.index("GPU 00000000:D5:00.0"):])
+        parse_q(Q_H100 + Q_H100[Q_H100.index("GPU 00000000:D5:00.0") :])
 
 
 def test_q_unreadable_value_is_a_gap_not_a_default():
-    (gpu,) = parse_q(Q_H100.replace("GPU Current Temp                  : 41 C",
-                                    "GPU Current Temp                  : hot")).gpus
+    (gpu,) = parse_q(
+        Q_H100.replace("GPU Current Temp                  : 41 C", "GPU Current Temp                  : hot")
+    ).gpus
     assert gpu.temperature_c is None
-    assert "GPU0 temperature / gpu current temp: unreadable 'hot'" in parse_q(
-        Q_H100.replace(": 41 C", ": hot")).gaps
+    assert "GPU0 temperature / gpu current temp: unreadable 'hot'" in parse_q(Q_H100.replace(": 41 C", ": hot")).gaps
 
 
 @pytest.mark.parametrize("path", sorted(Q))
@@ -492,7 +634,7 @@ def _every_prefix(text: str) -> None:
         for gpu in facts.gpus:
             for f in fields(Gpu):
                 value, true = getattr(gpu, f.name), getattr(whole[gpu.index], f.name)
-                if f.name == "remapped_rows" and value is not None:   # each counter on its own
+                if f.name == "remapped_rows" and value is not None:  # each counter on its own
                     assert all(v is None or v == t for v, t in zip(vars(value).values(), vars(true).values()))
                 elif f.name == "processes" and value is not None and text[:end].endswith("\n"):
                     # Processes is the last section: a cut between two whole process entries looks
@@ -504,16 +646,19 @@ def _every_prefix(text: str) -> None:
 
 # -- --query-gpu / --query-compute-apps CSV -----------------------------------------------------------
 
+
 def test_csv_units_file_query_gpu_part():
-    query, apps = data(CSV_UNITS).split("---\n")     # the '---' separator is from the paste
+    query, apps = data(CSV_UNITS).split("---\n")  # the '---' separator is from the paste
     assert parse_query_gpu(query) == ({"utilization.gpu": "95", "memory.used": "745", "memory.total": "6144"},)
     assert gpus_from_query_gpu(query) == (Gpu(index=0, memory_used_mib=745.0, memory_total_mib=6144.0),)
 
 
 def test_csv_units_file_compute_apps_part():
     query, apps = data(CSV_UNITS).split("---\n")
-    assert parse_compute_apps(apps) == (("", GpuProcess(1580, "/app/llama-server", 340.0)),
-                                        ("", GpuProcess(1597, "/app/llama-server", 394.0)))
+    assert parse_compute_apps(apps) == (
+        ("", GpuProcess(1580, "/app/llama-server", 340.0)),
+        ("", GpuProcess(1597, "/app/llama-server", 394.0)),
+    )
 
 
 def test_csv_units_file_whole_is_not_one_query():
@@ -523,14 +668,33 @@ def test_csv_units_file_whole_is_not_one_query():
 
 def test_csv_p100_file_header_units_and_bracketed_na():
     (row,) = parse_query_gpu(data(CSV_P100))
-    assert row == {"name": "Tesla P100-PCIE-16GB", "uuid": "GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
-                   "fan.speed": None, "pstate": "P0", "memory.reserved": "103", "memory.used": "0",
-                   "memory.free": "16280", "utilization.gpu": "0", "utilization.memory": "0",
-                   "temperature.gpu": "37", "power.draw": "28.16", "clocks.current.graphics": "405",
-                   "clocks.current.sm": "405", "clocks.current.memory": "715", "clocks.current.video": "835"}
+    assert row == {
+        "name": "Tesla P100-PCIE-16GB",
+        "uuid": "GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
+        "fan.speed": None,
+        "pstate": "P0",
+        "memory.reserved": "103",
+        "memory.used": "0",
+        "memory.free": "16280",
+        "utilization.gpu": "0",
+        "utilization.memory": "0",
+        "temperature.gpu": "37",
+        "power.draw": "28.16",
+        "clocks.current.graphics": "405",
+        "clocks.current.sm": "405",
+        "clocks.current.memory": "715",
+        "clocks.current.video": "835",
+    }
     assert gpus_from_query_gpu(data(CSV_P100)) == (
-        Gpu(index=0, name="Tesla P100-PCIE-16GB", uuid="GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
-            temperature_c=37.0, power_draw_w=28.16, memory_used_mib=0.0),)
+        Gpu(
+            index=0,
+            name="Tesla P100-PCIE-16GB",
+            uuid="GPU-ef1b2c9b-38d8-2090-2bd1-f567a3eb42a6",
+            temperature_c=37.0,
+            power_draw_w=28.16,
+            memory_used_mib=0.0,
+        ),
+    )
 
 
 # Constructed in this test, not a recording: `--query-gpu=<QUERY_GPU_FIELDS>
@@ -542,27 +706,62 @@ H100_CSV = (
     "0, 81559, 5, 5, 16, 16\n"
     "1, NVIDIA H100 PCIe, GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 1654922001234, 96.00.30.00.01, "
     "00000000:D5:00.0, 535.104.05, Enabled, Enabled, Enabled, 2, 5, 17, [N/A], [N/A], [N/A], 41, 72.35, 310.00, "
-    "1021, 81559, 1, 5, 16, 8\n")
+    "1021, 81559, 1, 5, 16, 8\n"
+)
 H100_CSV_GPUS = (
-    Gpu(index=0, name="NVIDIA H100 PCIe", uuid="GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9", serial="1654922001233",
-        vbios="96.00.30.00.01", pci_bus_id="0000:c2:00.0", persistence_mode=True, ecc_enabled=True,
-        ecc_pending_enabled=True, ecc_uncorrectable_volatile=0, ecc_uncorrectable_aggregate=0,
-        ecc_correctable_volatile=0, temperature_c=35.0, power_draw_w=48.91, power_limit_w=310.0,
-        memory_used_mib=0.0, memory_total_mib=81559.0, pcie_gen_current=5, pcie_gen_max=5,
-        pcie_width_current=16, pcie_width_max=16),
-    Gpu(index=1, name="NVIDIA H100 PCIe", uuid="GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3", serial="1654922001234",
-        vbios="96.00.30.00.01", pci_bus_id="0000:d5:00.0", persistence_mode=True, ecc_enabled=True,
-        ecc_pending_enabled=True, ecc_uncorrectable_volatile=2, ecc_uncorrectable_aggregate=5,
-        ecc_correctable_volatile=17, temperature_c=41.0, power_draw_w=72.35, power_limit_w=310.0,
-        memory_used_mib=1021.0, memory_total_mib=81559.0, pcie_gen_current=1, pcie_gen_max=5,
-        pcie_width_current=16, pcie_width_max=8),
+    Gpu(
+        index=0,
+        name="NVIDIA H100 PCIe",
+        uuid="GPU-6968dfc2-d444-d92c-c36b-6abe53445cb9",
+        serial="1654922001233",
+        vbios="96.00.30.00.01",
+        pci_bus_id="0000:c2:00.0",
+        persistence_mode=True,
+        ecc_enabled=True,
+        ecc_pending_enabled=True,
+        ecc_uncorrectable_volatile=0,
+        ecc_uncorrectable_aggregate=0,
+        ecc_correctable_volatile=0,
+        temperature_c=35.0,
+        power_draw_w=48.91,
+        power_limit_w=310.0,
+        memory_used_mib=0.0,
+        memory_total_mib=81559.0,
+        pcie_gen_current=5,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=16,
+    ),
+    Gpu(
+        index=1,
+        name="NVIDIA H100 PCIe",
+        uuid="GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3",
+        serial="1654922001234",
+        vbios="96.00.30.00.01",
+        pci_bus_id="0000:d5:00.0",
+        persistence_mode=True,
+        ecc_enabled=True,
+        ecc_pending_enabled=True,
+        ecc_uncorrectable_volatile=2,
+        ecc_uncorrectable_aggregate=5,
+        ecc_correctable_volatile=17,
+        temperature_c=41.0,
+        power_draw_w=72.35,
+        power_limit_w=310.0,
+        memory_used_mib=1021.0,
+        memory_total_mib=81559.0,
+        pcie_gen_current=1,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=8,
+    ),
 )
 
 
 def test_query_gpu_noheader_nounits_in_query_gpu_fields_order():
     rows = parse_query_gpu(H100_CSV, QUERY_GPU_FIELDS)
     assert [tuple(row) for row in rows] == [QUERY_GPU_FIELDS] * 2
-    assert rows[1]["pci.bus_id"] == "00000000:D5:00.0"      # raw rows keep the printed value
+    assert rows[1]["pci.bus_id"] == "00000000:D5:00.0"  # raw rows keep the printed value
     assert rows[0]["retired_pages.pending"] is None
     assert gpus_from_query_gpu(H100_CSV) == H100_CSV_GPUS
 
@@ -572,19 +771,31 @@ def test_query_gpu_without_header_or_fields_is_refused():
         parse_query_gpu(H100_CSV)
 
 
-@pytest.mark.parametrize("printed", ["[N/A]", "N/A", "[Not Supported]", "[Unknown Error]",
-                                     "Requested functionality has been deprecated", "[Insufficient Permissions]"])
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "[N/A]",
+        "N/A",
+        "[Not Supported]",
+        "[Unknown Error]",
+        "Requested functionality has been deprecated",
+        "[Insufficient Permissions]",
+    ],
+)
 def test_query_gpu_not_available_words_are_none(printed):
     text = H100_CSV.replace(", 0, 0, 0, [N/A]", f", {printed}, 0, 0, [N/A]", 1)
     (gpu0, _) = gpus_from_query_gpu(text)
-    assert gpu0.ecc_uncorrectable_volatile is None               # never 0
+    assert gpu0.ecc_uncorrectable_volatile is None  # never 0
     assert gpu0.ecc_uncorrectable_aggregate == 0
 
 
 def test_query_gpu_values_with_units_when_not_nounits():
-    text = "index, memory.used [MiB], power.draw [W], temperature.gpu, pcie.link.width.max\n0, 745 MiB, 28.16 W, 37, 16\n"
-    assert gpus_from_query_gpu(text) == (Gpu(index=0, memory_used_mib=745.0, power_draw_w=28.16,
-                                             temperature_c=37.0, pcie_width_max=16),)
+    text = (
+        "index, memory.used [MiB], power.draw [W], temperature.gpu, pcie.link.width.max\n0, 745 MiB, 28.16 W, 37, 16\n"
+    )
+    assert gpus_from_query_gpu(text) == (
+        Gpu(index=0, memory_used_mib=745.0, power_draw_w=28.16, temperature_c=37.0, pcie_width_max=16),
+    )
 
 
 def test_query_gpu_invalid_field_text_raises_parse_error_with_that_line():
@@ -612,9 +823,11 @@ def test_query_gpu_wrong_column_count_and_unreadable_values():
 
 
 def test_query_gpu_reads_remapped_rows_and_clock_reasons_when_asked():
-    text = ("index, remapped_rows.correctable, remapped_rows.uncorrectable, remapped_rows.pending, "
-            "remapped_rows.failure, clocks_throttle_reasons.hw_slowdown, clocks_throttle_reasons.gpu_idle\n"
-            "0, 0, 4, Yes, No, Active, Not Active\n")
+    text = (
+        "index, remapped_rows.correctable, remapped_rows.uncorrectable, remapped_rows.pending, "
+        "remapped_rows.failure, clocks_throttle_reasons.hw_slowdown, clocks_throttle_reasons.gpu_idle\n"
+        "0, 0, 4, Yes, No, Active, Not Active\n"
+    )
     (gpu,) = gpus_from_query_gpu(text)
     assert gpu.remapped_rows == RemappedRows(0, 4, True, False)
     assert gpu.clock_event_reasons == frozenset({"hw_slowdown"})
@@ -627,17 +840,21 @@ def test_compute_apps_empty_is_no_processes(text):
 
 def test_compute_apps_noheader_in_compute_apps_fields_order():
     # constructed: `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv,noheader,nounits`
-    text = ("GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 3051, python3, 1010\n"
-            "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 3077, /opt/run, with comma.py, [N/A]\n")
+    text = (
+        "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 3051, python3, 1010\n"
+        "GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3, 3077, /opt/run, with comma.py, [N/A]\n"
+    )
     assert COMPUTE_APPS_FIELDS == ("gpu_uuid", "pid", "process_name", "used_memory")
     assert parse_compute_apps(text) == (
         ("GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3", GpuProcess(3051, "python3", 1010.0)),
-        ("GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3", GpuProcess(3077, "/opt/run, with comma.py", None)))
+        ("GPU-9b1446e2-8a89-4cf6-b68c-a98d99e958d3", GpuProcess(3077, "/opt/run, with comma.py", None)),
+    )
     with pytest.raises(ParseError, match="pid 'x' is not a number"):
         parse_compute_apps("GPU-1, x, python3, 10\n")
 
 
 # -- topo -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", sorted(TOPO))
 def test_topo_file_gives_exact_facts(path):
@@ -653,14 +870,18 @@ TOPO_NICS = (
     "NIC0\tPXB\tSYS\t X \tSYS\t\t\t\t\n"
     "NIC1\tSYS\tPXB\tSYS\t X \t\t\t\t\n"
     "\nLegend:\n\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
-    "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n\n")
+    "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n\n"
+)
 
 
 def test_topo_with_nics_and_nic_legend():
     topo = parse_topo(TOPO_NICS)
     assert topo.devices == ("GPU0", "GPU1", "NIC0", "NIC1")
     assert (topo.links[("GPU0", "GPU1")], topo.links[("GPU1", "NIC1")], topo.links[("NIC0", "GPU0")]) == (
-        "NV18", "PXB", "PXB")
+        "NV18",
+        "PXB",
+        "PXB",
+    )
     assert len(topo.links) == 16
     assert topo.cpu_affinity == {"GPU0": "0-55,112-167", "GPU1": "56-111,168-223"}
     assert topo.numa_affinity == {"GPU0": "0", "GPU1": "1"}
@@ -670,7 +891,7 @@ def test_topo_with_nics_and_nic_legend():
 
 def test_topo_cut_off_and_garbage():
     text = data("nvidia-smi-topo/autodl-2x2080ti-pix-gpu-numa-id-col.txt")
-    cut = parse_topo(text[:text.index("GPU1    PIX") + 9])
+    cut = parse_topo(text[: text.index("GPU1    PIX") + 9])
     assert cut.links == {("GPU0", "GPU0"): "X", ("GPU0", "GPU1"): "PIX"}
     assert cut.gaps == ("output ends mid-line: 'GPU1    P'", "no matrix row for GPU1")
     with pytest.raises(ParseError, match="expected a header of device names"):
@@ -683,10 +904,11 @@ def test_topo_cut_off_and_garbage():
 
 # -- nvlink ------------------------------------------------------------------------------------------
 
+
 def test_nvlink_status_file_gives_exact_links():
     links = parse_nvlink_status(data(NVLINK_S))
     assert links == NVLINK[NVLINK_S]
-    assert links[0][0].speed_gbps == 212.496                   # 26.562 GB/s printed, × 8 bits
+    assert links[0][0].speed_gbps == 212.496  # 26.562 GB/s printed, × 8 bits
 
 
 def test_nvlink_remote_file_gives_exact_far_ends():
@@ -703,7 +925,7 @@ def test_nvlink_does_not_depend_on_indentation():
 def test_nvlink_cut_or_foreign_text_raises_parse_error():
     text = data(NVLINK_S)
     with pytest.raises(ParseError, match="unexpected line 'Link 3: 26.5'"):
-        parse_nvlink_status(text[:text.index("26.562", text.index("Link 3:")) + 4])
+        parse_nvlink_status(text[: text.index("26.562", text.index("Link 3:")) + 4])
     with pytest.raises(ParseError, match="unexpected line"):
         parse_nvlink_status(data(NVLINK_R))
     with pytest.raises(ParseError, match="GPU 0 appears twice"):
@@ -717,16 +939,26 @@ def test_nvlink_cut_or_foreign_text_raises_parse_error():
 # -- nvidia-smi's own failure texts --------------------------------------------------------------------
 
 FAILURES = {
-    "mismatch": ("Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.161\n",
-                 "Failed to initialize NVML: Driver/library version mismatch"),
-    "no driver": ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
-                  "the latest NVIDIA driver is installed and running.\n\n",
-                  "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
-                  "the latest NVIDIA driver is installed and running."),
+    "mismatch": (
+        "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.161\n",
+        "Failed to initialize NVML: Driver/library version mismatch",
+    ),
+    "no driver": (
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+        "the latest NVIDIA driver is installed and running.\n\n",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+        "the latest NVIDIA driver is installed and running.",
+    ),
     "no devices": ("No devices were found\n", "No devices were found"),
 }
-PARSERS = {"table": parse_table, "q": parse_q, "query_gpu": lambda t: parse_query_gpu(t, QUERY_GPU_FIELDS),
-           "compute_apps": parse_compute_apps, "topo": parse_topo, "nvlink": parse_nvlink_status}
+PARSERS = {
+    "table": parse_table,
+    "q": parse_q,
+    "query_gpu": lambda t: parse_query_gpu(t, QUERY_GPU_FIELDS),
+    "compute_apps": parse_compute_apps,
+    "topo": parse_topo,
+    "nvlink": parse_nvlink_status,
+}
 
 
 @pytest.mark.parametrize("parser", sorted(PARSERS))
@@ -755,11 +987,13 @@ def test_bus_id_normalisation():
 
 # -- merging into GpuFacts -----------------------------------------------------------------------------
 
+
 def test_merge_csv_only():
-    facts = gpu_facts_from_nvidia_smi(query_gpu=H100_CSV, compute_apps=None, q=None, nvlink=None,
-                                      note="python3 not found")
+    facts = gpu_facts_from_nvidia_smi(
+        query_gpu=H100_CSV, compute_apps=None, q=None, nvlink=None, note="python3 not found"
+    )
     assert (facts.source, facts.driver_version, facts.cuda_driver_version) == ("nvidia-smi", "535.104.05", None)
-    assert facts.gpus == H100_CSV_GPUS                   # processes and nvlinks None: not asked
+    assert facts.gpus == H100_CSV_GPUS  # processes and nvlinks None: not asked
     assert facts.source_note == "python3 not found"
     assert facts.gaps == ("GPU0 remapped rows: no -q output", "GPU1 remapped rows: no -q output")
 
@@ -772,7 +1006,7 @@ def test_merge_q_matches_by_bus_id_and_fills_what_csv_lacks():
     # -q shows only the GPU at D5, which is index 1 here, index 0 in its own output
     assert gpu1.remapped_rows == RemappedRows(0, 4, True, False)
     assert gpu1.clock_event_reasons == frozenset({"sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown"})
-    assert gpu1.pcie_gen_max == 5 and gpu1.pcie_width_max == 8    # the CSV's value wins where both have one
+    assert gpu1.pcie_gen_max == 5 and gpu1.pcie_width_max == 8  # the CSV's value wins where both have one
     assert (gpu0.remapped_rows, gpu0.clock_event_reasons) == (None, None)
     assert gpu0.processes == () and gpu1.processes == (GpuProcess(3051, "python3", 1010.0),)
     assert gpu0.nvlinks == gpu1.nvlinks == H100_LINKS
@@ -783,15 +1017,18 @@ def test_merge_headless_q_excerpt_matches_by_index():
     facts = gpu_facts_from_nvidia_smi(query_gpu=H100_CSV, compute_apps="", q=data(PR80), nvlink=None)
     assert facts.gpus[0].remapped_rows == RemappedRows(0, 4, True, None)
     assert facts.gpus[1].remapped_rows is None
-    assert [g.processes for g in facts.gpus] == [(), ()]       # the query ran and listed nothing
-    assert facts.gaps == ("nvidia-smi -q: no GPU header", "nvidia-smi -q: GPU0: output ends before its Processes "
-                          "section", "GPU1 remapped rows: not reported")
+    assert [g.processes for g in facts.gpus] == [(), ()]  # the query ran and listed nothing
+    assert facts.gaps == (
+        "nvidia-smi -q: no GPU header",
+        "nvidia-smi -q: GPU0: output ends before its Processes section",
+        "GPU1 remapped rows: not reported",
+    )
 
 
 def test_merge_q_only():
     facts = gpu_facts_from_nvidia_smi(query_gpu=None, compute_apps=None, q=Q_H100, nvlink=None)
     assert (facts.driver_version, facts.cuda_driver_version) == ("535.104.05", "12.2")
-    assert facts.gpus == (Q_H100_GPU,)             # -q's own processes: the only list there is
+    assert facts.gpus == (Q_H100_GPU,)  # -q's own processes: the only list there is
 
 
 def test_merge_needs_csv_or_q_and_refuses_cut_csv():
@@ -804,12 +1041,14 @@ def test_merge_needs_csv_or_q_and_refuses_cut_csv():
 def test_merge_compute_apps_without_uuid_and_nvlink_missing_gpu():
     query, apps = data(CSV_UNITS).split("---\n")
     nvlink = data(NVLINK_S)
-    only_gpu0 = nvlink[:nvlink.index("      GPU 1:")]
+    only_gpu0 = nvlink[: nvlink.index("      GPU 1:")]
     facts = gpu_facts_from_nvidia_smi(query_gpu=H100_CSV, compute_apps=apps, q=None, nvlink=only_gpu0)
     assert [g.processes for g in facts.gpus] == [None, None]
     assert [g.nvlinks for g in facts.gpus] == [H100_LINKS, None]
-    assert facts.gaps[:2] == ("compute apps without gpu_uuid: processes not attributed to GPUs",
-                              "GPU1 nvlinks: not listed by nvlink -s")
+    assert facts.gaps[:2] == (
+        "compute apps without gpu_uuid: processes not attributed to GPUs",
+        "GPU1 nvlinks: not listed by nvlink -s",
+    )
 
 
 def test_clock_reason_names_are_the_shared_ones():
@@ -826,16 +1065,18 @@ LINE_BREAKERS = ["\x0c", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u20
 
 @pytest.mark.parametrize("breaker", LINE_BREAKERS, ids=ascii)
 def test_q_key_value_line_holding_a_splitlines_break_stays_one_line(breaker):
-    text = Q_H100.replace("    Product Name                          : NVIDIA H100 PCIe",
-                          f"    Product Name{breaker}: NVIDIA H100 PCIe", 1)
+    text = Q_H100.replace(
+        "    Product Name                          : NVIDIA H100 PCIe",
+        f"    Product Name{breaker}: NVIDIA H100 PCIe",
+        1,
+    )
     assert f"Product Name{breaker}:" in text
     (gpu,) = parse_q(text).gpus
     assert gpu == Q_H100_GPU
 
 
 def test_q_line_without_a_key_is_a_gap_not_a_crash():
-    text = Q_H100.replace("    Serial Number                         : 1654922001234",
-                          "    : 1654922001234", 1)
+    text = Q_H100.replace("    Serial Number                         : 1654922001234", "    : 1654922001234", 1)
     facts = parse_q(text)
     assert facts.gpus[0].serial is None
     assert "unreadable line ': 1654922001234' (no key before ':')" in facts.gaps
@@ -843,7 +1084,7 @@ def test_q_line_without_a_key_is_a_gap_not_a_crash():
 
 # -- issue 17: every parser is linear in its input ----------------------------------------------------
 
-LINEAR_BOUND_S = 2.0          # generous: the quadratic code took 8-370 s on these inputs, linear code ms
+LINEAR_BOUND_S = 2.0  # generous: the quadratic code took 8-370 s on these inputs, linear code ms
 
 
 def _seconds(parse, *args) -> float:
@@ -874,11 +1115,15 @@ def test_q_duplicate_bus_id_check_is_linear():
 SPACES = " " * 20_000
 
 
-@pytest.mark.parametrize("text", [
-    "\tGPU0" + SPACES + "X\n",                                                   # header: 13 s
-    "\tGPU0\tCPU Affinity\nGPU0" + SPACES + "X\n",
-    "\tGPU0" + SPACES + "CPU Affinity" + SPACES + "NUMA Affinity\n",
-], ids=["header", "row", "labels"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\tGPU0" + SPACES + "X\n",  # header: 13 s
+        "\tGPU0\tCPU Affinity\nGPU0" + SPACES + "X\n",
+        "\tGPU0" + SPACES + "CPU Affinity" + SPACES + "NUMA Affinity\n",
+    ],
+    ids=["header", "row", "labels"],
+)
 def test_topo_is_linear_on_a_line_of_spaces(text):
     assert _seconds(parse_topo, text) < LINEAR_BOUND_S
 
@@ -886,12 +1131,16 @@ def test_topo_is_linear_on_a_line_of_spaces(text):
 TABLE_HEAD = "| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |\n"
 
 
-@pytest.mark.parametrize("text", [
-    TABLE_HEAD + "|   0  A" + SPACES + "x | 00000000:01:00.0 Off |  0 |\n",         # GPU row: 8 s
-    TABLE_HEAD + "| Processes: |\n|====|\n|  0  1234  C  p" + SPACES + "q |\n",   # process row: 16 s
-    TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8" + SPACES + "/ 250W |\n",
-    TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8 " + "/" * 20_000 + " x |\n",
-], ids=["gpu-row", "process-row", "second-row", "second-row-slashes"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        TABLE_HEAD + "|   0  A" + SPACES + "x | 00000000:01:00.0 Off |  0 |\n",  # GPU row: 8 s
+        TABLE_HEAD + "| Processes: |\n|====|\n|  0  1234  C  p" + SPACES + "q |\n",  # process row: 16 s
+        TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8" + SPACES + "/ 250W |\n",
+        TABLE_HEAD + "|   0  A  On | 00000000:01:00.0 Off |  0 |\n| N/A 31C P8 " + "/" * 20_000 + " x |\n",
+    ],
+    ids=["gpu-row", "process-row", "second-row", "second-row-slashes"],
+)
 def test_table_is_linear_on_a_line_of_spaces(text):
     assert _seconds(parse_table, text) < LINEAR_BOUND_S
 
@@ -899,6 +1148,7 @@ def test_table_is_linear_on_a_line_of_spaces(text):
 def test_merging_thousands_of_gpus_is_linear():
     # -q GPUs matched by index, compute apps by uuid: a scan of all the others per GPU is quadratic
     from nodecheck.parsers.nvidia_smi import _attach_processes, _merge_q
+
     n = 20_000
     gpus = [Gpu(index=i, uuid=f"GPU-{i}") for i in range(n)]
     q_gpus = [Gpu(index=i, name="x") for i in range(n)]
@@ -911,8 +1161,10 @@ def test_merging_thousands_of_gpus_is_linear():
         merged = _merge_q(gpus, q_gpus, [])
         attached = _attach_processes(merged, apps, [])
         best = min(best, time.perf_counter() - start)
-        if best < LINEAR_BOUND_S or best > 4 * LINEAR_BOUND_S:     # done, or plainly super-linear
+        if best < LINEAR_BOUND_S or best > 4 * LINEAR_BOUND_S:  # done, or plainly super-linear
             break
     assert best < LINEAR_BOUND_S, best
     assert [(g.name, g.processes) for g in attached[:2]] == [
-        ("x", (GpuProcess(1000, "p", 1.0),)), ("x", (GpuProcess(1001, "p", 1.0),))]
+        ("x", (GpuProcess(1000, "p", 1.0),)),
+        ("x", (GpuProcess(1001, "p", 1.0),)),
+    ]

@@ -1,4 +1,5 @@
 """parse_nvml_probe: the probe's schema-1 JSON → exact GpuFacts; every malformed input → a named ParseError."""
+
 from __future__ import annotations
 
 import copy
@@ -12,57 +13,148 @@ from nodecheck.parsers.gpu import Gpu, GpuFacts, GpuProcess, NvLink, RemappedRow
 from nodecheck.parsers.nvml import NvmlUnavailable, parse_nvml_probe
 
 GPU_KEYS = (
-    "name", "uuid", "serial", "vbios", "pci_bus_id", "persistence_mode", "ecc_enabled",
-    "ecc_pending_enabled", "ecc_uncorrectable_volatile", "ecc_uncorrectable_aggregate",
-    "ecc_correctable_volatile", "retired_pages_pending", "retired_pages_dbe", "retired_pages_sbe",
-    "remapped_rows", "clock_event_reasons", "temperature_c", "power_draw_w", "power_limit_w",
-    "memory_used_mib", "memory_total_mib", "pcie_gen_current", "pcie_gen_max", "pcie_width_current",
-    "pcie_width_max", "nvlinks", "processes",
+    "name",
+    "uuid",
+    "serial",
+    "vbios",
+    "pci_bus_id",
+    "persistence_mode",
+    "ecc_enabled",
+    "ecc_pending_enabled",
+    "ecc_uncorrectable_volatile",
+    "ecc_uncorrectable_aggregate",
+    "ecc_correctable_volatile",
+    "retired_pages_pending",
+    "retired_pages_dbe",
+    "retired_pages_sbe",
+    "remapped_rows",
+    "clock_event_reasons",
+    "temperature_c",
+    "power_draw_w",
+    "power_limit_w",
+    "memory_used_mib",
+    "memory_total_mib",
+    "pcie_gen_current",
+    "pcie_gen_max",
+    "pcie_width_current",
+    "pcie_width_max",
+    "nvlinks",
+    "processes",
 )
 
 
 def doc() -> dict:
     """One complete probe output: two GPUs, GPU1 with a pending remap, a process and a failed read."""
     gpu0 = {
-        "index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-4f2a9c1e-7b3d-4e8a-9c51-0d6e2f8a1b01",
-        "serial": "1654923001207", "vbios": "96.00.99.00.01", "pci_bus_id": "00000000:9B:00.0",
-        "persistence_mode": True, "ecc_enabled": True, "ecc_pending_enabled": True,
-        "ecc_uncorrectable_volatile": 0, "ecc_uncorrectable_aggregate": 0, "ecc_correctable_volatile": 2,
-        "retired_pages_pending": None, "retired_pages_dbe": None, "retired_pages_sbe": None,
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-4f2a9c1e-7b3d-4e8a-9c51-0d6e2f8a1b01",
+        "serial": "1654923001207",
+        "vbios": "96.00.99.00.01",
+        "pci_bus_id": "00000000:9B:00.0",
+        "persistence_mode": True,
+        "ecc_enabled": True,
+        "ecc_pending_enabled": True,
+        "ecc_uncorrectable_volatile": 0,
+        "ecc_uncorrectable_aggregate": 0,
+        "ecc_correctable_volatile": 2,
+        "retired_pages_pending": None,
+        "retired_pages_dbe": None,
+        "retired_pages_sbe": None,
         "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
-        "clock_event_reasons": ["gpu_idle"], "temperature_c": 31, "power_draw_w": 69.342,
-        "power_limit_w": 700.0, "memory_used_mib": 0.0, "memory_total_mib": 81559.0,
-        "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16,
-        "nvlinks": [{"link": 0, "active": True}, {"link": 1, "active": False}], "processes": [],
+        "clock_event_reasons": ["gpu_idle"],
+        "temperature_c": 31,
+        "power_draw_w": 69.342,
+        "power_limit_w": 700.0,
+        "memory_used_mib": 0.0,
+        "memory_total_mib": 81559.0,
+        "pcie_gen_current": 5,
+        "pcie_gen_max": 5,
+        "pcie_width_current": 16,
+        "pcie_width_max": 16,
+        "nvlinks": [{"link": 0, "active": True}, {"link": 1, "active": False}],
+        "processes": [],
     }
-    gpu1 = dict(gpu0, index=1, uuid="GPU-8c1d5e3a-2f4b-4a9c-8e72-1b3c5d7e9f02", pci_bus_id="0000:ab:00.0",
-                remapped_rows={"correctable": 0, "uncorrectable": 4, "pending": True, "failure": False},
-                clock_event_reasons=["sw_power_cap", "hw_slowdown"], temperature_c=None,
-                memory_used_mib=40960.0, nvlinks=[],
-                processes=[{"pid": 48213, "name": "python3", "used_memory_mib": 40960.0},
-                           {"pid": 7, "name": None, "used_memory_mib": None}])
-    return {"schema": 1, "source": "nvml", "driver_version": "550.90.07", "cuda_driver_version": "12.4",
-            "nvml_version": "12.550.90.07", "gpus": [gpu0, gpu1],
-            "errors": [{"gpu": 1, "field": "temperature_c", "error": "GPU is lost"},
-                       {"gpu": None, "field": "nvml_version", "error": "Unknown Error"}]}
+    gpu1 = dict(
+        gpu0,
+        index=1,
+        uuid="GPU-8c1d5e3a-2f4b-4a9c-8e72-1b3c5d7e9f02",
+        pci_bus_id="0000:ab:00.0",
+        remapped_rows={"correctable": 0, "uncorrectable": 4, "pending": True, "failure": False},
+        clock_event_reasons=["sw_power_cap", "hw_slowdown"],
+        temperature_c=None,
+        memory_used_mib=40960.0,
+        nvlinks=[],
+        processes=[
+            {"pid": 48213, "name": "python3", "used_memory_mib": 40960.0},
+            {"pid": 7, "name": None, "used_memory_mib": None},
+        ],
+    )
+    return {
+        "schema": 1,
+        "source": "nvml",
+        "driver_version": "550.90.07",
+        "cuda_driver_version": "12.4",
+        "nvml_version": "12.550.90.07",
+        "gpus": [gpu0, gpu1],
+        "errors": [
+            {"gpu": 1, "field": "temperature_c", "error": "GPU is lost"},
+            {"gpu": None, "field": "nvml_version", "error": "Unknown Error"},
+        ],
+    }
 
 
-GPU0 = Gpu(index=0, name="NVIDIA H100 80GB HBM3", uuid="GPU-4f2a9c1e-7b3d-4e8a-9c51-0d6e2f8a1b01",
-           serial="1654923001207", vbios="96.00.99.00.01", pci_bus_id="0000:9b:00.0",
-           persistence_mode=True, ecc_enabled=True, ecc_pending_enabled=True,
-           ecc_uncorrectable_volatile=0, ecc_uncorrectable_aggregate=0, ecc_correctable_volatile=2,
-           retired_pages_pending=None, retired_pages_dbe=None, retired_pages_sbe=None,
-           remapped_rows=RemappedRows(0, 0, False, False), clock_event_reasons=frozenset({"gpu_idle"}),
-           temperature_c=31.0, power_draw_w=69.342, power_limit_w=700.0, memory_used_mib=0.0,
-           memory_total_mib=81559.0, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
-           pcie_width_max=16, nvlinks=(NvLink(0, True), NvLink(1, False)), processes=())
-GPU1 = Gpu(**{**GPU0.__dict__, "index": 1, "uuid": "GPU-8c1d5e3a-2f4b-4a9c-8e72-1b3c5d7e9f02",
-              "pci_bus_id": "0000:ab:00.0", "remapped_rows": RemappedRows(0, 4, True, False),
-              "clock_event_reasons": frozenset({"sw_power_cap", "hw_slowdown"}), "temperature_c": None,
-              "memory_used_mib": 40960.0, "nvlinks": (),
-              "processes": (GpuProcess(48213, "python3", 40960.0), GpuProcess(7, "", None))})
-EXPECTED = GpuFacts(source="nvml", driver_version="550.90.07", cuda_driver_version="12.4", gpus=(GPU0, GPU1),
-                    gaps=("GPU1 temperature_c: GPU is lost", "nvml_version: Unknown Error"))
+GPU0 = Gpu(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    uuid="GPU-4f2a9c1e-7b3d-4e8a-9c51-0d6e2f8a1b01",
+    serial="1654923001207",
+    vbios="96.00.99.00.01",
+    pci_bus_id="0000:9b:00.0",
+    persistence_mode=True,
+    ecc_enabled=True,
+    ecc_pending_enabled=True,
+    ecc_uncorrectable_volatile=0,
+    ecc_uncorrectable_aggregate=0,
+    ecc_correctable_volatile=2,
+    retired_pages_pending=None,
+    retired_pages_dbe=None,
+    retired_pages_sbe=None,
+    remapped_rows=RemappedRows(0, 0, False, False),
+    clock_event_reasons=frozenset({"gpu_idle"}),
+    temperature_c=31.0,
+    power_draw_w=69.342,
+    power_limit_w=700.0,
+    memory_used_mib=0.0,
+    memory_total_mib=81559.0,
+    pcie_gen_current=5,
+    pcie_gen_max=5,
+    pcie_width_current=16,
+    pcie_width_max=16,
+    nvlinks=(NvLink(0, True), NvLink(1, False)),
+    processes=(),
+)
+GPU1 = Gpu(
+    **{
+        **GPU0.__dict__,
+        "index": 1,
+        "uuid": "GPU-8c1d5e3a-2f4b-4a9c-8e72-1b3c5d7e9f02",
+        "pci_bus_id": "0000:ab:00.0",
+        "remapped_rows": RemappedRows(0, 4, True, False),
+        "clock_event_reasons": frozenset({"sw_power_cap", "hw_slowdown"}),
+        "temperature_c": None,
+        "memory_used_mib": 40960.0,
+        "nvlinks": (),
+        "processes": (GpuProcess(48213, "python3", 40960.0), GpuProcess(7, "", None)),
+    }
+)
+EXPECTED = GpuFacts(
+    source="nvml",
+    driver_version="550.90.07",
+    cuda_driver_version="12.4",
+    gpus=(GPU0, GPU1),
+    gaps=("GPU1 temperature_c: GPU is lost", "nvml_version: Unknown Error"),
+)
 
 
 def test_good_output_gives_exact_facts() -> None:
@@ -71,11 +163,12 @@ def test_good_output_gives_exact_facts() -> None:
 
 def test_every_value_null_reads_as_unknown_not_zero() -> None:
     d = doc()
-    d["gpus"] = [dict({key: None for key in GPU_KEYS}, index=0)]
+    d["gpus"] = [dict(dict.fromkeys(GPU_KEYS), index=0)]
     d["driver_version"] = d["cuda_driver_version"] = None
     d["errors"] = []
-    assert parse_nvml_probe(json.dumps(d)) == GpuFacts(source="nvml", driver_version=None,
-                                                       cuda_driver_version=None, gpus=(Gpu(index=0),))
+    assert parse_nvml_probe(json.dumps(d)) == GpuFacts(
+        source="nvml", driver_version=None, cuda_driver_version=None, gpus=(Gpu(index=0),)
+    )
 
 
 def test_no_gpus_and_no_errors_key() -> None:
@@ -85,9 +178,14 @@ def test_no_gpus_and_no_errors_key() -> None:
     assert parse_nvml_probe(json.dumps(d)) == GpuFacts("nvml", "550.90.07", "12.4", ())
 
 
-@pytest.mark.parametrize("bus_id, normalised", [
-    ("00000000:9B:00.0", "0000:9b:00.0"), ("0000:9B:00.0", "0000:9b:00.0"), ("00000001:0a:1f.3", "0001:0a:1f.3"),
-])
+@pytest.mark.parametrize(
+    "bus_id, normalised",
+    [
+        ("00000000:9B:00.0", "0000:9b:00.0"),
+        ("0000:9B:00.0", "0000:9b:00.0"),
+        ("00000001:0a:1f.3", "0001:0a:1f.3"),
+    ],
+)
 def test_pci_bus_id_is_normalised(bus_id: str, normalised: str) -> None:
     d = doc()
     d["gpus"][0]["pci_bus_id"] = bus_id
@@ -121,6 +219,7 @@ def test_unavailable_reason_holding_a_splitlines_break_is_read_whole() -> None:
 
 def _mutate(path: str, value: object):
     """doc() with the value at a dotted path ("gpus.0.temperature_c") replaced; DELETE removes it."""
+
     def make() -> str:
         d = doc()
         *parents, last = path.split(".")
@@ -134,6 +233,7 @@ def _mutate(path: str, value: object):
         else:
             node[last] = value
         return json.dumps(d)
+
     return make
 
 
@@ -160,49 +260,90 @@ BAD = [
     ("negative index", _mutate("gpus.0.index", -1), "gpus[0].index: negative index -1"),
     ("duplicate index", _mutate("gpus.1.index", 0), "duplicate GPU index in [0, 0]"),
     ("missing field", _mutate("gpus.0.uuid", DELETE), "gpus[0].uuid: missing"),
-    ("string temperature", _mutate("gpus.0.temperature_c", "31"),
-     "gpus[0].temperature_c: expected a number, got a string '31'"),
-    ("bool temperature", _mutate("gpus.0.temperature_c", True),
-     "gpus[0].temperature_c: expected a number, got a boolean True"),
-    ("float pcie gen", _mutate("gpus.0.pcie_gen_current", 5.0),
-     "gpus[0].pcie_gen_current: expected an integer, got a number 5.0"),
-    ("string ecc count", _mutate("gpus.1.ecc_uncorrectable_volatile", "0"),
-     "gpus[1].ecc_uncorrectable_volatile: expected an integer, got a string '0'"),
-    ("int persistence", _mutate("gpus.0.persistence_mode", 1),
-     "gpus[0].persistence_mode: expected a boolean, got an integer 1"),
-    ("bool ecc count", _mutate("gpus.0.ecc_correctable_volatile", False),
-     "gpus[0].ecc_correctable_volatile: expected an integer, got a boolean False"),
+    (
+        "string temperature",
+        _mutate("gpus.0.temperature_c", "31"),
+        "gpus[0].temperature_c: expected a number, got a string '31'",
+    ),
+    (
+        "bool temperature",
+        _mutate("gpus.0.temperature_c", True),
+        "gpus[0].temperature_c: expected a number, got a boolean True",
+    ),
+    (
+        "float pcie gen",
+        _mutate("gpus.0.pcie_gen_current", 5.0),
+        "gpus[0].pcie_gen_current: expected an integer, got a number 5.0",
+    ),
+    (
+        "string ecc count",
+        _mutate("gpus.1.ecc_uncorrectable_volatile", "0"),
+        "gpus[1].ecc_uncorrectable_volatile: expected an integer, got a string '0'",
+    ),
+    (
+        "int persistence",
+        _mutate("gpus.0.persistence_mode", 1),
+        "gpus[0].persistence_mode: expected a boolean, got an integer 1",
+    ),
+    (
+        "bool ecc count",
+        _mutate("gpus.0.ecc_correctable_volatile", False),
+        "gpus[0].ecc_correctable_volatile: expected an integer, got a boolean False",
+    ),
     ("bad bus id", _mutate("gpus.0.pci_bus_id", "9b:00"), "gpus[0].pci_bus_id: not a PCI bus id: '9b:00'"),
-    ("remap pending Yes", _mutate("gpus.1.remapped_rows.pending", "Yes"),
-     "gpus[1].remapped_rows.pending: expected a boolean, got a string 'Yes'"),
-    ("remap missing failure", _mutate("gpus.1.remapped_rows.failure", DELETE),
-     "gpus[1].remapped_rows.failure: missing"),
-    ("remap list", _mutate("gpus.1.remapped_rows", [0, 4, 1, 0]),
-     "gpus[1].remapped_rows: expected an object, got an array"),
-    ("reasons mask", _mutate("gpus.0.clock_event_reasons", 1),
-     "gpus[0].clock_event_reasons: expected an array, got an integer 1"),
-    ("unknown reason", _mutate("gpus.0.clock_event_reasons", ["gpu_idle", "power_brake"]),
-     "gpus[0].clock_event_reasons: unknown reason(s) ['power_brake']"),
-    ("link active string", _mutate("gpus.0.nvlinks.0.active", "yes"),
-     "gpus[0].nvlinks[0].active: expected a boolean, got a string 'yes'"),
+    (
+        "remap pending Yes",
+        _mutate("gpus.1.remapped_rows.pending", "Yes"),
+        "gpus[1].remapped_rows.pending: expected a boolean, got a string 'Yes'",
+    ),
+    (
+        "remap missing failure",
+        _mutate("gpus.1.remapped_rows.failure", DELETE),
+        "gpus[1].remapped_rows.failure: missing",
+    ),
+    (
+        "remap list",
+        _mutate("gpus.1.remapped_rows", [0, 4, 1, 0]),
+        "gpus[1].remapped_rows: expected an object, got an array",
+    ),
+    (
+        "reasons mask",
+        _mutate("gpus.0.clock_event_reasons", 1),
+        "gpus[0].clock_event_reasons: expected an array, got an integer 1",
+    ),
+    (
+        "unknown reason",
+        _mutate("gpus.0.clock_event_reasons", ["gpu_idle", "power_brake"]),
+        "gpus[0].clock_event_reasons: unknown reason(s) ['power_brake']",
+    ),
+    (
+        "link active string",
+        _mutate("gpus.0.nvlinks.0.active", "yes"),
+        "gpus[0].nvlinks[0].active: expected a boolean, got a string 'yes'",
+    ),
     ("link number missing", _mutate("gpus.0.nvlinks.1.link", DELETE), "gpus[0].nvlinks[1].link: missing"),
-    ("pid string", _mutate("gpus.1.processes.0.pid", "48213"),
-     "gpus[1].processes[0].pid: expected an integer, got a string '48213'"),
-    ("process memory string", _mutate("gpus.1.processes.0.used_memory_mib", "40960 MiB"),
-     "gpus[1].processes[0].used_memory_mib: expected a number, got a string '40960 MiB'"),
+    (
+        "pid string",
+        _mutate("gpus.1.processes.0.pid", "48213"),
+        "gpus[1].processes[0].pid: expected an integer, got a string '48213'",
+    ),
+    (
+        "process memory string",
+        _mutate("gpus.1.processes.0.used_memory_mib", "40960 MiB"),
+        "gpus[1].processes[0].used_memory_mib: expected a number, got a string '40960 MiB'",
+    ),
     ("errors object", _mutate("errors", {}), "errors: expected an array, got an object"),
     ("error gpu string", _mutate("errors.0.gpu", "3"), "errors[0].gpu: expected an integer, got a string '3'"),
     ("error no message", _mutate("errors.1.error", DELETE), "errors[1].error: missing"),
 ]
 
 
-@pytest.mark.parametrize("make, reason", [(make, reason) for _, make, reason in BAD],
-                         ids=[name for name, _, _ in BAD])
+@pytest.mark.parametrize("make, reason", [(make, reason) for _, make, reason in BAD], ids=[name for name, _, _ in BAD])
 def test_malformed_output_is_a_parse_error_with_a_clear_reason(make, reason: str) -> None:
     text = make()
     with pytest.raises(ParseError) as info:
         parse_nvml_probe(text)
-    assert type(info.value) is ParseError               # not NvmlUnavailable: no fallback for garbage
+    assert type(info.value) is ParseError  # not NvmlUnavailable: no fallback for garbage
     assert info.value.tool == "nvml probe"
     assert info.value.reason.startswith(reason)
     assert info.value.excerpt == excerpt(text)

@@ -1,15 +1,22 @@
 """parse_perfquery / parse_ibqueryerrors / counters_from_sysfs / parse_sysfs_counter_loop /
 parse_sysfs_rate on every copied corpus file, with exact counter values and widths."""
+
 from __future__ import annotations
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.perfquery import (
-    BASIC_WIDTHS, PortCounters, counters_from_sysfs, parse_ibqueryerrors, parse_perfquery,
-    parse_sysfs_counter_loop, parse_sysfs_rate)
+    BASIC_WIDTHS,
+    PortCounters,
+    counters_from_sysfs,
+    parse_ibqueryerrors,
+    parse_perfquery,
+    parse_sysfs_counter_loop,
+    parse_sysfs_rate,
+)
 from nodecheck.parsers.sysfs import Unreadable, parse_sysfs_dump
+from tests.helpers import data, data_files
 
 TOOLS = ("perfquery", "ibqueryerrors", "sysfs_ib_counters", "sysfs_ib")
 CX4 = "perfquery/cx4-lab-blog-perfquery-C-basic-capmask-0x1600-qp1dropped.txt"
@@ -25,67 +32,128 @@ GPUD_DUMP = "sysfs_ib_counters/derived-gpud-pr943-mlx5_1-port1-as-nodecheck-sysf
 RATE = "sysfs_ib/gpud-h100-mlx5_bond_0-ports-1-rate-2X-NDR.txt"
 
 ZERO_ERRORS = dict.fromkeys(
-    ("SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter", "PortRcvErrors",
-     "PortRcvRemotePhysicalErrors", "PortRcvSwitchRelayErrors", "PortXmitDiscards",
-     "PortXmitConstraintErrors", "PortRcvConstraintErrors", "LocalLinkIntegrityErrors",
-     "ExcessiveBufferOverrunErrors"), 0)
+    (
+        "SymbolErrorCounter",
+        "LinkErrorRecoveryCounter",
+        "LinkDownedCounter",
+        "PortRcvErrors",
+        "PortRcvRemotePhysicalErrors",
+        "PortRcvSwitchRelayErrors",
+        "PortXmitDiscards",
+        "PortXmitConstraintErrors",
+        "PortRcvConstraintErrors",
+        "LocalLinkIntegrityErrors",
+        "ExcessiveBufferOverrunErrors",
+    ),
+    0,
+)
 # the printed order of a basic block is kept: QP1Dropped (newer builds) sits before VL15Dropped
-CX4_COUNTERS = {**ZERO_ERRORS, "QP1Dropped": 0, "VL15Dropped": 0, "PortXmitData": 16576648,
-                "PortRcvData": 7669, "PortXmitPkts": 32009, "PortRcvPkts": 1012, "PortXmitWait": 441}
-WATCH_COUNTERS = {**ZERO_ERRORS, "VL15Dropped": 0, "PortXmitData": 6465317, "PortRcvData": 427938,
-                  "PortXmitPkts": 41531, "PortRcvPkts": 130792613, "PortXmitWait": 2}
+CX4_COUNTERS = {
+    **ZERO_ERRORS,
+    "QP1Dropped": 0,
+    "VL15Dropped": 0,
+    "PortXmitData": 16576648,
+    "PortRcvData": 7669,
+    "PortXmitPkts": 32009,
+    "PortRcvPkts": 1012,
+    "PortXmitWait": 441,
+}
+WATCH_COUNTERS = {
+    **ZERO_ERRORS,
+    "VL15Dropped": 0,
+    "PortXmitData": 6465317,
+    "PortRcvData": 427938,
+    "PortXmitPkts": 41531,
+    "PortRcvPkts": 130792613,
+    "PortXmitWait": 2,
+}
 
 
 def _extended(data4, cast4, errors, xmit_wait):
-    names = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortUnicastXmitPkts",
-             "PortUnicastRcvPkts", "PortMulticastXmitPkts", "PortMulticastRcvPkts")
+    names = (
+        "PortXmitData",
+        "PortRcvData",
+        "PortXmitPkts",
+        "PortRcvPkts",
+        "PortUnicastXmitPkts",
+        "PortUnicastRcvPkts",
+        "PortMulticastXmitPkts",
+        "PortMulticastRcvPkts",
+    )
     counters = dict(zip(names, data4 + cast4))
-    return {**counters, **ZERO_ERRORS, **errors, "VL15Dropped": 0, "PortXmitWait": xmit_wait,
-            "QP1Dropped": 0}
+    return {**counters, **ZERO_ERRORS, **errors, "VL15Dropped": 0, "PortXmitWait": xmit_wait, "QP1Dropped": 0}
 
 
-PORT1 = _extended((36298026860928, 12279028775751, 101733204203, 32262508468),
-                  (101708165289, 26677661727, 25038914, 5584846741), {}, 22730501)
-PORT2 = _extended((26006570014026, 39078804993378, 122978948297, 93660802641),
-                  (122978948297, 93660802641, 0, 0), {}, 36510964)
+PORT1 = _extended(
+    (36298026860928, 12279028775751, 101733204203, 32262508468),
+    (101708165289, 26677661727, 25038914, 5584846741),
+    {},
+    22730501,
+)
+PORT2 = _extended(
+    (26006570014026, 39078804993378, 122978948297, 93660802641), (122978948297, 93660802641, 0, 0), {}, 36510964
+)
 NONZERO_COUNTERS = _extended(
     (178791657177235, 178762341961629, 393094651266, 387654829341),
     (387471005571, 387648134400, 5623645694, 6694940),
-    {"LinkDownedCounter": 1, "PortRcvSwitchRelayErrors": 7, "PortXmitDiscards": 20046}, 41864608)
+    {"LinkDownedCounter": 1, "PortRcvSwitchRelayErrors": 7, "PortXmitDiscards": 20046},
+    41864608,
+)
 
 # path → [(port, lid, extended, cap_mask, cap_mask2, counters)]
 PERFQUERY = {
     CX4: [(1, "1", False, "0x1600", None, CX4_COUNTERS)],
     WATCH: [(1, "7", False, "0x1400", None, WATCH_COUNTERS)],
-    TWO_PORTS: [(1, "1719", True, "0x5300", "0x0000002", PORT1),
-                (2, "1719", True, "0x5300", "0x0000002", PORT2)],
+    TWO_PORTS: [(1, "1719", True, "0x5300", "0x0000002", PORT1), (2, "1719", True, "0x5300", "0x0000002", PORT2)],
     NONZERO: [(1, "2052", True, "0x5300", "0x0000002", NONZERO_COUNTERS)],
 }
 PERFQUERY_FAILS = {
     NO_UMAD: "perfquery could not open the port (no ib_umad? load the ib_umad kernel module)",
     ROCE_ONLY: "perfquery could not open the port: MAD client registration failed (no InfiniBand "
-               "port on this CA, e.g. RoCE/Ethernet only, or no ib_umad?)",
+    "port on this CA, e.g. RoCE/Ethernet only, or no ib_umad?)",
 }
 GPUD_COUNTERS = {
-    "PortUnicastRcvPkts": 240037171331, "PortXmitData": 205143497464492, "PortXmitConstraintErrors": 0,
-    "VL15Dropped": 0, "PortRcvErrors": 0, "PortXmitWait": 4294967295, "LinkErrorRecoveryCounter": 0,
-    "PortMulticastRcvPkts": 0, "PortMulticastXmitPkts": 0, "PortRcvRemotePhysicalErrors": 0,
-    "PortRcvPkts": 240037171331, "PortUnicastXmitPkts": 242071897216, "ExcessiveBufferOverrunErrors": 15,
-    "PortRcvData": 205128687774249, "PortRcvConstraintErrors": 0, "LinkDownedCounter": 255,
-    "LocalLinkIntegrityErrors": 0, "PortXmitDiscards": 65535, "PortRcvSwitchRelayErrors": 2,
-    "PortXmitPkts": 242071897216, "SymbolErrorCounter": 0,
+    "PortUnicastRcvPkts": 240037171331,
+    "PortXmitData": 205143497464492,
+    "PortXmitConstraintErrors": 0,
+    "VL15Dropped": 0,
+    "PortRcvErrors": 0,
+    "PortXmitWait": 4294967295,
+    "LinkErrorRecoveryCounter": 0,
+    "PortMulticastRcvPkts": 0,
+    "PortMulticastXmitPkts": 0,
+    "PortRcvRemotePhysicalErrors": 0,
+    "PortRcvPkts": 240037171331,
+    "PortUnicastXmitPkts": 242071897216,
+    "ExcessiveBufferOverrunErrors": 15,
+    "PortRcvData": 205128687774249,
+    "PortRcvConstraintErrors": 0,
+    "LinkDownedCounter": 255,
+    "LocalLinkIntegrityErrors": 0,
+    "PortXmitDiscards": 65535,
+    "PortRcvSwitchRelayErrors": 2,
+    "PortXmitPkts": 242071897216,
+    "SymbolErrorCounter": 0,
 }
-GPUD_64 = {"PortUnicastRcvPkts", "PortUnicastXmitPkts", "PortMulticastRcvPkts", "PortMulticastXmitPkts",
-           "PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"}
+GPUD_64 = {
+    "PortUnicastRcvPkts",
+    "PortUnicastXmitPkts",
+    "PortMulticastRcvPkts",
+    "PortMulticastXmitPkts",
+    "PortXmitData",
+    "PortRcvData",
+    "PortXmitPkts",
+    "PortRcvPkts",
+}
 GPUD_WIDTHS = {n: 64 if n in GPUD_64 else BASIC_WIDTHS[n] for n in GPUD_COUNTERS}
 
 
 # -- every file has an exact expectation, and every corpus file has a copy here ------------------
 
+
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
-    expected = (set(PERFQUERY) | set(PERFQUERY_FAILS) | {IBQE_SWITCH, IBQE_LINE, GPUD_LOOP,
-                                                          GPUD_DUMP, RATE})
+    expected = set(PERFQUERY) | set(PERFQUERY_FAILS) | {IBQE_SWITCH, IBQE_LINE, GPUD_LOOP, GPUD_DUMP, RATE}
     assert on_disk == expected
     assert len(on_disk) == 11
 
@@ -99,6 +167,7 @@ def test_every_data_file_has_a_source_line():
 
 # -- perfquery ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", sorted(PERFQUERY))
 def test_perfquery_file_gives_exact_counters(path):
     blocks = parse_perfquery(data(path), ca="mlx5_0")
@@ -107,7 +176,7 @@ def test_perfquery_file_gives_exact_counters(path):
     for block, (port, lid, extended, cap_mask, cap_mask2, counters) in zip(blocks, want):
         assert (block.ca, block.port, block.lid, block.extended) == ("mlx5_0", port, lid, extended)
         assert (block.cap_mask, block.cap_mask2, block.missing) == (cap_mask, cap_mask2, ())
-        assert list(block.counters.items()) == list(counters.items())   # printed order kept
+        assert list(block.counters.items()) == list(counters.items())  # printed order kept
         assert block.source == "perfquery"
 
 
@@ -129,8 +198,10 @@ def test_extended_blocks_read_every_counter_at_64_bits():
         assert len(block.widths) == 22
         assert set(block.widths.values()) == {64}
         assert block.raw.splitlines()[-1] == "QP1Dropped:......................0"
-    assert blocks[1].raw.splitlines()[0] == \
-        "# Port extended counters: Lid 1719 port 2 (CapMask: 0x5300 CapMask2: 0x0000002)"
+    assert (
+        blocks[1].raw.splitlines()[0]
+        == "# Port extended counters: Lid 1719 port 2 (CapMask: 0x5300 CapMask2: 0x0000002)"
+    )
 
 
 def test_watch_header_is_skipped():
@@ -156,7 +227,7 @@ def test_older_header_without_capmask_and_extended_detected_by_field_order():
     assert (block.extended, block.cap_mask, block.cap_mask2, block.lid) == (True, None, None, "1719")
     assert block.counters == {k: PORT1[k] for k in list(PORT1)[:8]}
     assert set(block.widths.values()) == {64}
-    assert block.missing == ()                 # without CapMask only the 4 data counters are promised
+    assert block.missing == ()  # without CapMask only the 4 data counters are promised
     basic = "# Port counters: Lid 1 port 1\n" + "".join(data(CX4).splitlines(keepends=True)[1:])
     (basic_block,) = parse_perfquery(basic)
     assert (basic_block.extended, basic_block.cap_mask) == (False, None)
@@ -164,13 +235,13 @@ def test_older_header_without_capmask_and_extended_detected_by_field_order():
 
 
 def test_output_cut_mid_value_drops_the_last_line_and_names_what_is_missing():
-    cut = data(CX4)[:-3]                       # "...PortXmitWait:....4" of 441, no final newline
+    cut = data(CX4)[:-3]  # "...PortXmitWait:....4" of 441, no final newline
     (block,) = parse_perfquery(cut)
     assert "PortXmitWait" not in block.counters
     assert block.missing == ("PortXmitWait",)
     assert block.counters["PortRcvPkts"] == 1012
     text = data(TWO_PORTS)
-    cut_block = text[:text.index("PortRcvData:", text.index("port 2")) + 8]   # "...\nPortRcvD"
+    cut_block = text[: text.index("PortRcvData:", text.index("port 2")) + 8]  # "...\nPortRcvD"
     first, second = parse_perfquery(cut_block)
     assert (first.missing, len(first.counters)) == ((), 22)
     assert second.counters == {"PortXmitData": 26006570014026}
@@ -184,23 +255,42 @@ def test_a_complete_block_lacking_a_promised_counter_lists_it_missing():
     assert len(block.counters) == 21
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("Segmentation fault\n", "expected '# Port counters: ...', got 'Segmentation fault'"),
-    ("PortXmitData:....................1\n", "expected '# Port counters: ...', got 'PortXmitData:....................1'"),
-    ("# PortRcvErrorDetails counters: Lid 1 port 1\nPortLocalPhysicalErrors:.........0\n",
-     "'PortRcvErrorDetails counters' block is not PortCounters; run perfquery with or without -x only"),
-    ("# Port counters: Lid 1 port 1\nSymbolErrorCounter:..............x\n",
-     "SymbolErrorCounter value 'x' is not a number"),
-    ("# Port counters: Lid 1 port 1\nFancyNewCounter:.................3\n",
-     "unknown PortCounters field FancyNewCounter"),
-    ("# Port counters: Lid 1 port 1\nSymbolErrorCounter:..............1\nSymbolErrorCounter:..............2\n",
-     "SymbolErrorCounter appears twice in one block"),
-    ("# Port counters: Lid 1 port 1\n# Port counters: Lid 1 port 1\n", "counters for Lid 1 port 1 appear twice"),
-    ("ibwarn: [1] mad_rpc_open_port: something new\n", "perfquery failed: ibwarn: [1] mad_rpc_open_port: something new"),
-    ("# Port counters: Lid 1 port 1\nperfquery: iberror: [pid 7] failed: perfquery\n",
-     "perfquery failed: [pid 7] failed: perfquery"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("Segmentation fault\n", "expected '# Port counters: ...', got 'Segmentation fault'"),
+        (
+            "PortXmitData:....................1\n",
+            "expected '# Port counters: ...', got 'PortXmitData:....................1'",
+        ),
+        (
+            "# PortRcvErrorDetails counters: Lid 1 port 1\nPortLocalPhysicalErrors:.........0\n",
+            "'PortRcvErrorDetails counters' block is not PortCounters; run perfquery with or without -x only",
+        ),
+        (
+            "# Port counters: Lid 1 port 1\nSymbolErrorCounter:..............x\n",
+            "SymbolErrorCounter value 'x' is not a number",
+        ),
+        (
+            "# Port counters: Lid 1 port 1\nFancyNewCounter:.................3\n",
+            "unknown PortCounters field FancyNewCounter",
+        ),
+        (
+            "# Port counters: Lid 1 port 1\nSymbolErrorCounter:..............1\nSymbolErrorCounter:..............2\n",
+            "SymbolErrorCounter appears twice in one block",
+        ),
+        ("# Port counters: Lid 1 port 1\n# Port counters: Lid 1 port 1\n", "counters for Lid 1 port 1 appear twice"),
+        (
+            "ibwarn: [1] mad_rpc_open_port: something new\n",
+            "perfquery failed: ibwarn: [1] mad_rpc_open_port: something new",
+        ),
+        (
+            "# Port counters: Lid 1 port 1\nperfquery: iberror: [pid 7] failed: perfquery\n",
+            "perfquery failed: [pid 7] failed: perfquery",
+        ),
+    ],
+)
 def test_output_that_is_not_perfquery_counters_raises(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_perfquery(text)
@@ -210,7 +300,8 @@ def test_output_that_is_not_perfquery_counters_raises(text, reason):
 
 def test_basic_and_extended_blocks_of_one_port_may_come_together():
     both = data(CX4) + data(TWO_PORTS).split("# Port extended counters: Lid 1719 port 2")[0].replace(
-        "Lid 1719", "Lid 1")
+        "Lid 1719", "Lid 1"
+    )
     basic, extended = parse_perfquery(both, ca="mlx5_0")
     assert (basic.extended, extended.extended, basic.port, extended.port) == (False, True, 1, 1)
     assert basic.saturated("SymbolErrorCounter") is False
@@ -218,19 +309,30 @@ def test_basic_and_extended_blocks_of_one_port_may_come_together():
 
 # -- ibqueryerrors --------------------------------------------------------------------------------
 
+
 def test_ibqueryerrors_switch_line_cut_mid_item_with_a_leading_umad_error():
     report = parse_ibqueryerrors(data(IBQE_SWITCH))
-    assert report.warnings == ("src/query_smp.c:199; umad (DR path slid 0; dlid 0; 0,1,10,19 Attr 0x11:0) "
-                               "bad status 110; Connection timed out",)
+    assert report.warnings == (
+        "src/query_smp.c:199; umad (DR path slid 0; dlid 0; 0,1,10,19 Attr 0x11:0) "
+        "bad status 110; Connection timed out",
+    )
     assert (report.truncated, report.summary) == (True, ())
     (port,) = report.ports
     assert (port.node_guid, port.node_name) == ("0xb8599f0300383ec0", "ibswh2 [255-B05] HDR-40")
     assert (port.port_guid, port.port, port.section) == ("0xb8599f0300383ec0", None, "errors")
     assert port.counters == {
-        "SymbolErrorCounter": 19817, "LinkDownedCounter": 37, "PortXmitDiscards": 8,
-        "PortLocalPhysicalErrors": 8, "PortXmitWait": 2417380683166, "PortXmitData": 5044493407069892,
-        "PortRcvData": 5044493406602707, "PortXmitPkts": 5101051455966, "PortRcvPkts": 5101051441855,
-        "PortUnicastXmitPkts": 5101050102526, "PortUnicastRcvPkts": 5101050102542}
+        "SymbolErrorCounter": 19817,
+        "LinkDownedCounter": 37,
+        "PortXmitDiscards": 8,
+        "PortLocalPhysicalErrors": 8,
+        "PortXmitWait": 2417380683166,
+        "PortXmitData": 5044493407069892,
+        "PortRcvData": 5044493406602707,
+        "PortXmitPkts": 5101051455966,
+        "PortRcvPkts": 5101051441855,
+        "PortUnicastXmitPkts": 5101050102526,
+        "PortUnicastRcvPkts": 5101050102542,
+    }
     assert port.cut == "[PortMulticastXmitPkts =="
     assert port.raw.startswith("   GUID 0xb8599f0300383ec0 port ALL: [SymbolErrorCounter == 19817 (19.353K)]")
 
@@ -239,23 +341,28 @@ def test_ibqueryerrors_single_line_without_node_header():
     report = parse_ibqueryerrors(data(IBQE_LINE))
     assert (report.warnings, report.summary, report.truncated) == ((), (), False)
     (port,) = report.ports
-    assert (port.node_guid, port.node_name, port.port_guid, port.port) == (
-        None, None, "0x1070fd0300370ea2", None)
-    assert port.counters == {"LinkDownedCounter": 25, "PortRcvErrors": 26, "PortXmitDiscards": 2846,
-                             "PortXmitWait": 14681376621}
+    assert (port.node_guid, port.node_name, port.port_guid, port.port) == (None, None, "0x1070fd0300370ea2", None)
+    assert port.counters == {
+        "LinkDownedCounter": 25,
+        "PortRcvErrors": 26,
+        "PortXmitDiscards": 2846,
+        "PortXmitWait": 14681376621,
+    }
     assert port.cut is None
 
 
 def test_ibqueryerrors_ca_port_lines_link_info_data_section_and_summary():
     # shapes printed by rdma-core infiniband-diags/ibqueryerrors.c (print_results, print_data_cnts,
     # print_port_config, print_summary); values constructed
-    text = ('Errors for "gpu017 mlx5_0"\n'
-            '   GUID 0x946dae0300cde72c port 1: [SymbolErrorCounter == 3] [PortRcvErrors == 1]\n'
-            '       Link info:     75   1[  ] ==( 4X      106.25 Gbps Active/  LinkUp)==>  0x1 1 1[  ] "sw" ( )\n'
-            'Data Counters for 0x946dae0300cde72c "gpu017 mlx5_0"\n'
-            '   GUID 0x946dae0300cde72c port 1: [PortXmitData == 1024 (4.000KB)] [PortRcvPkts == 7 (7.000)]\n'
-            '\n## Summary: 1 nodes checked, 1 bad nodes found\n'
-            '##          1 ports checked, 1 ports have errors beyond threshold\n')
+    text = (
+        'Errors for "gpu017 mlx5_0"\n'
+        "   GUID 0x946dae0300cde72c port 1: [SymbolErrorCounter == 3] [PortRcvErrors == 1]\n"
+        '       Link info:     75   1[  ] ==( 4X      106.25 Gbps Active/  LinkUp)==>  0x1 1 1[  ] "sw" ( )\n'
+        'Data Counters for 0x946dae0300cde72c "gpu017 mlx5_0"\n'
+        "   GUID 0x946dae0300cde72c port 1: [PortXmitData == 1024 (4.000KB)] [PortRcvPkts == 7 (7.000)]\n"
+        "\n## Summary: 1 nodes checked, 1 bad nodes found\n"
+        "##          1 ports checked, 1 ports have errors beyond threshold\n"
+    )
     report = parse_ibqueryerrors(text)
     errors, counts = report.ports
     assert (errors.node_guid, errors.node_name, errors.port, errors.section) == (None, "gpu017 mlx5_0", 1, "errors")
@@ -266,15 +373,22 @@ def test_ibqueryerrors_ca_port_lines_link_info_data_section_and_summary():
     assert len(report.summary) == 2
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("src/query_smp.c:199; umad bad status 110\n",
-     "no port lines or summary; first line 'src/query_smp.c:199; umad bad status 110'"),
-    ("", "no port lines or summary; first line ''"),
-    ("   GUID 0x1 port 1: [SymbolErrorCounter == 3] garbage\n", "unexpected text 'garbage' on a port line"),
-    ("   GUID 0x1 port 1: [SymbolErrorCounter ==\n   GUID 0x1 port 2: [PortRcvErrors == 1]\n",
-     "unexpected text '[SymbolErrorCounter ==' on a port line"),
-    ("   GUID 0x1 port 1: [PortRcvErrors == 1] [PortRcvErrors == 2]\n", "PortRcvErrors appears twice on one line"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (
+            "src/query_smp.c:199; umad bad status 110\n",
+            "no port lines or summary; first line 'src/query_smp.c:199; umad bad status 110'",
+        ),
+        ("", "no port lines or summary; first line ''"),
+        ("   GUID 0x1 port 1: [SymbolErrorCounter == 3] garbage\n", "unexpected text 'garbage' on a port line"),
+        (
+            "   GUID 0x1 port 1: [SymbolErrorCounter ==\n   GUID 0x1 port 2: [PortRcvErrors == 1]\n",
+            "unexpected text '[SymbolErrorCounter ==' on a port line",
+        ),
+        ("   GUID 0x1 port 1: [PortRcvErrors == 1] [PortRcvErrors == 2]\n", "PortRcvErrors appears twice on one line"),
+    ],
+)
 def test_ibqueryerrors_garbage_raises(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_ibqueryerrors(text)
@@ -283,14 +397,19 @@ def test_ibqueryerrors_garbage_raises(text, reason):
 
 # -- sysfs ----------------------------------------------------------------------------------------
 
+
 def _assert_gpud(port: PortCounters) -> None:
     assert (port.ca, port.port, port.lid, port.source) == ("mlx5_1", 1, None, "sysfs")
     assert (port.extended, port.cap_mask, port.missing) == (True, None, ())
     assert list(port.counters.items()) == list(GPUD_COUNTERS.items())
     assert port.widths == GPUD_WIDTHS
     saturated = [name for name in port.counters if port.saturated(name)]
-    assert saturated == ["PortXmitWait", "ExcessiveBufferOverrunErrors", "LinkDownedCounter",
-                         "PortXmitDiscards"]                      # 2^32-1, 2^4-1, 2^8-1, 2^16-1
+    assert saturated == [
+        "PortXmitWait",
+        "ExcessiveBufferOverrunErrors",
+        "LinkDownedCounter",
+        "PortXmitDiscards",
+    ]  # 2^32-1, 2^4-1, 2^8-1, 2^16-1
 
 
 def test_sysfs_counter_loop_gives_the_saturated_gpud_port():
@@ -308,26 +427,35 @@ def test_sysfs_dump_of_the_same_port_gives_the_same_facts():
 
 def test_sysfs_unreadable_and_no_pma_values_are_missing_not_zero():
     base = "/sys/class/infiniband/mlx5_0/ports/1/counters/"
-    values = {base + "symbol_error": "12", base + "link_downed": Unreadable("Invalid argument"),
-              base + "port_rcv_errors": "N/A (no PMA)", base + "port_xmit_data": "4294967295",
-              base + "port_xmit_wait": "9", base + "some_future_counter": "3",
-              "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer": "5",
-              "/sys/class/infiniband/mlx5_0/ports/1/rate": "400 Gb/sec (4X NDR)",
-              "/sys/class/infiniband/mlx5_3/ports/1/counters/link_downed": "0"}
+    values = {
+        base + "symbol_error": "12",
+        base + "link_downed": Unreadable("Invalid argument"),
+        base + "port_rcv_errors": "N/A (no PMA)",
+        base + "port_xmit_data": "4294967295",
+        base + "port_xmit_wait": "9",
+        base + "some_future_counter": "3",
+        "/sys/class/infiniband/mlx5_0/ports/1/hw_counters/out_of_buffer": "5",
+        "/sys/class/infiniband/mlx5_0/ports/1/rate": "400 Gb/sec (4X NDR)",
+        "/sys/class/infiniband/mlx5_3/ports/1/counters/link_downed": "0",
+    }
     first, second = counters_from_sysfs(values)
     assert first.counters == {"SymbolErrorCounter": 12, "PortXmitData": 4294967295, "PortXmitWait": 9}
     assert first.widths == {"SymbolErrorCounter": 16, "PortXmitData": 32, "PortXmitWait": 32}
     assert (first.missing, first.extended) == (("LinkDownedCounter", "PortRcvErrors"), False)
-    assert first.saturated("PortXmitData")     # 32-bit group: a data counter stuck at 2^32-1
+    assert first.saturated("PortXmitData")  # 32-bit group: a data counter stuck at 2^32-1
     assert "link_downed\t!Invalid argument" in first.raw
-    assert (second.where, second.counters, second.widths) == ("mlx5_3/1", {"LinkDownedCounter": 0},
-                                                              {"LinkDownedCounter": 8})
+    assert (second.where, second.counters, second.widths) == (
+        "mlx5_3/1",
+        {"LinkDownedCounter": 0},
+        {"LinkDownedCounter": 8},
+    )
 
 
 def test_sysfs_noietf_group_is_64_bit_once_a_data_value_passes_32_bits():
     base = "/sys/class/infiniband/mlx5_0/ports/1/counters/"
-    (port,) = counters_from_sysfs({base + "port_xmit_data": "4294967296", base + "port_rcv_data": "5",
-                                   base + "port_xmit_wait": "4294967295"})
+    (port,) = counters_from_sysfs(
+        {base + "port_xmit_data": "4294967296", base + "port_rcv_data": "5", base + "port_xmit_wait": "4294967295"}
+    )
     assert port.widths == {"PortXmitData": 64, "PortRcvData": 64, "PortXmitWait": 32}
     assert port.extended and port.saturated("PortXmitWait") and not port.saturated("PortRcvData")
 
@@ -347,7 +475,7 @@ def test_sysfs_loop_cut_mid_value_and_missing_value():
     text = data(GPUD_LOOP).replace("=== ./symbol_error ===\n0\n", "=== ./symbol_error ===\n")
     port = parse_sysfs_counter_loop(text)
     assert port.missing == ("SymbolErrorCounter",) and "SymbolErrorCounter" not in port.counters
-    cut_value = data(GPUD_LOOP).rstrip("\n")[:-1] + "7"          # no final newline: value may be cut
+    cut_value = data(GPUD_LOOP).rstrip("\n")[:-1] + "7"  # no final newline: value may be cut
     assert parse_sysfs_counter_loop(cut_value).missing == ("SymbolErrorCounter",)
 
 
@@ -362,7 +490,7 @@ def test_sysfs_loop_without_prompt_has_no_ca_and_garbage_raises():
 def test_sysfs_rate_of_the_bonded_h100_port():
     rate = parse_sysfs_rate(data(RATE))
     assert (rate.rate_gbps, rate.width, rate.speed, rate.raw) == (200.0, "2X", "NDR", "200 Gb/sec (2X NDR)")
-    assert parse_sysfs_rate("2.5 Gb/sec (1X)\n").rate_gbps == 2.5       # SDR on older kernels: no word
+    assert parse_sysfs_rate("2.5 Gb/sec (1X)\n").rate_gbps == 2.5  # SDR on older kernels: no word
     assert parse_sysfs_rate("2.5 Gb/sec (1X)\n").speed is None
     with pytest.raises(ParseError) as caught:
         parse_sysfs_rate("cat: rate: Invalid argument")

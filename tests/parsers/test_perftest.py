@@ -1,5 +1,6 @@
 """parse_perftest on every copied perftest corpus file, with exact facts per file; parse_perftest_json
 on constructed --out_json text; ParseError for output that is not perftest's."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,10 +8,17 @@ from ipaddress import IPv6Address
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.perftest import (ERROR_KINDS, MIB_PER_S_IN_GBPS, BwRow, LatRow, PerftestError,
-                                        parse_perftest, parse_perftest_json)
+from nodecheck.parsers.perftest import (
+    ERROR_KINDS,
+    MIB_PER_S_IN_GBPS,
+    BwRow,
+    LatRow,
+    PerftestError,
+    parse_perftest,
+    parse_perftest_json,
+)
+from tests.helpers import data, data_files
 
 IONIC = "perftest/amd-ionic-ib_write_bw-bidir-server-4qp-allsizes-connected-completed.txt"
 EFA = "perftest/aws-efa-ib_send_bw-srd-transport-unknown-mib-units-truncated.txt"
@@ -32,87 +40,174 @@ class Expect:
     # device, link type, transport, connection type, gid index, qps, mtu, rdma_cm
     setup: tuple
     unit: str | None
-    rows: tuple[tuple, ...] = ()               # (bytes, iterations, peak, average, msg rate, avg Gb/s 2 dp)
-    error: tuple[str, str] | None = None       # (kind, message)
+    rows: tuple[tuple, ...] = ()  # (bytes, iterations, peak, average, msg rate, avg Gb/s 2 dp)
+    error: tuple[str, str] | None = None  # (kind, message)
     truncated: bool = False
-    best_gbps: float | None = None             # best_average_gbps rounded to 2 dp
+    best_gbps: float | None = None  # best_average_gbps rounded to 2 dp
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     cut_line: str | None = None
     exit_code: int | None = None
 
 
-IONIC_ROWS = tuple((size, 20000, peak, avg, rate, round(avg, 2)) for size, peak, avg, rate in (
-    (2, 0.158676, 0.156611, 9.788187), (4, 0.32, 0.32, 9.876338), (8, 0.64, 0.63, 9.878891),
-    (16, 1.29, 1.26, 9.871497), (32, 2.59, 2.54, 9.905190), (64, 5.16, 5.07, 9.903763),
-    (128, 10.29, 10.09, 9.858341), (256, 20.56, 20.22, 9.874291), (512, 41.22, 40.44, 9.873131),
-    (1024, 82.40, 81.14, 9.904961), (2048, 162.51, 160.47, 9.794029), (4096, 324.29, 318.79, 9.728583),
-    (8192, 637.53, 633.80, 9.671073), (16384, 753.98, 736.52, 5.619239),
-    (32768, 774.86, 774.66, 2.955077), (65536, 775.39, 775.25, 1.478663),
-    (131072, 777.00, 776.96, 0.740969), (262144, 777.70, 777.42, 0.370702),
-    (524288, 777.78, 774.66, 0.184694), (1048576, 778.17, 778.02, 0.092747),
-    (2097152, 778.16, 777.88, 0.046365), (4194304, 778.85, 778.31, 0.023195),
-    (8388608, 778.53, 777.79, 0.011590)))
+IONIC_ROWS = tuple(
+    (size, 20000, peak, avg, rate, round(avg, 2))
+    for size, peak, avg, rate in (
+        (2, 0.158676, 0.156611, 9.788187),
+        (4, 0.32, 0.32, 9.876338),
+        (8, 0.64, 0.63, 9.878891),
+        (16, 1.29, 1.26, 9.871497),
+        (32, 2.59, 2.54, 9.905190),
+        (64, 5.16, 5.07, 9.903763),
+        (128, 10.29, 10.09, 9.858341),
+        (256, 20.56, 20.22, 9.874291),
+        (512, 41.22, 40.44, 9.873131),
+        (1024, 82.40, 81.14, 9.904961),
+        (2048, 162.51, 160.47, 9.794029),
+        (4096, 324.29, 318.79, 9.728583),
+        (8192, 637.53, 633.80, 9.671073),
+        (16384, 753.98, 736.52, 5.619239),
+        (32768, 774.86, 774.66, 2.955077),
+        (65536, 775.39, 775.25, 1.478663),
+        (131072, 777.00, 776.96, 0.740969),
+        (262144, 777.70, 777.42, 0.370702),
+        (524288, 777.78, 774.66, 0.184694),
+        (1048576, 778.17, 778.02, 0.092747),
+        (2097152, 778.16, 777.88, 0.046365),
+        (4194304, 778.85, 778.31, 0.023195),
+        (8388608, 778.53, 777.79, 0.011590),
+    )
+)
 
 EXPECT = {
     IONIC: Expect(
-        "RDMA_Write Bidirectional BW Test", "server",
-        ("ionic_1", "Ethernet", "IB", "RC", 1, 4, 4096, False), "Gb/sec", IONIC_ROWS,
-        best_gbps=778.31,                      # the 4 MiB row: the 8 MiB row (777.79) dips
+        "RDMA_Write Bidirectional BW Test",
+        "server",
+        ("ionic_1", "Ethernet", "IB", "RC", 1, 4, 4096, False),
+        "Gb/sec",
+        IONIC_ROWS,
+        best_gbps=778.31,  # the 4 MiB row: the 8 MiB row (777.79) dips
         warnings=("Using sampled CPU speed 3295 MHz over reported speed 5008 MHz",),
-        notes=("Connected: Wed Apr 15 04:36:50 2026", "Completed: Wed Apr 15 04:36:58 2026",
-               "Total run time: 10.951s")),
+        notes=("Connected: Wed Apr 15 04:36:50 2026", "Completed: Wed Apr 15 04:36:58 2026", "Total run time: 10.951s"),
+    ),
     EFA: Expect(
-        "Send BW Test", None, ("rdmap47s0", "IB", "Unknown", "SRD", 0, 1, 4096, False), "MiB/sec",
-        ((2, 1000, 4.42, 1.09, 0.570447, 0.01), (4, 1000, 8.73, 8.18, 2.144697, 0.07),
-         (8, 1000, 17.70, 17.49, 2.292482, 0.15), (16, 1000, 35.49, 34.79, 2.279728, 0.29),
-         (32, 1000, 68.87, 68.82, 2.255256, 0.58)),
+        "Send BW Test",
+        None,
+        ("rdmap47s0", "IB", "Unknown", "SRD", 0, 1, 4096, False),
+        "MiB/sec",
+        (
+            (2, 1000, 4.42, 1.09, 0.570447, 0.01),
+            (4, 1000, 8.73, 8.18, 2.144697, 0.07),
+            (8, 1000, 17.70, 17.49, 2.292482, 0.15),
+            (16, 1000, 35.49, 34.79, 2.279728, 0.29),
+            (32, 1000, 68.87, 68.82, 2.255256, 0.58),
+        ),
         truncated=True,
-        cut_line=" 64         1000             140.70             132.17 \t\t     2.16551"),
+        cut_line=" 64         1000             140.70             132.17 \t\t     2.16551",
+    ),
     MLX4_UD: Expect(
-        "Send BW Test", None, ("mlx4_0", "IB", "IB", "UD", None, 1, 4096, False), "MB/sec",
-        ((2, 1000, 7.29, 6.79, 3.560575, 0.06), (4, 1000, 14.65, 14.43, 3.782530, 0.12),
-         (8, 1000, 29.30, 28.88, 3.785967, 0.24), (16, 1000, 58.59, 57.79, 3.787509, 0.48),
-         (32, 1000, 117.19, 115.49, 3.784499, 0.97), (64, 1000, 285.54, 254.16, 4.164099, 2.13),
-         (128, 1000, 571.08, 567.22, 4.646647, 4.76)),
-        truncated=True, notes=("Max msg size in UD is MTU 4096", "Changing to this MTU"),
-        cut_line=" 256        1000             1139.94            1022.73        4."),
+        "Send BW Test",
+        None,
+        ("mlx4_0", "IB", "IB", "UD", None, 1, 4096, False),
+        "MB/sec",
+        (
+            (2, 1000, 7.29, 6.79, 3.560575, 0.06),
+            (4, 1000, 14.65, 14.43, 3.782530, 0.12),
+            (8, 1000, 29.30, 28.88, 3.785967, 0.24),
+            (16, 1000, 58.59, 57.79, 3.787509, 0.48),
+            (32, 1000, 117.19, 115.49, 3.784499, 0.97),
+            (64, 1000, 285.54, 254.16, 4.164099, 2.13),
+            (128, 1000, 571.08, 567.22, 4.646647, 4.76),
+        ),
+        truncated=True,
+        notes=("Max msg size in UD is MTU 4096", "Changing to this MTU"),
+        cut_line=" 256        1000             1139.94            1022.73        4.",
+    ),
     NO_DEVICE: Expect(
-        None, None, (None,) * 8, None,
-        error=("no_device", ("Did not detect devices\nIf device exists, check if driver is up\n"
-                             "Unable to find the Infiniband/RoCE device")),
-        exit_code=1),
+        None,
+        None,
+        (None,) * 8,
+        None,
+        error=(
+            "no_device",
+            (
+                "Did not detect devices\nIf device exists, check if driver is up\n"
+                "Unable to find the Infiniband/RoCE device"
+            ),
+        ),
+        exit_code=1,
+    ),
     DGX: Expect(
-        "RDMA_Write BW Test", None, ("rocep1s0f1", "IB", "IB", "RC", None, 4, 1024, True), "Gb/sec",
-        ((65536, 20000, 111.72, 111.71, 0.213070, 111.71),), best_gbps=111.71),
+        "RDMA_Write BW Test",
+        None,
+        ("rocep1s0f1", "IB", "IB", "RC", None, 4, 1024, True),
+        "Gb/sec",
+        ((65536, 20000, 111.72, 111.71, 0.213070, 111.71),),
+        best_gbps=111.71,
+    ),
     K8S_READ: Expect(
-        "RDMA_Read BW Test", None, ("mlx5_0", "Ethernet", "IB", "RC", 3, 1, 1024, True), "MB/sec",
-        ((65536, 1000, 10402.09, 10401.68, 0.166427, 87.26),), best_gbps=87.26,
-        warnings=(("Conflicting CPU frequency values detected: 1000.005000 != 1304.752000. "
-                   "CPU Frequency is not max."),)),
+        "RDMA_Read BW Test",
+        None,
+        ("mlx5_0", "Ethernet", "IB", "RC", 3, 1, 1024, True),
+        "MB/sec",
+        ((65536, 1000, 10402.09, 10401.68, 0.166427, 87.26),),
+        best_gbps=87.26,
+        warnings=(
+            ("Conflicting CPU frequency values detected: 1000.005000 != 1304.752000. CPU Frequency is not max."),
+        ),
+    ),
     SOFTROCE: Expect(
-        "RDMA_Write BW Test", None, ("rxe0", "Ethernet", "IB", "RC", 1, 1, 1024, False), "MB/sec",
-        ((65536, 5000, 110.31, 110.28, 0.001764, 0.93),), best_gbps=0.93,
-        warnings=(("Conflicting CPU frequency values detected: 1200.000000 != 3591.635000. "
-                   "CPU Frequency is not max."),)),
+        "RDMA_Write BW Test",
+        None,
+        ("rxe0", "Ethernet", "IB", "RC", 1, 1, 1024, False),
+        "MB/sec",
+        ((65536, 5000, 110.31, 110.28, 0.001764, 0.93),),
+        best_gbps=0.93,
+        warnings=(
+            ("Conflicting CPU frequency values detected: 1200.000000 != 3591.635000. CPU Frequency is not max."),
+        ),
+    ),
     ZERO_GID: Expect(
-        "RDMA_Write BW Test", None, ("mlx5_2", "Ethernet", "IB", "RC", 0, 1, 1024, False), None,
-        error=("qp_rtr_failed",
-               "Failed to modify QP 59 to RTR\nUnable to Connect the HCA's through the link")),
+        "RDMA_Write BW Test",
+        None,
+        ("mlx5_2", "Ethernet", "IB", "RC", 0, 1, 1024, False),
+        None,
+        error=("qp_rtr_failed", "Failed to modify QP 59 to RTR\nUnable to Connect the HCA's through the link"),
+    ),
     READ_LAT: Expect(
-        "RDMA_Read Latency Test", "client", ("mlx4_0", "IB", "IB", "RC", None, 1, 2048, False), "usec",
-        error=("completion_error",
-               "Completion with error at client\nFailed status 10: wr_id 0 syndrom 0x88\nscnt=1, ccnt=1")),
+        "RDMA_Read Latency Test",
+        "client",
+        ("mlx4_0", "IB", "IB", "RC", None, 1, 2048, False),
+        "usec",
+        error=(
+            "completion_error",
+            "Completion with error at client\nFailed status 10: wr_id 0 syndrom 0x88\nscnt=1, ccnt=1",
+        ),
+    ),
     NO_SERVER: Expect(
-        None, "client", (None,) * 8, None,
-        error=("connect_failed", ("Couldn't connect to 192.168.125.211:18515\n"
-                                  "Unable to open file descriptor for socket connection "
-                                  "Unable to init the socket connection")),
-        exit_code=1),
+        None,
+        "client",
+        (None,) * 8,
+        None,
+        error=(
+            "connect_failed",
+            (
+                "Couldn't connect to 192.168.125.211:18515\n"
+                "Unable to open file descriptor for socket connection "
+                "Unable to init the socket connection"
+            ),
+        ),
+        exit_code=1,
+    ),
     BIDIR_IB: Expect(
         # the SERVER side per SOURCES.md, but nothing in the excerpt says so: no waiting banner
-        "Send Bidirectional BW Test", None, ("mlx5_0", "IB", "IB", "RC", None, 1, 4096, False), "MB/sec",
-        ((4096, 8758300, 0.00, 11403.46, 2.919285, 95.66),), best_gbps=95.66),
+        "Send Bidirectional BW Test",
+        None,
+        ("mlx5_0", "IB", "IB", "RC", None, 1, 4096, False),
+        "MB/sec",
+        ((4096, 8758300, 0.00, 11403.46, 2.919285, 95.66),),
+        best_gbps=95.66,
+    ),
 }
 
 
@@ -127,12 +222,21 @@ def test_corpus_file_facts(path):
     text = data(path)
     run = parse_perftest(text, want.exit_code)
     assert run.test == want.test
-    assert (run.device, run.link_type, run.transport, run.connection_type, run.gid_index, run.qps,
-            run.mtu, run.rdma_cm) == want.setup
+    assert (
+        run.device,
+        run.link_type,
+        run.transport,
+        run.connection_type,
+        run.gid_index,
+        run.qps,
+        run.mtu,
+        run.rdma_cm,
+    ) == want.setup
     assert run.role == want.role
     assert run.unit == want.unit
-    assert [(r.bytes, r.iterations, r.peak, r.average, r.msg_rate_mpps, round(r.average_gbps, 2))
-            for r in run.rows] == list(want.rows)
+    assert [
+        (r.bytes, r.iterations, r.peak, r.average, r.msg_rate_mpps, round(r.average_gbps, 2)) for r in run.rows
+    ] == list(want.rows)
     assert all(r.cpu_util is None for r in run.rows)
     assert (run.error.kind, run.error.message) == want.error if want.error else run.error is None
     assert run.truncated is want.truncated
@@ -146,10 +250,18 @@ def test_corpus_file_facts(path):
 
 
 def test_kind_and_bidirectional_come_from_the_title():
-    kinds = {path: (parse_perftest(data(path)).kind, parse_perftest(data(path)).bidirectional)
-             for path in (IONIC, EFA, READ_LAT, BIDIR_IB, DGX, NO_SERVER)}
-    assert kinds == {IONIC: ("bw", True), EFA: ("bw", False), READ_LAT: ("lat", False),
-                     BIDIR_IB: ("bw", True), DGX: ("bw", False), NO_SERVER: (None, False)}
+    kinds = {
+        path: (parse_perftest(data(path)).kind, parse_perftest(data(path)).bidirectional)
+        for path in (IONIC, EFA, READ_LAT, BIDIR_IB, DGX, NO_SERVER)
+    }
+    assert kinds == {
+        IONIC: ("bw", True),
+        EFA: ("bw", False),
+        READ_LAT: ("lat", False),
+        BIDIR_IB: ("bw", True),
+        DGX: ("bw", False),
+        NO_SERVER: (None, False),
+    }
 
 
 def test_mib_and_mb_labels_normalize_with_the_same_factor():
@@ -164,8 +276,7 @@ def test_mib_and_mb_labels_normalize_with_the_same_factor():
 
 def test_gbits_rows_are_not_rescaled_and_inc_accuracy_keeps_six_decimals():
     first = parse_perftest(data(IONIC)).rows[0]
-    assert (first.peak, first.average, first.peak_gbps, first.average_gbps) == (
-        0.158676, 0.156611, 0.158676, 0.156611)
+    assert (first.peak, first.average, first.peak_gbps, first.average_gbps) == (0.158676, 0.156611, 0.158676, 0.156611)
 
 
 def test_duration_mode_row_with_irregular_spacing_keeps_peak_zero():
@@ -179,19 +290,26 @@ def test_latency_rows_of_the_old_three_column_format():
     assert len(run.lat_rows) == 12
     assert run.lat_rows[0] == LatRow(2, 1000, t_min=2.29, t_max=15.78, t_typical=2.34)
     assert run.lat_rows[-1] == LatRow(4096, 1000, t_min=4.07, t_max=8.42, t_typical=4.13)
-    assert [r.bytes for r in run.lat_rows] == [2 ** n for n in range(1, 13)]
+    assert [r.bytes for r in run.lat_rows] == [2**n for n in range(1, 13)]
     assert run.best_average_gbps is None
 
 
 def test_address_lines_with_gids_lids_and_qpns():
     ionic = parse_perftest(data(IONIC)).addresses
     assert [(a.side, a.qpn) for a in ionic] == [
-        ("local", 0x2), ("local", 0x800), ("local", 0x3), ("local", 0x801),
-        ("remote", 0x2), ("remote", 0x800), ("remote", 0x3), ("remote", 0x801)]
+        ("local", 0x2),
+        ("local", 0x800),
+        ("local", 0x3),
+        ("local", 0x801),
+        ("remote", 0x2),
+        ("remote", 0x800),
+        ("remote", 0x3),
+        ("remote", 0x801),
+    ]
     assert ionic[0].gid == "253:147:22:211:89:182:01:80:223:237:130:41:237:150:197:196"
     assert ionic[0].gid_ip == IPv6Address("fd93:16d3:59b6:150:dfed:8229:ed96:c5c4")
     assert ionic[4].gid_ip == IPv6Address("fd93:16d3:59b6:149:3959:c9df:beb0:8544")
-    assert ionic[0].psn == 0x60ddb0 and ionic[0].lid == 0
+    assert ionic[0].psn == 0x60DDB0 and ionic[0].lid == 0
 
     read = parse_perftest(data(K8S_READ)).addresses
     assert [str(a.gid_ip.ipv4_mapped) for a in read] == ["10.0.32.4", "10.0.33.3"]
@@ -200,9 +318,11 @@ def test_address_lines_with_gids_lids_and_qpns():
 
     ib = parse_perftest(data(MLX4_UD)).addresses
     assert [(a.side, a.lid, a.qpn, a.psn, a.gid) for a in ib] == [
-        ("local", 0x04, 0x021c, 0x3c8f30, None), ("remote", 0x05, 0x021a, 0x45d83, None)]
+        ("local", 0x04, 0x021C, 0x3C8F30, None),
+        ("remote", 0x05, 0x021A, 0x45D83, None),
+    ]
     efa = parse_perftest(data(EFA)).addresses
-    assert [(a.qpn, a.psn) for a in efa] == [(0, 0xcd1e3c), (0, 0xec3763)]
+    assert [(a.qpn, a.psn) for a in efa] == [(0, 0xCD1E3C), (0, 0xEC3763)]
     assert len(parse_perftest(data(DGX)).addresses) == 8
     assert [a.lid for a in parse_perftest(data(BIDIR_IB)).addresses] == [0x18, 0x13]
 
@@ -212,16 +332,24 @@ def test_the_whole_info_block_is_kept_as_printed():
     assert info["CPU freq"] == "3295[MHz]"
     assert info["Using DDP"] == "OFF"
     assert info["Data ex. method"] == "Ethernet"
-    assert parse_perftest(data(EFA)).info["rdma_cm QPs"] == "OFF"      # tab before the colon
+    assert parse_perftest(data(EFA)).info["rdma_cm QPs"] == "OFF"  # tab before the colon
     assert parse_perftest(data(K8S_READ)).info["Outstand reads"] == "16"
     assert parse_perftest(data(BIDIR_IB)).info["RX depth"] == "512"
     assert len(info) == 20
 
 
 def test_error_kinds_are_the_documented_set():
-    assert ERROR_KINDS == {"connect_failed", "listen_failed", "no_device", "qp_rtr_failed",
-                           "link_unreachable", "completion_error", "gid_type_mismatch",
-                           "exchange_failed", "other"}
+    assert {
+        "connect_failed",
+        "listen_failed",
+        "no_device",
+        "qp_rtr_failed",
+        "link_unreachable",
+        "completion_error",
+        "gid_type_mismatch",
+        "exchange_failed",
+        "other",
+    } == ERROR_KINDS
 
 
 def test_an_error_line_makes_an_error_whatever_the_exit_code():
@@ -242,8 +370,10 @@ def test_lines_perftest_prints_in_other_failures():
     head = data(DGX).split(" local address:")[0]
     cases = {
         "Couldn't listen to port 18515\n": ("listen_failed", "server"),
-        "\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n":
-            ("gid_type_mismatch", None),
+        "\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n": (
+            "gid_type_mismatch",
+            None,
+        ),
         " Failed to exchange data between server and clients\n": ("exchange_failed", None),
         " Unable to Connect the HCA's through the link\n": ("link_unreachable", None),
         "Error: BW result is below bw limit\n": ("other", None),
@@ -264,13 +394,16 @@ def test_a_table_header_without_rows_is_truncated():
     assert (run.unit, run.rows, run.truncated, run.best_average_gbps) == ("Gb/sec", (), True, None)
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("  \n\n", "empty output"),
-    ("bash: ib_write_bw: command not found\n", "no perftest test title"),
-    ("Error: something else failed\n", "no perftest test title"),
-    ("PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data.\n", "no perftest test title"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("  \n\n", "empty output"),
+        ("bash: ib_write_bw: command not found\n", "no perftest test title"),
+        ("Error: something else failed\n", "no perftest test title"),
+        ("PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data.\n", "no perftest test title"),
+    ],
+)
 def test_output_that_is_not_perftest_raises(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_perftest(text, exit_code=127)
@@ -339,8 +472,23 @@ DGX_JSON = """{
 def test_json_run_matches_the_text_run_it_was_built_from():
     from_json = parse_perftest_json(DGX_JSON, report_gbits=True)
     from_text = parse_perftest(data(DGX))
-    for name in ("test", "kind", "bidirectional", "device", "link_type", "transport", "connection_type",
-                 "gid_index", "qps", "mtu", "rdma_cm", "unit", "rows", "error", "truncated"):
+    for name in (
+        "test",
+        "kind",
+        "bidirectional",
+        "device",
+        "link_type",
+        "transport",
+        "connection_type",
+        "gid_index",
+        "qps",
+        "mtu",
+        "rdma_cm",
+        "unit",
+        "rows",
+        "error",
+        "truncated",
+    ):
         assert getattr(from_json, name) == getattr(from_text, name), name
     assert from_json.best_average_gbps == 111.71
     assert from_json.role is None
@@ -349,10 +497,9 @@ def test_json_run_matches_the_text_run_it_was_built_from():
 
 def test_json_without_report_gbits_is_mib_and_bidirectional_names_convert():
     text = DGX_JSON.replace("RDMA_Write_BW_Test", "Send_Bidirectional_BW_Test").replace(
-        '"MsgSize": 65536,\n"n_iterations": 20000,\n"BW_peak": 111.72,\n"BW_average": 111.71,\n'
-        '"MsgRate": 0.213070',
-        '"MsgSize": 4096,\n"n_iterations": 8758300,\n"BW_peak": 0.00,\n"BW_average": 11403.46,\n'
-        '"MsgRate": 2.919285')
+        '"MsgSize": 65536,\n"n_iterations": 20000,\n"BW_peak": 111.72,\n"BW_average": 111.71,\n"MsgRate": 0.213070',
+        '"MsgSize": 4096,\n"n_iterations": 8758300,\n"BW_peak": 0.00,\n"BW_average": 11403.46,\n"MsgRate": 2.919285',
+    )
     run = parse_perftest_json(text, report_gbits=False)
     assert (run.test, run.bidirectional, run.unit) == ("Send Bidirectional BW Test", True, "MiB/sec")
     assert run.rows == parse_perftest(data(BIDIR_IB)).rows
@@ -373,24 +520,29 @@ def test_json_of_output_bandwidth_has_no_row_and_falls_back():
 
 
 def test_json_latency_results():
-    text = ('{"test_info": {"test": "RDMA_Read_Latency_Test", "Device": "mlx4_0", "Number_of_qps": 1,'
-            ' "Mtu": 2048, "Link_type": "IB", "rdma_cm_QPs": "OFF"},'
-            ' "results": {"MsgSize": 4096, "n_iterations": 1000, "t_min": 4.07, "t_max": 8.42,'
-            ' "t_typical": 4.13, "t_avg": 4.21, "t_stdev": 0.25, "percentile_99": 5.02,'
-            ' "percentile_99.9": 8.42}}')
+    text = (
+        '{"test_info": {"test": "RDMA_Read_Latency_Test", "Device": "mlx4_0", "Number_of_qps": 1,'
+        ' "Mtu": 2048, "Link_type": "IB", "rdma_cm_QPs": "OFF"},'
+        ' "results": {"MsgSize": 4096, "n_iterations": 1000, "t_min": 4.07, "t_max": 8.42,'
+        ' "t_typical": 4.13, "t_avg": 4.21, "t_stdev": 0.25, "percentile_99": 5.02,'
+        ' "percentile_99.9": 8.42}}'
+    )
     run = parse_perftest_json(text, report_gbits=False)
     assert (run.test, run.kind, run.unit, run.rows) == ("RDMA_Read Latency Test", "lat", "usec", ())
     assert run.lat_rows == (LatRow(4096, 1000, 4.07, 8.42, 4.13, 4.21, 0.25, 5.02, 8.42),)
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "not JSON"),
-    ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536', "not JSON"),
-    ("[]", "no test_info and results"),
-    ('{"test_info": {"test": "ping"}, "results": {}}', "test name"),
-    ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536}}', "'BW_peak'"),
-    (DGX_JSON.replace('"Mtu": 1024', '"Mtu": "big"'), "Mtu"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "not JSON"),
+        ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536', "not JSON"),
+        ("[]", "no test_info and results"),
+        ('{"test_info": {"test": "ping"}, "results": {}}', "test name"),
+        ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536}}', "'BW_peak'"),
+        (DGX_JSON.replace('"Mtu": 1024', '"Mtu": "big"'), "Mtu"),
+    ],
+)
 def test_unreadable_json_raises_so_the_caller_uses_the_text(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_perftest_json(text, report_gbits=True)
@@ -402,11 +554,12 @@ def test_the_current_latency_header_with_average_stdev_and_percentiles():
     # DERIVED inline from READ_LAT: its header swapped for RESULT_FMT_LAT of current perftest
     # (perftest_parameters.h) and its last row extended with four made-up values
     old_header = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]"
-    new_header = old_header + ("    t_avg[usec]    t_stdev[usec]   99% percentile[usec]"
-                               "   99.9% percentile[usec] ")
+    new_header = old_header + ("    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
     text = data(READ_LAT).replace(old_header, new_header)
-    text = text.split(" 2       1000")[0] + " 4096    1000          4.07           8.42         4.13" \
+    text = (
+        text.split(" 2       1000")[0] + " 4096    1000          4.07           8.42         4.13"
         "  \t       4.21     \t0.25\t\t5.02 \t\t8.42\n" + "-" * 87 + "\n"
+    )
     run = parse_perftest(text, exit_code=0)
     assert run.lat_rows == (LatRow(4096, 1000, 4.07, 8.42, 4.13, 4.21, 0.25, 5.02, 8.42),)
     assert (run.error, run.truncated, run.unit, run.kind) == (None, False, "usec", "lat")
@@ -414,8 +567,11 @@ def test_the_current_latency_header_with_average_stdev_and_percentiles():
 
 def test_the_cpu_util_column_is_read_only_when_the_header_has_it():
     # DERIVED inline from DGX: RESULT_EXT_CPU_UTIL appended to the header, a made-up value to the row
-    with_cpu = data(DGX).replace("MsgRate[Mpps]\n", "MsgRate[Mpps]    CPU_Util[%]\n").replace(
-        "0.213070\n", "0.213070\t    3.52\n")
+    with_cpu = (
+        data(DGX)
+        .replace("MsgRate[Mpps]\n", "MsgRate[Mpps]    CPU_Util[%]\n")
+        .replace("0.213070\n", "0.213070\t    3.52\n")
+    )
     [row] = parse_perftest(with_cpu).rows
     assert (row.average, row.cpu_util) == (111.71, 3.52)
     without_header = data(DGX).replace("0.213070\n", "0.213070\t    3.52\n")
@@ -424,6 +580,7 @@ def test_the_cpu_util_column_is_read_only_when_the_header_has_it():
 
 
 # --- issue 17: crashes, non-finite numbers and linear time on hostile output -------------------------
+
 
 def test_a_gid_byte_above_255_is_a_parse_error_not_a_crash():
     text = data(IONIC).replace("GID: 253:147:22:211", "GID: 953:147:22:211", 1)
@@ -447,21 +604,26 @@ def test_out_json_nested_too_deeply_is_a_parse_error():
 
 def test_out_json_values_are_quoted_bounded():
     with pytest.raises(ParseError) as caught:
-        parse_perftest_json(DGX_JSON.replace('"BW_average": 111.71', '"BW_average": "' + "9" * 100_000 + '"'),
-                            report_gbits=True)
+        parse_perftest_json(
+            DGX_JSON.replace('"BW_average": 111.71', '"BW_average": "' + "9" * 100_000 + '"'), report_gbits=True
+        )
     assert len(caught.value.reason) < 300
     assert caught.value.reason == "--out_json results have no number 'BW_average' (got '999999999999...9999999999999')"
 
 
-@pytest.mark.parametrize("line", [
-    " A" + " " * 1_000_000 + "x",                                  # the issue's info line, 1-4.7 s at 20k
-    " Mtu : 4096[B]" + " " * 1_000_000 + "x",
-    " A:" + "b" * 1_000_000 + " !",
-    " " + "a " * 500_000 + "x",
-    " " + "a : b " * 150_000 + "!",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        " A" + " " * 1_000_000 + "x",  # the issue's info line, 1-4.7 s at 20k
+        " Mtu : 4096[B]" + " " * 1_000_000 + "x",
+        " A:" + "b" * 1_000_000 + " !",
+        " " + "a " * 500_000 + "x",
+        " " + "a : b " * 150_000 + "!",
+    ],
+)
 def test_one_long_info_line_parses_in_linear_time(line):
     import time
+
     text = data(DGX).replace(" Number of qps   : 4", line, 1)
     assert text != data(DGX)
     started = time.monotonic()

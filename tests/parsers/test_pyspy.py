@@ -1,5 +1,6 @@
 """parse_pyspy_dump / parse_pyspy_json / pyspy_failure on every recording in tests/data/py-spy, and the
 real py-spy against real hung ranks (tests/fakes/hung_rank.py), frozen and stopped ones included."""
+
 from __future__ import annotations
 
 import json
@@ -15,23 +16,26 @@ from pathlib import Path
 import pytest
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.pyspy import (PyFrame, PyStacks, main_thread, parse_pyspy_dump, parse_pyspy_json,
-                                     pyspy_failure)
+from nodecheck.parsers.pyspy import PyFrame, PyStacks, main_thread, parse_pyspy_dump, parse_pyspy_json, pyspy_failure
 from tests.fakes import freeze
 from tests.helpers import data, data_files
 
-PY_SPY = str(Path(sys.prefix) / "bin" / "py-spy")   # the venv's real py-spy (PyPI wheel)
-PYTHON = "/usr/bin/python3"                          # the Debian Python the recordings were made with
+PY_SPY = str(Path(sys.prefix) / "bin" / "py-spy")  # the venv's real py-spy (PyPI wheel)
+PYTHON = "/usr/bin/python3"  # the Debian Python the recordings were made with
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 HUNG_RANK = FAKES / "hung_rank.py"
-DUMP_TIMEOUT_S = 3.0                                 # the caller's timeout in these tests
+DUMP_TIMEOUT_S = 3.0  # the caller's timeout in these tests
 
 # --- recordings -------------------------------------------------------------------------------------
 
-CMD_P1 = ("/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --rank 3 --local-rank 3 --collective "
-          "all_reduce --via-aggregate --step 42 --threads --pid-file /tmp/p1")
-CMD_P4 = ("/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --collective reduce_scatter "
-          "--via-aggregate --step 11 --threads --pid-file /tmp/p4")
+CMD_P1 = (
+    "/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --rank 3 --local-rank 3 --collective "
+    "all_reduce --via-aggregate --step 42 --threads --pid-file /tmp/p1"
+)
+CMD_P4 = (
+    "/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --collective reduce_scatter "
+    "--via-aggregate --step 11 --threads --pid-file /tmp/p4"
+)
 MODULE = PyFrame("<module>", "hung_rank.py", 80)
 WAIT = PyFrame("wait", "distributed_c10d.py", 13)
 WATCHDOG = (("watchdog_loop", "distributed_c10d.py", 39), ("Thread._bootstrap", "threading.py", 995))
@@ -40,13 +44,13 @@ WATCHDOG = (("watchdog_loop", "distributed_c10d.py", 39), ("Thread._bootstrap", 
 @dataclass(frozen=True)
 class Expect:
     pid: int
-    threads: tuple[tuple, ...]      # per thread, in order: (id, name, status, frame count)
-    innermost: tuple                # main thread's (function, file, line)
-    below: tuple | None             # the main thread's second frame: the collective that waits
+    threads: tuple[tuple, ...]  # per thread, in order: (id, name, status, frame count)
+    innermost: tuple  # main thread's (function, file, line)
+    below: tuple | None  # the main thread's second frame: the collective that waits
     outermost: tuple
-    native: int = 0                 # native frames over all threads
-    command: str | None = None      # checked when given
-    watchdog: tuple | None = None   # (innermost, outermost) of the second thread
+    native: int = 0  # native frames over all threads
+    command: str | None = None  # checked when given
+    watchdog: tuple | None = None  # (innermost, outermost) of the second thread
 
 
 def _f(frame: PyFrame) -> tuple:
@@ -55,64 +59,114 @@ def _f(frame: PyFrame) -> tuple:
 
 def _collective(pid, name, line, via_aggregate=False, cmd=None) -> Expect:
     frames = 6 if via_aggregate else 5
-    return Expect(pid, ((str(pid), "MainThread", "idle", frames),), _f(WAIT),
-                  (name, "distributed_c10d.py", line), _f(MODULE), command=cmd)
+    return Expect(
+        pid,
+        ((str(pid), "MainThread", "idle", frames),),
+        _f(WAIT),
+        (name, "distributed_c10d.py", line),
+        _f(MODULE),
+        command=cmd,
+    )
 
 
 TEXT = {
     "recorded-hung-rank-all_reduce-via-aggregate-threads.txt": Expect(
-        7389, (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
-        _f(WAIT), ("all_reduce", "distributed_c10d.py", 17), _f(MODULE), command=CMD_P1, watchdog=WATCHDOG),
+        7389,
+        (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
+        _f(WAIT),
+        ("all_reduce", "distributed_c10d.py", 17),
+        _f(MODULE),
+        command=CMD_P1,
+        watchdog=WATCHDOG,
+    ),
     "recorded-full-filenames-hung-rank-all_reduce-via-aggregate-threads.txt": Expect(
-        7389, (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
+        7389,
+        (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
         ("wait", "/work/main/tests/fakes/hung_rank_pkg/distributed_c10d.py", 13),
         ("all_reduce", "/work/main/tests/fakes/hung_rank_pkg/distributed_c10d.py", 17),
         ("<module>", "/work/main/tests/fakes/hung_rank.py", 80),
-        watchdog=(("watchdog_loop", "/work/main/tests/fakes/hung_rank_pkg/distributed_c10d.py", 39),
-                  ("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 995))),
+        watchdog=(
+            ("watchdog_loop", "/work/main/tests/fakes/hung_rank_pkg/distributed_c10d.py", 39),
+            ("Thread._bootstrap", "/usr/lib/python3.11/threading.py", 995),
+        ),
+    ),
     "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt": Expect(
-        7389, (("7389", "MainThread", "idle", 8), ("7392", "pt_nccl_watchdog", "idle", 7)),
-        ("clock_nanosleep", "libc.so.6", None), _f(WAIT), ("0x7f5067f9e24a", "libc.so.6", None), native=5,
-        watchdog=(("clock_nanosleep", "libc.so.6", None), ("0x7f50680808ec", "libc.so.6", None))),
+        7389,
+        (("7389", "MainThread", "idle", 8), ("7392", "pt_nccl_watchdog", "idle", 7)),
+        ("clock_nanosleep", "libc.so.6", None),
+        _f(WAIT),
+        ("0x7f5067f9e24a", "libc.so.6", None),
+        native=5,
+        watchdog=(("clock_nanosleep", "libc.so.6", None), ("0x7f50680808ec", "libc.so.6", None)),
+    ),
     # the same process frozen (State D) or SIGSTOPped, read with --nonblocking: stacks as if running
     "recorded-frozen-nonblocking.txt": Expect(
-        7389, (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
-        _f(WAIT), ("all_reduce", "distributed_c10d.py", 17), _f(MODULE), command=CMD_P1, watchdog=WATCHDOG),
+        7389,
+        (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
+        _f(WAIT),
+        ("all_reduce", "distributed_c10d.py", 17),
+        _f(MODULE),
+        command=CMD_P1,
+        watchdog=WATCHDOG,
+    ),
     "recorded-sigstopped-nonblocking.txt": Expect(
-        7389, (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
-        _f(WAIT), ("all_reduce", "distributed_c10d.py", 17), _f(MODULE), watchdog=WATCHDOG),
+        7389,
+        (("7389", "MainThread", "idle", 6), ("7392", "pt_nccl_watchdog", "idle", 4)),
+        _f(WAIT),
+        ("all_reduce", "distributed_c10d.py", 17),
+        _f(MODULE),
+        watchdog=WATCHDOG,
+    ),
     "recorded-hung-rank-reduce_scatter.txt": _collective(7443, "reduce_scatter", 21),
     "recorded-hung-rank-broadcast.txt": _collective(7451, "broadcast", 25),
     "recorded-hung-rank-barrier.txt": _collective(7459, "barrier", 29),
     "recorded-hung-rank-all_gather.txt": _collective(7467, "all_gather", 33),
     "recorded-hung-rank-all_reduce.txt": _collective(
-        7483, "all_reduce", 17,
-        cmd="/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --collective all_reduce --step 7 "
-            "--pid-file /tmp/p2"),
+        7483,
+        "all_reduce",
+        17,
+        cmd="/usr/bin/python3 -I tests/fakes/hung_rank.py train.py --collective all_reduce --step 7 --pid-file /tmp/p2",
+    ),
     "recorded-hung-rank-broadcast-via-aggregate.txt": _collective(7492, "broadcast", 25, True),
     "recorded-hung-rank-none.txt": Expect(
-        7475, (("7475", "MainThread", "idle", 5),), ("DataLoaderIter._next_data", "dataloader.py", 15),
-        ("DataLoaderIter.__next__", "dataloader.py", 10), _f(MODULE)),
+        7475,
+        (("7475", "MainThread", "idle", 5),),
+        ("DataLoaderIter._next_data", "dataloader.py", 15),
+        ("DataLoaderIter.__next__", "dataloader.py", 10),
+        _f(MODULE),
+    ),
     # python -c: the command line holds a newline; the main thread has no name (threading not imported)
     "recorded-busy-python-c-multiline-command.txt": Expect(
-        7508, (("7508", None, "active+gil", 1),), ("<module>", "<string>", 2), None,
+        7508,
+        (("7508", None, "active+gil", 1),),
         ("<module>", "<string>", 2),
-        command="/usr/bin/python3 -c \nwhile True: pass"),
+        None,
+        ("<module>", "<string>", 2),
+        command="/usr/bin/python3 -c \nwhile True: pass",
+    ),
     # --locals blocks are skipped; under a pty py-spy colours every field and lines end \r\n
     "recorded-locals-hung-rank-reduce_scatter-via-aggregate-threads.txt": Expect(
-        7500, (("7500", "MainThread", "idle", 6), ("7503", "pt_nccl_watchdog", "idle", 4)),
-        _f(WAIT), ("reduce_scatter", "distributed_c10d.py", 21), _f(MODULE), command=CMD_P4,
-        watchdog=WATCHDOG),
+        7500,
+        (("7500", "MainThread", "idle", 6), ("7503", "pt_nccl_watchdog", "idle", 4)),
+        _f(WAIT),
+        ("reduce_scatter", "distributed_c10d.py", 21),
+        _f(MODULE),
+        command=CMD_P4,
+        watchdog=WATCHDOG,
+    ),
     "recorded-tty-colour-hung-rank-reduce_scatter-via-aggregate-threads.txt": Expect(
-        7500, (("7500", "MainThread", "idle", 6), ("7503", "pt_nccl_watchdog", "idle", 4)),
-        _f(WAIT), ("reduce_scatter", "distributed_c10d.py", 21), _f(MODULE), command=CMD_P4,
-        watchdog=WATCHDOG),
+        7500,
+        (("7500", "MainThread", "idle", 6), ("7503", "pt_nccl_watchdog", "idle", 4)),
+        _f(WAIT),
+        ("reduce_scatter", "distributed_c10d.py", 21),
+        _f(MODULE),
+        command=CMD_P4,
+        watchdog=WATCHDOG,
+    ),
 }
-JSON = {   # --json of the same processes: the text's facts, less the command and Python version
-    "recorded-hung-rank-all_reduce-via-aggregate-threads.json":
-        "recorded-hung-rank-all_reduce-via-aggregate-threads.txt",
-    "recorded-native-hung-rank-all_reduce-via-aggregate-threads.json":
-        "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt",
+JSON = {  # --json of the same processes: the text's facts, less the command and Python version
+    "recorded-hung-rank-all_reduce-via-aggregate-threads.json": "recorded-hung-rank-all_reduce-via-aggregate-threads.txt",
+    "recorded-native-hung-rank-all_reduce-via-aggregate-threads.json": "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt",
     "recorded-hung-rank-all_reduce.json": "recorded-hung-rank-all_reduce.txt",
     "recorded-busy-python-c-multiline-command.json": "recorded-busy-python-c-multiline-command.txt",
 }
@@ -122,13 +176,20 @@ FAILURES = {
     ("recorded-not-python-sleep-exit1.stderr.txt", None): "not a Python process",
     ("recorded-not-python-sleep-rust-backtrace-exit1.stderr.txt", None): "not a Python process",
     ("recorded-permission-denied-exit1.stderr.txt", None): "permission denied (ptrace)",
-    ("recorded-already-traced-exit1.stderr.txt", "recorded-already-traced-exit1.stdout.txt"):
-        "cannot stop the process for ptrace: EPERM (another tracer attached?)",
-    ("recorded-sigstopped-exit1.stderr.txt", "recorded-sigstopped-exit1.stdout.txt"):
-        "cannot stop the process for ptrace: it is stopped (SIGSTOP/T state)",
+    (
+        "recorded-already-traced-exit1.stderr.txt",
+        "recorded-already-traced-exit1.stdout.txt",
+    ): "cannot stop the process for ptrace: EPERM (another tracer attached?)",
+    (
+        "recorded-sigstopped-exit1.stderr.txt",
+        "recorded-sigstopped-exit1.stdout.txt",
+    ): "cannot stop the process for ptrace: it is stopped (SIGSTOP/T state)",
 }
-HEADER_ONLY = ("recorded-frozen-timeout-after-5s.stdout.txt", "recorded-already-traced-exit1.stdout.txt",
-               "recorded-sigstopped-exit1.stdout.txt")
+HEADER_ONLY = (
+    "recorded-frozen-timeout-after-5s.stdout.txt",
+    "recorded-already-traced-exit1.stdout.txt",
+    "recorded-sigstopped-exit1.stdout.txt",
+)
 
 
 def spy(name: str) -> str:
@@ -167,8 +228,15 @@ def test_text_recording(name):
 def test_native_frames_are_marked_and_lineless():
     main = parse_pyspy_dump(spy("recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt")).threads[0]
     assert [(f.function, f.native) for f in main.frames] == [
-        ("clock_nanosleep", True), ("wait", False), ("all_reduce", False), ("_aggregate_total_loss", False),
-        ("train", False), ("main", False), ("<module>", False), ("0x7f5067f9e24a", True)]
+        ("clock_nanosleep", True),
+        ("wait", False),
+        ("all_reduce", False),
+        ("_aggregate_total_loss", False),
+        ("train", False),
+        ("main", False),
+        ("<module>", False),
+        ("0x7f5067f9e24a", True),
+    ]
     assert str(main.frames[0]) == "clock_nanosleep (libc.so.6)"
     assert str(main.frames[1]) == "wait (distributed_c10d.py:13)"
 
@@ -189,23 +257,39 @@ def test_header_without_stacks_is_a_parse_error(name):
     assert e.value.excerpt.startswith("Process 7389: /usr/bin/python3 -I tests/fakes/hung_rank.py")
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("\n\n", "empty output"),
-    ("Error: Failed to find python version from target process\n", "does not start with 'Process"),
-    ("Process 12: python3 train.py\n", "no 'Python v<version>' line"),
-    ("Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
-     "Thread 12 (idle): \"MainThread\"\n", "output ends at thread 12 before any frame"),
-    ("Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
-     "Thread 12 (idle): \"MainThread\"\n    wait (distributed_c1", "unreadable line"),
-    ("Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
-     "    wait (distributed_c10d.py:13)\n", "expected 'Thread <id> (<status>)'"),
-    ("Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
-     "Thread 12 (sleeping): \"MainThread\"\n    wait (x.py:1)\n", "unreadable thread line"),
-    ("Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
-     "Thread 12 (idle)\n    wait (x.py:1)\nProcess 13: python3 x.py\n", "more than one process"),
-    ("<html><body>502 Bad Gateway</body></html>", "does not start with 'Process"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("\n\n", "empty output"),
+        ("Error: Failed to find python version from target process\n", "does not start with 'Process"),
+        ("Process 12: python3 train.py\n", "no 'Python v<version>' line"),
+        (
+            'Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\nThread 12 (idle): "MainThread"\n',
+            "output ends at thread 12 before any frame",
+        ),
+        (
+            "Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
+            'Thread 12 (idle): "MainThread"\n    wait (distributed_c1',
+            "unreadable line",
+        ),
+        (
+            "Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n    wait (distributed_c10d.py:13)\n",
+            "expected 'Thread <id> (<status>)'",
+        ),
+        (
+            "Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
+            'Thread 12 (sleeping): "MainThread"\n    wait (x.py:1)\n',
+            "unreadable thread line",
+        ),
+        (
+            "Process 12: python3 train.py\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
+            "Thread 12 (idle)\n    wait (x.py:1)\nProcess 13: python3 x.py\n",
+            "more than one process",
+        ),
+        ("<html><body>502 Bad Gateway</body></html>", "does not start with 'Process"),
+    ],
+)
 def test_text_garbage(text, reason):
     with pytest.raises(ParseError, match=reason.replace("(", r"\(").replace(")", r"\)")) as e:
         parse_pyspy_dump(text)
@@ -215,24 +299,35 @@ def test_text_garbage(text, reason):
 
 def test_text_cut_mid_stack_keeps_its_lines_as_excerpt():
     whole = spy("recorded-hung-rank-all_reduce.txt")
-    cut = whole[:whole.index("all_reduce (distributed_c10d.py") + 20]
+    cut = whole[: whole.index("all_reduce (distributed_c10d.py") + 20]
     with pytest.raises(ParseError, match="unreadable line") as e:
         parse_pyspy_dump(cut)
     assert e.value.excerpt.endswith("    all_reduce (distribu")
 
 
-@pytest.mark.parametrize("text, pid, reason", [
-    ("", 1, "empty output"),
-    ("[", 1, "not JSON"),
-    ("[]", 1, "non-empty list of threads"),
-    ('{"pid": 1}', 1, "non-empty list of threads"),
-    ('[{"pid": 1}]', 1, "missing 'os_thread_id'"),
-    ('[{"pid": 2, "frames": []}]', 1, "a thread of pid 2, expected 1"),
-    ('[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": "no", '
-     '"owns_gil": false, "frames": []}]', 1, "'active' is 'no'"),
-    ('[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": false, '
-     '"owns_gil": false, "frames": [{"name": "f"}]}]', 1, "missing 'line'"),
-])
+@pytest.mark.parametrize(
+    "text, pid, reason",
+    [
+        ("", 1, "empty output"),
+        ("[", 1, "not JSON"),
+        ("[]", 1, "non-empty list of threads"),
+        ('{"pid": 1}', 1, "non-empty list of threads"),
+        ('[{"pid": 1}]', 1, "missing 'os_thread_id'"),
+        ('[{"pid": 2, "frames": []}]', 1, "a thread of pid 2, expected 1"),
+        (
+            '[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": "no", '
+            '"owns_gil": false, "frames": []}]',
+            1,
+            "'active' is 'no'",
+        ),
+        (
+            '[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": false, '
+            '"owns_gil": false, "frames": [{"name": "f"}]}]',
+            1,
+            "missing 'line'",
+        ),
+    ],
+)
 def test_json_garbage(text, pid, reason):
     with pytest.raises(ParseError, match=reason):
         parse_pyspy_json(text, pid)
@@ -241,17 +336,23 @@ def test_json_garbage(text, pid, reason):
 def test_json_cut_off_is_a_parse_error():
     whole = spy("recorded-hung-rank-all_reduce.json")
     with pytest.raises(ParseError, match="not JSON"):
-        parse_pyspy_json(whole[:len(whole) // 2], 7483)
+        parse_pyspy_json(whole[: len(whole) // 2], 7483)
 
 
 def test_json_thread_without_os_id_is_shown_like_the_text():
-    stacks = parse_pyspy_json('[{"pid": 1, "thread_id": 139758973280320, "thread_name": "MainThread", '
-                              '"os_thread_id": null, "active": true, "owns_gil": false, "frames": ['
-                              '{"name": "f", "filename": "/a/x.py", "short_filename": null, "line": 3, '
-                              '"module": null}]}]', 1)
+    stacks = parse_pyspy_json(
+        '[{"pid": 1, "thread_id": 139758973280320, "thread_name": "MainThread", '
+        '"os_thread_id": null, "active": true, "owns_gil": false, "frames": ['
+        '{"name": "f", "filename": "/a/x.py", "short_filename": null, "line": 3, '
+        '"module": null}]}]',
+        1,
+    )
     [thread] = stacks.threads
-    assert (thread.thread_id, thread.status, thread.frames) == ("0x7F1C2BF4E040", "active",
-                                                                (PyFrame("f", "/a/x.py", 3),))
+    assert (thread.thread_id, thread.status, thread.frames) == (
+        "0x7F1C2BF4E040",
+        "active",
+        (PyFrame("f", "/a/x.py", 3),),
+    )
 
 
 @pytest.mark.parametrize("names, reason", sorted(FAILURES.items()))
@@ -263,11 +364,12 @@ def test_failure_reason(names, reason):
 
 def test_failure_reasons_without_known_text():
     frozen = spy("recorded-frozen-timeout-after-5s.stdout.txt")
-    assert pyspy_failure(frozen, "", None) == \
-        "no stacks: py-spy printed the header and was waiting to stop the process"
+    assert pyspy_failure(frozen, "", None) == "no stacks: py-spy printed the header and was waiting to stop the process"
     assert pyspy_failure("", "", None) == "py-spy did not exit"
-    assert pyspy_failure("", "Error: Failed to copy PyThreadState\n\nCaused by:\n    0: EIO\n", 1) == \
-        "py-spy exit 1: Failed to copy PyThreadState EIO"
+    assert (
+        pyspy_failure("", "Error: Failed to copy PyThreadState\n\nCaused by:\n    0: EIO\n", 1)
+        == "py-spy exit 1: Failed to copy PyThreadState EIO"
+    )
     assert pyspy_failure("", "", 0) == "py-spy exited 0 with no output"
     assert pyspy_failure("", "segfault\n", 139) == "py-spy exit 139: segfault"
 
@@ -282,6 +384,7 @@ def test_main_thread_is_named_else_first():
 
 # --- the real py-spy against real hung ranks ---------------------------------------------------------
 
+
 def marker_line(path: Path, marker: str) -> int:
     """The line of `# <marker>` in a fake's source, so expectations follow edits of the fake."""
     [line] = [i for i, text in enumerate(path.read_text().splitlines(), 1) if text.endswith(f"# {marker}")]
@@ -294,22 +397,29 @@ PKG = FAKES / "hung_rank_pkg"
 def expected_stack(collective: str, via_aggregate: bool) -> list[tuple]:
     if collective == "none":
         loader = PKG / "dataloader.py"
-        inner = [("DataLoaderIter._next_data", "dataloader.py", marker_line(loader, "BLOCKED: _next_data")),
-                 ("DataLoaderIter.__next__", "dataloader.py", marker_line(loader, "CALL: __next__")),
-                 ("train", "training.py", marker_line(PKG / "training.py", "CALL: train none"))]
+        inner = [
+            ("DataLoaderIter._next_data", "dataloader.py", marker_line(loader, "BLOCKED: _next_data")),
+            ("DataLoaderIter.__next__", "dataloader.py", marker_line(loader, "CALL: __next__")),
+            ("train", "training.py", marker_line(PKG / "training.py", "CALL: train none")),
+        ]
     else:
         c10d = PKG / "distributed_c10d.py"
-        inner = [("wait", "distributed_c10d.py", marker_line(c10d, "BLOCKED: wait")),
-                 (collective, "distributed_c10d.py", marker_line(c10d, f"CALL: {collective}"))]
+        inner = [
+            ("wait", "distributed_c10d.py", marker_line(c10d, "BLOCKED: wait")),
+            (collective, "distributed_c10d.py", marker_line(c10d, f"CALL: {collective}")),
+        ]
         if via_aggregate:
-            inner += [("_aggregate_total_loss", "engine.py",
-                       marker_line(PKG / "engine.py", "CALL: _aggregate_total_loss")),
-                      ("train", "training.py", marker_line(PKG / "training.py", "CALL: train via-aggregate"))]
+            inner += [
+                ("_aggregate_total_loss", "engine.py", marker_line(PKG / "engine.py", "CALL: _aggregate_total_loss")),
+                ("train", "training.py", marker_line(PKG / "training.py", "CALL: train via-aggregate")),
+            ]
         else:
             how = "barrier" if collective == "barrier" else "direct"
             inner += [("train", "training.py", marker_line(PKG / "training.py", f"CALL: train {how}"))]
-    return inner + [("main", "hung_rank.py", marker_line(HUNG_RANK, "CALL: main")),
-                    ("<module>", "hung_rank.py", marker_line(HUNG_RANK, "CALL: <module>"))]
+    return inner + [
+        ("main", "hung_rank.py", marker_line(HUNG_RANK, "CALL: main")),
+        ("<module>", "hung_rank.py", marker_line(HUNG_RANK, "CALL: <module>")),
+    ]
 
 
 class Rank:
@@ -318,8 +428,21 @@ class Rank:
     def __init__(self, tmp_path: Path, collective: str, *extra: str, rank: int = 5, local_rank: int = 1):
         self.pid_file = tmp_path / f"rank-{uuid.uuid4().hex}.pid"
         env = {"PATH": "/usr/bin:/bin", "RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": "16"}
-        argv = [PYTHON, "-I", str(HUNG_RANK), "train.py", "--rank", "0", "--local-rank", "0",
-                "--collective", collective, "--pid-file", str(self.pid_file), *extra]
+        argv = [
+            PYTHON,
+            "-I",
+            str(HUNG_RANK),
+            "train.py",
+            "--rank",
+            "0",
+            "--local-rank",
+            "0",
+            "--collective",
+            collective,
+            "--pid-file",
+            str(self.pid_file),
+            *extra,
+        ]
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 10
         while not self.pid_file.exists():
@@ -332,12 +455,17 @@ class Rank:
     def dump(self, *args: str, timeout: float = DUMP_TIMEOUT_S) -> subprocess.CompletedProcess:
         # RUST_BACKTRACE unset, as on a node: errors are py-spy's lines only
         env = {k: v for k, v in os.environ.items() if k != "RUST_BACKTRACE"}
-        return subprocess.run([PY_SPY, "dump", "--pid", str(self.proc.pid), *args], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [PY_SPY, "dump", "--pid", str(self.proc.pid), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def stop(self) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)     # a SIGSTOPped rank takes SIGTERM only once continued
+            self.proc.send_signal(signal.SIGCONT)  # a SIGSTOPped rank takes SIGTERM only once continued
             self.proc.terminate()
         try:
             return self.proc.wait(timeout=5)
@@ -353,6 +481,7 @@ def ranks(tmp_path):
     def start(collective: str, *extra: str, **kw) -> Rank:
         started.append(Rank(tmp_path, collective, *extra, **kw))
         return started[-1]
+
     yield start
     for rank in started:
         if rank.proc.poll() is None:
@@ -360,9 +489,17 @@ def ranks(tmp_path):
             rank.proc.wait()
 
 
-@pytest.mark.parametrize("collective, via_aggregate", [
-    ("all_reduce", True), ("reduce_scatter", False), ("broadcast", True), ("barrier", False),
-    ("all_gather", False), ("none", False)])
+@pytest.mark.parametrize(
+    "collective, via_aggregate",
+    [
+        ("all_reduce", True),
+        ("reduce_scatter", False),
+        ("broadcast", True),
+        ("barrier", False),
+        ("all_gather", False),
+        ("none", False),
+    ],
+)
 def test_real_pyspy_sees_the_collective_the_rank_blocks_in(ranks, collective, via_aggregate):
     rank = ranks(collective, *(["--via-aggregate"] if via_aggregate else []), "--threads", "--step", "9")
     done = rank.dump()
@@ -375,8 +512,9 @@ def test_real_pyspy_sees_the_collective_the_rank_blocks_in(ranks, collective, vi
     assert [_f(f) for f in main.frames] == expected_stack(collective, via_aggregate)
     [dog] = [t for t in stacks.threads if t is not main]
     assert (dog.name, _f(dog.frames[0])) == (
-        "pt_nccl_watchdog", ("watchdog_loop", "distributed_c10d.py",
-                             marker_line(PKG / "distributed_c10d.py", "BLOCKED: watchdog_loop")))
+        "pt_nccl_watchdog",
+        ("watchdog_loop", "distributed_c10d.py", marker_line(PKG / "distributed_c10d.py", "BLOCKED: watchdog_loop")),
+    )
     as_json = rank.dump("--json")
     assert as_json.returncode == 0, as_json.stderr
     assert parse_pyspy_json(as_json.stdout, rank.proc.pid).threads == stacks.threads
@@ -390,7 +528,7 @@ def test_real_pyspy_native_frames(ranks):
     main = main_thread(parse_pyspy_dump(done.stdout))
     python_frames = [_f(f) for f in main.frames if not f.native]
     assert python_frames == expected_stack("all_reduce", False)
-    assert main.frames[0].native and main.frames[0].line is None   # the sleep's libc call, innermost
+    assert main.frames[0].native and main.frames[0].line is None  # the sleep's libc call, innermost
     assert rank.stop() == 0
 
 
@@ -401,7 +539,7 @@ def test_the_rank_reads_its_rank_from_the_launcher_env_and_pgrep_finds_it(ranks)
     found = subprocess.run(["pgrep", "-f", r"train\.py"], capture_output=True, text=True).stdout.split()
     assert str(rank.proc.pid) in found
     locals_dump = rank.dump("--locals")
-    assert "            rank: 11" in locals_dump.stdout     # env RANK wins over --rank 0
+    assert "            rank: 11" in locals_dump.stdout  # env RANK wins over --rank 0
     assert rank.stop() == 0
 
 
@@ -415,19 +553,20 @@ def test_frozen_rank_makes_pyspy_hang_until_the_callers_timeout(ranks):
             rank.dump(timeout=DUMP_TIMEOUT_S)
         assert DUMP_TIMEOUT_S <= time.monotonic() - started < DUMP_TIMEOUT_S + 2
         stdout = e.value.stdout.decode() if isinstance(e.value.stdout, bytes) else (e.value.stdout or "")
-        assert stdout.startswith(f"Process {rank.proc.pid}: ")        # the header, then nothing
+        assert stdout.startswith(f"Process {rank.proc.pid}: ")  # the header, then nothing
         with pytest.raises(ParseError, match="output ends after the header"):
             parse_pyspy_dump(stdout)
         assert pyspy_failure(stdout, "", None).startswith("no stacks: py-spy printed the header")
         # --nonblocking reads the memory without stopping the process: it answers even frozen
         nonblocking = rank.dump("--nonblocking")
         assert nonblocking.returncode == 0, nonblocking.stderr
-        assert [_f(f) for f in main_thread(parse_pyspy_dump(nonblocking.stdout)).frames] == \
-            expected_stack("broadcast", True)
+        assert [_f(f) for f in main_thread(parse_pyspy_dump(nonblocking.stdout)).frames] == expected_stack(
+            "broadcast", True
+        )
     finally:
         freeze.thaw(path)
     assert not os.path.exists(path)
-    assert rank.dump().returncode == 0                # thawed, it answers again (py-spy left no trace)
+    assert rank.dump().returncode == 0  # thawed, it answers again (py-spy left no trace)
     assert rank.stop() == 0
 
 
@@ -442,8 +581,10 @@ def test_stopped_rank_makes_pyspy_fail_at_once(ranks):
     done = rank.dump()
     assert time.monotonic() - started < DUMP_TIMEOUT_S
     assert done.returncode == 1
-    assert pyspy_failure(done.stdout, done.stderr, done.returncode) == \
-        "cannot stop the process for ptrace: it is stopped (SIGSTOP/T state)"
+    assert (
+        pyspy_failure(done.stdout, done.stderr, done.returncode)
+        == "cannot stop the process for ptrace: it is stopped (SIGSTOP/T state)"
+    )
     assert rank.stop() == 0
 
 
@@ -451,19 +592,23 @@ def test_no_such_pid_and_not_python_live():
     env = {k: v for k, v in os.environ.items() if k != "RUST_BACKTRACE"}
     gone = subprocess.Popen(["/bin/true"])
     gone.wait()
-    done = subprocess.run([PY_SPY, "dump", "--pid", str(gone.pid)], env=env, capture_output=True, text=True,
-                          timeout=DUMP_TIMEOUT_S)
-    assert (done.returncode, pyspy_failure(done.stdout, done.stderr, done.returncode)) == \
-        (1, "no such process")
+    done = subprocess.run(
+        [PY_SPY, "dump", "--pid", str(gone.pid)], env=env, capture_output=True, text=True, timeout=DUMP_TIMEOUT_S
+    )
+    assert (done.returncode, pyspy_failure(done.stdout, done.stderr, done.returncode)) == (1, "no such process")
     with subprocess.Popen(["/bin/sleep", "30"]) as sleeper:
         try:
             time.sleep(0.05)
-            done = subprocess.run([PY_SPY, "dump", "--pid", str(sleeper.pid)], env=env, capture_output=True,
-                                  text=True, timeout=DUMP_TIMEOUT_S)
+            done = subprocess.run(
+                [PY_SPY, "dump", "--pid", str(sleeper.pid)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=DUMP_TIMEOUT_S,
+            )
         finally:
             sleeper.kill()
-    assert (done.returncode, pyspy_failure(done.stdout, done.stderr, done.returncode)) == \
-        (1, "not a Python process")
+    assert (done.returncode, pyspy_failure(done.stdout, done.stderr, done.returncode)) == (1, "not a Python process")
 
 
 def test_recorded_json_is_py_spys_list_of_threads():

@@ -1,4 +1,5 @@
 """split_sections: named sections, their exit codes and fact lines, split at "\n" only (issue 17)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,10 +8,11 @@ from nodecheck.parsers.sections import split_sections
 
 
 def test_sections_facts_and_exit_codes():
-    out = split_sections("@@nodecheck runtime docker\n@@nodecheck begin a\nx\ny\n@@nodecheck end a rc=3\n"
-                         "@@nodecheck begin b\nz")
+    out = split_sections(
+        "@@nodecheck runtime docker\n@@nodecheck begin a\nx\ny\n@@nodecheck end a rc=3\n@@nodecheck begin b\nz"
+    )
     assert (out.facts, out.get("a").text, out.get("a").rc) == ({"runtime": "docker"}, "x\ny\n", 3)
-    assert (out.get("b").text, out.get("b").rc) == ("z\n", None)        # cut off: no end marker
+    assert (out.get("b").text, out.get("b").rc) == ("z\n", None)  # cut off: no end marker
 
 
 @pytest.mark.parametrize("breaker", ["\x0c", "\x1c", "\x1e", "\x85", "\u2028", "\u2029"], ids=ascii)

@@ -1,15 +1,26 @@
 """Version parsers: every copied nccl-debug-info file, plus each documented form of the small outputs."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
-from tests.helpers import data, data_files
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.versions import (
-    NcclLib, NcclLibs, NetPlugin, OsRelease, parse_ldconfig_nccl, parse_nccl_conf,
-    parse_nccl_debug_plugin, parse_nccl_debug_version, parse_nccl_env, parse_nccl_header,
-    parse_ofed_info, parse_os_release, parse_uname_r)
+    NcclLib,
+    NcclLibs,
+    NetPlugin,
+    OsRelease,
+    parse_ldconfig_nccl,
+    parse_nccl_conf,
+    parse_nccl_debug_plugin,
+    parse_nccl_debug_version,
+    parse_nccl_env,
+    parse_nccl_header,
+    parse_ofed_info,
+    parse_os_release,
+    parse_uname_r,
+)
+from tests.helpers import data, data_files
 
 TOOL = "nccl-debug-info"
 INIT = "nccl-debug-info/sglang-roce-nccl-2.27.5-init-version-bootstrap-plugin-excerpt.txt"
@@ -20,6 +31,7 @@ DEBUG = {INIT: ("2.27.5", AWS_OFI), CHANNELS: (None, None)}
 
 
 # -- every file has an exact expectation, and every corpus file has a copy here ------------------
+
 
 def test_every_data_file_has_an_expectation():
     assert set(data_files(TOOL)) == set(DEBUG)
@@ -34,6 +46,7 @@ def test_nccl_debug_corpus(path):
 
 
 # -- NCCL_DEBUG=INFO forms ----------------------------------------------------------------------
+
 
 def test_debug_version_forms():
     # nccl-tests prints the line bare inside its header (corpus SOURCES.md §4, nccl#1812 and the
@@ -53,10 +66,12 @@ def test_debug_version_two_libraries_is_unreadable():
 
 def test_debug_plugin_forms():
     # nccl-tests#244 (NCCL 2.19-era): the plugin is absent and NCCL says it uses its own
-    internal = ("node1:1:1 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open "
-                "shared object file: No such file or directory : when loading libnccl-net.so\n"
-                "node1:1:1 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
-                "node1:1:1 [0] NCCL INFO Using network IB\n")
+    internal = (
+        "node1:1:1 [0] NCCL INFO NET/Plugin: Plugin load returned 2 : libnccl-net.so: cannot open "
+        "shared object file: No such file or directory : when loading libnccl-net.so\n"
+        "node1:1:1 [0] NCCL INFO NET/Plugin: Using internal network plugin.\n"
+        "node1:1:1 [0] NCCL INFO Using network IB\n"
+    )
     assert parse_nccl_debug_plugin(internal) is None
     # the corpus log's network line on its own (SOURCES.md §4: 'Using network AWS Libfabric')
     only_network = "h:1:1 [0] NCCL INFO Using network AWS Libfabric\n"
@@ -72,21 +87,28 @@ def test_debug_plugin_two_plugins_is_unreadable():
 
 # -- uname -r -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, release", [
-    ("5.15.0-112-generic\n", "5.15.0-112-generic"),            # Ubuntu linux-image-5.15.0-112-generic
-    ("6.18.44-fc-v669\n", "6.18.44-fc-v669"),                  # `uname -r` on this project's build host
-    ("5.14.0-570.el9.x86_64\n", "5.14.0-570.el9.x86_64"),      # RHEL 9 / Rocky 9.6 kernel package release
-])
+
+@pytest.mark.parametrize(
+    "text, release",
+    [
+        ("5.15.0-112-generic\n", "5.15.0-112-generic"),  # Ubuntu linux-image-5.15.0-112-generic
+        ("6.18.44-fc-v669\n", "6.18.44-fc-v669"),  # `uname -r` on this project's build host
+        ("5.14.0-570.el9.x86_64\n", "5.14.0-570.el9.x86_64"),  # RHEL 9 / Rocky 9.6 kernel package release
+    ],
+)
 def test_uname_r(text, release):
     assert parse_uname_r(text) == release
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ("\n", "empty output"),
-    ("Linux\n", "not a kernel release"),                       # `uname` without -r
-    ("5.15.0-112-generic\n5.15.0-113-generic\n", "not a kernel release"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ("\n", "empty output"),
+        ("Linux\n", "not a kernel release"),  # `uname` without -r
+        ("5.15.0-112-generic\n5.15.0-113-generic\n", "not a kernel release"),
+    ],
+)
 def test_uname_r_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_uname_r(text)
@@ -115,24 +137,22 @@ def test_os_release_forms():
     # os-release(5) (freedesktop.org): shell-compatible assignments, values optionally in double or
     # single quotes with backslash escapes for $ " \ `, '#' comment lines; VERSION_ID and
     # PRETTY_NAME are optional (rolling distributions have no VERSION_ID)
-    text = ("# written by the image build\n"
-            "NAME='Rocky Linux'\n"
-            'VERSION="9.3 (Blue Onyx)"\n'
-            "ID=rocky\n"
-            'VERSION_ID="9.3"\n')
+    text = '# written by the image build\nNAME=\'Rocky Linux\'\nVERSION="9.3 (Blue Onyx)"\nID=rocky\nVERSION_ID="9.3"\n'
     assert parse_os_release(text) == OsRelease("rocky", "9.3", "Rocky Linux 9.3 (Blue Onyx)")
-    assert parse_os_release('NAME="Arch Linux"\nID=arch\nBUILD_ID=rolling\n') == OsRelease(
-        "arch", None, "Arch Linux")
+    assert parse_os_release('NAME="Arch Linux"\nID=arch\nBUILD_ID=rolling\n') == OsRelease("arch", None, "Arch Linux")
     assert parse_os_release('ID=x\nPRETTY_NAME="say \\"hi\\" \\$HOME"\n').pretty_name == 'say "hi" $HOME'
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "empty output"),
-    ('NAME="Debian GNU/Linux"\nVERSION_ID="12"\n', "no ID line"),
-    ("ID=debian\nVERSION_ID=12\n", "no PRETTY_NAME and no NAME"),
-    ('PRETTY_NAME="Debian GNU/Linux 12 (bookw', "unterminated quote"),        # cut
-    ("cat: /etc/os-release: No such file or directory\n", "not a KEY=value line"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        ('NAME="Debian GNU/Linux"\nVERSION_ID="12"\n', "no ID line"),
+        ("ID=debian\nVERSION_ID=12\n", "no PRETTY_NAME and no NAME"),
+        ('PRETTY_NAME="Debian GNU/Linux 12 (bookw', "unterminated quote"),  # cut
+        ("cat: /etc/os-release: No such file or directory\n", "not a KEY=value line"),
+    ],
+)
 def test_os_release_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_os_release(text)
@@ -140,38 +160,48 @@ def test_os_release_unreadable(text, reason):
 
 # -- ofed_info -s -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, version", [
-    # DaoCloud/DaoCloud-docs docs/zh/docs/network/modules/spiderpool/install/ofed_driver.md
-    ("MLNX_OFED_LINUX-23.07-0.5.1.2:\n", "MLNX_OFED_LINUX-23.07-0.5.1.2"),
-    # NVIDIA/hpc-container-maker#520 (2025-04-09): DOCA-era host
-    ("OFED-internal-25.01-0.6.0:\n", "OFED-internal-25.01-0.6.0"),
-    # the same two shapes for other releases: MLNX_OFED 23.10; "OFED-internal-23.07-0.5.0:" as a
-    # public BlueField-3 RoCE setup README shows it (repository not recorded); DOCA-OFED 24.10
-    ("MLNX_OFED_LINUX-23.10-1.1.9.0:\n", "MLNX_OFED_LINUX-23.10-1.1.9.0"),
-    ("OFED-internal-23.07-0.5.0:\n", "OFED-internal-23.07-0.5.0"),
-    ("OFED-internal-24.10-1.1.4:\n", "OFED-internal-24.10-1.1.4"),
-    ("MLNX_OFED_LINUX-5.4-1.0.3.0", "MLNX_OFED_LINUX-5.4-1.0.3.0"),   # no colon, no newline
-])
+
+@pytest.mark.parametrize(
+    "text, version",
+    [
+        # DaoCloud/DaoCloud-docs docs/zh/docs/network/modules/spiderpool/install/ofed_driver.md
+        ("MLNX_OFED_LINUX-23.07-0.5.1.2:\n", "MLNX_OFED_LINUX-23.07-0.5.1.2"),
+        # NVIDIA/hpc-container-maker#520 (2025-04-09): DOCA-era host
+        ("OFED-internal-25.01-0.6.0:\n", "OFED-internal-25.01-0.6.0"),
+        # the same two shapes for other releases: MLNX_OFED 23.10; "OFED-internal-23.07-0.5.0:" as a
+        # public BlueField-3 RoCE setup README shows it (repository not recorded); DOCA-OFED 24.10
+        ("MLNX_OFED_LINUX-23.10-1.1.9.0:\n", "MLNX_OFED_LINUX-23.10-1.1.9.0"),
+        ("OFED-internal-23.07-0.5.0:\n", "OFED-internal-23.07-0.5.0"),
+        ("OFED-internal-24.10-1.1.4:\n", "OFED-internal-24.10-1.1.4"),
+        ("MLNX_OFED_LINUX-5.4-1.0.3.0", "MLNX_OFED_LINUX-5.4-1.0.3.0"),  # no colon, no newline
+    ],
+)
 def test_ofed_info(text, version):
     assert parse_ofed_info(text) == version
 
 
-@pytest.mark.parametrize("text", [
-    "",                                        # the probe prints nothing where ofed_info is absent
-    "bash: ofed_info: command not found\n",    # bash's wording
-    "sh: 1: ofed_info: not found\n",           # dash's wording
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",  # the probe prints nothing where ofed_info is absent
+        "bash: ofed_info: command not found\n",  # bash's wording
+        "sh: 1: ofed_info: not found\n",  # dash's wording
+    ],
+)
 def test_ofed_info_not_installed(text):
     assert parse_ofed_info(text) is None
 
 
-@pytest.mark.parametrize("text", [
-    "MLNX_OFED_LINUX-23.10\n",                 # cut
-    "23.10-1.1.9.0\n",                         # `ofed_info -n`, not -s
-    # plain `ofed_info` (no -s): the package list follows the version line
-    "MLNX_OFED_LINUX-23.10-1.1.9.0 (OFED-23.10-1.1.9):\n\nar_mgr:\n"
-    "osm_plugins/ar_mgr/ar_mgr-1.0-0.3.MLNX20231017\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MLNX_OFED_LINUX-23.10\n",  # cut
+        "23.10-1.1.9.0\n",  # `ofed_info -n`, not -s
+        # plain `ofed_info` (no -s): the package list follows the version line
+        "MLNX_OFED_LINUX-23.10-1.1.9.0 (OFED-23.10-1.1.9):\n\nar_mgr:\n"
+        "osm_plugins/ar_mgr/ar_mgr-1.0-0.3.MLNX20231017\n",
+    ],
+)
 def test_ofed_info_unreadable(text):
     with pytest.raises(ParseError, match="not '<package>-<version>:'"):
         parse_ofed_info(text)
@@ -189,16 +219,21 @@ DEB_TARGET = "/lib/x86_64-linux-gnu/libnccl.so.2.29.2"
 def test_ldconfig_plain_line():
     assert parse_ldconfig_nccl(DEB + "\n") == NcclLibs(
         (NcclLib("libnccl.so.2", "libc6,x86-64", "/lib/x86_64-linux-gnu/libnccl.so.2", None),),
-        version=None, net_plugins=(), conflicting=())
+        version=None,
+        net_plugins=(),
+        conflicting=(),
+    )
 
 
 def test_ldconfig_annotated_lines_with_plugins():
-    text = (f"{DEB} -> {DEB_TARGET}\n"
-            "\tlibnccl.so (libc6,x86-64) => /lib/x86_64-linux-gnu/libnccl.so -> " + DEB_TARGET + "\n"
-            "\tlibnccl-net.so (libc6,x86-64) => /opt/amazon/ofi-nccl/lib/libnccl-net.so"
-            " -> /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so\n"
-            "\tlibnccl-net-ofi.so (libc6,x86-64) => /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"
-            " -> /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so\n")
+    text = (
+        f"{DEB} -> {DEB_TARGET}\n"
+        "\tlibnccl.so (libc6,x86-64) => /lib/x86_64-linux-gnu/libnccl.so -> " + DEB_TARGET + "\n"
+        "\tlibnccl-net.so (libc6,x86-64) => /opt/amazon/ofi-nccl/lib/libnccl-net.so"
+        " -> /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so\n"
+        "\tlibnccl-net-ofi.so (libc6,x86-64) => /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"
+        " -> /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so\n"
+    )
     facts = parse_ldconfig_nccl(text)
     assert facts.version == "2.29.2"
     assert facts.net_plugins == ("libnccl-net.so", "libnccl-net-ofi.so")
@@ -209,10 +244,12 @@ def test_ldconfig_annotated_lines_with_plugins():
 def test_ldconfig_aarch64_and_header_and_other_libs():
     # glibc elf/cache.c print_entry writes ",AArch64" for 64-bit Arm; `ldconfig -p` starts with
     # "N libs found in cache `/etc/ld.so.cache'"; entries of other libraries are skipped
-    text = ("1234 libs found in cache `/etc/ld.so.cache'\n"
-            "\tlibnccl.so.2 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libnccl.so.2"
-            " -> /usr/lib/aarch64-linux-gnu/libnccl.so.2.23.4\n"
-            "\tlibcuda.so.1 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libcuda.so.1\n")
+    text = (
+        "1234 libs found in cache `/etc/ld.so.cache'\n"
+        "\tlibnccl.so.2 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libnccl.so.2"
+        " -> /usr/lib/aarch64-linux-gnu/libnccl.so.2.23.4\n"
+        "\tlibcuda.so.1 (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libcuda.so.1\n"
+    )
     facts = parse_ldconfig_nccl(text)
     assert facts.version == "2.23.4"
     assert [lib.soname for lib in facts.libs] == ["libnccl.so.2"]
@@ -229,16 +266,18 @@ def test_ldconfig_two_versions_conflict():
     # vllm-project/vllm#4312: a second NCCL (/root/.config/vllm/nccl/cu12/libnccl.so.2.18.1) added
     # to the cache of a host whose system NCCL is another version; the first entry is what loads
     vllm = "/root/.config/vllm/nccl/cu12/libnccl.so.2.18.1"
-    text = (f"\tlibnccl.so.2 (libc6,x86-64) => /root/.config/vllm/nccl/cu12/libnccl.so.2 -> {vllm}\n"
-            f"{DEB} -> {DEB_TARGET}\n")
+    text = (
+        f"\tlibnccl.so.2 (libc6,x86-64) => /root/.config/vllm/nccl/cu12/libnccl.so.2 -> {vllm}\n{DEB} -> {DEB_TARGET}\n"
+    )
     facts = parse_ldconfig_nccl(text)
     assert facts.version == "2.18.1"
     assert facts.conflicting == ("2.18.1", "2.29.2")
 
 
 def test_ldconfig_32bit_entry_is_not_the_version():
-    text = ("\tlibnccl.so.2 (libc6) => /usr/lib/i386-linux-gnu/libnccl.so.2"
-            " -> /usr/lib/i386-linux-gnu/libnccl.so.2.23.4\n")
+    text = (
+        "\tlibnccl.so.2 (libc6) => /usr/lib/i386-linux-gnu/libnccl.so.2 -> /usr/lib/i386-linux-gnu/libnccl.so.2.23.4\n"
+    )
     assert parse_ldconfig_nccl(text).version is None
 
 
@@ -246,11 +285,14 @@ def test_ldconfig_no_nccl():
     assert parse_ldconfig_nccl("") == NcclLibs((), None, (), ())
 
 
-@pytest.mark.parametrize("text", [
-    "\tlibnccl.so.2 (libc6,x86-64) => \n",     # cut
-    "ldconfig: command not found\n",
-    "/lib/x86_64-linux-gnu/libnccl.so.2\n",    # `find` output, not ldconfig
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\tlibnccl.so.2 (libc6,x86-64) => \n",  # cut
+        "ldconfig: command not found\n",
+        "/lib/x86_64-linux-gnu/libnccl.so.2\n",  # `find` output, not ldconfig
+    ],
+)
 def test_ldconfig_unreadable(text):
     with pytest.raises(ParseError, match="not an ldconfig entry"):
         parse_ldconfig_nccl(text)
@@ -281,23 +323,28 @@ def test_nccl_header():
     assert parse_nccl_header(HEADER) == "2.23.4"
 
 
-@pytest.mark.parametrize("code, version", [("22304", "2.23.4"), ("20903", "2.9.3"), ("2804", "2.8.4"),
-                                           ("2408", "2.4.8"), ("22902", "2.29.2")])
+@pytest.mark.parametrize(
+    "code, version",
+    [("22304", "2.23.4"), ("20903", "2.9.3"), ("2804", "2.8.4"), ("2408", "2.4.8"), ("22902", "2.29.2")],
+)
 def test_nccl_header_version_code_only(code, version):
     assert parse_nccl_header(f"#define NCCL_VERSION_CODE {code}\n") == version
 
 
 def test_nccl_header_absent():
-    assert parse_nccl_header("") is None       # runtime-only node: the probe prints no header
+    assert parse_nccl_header("") is None  # runtime-only node: the probe prints no header
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("#define NCCL_MAJOR ${nccl:Major}\n", "not a number"),             # the unrendered template
-    ("#define NCCL_MAJOR 2\n#define NCCL_MINOR 23\n", "no NCCL_MAJOR/MINOR/PATCH or NCCL_VERSION_CODE"),
-    ("#include <stdio.h>\n", "no NCCL_MAJOR"),
-    (HEADER.replace("22304", "22305"), "disagrees"),
-    (HEADER + "#define NCCL_MINOR 24\n", "defined twice"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("#define NCCL_MAJOR ${nccl:Major}\n", "not a number"),  # the unrendered template
+        ("#define NCCL_MAJOR 2\n#define NCCL_MINOR 23\n", "no NCCL_MAJOR/MINOR/PATCH or NCCL_VERSION_CODE"),
+        ("#include <stdio.h>\n", "no NCCL_MAJOR"),
+        (HEADER.replace("22304", "22305"), "disagrees"),
+        (HEADER + "#define NCCL_MINOR 24\n", "defined twice"),
+    ],
+)
 def test_nccl_header_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_nccl_header(text)
@@ -305,28 +352,38 @@ def test_nccl_header_unreadable(text, reason):
 
 # -- /etc/nccl.conf and env ---------------------------------------------------------------------
 
+
 # NVIDIA/nccl src/misc/param.cc setEnvFile: '#' lines are skipped, each other line is split at the
 # first '=' with both sides kept verbatim. Values are those the corpus log shows set
 # (nccl-debug-info/sglang-*: NCCL_SOCKET_IFNAME enp25s0np0, NCCL_IB_GID_INDEX 3, NCCL_IB_TC 106).
 def test_nccl_conf():
-    text = ("# RoCE fabric\n"
-            "NCCL_SOCKET_IFNAME=enp25s0np0\n"
-            "\n"
-            "NCCL_IB_GID_INDEX=3\r\n"
-            "NCCL_IB_TC=106\n"
-            "NCCL_IB_HCA==mlx5_0,mlx5_1\n"      # a leading '=' in the value is the value's
-            'NCCL_DEBUG_SUBSYS="INIT"\n')       # NCCL does not unquote: the quotes are the value's
+    text = (
+        "# RoCE fabric\n"
+        "NCCL_SOCKET_IFNAME=enp25s0np0\n"
+        "\n"
+        "NCCL_IB_GID_INDEX=3\r\n"
+        "NCCL_IB_TC=106\n"
+        "NCCL_IB_HCA==mlx5_0,mlx5_1\n"  # a leading '=' in the value is the value's
+        'NCCL_DEBUG_SUBSYS="INIT"\n'
+    )  # NCCL does not unquote: the quotes are the value's
     assert parse_nccl_conf(text) == {
-        "NCCL_SOCKET_IFNAME": "enp25s0np0", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TC": "106",
-        "NCCL_IB_HCA": "=mlx5_0,mlx5_1", "NCCL_DEBUG_SUBSYS": '"INIT"'}
+        "NCCL_SOCKET_IFNAME": "enp25s0np0",
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_IB_TC": "106",
+        "NCCL_IB_HCA": "=mlx5_0,mlx5_1",
+        "NCCL_DEBUG_SUBSYS": '"INIT"',
+    }
     assert parse_nccl_conf("") == {}
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("NCCL_DEBUG = INFO\n", "not a NAME=value line"),     # NCCL would set "NCCL_DEBUG " instead
-    ("NCCL_DEBUG\n", "not a NAME=value line"),
-    ("NCCL_IB_TC=106\nNCCL_IB_TC=104\n", "set twice"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("NCCL_DEBUG = INFO\n", "not a NAME=value line"),  # NCCL would set "NCCL_DEBUG " instead
+        ("NCCL_DEBUG\n", "not a NAME=value line"),
+        ("NCCL_IB_TC=106\nNCCL_IB_TC=104\n", "set twice"),
+    ],
+)
 def test_nccl_conf_unreadable(text, reason):
     with pytest.raises(ParseError, match=reason):
         parse_nccl_conf(text)
@@ -335,8 +392,12 @@ def test_nccl_conf_unreadable(text, reason):
 def test_nccl_env():
     # `env | grep '^NCCL_'`: NAME=value, the value may hold '='
     text = "NCCL_SOCKET_IFNAME=enp25s0np0\nNCCL_IB_GID_INDEX=3\nNCCL_IB_TC=106\nNCCL_NET=AWS Libfabric\n"
-    assert parse_nccl_env(text) == {"NCCL_SOCKET_IFNAME": "enp25s0np0", "NCCL_IB_GID_INDEX": "3",
-                                    "NCCL_IB_TC": "106", "NCCL_NET": "AWS Libfabric"}
+    assert parse_nccl_env(text) == {
+        "NCCL_SOCKET_IFNAME": "enp25s0np0",
+        "NCCL_IB_GID_INDEX": "3",
+        "NCCL_IB_TC": "106",
+        "NCCL_NET": "AWS Libfabric",
+    }
     assert parse_nccl_env("NCCL_TOPO_FILE=/a=b.xml\n") == {"NCCL_TOPO_FILE": "/a=b.xml"}
     assert parse_nccl_env("") == {}
 
@@ -349,21 +410,26 @@ def test_nccl_env_unreadable(text):
 
 # --- issue 17: linear time on one long line ----------------------------------------------------------
 
-@pytest.mark.parametrize("parse, text", [
-    (parse_nccl_header, "x" + " " * 1_000_000),                     # did not finish in 400 s
-    (parse_nccl_header, "#" + " " * 1_000_000 + "x"),
-    (parse_nccl_header, "# define" + " \t" * 500_000 + "x"),
-    (parse_nccl_header, "#define NCCL_MAJOR 2\n" * 100_000 + "x" + " " * 1_000_000),
-    (parse_nccl_debug_plugin, "NCCL INFO Using network " + " " * 1_000_000 + "x"),
-    (parse_nccl_debug_plugin, "NET/Plugin : Loaded net plugin " * 30_000),
-    (parse_nccl_debug_plugin, "NET/Plugin: Loaded net plugin a (v1)" + " " * 1_000_000 + "x"),
-    (parse_nccl_debug_version, "NCCL version " * 100_000),
-    (parse_ofed_info, "MLNX-" * 200_000),
-    (parse_ldconfig_nccl, "libnccl.so.2 (" + " " * 1_000_000),
-    (parse_os_release, "A=" + " " * 1_000_000),
-])
+
+@pytest.mark.parametrize(
+    "parse, text",
+    [
+        (parse_nccl_header, "x" + " " * 1_000_000),  # did not finish in 400 s
+        (parse_nccl_header, "#" + " " * 1_000_000 + "x"),
+        (parse_nccl_header, "# define" + " \t" * 500_000 + "x"),
+        (parse_nccl_header, "#define NCCL_MAJOR 2\n" * 100_000 + "x" + " " * 1_000_000),
+        (parse_nccl_debug_plugin, "NCCL INFO Using network " + " " * 1_000_000 + "x"),
+        (parse_nccl_debug_plugin, "NET/Plugin : Loaded net plugin " * 30_000),
+        (parse_nccl_debug_plugin, "NET/Plugin: Loaded net plugin a (v1)" + " " * 1_000_000 + "x"),
+        (parse_nccl_debug_version, "NCCL version " * 100_000),
+        (parse_ofed_info, "MLNX-" * 200_000),
+        (parse_ldconfig_nccl, "libnccl.so.2 (" + " " * 1_000_000),
+        (parse_os_release, "A=" + " " * 1_000_000),
+    ],
+)
 def test_one_long_line_parses_in_linear_time(parse, text):
     import time
+
     started = time.monotonic()
     try:
         parse(text)
@@ -380,6 +446,8 @@ def test_a_define_must_start_its_line():
 
 
 def test_the_plugin_and_network_lines_still_read_with_trailing_spaces():
-    text = ("h:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)   \n"
-            "h:1:1 [0] NCCL INFO Using network AWS Libfabric  \n")
+    text = (
+        "h:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v6)   \n"
+        "h:1:1 [0] NCCL INFO Using network AWS Libfabric  \n"
+    )
     assert parse_nccl_debug_plugin(text) == NetPlugin("AWS Libfabric", "v6", None, None)

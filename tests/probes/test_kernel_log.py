@@ -1,5 +1,6 @@
 """Reading the kernel-log probe's output, through both checks that read it (gpu.xid, node.oom): dmesg,
 else the journal; a log that cannot be read, or holds no timestamped line, is never a pass."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,20 +14,32 @@ from tests.helpers import captures, data
 # -- where the log comes from: dmesg, else the journal -------------------------------------------------
 
 # derived: the first Xid 119 line of XID119 as `journalctl -k -o short-iso` prints it
-JOURNAL_119 = ("2025-02-23T16:24:18+0000 xe9680 kernel: NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, "
-               "name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU4 GSP! Expected function "
-               "103 (GSP_RM_ALLOC) (0x2081 0x4).\n")
+JOURNAL_119 = (
+    "2025-02-23T16:24:18+0000 xe9680 kernel: NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, "
+    "name=nvidia-smi, Timeout after 6s of waiting for RPC response from GPU4 GSP! Expected function "
+    "103 (GSP_RM_ALLOC) (0x2081 0x4).\n"
+)
 
 
 def test_dmesg_denied_reads_the_journal_instead():
     out = probe_out(DMESG_DENIED, rc=1, journal=(JOURNAL_119, 0))
-    assert rows(xid(out)) == [(FAIL, "PCI:0000:9b:00", "Xid 119 on PCI:0000:9b:00: GSP RPC timeout "
-                                                       "(1x, last 2025-02-23 16:24:18Z, pid 2024380 nvidia-smi)")]
+    assert rows(xid(out)) == [
+        (
+            FAIL,
+            "PCI:0000:9b:00",
+            "Xid 119 on PCI:0000:9b:00: GSP RPC timeout (1x, last 2025-02-23 16:24:18Z, pid 2024380 nvidia-smi)",
+        )
+    ]
     # "-- No entries --": the journal holds no kernel line for this boot (journald with ReadKMsg=no,
     # or the wrong boot): nothing shows the log was read, so no event found is not a pass (issue 17)
     assert rows(xid(captures(KERNEL_LOG, out["kernel-log"].stdout.replace(JOURNAL_119, "-- No entries --\n")))) == [
-        (ERROR, "", "cannot read journalctl -k output: no line of its 1 carries a kernel timestamp: "
-                    "nothing shows a kernel log was read")]
+        (
+            ERROR,
+            "",
+            "cannot read journalctl -k output: no line of its 1 carries a kernel timestamp: "
+            "nothing shows a kernel log was read",
+        )
+    ]
 
 
 def test_both_sources_failing_is_an_error_naming_both():
@@ -35,18 +48,25 @@ def test_both_sources_failing_is_an_error_naming_both():
     with pytest.raises(ParseError) as caught:
         xid(out)
     assert (caught.value.tool, caught.value.reason) == (
-        "kernel log", "could not read the kernel log (dmesg exit 1: dmesg: read kernel buffer failed: "
-                      "Operation not permitted; journal exit 1: No journal files were found.)")
+        "kernel log",
+        "could not read the kernel log (dmesg exit 1: dmesg: read kernel buffer failed: "
+        "Operation not permitted; journal exit 1: No journal files were found.)",
+    )
     for name in ("gpu.xid", "node.oom"):
         [result] = judge_node(planned(name), "node001", {("node001", "kernel-log"): out["kernel-log"]})
         assert (result.verdict.status, result.verdict.message) == (
-            ERROR, "cannot read kernel log output: could not read the kernel log (dmesg exit 1: dmesg: read "
-                   "kernel buffer failed: Operation not permitted; journal exit 1: No journal files were found.)")
+            ERROR,
+            "cannot read kernel log output: could not read the kernel log (dmesg exit 1: dmesg: read "
+            "kernel buffer failed: Operation not permitted; journal exit 1: No journal files were found.)",
+        )
 
 
 def test_dmesg_denied_without_journalctl_is_an_error():
-    with pytest.raises(ParseError, match=r"^kernel log: could not read the kernel log \(dmesg exit 1: dmesg: "
-                                         r"read kernel buffer failed: Operation not permitted\)$"):
+    with pytest.raises(
+        ParseError,
+        match=r"^kernel log: could not read the kernel log \(dmesg exit 1: dmesg: "
+        r"read kernel buffer failed: Operation not permitted\)$",
+    ):
         xid(probe_out(DMESG_DENIED, rc=1))
 
 
@@ -54,7 +74,10 @@ def test_empty_kernel_log_is_an_error_not_a_pass():
     for name in ("gpu.xid", "node.oom"):
         [result] = judge_node(planned(name), "node001", {("node001", "kernel-log"): probe_out("")["kernel-log"]})
         assert (result.check, result.verdict.status, result.verdict.message) == (
-            name, ERROR, "cannot read dmesg output: the kernel log is empty: nothing could be read")
+            name,
+            ERROR,
+            "cannot read dmesg output: the kernel log is empty: nothing could be read",
+        )
 
 
 def test_kernel_log_probe_prints_the_clock_then_dmesg_then_the_journal():
@@ -82,8 +105,11 @@ def test_a_dmesg_section_without_a_timestamped_line_is_an_error_not_a_pass(name)
     for check in ("gpu.xid", "node.oom"):
         [result] = judge_node(planned(check), "node001", {("node001", "kernel-log"): probe_out(body)["kernel-log"]})
         assert (result.check, result.verdict.status, result.verdict.message) == (
-            check, ERROR, f"cannot read dmesg output: no line of its {lines} carries a kernel timestamp: "
-                          "nothing shows a kernel log was read")
+            check,
+            ERROR,
+            f"cannot read dmesg output: no line of its {lines} carries a kernel timestamp: "
+            "nothing shows a kernel log was read",
+        )
         assert result.verdict.excerpt == body
 
 
@@ -92,5 +118,11 @@ def test_events_in_a_log_without_timestamps_are_judged_but_nothing_passes_on_it(
     # kills in them is evidence of nothing
     out = probe_out(data(NVLINK))
     assert {v.status for v in xid(out)} == {FAIL}
-    assert rows(oom(out)) == [(ERROR, "", "cannot read dmesg output: no line of its 3 carries a kernel "
-                                         "timestamp: nothing shows a kernel log was read")]
+    assert rows(oom(out)) == [
+        (
+            ERROR,
+            "",
+            "cannot read dmesg output: no line of its 3 carries a kernel "
+            "timestamp: nothing shows a kernel log was read",
+        )
+    ]

@@ -1,5 +1,6 @@
 """The real NVML probe script, run as nodes run it (`python3 -`, script on stdin) against the fake
 nvidia-ml-py in tests/fakes, parsed with parse_nvml_probe; and in-process through collect()."""
+
 from __future__ import annotations
 
 import ast
@@ -23,24 +24,27 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "nodecheck" / "probes" / "nvml_probe.py"
 FAKES = ROOT / "tests" / "fakes"
 STATES = FAKES / "nvml_states"
-HEALTHY, REMAP, LEFTOVER = (STATES / f"h100x8-{name}.json"
-                            for name in ("healthy", "row-remap-pending", "leftover-process"))
+HEALTHY, REMAP, LEFTOVER = (
+    STATES / f"h100x8-{name}.json" for name in ("healthy", "row-remap-pending", "leftover-process")
+)
 SYSTEM_PYTHON = "/usr/bin/python3"
 UNAVAILABLE = "nodecheck-nvml-unavailable: "
 
 pytestmark = pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason=f"no {SYSTEM_PYTHON}")
 
 
-def run_probe(state: Path | None, pythonpath: str | None = str(FAKES),
-              cwd: Path | str = "/") -> subprocess.CompletedProcess:
+def run_probe(
+    state: Path | None, pythonpath: str | None = str(FAKES), cwd: Path | str = "/"
+) -> subprocess.CompletedProcess:
     """The probe as nodecheck runs it on a node: the script is stdin of `python3 -`, in a clean env."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
     if state is not None:
         env["NODECHECK_FAKE_NVML_STATE"] = str(state)
-    return subprocess.run([SYSTEM_PYTHON, "-"], input=PROBE.read_text(), capture_output=True, text=True,
-                          env=env, cwd=str(cwd), timeout=60)
+    return subprocess.run(
+        [SYSTEM_PYTHON, "-"], input=PROBE.read_text(), capture_output=True, text=True, env=env, cwd=str(cwd), timeout=60
+    )
 
 
 def probe_facts(state: Path) -> GpuFacts:
@@ -63,20 +67,40 @@ def write_state(tmp_path: Path, change) -> Path:
 BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 TEMPERATURES = (31, 33, 30, 32, 34, 31, 33, 30)
 POWER_W = (69.342, 71.12, 68.415, 70.233, 72.018, 69.874, 70.561, 68.99)
-STATE_GPUS = json.loads(HEALTHY.read_text())["gpus"]     # uuid and serial are passed through as is
+STATE_GPUS = json.loads(HEALTHY.read_text())["gpus"]  # uuid and serial are passed through as is
 
 
 def healthy_gpu(i: int) -> Gpu:
-    return Gpu(index=i, name="NVIDIA H100 80GB HBM3", uuid=STATE_GPUS[i]["uuid"], serial=STATE_GPUS[i]["serial"],
-               vbios="96.00.99.00.01", pci_bus_id=f"0000:{BUS[i]}:00.0", persistence_mode=True,
-               ecc_enabled=True, ecc_pending_enabled=True, ecc_uncorrectable_volatile=0,
-               ecc_uncorrectable_aggregate=0, ecc_correctable_volatile=0,
-               retired_pages_pending=None, retired_pages_dbe=None, retired_pages_sbe=None,   # NotSupported
-               remapped_rows=RemappedRows(0, 0, False, False), clock_event_reasons=frozenset({"gpu_idle"}),
-               temperature_c=float(TEMPERATURES[i]), power_draw_w=POWER_W[i], power_limit_w=700.0,
-               memory_used_mib=0.0, memory_total_mib=81559.0, pcie_gen_current=5, pcie_gen_max=5,
-               pcie_width_current=16, pcie_width_max=16,
-               nvlinks=tuple(NvLink(link, True) for link in range(18)), processes=())
+    return Gpu(
+        index=i,
+        name="NVIDIA H100 80GB HBM3",
+        uuid=STATE_GPUS[i]["uuid"],
+        serial=STATE_GPUS[i]["serial"],
+        vbios="96.00.99.00.01",
+        pci_bus_id=f"0000:{BUS[i]}:00.0",
+        persistence_mode=True,
+        ecc_enabled=True,
+        ecc_pending_enabled=True,
+        ecc_uncorrectable_volatile=0,
+        ecc_uncorrectable_aggregate=0,
+        ecc_correctable_volatile=0,
+        retired_pages_pending=None,
+        retired_pages_dbe=None,
+        retired_pages_sbe=None,  # NotSupported
+        remapped_rows=RemappedRows(0, 0, False, False),
+        clock_event_reasons=frozenset({"gpu_idle"}),
+        temperature_c=float(TEMPERATURES[i]),
+        power_draw_w=POWER_W[i],
+        power_limit_w=700.0,
+        memory_used_mib=0.0,
+        memory_total_mib=81559.0,
+        pcie_gen_current=5,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=16,
+        nvlinks=tuple(NvLink(link, True) for link in range(18)),
+        processes=(),
+    )
 
 
 def healthy(**gpu_changes: dict) -> GpuFacts:
@@ -116,8 +140,9 @@ def test_healthy_h100x8() -> None:
 
 def test_row_remap_pending_on_gpu3() -> None:
     facts = probe_facts(REMAP)
-    assert facts == healthy(GPU3={"remapped_rows": RemappedRows(correctable=0, uncorrectable=4,
-                                                                pending=True, failure=False)})
+    assert facts == healthy(
+        GPU3={"remapped_rows": RemappedRows(correctable=0, uncorrectable=4, pending=True, failure=False)}
+    )
 
 
 def test_leftover_process_on_gpu5() -> None:
@@ -136,16 +161,21 @@ def test_output_is_one_json_line_with_the_schema() -> None:
 
 # --- NVML unavailable: exit 3 and the one line ---------------------------------------------------
 def _system_python_has_pynvml() -> bool:
-    return subprocess.run([SYSTEM_PYTHON, "-c", "import pynvml"], capture_output=True,
-                          env={"PATH": "/usr/bin:/bin"}).returncode == 0
+    return (
+        subprocess.run(
+            [SYSTEM_PYTHON, "-c", "import pynvml"], capture_output=True, env={"PATH": "/usr/bin:/bin"}
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(_system_python_has_pynvml(), reason="this machine's python3 has a real pynvml")
 def test_no_pynvml_on_the_node_exits_3() -> None:
     result = run_probe(None, pythonpath=None)
     assert result.returncode == 3
-    assert result.stdout == (f"{UNAVAILABLE}cannot import pynvml (nvidia-ml-py): "
-                             "ModuleNotFoundError: No module named 'pynvml'\n")
+    assert result.stdout == (
+        f"{UNAVAILABLE}cannot import pynvml (nvidia-ml-py): ModuleNotFoundError: No module named 'pynvml'\n"
+    )
     with pytest.raises(NvmlUnavailable, match="No module named 'pynvml'"):
         parse_nvml_probe(result.stdout)
 
@@ -154,14 +184,20 @@ def test_a_broken_pynvml_install_exits_3(tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text("raise ImportError('libnvidia-ml.so.1: cannot open shared object file')\n")
     result = run_probe(None, pythonpath=str(tmp_path))
     assert result.returncode == 3
-    assert result.stdout == (f"{UNAVAILABLE}cannot import pynvml (nvidia-ml-py): ImportError: "
-                             "libnvidia-ml.so.1: cannot open shared object file\n")
+    assert result.stdout == (
+        f"{UNAVAILABLE}cannot import pynvml (nvidia-ml-py): ImportError: "
+        "libnvidia-ml.so.1: cannot open shared object file\n"
+    )
 
 
-@pytest.mark.parametrize("init_error, text", [("DriverNotLoaded", "Driver Not Loaded"),
-                                               ("LibraryNotFound", "NVML Shared Library Not Found"),
-                                               ("LibRmVersionMismatch",
-                                                "RM has detected an NVML/RM version mismatch.")])
+@pytest.mark.parametrize(
+    "init_error, text",
+    [
+        ("DriverNotLoaded", "Driver Not Loaded"),
+        ("LibraryNotFound", "NVML Shared Library Not Found"),
+        ("LibRmVersionMismatch", "RM has detected an NVML/RM version mismatch."),
+    ],
+)
 def test_nvml_init_failure_exits_3(tmp_path: Path, init_error: str, text: str) -> None:
     state = write_state(tmp_path, lambda s: s.update(init_error=init_error))
     result = run_probe(state)
@@ -174,28 +210,45 @@ def test_nvml_init_failure_exits_3(tmp_path: Path, init_error: str, text: str) -
 # --- one field failing loses nothing else ----------------------------------------------------------
 def test_not_supported_fields_read_null_without_a_gap(tmp_path: Path) -> None:
     def change(state: dict) -> None:
-        state["gpus"][0]["not_supported"] += ["nvmlDeviceGetRemappedRows", "nvmlDeviceGetComputeRunningProcesses",
-                                              "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetEccMode"]
-        state["gpus"][1]["nvlink_states"] = None       # a GPU without NVLink: NotSupported on link 0
+        state["gpus"][0]["not_supported"] += [
+            "nvmlDeviceGetRemappedRows",
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetEnforcedPowerLimit",
+            "nvmlDeviceGetEccMode",
+        ]
+        state["gpus"][1]["nvlink_states"] = None  # a GPU without NVLink: NotSupported on link 0
+
     facts = probe_facts(write_state(tmp_path, change))
-    assert facts == healthy(GPU0={"remapped_rows": None, "processes": None, "power_limit_w": None,
-                                  "ecc_enabled": None, "ecc_pending_enabled": None},
-                            GPU1={"nvlinks": ()})
+    assert facts == healthy(
+        GPU0={
+            "remapped_rows": None,
+            "processes": None,
+            "power_limit_w": None,
+            "ecc_enabled": None,
+            "ecc_pending_enabled": None,
+        },
+        GPU1={"nvlinks": ()},
+    )
     assert facts.gaps == ()
 
 
 def test_an_nvml_error_on_one_field_becomes_a_gap(tmp_path: Path) -> None:
     def change(state: dict) -> None:
-        state["gpus"][3]["errors"] = {"nvmlDeviceGetRemappedRows": "Unknown",
-                                      "nvmlDeviceGetMemoryInfo": "NoPermission"}
+        state["gpus"][3]["errors"] = {"nvmlDeviceGetRemappedRows": "Unknown", "nvmlDeviceGetMemoryInfo": "NoPermission"}
         state["gpus"][6]["errors"] = {"nvmlDeviceGetNvLinkState": "GpuIsLost"}
+
     facts = probe_facts(write_state(tmp_path, change))
     assert facts == dataclasses.replace(
-        healthy(GPU3={"remapped_rows": None, "memory_used_mib": None, "memory_total_mib": None},
-                GPU6={"nvlinks": None}),
-        gaps=("GPU3 remapped_rows: Unknown Error",
-              "GPU3 memory_used_mib: Insufficient Permissions", "GPU3 memory_total_mib: Insufficient Permissions",
-              "GPU6 nvlinks: GPU is lost"))
+        healthy(
+            GPU3={"remapped_rows": None, "memory_used_mib": None, "memory_total_mib": None}, GPU6={"nvlinks": None}
+        ),
+        gaps=(
+            "GPU3 remapped_rows: Unknown Error",
+            "GPU3 memory_used_mib: Insufficient Permissions",
+            "GPU3 memory_total_mib: Insufficient Permissions",
+            "GPU6 nvlinks: GPU is lost",
+        ),
+    )
 
 
 def test_a_gpu_without_a_handle_is_listed_with_nothing_known(tmp_path: Path) -> None:
@@ -216,8 +269,9 @@ def test_nvlinks_stop_after_the_last_link(tmp_path: Path) -> None:
 
 def test_process_without_memory_figure_and_unknown_name(tmp_path: Path) -> None:
     # pid 1's /proc/1/comm is always readable, so name it from there; usedGpuMemory None → unknown
-    state = write_state(tmp_path, lambda s: s["gpus"][0].update(
-        processes=[{"pid": 1, "name": "ignored", "usedGpuMemory": None}]))
+    state = write_state(
+        tmp_path, lambda s: s["gpus"][0].update(processes=[{"pid": 1, "name": "ignored", "usedGpuMemory": None}])
+    )
     facts = probe_facts(state)
     assert facts.gpus[0].processes == (GpuProcess(1, expected_process_name(1, "ignored"), None),)
 
@@ -225,25 +279,39 @@ def test_process_without_memory_figure_and_unknown_name(tmp_path: Path) -> None:
 def test_clock_reason_bits_map_to_names(tmp_path: Path) -> None:
     state = write_state(tmp_path, lambda s: s["gpus"][4].update(clock_event_reasons=0x1FF | 0x1000))
     facts = probe_facts(state)
-    assert facts.gpus[4].clock_event_reasons == frozenset({
-        "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-        "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting"})
+    assert facts.gpus[4].clock_event_reasons == frozenset(
+        {
+            "gpu_idle",
+            "applications_clocks_setting",
+            "sw_power_cap",
+            "hw_slowdown",
+            "sync_boost",
+            "sw_thermal_slowdown",
+            "hw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+            "display_clock_setting",
+        }
+    )
 
 
 # --- in-process (--local): collect() is the same object ----------------------------------------------
 @pytest.mark.parametrize("state", [HEALTHY, REMAP, LEFTOVER], ids=lambda p: p.stem)
-def test_collect_in_process_equals_the_script_output(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch,
-                                                     state: Path) -> None:
+def test_collect_in_process_equals_the_script_output(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch, state: Path
+) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(state))
     result = run_probe(state)
     assert nvml_probe.collect() == json.loads(result.stdout)
-    assert fake_pynvml._init_count == 0                # nvmlShutdown ran
+    assert fake_pynvml._init_count == 0  # nvmlShutdown ran
 
 
-def test_older_pynvml_throttle_reason_names_read_the_same(fake_pynvml: ModuleType,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_older_pynvml_throttle_reason_names_read_the_same(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
     expected = nvml_probe.collect()
     monkeypatch.delattr(fake_pynvml, "nvmlDeviceGetCurrentClocksEventReasons")
@@ -252,15 +320,18 @@ def test_older_pynvml_throttle_reason_names_read_the_same(fake_pynvml: ModuleTyp
         monkeypatch.delattr(fake_pynvml, name)
     assert nvml_probe.collect() == expected
     for name in [n for n in vars(fake_pynvml) if n.startswith("nvmlClocksThrottleReason")]:
-        monkeypatch.delattr(fake_pynvml, name)                # neither name: the nvml.h literals
+        monkeypatch.delattr(fake_pynvml, name)  # neither name: the nvml.h literals
     assert nvml_probe.collect() == expected
 
 
-def test_collect_raises_unavailable_and_still_balances_init(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
+def test_collect_raises_unavailable_and_still_balances_init(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from nodecheck.probes import nvml_probe
-    monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(write_state(tmp_path, lambda s: s.update(
-        init_error="DriverNotLoaded"))))
+
+    monkeypatch.setenv(
+        "NODECHECK_FAKE_NVML_STATE", str(write_state(tmp_path, lambda s: s.update(init_error="DriverNotLoaded")))
+    )
     with pytest.raises(nvml_probe.NvmlUnavailable, match="nvmlInit failed: Driver Not Loaded"):
         nvml_probe.collect()
     assert fake_pynvml._init_count == 0
@@ -268,10 +339,12 @@ def test_collect_raises_unavailable_and_still_balances_init(fake_pynvml: ModuleT
 
 def test_collect_shuts_nvml_down_when_counting_fails(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
 
     def count() -> int:
         raise fake_pynvml.NVMLError(fake_pynvml.NVML_ERROR_UNKNOWN)
+
     monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetCount", count)
     with pytest.raises(nvml_probe.NvmlUnavailable, match="nvmlDeviceGetCount failed: Unknown Error"):
         nvml_probe.collect()
@@ -289,8 +362,12 @@ def test_clock_event_reasons_fall_back_on_a_driver_before_535(tmp_path: Path) ->
 def test_versioned_functions_fall_back_to_the_older_symbol(tmp_path: Path) -> None:
     # a driver before 510: no _v3 processes (the unversioned wrapper raises NVMLLibraryMismatchError), no _v2 CUDA
     def change(state: dict) -> None:
-        state["missing_functions"] = ["nvmlDeviceGetComputeRunningProcesses_v3", "nvmlSystemGetCudaDriverVersion_v2",
-                                      "nvmlDeviceGetCurrentClocksEventReasons"]
+        state["missing_functions"] = [
+            "nvmlDeviceGetComputeRunningProcesses_v3",
+            "nvmlSystemGetCudaDriverVersion_v2",
+            "nvmlDeviceGetCurrentClocksEventReasons",
+        ]
+
     result = run_probe(write_state(tmp_path, change))
     assert json.loads(result.stdout)["errors"] == []
     assert parse_nvml_probe(result.stdout) == healthy()
@@ -303,23 +380,42 @@ def test_versioned_functions_fall_back_to_the_older_symbol(tmp_path: Path) -> No
 
 
 def test_every_variant_missing_is_a_gap_naming_the_last_tried(tmp_path: Path) -> None:
-    state = write_state(tmp_path, lambda s: s.update(missing_functions=[
-        "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons",
-        "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion",
-        "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"]))
+    state = write_state(
+        tmp_path,
+        lambda s: s.update(
+            missing_functions=[
+                "nvmlDeviceGetCurrentClocksEventReasons",
+                "nvmlDeviceGetCurrentClocksThrottleReasons",
+                "nvmlSystemGetCudaDriverVersion_v2",
+                "nvmlSystemGetCudaDriverVersion",
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                "nvmlDeviceGetComputeRunningProcesses_v2",
+            ]
+        ),
+    )
     result = run_probe(state)
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
     assert doc["cuda_driver_version"] is None
-    assert doc["errors"][0] == {"gpu": None, "field": "cuda_driver_version",
-                                "error": "nvmlSystemGetCudaDriverVersion: Function Not Found"}
+    assert doc["errors"][0] == {
+        "gpu": None,
+        "field": "cuda_driver_version",
+        "error": "nvmlSystemGetCudaDriverVersion: Function Not Found",
+    }
     assert [e for e in doc["errors"] if e["gpu"] == 0] == [
-        {"gpu": 0, "field": "clock_event_reasons",
-         "error": "nvmlDeviceGetCurrentClocksThrottleReasons: Function Not Found"},
-        {"gpu": 0, "field": "processes",
-         "error": "nvmlDeviceGetComputeRunningProcesses: NVMLLibraryMismatchError: Unversioned function called "
-                  "and the pyNVML version does not match the NVML lib version. Either use matching pyNVML and "
-                  "NVML lib versions or use a versioned function such as nvmlDeviceGetComputeRunningProcesses_v2"}]
+        {
+            "gpu": 0,
+            "field": "clock_event_reasons",
+            "error": "nvmlDeviceGetCurrentClocksThrottleReasons: Function Not Found",
+        },
+        {
+            "gpu": 0,
+            "field": "processes",
+            "error": "nvmlDeviceGetComputeRunningProcesses: NVMLLibraryMismatchError: Unversioned function called "
+            "and the pyNVML version does not match the NVML lib version. Either use matching pyNVML and "
+            "NVML lib versions or use a versioned function such as nvmlDeviceGetComputeRunningProcesses_v2",
+        },
+    ]
     facts = parse_nvml_probe(result.stdout)
     assert all(g.clock_event_reasons is None and g.processes is None for g in facts.gpus)
     assert len(facts.gaps) == 1 + 2 * 8
@@ -327,35 +423,51 @@ def test_every_variant_missing_is_a_gap_naming_the_last_tried(tmp_path: Path) ->
 
 def test_an_old_pynvml_without_the_versioned_wrappers(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(LEFTOVER))
     expected = nvml_probe.collect()
     # an nvidia-ml-py before 11.5: its unversioned wrapper calls the unversioned symbol (v1 struct)
-    monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetComputeRunningProcesses",
-                        lambda handle: fake_pynvml._compute_processes(handle, "nvmlDeviceGetComputeRunningProcesses"))
-    for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
-                 "nvmlDeviceGetCurrentClocksEventReasons", "nvmlSystemGetCudaDriverVersion_v2",
-                 "NVMLLibraryMismatchError", "NVMLError_FunctionNotFound"):
+    monkeypatch.setattr(
+        fake_pynvml,
+        "nvmlDeviceGetComputeRunningProcesses",
+        lambda handle: fake_pynvml._compute_processes(handle, "nvmlDeviceGetComputeRunningProcesses"),
+    )
+    for name in (
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlSystemGetCudaDriverVersion_v2",
+        "NVMLLibraryMismatchError",
+        "NVMLError_FunctionNotFound",
+    ):
         monkeypatch.delattr(fake_pynvml, name)
     assert nvml_probe.collect() == expected
     assert expected["errors"] == [] and expected["gpus"][5]["processes"][0]["pid"] == 48213
 
 
-def test_an_attribute_error_inside_pynvml_falls_back_too(fake_pynvml: ModuleType,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_attribute_error_inside_pynvml_falls_back_too(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
     expected = nvml_probe.collect()
 
     def broken(handle):
         raise AttributeError("module 'ctypes' has no attribute 'c_nvmlClocksEventReasons'")
+
     monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetCurrentClocksEventReasons", broken)
     assert nvml_probe.collect() == expected
 
 
-def test_not_supported_on_the_newer_variant_does_not_fall_back(fake_pynvml: ModuleType,
-                                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_not_supported_on_the_newer_variant_does_not_fall_back(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from nodecheck.probes import nvml_probe
-    state = write_state(tmp_path, lambda s: s["gpus"][0]["not_supported"].append("nvmlDeviceGetCurrentClocksEventReasons"))
+
+    state = write_state(
+        tmp_path, lambda s: s["gpus"][0]["not_supported"].append("nvmlDeviceGetCurrentClocksEventReasons")
+    )
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(state))
     result = nvml_probe.collect()
     assert result["gpus"][0]["clock_event_reasons"] is None and result["errors"] == []
@@ -379,15 +491,17 @@ def test_a_stray_json_or_pynvml_in_the_current_directory_is_ignored(tmp_path: Pa
 
 def test_drop_cwd_from_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from nodecheck.probes import nvml_probe
+
     (tmp_path / "link").symlink_to(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", ["", ".", "./", str(tmp_path), str(tmp_path / "link"), str(other),
-                                      "/nonexistent/dir", "/usr/lib"])
+    monkeypatch.setattr(
+        sys, "path", ["", ".", "./", str(tmp_path), str(tmp_path / "link"), str(other), "/nonexistent/dir", "/usr/lib"]
+    )
     original = sys.path
     nvml_probe._drop_cwd_from_sys_path()
-    assert sys.path is original                        # edited in place
+    assert sys.path is original  # edited in place
     assert sys.path == [str(other), "/nonexistent/dir", "/usr/lib"]
 
 
@@ -402,9 +516,11 @@ def test_importing_the_probe_leaves_sys_path_alone(monkeypatch: pytest.MonkeyPat
 
 # --- NVLink: an old pynvml's NVML_NVLINK_MAX_LINKS does not cap the count ------------------------------
 @pytest.mark.parametrize("constant", [6, 12, 18, 36, None])
-def test_nvlinks_are_counted_past_an_old_pynvml_constant(fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch,
-                                                        constant: int | None) -> None:
+def test_nvlinks_are_counted_past_an_old_pynvml_constant(
+    fake_pynvml: ModuleType, monkeypatch: pytest.MonkeyPatch, constant: int | None
+) -> None:
     from nodecheck.probes import nvml_probe
+
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
     if constant is None:
         monkeypatch.delattr(fake_pynvml, "NVML_NVLINK_MAX_LINKS")
@@ -418,27 +534,33 @@ def test_nvlinks_are_counted_past_an_old_pynvml_constant(fake_pynvml: ModuleType
 # --- process names: comm, argv[0] where comm is cut at 15 characters, NVML's name without /proc ---------
 def test_a_pid_without_proc_entry_is_named_by_nvml(tmp_path: Path) -> None:
     # no pid exceeds PID_MAX_LIMIT (2**22): /proc/99999999 never exists
-    state = write_state(tmp_path, lambda s: s["gpus"][0].update(
-        processes=[{"pid": 99999999, "name": "a-long-training-job-name", "usedGpuMemory": 2 ** 30}]))
+    state = write_state(
+        tmp_path,
+        lambda s: s["gpus"][0].update(
+            processes=[{"pid": 99999999, "name": "a-long-training-job-name", "usedGpuMemory": 2**30}]
+        ),
+    )
     facts = probe_facts(state)
     assert facts.gpus[0].processes == (GpuProcess(99999999, "a-long-training-job-name", 1024.0),)
 
 
 def test_a_long_process_name_is_read_from_argv0(tmp_path: Path) -> None:
-    program = tmp_path / "nodecheck-long-sleeper-name"          # comm: "nodecheck-long-"
+    program = tmp_path / "nodecheck-long-sleeper-name"  # comm: "nodecheck-long-"
     shutil.copy("/bin/sleep", program)
     sleeper = subprocess.Popen([str(program), "60"])
     try:
         deadline = time.monotonic() + 10
-        while True:                                               # comm changes at the child's exec
+        while True:  # comm changes at the child's exec
             with open(f"/proc/{sleeper.pid}/comm") as f:
                 comm = f.read().strip()
             if comm == "nodecheck-long-" or time.monotonic() > deadline:
                 break
             time.sleep(0.01)
         assert comm == "nodecheck-long-"
-        state = write_state(tmp_path, lambda s: s["gpus"][0].update(
-            processes=[{"pid": sleeper.pid, "name": "from-nvml", "usedGpuMemory": None}]))
+        state = write_state(
+            tmp_path,
+            lambda s: s["gpus"][0].update(processes=[{"pid": sleeper.pid, "name": "from-nvml", "usedGpuMemory": None}]),
+        )
         facts = probe_facts(state)
     finally:
         sleeper.kill()
@@ -446,18 +568,23 @@ def test_a_long_process_name_is_read_from_argv0(tmp_path: Path) -> None:
     assert facts.gpus[0].processes == (GpuProcess(sleeper.pid, "nodecheck-long-sleeper-name", None),)
 
 
-@pytest.mark.parametrize("comm, cmdline, name", [
-    ("nodecheck-long-", b"/opt/bin/nodecheck-long-sleeper\0--flag\0", "nodecheck-long-sleeper"),
-    ("nodecheck-long-", b"nodecheck-long-sleeper\0", "nodecheck-long-sleeper"),
-    ("nodecheck-long-", b"/usr/bin/python3\0train.py\0", "nodecheck-long-"),    # renamed by prctl: keep comm
-    ("nodecheck-long-", b"", "nodecheck-long-"),                                # kernel thread, zombie
-    ("nodecheck-long-", None, "nodecheck-long-"),                               # cmdline unreadable
-    ("nodecheck-long", b"/opt/bin/nodecheck-long-sleeper\0", "nodecheck-long"),  # 14 characters: not cut
-    ("nodecheck-long-", b"/opt/bin/nodecheck-long-\0", "nodecheck-long-"),
-])
-def test_process_name_from_comm_and_cmdline(fake_pynvml: ModuleType, tmp_path: Path, comm: str,
-                                            cmdline: bytes | None, name: str) -> None:
+@pytest.mark.parametrize(
+    "comm, cmdline, name",
+    [
+        ("nodecheck-long-", b"/opt/bin/nodecheck-long-sleeper\0--flag\0", "nodecheck-long-sleeper"),
+        ("nodecheck-long-", b"nodecheck-long-sleeper\0", "nodecheck-long-sleeper"),
+        ("nodecheck-long-", b"/usr/bin/python3\0train.py\0", "nodecheck-long-"),  # renamed by prctl: keep comm
+        ("nodecheck-long-", b"", "nodecheck-long-"),  # kernel thread, zombie
+        ("nodecheck-long-", None, "nodecheck-long-"),  # cmdline unreadable
+        ("nodecheck-long", b"/opt/bin/nodecheck-long-sleeper\0", "nodecheck-long"),  # 14 characters: not cut
+        ("nodecheck-long-", b"/opt/bin/nodecheck-long-\0", "nodecheck-long-"),
+    ],
+)
+def test_process_name_from_comm_and_cmdline(
+    fake_pynvml: ModuleType, tmp_path: Path, comm: str, cmdline: bytes | None, name: str
+) -> None:
     from nodecheck.probes import nvml_probe
+
     (tmp_path / "4242").mkdir()
     (tmp_path / "4242" / "comm").write_text(comm + "\n")
     if cmdline is not None:
@@ -469,15 +596,18 @@ def test_process_name_from_comm_and_cmdline(fake_pynvml: ModuleType, tmp_path: P
 def test_mig_mode_is_reported_per_gpu(tmp_path: Path) -> None:
     def change(state: dict) -> None:
         state["gpus"][0]["mig_mode"] = [1, 1]
-        state["gpus"][1]["mig_mode"] = [0, 1]                 # enabling is pending: current mode is off
+        state["gpus"][1]["mig_mode"] = [0, 1]  # enabling is pending: current mode is off
         state["gpus"][2]["mig_mode"] = [1, 0]
         state["gpus"][3]["errors"] = {"nvmlDeviceGetMigMode": "NoPermission"}
+
     result = run_probe(write_state(tmp_path, change))
     doc = json.loads(result.stdout)
     assert [gpu["mig_mode"] for gpu in doc["gpus"]] == [True, False, True, None, None, None, None, None]
     assert doc["errors"] == [{"gpu": 3, "field": "mig_mode", "error": "Insufficient Permissions"}]
     # the parser ignores the key: still the healthy facts, with the one gap
-    assert parse_nvml_probe(result.stdout) == dataclasses.replace(healthy(), gaps=("GPU3 mig_mode: Insufficient Permissions",))
+    assert parse_nvml_probe(result.stdout) == dataclasses.replace(
+        healthy(), gaps=("GPU3 mig_mode: Insufficient Permissions",)
+    )
 
 
 # --- the script stays runnable on old nodes ----------------------------------------------------------
@@ -494,4 +624,4 @@ def test_probe_imports_only_stdlib_and_pynvml() -> None:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module != "__future__", ast.dump(node)
             imported.add(node.module.split(".")[0])
-    assert imported == {"json", "sys", "pynvml", "posix", "nt"}     # posix/nt: builtin, for the sys.path clean-up
+    assert imported == {"json", "sys", "pynvml", "posix", "nt"}  # posix/nt: builtin, for the sys.path clean-up

@@ -2,6 +2,7 @@
 `nvidia-smi` when python3 or pynvml is missing, the NVML probe spawned as `python3 -`, and prolog
 mode's in-process NVML call (Probe.local_call) with the fake nvidia-ml-py: its answer, its fallback
 to the command, its timeout and its failure."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,14 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from nodecheck.checks import all_checks
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
+from nodecheck.config.playbook import PlannedCheck
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.parsers.gpu import GpuFacts
 from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
-from nodecheck.config.playbook import PlannedCheck
-from nodecheck.checks import all_checks
 from nodecheck.run.runner import judge_node
 from nodecheck.transport.local import LocalSession, LocalTransport
+
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as
 from tests.parsers.test_nvidia_smi import H100_CSV, H100_CSV_GPUS
 
@@ -29,13 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKES = ROOT / "tests" / "fakes"
 HEALTHY = FAKES / "nvml_states" / "h100x8-healthy.json"
 SYSTEM_PYTHON = "/usr/bin/python3"
-SPAWNED = dataclasses.replace(GPU, local_call=None)     # what a remote node runs: the command only
+SPAWNED = dataclasses.replace(GPU, local_call=None)  # what a remote node runs: the command only
 NODE = Node("node001", "node001")
 FALLBACK_GPUS = tuple(dataclasses.replace(g, processes=()) for g in H100_CSV_GPUS)
 NO_Q_GAPS = ("GPU0 remapped rows: no -q output", "GPU1 remapped rows: no -q output")
 
-pytestmark = pytest.mark.skipif(not os.access("/bin/sh", os.X_OK) or not os.access("/bin/cat", os.X_OK),
-                                reason="needs /bin/sh and /bin/cat")
+pytestmark = pytest.mark.skipif(
+    not os.access("/bin/sh", os.X_OK) or not os.access("/bin/cat", os.X_OK), reason="needs /bin/sh and /bin/cat"
+)
 
 
 def fake_nvidia_smi(folder: Path) -> None:
@@ -53,7 +56,8 @@ def fake_nvidia_smi(folder: Path) -> None:
         f"  '{compute_apps}') ;;\n"
         "  --query-gpu=*|--query-compute-apps=*) printf 'unexpected query: %s\\n' \"$*\"; exit 9 ;;\n"
         "  *) printf \"Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\\n\"; exit 2 ;;\n"
-        "esac\n")
+        "esac\n"
+    )
     script.chmod(0o755)
 
 
@@ -88,8 +92,13 @@ INVALID = "Invalid combination of input arguments. Please run 'nvidia-smi -h' fo
 
 
 def fallback_stdout(why: str) -> str:
-    return (f"nodecheck-nvml-unavailable: {why}\n" + section("query-gpu", H100_CSV, 0)
-            + section("compute-apps", "", 0) + section("q", INVALID, 2) + section("nvlink", INVALID, 2))
+    return (
+        f"nodecheck-nvml-unavailable: {why}\n"
+        + section("query-gpu", H100_CSV, 0)
+        + section("compute-apps", "", 0)
+        + section("q", INVALID, 2)
+        + section("nvlink", INVALID, 2)
+    )
 
 
 def run(probe=SPAWNED, timeout_s: float = 30) -> Capture:
@@ -98,14 +107,26 @@ def run(probe=SPAWNED, timeout_s: float = 30) -> Capture:
 
 # -- the command: the shell falls back to nvidia-smi ---------------------------------------------------
 
+
 def test_no_python3_on_the_node_falls_back_to_nvidia_smi(only_sh):
     capture = run()
     assert (capture.outcome, capture.exit_code, capture.stderr, capture.node, capture.probe) == (
-        Outcome.EXITED, 0, "", "node001", "gpu")
+        Outcome.EXITED,
+        0,
+        "",
+        "node001",
+        "gpu",
+    )
     assert capture.stdout == fallback_stdout("python3 not found")
     facts = parse_gpu_probe(capture.stdout)
-    assert facts == GpuFacts("nvidia-smi", "535.104.05", None, FALLBACK_GPUS,
-                             "NVML unavailable (python3 not found); read from nvidia-smi", NO_Q_GAPS)
+    assert facts == GpuFacts(
+        "nvidia-smi",
+        "535.104.05",
+        None,
+        FALLBACK_GPUS,
+        "NVML unavailable (python3 not found); read from nvidia-smi",
+        NO_Q_GAPS,
+    )
     assert len(facts.gpus) == 2
     assert [(g.nvlinks, g.remapped_rows, g.processes) for g in facts.gpus] == [(None, None, ())] * 2
 
@@ -113,8 +134,12 @@ def test_no_python3_on_the_node_falls_back_to_nvidia_smi(only_sh):
 def _system_python_has_pynvml() -> bool:
     if not os.access(SYSTEM_PYTHON, os.X_OK):
         return False
-    return subprocess.run([SYSTEM_PYTHON, "-c", "import pynvml"], capture_output=True,
-                          env={"PATH": "/usr/bin:/bin"}).returncode == 0
+    return (
+        subprocess.run(
+            [SYSTEM_PYTHON, "-c", "import pynvml"], capture_output=True, env={"PATH": "/usr/bin:/bin"}
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(_system_python_has_pynvml(), reason="this machine's python3 has a real pynvml")
@@ -125,7 +150,10 @@ def test_python3_without_pynvml_falls_back_and_says_the_import_failed(with_pytho
     assert capture.stdout == fallback_stdout(why)
     facts = parse_gpu_probe(capture.stdout)
     assert (facts.source, facts.source_note, facts.gpus) == (
-        "nvidia-smi", f"NVML unavailable ({why}); read from nvidia-smi", FALLBACK_GPUS)
+        "nvidia-smi",
+        f"NVML unavailable ({why}); read from nvidia-smi",
+        FALLBACK_GPUS,
+    )
 
 
 def test_python3_with_pynvml_answers_with_nvml_json(with_python, monkeypatch):
@@ -145,7 +173,9 @@ def test_nvidia_smi_missing_too_is_an_error_naming_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(folder))
     capture = run()
     assert (capture.exit_code, capture.stdout.splitlines()[:2]) == (
-        0, ["nodecheck-nvml-unavailable: python3 not found", "@@nodecheck begin query-gpu"])
+        0,
+        ["nodecheck-nvml-unavailable: python3 not found", "@@nodecheck begin query-gpu"],
+    )
     [result] = judge_node(_planned("gpu.health"), "node001", {("node001", "gpu"): capture})
     assert result.verdict.status is Status.ERROR
     assert result.verdict.message.startswith("cannot read nvidia-smi output: exit 127: ")
@@ -154,9 +184,11 @@ def test_nvidia_smi_missing_too_is_an_error_naming_it(tmp_path, monkeypatch):
 
 # -- in-process NVML (prolog mode) -----------------------------------------------------------------------
 
+
 def _no_spawning(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError(f"a subprocess was spawned: {args!r}")
+
     monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
@@ -173,7 +205,7 @@ def test_in_process_nvml_answers_without_spawning(fake_pynvml, monkeypatch):
     assert (capture.outcome, capture.exit_code, capture.stderr, capture.argv) == (Outcome.EXITED, 0, "", GPU.argv)
     facts = parse_gpu_probe(capture.stdout)
     assert (facts.source, len(facts.gpus), facts.cuda_driver_version) == ("nvml", 8, "12.4")
-    assert fake_pynvml._init_count == 0                  # nvmlShutdown ran
+    assert fake_pynvml._init_count == 0  # nvmlShutdown ran
     results = judge_node(_planned("gpu.health"), "node001", {("node001", "gpu"): capture})
     assert [(r.verdict.subject, r.verdict.status) for r in results] == [(f"GPU{i}", Status.PASS) for i in range(8)]
 
@@ -182,13 +214,14 @@ def test_in_process_nvml_unavailable_runs_the_command_instead(fake_pynvml, with_
     state = tmp_path / "state.json"
     state.write_text(json.dumps(dict(json.loads(HEALTHY.read_text()), init_error="DriverNotLoaded")))
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(state))
-    monkeypatch.setenv("PYTHONPATH", str(FAKES))          # the spawned python3 meets the same driver
+    monkeypatch.setenv("PYTHONPATH", str(FAKES))  # the spawned python3 meets the same driver
     spawned = []
     real_popen = subprocess.Popen
 
     def popen(argv, *args, **kwargs):
         spawned.append(tuple(argv))
         return real_popen(argv, *args, **kwargs)
+
     monkeypatch.setattr(subprocess, "Popen", popen)
     capture = run(GPU)
     assert spawned == [GPU.argv]
@@ -196,11 +229,15 @@ def test_in_process_nvml_unavailable_runs_the_command_instead(fake_pynvml, with_
     assert capture.stdout == fallback_stdout("nvmlInit failed: Driver Not Loaded")
     facts = parse_gpu_probe(capture.stdout)
     assert (facts.source, facts.source_note, facts.gpus) == (
-        "nvidia-smi", "NVML unavailable (nvmlInit failed: Driver Not Loaded); read from nvidia-smi", FALLBACK_GPUS)
+        "nvidia-smi",
+        "NVML unavailable (nvmlInit failed: Driver Not Loaded); read from nvidia-smi",
+        FALLBACK_GPUS,
+    )
 
 
 def test_in_process_call_that_hangs_times_out_within_its_timeout(fake_pynvml, monkeypatch):
     from nodecheck.probes import nvml_probe
+
     release = threading.Event()
     monkeypatch.setattr(nvml_probe, "collect", lambda: release.wait(30) and {})
     _no_spawning(monkeypatch)
@@ -208,15 +245,16 @@ def test_in_process_call_that_hangs_times_out_within_its_timeout(fake_pynvml, mo
     try:
         capture = run(GPU, timeout_s=0.3)
     finally:
-        release.set()                                    # let the abandoned worker thread end
+        release.set()  # let the abandoned worker thread end
     took = time.monotonic() - started
     assert 0.3 <= took < 2.0
     assert (capture.outcome, capture.exit_code, capture.stdout) == (Outcome.TIMEOUT, None, "")
     assert capture.detail == "in-process nodecheck.probes.local:nvml gave no answer within 0.3 s"
     [result] = judge_node(_planned("gpu.count", expect=8), "node001", {("node001", "gpu"): capture})
     assert result.verdict.status is Status.TIMEOUT
-    assert result.verdict.message.endswith(" timed out: in-process nodecheck.probes.local:nvml gave no answer "
-                                           "within 0.3 s")
+    assert result.verdict.message.endswith(
+        " timed out: in-process nodecheck.probes.local:nvml gave no answer within 0.3 s"
+    )
 
 
 def test_in_process_call_that_raises_is_nodechecks_own_error(fake_pynvml, monkeypatch):
@@ -224,6 +262,7 @@ def test_in_process_call_that_raises_is_nodechecks_own_error(fake_pynvml, monkey
 
     def explode():
         raise RuntimeError("NVML handle table corrupted")
+
     monkeypatch.setattr(nvml_probe, "collect", explode)
     _no_spawning(monkeypatch)
     capture = run(GPU)
@@ -233,7 +272,10 @@ def test_in_process_call_that_raises_is_nodechecks_own_error(fake_pynvml, monkey
     for name, params in (("gpu.count", {"expect": 8}), ("gpu.health", {}), ("gpu.processes", {})):
         [result] = judge_node(_planned(name, **params), "node001", {("node001", "gpu"): capture})
         assert (result.check, result.verdict.status, result.verdict.message) == (
-            name, Status.ERROR, f"nodecheck could not run gpu: {detail}")
+            name,
+            Status.ERROR,
+            f"nodecheck could not run gpu: {detail}",
+        )
 
 
 def test_health_on_the_real_fallback_run(only_sh):
@@ -241,8 +283,15 @@ def test_health_on_the_real_fallback_run(only_sh):
     assert [(r.verdict.status, r.verdict.subject, r.verdict.message) for r in results] == [
         (Status.ERROR, "GPU0", "not read: GPU0 remapped rows: no -q output"),
         (Status.ERROR, "GPU1", "not read: GPU1 remapped rows: no -q output"),
-        (Status.ERROR, "GPU0", "GPU0: clock-event reasons not reported by nvidia-smi; the playbook requires "
-                               "it to judge the GPU"),
+        (
+            Status.ERROR,
+            "GPU0",
+            "GPU0: clock-event reasons not reported by nvidia-smi; the playbook requires it to judge the GPU",
+        ),
         (Status.FAIL, "GPU1", "GPU1: volatile uncorrectable ECC 2 errors, expected <= 0 errors"),
-        (Status.ERROR, "GPU1", "GPU1: clock-event reasons not reported by nvidia-smi; the playbook requires "
-                               "it to judge the GPU")]
+        (
+            Status.ERROR,
+            "GPU1",
+            "GPU1: clock-event reasons not reported by nvidia-smi; the playbook requires it to judge the GPU",
+        ),
+    ]

@@ -2,6 +2,7 @@
 with a small stand-in for ib_write_bw: a server that listens and either answers or hangs. The
 integration tests run them over SSH; these pin what dash does with them (kill of a process
 group, readiness by /proc/net/tcp, cleanup)."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,9 @@ from nodecheck.parsers.sections import split_sections
 from nodecheck.probes import pairtest
 from tests.helpers import DATA
 
-pytestmark = pytest.mark.skipif(shutil.which("dash") is None or shutil.which("setsid") is None,
-                                reason="needs dash and setsid")
+pytestmark = pytest.mark.skipif(
+    shutil.which("dash") is None or shutil.which("setsid") is None, reason="needs dash and setsid"
+)
 
 STAND_IN = """#!{python}
 import socket, sys, time
@@ -51,15 +53,19 @@ def tool(tmp_path: Path, hang: bool) -> dict:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "ib_write_bw"
-    fake.write_text(STAND_IN.format(python=sys.executable, hang=hang,
-                                    recording=str(DATA / "perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt")))
+    fake.write_text(
+        STAND_IN.format(
+            python=sys.executable,
+            hang=hang,
+            recording=str(DATA / "perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt"),
+        )
+    )
     fake.chmod(0o755)
     return dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
 
 
 def run(probe, env) -> subprocess.CompletedProcess:
-    return subprocess.run(["dash", *probe.argv[1:]], env=env, capture_output=True, text=True,
-                          timeout=probe.timeout_s)
+    return subprocess.run(["dash", *probe.argv[1:]], env=env, capture_output=True, text=True, timeout=probe.timeout_s)
 
 
 def alive(pgid: int) -> bool:
@@ -85,7 +91,7 @@ def test_start_waits_for_the_listener_the_client_gets_the_result_and_collect_cle
     facts = split_sections(start.stdout).facts
     made = made_directory(start.stdout)
     assert facts["dir"] == made and made.startswith(f"{tmp_path}/nodecheck-pairtest.t1.")
-    assert len(made) == len(f"{tmp_path}/nodecheck-pairtest.t1.") + 6          # mktemp's XXXXXX
+    assert len(made) == len(f"{tmp_path}/nodecheck-pairtest.t1.") + 6  # mktemp's XXXXXX
     assert os.stat(made).st_mode & 0o777 == 0o700
     assert facts["ready"].startswith(f"mlx5_0 {rail.tcp_port} ")
     client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
@@ -132,6 +138,7 @@ def test_values_that_are_not_names_never_reach_a_node(bad):
 
 # --- a local user who gets to /tmp first (issue 17, finding 2) -----------------------------------------
 
+
 @pytest.fixture
 def victim():
     """A process of its own group, as a stranger's would be: collect must never signal it."""
@@ -170,11 +177,11 @@ def test_a_round_directory_made_before_the_start_step_is_neither_used_nor_truste
     assert made != f"{tmp_path}/nodecheck-pairtest.t5" and os.stat(made).st_mode & 0o777 == 0o700
     client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.1", SHAPE), env)
     assert split_sections(client.stdout).get("client:mlx5_0").rc == 0
-    for given in (made, ""):                   # what start printed, and nothing (start's output lost)
+    for given in (made, ""):  # what start printed, and nothing (start's output lost)
         collect = run(pairtest.collect_servers("x", "t5", given), env)
         assert "s3cr3t" not in collect.stdout + collect.stderr
         assert victim.poll() is None, "collect signalled a process group it did not start"
-    assert (tmp_path / "nodecheck-pairtest.t5" / "mlx5_0.out").is_symlink()     # left alone
+    assert (tmp_path / "nodecheck-pairtest.t5" / "mlx5_0.out").is_symlink()  # left alone
 
 
 @pytest.mark.parametrize("pid", ["1", "VICTIM", "-1", "0", "1 2", "$(id)"])
@@ -190,7 +197,7 @@ def test_collect_signals_no_process_nodecheck_did_not_start(tmp_path, victim, se
         assert collect.returncode == 0, collect.stderr
         assert "@@nodecheck killed" not in collect.stdout and "s3cr3t" not in collect.stdout
         assert victim.poll() is None
-        if given:                              # (collect removes the directory it collected)
+        if given:  # (collect removes the directory it collected)
             planted(tmp_path / "nodecheck-pairtest.t6.AbC123", victim.pid, secret)
 
 
@@ -210,4 +217,4 @@ def test_collect_refuses_a_directory_that_is_not_the_private_one_start_made(tmp_
     collect = run(pairtest.collect_servers("x", "t7", str(given), wait_s=0), env)
     assert "@@nodecheck refused" in collect.stdout and "begin server" not in collect.stdout
     assert "s3cr3t" not in collect.stdout and victim.poll() is None
-    assert (given / "mlx5_0.pid").exists()     # not removed either
+    assert (given / "mlx5_0.pid").exists()  # not removed either

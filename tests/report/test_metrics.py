@@ -1,5 +1,6 @@
 """The Prometheus textfile of a sweep: exact samples, the exposition format checked line by line
 (prometheus_client is not a dependency, so the format rules are spelled out here), atomic writes."""
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,7 @@ def parse_textfile(text: str) -> dict[tuple[str, frozenset], float]:
                 lm = _LABEL.match(rest)
                 assert lm, f"bad label in {line!r}"
                 pairs.append((lm.group(1), re.sub(r'\\[\\"n]', lambda e: _UNESCAPE[e.group()], lm.group(2))))
-                rest = rest[lm.end():]
+                rest = rest[lm.end() :]
                 assert rest == "" or rest.startswith(","), line
                 rest = rest[1:]
             assert len({k for k, _ in pairs}) == len(pairs), line
@@ -85,7 +86,8 @@ def test_check_and_node_statuses_use_the_status_rank():
         "# TYPE nodecheck_check_status gauge",
         'nodecheck_check_status{node="node1",check="ib.ports"} 6',
         'nodecheck_check_status{node="node1",check="gpu.health"} 0',
-        'nodecheck_check_status{node="node1",check="ib.counters"} 0']
+        'nodecheck_check_status{node="node1",check="ib.counters"} 0',
+    ]
     assert 'nodecheck_check_status{node="node1",check="kernel.version"} 3' in lines
     assert 'nodecheck_check_healthy{node="node5",check="gpu.health"} 0' in lines
     assert 'nodecheck_check_healthy{node="node2",check="ib.ports"} 1' in lines
@@ -99,10 +101,22 @@ def test_check_and_node_statuses_use_the_status_rank():
 def test_sweep_level_gauges_counts_and_offenders():
     samples = parse_textfile(rendered())
     assert {dict(k[1])["status"]: v for k, v in samples.items() if k[0] == "nodecheck_nodes"} == {
-        "pass": 0, "warn": 0, "skipped": 0, "error": 0, "timeout": 0, "unreachable": 0, "fail": 4}
+        "pass": 0,
+        "warn": 0,
+        "skipped": 0,
+        "error": 0,
+        "timeout": 0,
+        "unreachable": 0,
+        "fail": 4,
+    }
     assert {dict(k[1])["node"]: v for k, v in samples.items() if k[0] == "nodecheck_repeat_offender"} == {
-        "node1": 1, "node2": 0, "node3": 0, "node5": 0, "node4": 1}
-    assert sample(samples, "nodecheck_sweep_last_timestamp_seconds") == 1795950192.5   # 11:03:12.5 UTC
+        "node1": 1,
+        "node2": 0,
+        "node3": 0,
+        "node5": 0,
+        "node4": 1,
+    }
+    assert sample(samples, "nodecheck_sweep_last_timestamp_seconds") == 1795950192.5  # 11:03:12.5 UTC
     assert sample(samples, "nodecheck_sweep_duration_seconds") == 42.5
     assert sample(samples, "nodecheck_sweep_complete") == 1
     assert sample(samples, "nodecheck_sweep_problems") == 0
@@ -112,12 +126,22 @@ def test_sweep_level_gauges_counts_and_offenders():
 
 def test_bandwidths_are_in_bytes_per_second():
     samples = parse_textfile(rendered())
-    assert sample(samples, "nodecheck_nccl_busbw_bytes_per_second", node="node1", check="nccl.allreduce_single",
-                  test="all_reduce") == 452.1e9
+    assert (
+        sample(
+            samples,
+            "nodecheck_nccl_busbw_bytes_per_second",
+            node="node1",
+            check="nccl.allreduce_single",
+            test="all_reduce",
+        )
+        == 452.1e9
+    )
     best = {dict(k[1])["node"]: v for k, v in samples.items() if k[0] == "nodecheck_ib_write_bw_best_bytes_per_second"}
     assert best == {"node1": 391.5e9 / 8, "node2": 391.5e9 / 8, "node3": 120e9 / 8}
-    assert 'nodecheck_ib_write_bw_best_bytes_per_second{node="node3",check="ib.pairs",device="mlx5_0"} ' \
-           '15000000000' in rendered().splitlines()
+    assert (
+        'nodecheck_ib_write_bw_best_bytes_per_second{node="node3",check="ib.pairs",device="mlx5_0"} '
+        "15000000000" in rendered().splitlines()
+    )
 
 
 def test_label_values_are_escaped_and_read_back_exactly():
@@ -132,8 +156,18 @@ def test_label_values_are_escaped_and_read_back_exactly():
     assert metrics.escape_help("a\\b\nc") == "a\\\\b\\nc"
 
 
-@pytest.mark.parametrize("value, text", [(6, "6"), (True, "1"), (42.5, "42.5"), (1e20, "1e+20"),
-                                         (452.1e9, "452100000000"), (math.nan, "NaN"), (-math.inf, "-Inf")])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (6, "6"),
+        (True, "1"),
+        (42.5, "42.5"),
+        (1e20, "1e+20"),
+        (452.1e9, "452100000000"),
+        (math.nan, "NaN"),
+        (-math.inf, "-Inf"),
+    ],
+)
 def test_numbers(value, text):
     assert metrics.number(value) == text
 
@@ -141,12 +175,14 @@ def test_numbers(value, text):
 def test_the_strict_reader_refuses_what_node_exporter_refuses():
     good = "# HELP a x\n# TYPE a gauge\na 1\n"
     assert parse_textfile(good) == {("a", frozenset()): 1.0}
-    for bad in ("# HELP a x\n# TYPE a gauge\na 1",                       # no final newline
-                "# TYPE a gauge\na 1\n",                                # no HELP
-                '# HELP a x\n# TYPE a gauge\na{n="x\\t"} 1\n',          # an escape the format lacks
-                "# HELP a x\n# TYPE a gauge\na 1 1700000000000\n",      # a timestamp
-                "# HELP a x\n# TYPE a gauge\na 1\na 2\n",               # a duplicate series
-                "# HELP a x\n# TYPE a gauge\na 1\n# HELP b x\n# TYPE b gauge\nb 1\na 2\n"):  # split family
+    for bad in (
+        "# HELP a x\n# TYPE a gauge\na 1",  # no final newline
+        "# TYPE a gauge\na 1\n",  # no HELP
+        '# HELP a x\n# TYPE a gauge\na{n="x\\t"} 1\n',  # an escape the format lacks
+        "# HELP a x\n# TYPE a gauge\na 1 1700000000000\n",  # a timestamp
+        "# HELP a x\n# TYPE a gauge\na 1\na 2\n",  # a duplicate series
+        "# HELP a x\n# TYPE a gauge\na 1\n# HELP b x\n# TYPE b gauge\nb 1\na 2\n",
+    ):  # split family
         with pytest.raises(AssertionError):
             parse_textfile(bad)
 
@@ -156,7 +192,7 @@ def test_the_write_is_atomic_readable_and_leaves_nothing_behind(tmp_path):
     target.write_text("old\n")
     metrics.write_atomic(target, "# HELP a x\n# TYPE a gauge\na 1\n")
     assert target.read_text() == "# HELP a x\n# TYPE a gauge\na 1\n"
-    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644        # node_exporter runs as another user
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644  # node_exporter runs as another user
     assert os.listdir(tmp_path) == ["nodecheck.prom"]
 
 
@@ -168,12 +204,13 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary(tmp_path, m
     def fail(src, dst):
         seen.append(os.path.basename(src))
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError):
         metrics.write_atomic(target, "new\n")
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["nodecheck.prom"]
     [temporary] = seen
-    assert temporary.startswith(".nodecheck.prom.") and not temporary.endswith(".prom")   # never collected
+    assert temporary.startswith(".nodecheck.prom.") and not temporary.endswith(".prom")  # never collected
 
 
 def test_ib_error_counters_are_one_gauge_series_per_node_port_counter():
@@ -188,24 +225,40 @@ def test_ib_error_counters_are_one_gauge_series_per_node_port_counter():
         'nodecheck_ib_port_counter{node="node1",port="mlx5_1/1",counter="LinkDownedCounter"} 9',
         'nodecheck_ib_port_counter{node="node1",port="mlx5_2/1",counter="LinkDownedCounter"} 0',
         'nodecheck_ib_port_counter{node="node2",port="mlx5_0/1",counter="LinkDownedCounter"} 0',
-        'nodecheck_ib_port_counter{node="node2",port="mlx5_0/1",counter="SymbolErrorCounter"} 0']   # PortXmitData: not kept
-    samples = parse_textfile(text)                                   # HELP and TYPE once, no duplicate series
-    assert sample(samples, "nodecheck_ib_port_counter", node="node1", port="mlx5_0/1", counter="SymbolErrorCounter") == 50
+        'nodecheck_ib_port_counter{node="node2",port="mlx5_0/1",counter="SymbolErrorCounter"} 0',
+    ]  # PortXmitData: not kept
+    samples = parse_textfile(text)  # HELP and TYPE once, no duplicate series
+    assert (
+        sample(samples, "nodecheck_ib_port_counter", node="node1", port="mlx5_0/1", counter="SymbolErrorCounter") == 50
+    )
     # the families that were there before are all still there, under the same names
     assert {k[0] for k in samples} == {
-        "nodecheck_check_status", "nodecheck_check_healthy", "nodecheck_node_status", "nodecheck_node_healthy",
-        "nodecheck_nodes", "nodecheck_repeat_offender", "nodecheck_sweep_last_timestamp_seconds",
-        "nodecheck_sweep_duration_seconds", "nodecheck_sweep_complete", "nodecheck_sweep_problems",
-        "nodecheck_sweep_info", "nodecheck_nccl_busbw_bytes_per_second",
-        "nodecheck_ib_write_bw_best_bytes_per_second", "nodecheck_ib_port_counter"}
+        "nodecheck_check_status",
+        "nodecheck_check_healthy",
+        "nodecheck_node_status",
+        "nodecheck_node_healthy",
+        "nodecheck_nodes",
+        "nodecheck_repeat_offender",
+        "nodecheck_sweep_last_timestamp_seconds",
+        "nodecheck_sweep_duration_seconds",
+        "nodecheck_sweep_complete",
+        "nodecheck_sweep_problems",
+        "nodecheck_sweep_info",
+        "nodecheck_nccl_busbw_bytes_per_second",
+        "nodecheck_ib_write_bw_best_bytes_per_second",
+        "nodecheck_ib_port_counter",
+    }
 
 
 def test_a_64_bit_counter_is_written_as_its_exact_integer_and_no_counters_no_family():
     snap = D.snapshot(current_report())
-    big = [D.CounterRow("node1", "mlx5_0/1", name, v, "boot-1", "perfquery -x")
-           for name, v in (("SymbolErrorCounter", 2 ** 64 - 1), ("LinkDownedCounter", 2 ** 53 + 1))]
+    big = [
+        D.CounterRow("node1", "mlx5_0/1", name, v, "boot-1", "perfquery -x")
+        for name, v in (("SymbolErrorCounter", 2**64 - 1), ("LinkDownedCounter", 2**53 + 1))
+    ]
     lines = metrics.render(replace(snap, counters=tuple(big)), []).splitlines()
-    assert lines[-2:] == [                          # float(2**53 + 1) would print ...992; 2**64-1 1.8446744073709552e+19
+    assert lines[-2:] == [  # float(2**53 + 1) would print ...992; 2**64-1 1.8446744073709552e+19
         'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="SymbolErrorCounter"} 18446744073709551615',
-        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="LinkDownedCounter"} 9007199254740993']
+        'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="LinkDownedCounter"} 9007199254740993',
+    ]
     assert "nodecheck_ib_port_counter" not in metrics.render(replace(snap, counters=()), [])

@@ -1,4 +1,5 @@
 """Reports: JSON round-trips, the table folds identical outcomes, the store is atomic."""
+
 import dataclasses
 import json
 import os
@@ -7,9 +8,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
-from nodecheck.report import Report
+from nodecheck.report import Report, table
 from nodecheck.report import json as report_json
-from nodecheck.report import table
 from nodecheck.report.store import store
 
 T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=timezone.utc)
@@ -17,20 +17,36 @@ T0 = datetime(2026, 11, 29, 9, 0, 0, tzinfo=timezone.utc)
 
 def result(node, status, message, subject=""):
     ev = (Evidence(node, "ibstat", ("ibstat",), 0, f"captures/{node}/ibstat.txt"),)
-    return CheckResult("ib.ports", (node,), Verdict(status, message, subject, {"rate_gbps": 400.0},
-                                                    {"min": 400.0}, "raw"), ev)
+    return CheckResult(
+        "ib.ports", (node,), Verdict(status, message, subject, {"rate_gbps": 400.0}, {"min": 400.0}, "raw"), ev
+    )
 
 
 def sample(n=6, complete=True):
     names = [f"gpu{i:03d}" for i in range(1, n + 1)]
     results = [result(x, Status.PASS, f"{x} ok", "mlx5_0/1") for x in names[:-2]]
-    results += [result(names[-2], Status.FAIL, "mlx5_3/1: Down/Polling, expected Active/LinkUp", "mlx5_3/1"),
-                result(names[-1], Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{n}:22")]
-    caps = tuple(Capture(x, "ibstat", ("ibstat",), Outcome.EXITED, 0, "CA 'mlx5_0'\n", "warn\n", 0.1)
-                 for x in names[:-1])
-    return Report("20261129T090000Z_default", "default", "playbooks/default.yml", "ab" * 32, "hosts.yml",
-                  T0, T0 + timedelta(seconds=2), 120.0, complete,
-                  tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)), tuple(results), caps, "0.1.0")
+    results += [
+        result(names[-2], Status.FAIL, "mlx5_3/1: Down/Polling, expected Active/LinkUp", "mlx5_3/1"),
+        result(names[-1], Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{n}:22"),
+    ]
+    caps = tuple(
+        Capture(x, "ibstat", ("ibstat",), Outcome.EXITED, 0, "CA 'mlx5_0'\n", "warn\n", 0.1) for x in names[:-1]
+    )
+    return Report(
+        "20261129T090000Z_default",
+        "default",
+        "playbooks/default.yml",
+        "ab" * 32,
+        "hosts.yml",
+        T0,
+        T0 + timedelta(seconds=2),
+        120.0,
+        complete,
+        tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)),
+        tuple(results),
+        caps,
+        "0.1.0",
+    )
 
 
 def test_json_has_the_documented_schema():
@@ -40,8 +56,11 @@ def test_json_has_the_documented_schema():
     assert d["summary"] == {"pass": 4, "unreachable": 1, "fail": 1}
     assert [n["status"] for n in d["nodes"]] == ["pass"] * 4 + ["fail", "unreachable"]
     r = d["nodes"][4]["results"][0]
-    assert {k: r[k] for k in ("check", "status", "subject")} == {"check": "ib.ports", "status": "fail",
-                                                                "subject": "mlx5_3/1"}
+    assert {k: r[k] for k in ("check", "status", "subject")} == {
+        "check": "ib.ports",
+        "status": "fail",
+        "subject": "mlx5_3/1",
+    }
     assert r["observed"] == {"rate_gbps": 400.0} and r["evidence"][0]["capture"] == "captures/gpu005/ibstat.txt"
 
 
@@ -60,16 +79,22 @@ def test_table_folds_identical_outcomes_worst_first():
     assert rows[0].split()[:3] == ["gpu005", "fail", "ib.ports"]
     assert rows[1].split()[:3] == ["gpu006", "unreachable", "ib.ports"]
     assert rows[2].split()[:3] == ["gpu[001-004]", "pass", "ib.ports"]
-    assert "unhealthy nodes:" in text and "gpu006  unreachable  ib.ports: unreachable: connection refused by 10.0.0.6:22" in text
+    assert (
+        "unhealthy nodes:" in text
+        and "gpu006  unreachable  ib.ports: unreachable: connection refused by 10.0.0.6:22" in text
+    )
     assert "6 nodes: 4 pass, 1 unreachable, 1 fail. Status FAIL (exit 2)." in text
 
 
 def test_the_same_failure_on_many_nodes_is_one_row_even_with_per_node_addresses():
     names = [f"n{i}" for i in range(1, 5)]
-    results = tuple(result(x, Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{i}:22")
-                    for i, x in enumerate(names, 1))
-    r = Report("id", "p", "p", "", None, T0, T0, 1.0, True,
-               tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)), results)
+    results = tuple(
+        result(x, Status.UNREACHABLE, f"unreachable: connection refused by 10.0.0.{i}:22")
+        for i, x in enumerate(names, 1)
+    )
+    r = Report(
+        "id", "p", "p", "", None, T0, T0, 1.0, True, tuple((x, f"10.0.0.{i}") for i, x in enumerate(names, 1)), results
+    )
     rows = [ln for ln in table.render(r).splitlines() if ln.startswith("n[")]
     assert rows == ["n[1-4]   unreachable  ib.ports  unreachable: connection refused by <address>:22"]
 
@@ -86,10 +111,10 @@ def test_store_writes_the_whole_report_atomically(tmp_path):
     assert (where / "summary.txt").read_text() == "summary\n"
     assert (where / "captures/gpu001/ibstat.txt").read_text() == "CA 'mlx5_0'\n"
     assert (where / "captures/gpu001/ibstat.stderr.txt").read_text() == "warn\n"
-    assert sorted(os.listdir(tmp_path)) == ["20261129T090000Z_default"]        # no temporary left
+    assert sorted(os.listdir(tmp_path)) == ["20261129T090000Z_default"]  # no temporary left
     second = store(report, "again\n", tmp_path)
     assert second.name == "20261129T090000Z_default-2"
-    assert (where / "summary.txt").read_text() == "summary\n"                     # not overwritten
+    assert (where / "summary.txt").read_text() == "summary\n"  # not overwritten
 
 
 def test_a_report_is_not_readable_by_others_whatever_the_umask(tmp_path):
@@ -100,11 +125,17 @@ def test_a_report_is_not_readable_by_others_whatever_the_umask(tmp_path):
         os.umask(old)
     modes = {str(p.relative_to(where)): oct(p.stat().st_mode & 0o777) for p in [where, *where.rglob("*")]}
     assert {k: v for k, v in modes.items() if "gpu001" in k or "/" not in k} == {
-        ".": "0o750", "report.json": "0o640", "summary.txt": "0o640", "captures": "0o750",
-        "captures/gpu001": "0o750", "captures/gpu001/ibstat.txt": "0o640", "captures/gpu001/ibstat.stderr.txt": "0o640"}
+        ".": "0o750",
+        "report.json": "0o640",
+        "summary.txt": "0o640",
+        "captures": "0o750",
+        "captures/gpu001": "0o750",
+        "captures/gpu001/ibstat.txt": "0o640",
+        "captures/gpu001/ibstat.stderr.txt": "0o640",
+    }
     assert {v for k, v in modes.items() if (where / k).is_dir()} == {"0o750"}
     assert {v for k, v in modes.items() if (where / k).is_file()} == {"0o640"}
-    assert oct((tmp_path / "reports").stat().st_mode & 0o777) == "0o750"      # made by nodecheck: closed too
+    assert oct((tmp_path / "reports").stat().st_mode & 0o777) == "0o750"  # made by nodecheck: closed too
 
 
 def test_a_failed_store_leaves_nothing_behind(tmp_path, monkeypatch):
@@ -115,6 +146,7 @@ def test_a_failed_store_leaves_nothing_behind(tmp_path, monkeypatch):
             raise OSError(28, "No space left on device")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+
     monkeypatch.setattr(st, "_write", broken)
     with pytest.raises(OSError):
         store(sample(), "s", tmp_path)
@@ -141,14 +173,17 @@ def test_a_killed_runs_old_temporary_is_cleaned_up_but_a_fresh_one_is_left(tmp_p
 
 def test_the_same_verdict_twice_on_one_node_survives_a_round_trip():
     from datetime import datetime, timezone
+
     from nodecheck.core.model import CheckResult, Status, Verdict
     from nodecheck.report import Report
     from nodecheck.report import json as report_json
+
     twice = CheckResult("gpu.xid", ("n1",), Verdict(Status.ERROR, "unreadable Xid line: cut short"))
     group = CheckResult("nccl.version", ("n1", "n2"), Verdict(Status.PASS, "NCCL 2.23.4 (all 2 nodes agree)"))
     now = datetime(2026, 11, 29, tzinfo=timezone.utc)
-    report = Report("r", "p", "p", "0" * 64, None, now, now, 10, True, (("n1", "a1"), ("n2", "a2")),
-                    (twice, twice, group))
+    report = Report(
+        "r", "p", "p", "0" * 64, None, now, now, 10, True, (("n1", "a1"), ("n2", "a2")), (twice, twice, group)
+    )
     back = report_json.loads(report_json.dumps(report))
     assert back.results == (twice, twice, group)
 
@@ -156,8 +191,9 @@ def test_the_same_verdict_twice_on_one_node_survives_a_round_trip():
 def test_an_incomplete_run_whose_results_all_passed_never_exits_0():
     """A safety net under the checks: a run the deadline or a signal cut short did not check all it
     planned, so healthy results alone are no clean bill of health (exit 3); a failure stays 2."""
-    healthy = dataclasses.replace(sample(n=3), results=tuple(r for r in sample(n=3).results
-                                                             if r.verdict.status is Status.PASS))
+    healthy = dataclasses.replace(
+        sample(n=3), results=tuple(r for r in sample(n=3).results if r.verdict.status is Status.PASS)
+    )
     healthy = dataclasses.replace(healthy, nodes=healthy.nodes[:1])
     assert healthy.status is Status.PASS and healthy.exit_code == 0
     cut = dataclasses.replace(healthy, complete=False, incomplete_reason="the run deadline was reached")

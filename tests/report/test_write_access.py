@@ -2,6 +2,7 @@
 0600/0700, the operators' group from NODECHECK_REPORT_GROUP), no secret value in any of it, every
 write atomic, and a full, read-only, locked or corrupt destination never costs the run its verdict
 nor leaves half a file behind."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from nodecheck import cli
-from nodecheck.fleet.history import History
 from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
+from nodecheck.fleet.history import History
 from nodecheck.report import json as report_json
 from nodecheck.report import junit
 from nodecheck.report.store import GROUP_ENV, private, store, store_files
@@ -24,7 +25,7 @@ from tests.cli.test_cli import DOWN, HEALTHY, IB_ONLY, fake_ibstat  # noqa: F401
 from tests.report.test_diff import previous_report
 from tests.report.test_report import sample
 
-SECRET = "hf_s3cr3tV4lu3xyz"                   # a value no output would hold by chance
+SECRET = "hf_s3cr3tV4lu3xyz"  # a value no output would hold by chance
 P = Status.PASS
 
 
@@ -46,33 +47,46 @@ def everything_under(top: Path) -> bytes:
 
 # ---------------------------------------------------------------- modes and group
 
+
 def test_reports_belong_to_the_operators_group_named_by_the_environment(tmp_path, umask0, monkeypatch):
     monkeypatch.setenv(GROUP_ENV, "adm")
     where = store(sample(), "summary\n", tmp_path / "reports")
     for top in (tmp_path / "reports", where):
-        assert {p.stat().st_gid for p in [top, *top.rglob("*")]} == {4}         # adm
+        assert {p.stat().st_gid for p in [top, *top.rglob("*")]} == {4}  # adm
     assert set(modes(where).values()) == {0o640, 0o750}
-    monkeypatch.setenv(GROUP_ENV, "4")                                         # a gid works too
+    monkeypatch.setenv(GROUP_ENV, "4")  # a gid works too
     assert store(sample(), "s\n", tmp_path / "reports").stat().st_gid == 4
 
 
 def test_an_unknown_group_is_said_and_the_files_keep_the_process_group_closed(tmp_path, umask0, monkeypatch, capsys):
     monkeypatch.setenv(GROUP_ENV, "no-such-operators")
     where = store(sample(), "summary\n", tmp_path)
-    assert f"{GROUP_ENV}=no-such-operators: no such group; reports keep the process's own group" in capsys.readouterr().err
+    assert (
+        f"{GROUP_ENV}=no-such-operators: no such group; reports keep the process's own group" in capsys.readouterr().err
+    )
     assert {p.stat().st_gid for p in [where, *where.rglob("*")]} == {os.getgid()}
     assert set(modes(where).values()) == {0o640, 0o750}
 
 
 def test_forensics_records_are_the_owners_alone(tmp_path, umask0):
-    where = store_files("20260101T000000Z_forensics_1234", {"record.json": "{}\n", "dumps/node1/rank0": b"\x80\x02"},
-                        tmp_path / "reports", private())
-    assert modes(where) == {".": 0o700, "record.json": 0o600, "dumps": 0o700, "dumps/node1": 0o700,
-                            "dumps/node1/rank0": 0o600}
+    where = store_files(
+        "20260101T000000Z_forensics_1234",
+        {"record.json": "{}\n", "dumps/node1/rank0": b"\x80\x02"},
+        tmp_path / "reports",
+        private(),
+    )
+    assert modes(where) == {
+        ".": 0o700,
+        "record.json": 0o600,
+        "dumps": 0o700,
+        "dumps/node1": 0o700,
+        "dumps/node1/rank0": 0o600,
+    }
 
 
 def test_forensics_investigate_writes_a_private_record(tmp_path, umask0):
     from nodecheck.forensics.command import investigate
+
     found = investigate(None, None, None, label="job 1234", key="1234", output_dir=tmp_path)
     assert found.where is not None
     assert {m & 0o077 for m in modes(Path(found.where)).values()} == {0}
@@ -90,15 +104,20 @@ def test_the_history_and_its_wal_and_shm_are_not_readable_by_others(tmp_path, um
     path = tmp_path / "var" / "reports" / "history.sqlite"
     with History.open(path) as h:
         h.record(_snap(), None)
-        assert modes(tmp_path / "var") == {".": 0o750, "reports": 0o750, "reports/history.sqlite": 0o640,
-                                           "reports/history.sqlite-wal": 0o640, "reports/history.sqlite-shm": 0o640}
+        assert modes(tmp_path / "var") == {
+            ".": 0o750,
+            "reports": 0o750,
+            "reports/history.sqlite": 0o640,
+            "reports/history.sqlite-wal": 0o640,
+            "reports/history.sqlite-shm": 0o640,
+        }
 
 
 def test_an_existing_world_readable_history_is_narrowed(tmp_path, umask0):
     path = tmp_path / "history.sqlite"
     with History.open(path):
         pass
-    os.chmod(path, 0o644)                                  # as an older nodecheck made it
+    os.chmod(path, 0o644)  # as an older nodecheck made it
     with History.open(path):
         pass
     assert path.stat().st_mode & 0o777 == 0o640
@@ -106,25 +125,50 @@ def test_an_existing_world_readable_history_is_narrowed(tmp_path, umask0):
 
 def _snap():
     from nodecheck.report import diff as D
+
     return D.snapshot(previous_report())
 
 
 # ---------------------------------------------------------------- secrets
+
 
 def secret_report():
     """A report in which a probe and a check let secrets through: the argv, the output, the message,
     the observed values, the extras."""
     base = sample()
     argv = ("env", f"HF_TOKEN={SECRET}", "all_reduce_perf", "--token", SECRET, f"https://u:{SECRET}@hub/x")
-    cap = Capture("gpu001", "nccl_tests", argv, Outcome.EXITED, 0, f"HF_TOKEN={SECRET}\n# Avg bus bandwidth : 1\n",
-                  f"WANDB_API_KEY={SECRET}\n", 1.0)
-    verdict = Verdict(Status.FAIL, f"job env HF_TOKEN={SECRET} differs", "", {"HF_TOKEN": SECRET, "NCCL_IB_HCA": "mlx5"},
-                      {}, f"export HF_TOKEN={SECRET}")
-    result = CheckResult("nccl.env", ("gpu001",), verdict,
-                         (Evidence("gpu001", "nccl_tests", argv, 0, "captures/gpu001/nccl_tests.txt"),))
-    return replace(base, results=(*base.results, result), captures=(*base.captures, cap),
-                   extras={"nccl.allreduce": {"env": {"HF_TOKEN": SECRET, "NCCL_DEBUG": "WARN"},
-                                              "cmd": f"mpirun -x AWS_SECRET_ACCESS_KEY={SECRET}"}})
+    cap = Capture(
+        "gpu001",
+        "nccl_tests",
+        argv,
+        Outcome.EXITED,
+        0,
+        f"HF_TOKEN={SECRET}\n# Avg bus bandwidth : 1\n",
+        f"WANDB_API_KEY={SECRET}\n",
+        1.0,
+    )
+    verdict = Verdict(
+        Status.FAIL,
+        f"job env HF_TOKEN={SECRET} differs",
+        "",
+        {"HF_TOKEN": SECRET, "NCCL_IB_HCA": "mlx5"},
+        {},
+        f"export HF_TOKEN={SECRET}",
+    )
+    result = CheckResult(
+        "nccl.env", ("gpu001",), verdict, (Evidence("gpu001", "nccl_tests", argv, 0, "captures/gpu001/nccl_tests.txt"),)
+    )
+    return replace(
+        base,
+        results=(*base.results, result),
+        captures=(*base.captures, cap),
+        extras={
+            "nccl.allreduce": {
+                "env": {"HF_TOKEN": SECRET, "NCCL_DEBUG": "WARN"},
+                "cmd": f"mpirun -x AWS_SECRET_ACCESS_KEY={SECRET}",
+            }
+        },
+    )
 
 
 def test_no_secret_reaches_the_report_directory(tmp_path):
@@ -133,8 +177,14 @@ def test_no_secret_reaches_the_report_directory(tmp_path):
     assert SECRET.encode() not in everything_under(where)
     doc = json.loads((where / "report.json").read_text())
     cap = next(c for c in doc["captures"] if c["probe"] == "nccl_tests")
-    assert cap["argv"] == ["env", "HF_TOKEN=<redacted>", "all_reduce_perf", "--token", "<redacted>",
-                           "https://***@hub/x"]
+    assert cap["argv"] == [
+        "env",
+        "HF_TOKEN=<redacted>",
+        "all_reduce_perf",
+        "--token",
+        "<redacted>",
+        "https://***@hub/x",
+    ]
     assert doc["extras"]["nccl.allreduce"]["env"] == {"HF_TOKEN": "<redacted>", "NCCL_DEBUG": "WARN"}
     result = next(r for r in doc["nodes"][0]["results"] if r["check"] == "nccl.env")
     assert result["observed"] == {"HF_TOKEN": "<redacted>", "NCCL_IB_HCA": "mlx5"}
@@ -144,6 +194,7 @@ def test_no_secret_reaches_the_report_directory(tmp_path):
 
 def test_no_secret_reaches_json_junit_or_the_history(tmp_path):
     from nodecheck.report import diff as D
+
     report = secret_report()
     assert SECRET not in report_json.dumps(report)
     assert SECRET not in junit.render(report)
@@ -151,19 +202,31 @@ def test_no_secret_reaches_json_junit_or_the_history(tmp_path):
         h.record(D.snapshot(report), None)
     conn = sqlite3.connect(tmp_path / "h.sqlite")
     assert not [r for r in conn.execute("SELECT message FROM results") if SECRET in r[0]]
-    assert [r[0] for r in conn.execute("SELECT message FROM results WHERE check_name = 'nccl.env'")] == \
-        ["job env HF_TOKEN=<redacted> differs"]
+    assert [r[0] for r in conn.execute("SELECT message FROM results WHERE check_name = 'nccl.env'")] == [
+        "job env HF_TOKEN=<redacted> differs"
+    ]
 
 
 def test_an_alert_event_carries_no_secret_from_the_job_log():
     from nodecheck.watch.alerts import build_event
-    event = build_event(job="1", kind="alarm", verdict="hung", previous="progressing", at=0, since=0,
-                        message=f"no step since 12: last line: export HF_TOKEN={SECRET}", nodes=["n1"], ranks=[],
-                        incident=None)
+
+    event = build_event(
+        job="1",
+        kind="alarm",
+        verdict="hung",
+        previous="progressing",
+        at=0,
+        since=0,
+        message=f"no step since 12: last line: export HF_TOKEN={SECRET}",
+        nodes=["n1"],
+        ranks=[],
+        incident=None,
+    )
     assert event["message"] == "no step since 12: last line: export HF_TOKEN=<redacted>"
 
 
 # ---------------------------------------------------------------- a full or read-only report directory, for real
+
 
 @pytest.fixture
 def mount_tmpfs(tmp_path):
@@ -173,12 +236,14 @@ def mount_tmpfs(tmp_path):
     def mount(name: str, options: str) -> Path:
         where = tmp_path / name
         where.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=64k,{options}", "tmpfs", str(where)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size=64k,{options}", "tmpfs", str(where)], capture_output=True, text=True
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
         mounted.append(where)
         return where
+
     yield mount
     for where in mounted:
         subprocess.run(["umount", "-l", str(where)], check=False)
@@ -189,7 +254,7 @@ def fill(where: Path) -> None:
     try:
         while os.write(fd, b"\0" * 4096):
             pass
-    except OSError:                                        # ENOSPC: full
+    except OSError:  # ENOSPC: full
         pass
     finally:
         os.close(fd)
@@ -197,22 +262,28 @@ def fill(where: Path) -> None:
 
 def run_cli(argv) -> subprocess.CompletedProcess:
     """The real command line, in a process of its own (its exit, its umask)."""
-    return subprocess.run([sys.executable, "-m", "nodecheck", *argv], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [sys.executable, "-m", "nodecheck", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
 
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
-def test_a_full_report_filesystem_still_prints_the_run_and_leaves_nothing_half_written(
-        fake_ibstat, mount_tmpfs, fmt):  # noqa: F811
+def test_a_full_report_filesystem_still_prints_the_run_and_leaves_nothing_half_written(fake_ibstat, mount_tmpfs, fmt):  # noqa: F811
     fake_ibstat(f"cat '{HEALTHY}'")
     full = mount_tmpfs("full", "rw")
     fill(full)
     out = run_cli(["run", "--local", "--playbook", IB_ONLY, "--format", fmt, "--output-dir", str(full / "reports")])
-    assert out.returncode == 3                             # PASS, but the report is lost: never 0
-    assert f"nodecheck: error: could not write the report under {full / 'reports'}: No space left on device " \
-           f"(ENOSPC); nothing was left there" in out.stderr
+    assert out.returncode == 3  # PASS, but the report is lost: never 0
+    assert (
+        f"nodecheck: error: could not write the report under {full / 'reports'}: No space left on device "
+        f"(ENOSPC); nothing was left there" in out.stderr
+    )
     if fmt == "json":
-        assert json.loads(out.stdout)["status"] == "pass"   # still exactly one document
+        assert json.loads(out.stdout)["status"] == "pass"  # still exactly one document
         assert "report: NOT WRITTEN (see the error above); exit 3" in out.stderr
     else:
         assert "Status PASS (exit 0)" in out.stdout
@@ -225,7 +296,7 @@ def test_a_read_only_report_filesystem_keeps_a_failing_verdict(fake_ibstat, moun
     fake_ibstat(f"cat '{DOWN}'")
     ro = mount_tmpfs("ro", "ro")
     out = run_cli(["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(ro)])
-    assert out.returncode == 2                             # the failure is still the verdict
+    assert out.returncode == 2  # the failure is still the verdict
     assert f"could not write the report under {ro}: Read-only file system (EROFS)" in out.stderr
     assert "Status FAIL (exit 2)" in out.stdout and "report: NOT WRITTEN (see the error above); exit 2" in out.stdout
     assert os.listdir(ro) == []
@@ -240,14 +311,18 @@ def test_a_default_run_writes_nothing_others_can_read(fake_ibstat, tmp_path):  #
 
 # ---------------------------------------------------------------- the sweep history: corrupt, locked, on a full disk
 
+
 def sweep(tmp_path, *argv):
     return cli.main(["sweep", "hosts.yml", "--output-dir", str(tmp_path / "reports"), *argv])
 
 
 def healthy_report():
     rep = previous_report()
-    return replace(rep, results=tuple(r for r in rep.results if r.verdict.status is P and r.nodes == ("node1",)),
-                   nodes=(("node1", "node1"),))
+    return replace(
+        rep,
+        results=tuple(r for r in rep.results if r.verdict.status is P and r.nodes == ("node1",)),
+        nodes=(("node1", "node1"),),
+    )
 
 
 def test_a_corrupt_history_is_left_in_place_and_the_sweep_still_reports(tmp_path, capsys, canned):
@@ -256,32 +331,44 @@ def test_a_corrupt_history_is_left_in_place_and_the_sweep_still_reports(tmp_path
     garbage = b"not a database\n" * 100
     db.write_bytes(garbage)
     prom = tmp_path / "n.prom"
-    assert sweep(tmp_path, "--history", str(db), "--metrics", str(prom)) == 3      # PASS, not recorded: never 0
+    assert sweep(tmp_path, "--history", str(db), "--metrics", str(prom)) == 3  # PASS, not recorded: never 0
     out, err = capsys.readouterr()
-    assert f"nodecheck: error: cannot use the sweep history: file is not a database ({db}); this sweep is not " \
-           "compared or recorded; the file was left as it is (move it aside: the next sweep starts a new history " \
-           "there)" in err
+    assert (
+        f"nodecheck: error: cannot use the sweep history: file is not a database ({db}); this sweep is not "
+        "compared or recorded; the file was left as it is (move it aside: the next sweep starts a new history "
+        "there)" in err
+    )
     assert "Status PASS (exit 0)" in out and "report: " + str(tmp_path / "reports" / "20261129T100000Z_sweep") in out
     assert "nodecheck_sweep_problems 1\n" in prom.read_text()
-    assert sweep(tmp_path, "--history", str(db)) == 2      # a failure stays a failure
-    assert db.read_bytes() == garbage                      # never deleted, never rewritten
+    assert sweep(tmp_path, "--history", str(db)) == 2  # a failure stays a failure
+    assert db.read_bytes() == garbage  # never deleted, never rewritten
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite", "n.prom", "reports"]
 
 
 def test_a_locked_history_costs_the_sweep_its_record_not_its_report(tmp_path, capsys, canned, monkeypatch):
     import nodecheck.fleet.history as history
+
     canned += [healthy_report()]
     db = tmp_path / "h.sqlite"
     with History.open(db):
         pass
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time\n"
-        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
-        "c.execute('BEGIN IMMEDIATE')\n"
-        "c.execute('INSERT INTO sweeps (run_id, playbook, started, finished, complete, incomplete_reason, status, "
-        "exit_code) VALUES (1, 1, 1, 1, 1, 1, \"pass\", 0)')\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time\n"
+                f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+                "c.execute('BEGIN IMMEDIATE')\n"
+                "c.execute('INSERT INTO sweeps (run_id, playbook, started, finished, complete, incomplete_reason, status, "
+                'exit_code) VALUES (1, 1, 1, 1, 1, 1, "pass", 0)\')\n'
+                "print('locked', flush=True)\n"
+                "time.sleep(60)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         monkeypatch.setattr(history, "BUSY_TIMEOUT_S", 0.5)
@@ -293,7 +380,7 @@ def test_a_locked_history_costs_the_sweep_its_record_not_its_report(tmp_path, ca
     assert f"nodecheck: error: could not record the sweep in {db}: database is locked\n" in err
     assert "Status PASS (exit 0)" in out and (tmp_path / "reports" / "20261129T100000Z_sweep" / "report.json").is_file()
     with History.open(db, readonly=True) as h:
-        assert h.sweeps(5) == []                           # the holder's insert was never committed; nothing half
+        assert h.sweeps(5) == []  # the holder's insert was never committed; nothing half
 
 
 def test_a_sweep_onto_a_full_filesystem_reports_and_leaves_no_temporary(tmp_path, capsys, canned, mount_tmpfs):
@@ -312,10 +399,16 @@ def test_a_sweep_onto_a_full_filesystem_reports_and_leaves_no_temporary(tmp_path
 def test_an_incident_record_keeps_no_secret_from_the_job_log(tmp_path):
     from nodecheck.watch.classify import Assessment
     from nodecheck.watch.incident import write_incident
+
     a = Assessment("hung", "hung: no step since 3854", ("node001",), (3,), 0.0, {"step": 3854})
-    tick = {"at": "2026-01-01T00:00:00.000Z", "at_epoch": 0.0, "job_state": "RUNNING",
-            "nodes": {"node001": {"failure": None, "raw": {"stdout": f"step 3854\nexport HF_TOKEN={SECRET}\n",
-                                                           "stderr": ""}}}}
+    tick = {
+        "at": "2026-01-01T00:00:00.000Z",
+        "at_epoch": 0.0,
+        "job_state": "RUNNING",
+        "nodes": {
+            "node001": {"failure": None, "raw": {"stdout": f"step 3854\nexport HF_TOKEN={SECRET}\n", "stderr": ""}}
+        },
+    }
     event = {"job": "1234", "previous": "progressing", "at": "2026-01-01T00:00:00Z", "verdict": "hung"}
     where = write_incident(tmp_path, event=event, assessment=a, ticks=[tick], job_key="1234", at=60.0)
     assert SECRET.encode() not in everything_under(where)

@@ -1,6 +1,7 @@
 """The active executor (nodecheck/run/active.py): how a step ended is a field of its capture, not words;
 rounds the time left cannot hold are not started; what a check reports is typed and reaches the
 report's extras as the same JSON."""
+
 from __future__ import annotations
 
 import threading
@@ -42,21 +43,24 @@ class Scripted:
 
 
 def capture(outcome: Outcome, detail: str = "", cut: Cut | None = None, probe: str = "step") -> Capture:
-    return Capture("node1", probe, ("tool",), outcome, 0 if outcome is Outcome.EXITED else None, "", "", 0.1,
-                   detail, cut)
+    return Capture(
+        "node1", probe, ("tool",), outcome, 0 if outcome is Outcome.EXITED else None, "", "", 0.1, detail, cut
+    )
 
 
 def test_a_step_the_deadline_cut_is_marked_so_and_still_says_it_in_words():
-    commands = CommandRunner(Scripted(capture(Outcome.TIMEOUT, "no answer within 1 s")),
-                             time.monotonic() + 2, threading.Event())
+    commands = CommandRunner(
+        Scripted(capture(Outcome.TIMEOUT, "no answer within 1 s")), time.monotonic() + 2, threading.Event()
+    )
     got = commands.run(NODE, Probe("step", ("tool",), timeout_s=30))
     assert got.cut is Cut.DEADLINE
     assert got.detail.startswith(f"{CUT_AT_DEADLINE} after ") and got.detail.endswith(" s (probe timeout 30 s)")
 
 
 def test_a_step_that_timed_out_within_its_own_timeout_is_not_a_cut():
-    commands = CommandRunner(Scripted(capture(Outcome.TIMEOUT, "no answer within 5 s")),
-                             time.monotonic() + 600, threading.Event())
+    commands = CommandRunner(
+        Scripted(capture(Outcome.TIMEOUT, "no answer within 5 s")), time.monotonic() + 600, threading.Event()
+    )
     got = commands.run(NODE, Probe("step", ("tool",), timeout_s=5))
     assert got.cut is None and got.detail == "no answer within 5 s"
 
@@ -66,15 +70,20 @@ def test_a_step_not_started_names_the_deadline_or_the_stop_in_the_field():
     late = CommandRunner(Scripted(), time.monotonic() - 1, stop).run(NODE, Probe("step", ("tool",)))
     stop.set()
     stopped = CommandRunner(Scripted(), time.monotonic() + 600, stop).run(NODE, Probe("step", ("tool",)))
-    assert (late.outcome, late.cut, late.detail) == (Outcome.SKIPPED, Cut.DEADLINE,
-                                                     "not started: the run deadline was reached")
-    assert (stopped.outcome, stopped.cut, stopped.detail) == (Outcome.SKIPPED, Cut.SIGNAL,
-                                                              "not started: stopped by a signal")
+    assert (late.outcome, late.cut, late.detail) == (
+        Outcome.SKIPPED,
+        Cut.DEADLINE,
+        "not started: the run deadline was reached",
+    )
+    assert (stopped.outcome, stopped.cut, stopped.detail) == (
+        Outcome.SKIPPED,
+        Cut.SIGNAL,
+        "not started: stopped by a signal",
+    )
 
 
 def test_a_kept_connection_lost_before_the_step_is_replaced_by_the_field_not_by_its_words():
-    lost = Scripted(capture(Outcome.UNREACHABLE, "the peer went away", Cut.CONNECTION_LOST),
-                    capture(Outcome.EXITED))
+    lost = Scripted(capture(Outcome.UNREACHABLE, "the peer went away", Cut.CONNECTION_LOST), capture(Outcome.EXITED))
     got = CommandRunner(lost, time.monotonic() + 600, threading.Event()).run(NODE, Probe("step", ("tool",)))
     assert got.outcome is Outcome.EXITED and lost.connects == 2
     # the same words without the field: the step ran and the connection broke under it, no second try
@@ -86,10 +95,9 @@ def test_a_kept_connection_lost_before_the_step_is_replaced_by_the_field_not_by_
 def test_the_fan_out_marks_what_it_skipped_and_what_the_deadline_cut():
     slow = Probe("slow", ("tool",), timeout_s=30)
     never = Probe("never", ("tool",), timeout_s=30)
-    answers = {("node1", "slow"): Capture("node1", "slow", ("tool",), Outcome.TIMEOUT, None, "", "", 1.0,
-                                          "no answer")}
+    answers = {("node1", "slow"): Capture("node1", "slow", ("tool",), Outcome.TIMEOUT, None, "", "", 1.0, "no answer")}
 
-    class Late(ReplayTransport):       # the first probe eats the deadline
+    class Late(ReplayTransport):  # the first probe eats the deadline
         def connect(self, node, timeout_s):
             session = super().connect(node, timeout_s)
             run_probe = session.run
@@ -97,19 +105,28 @@ def test_the_fan_out_marks_what_it_skipped_and_what_the_deadline_cut():
             def run_and_wait(probe, timeout_s):
                 time.sleep(1.2)
                 return run_probe(probe, timeout_s)
+
             session.run = run_and_wait
             return session
+
     out = run_probes(Late(answers), {NODE: (slow, never)}, fanout=1, deadline=time.monotonic() + 1.0)
     assert out.captures[("node1", "slow")].cut is Cut.DEADLINE
     assert (out.captures[("node1", "never")].outcome, out.captures[("node1", "never")].cut) == (
-        Outcome.SKIPPED, Cut.DEADLINE)
+        Outcome.SKIPPED,
+        Cut.DEADLINE,
+    )
     assert out.incomplete == "the run deadline was reached"
 
 
 def test_a_round_the_time_left_cannot_hold_is_not_started():
     order = ["n1", "n2", "n3", "n4"]
-    ctx = CheckContext("t.pairs", {n: Node(n, f"10.0.0.{i}") for i, n in enumerate(order, 1)}, {},
-                       CommandRunner(Scripted(), time.monotonic() + 80, threading.Event()), order=order)
+    ctx = CheckContext(
+        "t.pairs",
+        {n: Node(n, f"10.0.0.{i}") for i, n in enumerate(order, 1)},
+        {},
+        CommandRunner(Scripted(), time.monotonic() + 80, threading.Event()),
+        order=order,
+    )
     ran: list[tuple[int, int, Pair]] = []
     cut: list[tuple[int, float, float]] = []
 
@@ -117,16 +134,29 @@ def test_a_round_the_time_left_cannot_hold_is_not_started():
         ran.append((rnd, slot, pair))
         return "fast"
 
-    results, blame = ctx.pair_rounds(order, test, lambda rnd, pair, got: got == "fast",
-                                     wave_s=60, not_run=lambda rnd, left, needs: cut.append((rnd.index, left, needs)),
-                                     pairing="ring", max_rounds=4)
+    results, blame = ctx.pair_rounds(
+        order,
+        test,
+        lambda rnd, pair, got: got == "fast",
+        wave_s=60,
+        not_run=lambda rnd, left, needs: cut.append((rnd.index, left, needs)),
+        pairing="ring",
+        max_rounds=4,
+    )
     assert ran == [] and results == [] and [c[0] for c in cut] == [0, 1]
-    assert all(left < needs == 90 for _, left, needs in cut)      # 1 wave of 60 s + the 30 s reserve
+    assert all(left < needs == 90 for _, left, needs in cut)  # 1 wave of 60 s + the 30 s reserve
     ctx.commands.deadline = time.monotonic() + 600
-    results, blame = ctx.pair_rounds(order, test, lambda rnd, pair, got: None if pair.a == "n1" else True,
-                                     wave_s=60, not_run=lambda *_: None, pairing="ring", max_rounds=0)
+    results, blame = ctx.pair_rounds(
+        order,
+        test,
+        lambda rnd, pair, got: None if pair.a == "n1" else True,
+        wave_s=60,
+        not_run=lambda *_: None,
+        pairing="ring",
+        max_rounds=0,
+    )
     assert {r for r, _, _ in ran} == {1, 2} and [s for r, s, _ in ran if r == 1] == [0, 1]
-    assert all(r.ok and "n1" not in (r.pair.a, r.pair.b) for r in results)     # None: no evidence either way
+    assert all(r.ok and "n1" not in (r.pair.a, r.pair.b) for r in results)  # None: no evidence either way
 
 
 @dataclass
@@ -150,6 +180,7 @@ def test_an_active_check_reports_typed_data_and_undone_work_and_the_report_keeps
         ctx.report(Matrix({"n1": {"n2": 1.5}}))
         ctx.incomplete(why)
         yield tuple(ctx.nodes), Verdict(Status.PASS, "fine")
+
     check = PlannedCheck(CheckSpec("t.active", judge, [probe], NoParams, scope="active"), NoParams(), (probe,))
     book = Playbook("t", "t.yml", "0" * 64, "", 60, frozenset(), (check,))
     nodes = [Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2")]

@@ -1,4 +1,5 @@
 """known_hosts parsing and host-key verdicts: every line counts, the node's name decides, TOFU writes once."""
+
 import base64
 import threading
 
@@ -11,9 +12,11 @@ from nodecheck.transport.known_hosts import KnownHosts, Verdict, host_form, node
 
 
 def make_key(kind: str = "ed25519") -> paramiko.PKey:
-    priv = {"ed25519": ed25519.Ed25519PrivateKey.generate,
-            "ecdsa": lambda: ec.generate_private_key(ec.SECP256R1()),
-            "rsa": lambda: rsa.generate_private_key(65537, 2048)}[kind]()
+    priv = {
+        "ed25519": ed25519.Ed25519PrivateKey.generate,
+        "ecdsa": lambda: ec.generate_private_key(ec.SECP256R1()),
+        "rsa": lambda: rsa.generate_private_key(65537, 2048),
+    }[kind]()
     keytype, data = priv.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode().split()
     return paramiko.PKey.from_type_string(keytype, base64.b64decode(data))
 
@@ -30,6 +33,7 @@ def known(tmp_path):
     def make(*lines: str) -> KnownHosts:
         path.write_text("".join(f"{line}\n" for line in lines))
         return KnownHosts([str(path)])
+
     make.path = path
     return make
 
@@ -79,8 +83,7 @@ def test_no_entry_for_any_name_is_unknown(known):
 
 
 def test_hashed_entries_match_only_their_host(known):
-    kh = known(entry(paramiko.HostKeys.hash_host("node3"), K1),
-               entry(paramiko.HostKeys.hash_host("[node5]:2222"), K2))
+    kh = known(entry(paramiko.HostKeys.hash_host("node3"), K1), entry(paramiko.HostKeys.hash_host("[node5]:2222"), K2))
     assert kh.check(NODE3, K1).verdict is Verdict.MATCH
     assert kh.check(NODE3, K2).verdict is Verdict.MISMATCH
     assert kh.check([["[node5]:2222"]], K2).verdict is Verdict.MATCH
@@ -130,15 +133,18 @@ def test_revocation_for_another_host_does_not_apply(known):
 
 
 def test_bad_lines_are_skipped_with_warnings_and_others_still_count(known):
-    kh = known("# comment", "",
-               entry("*.cluster", K3, "@cert-authority"),
-               "this is not a known_hosts line",
-               "node3 ssh-ed25519 !!!notbase64",
-               "node3 ssh-ed25519 " + base64.b64encode(b"garbage blob").decode(),
-               "node3 ssh-dss " + base64.b64encode(b"whatever").decode(),
-               "@marker node3 " + f"{K1.get_name()} {K1.get_base64()}",
-               "|1|bad|hash ssh-ed25519 " + K1.get_base64(),
-               entry("node3", K1))
+    kh = known(
+        "# comment",
+        "",
+        entry("*.cluster", K3, "@cert-authority"),
+        "this is not a known_hosts line",
+        "node3 ssh-ed25519 !!!notbase64",
+        "node3 ssh-ed25519 " + base64.b64encode(b"garbage blob").decode(),
+        "node3 ssh-dss " + base64.b64encode(b"whatever").decode(),
+        "@marker node3 " + f"{K1.get_name()} {K1.get_base64()}",
+        "|1|bad|hash ssh-ed25519 " + K1.get_base64(),
+        entry("node3", K1),
+    )
     path = known.path
     assert kh.warnings == [
         f"{path}:3: @cert-authority ignored (host certificates are not supported)",
@@ -166,7 +172,7 @@ def test_missing_file_is_empty_without_warning(tmp_path):
 
 def test_unreadable_file_is_empty_with_warning(tmp_path, known):
     known(entry("node3", K1))
-    kh = KnownHosts([str(tmp_path), str(known.path)])      # a directory cannot be read as a file
+    kh = KnownHosts([str(tmp_path), str(known.path)])  # a directory cannot be read as a file
     assert kh.warnings == [f"{tmp_path}: cannot read (Is a directory), treated as empty"]
     assert kh.check(NODE3, K1).verdict is Verdict.MATCH
 
@@ -200,6 +206,7 @@ def test_concurrent_adds_of_one_jump_host_write_one_line(tmp_path):
     def add():
         barrier.wait()
         results.append(kh.add(["jump", "[jump]:2222"], K1))
+
     threads = [threading.Thread(target=add) for _ in range(10)]
     for t in threads:
         t.start()
@@ -210,7 +217,7 @@ def test_concurrent_adds_of_one_jump_host_write_one_line(tmp_path):
 
 
 def test_add_writes_only_names_lacking_the_key_and_mends_a_missing_newline(known):
-    known.path.write_text(entry("node3", K1))               # no trailing newline
+    known.path.write_text(entry("node3", K1))  # no trailing newline
     kh = KnownHosts([str(known.path)])
     assert kh.add(["node3"], K1) is False
     assert kh.add(["NODE3", "10.0.0.3"], K1) is True
@@ -220,7 +227,7 @@ def test_add_writes_only_names_lacking_the_key_and_mends_a_missing_newline(known
 def test_add_to_unwritable_location_trusts_for_this_run_and_warns(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    kh = KnownHosts([], writable=str(blocker / "known_hosts"))   # its directory is a file
+    kh = KnownHosts([], writable=str(blocker / "known_hosts"))  # its directory is a file
     assert kh.add(["node3"], K1) is True
     assert kh.check(NODE3, K1).verdict is Verdict.MATCH
     assert kh.warnings[-1].startswith(f"{blocker / 'known_hosts'}: cannot append host key")

@@ -1,4 +1,5 @@
 """SSH connect failures become UNREACHABLE sessions with a precise reason, never an exception."""
+
 import socket
 import threading
 import time
@@ -25,10 +26,12 @@ def listener():
                 return
             if behaviour == "close":
                 conn.close()
-            else:                                  # "mute": hold the connection, say nothing
+            else:  # "mute": hold the connection, say nothing
                 servers.append(conn)
+
         threading.Thread(target=serve, daemon=True).start()
         return srv.getsockname()[1]
+
     yield make
     for s in servers:
         s.close()
@@ -44,8 +47,9 @@ def test_a_port_that_never_speaks_ssh_times_out_at_the_connect_timeout(listener)
     port = listener("mute")
     session, took = connect(port)
     assert isinstance(session, FailedSession)
-    assert session.detail == (f"127.0.0.1:{port}: no SSH handshake within 1 s "
-                              "(something listens there but does not speak SSH)")
+    assert session.detail == (
+        f"127.0.0.1:{port}: no SSH handshake within 1 s (something listens there but does not speak SSH)"
+    )
     assert 0.9 <= took < 3
 
 
@@ -55,7 +59,7 @@ def test_a_server_that_hangs_up_before_its_banner(listener):
 
 
 def test_a_closed_port_is_refused_and_every_probe_reports_it():
-    with socket.socket() as s:                     # a port nobody listens on
+    with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     session, _ = connect(port)
@@ -73,6 +77,7 @@ def test_a_slow_resolver_is_bounded_by_the_connect_timeout(monkeypatch):
     def slow_getaddrinfo(*args, **kwargs):
         time.sleep(5)
         raise socket.gaierror("never")
+
     monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
     started = time.monotonic()
     session = SshTransport(connect_timeout_s=0.5).connect(Node("n1", "slow.example"), 30)

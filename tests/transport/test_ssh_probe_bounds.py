@@ -7,6 +7,7 @@ And how a probe ended is told apart (the fault suite's "tool killed by a signal"
 mid-run", "connection reset mid-output"): an `exit-signal` is the tool killed by that signal, exit
 code -N as the local transport reports it; a session that ends with no exit status at all is the
 connection lost, UNREACHABLE, never an exit code of -1."""
+
 from __future__ import annotations
 
 import socket
@@ -42,7 +43,7 @@ class Server(paramiko.ServerInterface):
 
     def check_channel_request(self, kind, chanid):
         if self.behaviour == "open-mute":
-            self.release.wait(60)              # the server's transport thread: nothing is answered
+            self.release.wait(60)  # the server's transport thread: nothing is answered
         return paramiko.OPEN_SUCCEEDED
 
     def check_channel_exec_request(self, channel, command):
@@ -60,9 +61,9 @@ class Server(paramiko.ServerInterface):
             self.release.wait(60)
             return
         if self.behaviour.startswith("signal-"):
-            _send_exit_signal(channel, self.behaviour[len("signal-"):], core_dumped=self.behaviour.endswith("SEGV"))
+            _send_exit_signal(channel, self.behaviour[len("signal-") :], core_dumped=self.behaviour.endswith("SEGV"))
         elif self.behaviour == "drops":
-            channel.get_transport().sock.shutdown(socket.SHUT_RDWR)   # the TCP connection gone mid-output
+            channel.get_transport().sock.shutdown(socket.SHUT_RDWR)  # the TCP connection gone mid-output
             return
         elif self.behaviour != "closes":
             channel.send_exit_status(0)
@@ -102,13 +103,14 @@ def sshd(tmp_path):
             transports.append(t)
             t.add_server_key(HOST_KEY)
             t.start_server(server=Server(behaviour, release))
+
         threading.Thread(target=serve, daemon=True, name="test-sshd-accept").start()
         identity = tmp_path / "id_rsa"
         CLIENT_KEY.write_private_key_file(str(identity))
         known = tmp_path / f"known_hosts_{port}"
         known.write_text(f"[127.0.0.1]:{port},[n1]:{port} ssh-rsa {HOST_KEY.get_base64()}\n")
-        return Node("n1", "127.0.0.1", port=port, user="root", identity_file=str(identity),
-                    known_hosts=str(known))
+        return Node("n1", "127.0.0.1", port=port, user="root", identity_file=str(identity), known_hosts=str(known))
+
     yield make
     release.set()
     for t in transports:
@@ -121,11 +123,17 @@ def _settled(baseline: set[threading.Thread], wait_s: float = 3.0) -> list[str]:
     """The threads started since `baseline` that are still alive after up to wait_s (test server's aside)."""
     deadline = time.monotonic() + wait_s
     while True:
-        left = [t.name for t in threading.enumerate() if t not in baseline and t.is_alive()
-                and not t.name.startswith("test-sshd")]
-        ours = [t for t in threading.enumerate() if t not in baseline and t.is_alive()
-                and isinstance(t, paramiko.Transport) and not t.server_mode]
-        if not ours and not [n for n in left if "nodecheck" in n] or time.monotonic() > deadline:
+        left = [
+            t.name
+            for t in threading.enumerate()
+            if t not in baseline and t.is_alive() and not t.name.startswith("test-sshd")
+        ]
+        ours = [
+            t
+            for t in threading.enumerate()
+            if t not in baseline and t.is_alive() and isinstance(t, paramiko.Transport) and not t.server_mode
+        ]
+        if (not ours and not [n for n in left if "nodecheck" in n]) or time.monotonic() > deadline:
             return [t.name for t in ours] + [n for n in left if "nodecheck" in n]
         time.sleep(0.05)
 
@@ -140,11 +148,14 @@ def _probe_run(node: Node, timeout_s: float = 2.0):
     return capture, took
 
 
-@pytest.mark.parametrize("behaviour, detail", [
-    ("exec-mute", "no answer within 2 s (the node never answered the exec request)"),
-    ("open-mute", "no answer within 2 s (the node never opened the session channel)"),
-    ("stalls", "no answer within 2 s"),
-])
+@pytest.mark.parametrize(
+    "behaviour, detail",
+    [
+        ("exec-mute", "no answer within 2 s (the node never answered the exec request)"),
+        ("open-mute", "no answer within 2 s (the node never opened the session channel)"),
+        ("stalls", "no answer within 2 s"),
+    ],
+)
 def test_a_probe_times_out_at_its_bound_at_every_ssh_step_and_leaves_no_thread(sshd, behaviour, detail):
     node = sshd(behaviour)
     baseline = set(threading.enumerate())
@@ -152,7 +163,7 @@ def test_a_probe_times_out_at_its_bound_at_every_ssh_step_and_leaves_no_thread(s
     assert (capture.outcome, capture.exit_code, capture.detail) == (Outcome.TIMEOUT, None, detail)
     assert 1.9 <= took < 3.0, took
     if behaviour == "stalls":
-        assert capture.stdout == "first line\n"          # what came before the stall is kept
+        assert capture.stdout == "first line\n"  # what came before the stall is kept
     assert _settled(baseline) == []
 
 
@@ -164,26 +175,32 @@ def test_a_server_that_answers_still_runs_the_probe(sshd):
     assert _settled(baseline) == []
 
 
-@pytest.mark.parametrize("behaviour, code, detail", [
-    ("signal-KILL", -9, "killed by SIGKILL"),
-    ("signal-SEGV", -11, "killed by SIGSEGV (core dumped)"),
-    ("signal-TERM", -15, "killed by SIGTERM"),
-    ("signal-NOSUCH@openssh.com", None, "killed by signal NOSUCH@openssh.com"),
-])
+@pytest.mark.parametrize(
+    "behaviour, code, detail",
+    [
+        ("signal-KILL", -9, "killed by SIGKILL"),
+        ("signal-SEGV", -11, "killed by SIGSEGV (core dumped)"),
+        ("signal-TERM", -15, "killed by SIGTERM"),
+        ("signal-NOSUCH@openssh.com", None, "killed by signal NOSUCH@openssh.com"),
+    ],
+)
 def test_a_tool_killed_by_a_signal_exits_with_that_signal_as_the_local_transport_says(sshd, behaviour, code, detail):
     capture, took = _probe_run(sshd(behaviour))
     assert (capture.outcome, capture.exit_code, capture.detail) == (Outcome.EXITED, code, detail)
     assert capture.stdout == "first line\n" and took < 2
 
 
-@pytest.mark.parametrize("behaviour, detail", [
-    ("drops", "connection lost during ibstat: "),
-    ("closes", "connection lost during ibstat: the node closed the session without an exit status"),
-])
+@pytest.mark.parametrize(
+    "behaviour, detail",
+    [
+        ("drops", "connection lost during ibstat: "),
+        ("closes", "connection lost during ibstat: the node closed the session without an exit status"),
+    ],
+)
 def test_a_session_that_ends_without_an_exit_status_is_the_connection_lost(sshd, behaviour, detail):
     baseline = set(threading.enumerate())
     capture, took = _probe_run(sshd(behaviour))
     assert (capture.outcome, capture.exit_code) == (Outcome.UNREACHABLE, None), capture
     assert capture.detail.startswith(detail), capture.detail
-    assert capture.stdout == "first line\n" and took < 2      # what came before is kept
+    assert capture.stdout == "first line\n" and took < 2  # what came before is kept
     assert _settled(baseline) == []

@@ -1,4 +1,5 @@
 """Transports: quoting in one place; the local transport's outcomes (exit, missing tool, timeout)."""
+
 import os
 import shlex
 import time
@@ -50,6 +51,7 @@ def test_a_failed_session_reports_every_probe_unreachable_with_its_reason():
 
 def test_local_output_is_capped_and_the_cut_is_said(monkeypatch):
     import nodecheck.transport as transport
+
     monkeypatch.setattr(transport, "MAX_CAPTURE_BYTES", 10)
     c = run_local(Probe("p", ("sh", "-c", "printf '%030d' 0; printf '%012d' 0 >&2"), 5))
     assert (c.stdout, c.stderr, c.exit_code) == ("0" * 10, "0" * 10, 0)
@@ -77,7 +79,9 @@ def test_local_output_is_read_as_it_comes_and_memory_stays_bounded():
     import json
     import subprocess
     import sys
+
     from nodecheck.transport import MAX_CAPTURE_BYTES
+
     r = subprocess.run([sys.executable, "-c", _RSS_PROBE, "200"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
@@ -111,8 +115,8 @@ def test_a_tool_killed_by_a_signal_is_named_so_whichever_transport_ran_it():
     "exited -11" (or, before the SSH fix, "exited -1: no stderr")."""
     from pathlib import Path
 
-    from nodecheck.core.model import Capture, Status
     from nodecheck.config.playbook import load_playbook
+    from nodecheck.core.model import Capture, Status
     from nodecheck.run.runner import run
     from tests.replay import ReplayTransport
 
@@ -122,11 +126,21 @@ def test_a_tool_killed_by_a_signal_is_named_so_whichever_transport_ran_it():
     p = book.checks[0].probes[0]
     answers = {
         ("n1", p.name): Capture("n1", p.name, p.argv, Outcome.EXITED, -9, "CA 'mlx5_0'\n", "", 0.1),
-        ("n2", p.name): Capture("n2", p.name, p.argv, Outcome.EXITED, -11, "", "timeout: the monitored "
-                                "command dumped core\n", 0.1, "killed by SIGSEGV (core dumped)"),
+        ("n2", p.name): Capture(
+            "n2",
+            p.name,
+            p.argv,
+            Outcome.EXITED,
+            -11,
+            "",
+            "timeout: the monitored command dumped core\n",
+            0.1,
+            "killed by SIGSEGV (core dumped)",
+        ),
         # a signal the operator's host has no number for (OpenSSH's "SIG@openssh.com")
-        ("n3", p.name): Capture("n3", p.name, p.argv, Outcome.EXITED, None, "", "", 0.1,
-                                "killed by signal XCPU2@openssh.com"),
+        ("n3", p.name): Capture(
+            "n3", p.name, p.argv, Outcome.EXITED, None, "", "", 0.1, "killed by signal XCPU2@openssh.com"
+        ),
     }
     report = run(book, [Node(n, n) for n in ("n1", "n2", "n3")], ReplayTransport(answers), fanout=3)
     got = {n: [(r.verdict.status, r.verdict.message) for r in report.results_for(n)] for n in report.node_names}

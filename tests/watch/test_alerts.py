@@ -1,6 +1,7 @@
 """Watcher alerts: which verdict changes are alerted, the event JSON, delivery through a command hook
 (argv, JSON on stdin, NODECHECK_* env, timeout) and an HTTP POST (a real local http.server), retries with
 exponential backoff, every attempt logged, undelivered alerts kept pending."""
+
 from __future__ import annotations
 
 import base64
@@ -17,39 +18,80 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from nodecheck.watch.alerts import (DELIVERY_BUDGET_S, MAX_PENDING, CommandHook, Deliverer, DeliveryFailed, HttpPost,
-                                    alert_kind, build_event, channels_of, hook_env)
+from nodecheck.watch.alerts import (
+    DELIVERY_BUDGET_S,
+    MAX_PENDING,
+    CommandHook,
+    Deliverer,
+    DeliveryFailed,
+    HttpPost,
+    alert_kind,
+    build_event,
+    channels_of,
+    hook_env,
+)
 from nodecheck.watch.config import Alerts
 
-AT = 1_764_424_923.0                           # 2025-11-29T14:02:03Z
-EVENT = build_event(job="1234", kind="alarm", verdict="hung", previous="progressing", at=AT, since=AT - 120,
-                    message="hung: power-deadlock signature for 40 s: rank 3 (node1 GPU3) at 0%",
-                    nodes=["node1"], ranks=[3], incident="/reports/20251129T140203Z_watch_1234_hung",
-                    watcher="watchhost")
+AT = 1_764_424_923.0  # 2025-11-29T14:02:03Z
+EVENT = build_event(
+    job="1234",
+    kind="alarm",
+    verdict="hung",
+    previous="progressing",
+    at=AT,
+    since=AT - 120,
+    message="hung: power-deadlock signature for 40 s: rank 3 (node1 GPU3) at 0%",
+    nodes=["node1"],
+    ranks=[3],
+    incident="/reports/20251129T140203Z_watch_1234_hung",
+    watcher="watchhost",
+)
 
 
 # ---- which changes are alerted ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("previous, verdict, kind", [
-    (None, "starting", None), (None, "progressing", None),                  # a fresh watcher's first verdict
-    ("starting", "progressing", None), ("progressing", "checkpointing", None),
-    ("checkpointing", "progressing", None),                                 # quiet to quiet: recorded only
-    ("progressing", "progressing", None),
-    ("progressing", "hung", "alarm"), ("checkpointing", "slow", "alarm"), (None, "crashed", "alarm"),
-    ("slow", "hung", "alarm"), ("hung", "crashed", "alarm"),                # one alarm to another
-    ("hung", "progressing", "resolved"), ("unresponsive", "checkpointing", "resolved"),
-    ("progressing", "completed", "completed"), ("slow", "completed", "completed"), (None, "completed", "completed"),
-])
+
+@pytest.mark.parametrize(
+    "previous, verdict, kind",
+    [
+        (None, "starting", None),
+        (None, "progressing", None),  # a fresh watcher's first verdict
+        ("starting", "progressing", None),
+        ("progressing", "checkpointing", None),
+        ("checkpointing", "progressing", None),  # quiet to quiet: recorded only
+        ("progressing", "progressing", None),
+        ("progressing", "hung", "alarm"),
+        ("checkpointing", "slow", "alarm"),
+        (None, "crashed", "alarm"),
+        ("slow", "hung", "alarm"),
+        ("hung", "crashed", "alarm"),  # one alarm to another
+        ("hung", "progressing", "resolved"),
+        ("unresponsive", "checkpointing", "resolved"),
+        ("progressing", "completed", "completed"),
+        ("slow", "completed", "completed"),
+        (None, "completed", "completed"),
+    ],
+)
 def test_only_alarms_recoveries_and_completion_are_alerted(previous, verdict, kind):
     assert alert_kind(previous, verdict) == kind
 
 
 def test_the_event_carries_the_contract_fields():
-    assert EVENT == {"event": "nodecheck.watch", "version": 1, "kind": "alarm", "job": "1234", "verdict": "hung",
-                     "previous": "progressing", "at": "2025-11-29T14:02:03Z", "since": "2025-11-29T14:00:03Z",
-                     "message": "hung: power-deadlock signature for 40 s: rank 3 (node1 GPU3) at 0%",
-                     "nodes": ["node1"], "ranks": [3], "incident": "/reports/20251129T140203Z_watch_1234_hung",
-                     "watcher": "watchhost"}
+    assert EVENT == {
+        "event": "nodecheck.watch",
+        "version": 1,
+        "kind": "alarm",
+        "job": "1234",
+        "verdict": "hung",
+        "previous": "progressing",
+        "at": "2025-11-29T14:02:03Z",
+        "since": "2025-11-29T14:00:03Z",
+        "message": "hung: power-deadlock signature for 40 s: rank 3 (node1 GPU3) at 0%",
+        "nodes": ["node1"],
+        "ranks": [3],
+        "incident": "/reports/20251129T140203Z_watch_1234_hung",
+        "watcher": "watchhost",
+    }
     assert json.loads(json.dumps(EVENT)) == EVENT
 
 
@@ -77,23 +119,33 @@ def calls(path) -> list[dict]:
 
 
 def test_the_hook_gets_the_event_json_on_stdin_and_the_fields_in_env(tmp_path, monkeypatch):
-    for name in [k for k in os.environ if k.startswith("NODECHECK_")]:   # tests/run_all.sh sets some
+    for name in [k for k in os.environ if k.startswith("NODECHECK_")]:  # tests/run_all.sh sets some
         monkeypatch.delenv(name)
-    command, out = hook(tmp_path, "a b", "; rm -rf /")        # split as a shell would, run without one
+    command, out = hook(tmp_path, "a b", "; rm -rf /")  # split as a shell would, run without one
     assert CommandHook(command, timeout_s=10).send(EVENT) == "exit 0"
     [call] = calls(out)
     assert call["argv"] == ["a b", "; rm -rf /"]
     assert call["event"] == EVENT
-    assert call["env"] == {"NODECHECK_EVENT": "alarm", "NODECHECK_JOB": "1234", "NODECHECK_VERDICT": "hung",
-                           "NODECHECK_PREVIOUS": "progressing", "NODECHECK_MESSAGE": EVENT["message"],
-                           "NODECHECK_NODES": "node1", "NODECHECK_AT": "2025-11-29T14:02:03Z",
-                           "NODECHECK_INCIDENT": "/reports/20251129T140203Z_watch_1234_hung"}
+    assert call["env"] == {
+        "NODECHECK_EVENT": "alarm",
+        "NODECHECK_JOB": "1234",
+        "NODECHECK_VERDICT": "hung",
+        "NODECHECK_PREVIOUS": "progressing",
+        "NODECHECK_MESSAGE": EVENT["message"],
+        "NODECHECK_NODES": "node1",
+        "NODECHECK_AT": "2025-11-29T14:02:03Z",
+        "NODECHECK_INCIDENT": "/reports/20251129T140203Z_watch_1234_hung",
+    }
 
 
 def test_hook_env_keeps_the_message_on_one_line():
     event = {**EVENT, "message": "hung:\nrank 3\u2028x", "previous": None, "nodes": ["a", "b"]}
     env = hook_env(event)
-    assert (env["NODECHECK_MESSAGE"], env["NODECHECK_PREVIOUS"], env["NODECHECK_NODES"]) == ("hung: rank 3 x", "", "a,b")
+    assert (env["NODECHECK_MESSAGE"], env["NODECHECK_PREVIOUS"], env["NODECHECK_NODES"]) == (
+        "hung: rank 3 x",
+        "",
+        "a,b",
+    )
 
 
 def test_a_hook_that_exits_non_zero_or_hangs_or_is_missing_failed(tmp_path):
@@ -109,6 +161,7 @@ def test_a_hook_that_exits_non_zero_or_hangs_or_is_missing_failed(tmp_path):
 
 
 # ---- the HTTP POST ---------------------------------------------------------------------------------
+
 
 class Receiver:
     """A local http.server: answers each POST with the next status of `statuses` (then 200)."""
@@ -151,6 +204,7 @@ def receiver_factory():
     def make(*args, **kw):
         made.append(Receiver(*args, **kw))
         return made[-1]
+
     yield make
     for r in made:
         r.close()
@@ -203,11 +257,17 @@ def test_a_post_that_fails_twice_then_is_accepted_took_exactly_three_attempts(re
     assert d.flush(d.enqueue([], EVENT)) == []
     assert receiver.bodies == [EVENT, EVENT, EVENT]
     assert receiver.types == ["application/json"] * 3
-    assert log.attempts() == [("alert-failed", "url", "1/4"), ("alert-failed", "url", "2/4"),
-                              ("alert-delivered", "url", "3/4")]
-    assert [f["detail"] for _, f in log.lines] == ["HTTP 503 Service Unavailable: try later",
-                                                   "HTTP 500 Internal Server Error: try later", "HTTP 200"]
-    assert waits.waits == [0.5, 1.0]                           # exponential: backoff_s x 2^(n-1)
+    assert log.attempts() == [
+        ("alert-failed", "url", "1/4"),
+        ("alert-failed", "url", "2/4"),
+        ("alert-delivered", "url", "3/4"),
+    ]
+    assert [f["detail"] for _, f in log.lines] == [
+        "HTTP 503 Service Unavailable: try later",
+        "HTTP 500 Internal Server Error: try later",
+        "HTTP 200",
+    ]
+    assert waits.waits == [0.5, 1.0]  # exponential: backoff_s x 2^(n-1)
 
 
 def test_a_dead_url_keeps_the_alert_pending_after_every_attempt(receiver_factory):
@@ -215,10 +275,13 @@ def test_a_dead_url_keeps_the_alert_pending_after_every_attempt(receiver_factory
     d = Deliverer([HttpPost(dead_url(), timeout_s=2)], retries=2, backoff_s=0.25, log=log, stop=waits)
     pending = d.enqueue([], EVENT)
     assert d.flush(pending) == [{"event": EVENT, "channels": ["url"], "attempts": 3}]
-    assert log.attempts() == [("alert-failed", "url", "1/3"), ("alert-failed", "url", "2/3"),
-                              ("alert-failed", "url", "3/3")]
+    assert log.attempts() == [
+        ("alert-failed", "url", "1/3"),
+        ("alert-failed", "url", "2/3"),
+        ("alert-failed", "url", "3/3"),
+    ]
     assert all(f["detail"].startswith("cannot connect: [Errno 111] Connection refused") for _, f in log.lines)
-    assert waits.waits == [0.25, 0.5]                          # no wait after the last attempt
+    assert waits.waits == [0.25, 0.5]  # no wait after the last attempt
     # the next tick tries again; a receiver that came back takes it
     receiver = receiver_factory()
     d.channels = [HttpPost(receiver.url, timeout_s=2)]
@@ -239,14 +302,13 @@ def test_only_http_urls_are_posted_to():
 
 def test_each_channel_keeps_its_own_pending_state(tmp_path, receiver_factory):
     receiver = receiver_factory()
-    command, out = hook(tmp_path, "9")                          # this hook always fails
+    command, out = hook(tmp_path, "9")  # this hook always fails
     log = Log()
-    d = Deliverer([CommandHook(command, 5), HttpPost(receiver.url, 5)], retries=1, backoff_s=0, log=log,
-                  stop=Waits())
+    d = Deliverer([CommandHook(command, 5), HttpPost(receiver.url, 5)], retries=1, backoff_s=0, log=log, stop=Waits())
     left = d.flush(d.enqueue([], EVENT))
-    assert left == [{"event": EVENT, "channels": ["command"], "attempts": 3}]   # the POST went through once
+    assert left == [{"event": EVENT, "channels": ["command"], "attempts": 3}]  # the POST went through once
     assert receiver.bodies == [EVENT] and len(calls(out)) == 2
-    left = d.flush(left)                                        # not again; the hook, once on a later tick
+    left = d.flush(left)  # not again; the hook, once on a later tick
     assert receiver.bodies == [EVENT] and len(calls(out)) == 3
 
 
@@ -273,9 +335,18 @@ def test_a_channel_gone_from_the_config_is_dropped_not_retried_forever():
     log = Log()
     d = Deliverer([], retries=0, backoff_s=0, log=log, stop=Waits())
     assert d.flush([{"event": EVENT, "channels": ["url"]}]) == []
-    assert log.lines == [("alert-dropped", {"channel": "url", "verdict": "hung", "at": "2025-11-29T14:02:03Z",
-                                             "detail": "this channel is no longer configured"})]
-    assert d.enqueue([], EVENT) == []                           # nothing configured: nothing queued
+    assert log.lines == [
+        (
+            "alert-dropped",
+            {
+                "channel": "url",
+                "verdict": "hung",
+                "at": "2025-11-29T14:02:03Z",
+                "detail": "this channel is no longer configured",
+            },
+        )
+    ]
+    assert d.enqueue([], EVENT) == []  # nothing configured: nothing queued
 
 
 def test_channels_come_from_the_alerts_block():
@@ -286,6 +357,7 @@ def test_channels_come_from_the_alerts_block():
 
 
 # ---- hostile endpoints and hooks (review) -----------------------------------------------------------
+
 
 class RawServer:
     """A TCP server that answers every connection with `reply(conn)`: for what http.server will not do
@@ -327,8 +399,14 @@ class RawServer:
                 return
             data += chunk
         head, _, body = data.partition(b"\r\n\r\n")
-        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), 0)
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
         while len(body) < length:
             chunk = conn.recv(65536)
             if not chunk:
@@ -347,16 +425,20 @@ def raw_server():
     def make(reply):
         made.append(RawServer(reply))
         return made[-1]
+
     yield make
     for s in made:
         s.close()
 
 
-@pytest.mark.parametrize("answer, said", [
-    (b"HELLO THERE\r\n\r\n", "BadStatusLine"),                                   # not HTTP at all
-    (b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(150)) + b"\r\n", "more than 100 headers"),
-    (b"HTTP/1.1 200 OK\r\nX-Big: " + b"y" * 70_000 + b"\r\n\r\n", "LineTooLong"),
-])
+@pytest.mark.parametrize(
+    "answer, said",
+    [
+        (b"HELLO THERE\r\n\r\n", "BadStatusLine"),  # not HTTP at all
+        (b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: y\r\n" % n for n in range(150)) + b"\r\n", "more than 100 headers"),
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"y" * 70_000 + b"\r\n\r\n", "LineTooLong"),
+    ],
+)
 def test_a_garbage_answer_is_a_failed_delivery_not_a_crash(raw_server, answer, said):
     server = raw_server(lambda conn, closed: conn.sendall(answer))
     with pytest.raises(DeliveryFailed, match=said):
@@ -366,10 +448,11 @@ def test_a_garbage_answer_is_a_failed_delivery_not_a_crash(raw_server, answer, s
 def test_a_server_that_trickles_its_answer_is_cut_at_the_timeout(raw_server):
     def trickle(conn, closed):
         conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
-        for _ in range(100):                   # a byte every 0.2 s: each read is well within the timeout
+        for _ in range(100):  # a byte every 0.2 s: each read is well within the timeout
             if closed.wait(0.2):
                 return
             conn.sendall(b"y")
+
     server = raw_server(trickle)
     started = time.monotonic()
     with pytest.raises(DeliveryFailed, match=r"^no answer within 1 s$"):
@@ -382,6 +465,7 @@ def test_an_endless_body_is_not_read(raw_server):
         conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Length: 100000000000\r\n\r\n")
         while not closed.is_set():
             conn.sendall(b"x" * 65536)
+
     started = time.monotonic()
     assert HttpPost(raw_server(endless).url, timeout_s=3).send(EVENT) == "HTTP 200"
     with pytest.raises(DeliveryFailed) as e:
@@ -408,13 +492,15 @@ def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_said(receiver_f
 
 def test_a_hook_that_leaves_a_daemon_holding_its_output_delivered_at_its_exit(tmp_path):
     pidfile = tmp_path / "daemon.pid"
-    script = ("import os, sys, time\n"
-              "if os.fork() == 0:\n"
-              "    os.setsid()\n"                # out of the hook's process group: it outlives a kill
-              f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
-              "    time.sleep(30)\n"
-              "    os._exit(0)\n"
-              "sys.stdin.read()\n")
+    script = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"  # out of the hook's process group: it outlives a kill
+        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "sys.stdin.read()\n"
+    )
     started = time.monotonic()
     try:
         assert CommandHook(f"{sys.executable} -c {shlex.quote(script)}", timeout_s=5).send(EVENT) == "exit 0"
@@ -428,9 +514,9 @@ def test_a_hook_that_leaves_a_daemon_holding_its_output_delivered_at_its_exit(tm
 
 
 def test_a_hook_that_never_reads_a_large_event_and_one_that_floods_stderr(tmp_path):
-    big = {**EVENT, "message": "m" * 1_000_000}                # far past a pipe's buffer
+    big = {**EVENT, "message": "m" * 1_000_000}  # far past a pipe's buffer
     assert CommandHook("true", timeout_s=5).send(big) == "exit 0"
-    flood = f"{sys.executable} -c 'import sys; sys.stderr.write(\"e\" * 20_000_000 + \"the end\"); sys.exit(4)'"
+    flood = f'{sys.executable} -c \'import sys; sys.stderr.write("e" * 20_000_000 + "the end"); sys.exit(4)\''
     with pytest.raises(DeliveryFailed) as e:
         CommandHook(flood, timeout_s=10).send(EVENT)
     assert str(e.value).startswith("exit 4: ") and str(e.value).endswith("the end") and len(str(e.value)) < 400
@@ -438,6 +524,7 @@ def test_a_hook_that_never_reads_a_large_event_and_one_that_floods_stderr(tmp_pa
 
 class CountingChannel:
     """A channel that always fails and counts its attempts; each attempt costs `cost_s` on `clock`."""
+
     name = "url"
 
     def __init__(self, clock=None, cost_s: float = 0.0) -> None:
@@ -472,8 +559,8 @@ def test_a_dead_channel_is_tried_once_per_flush_not_once_per_pending_alert():
     for n in range(5):
         pending = d.enqueue(pending, {**EVENT, "message": f"m{n}"})
     left = d.flush(pending)
-    assert [p["event"]["message"] for p in left] == ["m0", "m1", "m2", "m3", "m4"]    # all kept, in order
-    assert channel.sends == 3                                  # m0's 3 attempts; the channel is down for m1..m4
+    assert [p["event"]["message"] for p in left] == ["m0", "m1", "m2", "m3", "m4"]  # all kept, in order
+    assert channel.sends == 3  # m0's 3 attempts; the channel is down for m1..m4
     # on a later tick an alert already tried gets one attempt, no backoff: the tick is not held up
     waits = Waits()
     d.stop = waits

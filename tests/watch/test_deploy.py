@@ -1,6 +1,7 @@
 """The shipped watcher unit (nodecheck/deploy/nodecheck-watch@.service) and examples/watch.yml: the unit's
 syntax (systemd-analyze where it exists, else its structure), that its command is one the CLI accepts,
 restarts only for failures a restart can fix, and that the example config loads as documented."""
+
 from __future__ import annotations
 
 import shlex
@@ -16,20 +17,31 @@ from tests.deploy.test_deploy import DEPLOY, seconds, unit
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = "nodecheck-watch@.service"
-WATCH_ARGV = ["watch", "--slurm-job", "%i", "--config", "/etc/nodecheck/watch.yml", "--output-dir",
-              "/var/lib/nodecheck/reports"]
+WATCH_ARGV = [
+    "watch",
+    "--slurm-job",
+    "%i",
+    "--config",
+    "/etc/nodecheck/watch.yml",
+    "--output-dir",
+    "/var/lib/nodecheck/reports",
+]
 
 
 def test_the_unit_runs_a_watch_of_its_instance_the_cli_accepts():
     service = unit(UNIT)
-    assert service.sections() == ["Unit", "Service"]          # no [Install]: started per job, not at boot
+    assert service.sections() == ["Unit", "Service"]  # no [Install]: started per job, not at boot
     s = service["Service"]
     assert s["Type"] == "simple"
     argv = shlex.split(s["ExecStart"])
     assert argv[0] == "/opt/nodecheck/bin/nodecheck" and argv[1:] == WATCH_ARGV
     args = cli.build_parser().parse_args([a.replace("%i", "1234") for a in argv[1:]])
     assert (args.command, args.slurm_job, args.config, args.output_dir) == (
-        "watch", "1234", "/etc/nodecheck/watch.yml", "/var/lib/nodecheck/reports")
+        "watch",
+        "1234",
+        "/etc/nodecheck/watch.yml",
+        "/var/lib/nodecheck/reports",
+    )
     assert (args.inventory, args.on_hang, args.once, args.accept_new_host_keys) == (None, None, False, False)
     assert s["WorkingDirectory"] == "/var/lib/nodecheck"
     assert s["StateDirectory"].split() == ["nodecheck", "nodecheck/reports"]
@@ -39,27 +51,39 @@ def test_the_unit_restarts_only_where_a_restart_can_help():
     service = unit(UNIT)
     s = service["Service"]
     assert (s["Restart"], seconds(s["RestartSec"])) == ("on-failure", 30)
-    assert s["SuccessExitStatus"].split() == ["1", "2"]       # the job's verdicts are findings
-    assert s["RestartPreventExitStatus"] == "64"              # bad config / unknown job: same again
+    assert s["SuccessExitStatus"].split() == ["1", "2"]  # the job's verdicts are findings
+    assert s["RestartPreventExitStatus"] == "64"  # bad config / unknown job: same again
     assert (service["Unit"]["StartLimitIntervalSec"], service["Unit"]["StartLimitBurst"]) == ("1h", "10")
     assert (s["KillSignal"], seconds(s["TimeoutStopSec"])) == ("SIGTERM", 60)
-    assert (s["PrivateTmp"], s["ProtectSystem"]) == ("true", "full")    # as nodecheck-sweep.service
+    assert (s["PrivateTmp"], s["ProtectSystem"]) == ("true", "full")  # as nodecheck-sweep.service
 
 
 def test_the_exit_codes_the_unit_names_are_the_watchers():
     from nodecheck.watch.classify import exit_code
     from nodecheck.watch.command import EXIT_INTERNAL, EXIT_NO_SAMPLE
+
     assert {v: exit_code(v) for v in ("completed", "progressing", "slow", "unresponsive", "hung", "crashed")} == {
-        "completed": 0, "progressing": 0, "slow": 1, "unresponsive": 1, "hung": 2, "crashed": 2}
-    assert (EXIT_NO_SAMPLE, EXIT_INTERNAL) == (3, 70)       # restarted (not in SuccessExitStatus)
+        "completed": 0,
+        "progressing": 0,
+        "slow": 1,
+        "unresponsive": 1,
+        "hung": 2,
+        "crashed": 2,
+    }
+    assert (EXIT_NO_SAMPLE, EXIT_INTERNAL) == (3, 70)  # restarted (not in SuccessExitStatus)
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
 def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path):
     text = (DEPLOY / UNIT).read_text().replace("ExecStart=/opt/nodecheck/bin/nodecheck ", "ExecStart=/bin/true ")
     (tmp_path / UNIT).write_text(text)
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", "nodecheck-watch@1234.service"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", "nodecheck-watch@1234.service"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr) == (0, "")
 
 
@@ -72,7 +96,11 @@ def test_the_example_config_loads_with_the_values_it_documents():
     assert (b.throughput_floor, b.slow_for_s, b.straggler_pct) == (4000, 300, 15)
     assert cfg.alerts.argv == ("/usr/local/bin/page-oncall", "--team", "training")
     assert (cfg.alerts.url, cfg.alerts.retries, cfg.alerts.timeout_s, cfg.alerts.backoff_s) == (
-        "https://alerts.example.org/hooks/nodecheck", 3, 10, 1)
+        "https://alerts.example.org/hooks/nodecheck",
+        3,
+        10,
+        1,
+    )
     line = "[rank0]: step: 42  loss: 7.1234  memory: 31.20GiB(39.43%)  tps: 5,400  mfu: 41.20%"
     assert cfg.progress.compiled("step_regex").search(line)["step"] == "42"
     assert cfg.progress.compiled("throughput_regex").search(line)["throughput"] == "5,400"

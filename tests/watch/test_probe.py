@@ -2,6 +2,7 @@
 heartbeat a watch config names are read only as the job's user could (issue 17, slice I). A root
 watcher handed a user's JOB.yml with `progress.log: /etc/shadow` (or a symlink to it) must not copy it
 into a sample, an incident record or its output."""
+
 from __future__ import annotations
 
 import os
@@ -20,15 +21,20 @@ from nodecheck.watch.probe import sample_probe
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes files owned by root and by another uid")
 
 SECRET = "root:$6$s3cr3tshadowhash:19000:0:99999:7:::"
-USER = 54321                                   # the job's user (no passwd entry needed: a uid)
+USER = 54321  # the job's user (no passwd entry needed: a uid)
 OTHER = 54322
 
 
 def sampled(tmp_path: Path, log: str | None, beat: str | None = None, user: str = "") -> tuple[str, object]:
     cfg = WatchConfig.model_validate({"progress": {k: v for k, v in (("log", log), ("heartbeat", beat)) if v}})
     probe = sample_probe(cfg, "node1", user)
-    proc = subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    proc = subprocess.run(
+        list(probe.argv),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     return proc.stdout, parse_sample(proc.stdout)
 
 
@@ -49,7 +55,7 @@ def owned(path: Path, text: str, uid: int, mode: int = 0o600) -> Path:
 
 def test_a_root_private_file_is_not_read_for_a_job_and_the_sample_says_why(tmp_path):
     secret = shadow(tmp_path)
-    for user in (str(USER), ""):              # the job's user known, or not: root's private file never
+    for user in (str(USER), ""):  # the job's user known, or not: root's private file never
         out, s = sampled(tmp_path, str(secret), str(secret), user)
         assert SECRET not in out and "s3cr3t" not in out
         assert s.log_error == f"nodecheck-watch: {secret}: not read: owned by uid 0 and not readable by everyone"
@@ -65,8 +71,10 @@ def test_a_symlink_is_never_followed_and_another_users_file_is_not_the_jobs(tmp_
     other = owned(tmp_path / "other.log", "step: 7 secret of another user\n", OTHER, 0o644)
     out, s = sampled(tmp_path, str(other), None, str(USER))
     assert "another user" not in out
-    assert s.log_error == f"nodecheck-watch: {other}: not read: owned by uid {OTHER}, not by the job's user " \
-                          f"(uid {USER}) or root"
+    assert (
+        s.log_error == f"nodecheck-watch: {other}: not read: owned by uid {OTHER}, not by the job's user "
+        f"(uid {USER}) or root"
+    )
 
 
 def test_the_jobs_own_log_root_readable_logs_and_an_operators_watch_of_any_users_log_are_read(tmp_path):
@@ -85,12 +93,18 @@ def test_the_jobs_own_log_root_readable_logs_and_an_operators_watch_of_any_users
     assert s.log_error == f"nodecheck-watch: {tmp_path / 'missing.log'}: No such file or directory"
 
 
-def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_or_output(tmp_path, monkeypatch, capsys):
+def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_or_output(
+    tmp_path, monkeypatch, capsys
+):
     """The watch config is a user's JOB.yml (owned by them): the job's user is its owner, and the
     watcher (root here, as a systemd unit runs it) never copies root's private file anywhere."""
     secret = shadow(tmp_path)
-    job = owned(tmp_path / "JOB.yml", f"world_size: 8\nwatch:\n  match: 'no-such-trainer-x7'\n"
-                f"  progress: {{log: {secret}, heartbeat: {secret}}}\n", USER, 0o644)
+    job = owned(
+        tmp_path / "JOB.yml",
+        f"world_size: 8\nwatch:\n  match: 'no-such-trainer-x7'\n  progress: {{log: {secret}, heartbeat: {secret}}}\n",
+        USER,
+        0o644,
+    )
     inv = tmp_path / "hosts.yml"
     inv.write_text("nodes:\n  node1:\n    address: 127.0.0.1\n")
     answers = []
@@ -101,6 +115,7 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
             run = session.run
             session.run = lambda probe, t: answers.append(run(probe, t)) or answers[-1]
             return session
+
     monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda args: Recording())
     probes: list[Probe] = []
     real = sample_probe
@@ -108,27 +123,34 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
     def recording(cfg, node, job_user=""):
         probes.append(real(cfg, node, job_user))
         return probes[-1]
+
     monkeypatch.setattr("nodecheck.watch.probe.sample_probe", recording)
     out = tmp_path / "reports"
-    cli.main(["watch", str(inv), "--config", str(job), "--max-samples", "3", "--interval", "0.2",
-              "--output-dir", str(out)])
+    cli.main(
+        ["watch", str(inv), "--config", str(job), "--max-samples", "3", "--interval", "0.2", "--output-dir", str(out)]
+    )
     printed = capsys.readouterr()
     assert probes and all(p.argv[-1] == str(USER) for p in probes)
     assert "s3cr3t" not in printed.out + printed.err
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files and not [p for p in files if b"s3cr3t" in p.read_bytes()]
-    assert answers and all(f"nodecheck-watch: {secret}: not read: owned by uid 0 and not readable by everyone"
-                           in a.stdout and "s3cr3t" not in a.stdout for a in answers)
+    assert answers and all(
+        f"nodecheck-watch: {secret}: not read: owned by uid 0 and not readable by everyone" in a.stdout
+        and "s3cr3t" not in a.stdout
+        for a in answers
+    )
 
 
 def test_the_job_user_is_the_configs_owner_else_the_slurm_jobs_never_root(tmp_path):
     from types import SimpleNamespace
+
     from nodecheck.watch.command import job_user
+
     users = owned(tmp_path / "JOB.yml", "watch: {}\n", USER, 0o644)
     operators = tmp_path / "watch.yml"
     operators.write_text("{}\n")
     alice = SimpleNamespace(user="alice")
-    assert job_user(str(users), alice) == str(USER)      # a user's JOB.yml names that user's files only
+    assert job_user(str(users), alice) == str(USER)  # a user's JOB.yml names that user's files only
     assert job_user(str(operators), alice) == "alice" == job_user(None, alice)
     assert job_user(str(operators), SimpleNamespace(user="root")) == "" == job_user(None, object())
     assert job_user(None, SimpleNamespace(user="-rf x")) == ""
@@ -137,8 +159,10 @@ def test_the_job_user_is_the_configs_owner_else_the_slurm_jobs_never_root(tmp_pa
 @pytest.mark.parametrize("shell", [s for s in ("dash", "bash") if __import__("shutil").which(s)])
 def test_the_checks_hold_under_dash_and_bash(tmp_path, shell):
     secret, mine = shadow(tmp_path), owned(tmp_path / "train.log", "step: 3\n", USER)
-    for log, error, tail in [(secret, "not read: owned by uid 0 and not readable by everyone", ""),
-                             (mine, "", "step: 3\n")]:
+    for log, error, tail in [
+        (secret, "not read: owned by uid 0 and not readable by everyone", ""),
+        (mine, "", "step: 3\n"),
+    ]:
         probe = sample_probe(WatchConfig.model_validate({"progress": {"log": str(log)}}), "n1", str(USER))
         proc = subprocess.run([shell, *probe.argv[1:]], capture_output=True, text=True, timeout=30)
         s = parse_sample(proc.stdout)

@@ -7,6 +7,7 @@ plain dicts: pickle protocol 2 (what torch's C++ pickler writes) and JSON the wa
 writes it (no frames, absent timestamps as 0, pg_status values as strings). Deterministic: same
 bytes on every run. Also writes the hostile and broken files under bad/.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,50 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PREFIX = "nccl_trace_rank_"
 T0 = 1_760_000_000_000_000_000
-FRAME = [{"name": "train_step", "filename": "/opt/job/train.py", "line": 211},
-         {"name": "<module>", "filename": "/opt/job/train.py", "line": 340}]
+FRAME = [
+    {"name": "train_step", "filename": "/opt/job/train.py", "line": 211},
+    {"name": "<module>", "filename": "/opt/job/train.py", "line": 340},
+]
 
 
-def entry(version: str, rid: int, seq: int, name: str, state: str, insz, outsz, *, pg=("0", "default_pg"),
-          pg_id=0, p2p_seq=0, is_p2p=False, dtype="Float") -> dict:
+def entry(
+    version: str,
+    rid: int,
+    seq: int,
+    name: str,
+    state: str,
+    insz,
+    outsz,
+    *,
+    pg=("0", "default_pg"),
+    pg_id=0,
+    p2p_seq=0,
+    is_p2p=False,
+    dtype="Float",
+) -> dict:
     done = state == "completed"
-    e = {"record_id": rid, "pg_id": pg_id, "process_group": pg, "collective_seq_id": seq, "p2p_seq_id": p2p_seq,
-         "op_id": rid + 1, "profiling_name": name, "time_created_ns": T0 + rid * 1_000_000,
-         "input_sizes": insz, "input_dtypes": [dtype] * len(insz), "output_sizes": outsz,
-         "output_dtypes": [dtype] * len(outsz), "state": state,
-         "time_discovered_started_ns": None if state == "scheduled" else T0 + rid * 1_000_000 + 10_000,
-         "time_discovered_completed_ns": T0 + rid * 1_000_000 + 90_000 if done else None,
-         "retired": done, "timeout_ms": 600000, "is_p2p": is_p2p, "frames": FRAME}
-    if version == "2.2":     # the minimal 2.x entry: no is_p2p, no retired, no time_discovered_*
+    e = {
+        "record_id": rid,
+        "pg_id": pg_id,
+        "process_group": pg,
+        "collective_seq_id": seq,
+        "p2p_seq_id": p2p_seq,
+        "op_id": rid + 1,
+        "profiling_name": name,
+        "time_created_ns": T0 + rid * 1_000_000,
+        "input_sizes": insz,
+        "input_dtypes": [dtype] * len(insz),
+        "output_sizes": outsz,
+        "output_dtypes": [dtype] * len(outsz),
+        "state": state,
+        "time_discovered_started_ns": None if state == "scheduled" else T0 + rid * 1_000_000 + 10_000,
+        "time_discovered_completed_ns": T0 + rid * 1_000_000 + 90_000 if done else None,
+        "retired": done,
+        "timeout_ms": 600000,
+        "is_p2p": is_p2p,
+        "frames": FRAME,
+    }
+    if version == "2.2":  # the minimal 2.x entry: no is_p2p, no retired, no time_discovered_*
         for k in ("is_p2p", "retired", "time_discovered_started_ns", "time_discovered_completed_ns"):
             del e[k]
     if version == "2.10":
@@ -50,8 +80,7 @@ def dump(version: str, entries: list, ranks: list, *, status: dict | None, group
 
 
 def status(enq: int, started: int, completed: int) -> dict:
-    return {"last_enqueued_collective": enq, "last_started_collective": started,
-            "last_completed_collective": completed}
+    return {"last_enqueued_collective": enq, "last_started_collective": started, "last_completed_collective": completed}
 
 
 def as_json(d: dict) -> bytes:
@@ -81,8 +110,10 @@ def mismatched_24() -> None:
     reduce_scatter [2048x4096] (the epoch-end deadlock)."""
     ranks = list(range(16))
     for r in ranks:
-        es = [entry("2.4", 9000 + i, 3847 + i, "nccl:reduce_scatter", "completed", [[2048, 4096]], [[128, 4096]])
-              for i in range(4)]
+        es = [
+            entry("2.4", 9000 + i, 3847 + i, "nccl:reduce_scatter", "completed", [[2048, 4096]], [[128, 4096]])
+            for i in range(4)
+        ]
         if r == 3:
             es.append(entry("2.4", 9004, 3851, "nccl:all_reduce", "started", [[1]], [[1]]))
         else:
@@ -115,8 +146,10 @@ def ahead_p2p_210() -> None:
     seq 10. pg 1 ("pp", ranks 0,1): collective seq 3 completed, then a send/recv pair pending whose
     entries carry collective_seq_id 3 too (NCCL stamps p2p ops with the current collective seq)."""
     ranks = [0, 1, 2, 3]
-    groups = {"0": {"name": "0", "desc": "default_pg", "ranks": str(ranks)},
-              "1": {"name": "1", "desc": "pp", "ranks": "[0, 1]"}}
+    groups = {
+        "0": {"name": "0", "desc": "default_pg", "ranks": str(ranks)},
+        "1": {"name": "1", "desc": "pp", "ranks": "[0, 1]"},
+    }
     for r in ranks:
         es = [entry("2.10", 100 + i, 8 + i, "nccl:all_reduce", "completed", [[4096]], [[4096]]) for i in range(2)]
         if r == 3:
@@ -130,16 +163,21 @@ def ahead_p2p_210() -> None:
             pp = ("1", "pp")
             es.append(entry("2.10", 104, 3, "nccl:all_reduce", "completed", [[16]], [[16]], pg=pp, pg_id=1))
             op = "nccl:send 0->1" if r == 0 else "nccl:recv 1<-0"
-            es.append(entry("2.10", 105, 3, op, "started", [[8, 16]], [[8, 16]], pg=pp, pg_id=1, p2p_seq=5,
-                            is_p2p=True))
+            es.append(
+                entry("2.10", 105, 3, op, "started", [[8, 16]], [[8, 16]], pg=pp, pg_id=1, p2p_seq=5, is_p2p=True)
+            )
             st["1"] = status(3, 3, 3)
         write("built-2.10-ahead-p2p", r, dump("2.10", es, ranks, status=st, groups=groups))
 
 
 def odd() -> None:
     """A newer, unknown version with keys this parser has never seen: must still parse."""
-    d = dump("2.10", [entry("2.10", 0, 1, "xccl:all_reduce", "completed", [[8]], [[8]])], [0, 1],
-             status={"0": status(1, 1, 1)})
+    d = dump(
+        "2.10",
+        [entry("2.10", 0, 1, "xccl:all_reduce", "completed", [[8]], [[8]])],
+        [0, 1],
+        status={"0": status(1, 1, 1)},
+    )
     d["version"] = "3.1"
     d["future_top_level"] = {"x": 1}
     d["entries"][0]["future_entry_key"] = [1, 2]
@@ -156,13 +194,18 @@ def bad() -> None:
     # protocol 4: STACK_GLOBAL builtins.eval, then REDUCE
     code = b"open('/tmp/nodecheck-fr-pwned-eval', 'w')"
     (out / "malicious-builtins-eval.pkl").write_bytes(
-        b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93\x8c" + bytes([len(code)]) + code + b"\x85R.")
+        b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93\x8c" + bytes([len(code)]) + code + b"\x85R."
+    )
     real = (HERE / "missing-rank" / f"{PREFIX}0").read_bytes()
     (out / "truncated.pkl").write_bytes(real[: len(real) * 6 // 10])
     (out / "list.pkl").write_bytes(pickle.dumps([1, 2, 3], protocol=2))
     (out / "garbage.bin").write_bytes(random.Random(7).randbytes(512))
-    good = dump("2.10", [entry("2.10", i, i + 1, "nccl:all_reduce", "completed", [[8]], [[8]]) for i in range(3)],
-                [0, 1], status={"0": status(3, 3, 3)})
+    good = dump(
+        "2.10",
+        [entry("2.10", i, i + 1, "nccl:all_reduce", "completed", [[8]], [[8]]) for i in range(3)],
+        [0, 1],
+        status={"0": status(3, 3, 3)},
+    )
     good["entries"][1]["collective_seq_id"] = "two"
     (out / "wrong-type-entry.json").write_bytes(as_json(good))
     (out / "no-version.pkl").write_bytes(pickle.dumps({"entries": [], "pg_config": {}}, protocol=2))

@@ -7,6 +7,7 @@ thread right after init_process_group; it dumps the rank's flight recorder while
 (pickle via _dump_fr_trace, JSON via _dump_fr_trace_json), named as PyTorch names them
 (prefix nccl_trace_rank_ + rank), then os._exit()s. Nothing here is imported by nodecheck.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 GO_FILE = Path("/tmp/fr-record-same-collective.go")
-PREFIX = "nccl_trace_rank_"          # PyTorch's default TORCH_FR_DUMP_TEMP_FILE basename
-DUMP_AFTER_S = 3.0                   # well after the last step could finish, well before the timeout
+PREFIX = "nccl_trace_rank_"  # PyTorch's default TORCH_FR_DUMP_TEMP_FILE basename
+DUMP_AFTER_S = 3.0  # well after the last step could finish, well before the timeout
 EXIT_GRACE_S = 2.0
-OP_TIMEOUT_S = 20                    # the collective timeout; the dump must come first
+OP_TIMEOUT_S = 20  # the collective timeout; the dump must come first
 
 # scenario -> (world size, ring-buffer entries, base port)
 SCENARIOS = {
     "mismatched": (8, 2000, 29600),
-    "missing-rank": (4, 16, 29620),     # 16 entries < 20 steps: the ring buffer wraps
+    "missing-rank": (4, 16, 29620),  # 16 entries < 20 steps: the ring buffer wraps
     "same-collective": (8, 2000, 29630),
     "never-started": (8, 2000, 29640),
 }
@@ -38,6 +39,7 @@ SCENARIOS = {
 def dump(out: Path, rank: int) -> None:
     """Write this rank's trace in both formats; rename so a half-written file never lands."""
     import torch._C._distributed_c10d as c10d
+
     for sub, blob in (("", c10d._dump_fr_trace()), ("json", c10d._dump_fr_trace_json())):
         target = out / sub / f"{PREFIX}{rank}"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -53,6 +55,7 @@ def watchdog(out: Path, rank: int, after_s: float = DUMP_AFTER_S) -> None:
         # the resulting error as a *completed* collective in pg_status
         time.sleep(EXIT_GRACE_S)
         os._exit(0)
+
     threading.Timer(after_s, fire).start()
 
 
@@ -69,9 +72,9 @@ def hang() -> None:
 def worker(scenario: str, rank: int, world: int, port: int, out: Path) -> None:
     import torch
     import torch.distributed as dist
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=OP_TIMEOUT_S))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=OP_TIMEOUT_S))
     if scenario != "same-collective":
         watchdog(out, rank)
     try:
@@ -86,9 +89,9 @@ def run_scenario(scenario: str, rank: int, world: int, dist, torch, out: Path) -
         return
     if scenario == "mismatched":
         steps(dist, torch, 5)
-        if rank == 3:                    # left the loop early: the epoch-end barrier-ish all_reduce
+        if rank == 3:  # left the loop early: the epoch-end barrier-ish all_reduce
             dist.all_reduce(torch.ones(1))
-        else:                            # gloo has no native reduce_scatter; all_gather is a distinct op
+        else:  # gloo has no native reduce_scatter; all_gather is a distinct op
             dist.all_gather([torch.zeros(64) for _ in range(world)], torch.ones(64))
     elif scenario == "mismatched-sizes":
         steps(dist, torch, 3)
@@ -100,7 +103,7 @@ def run_scenario(scenario: str, rank: int, world: int, dist, torch, out: Path) -
         dist.all_reduce(torch.ones(1024))
     elif scenario == "same-collective":
         steps(dist, torch, 3, shape=(1024,))
-        time.sleep(0.5)                  # let gloo retire step 3 everywhere before the snapshot
+        time.sleep(0.5)  # let gloo retire step 3 everywhere before the snapshot
         if rank == 2:
             # enqueue the collective, dump before any peer can have joined, then freeze every
             # thread of this process (a wedged NIC/driver stand-in); the parent then lets the
@@ -133,8 +136,14 @@ def launch(scenario: str) -> None:
     world, buffer_size, port = SCENARIOS[scenario]
     out = HERE / scenario
     env = dict(os.environ, TORCH_FR_BUFFER_SIZE=str(buffer_size), PYTHONWARNINGS="ignore")
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", scenario, str(rank), str(world),
-                               str(port), str(out)], env=env, cwd="/tmp") for rank in range(world)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", scenario, str(rank), str(world), str(port), str(out)],
+            env=env,
+            cwd="/tmp",
+        )
+        for rank in range(world)
+    ]
     if scenario == "same-collective":
         release_after_frozen(procs[2].pid, out / f"{PREFIX}2")
     deadline = time.monotonic() + 60
@@ -142,7 +151,7 @@ def launch(scenario: str) -> None:
         try:
             p.wait(timeout=max(1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            p.kill()                     # the SIGSTOPped rank of same-collective
+            p.kill()  # the SIGSTOPped rank of same-collective
             p.wait()
     print(f"{scenario}: {sorted(f.name for f in out.iterdir())}")
 

@@ -2,6 +2,7 @@
 ARGV0 [args]`. On a simulated node the harness copies this file to <data>/nccl_tests.py, beside the
 package's copy <data>/nccl_tests/, and the node's wrappers run that file (tests and the harness find
 the fake's processes by it)."""
+
 import os
 import sys
 

@@ -1,6 +1,7 @@
 """The launchers' side, shared by mpirun and srun: the coordinator the ranks meet at, a job that
 starts one agent per host (ssh for the other nodes) and relays the ranks' output and exit codes,
 and the agent itself (orted / slurmstepd), which forks its host's ranks."""
+
 from __future__ import annotations
 
 import base64
@@ -136,17 +137,26 @@ class AgentHandle:
 @dataclass
 class JobResult:
     exits: dict[int, int] = field(default_factory=dict)
-    daemon_failed: tuple[str, int] | None = None      # (host, the ssh exit code)
+    daemon_failed: tuple[str, int] | None = None  # (host, the ssh exit code)
     lost_daemon: str | None = None
     signalled: int = 0
-    first_bad: tuple[int, int] | None = None          # (rank, exit code) of the first failing rank
+    first_bad: tuple[int, int] | None = None  # (rank, exit code) of the first failing rank
 
 
 class Job:
     """One launch: an agent per host, a coordinator, the relay of every rank's output."""
 
-    def __init__(self, ctx: Ctx, mode: str, plan: list[RankPlan], argv: list[str], inherit_env: bool,
-                 prefix, stop_on_failure: bool, cwd: str | None = None) -> None:
+    def __init__(
+        self,
+        ctx: Ctx,
+        mode: str,
+        plan: list[RankPlan],
+        argv: list[str],
+        inherit_env: bool,
+        prefix,
+        stop_on_failure: bool,
+        cwd: str | None = None,
+    ) -> None:
         self.ctx, self.mode, self.plan, self.argv = ctx, mode, plan, argv
         self.cwd = cwd or os.getcwd()
         self.inherit_env, self.prefix, self.stop_on_failure = inherit_env, prefix, stop_on_failure
@@ -213,14 +223,28 @@ class Job:
 
     def _spawn(self, host: str, ranks: list[RankPlan]) -> AgentHandle:
         if self.ctx.is_me(host):
-            cmd = [sys.executable, "-I", entry_script(), self.ctx.node, self.ctx.address, self.ctx.net,
-                   self.ctx.state_path, self.mode, self.mode, AGENT_FLAG]
+            cmd = [
+                sys.executable,
+                "-I",
+                entry_script(),
+                self.ctx.node,
+                self.ctx.address,
+                self.ctx.net,
+                self.ctx.state_path,
+                self.mode,
+                self.mode,
+                AGENT_FLAG,
+            ]
         else:
-            cmd = ["ssh", "-F", self.ctx.ssh_config, "-o", "BatchMode=yes", "-x", host,
-                   f"{self.mode} {AGENT_FLAG}"]
+            cmd = ["ssh", "-F", self.ctx.ssh_config, "-o", "BatchMode=yes", "-x", host, f"{self.mode} {AGENT_FLAG}"]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        spec = {"coord": self.coord.address, "argv": self.argv, "inherit": self.inherit_env, "cwd": self.cwd,
-                "ranks": [{"rank": r.rank, "env": r.env} for r in ranks]}
+        spec = {
+            "coord": self.coord.address,
+            "argv": self.argv,
+            "inherit": self.inherit_env,
+            "cwd": self.cwd,
+            "ranks": [{"rank": r.rank, "env": r.env} for r in ranks],
+        }
         try:
             proc.stdin.write(json.dumps(spec).encode() + b"\n")
             proc.stdin.flush()
@@ -244,7 +268,7 @@ class Job:
         self.coord = Coordinator(self.ctx.address, len(self.plan), abort_on_loss=not self.stop_on_failure)
         hosts: dict[str, list[RankPlan]] = {}
         for r in self.plan:
-            r.env[COORD_ENV] = self.coord.address       # how a rank finds the rendezvous
+            r.env[COORD_ENV] = self.coord.address  # how a rank finds the rendezvous
             hosts.setdefault(r.host, []).append(r)
         res = JobResult()
         for host, ranks in hosts.items():
@@ -278,7 +302,7 @@ class Job:
                 res.exits[rank] = code
                 if code != 0 and res.first_bad is None:
                     res.first_bad = (rank, code)
-                    if self.stop_on_failure:             # what the ranks already wrote still arrives
+                    if self.stop_on_failure:  # what the ranks already wrote still arrives
                         grace_until = time.monotonic() + 0.3
             elif kind == "eof":
                 a, eofs = ev[1], eofs + 1
@@ -314,7 +338,7 @@ class Job:
                 a.proc.kill()
                 a.proc.wait()
         self.coord.close()
-        for a in self.agents:                   # what is still in the pipes is relayed
+        for a in self.agents:  # what is still in the pipes is relayed
             for t in a.readers:
                 t.join(1.0)
         while True:
@@ -378,18 +402,28 @@ def agent_main(ctx: Ctx) -> int:
         try:
             # the launcher's working directory where the node has it (as orted and slurmstepd do)
             cwd = spec["cwd"] if os.path.isdir(spec["cwd"]) else os.environ.get("HOME", "/")
-            child = subprocess.Popen(spec["argv"], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+            child = subprocess.Popen(
+                spec["argv"],
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as e:
-            emit({"r": r["rank"], "fd": 2, "b": base64.b64encode(
-                f"{spec['argv'][0]}: {e.strerror}\n".encode()).decode()})
+            emit(
+                {"r": r["rank"], "fd": 2, "b": base64.b64encode(f"{spec['argv'][0]}: {e.strerror}\n".encode()).decode()}
+            )
             emit({"r": r["rank"], "exit": 127})
             continue
         pumps = []
         for fd, pipe in ((1, child.stdout), (2, child.stderr)):
+
             def pump(rank=r["rank"], fd=fd, pipe=pipe) -> None:
                 for chunk in iter(lambda: pipe.read1(65536), b""):
                     emit({"r": rank, "fd": fd, "b": base64.b64encode(chunk).decode()})
+
             t = threading.Thread(target=pump, daemon=True)
             t.start()
             pumps.append(t)
@@ -406,7 +440,7 @@ def agent_main(ctx: Ctx) -> int:
                 emit({"r": rank, "exit": code if code >= 0 else 128 - code})
                 running.remove(item)
         time.sleep(0.01)
-    if running:                                   # the session or the coordinator went away
+    if running:  # the session or the coordinator went away
         for _, child, _ in running:
             _signal_group(child, signal.SIGTERM)
         deadline = time.monotonic() + 1.0

@@ -1,5 +1,6 @@
 """The C library calls whose behaviour the programs' command lines depend on: getopt_long as glibc
 does it (nccl-tests), strtol, and nccl-tests' parsesize."""
+
 from __future__ import annotations
 
 import re
@@ -17,15 +18,15 @@ def getopt_long(prog: str, args: list[str], shortopts: str, longopts: list[tuple
             return
         if a.startswith("--"):
             name, eq, val = a[2:].partition("=")
-            cands = [lo for lo in longopts if lo[0] == name] or \
-                [lo for lo in longopts if lo[0].startswith(name)]
+            cands = [lo for lo in longopts if lo[0] == name] or [lo for lo in longopts if lo[0].startswith(name)]
             if not cands:
                 write_err(f"{prog}: unrecognized option '{a}'\n")
                 yield "?", None
                 return
             if len(cands) > 1:
-                write_err(f"{prog}: option '{a}' is ambiguous; possibilities:"
-                          + "".join(f" '--{c[0]}'" for c in cands) + "\n")
+                write_err(
+                    f"{prog}: option '{a}' is ambiguous; possibilities:" + "".join(f" '--{c[0]}'" for c in cands) + "\n"
+                )
                 yield "?", None
                 return
             lname, has_arg, ch = cands[0]
@@ -49,9 +50,9 @@ def getopt_long(prog: str, args: list[str], shortopts: str, longopts: list[tuple
                     write_err(f"{prog}: invalid option -- '{c}'\n")
                     yield "?", None
                     return
-                if shortopts[k + 1:k + 2] == ":":
+                if shortopts[k + 1 : k + 2] == ":":
                     if j + 1 < len(a):
-                        val = a[j + 1:]
+                        val = a[j + 1 :]
                     elif i + 1 < len(args):
                         i, val = i + 1, args[i + 1]
                     else:
@@ -71,8 +72,7 @@ def strtol(text: str) -> int:
     if not m:
         return 0
     digits = m.group(2)
-    value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") \
-        else int(digits)
+    value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") else int(digits)
     return -value if m.group(1) == "-" else value
 
 

@@ -1,4 +1,5 @@
 """The entry point: which program a node's wrapper asked for (MODE), on which node."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The bandwidth model: each collective's data counts and bus-bandwidth factor, the sizes a sweep
 steps through, and the bandwidth curve towards the plateau nccl.json gives."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,13 +8,13 @@ from dataclasses import dataclass
 from nccl_tests.options import Options
 from nccl_tests.state import PERF_TOOLS
 
-CURVE_BYTES = 16 << 20            # busbw(size) = plateau * size / (size + 16 MiB)
+CURVE_BYTES = 16 << 20  # busbw(size) = plateau * size / (size + 16 MiB)
 
 
 @dataclass(frozen=True)
 class Collective:
-    name: str            # program name
-    reduces: bool        # has a reduction op (all_reduce, reduce_scatter); others print "none"
+    name: str  # program name
+    reduces: bool  # has a reduction op (all_reduce, reduce_scatter); others print "none"
 
     def counts(self, size: int, elt: int, nranks: int) -> tuple[int, int]:
         """(bytes printed, count printed) of one step: getCollByteCount + max(send, recv) bytes."""
@@ -49,7 +50,7 @@ def step_sizes(o: Options) -> list[int]:
 def curve(plateau: float, size: int, factor: float) -> tuple[float, float, float]:
     """(time us, algbw, busbw): busbw = plateau*S/(S+16MiB), algbw = busbw/factor, time = S/algbw/1e3."""
     shape = size / (size + CURVE_BYTES)
-    if factor <= 0:                                   # one rank: nothing crosses a bus
+    if factor <= 0:  # one rank: nothing crosses a bus
         algbw = plateau * shape
         return (size + CURVE_BYTES) / plateau / 1e3, algbw, 0.0
     busbw = plateau * shape

@@ -1,5 +1,6 @@
 """Open MPI 4.x's mpirun: its options, placement of ranks on hosts, and its messages when a daemon
 cannot start, is lost, or a rank fails."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,9 @@ against doing so - please do so at your own risk.
 DASHES = "-" * 74 + "\n"
 
 
-DAEMON_FAILED = DASHES + """ORTE was unable to reliably start one or more daemons.
+DAEMON_FAILED = (
+    DASHES
+    + """ORTE was unable to reliably start one or more daemons.
 This usually is caused by:
 
 * not finding the required libraries and/or binaries on
@@ -47,10 +50,14 @@ This usually is caused by:
   lack of common network interfaces and/or no route found between
   them. Please check network connectivity (including firewalls
   and network routing requirements).
-""" + DASHES
+"""
+    + DASHES
+)
 
 
-LOST_DAEMON = DASHES + """ORTE has lost communication with a remote daemon.
+LOST_DAEMON = (
+    DASHES
+    + """ORTE has lost communication with a remote daemon.
 
   HNP daemon   : [[{job},0],0] on node {me}
   Remote daemon: [[{job},0],{vpid}] on node {host}
@@ -59,37 +66,87 @@ This is usually due to either a failure of the TCP network
 connection to the node, or possibly an internal failure of
 the daemon itself. We cannot recover from this failure, and
 therefore will terminate the job.
-""" + DASHES
+"""
+    + DASHES
+)
 
 
-RANK_FAILED = ("-" * 55 + "\nPrimary job  terminated normally, but 1 process returned\n"
-               "a non-zero exit code. Per user-direction, the job has been aborted.\n" + "-" * 55 + "\n"
-               + DASHES + "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
-               "the job to be terminated. The first process to do so was:\n\n"
-               "  Process name: [[{job},1],{rank}]\n  Exit code:    {code}\n" + DASHES)
+RANK_FAILED = (
+    "-" * 55 + "\nPrimary job  terminated normally, but 1 process returned\n"
+    "a non-zero exit code. Per user-direction, the job has been aborted.\n"
+    + "-" * 55
+    + "\n"
+    + DASHES
+    + "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+    "the job to be terminated. The first process to do so was:\n\n"
+    "  Process name: [[{job},1],{rank}]\n  Exit code:    {code}\n" + DASHES
+)
 
 
-NOT_ENOUGH_SLOTS = DASHES + """There are not enough slots available in the system to satisfy the {n}
+NOT_ENOUGH_SLOTS = (
+    DASHES
+    + """There are not enough slots available in the system to satisfy the {n}
 slots that were requested by the application:
 
   {app}
 
 Either request fewer slots for your application, or make more slots
 available for use.
-""" + DASHES
+"""
+    + DASHES
+)
 
 
 NO_EXECUTABLE = DASHES + "No executable was specified on the mpirun command line.\n\nAborting.\n" + DASHES
 
 
-MPIRUN_VALUE_OPTS = {"np", "n", "c", "H", "host", "hostfile", "machinefile", "default-hostfile", "N",
-                     "npernode", "map-by", "x", "bind-to", "rank-by", "prefix", "wdir", "wd", "output-filename",
-                     "tmpdir", "path", "launch-agent", "report-uri", "ppr"}
+MPIRUN_VALUE_OPTS = {
+    "np",
+    "n",
+    "c",
+    "H",
+    "host",
+    "hostfile",
+    "machinefile",
+    "default-hostfile",
+    "N",
+    "npernode",
+    "map-by",
+    "x",
+    "bind-to",
+    "rank-by",
+    "prefix",
+    "wdir",
+    "wd",
+    "output-filename",
+    "tmpdir",
+    "path",
+    "launch-agent",
+    "report-uri",
+    "ppr",
+}
 
 
-MPIRUN_FLAGS = {"allow-run-as-root", "tag-output", "timestamp-output", "oversubscribe", "q", "quiet", "v",
-                "verbose", "display-map", "display-allocation", "report-bindings", "merge-stderr-to-stdout",
-                "nolocal", "no-oversubscribe", "bind-to-core", "bind-to-socket", "noprefix", "show-progress"}
+MPIRUN_FLAGS = {
+    "allow-run-as-root",
+    "tag-output",
+    "timestamp-output",
+    "oversubscribe",
+    "q",
+    "quiet",
+    "v",
+    "verbose",
+    "display-map",
+    "display-allocation",
+    "report-bindings",
+    "merge-stderr-to-stdout",
+    "nolocal",
+    "no-oversubscribe",
+    "bind-to-core",
+    "bind-to-socket",
+    "noprefix",
+    "show-progress",
+}
 
 
 def mpirun_main(ctx: Ctx, args: list[str]) -> int:
@@ -103,7 +160,7 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
     while i < len(args):
         a = args[i]
         if a == "--":
-            program = args[i + 1:]
+            program = args[i + 1 :]
             break
         if not a.startswith("-") or a == "-":
             program = args[i:]
@@ -111,7 +168,7 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
         name, eq, inline = a.lstrip("-").partition("=")
         if name in ("mca", "gmca"):
             if i + 2 >= len(args):
-                write_err(f"mpirun: Error: option \"{a}\" did not have enough parameters (2)\n")
+                write_err(f'mpirun: Error: option "{a}" did not have enough parameters (2)\n')
                 return 1
             mca[args[i + 1]] = args[i + 2]
             i += 3
@@ -119,7 +176,7 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
         if name in MPIRUN_VALUE_OPTS:
             if not eq:
                 if i + 1 >= len(args):
-                    write_err(f"mpirun: Error: option \"{a}\" did not have enough parameters (1)\n")
+                    write_err(f'mpirun: Error: option "{a}" did not have enough parameters (1)\n')
                     return 1
                 i, inline = i + 1, args[i + 1]
             if name in ("np", "n", "c"):
@@ -134,12 +191,15 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
                         for ln in f:
                             words = ln.split("#", 1)[0].split()
                             if words:
-                                slots = next((int(w[6:]) for w in words[1:] if w.startswith("slots=")),
-                                             os.cpu_count() or 1)
+                                slots = next(
+                                    (int(w[6:]) for w in words[1:] if w.startswith("slots=")), os.cpu_count() or 1
+                                )
                                 hosts.append((words[0], slots))
                 except OSError:
-                    write_err(DASHES + f"Open RTE was unable to open the hostfile:\n    {inline}\n"
-                              "Check to make sure the path and filename are correct.\n" + DASHES)
+                    write_err(
+                        DASHES + f"Open RTE was unable to open the hostfile:\n    {inline}\n"
+                        "Check to make sure the path and filename are correct.\n" + DASHES
+                    )
                     return 1
             elif name in ("N", "npernode"):
                 npernode = strtol(inline)
@@ -166,8 +226,13 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
             continue
         write_err(f"mpirun: Error: unknown option \"{a}\"\nType 'mpirun --help' for usage.\n")
         return 1
-    if os.geteuid() == 0 and not allow_root and not (os.environ.get("OMPI_ALLOW_RUN_AS_ROOT") == "1" and
-                                                     os.environ.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1"):
+    if (
+        os.geteuid() == 0
+        and not allow_root
+        and not (
+            os.environ.get("OMPI_ALLOW_RUN_AS_ROOT") == "1" and os.environ.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM") == "1"
+        )
+    ):
         write_err(ROOT_REFUSED)
         return 1
     if not program:
@@ -196,16 +261,23 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
     if np > total and not oversubscribe:
         write_err(NOT_ENOUGH_SLOTS.format(n=np, app=program[0]))
         return 1
-    while len(placement) < np:                    # oversubscribed: round-robin on
+    while len(placement) < np:  # oversubscribed: round-robin on
         placement.append(order[len(placement) % len(order)])
     job = (os.getpid() * 7919) % 60000 + 1000
     plan = []
     for rank, host in enumerate(placement):
         local = placement[:rank].count(host)
-        env = {**exports, **{f"OMPI_MCA_{k}": v for k, v in mca.items()},
-               "OMPI_COMM_WORLD_SIZE": str(np), "OMPI_COMM_WORLD_RANK": str(rank),
-               "OMPI_COMM_WORLD_LOCAL_RANK": str(local), "OMPI_COMM_WORLD_LOCAL_SIZE": str(placement.count(host)),
-               "OMPI_COMM_WORLD_NODE_RANK": str(local), "OMPI_UNIVERSE_SIZE": str(np), "PMIX_RANK": str(rank)}
+        env = {
+            **exports,
+            **{f"OMPI_MCA_{k}": v for k, v in mca.items()},
+            "OMPI_COMM_WORLD_SIZE": str(np),
+            "OMPI_COMM_WORLD_RANK": str(rank),
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(local),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(placement.count(host)),
+            "OMPI_COMM_WORLD_NODE_RANK": str(local),
+            "OMPI_UNIVERSE_SIZE": str(np),
+            "PMIX_RANK": str(rank),
+        }
         plan.append(RankPlan(rank, host, env))
     prefix = (lambda r, fd: b"[1,%d]<%s>:" % (r, b"stdout" if fd == 1 else b"stderr")) if tag else None
     res = Job(ctx, "mpirun", plan, program, inherit_env=True, prefix=prefix, stop_on_failure=True, cwd=cwd).run()
@@ -220,7 +292,8 @@ def mpirun_main(ctx: Ctx, args: list[str]) -> int:
         return code
     if res.lost_daemon:
         hosts_order = list(dict.fromkeys(placement))
-        write_err(LOST_DAEMON.format(job=job, me=ctx.node, vpid=hosts_order.index(res.lost_daemon) + 1,
-                                     host=res.lost_daemon))
+        write_err(
+            LOST_DAEMON.format(job=job, me=ctx.node, vpid=hosts_order.index(res.lost_daemon) + 1, host=res.lost_daemon)
+        )
         return 1
     return 0

@@ -1,5 +1,6 @@
 """What nccl-tests prints (src/util.cu): the parameter and header lines, a rank's device line, and
 the -J JSON report."""
+
 from __future__ import annotations
 
 import os
@@ -29,10 +30,23 @@ def float_str(value: float, width: int) -> str:
 
 def params_line(layout: str, o: Options) -> str:
     step = o.step_factor if o.step_factor > 1 else o.step_bytes
-    line = ("# nThread %d nGpus %d minBytes %d maxBytes %d step: %d(%s) warmup iters: %d iters: %d "
-            "agg iters: %d validation: %d graph: %d" % (o.nthreads, o.ngpus, o.min_bytes, o.max_bytes, step,
-                                                        "factor" if o.step_factor > 1 else "bytes",
-                                                        o.warmup_iters, o.iters, o.agg_iters, o.check, o.graph))
+    line = (
+        "# nThread %d nGpus %d minBytes %d maxBytes %d step: %d(%s) warmup iters: %d iters: %d "
+        "agg iters: %d validation: %d graph: %d"
+        % (
+            o.nthreads,
+            o.ngpus,
+            o.min_bytes,
+            o.max_bytes,
+            step,
+            "factor" if o.step_factor > 1 else "bytes",
+            o.warmup_iters,
+            o.iters,
+            o.agg_iters,
+            o.check,
+            o.graph,
+        )
+    )
     if layout != "2.17":
         line += " unalign: %d" % o.unalign
     return line + "\n"
@@ -43,19 +57,36 @@ def header_lines(o: Options) -> str:
     t = "cputime" if o.cputime else "time"
     pad, lbl, fmt = (19, "timestamp", "%Y-%m-%d %H:%M:%S") if o.timestamps else (0, "", "")
     cols = "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n"
-    return ("#\n"
-            + "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n"
-            % ("", "", "", "", "")
-            + cols % ("size", "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw",
-                      "busbw", "#wrong", pad, lbl)
-            + cols % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-                      "(GB/s)", "", pad, fmt))
+    return (
+        "#\n"
+        + "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n"
+        % ("", "", "", "", "")
+        + cols
+        % (
+            "size",
+            "count",
+            "type",
+            "redop",
+            "root",
+            t,
+            "algbw",
+            "busbw",
+            "#wrong",
+            t,
+            "algbw",
+            "busbw",
+            "#wrong",
+            pad,
+            lbl,
+        )
+        + cols
+        % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, fmt)
+    )
 
 
 def rank_line(rank: int, pid: int, host: str, dev: int, model: str) -> str:
     bus = BUS_IDS[dev] if dev < len(BUS_IDS) else "%02x" % (0x10 + 0x10 * dev)
-    return "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0000:%s:00] %s\n" % (rank, 0, pid, host, dev,
-                                                                                   bus, model)
+    return "#  Rank %2d Group %2d Pid %6d on %10s device %2d [0000:%s:00] %s\n" % (rank, 0, pid, host, dev, bus, model)
 
 
 class JsonReport:

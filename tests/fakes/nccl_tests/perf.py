@@ -1,6 +1,7 @@
 """One nccl-tests process (all_reduce_perf, all_gather_perf, reduce_scatter_perf, alltoall_perf): alone
 it drives -g GPUs of its node; under a launcher it is one rank, meeting the others at every step
 through its link to the launcher's coordinator. Only world rank 0 prints, as nccl-tests does."""
+
 from __future__ import annotations
 
 import json
@@ -101,8 +102,7 @@ def launcher_env() -> tuple[str | None, int, int]:
 
 def nccl_debug_level() -> int:
     """NCCL_DEBUG: NONE 0, VERSION 1, WARN 2, INFO 3, ABORT 4, TRACE 5."""
-    return {"VERSION": 1, "WARN": 2, "INFO": 3, "ABORT": 4, "TRACE": 5}.get(
-        os.environ.get("NCCL_DEBUG", "").upper(), 0)
+    return {"VERSION": 1, "WARN": 2, "INFO": 3, "ABORT": 4, "TRACE": 5}.get(os.environ.get("NCCL_DEBUG", "").upper(), 0)
 
 
 def perf_main(ctx: Ctx, tool: str, argv0: str, args: list[str]) -> int:
@@ -110,7 +110,7 @@ def perf_main(ctx: Ctx, tool: str, argv0: str, args: list[str]) -> int:
     needs every process is a barrier through the launcher's coordinator (none when alone)."""
     me = ctx.state.node(ctx.node)
     lib_code = nccl_code(me.nccl_version)
-    ntypes = 12 if lib_code >= 22400 else 10 if lib_code >= 21000 else 9      # fp8 from 2.24, bf16 2.10
+    ntypes = 12 if lib_code >= 22400 else 10 if lib_code >= 21000 else 9  # fp8 from 2.24, bf16 2.10
     parsed = parse_options(ctx.state.layout, argv0, args, ntypes)
     if isinstance(parsed, int):
         return parsed
@@ -122,21 +122,22 @@ def perf_main(ctx: Ctx, tool: str, argv0: str, args: list[str]) -> int:
     run = PerfRun(ctx, me, COLLECTIVES[tool], parsed, proc, lib_code, ntypes)
     run.report = JsonReport.open(parsed.output_file, [argv0, *args], lib_code) if proc == 0 else None
     run.print_header()
-    if me.hang == "start":                    # the node's processes never join
+    if me.hang == "start":  # the node's processes never join
         hang(None)
     run.link = Link(coord, ctx.address, proc, nprocs) if coord else None
     if not run.device_report():
-        return trace_failure(ctx, 5)          # writeDeviceReport's testNotImplemented
+        return trace_failure(ctx, 5)  # writeDeviceReport's testNotImplemented
     run.nccl_init()
     errors, bw_failed = run.sweep()
     if errors or bw_failed:
-        return trace_failure(ctx, 7)          # run() returns testNumResults
+        return trace_failure(ctx, 7)  # run() returns testNumResults
     return 0
 
 
 class PerfRun:
-    def __init__(self, ctx: Ctx, me: NodeSpec, coll: Collective, o: Options, proc: int, lib_code: int,
-                 ntypes: int) -> None:
+    def __init__(
+        self, ctx: Ctx, me: NodeSpec, coll: Collective, o: Options, proc: int, lib_code: int, ntypes: int
+    ) -> None:
         self.ctx, self.me, self.coll, self.o, self.proc = ctx, me, coll, o, proc
         self.lib_code, self.ntypes = lib_code, ntypes
         self.pid = os.getpid()
@@ -155,8 +156,10 @@ class PerfRun:
 
     def print_header(self) -> None:
         o, state = self.o, self.ctx.state
-        self.say("# nccl-tests version %s nccl-headers=%d nccl-library=%d\n"
-                 % (state.tests_version, nccl_code(state.spec["nccl_version"]), self.lib_code))
+        self.say(
+            "# nccl-tests version %s nccl-headers=%d nccl-library=%d\n"
+            % (state.tests_version, nccl_code(state.spec["nccl_version"]), self.lib_code)
+        )
         self.say("# Collective test starting: %s\n" % self.coll.name)
         self.say(params_line(state.layout, o))
         if o.blocking == 1 or (o.blocking and state.layout == "2.17"):
@@ -181,12 +184,16 @@ class PerfRun:
         gpu0 = os.environ.get("NCCL_TESTS_DEVICE", "")
         self.first_dev = int(gpu0) if gpu0.isdigit() else local_rank * per_proc
         if self.first_dev + per_proc > self.me.gpus:
-            write_err("Invalid number of GPUs: %d requested but only %d were found.\n"
-                      % (self.first_dev + per_proc, self.me.gpus))
+            write_err(
+                "Invalid number of GPUs: %d requested but only %d were found.\n"
+                % (self.first_dev + per_proc, self.me.gpus)
+            )
             write_err("Please check the number of processes and GPUs per process.\n")
             return False
-        lines = [rank_line(self.proc * per_proc + i, self.pid, self.ctx.node, self.first_dev + i, self.me.gpu_model)
-                 for i in range(per_proc)]
+        lines = [
+            rank_line(self.proc * per_proc + i, self.pid, self.ctx.node, self.first_dev + i, self.me.gpu_model)
+            for i in range(per_proc)
+        ]
         every = self.barrier("devices", lines)
         for proc_lines in every:
             self.say("".join(proc_lines))
@@ -252,29 +259,43 @@ class PerfRun:
             wrong = nbytes // elt // 1000 + 1 if corrupt_from is not None and nbytes >= corrupt_from else 0
             # alltoall does not check its in-place run (alltoall.cu: reportErrors = in_place ? 0 : 1)
             checked = [bool(o.check), bool(o.check) and coll.name != "alltoall_perf"]
-            self.say(self._row(nbytes, count, type_name, OPS[op] if op is not None else "none", usec, algbw, busbw,
-                               wrong, checked))
+            self.say(
+                self._row(
+                    nbytes, count, type_name, OPS[op] if op is not None else "none", usec, algbw, busbw, wrong, checked
+                )
+            )
             errors += sum(1 for c in checked if c and wrong)
             bw += [busbw, busbw]
-        total_errors = sum(self.barrier("done", errors))          # MPI_Allreduce of errors
+        total_errors = sum(self.barrier("done", errors))  # MPI_Allreduce of errors
         avg = sum(bw) / len(bw) if bw else float("nan")
         min_bw = os.environ.get("NCCL_TESTS_MIN_BW")
         check_avg = float(min_bw) if min_bw else -1.0
         bw_failed = check_avg != -1 and avg < check_avg * 0.9
         self.say("# %-20s : %d %s\n" % ("Out of bounds values", total_errors, "FAILED" if total_errors else "OK"))
-        self.say("# %-20s : %g %s\n" % ("Avg bus bandwidth", avg,
-                                         "" if check_avg == -1 else "FAILED" if bw_failed else "OK"))
+        self.say(
+            "# %-20s : %g %s\n" % ("Avg bus bandwidth", avg, "" if check_avg == -1 else "FAILED" if bw_failed else "OK")
+        )
         self.say("#\n# Collective test concluded: %s\n" % coll.name)
-        self.say("#\n")                      # finalizeFooter
-        self.say("\n")                       # writeErrors: ncclGetLastError() is ""
+        self.say("#\n")  # finalizeFooter
+        self.say("\n")  # writeErrors: ncclGetLastError() is ""
         if self.report:
             self._json_footer(total_errors, avg, check_avg, bw_failed)
         if self.link:
             self.link.bye()
         return total_errors, bw_failed
 
-    def _row(self, nbytes: int, count: int, type_name: str, op_name: str, usec: float, algbw: float,
-             busbw: float, wrong: int, checked: list[bool]) -> str:
+    def _row(
+        self,
+        nbytes: int,
+        count: int,
+        type_name: str,
+        op_name: str,
+        usec: float,
+        algbw: float,
+        busbw: float,
+        wrong: int,
+        checked: list[bool],
+    ) -> str:
         """writeBenchmarkLinePreamble + writeBenchmarkLineBody (out of place, in place)."""
         r = self.report
         row = "%12d  %12d  %8s  %6s  %6s" % (nbytes, count, type_name, op_name, "%6i" % -1)
@@ -308,15 +329,24 @@ class PerfRun:
     def _json_config(self) -> None:
         o, r = self.o, self.report
         r.key("config").start_object()
-        for k, v in (("nthreads", o.nthreads), ("ngpus", o.ngpus), ("minimum_bytes", o.min_bytes),
-                     ("maximum_bytes", o.max_bytes)):
+        for k, v in (
+            ("nthreads", o.nthreads),
+            ("ngpus", o.ngpus),
+            ("minimum_bytes", o.min_bytes),
+            ("maximum_bytes", o.max_bytes),
+        ):
             r.key(k).int_(v)
         if o.step_factor > 1:
             r.key("step_factor").int_(o.step_factor)
         else:
             r.key("step_bytes").int_(o.step_bytes)
-        for k, v in (("warmup_iters", o.warmup_iters), ("iterations", o.iters), ("aggregated_iterations", o.agg_iters),
-                     ("validation", o.check), ("graph", o.graph)):
+        for k, v in (
+            ("warmup_iters", o.warmup_iters),
+            ("iterations", o.iters),
+            ("aggregated_iterations", o.agg_iters),
+            ("validation", o.check),
+            ("graph", o.graph),
+        ):
             r.key(k).int_(v)
         r.key("blocking_collectives").bool_(bool(o.blocking))
         r.key("per_iter_timing").bool_(False)
@@ -327,8 +357,9 @@ class PerfRun:
         r = self.report
         r.key("devices").start_list()
         for proc_lines in every:
-            m = re.match(r"#  Rank +(\d+) Group +(\d+) Pid +(\d+) on +(\S+) device +(\d+) \[([^]]*)\] (.*)\n",
-                         proc_lines[0])
+            m = re.match(
+                r"#  Rank +(\d+) Group +(\d+) Pid +(\d+) on +(\S+) device +(\d+) \[([^]]*)\] (.*)\n", proc_lines[0]
+            )
             if m:
                 r.start_object()
                 for k, v in zip(("rank", "group", "pid"), m.groups()[:3]):
@@ -339,12 +370,12 @@ class PerfRun:
                 r.key("device_info").str_(m.group(7))
                 r.finish()
         r.finish()
-        r.finish()                            # config
+        r.finish()  # config
 
     def _json_footer(self, errors: int, avg: float, check_avg: float, bw_failed: bool) -> None:
         """writeResultFooter, writeErrors, jsonOutputFinalize."""
         r = self.report
-        r.finish()                            # results
+        r.finish()  # results
         r.key("out_of_bounds").start_object()
         r.key("count").int_(errors)
         r.key("okay").bool_(errors == 0)

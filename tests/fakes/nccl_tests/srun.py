@@ -1,5 +1,6 @@
 """Slurm's srun: its options, task placement over the node list, SLURM_* variables, and its
 messages when a task launch fails or tasks exit non-zero."""
+
 from __future__ import annotations
 
 import os
@@ -47,13 +48,46 @@ def fold_ranks(ranks: list[int]) -> str:
     return ",".join(out)
 
 
-SRUN_VALUE_OPTS = {"N": "nodes", "w": "nodelist", "n": "ntasks", "t": "time", "p": "partition", "J": "job-name",
-                   "c": "cpus-per-task", "G": "gpus", "o": "output", "e": "error", "A": "account"}
+SRUN_VALUE_OPTS = {
+    "N": "nodes",
+    "w": "nodelist",
+    "n": "ntasks",
+    "t": "time",
+    "p": "partition",
+    "J": "job-name",
+    "c": "cpus-per-task",
+    "G": "gpus",
+    "o": "output",
+    "e": "error",
+    "A": "account",
+}
 
 
-SRUN_LONG_VALUE = {"nodes", "nodelist", "ntasks", "ntasks-per-node", "export", "mpi", "time", "partition",
-                   "job-name", "cpus-per-task", "gpus", "gpus-per-node", "gres", "cpu-bind", "gpu-bind", "output",
-                   "error", "account", "distribution", "mem", "qos", "reservation", "kill-on-bad-exit"}
+SRUN_LONG_VALUE = {
+    "nodes",
+    "nodelist",
+    "ntasks",
+    "ntasks-per-node",
+    "export",
+    "mpi",
+    "time",
+    "partition",
+    "job-name",
+    "cpus-per-task",
+    "gpus",
+    "gpus-per-node",
+    "gres",
+    "cpu-bind",
+    "gpu-bind",
+    "output",
+    "error",
+    "account",
+    "distribution",
+    "mem",
+    "qos",
+    "reservation",
+    "kill-on-bad-exit",
+}
 
 
 SRUN_FLAGS = {"l": "label", "u": "unbuffered", "v": "verbose", "K": "kill-on-bad-exit"}
@@ -70,15 +104,16 @@ def srun_main(ctx: Ctx, args: list[str]) -> int:
     while i < len(args):
         a = args[i]
         if a == "--":
-            program = args[i + 1:]
+            program = args[i + 1 :]
             break
         if a.startswith("--"):
             name, eq, val = a[2:].partition("=")
             if name in SRUN_LONG_VALUE and (eq or name != "kill-on-bad-exit"):
                 if not eq:
                     if i + 1 >= len(args):
-                        write_err(f"srun: option '--{name}' requires an argument\n"
-                                  "Try \"srun --help\" for more information\n")
+                        write_err(
+                            f"srun: option '--{name}' requires an argument\nTry \"srun --help\" for more information\n"
+                        )
                         return 1
                     i, val = i + 1, args[i + 1]
                 values[name] = val
@@ -93,8 +128,9 @@ def srun_main(ctx: Ctx, args: list[str]) -> int:
                 val = a[2:]
                 if not val:
                     if i + 1 >= len(args):
-                        write_err(f"srun: option requires an argument -- '{c}'\n"
-                                  "Try \"srun --help\" for more information\n")
+                        write_err(
+                            f"srun: option requires an argument -- '{c}'\nTry \"srun --help\" for more information\n"
+                        )
                         return 1
                     i, val = i + 1, args[i + 1]
                 values[SRUN_VALUE_OPTS[c]] = val
@@ -143,11 +179,19 @@ def srun_main(ctx: Ctx, args: list[str]) -> int:
     nodelist = ",".join(used)
     plan = []
     for rank, host in enumerate(placement):
-        env = {**env_common, "SLURM_PROCID": str(rank), "SLURM_NTASKS": str(len(placement)),
-               "SLURM_NPROCS": str(len(placement)), "SLURM_LOCALID": str(placement[:rank].count(host)),
-               "SLURM_NODEID": str(used.index(host)), "SLURM_NNODES": str(len(used)),
-               "SLURM_STEP_NUM_NODES": str(len(used)), "SLURM_STEP_NUM_TASKS": str(len(placement)),
-               "SLURM_STEP_NODELIST": nodelist, "SLURMD_NODENAME": host}
+        env = {
+            **env_common,
+            "SLURM_PROCID": str(rank),
+            "SLURM_NTASKS": str(len(placement)),
+            "SLURM_NPROCS": str(len(placement)),
+            "SLURM_LOCALID": str(placement[:rank].count(host)),
+            "SLURM_NODEID": str(used.index(host)),
+            "SLURM_NNODES": str(len(used)),
+            "SLURM_STEP_NUM_NODES": str(len(used)),
+            "SLURM_STEP_NUM_TASKS": str(len(placement)),
+            "SLURM_STEP_NODELIST": nodelist,
+            "SLURMD_NODENAME": host,
+        }
         env.setdefault("SLURM_JOB_NODELIST", nodelist)
         plan.append(RankPlan(rank, host, env))
     width = len(str(len(placement) - 1))
@@ -156,15 +200,19 @@ def srun_main(ctx: Ctx, args: list[str]) -> int:
     if res.signalled:
         return 128 + res.signalled if res.signalled != signal.SIGALRM else 1
     if res.daemon_failed:
-        write_err("srun: error: Task launch for StepId=1.0 failed on node %s: Communication connection failure\n"
-                  "srun: error: Application launch failed: Communication connection failure\n"
-                  "srun: Job step aborted\n" % res.daemon_failed[0])
+        write_err(
+            "srun: error: Task launch for StepId=1.0 failed on node %s: Communication connection failure\n"
+            "srun: error: Application launch failed: Communication connection failure\n"
+            "srun: Job step aborted\n" % res.daemon_failed[0]
+        )
         return 1
     failed: dict[tuple[str, int], list[int]] = {}
     for rank in sorted(res.exits):
         if res.exits[rank]:
             failed.setdefault((placement[rank], res.exits[rank]), []).append(rank)
     for (host, code), ranks in sorted(failed.items(), key=lambda kv: kv[1][0]):
-        write_err("srun: error: %s: task%s %s: Exited with exit code %d\n"
-                  % (host, "s" if len(ranks) > 1 else "", fold_ranks(ranks), code))
+        write_err(
+            "srun: error: %s: task%s %s: Exited with exit code %d\n"
+            % (host, "s" if len(ranks) > 1 else "", fold_ranks(ranks), code)
+        )
     return max(res.exits.values(), default=1 if res.lost_daemon else 0)

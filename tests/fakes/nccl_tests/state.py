@@ -1,5 +1,6 @@
 """What every program of the fake shares: the state file (<state>/nccl.json: the bandwidth model
 and per-node faults), the node a process runs on (Ctx), and how it writes."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ AGENT_FLAG = "--nodecheck-fake-agent"
 COORD_ENV = "NODECHECK_FAKE_NCCL_COORD"
 
 
-HARD_CAP_S = 120                  # no fake process lives longer than this (never leak processes)
+HARD_CAP_S = 120  # no fake process lives longer than this (never leak processes)
 
 
 PERF_TOOLS = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
@@ -28,15 +29,31 @@ HANGS = ("start", "init", "sweep")
 
 
 DEFAULTS: dict = {
-    "net_busbw_gbs": 370.0, "nvlink_busbw_gbs": 480.0, "gpus_per_node": 8,
-    "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_bytes": 85520809984,
-    "nccl_version": "2.29.2+cuda12.4", "tests_version": "2.17.9", "test_s": 0.3,
-    "corrupt_from_bytes": 1 << 20, "hang_at_bytes": 1 << 20, "nodes": {},
+    "net_busbw_gbs": 370.0,
+    "nvlink_busbw_gbs": 480.0,
+    "gpus_per_node": 8,
+    "gpu_model": "NVIDIA H100 80GB HBM3",
+    "gpu_memory_bytes": 85520809984,
+    "nccl_version": "2.29.2+cuda12.4",
+    "tests_version": "2.17.9",
+    "test_s": 0.3,
+    "corrupt_from_bytes": 1 << 20,
+    "hang_at_bytes": 1 << 20,
+    "nodes": {},
 }
 
 
-NODE_KEYS = ("net_busbw_gbs", "nvlink_busbw_gbs", "corrupt", "corrupt_from_bytes", "hang",
-             "hang_at_bytes", "nccl_version", "gpus", "gpu_model")
+NODE_KEYS = (
+    "net_busbw_gbs",
+    "nvlink_busbw_gbs",
+    "corrupt",
+    "corrupt_from_bytes",
+    "hang",
+    "hang_at_bytes",
+    "nccl_version",
+    "gpus",
+    "gpu_model",
+)
 
 
 def nccl_code(version: str) -> int:
@@ -82,16 +99,18 @@ class State:
     def node(self, name: str) -> NodeSpec:
         s, n = self.spec, self.spec["nodes"].get(name, {})
         hang = n.get("hang")
-        return NodeSpec(name=name,
-                        net_busbw_gbs=float(n.get("net_busbw_gbs", s["net_busbw_gbs"])),
-                        nvlink_busbw_gbs=float(n.get("nvlink_busbw_gbs", s["nvlink_busbw_gbs"])),
-                        gpus=int(n.get("gpus", s["gpus_per_node"])),
-                        gpu_model=str(n.get("gpu_model", s["gpu_model"])),
-                        nccl_version=str(n.get("nccl_version", s["nccl_version"])),
-                        corrupt=bool(n.get("corrupt", False)),
-                        corrupt_from_bytes=int(n.get("corrupt_from_bytes", s["corrupt_from_bytes"])),
-                        hang=hang if hang in HANGS else None,
-                        hang_at_bytes=int(n.get("hang_at_bytes", s["hang_at_bytes"])))
+        return NodeSpec(
+            name=name,
+            net_busbw_gbs=float(n.get("net_busbw_gbs", s["net_busbw_gbs"])),
+            nvlink_busbw_gbs=float(n.get("nvlink_busbw_gbs", s["nvlink_busbw_gbs"])),
+            gpus=int(n.get("gpus", s["gpus_per_node"])),
+            gpu_model=str(n.get("gpu_model", s["gpu_model"])),
+            nccl_version=str(n.get("nccl_version", s["nccl_version"])),
+            corrupt=bool(n.get("corrupt", False)),
+            corrupt_from_bytes=int(n.get("corrupt_from_bytes", s["corrupt_from_bytes"])),
+            hang=hang if hang in HANGS else None,
+            hang_at_bytes=int(n.get("hang_at_bytes", s["hang_at_bytes"])),
+        )
 
     @property
     def tests_version(self) -> str:
@@ -99,7 +118,7 @@ class State:
 
     @property
     def layout(self) -> str:
-        """"2.17": the 2.17.x output (no unalign); "newest": 2.18 and later (2.19.1's sources)."""
+        """ "2.17": the 2.17.x output (no unalign); "newest": 2.18 and later (2.19.1's sources)."""
         return "2.17" if version_tuple(self.tests_version) < (2, 18) else "newest"
 
 
@@ -121,8 +140,7 @@ class Ctx:
         return f"{self.net}.{m.group(1)}" if m else host
 
     def is_me(self, host: str) -> bool:
-        return host in (self.node, self.address, "localhost", "127.0.0.1") or \
-            self.resolve(host) == self.address
+        return host in (self.node, self.address, "localhost", "127.0.0.1") or self.resolve(host) == self.address
 
 
 def entry_script() -> str:
@@ -136,8 +154,9 @@ def die_with_parent() -> None:
     """SIGKILL when the parent (agent) dies: a rank never outlives the process that started it."""
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
-    except Exception:                                                # pragma: no cover
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # pragma: no cover
         pass
 
 

@@ -7,6 +7,7 @@ clock does not move, as a real step leaves CLOCK_MONOTONIC alone.
 What is simulated: only the wall clock as this Python process reads it (libfaketime, the real
 thing, makes CPython's clock_nanosleep fail with EINVAL when it fakes an offset). The nodes' clocks
 and the kernel's are untouched."""
+
 import datetime as _dt
 import os
 import threading

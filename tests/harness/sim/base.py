@@ -1,5 +1,6 @@
 """The simulated cluster's ground: its state directory, ssh_nodes.sh, node names and addresses, the
 cluster's network namespace, and how a file (a fake tool, its canned output) is put on a node."""
+
 from __future__ import annotations
 
 import os
@@ -13,11 +14,15 @@ from harness.sim.common import SCRIPT, TOOL_NAME, HarnessError, atomic_write, re
 class ClusterBase:
     """State and primitives every concern of SimCluster builds on."""
 
-    def __init__(self, state_dir: str | os.PathLike | None = None, net: str | None = None,
-                 port: int | None = None, script: str | os.PathLike = SCRIPT) -> None:
+    def __init__(
+        self,
+        state_dir: str | os.PathLike | None = None,
+        net: str | None = None,
+        port: int | None = None,
+        script: str | os.PathLike = SCRIPT,
+    ) -> None:
         default = Path(os.environ.get("TMPDIR") or "/tmp") / "nodecheck-harness"
-        self.state_dir = Path(os.path.abspath(state_dir or os.environ.get("NODECHECK_HARNESS_DIR")
-                                              or default))
+        self.state_dir = Path(os.path.abspath(state_dir or os.environ.get("NODECHECK_HARNESS_DIR") or default))
         self._net = net or os.environ.get("NODECHECK_HARNESS_NET") or "127.0.1"
         self._port = int(port or os.environ.get("NODECHECK_HARNESS_PORT") or 22)
         self.script = Path(script)
@@ -46,16 +51,27 @@ class ClusterBase:
         return self.state_dir / "nodes" / f"node{self._index(node)}"
 
     def _sh(self, *args: str, timeout: float = 30) -> str:
-        env = dict(os.environ, NODECHECK_HARNESS_DIR=str(self.state_dir),
-                   NODECHECK_HARNESS_NET=self._net, NODECHECK_HARNESS_PORT=str(self._port))
+        env = dict(
+            os.environ,
+            NODECHECK_HARNESS_DIR=str(self.state_dir),
+            NODECHECK_HARNESS_NET=self._net,
+            NODECHECK_HARNESS_PORT=str(self._port),
+        )
         try:
-            r = subprocess.run(["bash", str(self.script), *args], env=env, capture_output=True,
-                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run(
+                ["bash", str(self.script), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as e:
             raise HarnessError(f"ssh_nodes.sh {' '.join(args)}: timed out after {timeout} s") from e
         if r.returncode != 0:
-            raise HarnessError(f"ssh_nodes.sh {' '.join(args)} failed (exit {r.returncode}): "
-                               f"{r.stderr.strip() or r.stdout.strip()}")
+            raise HarnessError(
+                f"ssh_nodes.sh {' '.join(args)} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}"
+            )
         return r.stdout
 
     def _env(self) -> dict:
@@ -102,12 +118,16 @@ class ClusterBase:
     def _write_tool(self, node: str, tool: str, what: str, lines: list[str]) -> Path:
         self._check_tool(tool)
         d = self.node_dir(node)
-        for stream in ("stdout", "stderr"):   # drop data a previous fake of this tool left
+        for stream in ("stdout", "stderr"):  # drop data a previous fake of this tool left
             f = d / "data" / f"{tool}.{stream}"
             if not any(str(f) in line for line in lines):
                 f.unlink(missing_ok=True)
         script = "#!/bin/sh\n# nodecheck harness fake %s on node%d: %s\n%s\n" % (
-            tool, self._index(node), what.replace("\n", " "), "\n".join(lines))
+            tool,
+            self._index(node),
+            what.replace("\n", " "),
+            "\n".join(lines),
+        )
         dest = d / "bin" / tool
         atomic_write(dest, script.encode(), 0o755)
         return dest

@@ -1,5 +1,6 @@
 """What every part of the simulated cluster shares: where the fakes are, the harness's error, and
 small file and process helpers (atomic writes, pid files, liveness)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-HARNESS = Path(__file__).resolve().parents[1]        # tests/harness
-FAKES = HARNESS.parent / "fakes"                     # tests/fakes
+HARNESS = Path(__file__).resolve().parents[1]  # tests/harness
+FAKES = HARNESS.parent / "fakes"  # tests/fakes
 SCRIPT = HARNESS / "ssh_nodes.sh"
 SLURM_SCRIPT = HARNESS / "slurm_cluster.sh"
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")

@@ -3,6 +3,7 @@
 files there (IB ports); roce_port() gives the node a veth `rnic<i>` and starts
 tests/harness/rdma_driver.py, which keeps a RoCE port's files (GID table, state) in step with it;
 fabric() installs the fake ib_write_bw (tests/fakes/ib_write_bw.py) with per-node/link bandwidths."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,10 @@ from harness.sim.base import ClusterBase
 from harness.sim.common import FAKES, HARNESS, TOOL_NAME, HarnessError, alive, atomic_write, node_python, read_pid
 
 ROCE_BEHAVIOURS = ("stable", "networkmanager")
-FABRIC_DEVICES = tuple(f"mlx5_{i}" for i in range(8))   # fabric(devices=None): mlx5_0..mlx5_7
+FABRIC_DEVICES = tuple(f"mlx5_{i}" for i in range(8))  # fabric(devices=None): mlx5_0..mlx5_7
 FAKE_IB_WRITE_BW = FAKES / "ib_write_bw.py"
 RDMA_DRIVER = HARNESS / "rdma_driver.py"
+
 
 class Fabric(ClusterBase):
     """The nodes' RDMA devices and the links between them."""
@@ -47,8 +49,15 @@ class Fabric(ClusterBase):
             atomic_write(dest, text.encode() if isinstance(text, str) else text, 0o444, tmp_dir=tmp)
         return root
 
-    def roce_port(self, node: str, behaviour: str = "stable", ca: str = "mlx5_0", port: int = 1,
-                  rate: str = "400 Gb/sec (4X NDR)", timeout: float = 10.0) -> str:
+    def roce_port(
+        self,
+        node: str,
+        behaviour: str = "stable",
+        ca: str = "mlx5_0",
+        port: int = 1,
+        rate: str = "400 Gb/sec (4X NDR)",
+        timeout: float = 10.0,
+    ) -> str:
         """Give the node a RoCE port: RDMA port <ca>/<port> whose netdev is a real interface, a veth
         pair rnic<i> / rnic<i>p in the cluster's network namespace (both up; IPv4 10.77.0.<i>/32 and
         MAC b8:3f:d2:77:00:<i> on rnic<i>; a node's k-th further port gets rnic<i>x<k>, 10.77.<k>.<i>),
@@ -67,34 +76,73 @@ class Fabric(ClusterBase):
         conf_path, pid_file, ready = rdma / f"{key}.json", rdma / f"{key}.pid", rdma / f"{key}.ready"
         old = json.loads(conf_path.read_text()) if conf_path.exists() else None
         k = old["k"] if old else len(list(rdma.glob("*.json")))
-        conf = {"ca": ca, "port": port, "k": k, "netdev": f"rnic{i}" if k == 0 else f"rnic{i}x{k}",
-                "address": f"10.77.{k}.{i}/32", "mac": f"b8:3f:d2:77:{k:02x}:{i:02x}",
-                "behaviour": behaviour, "rate": rate}
+        conf = {
+            "ca": ca,
+            "port": port,
+            "k": k,
+            "netdev": f"rnic{i}" if k == 0 else f"rnic{i}x{k}",
+            "address": f"10.77.{k}.{i}/32",
+            "mac": f"b8:3f:d2:77:{k:02x}:{i:02x}",
+            "behaviour": behaviour,
+            "rate": rate,
+        }
         netdev = conf["netdev"]
-        atomic_write(rdma / f"{key}.netdev", f"{netdev}\n".encode(), 0o644)   # for fabric-clear
+        atomic_write(rdma / f"{key}.netdev", f"{netdev}\n".encode(), 0o644)  # for fabric-clear
         self._ensure_veth(netdev, conf["mac"], conf["address"])
         if old == conf and _is_rdma_driver(read_pid(pid_file)):
             return netdev
         _stop_driver(pid_file)
         atomic_write(conf_path, json.dumps(conf, indent=1).encode(), 0o644)
         ready.unlink(missing_ok=True)
-        cmd = [*self._netns_prefix(), "setsid", "-f", sys.executable, "-I", str(RDMA_DRIVER),
-               "--node", f"node{i}", "--view", str(self.sysfs_dir(node)), "--ca", ca, "--port", str(port),
-               "--netdev", netdev, "--address", conf["address"], "--behaviour", behaviour,
-               "--rate", rate, "--pid-file", str(pid_file), "--ready-file", str(ready)]
+        cmd = [
+            *self._netns_prefix(),
+            "setsid",
+            "-f",
+            sys.executable,
+            "-I",
+            str(RDMA_DRIVER),
+            "--node",
+            f"node{i}",
+            "--view",
+            str(self.sysfs_dir(node)),
+            "--ca",
+            ca,
+            "--port",
+            str(port),
+            "--netdev",
+            netdev,
+            "--address",
+            conf["address"],
+            "--behaviour",
+            behaviour,
+            "--rate",
+            rate,
+            "--pid-file",
+            str(pid_file),
+            "--ready-file",
+            str(ready),
+        ]
         with open(rdma / f"{key}.log", "ab") as log:
             subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, check=True, timeout=10)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if time.monotonic() > deadline:
-                raise HarnessError(f"RDMA driver for {node} {ca}/{port} not ready after {timeout} s: "
-                                   f"{(rdma / f'{key}.log').read_text(errors='replace')[-2000:]}")
+                raise HarnessError(
+                    f"RDMA driver for {node} {ca}/{port} not ready after {timeout} s: "
+                    f"{(rdma / f'{key}.log').read_text(errors='replace')[-2000:]}"
+                )
             time.sleep(0.01)
         return netdev
 
-    def fabric(self, default_gbps: float = 392.0, nodes: Mapping[str, dict] | None = None,
-               links: list[dict] | None = None, test_s: float = 0.3,
-               devices: list[str] | None = None, link_type: str = "IB") -> Path:
+    def fabric(
+        self,
+        default_gbps: float = 392.0,
+        nodes: Mapping[str, dict] | None = None,
+        links: list[dict] | None = None,
+        test_s: float = 0.3,
+        devices: list[str] | None = None,
+        link_type: str = "IB",
+    ) -> Path:
         """Write <state>/fabric.json and install the fake ib_write_bw on every node. nodes:
         {"node3": {"gbps": 150.0}, "node6": {"hang": True}, "node4": {"devices": {"mlx5_3":
         {"gbps": 50.0}}}, "node7": {"devices_missing": ["mlx5_1"]}}; links: [{"a": "node2", "b":
@@ -102,10 +150,15 @@ class Fabric(ClusterBase):
         the HCAs every node has (default mlx5_0..mlx5_7); link_type: "IB" or "Ethernet" (the test
         info's "Link type"; Ethernet adds GID lines). test_s: how long each test "runs"."""
         for name in list(nodes or {}) + [n for link in links or [] for n in (link["a"], link["b"])]:
-            self._index(name)                              # typos fail here, not silently later
-        spec = {"default_gbps": float(default_gbps), "test_s": float(test_s),
-                "devices": list(devices) if devices is not None else list(FABRIC_DEVICES),
-                "link_type": link_type, "nodes": dict(nodes or {}), "links": list(links or [])}
+            self._index(name)  # typos fail here, not silently later
+        spec = {
+            "default_gbps": float(default_gbps),
+            "test_s": float(test_s),
+            "devices": list(devices) if devices is not None else list(FABRIC_DEVICES),
+            "link_type": link_type,
+            "nodes": dict(nodes or {}),
+            "links": list(links or []),
+        }
         path = self.state_dir / "fabric.json"
         atomic_write(path, json.dumps(spec, indent=1).encode(), 0o644)
         for n in self.nodes:
@@ -118,18 +171,28 @@ class Fabric(ClusterBase):
         i = self._index(node)
         script = self._copy_data(node, "ib_write_bw", "py", FAKE_IB_WRITE_BW.read_bytes())
         python = node_python()
-        args = [python, "-I", str(script), f"node{i}", self.address(node), self.net,
-                str(self.state_dir / "fabric.json")]
-        return self._write_tool(node, "ib_write_bw", "fake perftest (tests/fakes/ib_write_bw.py)",
-                                [f'exec {shlex.join(args)} "$@"'])
+        args = [
+            python,
+            "-I",
+            str(script),
+            f"node{i}",
+            self.address(node),
+            self.net,
+            str(self.state_dir / "fabric.json"),
+        ]
+        return self._write_tool(
+            node, "ib_write_bw", "fake perftest (tests/fakes/ib_write_bw.py)", [f'exec {shlex.join(args)} "$@"']
+        )
 
     def clear_fabric(self) -> None:
         """Stop every RDMA driver and leftover fake ib_write_bw, delete the veths, empty every
         node's /sys/class/infiniband view and remove fabric.json (part of reset())."""
         nodes = self.nodes
-        if any((self.node_dir(n) / "rdma").exists() for n in nodes) or \
-                (self.state_dir / "fabric.json").exists() or \
-                any((self.node_dir(n) / "bin" / "ib_write_bw").exists() for n in nodes):
+        if (
+            any((self.node_dir(n) / "rdma").exists() for n in nodes)
+            or (self.state_dir / "fabric.json").exists()
+            or any((self.node_dir(n) / "bin" / "ib_write_bw").exists() for n in nodes)
+        ):
             self._sh("fabric-clear", timeout=60)
         (self.state_dir / "fabric.json").unlink(missing_ok=True)
         for n in nodes:

@@ -1,6 +1,7 @@
 """The nodes themselves: each a real sshd with its own host key in its own mount and UTS namespace.
 Start and stop them, change a host key, drop, reset or freeze SSH sessions, see what runs on a node,
 and log in (paramiko) to run a command."""
+
 from __future__ import annotations
 
 import os
@@ -84,11 +85,17 @@ class Nodes(ClusterBase):
         0 means the kernel lacks CONFIG_INET_DIAG_DESTROY (use kill_ssh_sessions instead)."""
         addr = self.address(node)
         query = ["state", "established", "(", "src", f"{addr}:{self.port}", ")"]
-        before = subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True,
-                                text=True, timeout=10).stdout.strip().splitlines()
+        before = (
+            subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True, text=True, timeout=10)
+            .stdout.strip()
+            .splitlines()
+        )
         subprocess.run([*self._netns_prefix(), "ss", "-K", "-Htn", *query], capture_output=True, timeout=10)
-        after = subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True,
-                               text=True, timeout=10).stdout.strip().splitlines()
+        after = (
+            subprocess.run([*self._netns_prefix(), "ss", "-Htn", *query], capture_output=True, text=True, timeout=10)
+            .stdout.strip()
+            .splitlines()
+        )
         return len(before) - len(after)
 
     def hang_ssh(self, node: str) -> int:
@@ -99,7 +106,7 @@ class Nodes(ClusterBase):
         processes were stopped."""
         name = f"node{self._index(node)}"
         stopped: set[int] = set()
-        for _ in range(2):     # a second pass catches a session forked while the first one ran
+        for _ in range(2):  # a second pass catches a session forked while the first one ran
             for pid in self._sshd_processes(name):
                 if pid not in stopped:
                     os.kill(pid, signal.SIGSTOP)
@@ -172,8 +179,12 @@ class Nodes(ClusterBase):
         node's own mount namespace, which is what "on the node" means here."""
         real = "/usr/bin/pgrep" if os.access("/usr/bin/pgrep", os.X_OK) else (shutil.which("pgrep") or "pgrep")
         for n in self.nodes:
-            self._write_tool(n, "pgrep", "only this node's processes (the nodes share one PID namespace)",
-                             [f'exec {shlex.quote(real)} --ns $$ --nslist mnt "$@"'])
+            self._write_tool(
+                n,
+                "pgrep",
+                "only this node's processes (the nodes share one PID namespace)",
+                [f'exec {shlex.quote(real)} --ns $$ --nslist mnt "$@"'],
+            )
 
     def connect(self, node: str, known_hosts: str | os.PathLike | None = None, timeout: float = 10):
         """A paramiko SSHClient logged in to the node with strict host-key checking (RejectPolicy)."""
@@ -183,9 +194,17 @@ class Nodes(ClusterBase):
         c.load_host_keys(str(known_hosts or self.known_hosts))
         c.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
-            c.connect(self.address(node), port=self.port, username="root",
-                      key_filename=str(self.identity_file), look_for_keys=False, allow_agent=False,
-                      timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
+            c.connect(
+                self.address(node),
+                port=self.port,
+                username="root",
+                key_filename=str(self.identity_file),
+                look_for_keys=False,
+                allow_agent=False,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+            )
         except BaseException:
             c.close()
             raise
@@ -197,7 +216,6 @@ class Nodes(ClusterBase):
         try:
             _, out, err = c.exec_command(command, timeout=timeout)
             stdout, stderr = out.read(), err.read()
-            return out.channel.recv_exit_status(), stdout.decode(errors="replace"), \
-                stderr.decode(errors="replace")
+            return out.channel.recv_exit_status(), stdout.decode(errors="replace"), stderr.decode(errors="replace")
         finally:
             c.close()

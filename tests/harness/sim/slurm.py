@@ -2,6 +2,7 @@
 node through tests/harness/slurm_cluster.sh, each slurmd inside its node's namespaces, so a Prolog on
 node3 runs node3's fake tools with hostname node3; sbatch(), wait_job(), node(), drain()/resume(),
 slurm_reset(), run_on_node() drive it from tests."""
+
 from __future__ import annotations
 
 import os
@@ -34,11 +35,17 @@ class Slurm(Nodes):
     def slurm_is_up(self) -> bool:
         return self.slurm_conf.is_file()
 
-    def slurm_up(self, nodes: int | Sequence[str] | None = None, prolog: str | os.PathLike | None = None,
-                 prolog_slurmctld: str | os.PathLike | None = None,
-                 health_check_program: str | os.PathLike | None = None, extra_conf: Sequence[str] = (),
-                 prolog_flags: str = "Alloc", timeout: float = 30,
-                 etc_files: Mapping[str, str] | None = None) -> Path:
+    def slurm_up(
+        self,
+        nodes: int | Sequence[str] | None = None,
+        prolog: str | os.PathLike | None = None,
+        prolog_slurmctld: str | os.PathLike | None = None,
+        health_check_program: str | os.PathLike | None = None,
+        extra_conf: Sequence[str] = (),
+        prolog_flags: str = "Alloc",
+        timeout: float = 30,
+        etc_files: Mapping[str, str] | None = None,
+    ) -> Path:
         """Start slurmctld and a slurmd on each node (default: every node; an int n = node1..node<n>)
         and wait until all are idle; returns slurm.conf. Already up with the same configuration:
         nothing happens; with another one, the whole Slurm cluster restarts (jobs are lost).
@@ -53,11 +60,19 @@ class Slurm(Nodes):
             names = [f"node{i}" for i in range(1, nodes + 1)]
         else:
             names = [f"node{self._index(n)}" for n in nodes]
-        env = {"PROLOG": "", "PROLOG_SLURMCTLD": "", "HEALTH_CHECK_PROGRAM": "",
-               "PROLOG_FLAGS": prolog_flags, "EXTRA_CONF": "\n".join(extra_conf),
-               "SLURM_UP_TIMEOUT": str(max(1, int(timeout)))}
-        for key, program, on_node in (("PROLOG", prolog, True), ("PROLOG_SLURMCTLD", prolog_slurmctld, False),
-                                      ("HEALTH_CHECK_PROGRAM", health_check_program, True)):
+        env = {
+            "PROLOG": "",
+            "PROLOG_SLURMCTLD": "",
+            "HEALTH_CHECK_PROGRAM": "",
+            "PROLOG_FLAGS": prolog_flags,
+            "EXTRA_CONF": "\n".join(extra_conf),
+            "SLURM_UP_TIMEOUT": str(max(1, int(timeout))),
+        }
+        for key, program, on_node in (
+            ("PROLOG", prolog, True),
+            ("PROLOG_SLURMCTLD", prolog_slurmctld, False),
+            ("HEALTH_CHECK_PROGRAM", health_check_program, True),
+        ):
             if program is None:
                 continue
             path = os.path.abspath(program)
@@ -65,7 +80,8 @@ class Slurm(Nodes):
                 raise HarnessError(
                     f"{key.lower()} {path} is under /root (or /usr/local/sbin), which every simulated node "
                     "replaces with its own: slurmd could not run it there. Keep the repository, its .venv "
-                    "and temp files elsewhere (e.g. /work, /tmp; pytest's tmp_path honours $TMPDIR).")
+                    "and temp files elsewhere (e.g. /work, /tmp; pytest's tmp_path honours $TMPDIR)."
+                )
             env[key] = path
         if etc_files:
             staged = self.state_dir / ".slurm-etc"
@@ -109,13 +125,21 @@ class Slurm(Nodes):
         jobs = self.slurm_dir / "jobs"
         jobs.mkdir(parents=True, exist_ok=True)
         try:
-            r = subprocess.run(list(argv), env=self.slurm_env(), cwd=jobs, capture_output=True, text=True,
-                               timeout=timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run(
+                list(argv),
+                env=self.slurm_env(),
+                cwd=jobs,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as e:
             raise HarnessError(f"{shlex.join(argv)}: timed out after {timeout} s\n{self.slurm_logs()}") from e
         if check and r.returncode != 0:
-            raise HarnessError(f"{shlex.join(argv)} failed (exit {r.returncode}): "
-                               f"{r.stderr.strip() or r.stdout.strip()}")
+            raise HarnessError(
+                f"{shlex.join(argv)} failed (exit {r.returncode}): {r.stderr.strip() or r.stdout.strip()}"
+            )
         return r
 
     def scontrol(self, *args: str, timeout: float = 10) -> str:
@@ -168,8 +192,10 @@ class Slurm(Nodes):
             if predicate(node):
                 return node
             if time.monotonic() > deadline:
-                raise HarnessError(f"{name}: condition not met after {timeout} s: State={node.get('State')} "
-                                   f"Reason={node.get('Reason')!r}\n{self.slurm_logs()}")
+                raise HarnessError(
+                    f"{name}: condition not met after {timeout} s: State={node.get('State')} "
+                    f"Reason={node.get('Reason')!r}\n{self.slurm_logs()}"
+                )
             time.sleep(0.2)
 
     def drain(self, name: str, reason: str) -> None:
@@ -194,8 +220,9 @@ class Slurm(Nodes):
         deadline = time.monotonic() + timeout
         while self.slurm_command("squeue", "-h", "-o", "%i").stdout.strip():
             if time.monotonic() > deadline:
-                raise HarnessError(f"jobs left after scancel: {self.slurm_command('squeue').stdout}\n"
-                                   f"{self.slurm_logs()}")
+                raise HarnessError(
+                    f"jobs left after scancel: {self.slurm_command('squeue').stdout}\n{self.slurm_logs()}"
+                )
             time.sleep(0.1)
         stuck = [n for n, st in self.slurm_nodes().items() if re.search(r"DRAIN|DOWN|FAIL|NOT_RESPONDING", st)]
         if stuck:
@@ -220,8 +247,9 @@ class Slurm(Nodes):
             parts.append(f"--- {f.name}\n" + "\n".join(tail))
         return "\n".join(parts) or f"(no Slurm logs under {logs})"
 
-    def run_on_node(self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-                    timeout: float = 60) -> tuple[int, str, str]:
+    def run_on_node(
+        self, node: str, argv: Sequence[str], env: Mapping[str, str] | None = None, timeout: float = 60
+    ) -> tuple[int, str, str]:
         """(exit code, stdout, stderr) of argv run "on" the node as slurmd runs its HealthCheckProgram:
         inside the node's UTS + mount + network namespaces, with ONLY `env` in the environment
         (default: what Slurm 22.05 gives a HealthCheckProgram, SLURMD_NODENAME=<node>; no PATH, so give
@@ -230,8 +258,20 @@ class Slurm(Nodes):
         name = f"node{self._index(node)}"
         env = {"SLURMD_NODENAME": name} if env is None else dict(env)
         cwd = self.slurm_dir / "log" if self.slurm_is_up else Path("/")
-        cmd = ["nsenter", "-t", str(self.pid(name)), "-u", "-m", "-n", f"--wd={cwd}", "--",
-               "/usr/bin/env", "-i", *[f"{k}={v}" for k, v in env.items()], *argv]
+        cmd = [
+            "nsenter",
+            "-t",
+            str(self.pid(name)),
+            "-u",
+            "-m",
+            "-n",
+            f"--wd={cwd}",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            *[f"{k}={v}" for k, v in env.items()],
+            *argv,
+        ]
         try:
             r = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as e:
@@ -241,22 +281,40 @@ class Slurm(Nodes):
     def _slurm_sh(self, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60) -> str:
         full = dict(os.environ, NODECHECK_HARNESS_DIR=str(self.state_dir), **(env or {}))
         try:
-            r = subprocess.run(["bash", str(SLURM_SCRIPT), *args], env=full, capture_output=True, text=True,
-                               timeout=timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run(
+                ["bash", str(SLURM_SCRIPT), *args],
+                env=full,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired as e:
             raise HarnessError(f"slurm_cluster.sh {' '.join(args)}: timed out after {timeout} s") from e
         if r.returncode != 0:
-            raise HarnessError(f"slurm_cluster.sh {' '.join(args)} failed (exit {r.returncode}): "
-                               f"{r.stderr.strip() or r.stdout.strip()}")
+            raise HarnessError(
+                f"slurm_cluster.sh {' '.join(args)} failed (exit {r.returncode}): "
+                f"{r.stderr.strip() or r.stdout.strip()}"
+            )
         return r.stdout
 
 
-_WHOLE_LINE_KEYS = ("Reason", "OS", "Comment", "AdminComment", "SystemComment", "Extra", "Command",
-                    "WorkDir", "StdErr", "StdIn", "StdOut")
+_WHOLE_LINE_KEYS = (
+    "Reason",
+    "OS",
+    "Comment",
+    "AdminComment",
+    "SystemComment",
+    "Extra",
+    "Command",
+    "WorkDir",
+    "StdErr",
+    "StdIn",
+    "StdOut",
+)
 
 
 _KEY_START = re.compile(r"\s+(?=[A-Za-z][A-Za-z0-9_:/]*=)")
-
 
 
 def _scontrol_record(text: str) -> dict[str, str]:
@@ -277,5 +335,6 @@ def _scontrol_record(text: str) -> dict[str, str]:
 
 def _under_hidden_dir(path: str) -> bool:
     """Is path (or what it resolves to) under a directory each simulated node replaces with its own?"""
-    return any(p == d or p.startswith(d + "/") for p in (path, os.path.realpath(path))
-               for d in ("/root", "/usr/local/sbin"))
+    return any(
+        p == d or p.startswith(d + "/") for p in (path, os.path.realpath(path)) for d in ("/root", "/usr/local/sbin")
+    )

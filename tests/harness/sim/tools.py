@@ -3,6 +3,7 @@ that node only. It reads its canned output from <state>/nodes/<node>/data/ by ab
 needs no environment variable, so it behaves the same over ssh and when a Slurm prolog (or
 `nsenter -t <pid> -u -m`) runs it. Arguments given to a fake are ignored unless it replays by
 arguments."""
+
 from __future__ import annotations
 
 import os
@@ -17,11 +18,18 @@ from harness.sim.common import FAKES, HarnessError, atomic_write
 
 FAKE_PYNVML = FAKES / "pynvml.py"
 
+
 class Tools(ClusterBase):
     """Fake tools on a node: canned outputs, exits, hangs, scripts, sequences, crashes, floods."""
 
-    def fake_replay(self, node: str, tool: str, data_file: str | os.PathLike, exit_code: int = 0,
-                    stderr_file: str | os.PathLike | None = None) -> Path:
+    def fake_replay(
+        self,
+        node: str,
+        tool: str,
+        data_file: str | os.PathLike,
+        exit_code: int = 0,
+        stderr_file: str | os.PathLike | None = None,
+    ) -> Path:
         """`tool` on `node` prints data_file byte for byte (and stderr_file on stderr), then exits
         with exit_code. The files are copied, so the originals may change or go away."""
         data = self._copy_data(node, tool, "stdout", Path(data_file).read_bytes())
@@ -31,8 +39,9 @@ class Tools(ClusterBase):
             lines.append(f"cat {shlex.quote(str(err))} >&2")
         return self._write_tool(node, tool, f"replay of {data_file}", lines + [f"exit {int(exit_code)}"])
 
-    def fake_output(self, node: str, tool: str, stdout: str | bytes = b"", exit_code: int = 0,
-                    stderr: str | bytes = b"") -> Path:
+    def fake_output(
+        self, node: str, tool: str, stdout: str | bytes = b"", exit_code: int = 0, stderr: str | bytes = b""
+    ) -> Path:
         """Like fake_replay, with the output given inline."""
         lines = []
         for stream, text, redirect in (("stdout", stdout, ""), ("stderr", stderr, " >&2")):
@@ -53,8 +62,9 @@ class Tools(ClusterBase):
         """`tool` on `node` is the given /bin/sh script body (for fakes that need logic)."""
         return self._write_tool(node, tool, "script", [body])
 
-    def fake_replay_by_args(self, node: str, tool: str, cases: list[tuple[str, str | os.PathLike]],
-                            otherwise_exit: int = 2) -> Path:
+    def fake_replay_by_args(
+        self, node: str, tool: str, cases: list[tuple[str, str | os.PathLike]], otherwise_exit: int = 2
+    ) -> Path:
         """`tool` on `node` prints the data file of the first case whose shell pattern matches its
         arguments ("$*"), e.g. [("--query-gpu=*", f1), ("-q", f2)]; no match: exit otherwise_exit."""
         lines = ['case "$*" in']
@@ -67,8 +77,9 @@ class Tools(ClusterBase):
         lines += [f'  *) echo "fake {tool}: no canned output for: $*" >&2; exit {int(otherwise_exit)} ;;', "esac"]
         return self._write_tool(node, tool, "replay by arguments", lines)
 
-    def fake_replay_sequence(self, node: str, tool: str, data_files: list[str | os.PathLike],
-                             exit_code: int = 0) -> Path:
+    def fake_replay_sequence(
+        self, node: str, tool: str, data_files: list[str | os.PathLike], exit_code: int = 0
+    ) -> Path:
         """The k-th call of `tool` on `node` prints data_files[k] (copied); from the last one on, it
         keeps printing the last (e.g. perfquery before and after a test)."""
         if not data_files:
@@ -80,18 +91,21 @@ class Tools(ClusterBase):
         copies = [self._copy_data(node, tool, f"seq{k}", Path(f).read_bytes()) for k, f in enumerate(data_files)]
         count, lock = data / f"{tool}.count", data / f"{tool}.lock"
         count.unlink(missing_ok=True)
-        lines = [f"exec 9>>{shlex.quote(str(lock))} && flock 9 || exit 99",   # calls may overlap
-                 f"n=0; {{ read -r n < {shlex.quote(str(count))}; }} 2>/dev/null",
-                 f"echo $((n + 1)) > {shlex.quote(str(count))}",
-                 "exec 9>&-",
-                 f"[ \"$n\" -lt {len(copies)} ] || n={len(copies) - 1}",
-                 'case "$n" in']
+        lines = [
+            f"exec 9>>{shlex.quote(str(lock))} && flock 9 || exit 99",  # calls may overlap
+            f"n=0; {{ read -r n < {shlex.quote(str(count))}; }} 2>/dev/null",
+            f"echo $((n + 1)) > {shlex.quote(str(count))}",
+            "exec 9>&-",
+            f'[ "$n" -lt {len(copies)} ] || n={len(copies) - 1}',
+            'case "$n" in',
+        ]
         lines += [f"  {k}) cat {shlex.quote(str(c))} ;;" for k, c in enumerate(copies)]
         lines += ["esac", f"exit {int(exit_code)}"]
         return self._write_tool(node, tool, f"replay sequence of {len(copies)} files", lines)
 
-    def fake_sequence_by_args(self, node: str, tool: str,
-                              cases: list[tuple[str, list[str | os.PathLike]]], otherwise_exit: int = 2) -> Path:
+    def fake_sequence_by_args(
+        self, node: str, tool: str, cases: list[tuple[str, list[str | os.PathLike]]], otherwise_exit: int = 2
+    ) -> Path:
         """Per shell pattern of the arguments ("$*"), its own sequence: the k-th call matching a
         pattern prints its k-th file (then the last). E.g. perfquery per port, before and after a
         test: [("*-C mlx5_3 *", [before, after]), ("*", [before])]; no match: exit otherwise_exit."""
@@ -102,14 +116,16 @@ class Tools(ClusterBase):
         for i, (pattern, files) in enumerate(cases):
             if "'" in pattern or ")" in pattern or not files:
                 raise ValueError(f"bad case {pattern!r}")
-            copies = [self._copy_data(node, tool, f"case{i}.seq{k}", Path(f).read_bytes())
-                      for k, f in enumerate(files)]
+            copies = [self._copy_data(node, tool, f"case{i}.seq{k}", Path(f).read_bytes()) for k, f in enumerate(files)]
             count = data / f"{tool}.case{i}.count"
             count.unlink(missing_ok=True)
             c = shlex.quote(str(count))
-            lines += [f"  {pattern.replace(' ', chr(92) + ' ')})",
-                      f"    n=0; {{ read -r n < {c}; }} 2>/dev/null; echo $((n + 1)) > {c}",
-                      f"    [ \"$n\" -lt {len(copies)} ] || n={len(copies) - 1}", '    case "$n" in']
+            lines += [
+                f"  {pattern.replace(' ', chr(92) + ' ')})",
+                f"    n=0; {{ read -r n < {c}; }} 2>/dev/null; echo $((n + 1)) > {c}",
+                f'    [ "$n" -lt {len(copies)} ] || n={len(copies) - 1}',
+                '    case "$n" in',
+            ]
             lines += [f"      {k}) cat {shlex.quote(str(f))} ;;" for k, f in enumerate(copies)]
             lines += ["    esac ;;"]
         lines += [f"  *) exit {int(otherwise_exit)} ;;", "esac"]
@@ -127,18 +143,29 @@ class Tools(ClusterBase):
         """`tool` on `node` prints `nbytes` bytes of `line` lines (100 MB of output), then exits 0."""
         if "'" in line or "\n" in line:
             raise ValueError(f"bad flood line {line!r}")
-        return self._write_tool(node, tool, f"prints {nbytes} bytes",
-                                [f"yes '{line}' | head -c {int(nbytes)}", "exit 0"])
+        return self._write_tool(
+            node, tool, f"prints {nbytes} bytes", [f"yes '{line}' | head -c {int(nbytes)}", "exit 0"]
+        )
 
-    def fake_stall_after(self, node: str, tool: str, first: bytes, rest: bytes, stall_s: float,
-                         marker: str | os.PathLike) -> Path:
+    def fake_stall_after(
+        self, node: str, tool: str, first: bytes, rest: bytes, stall_s: float, marker: str | os.PathLike
+    ) -> Path:
         """`tool` prints `first`, touches `marker` (the test's cue to inject a fault), waits
         `stall_s`, then prints `rest`: output cut by whatever the test does in between."""
         a = self._copy_data(node, tool, "stdout", first)
         b = self._copy_data(node, tool, "rest", rest)
-        return self._write_tool(node, tool, f"prints, stalls {stall_s:g} s, prints the rest",
-                                [f"cat {shlex.quote(str(a))}", f"touch {shlex.quote(str(marker))}",
-                                 f"sleep {float(stall_s):g}", f"cat {shlex.quote(str(b))}", "exit 0"])
+        return self._write_tool(
+            node,
+            tool,
+            f"prints, stalls {stall_s:g} s, prints the rest",
+            [
+                f"cat {shlex.quote(str(a))}",
+                f"touch {shlex.quote(str(marker))}",
+                f"sleep {float(stall_s):g}",
+                f"cat {shlex.quote(str(b))}",
+                "exit 0",
+            ],
+        )
 
     def fake_nvml(self, node: str, state_file: str | os.PathLike) -> Path:
         """nvidia-ml-py is "installed" on the node: the fake pynvml module (tests/fakes/pynvml.py)
@@ -173,7 +200,7 @@ class Tools(ClusterBase):
                     continue
                 for f in (d / sub).iterdir():
                     if f.is_dir():
-                        shutil.rmtree(f)       # python's __pycache__
+                        shutil.rmtree(f)  # python's __pycache__
                     else:
                         f.unlink()
 

@@ -3,6 +3,7 @@ tests/harness/training.py). A fake training process per node (or `procs` per nod
 node's namespaces, writing torchtitan-like step lines to its log, and a fake nvidia-smi that reads
 the same scenario, so `nodecheck watch` samples a real process, a real log and GPU telemetry that
 follow one clock."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from harness.sim.nodes import Nodes
 FAKE_TRAINER = FAKES / "trainer.py"
 FAKE_GPU_TELEMETRY = FAKES / "gpu_telemetry.py"
 
+
 class TrainingJobs(Nodes):
     """A training job per node that `nodecheck watch` can sample."""
 
@@ -33,7 +35,7 @@ class TrainingJobs(Nodes):
             scenario = json.loads((self.training_dir(node) / "scenario.json").read_text())
         log = str(scenario.get("log") or load_trainer().DEFAULTS["log"])
         if log == "/root" or log.startswith("/root/"):
-            return self.node_dir(node) / "home" / log[len("/root/"):]
+            return self.node_dir(node) / "home" / log[len("/root/") :]
         return Path(log)
 
     def start_training(self, node: str, scenario: Mapping, fresh_log: bool = True, timeout: float = 10) -> Path:
@@ -46,8 +48,9 @@ class TrainingJobs(Nodes):
         logs = self.start_training_all({node: scenario}, fresh_log=fresh_log, timeout=timeout)
         return logs[f"node{self._index(node)}"]
 
-    def start_training_all(self, scenarios: Mapping[str, Mapping], fresh_log: bool = True,
-                           timeout: float = 10) -> dict[str, Path]:
+    def start_training_all(
+        self, scenarios: Mapping[str, Mapping], fresh_log: bool = True, timeout: float = 10
+    ) -> dict[str, Path]:
         """start_training() for each {node: scenario} (e.g. from tests/harness/training.py), all
         launched before waiting for any: {node: host path of its log}."""
         trainer = load_trainer()
@@ -74,15 +77,38 @@ class TrainingJobs(Nodes):
             if fresh_log:
                 logs[node].unlink(missing_ok=True)
             telemetry = [python, "-I", str(d / "gpu_telemetry.py"), str(d / "scenario.json")]
-            self._write_tool(node, "nvidia-smi",
-                             "fake GPU telemetry of the training scenario (tests/fakes/gpu_telemetry.py)",
-                             [f'exec {shlex.join(telemetry)} "$@"'])
+            self._write_tool(
+                node,
+                "nvidia-smi",
+                "fake GPU telemetry of the training scenario (tests/fakes/gpu_telemetry.py)",
+                [f'exec {shlex.join(telemetry)} "$@"'],
+            )
             sshd = str(self.pid(node))
             for k in range(int(scn["procs"])):
-                cmd = ["nsenter", "-t", sshd, "-u", "-m", "-n", "--wd=/root", "--",
-                       "/usr/bin/env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                       "HOME=/root", "setsid", "-f", python, "-I", str(d / "trainer.py"), "train.py",
-                       "--scenario", str(d / "scenario.json"), "--proc", str(k)]
+                cmd = [
+                    "nsenter",
+                    "-t",
+                    sshd,
+                    "-u",
+                    "-m",
+                    "-n",
+                    "--wd=/root",
+                    "--",
+                    "/usr/bin/env",
+                    "-i",
+                    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "HOME=/root",
+                    "setsid",
+                    "-f",
+                    python,
+                    "-I",
+                    str(d / "trainer.py"),
+                    "train.py",
+                    "--scenario",
+                    str(d / "scenario.json"),
+                    "--proc",
+                    str(k),
+                ]
                 with open(d / f"trainer-{k}.out", "ab") as out:
                     subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, check=True, timeout=10)
         deadline = time.monotonic() + timeout
