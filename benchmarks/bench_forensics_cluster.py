@@ -5,7 +5,8 @@ measured is the gathering: two SSH round trips a node, py-spy on every rank, one
 The dumps are copies of the 8 recorded torch 2.13 ones (mismatched scenario), and a dump names its own
 rank, so the flight-recorder comparison covers those 8 ranks (one dump per rank is kept); its cost at
 scale is benchmarks/bench_forensics.py's. Reports wall time, the command's CPU (user + sys, with its
-children) and peak RSS, and checks the verdict names rank 3. Run it through benchmarks/forensics.sh (root, private network namespace)."""
+children) and peak RSS, and checks the verdict names rank 3. Run it through benchmarks/forensics.sh
+(root, private network namespace)."""
 
 from __future__ import annotations
 

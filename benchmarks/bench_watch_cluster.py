@@ -76,7 +76,7 @@ def main() -> int:
         doc = json.loads(check.stdout)
         print(
             f"job-check of {args.nodes} nodes: exit {check.returncode} in {took:.2f} s (report "
-            f"{doc['summary'] if 'summary' in doc else ''})"
+            f"{doc.get('summary', '')})"
         )
         # straggler with factor 1: every node logs its ranks' step times (the straggler check's input)
         cluster.start_training_all(training.straggler(names, names[0], factor=1.0, step_s=0.5))

@@ -707,7 +707,8 @@ def _verdicts(
         )
         blamed = sorted({_partner(t, node) for t in mine if t.status is not Status.PASS})
         if blamed:
-            message += f"; its failures with {', '.join(blamed)} are blamed on {'that node' if len(blamed) == 1 else 'those nodes'}"
+            blamed_on = "that node" if len(blamed) == 1 else "those nodes"
+            message += f"; its failures with {', '.join(blamed)} are blamed on {blamed_on}"
         observed = {"partners": partners, "tests": len(ok), "min_gbps": low.gbps if low else None}
         missed = unrun.get(node, {})
         if missed:  # what ran passed, but the plan's other partners never came

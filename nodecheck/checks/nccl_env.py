@@ -202,7 +202,7 @@ if [ "$node_env" = 1 ]; then
   [ -n "${TORCH_NCCL_DEBUG_INFO_TEMP_FILE+x}" ] && writable node:TORCH_NCCL_DEBUG_INFO_TEMP_FILE "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
 fi
 echo "@@nodecheck end writable rc=0"
-"""
+"""  # noqa: E501 - shell script text: wrapping its long lines would change the script
 )
 
 

@@ -295,7 +295,7 @@ for p in /sys/class/infiniband/*/ports/*; do
   ca=${p%/ports/*}; echo "${ca##*/}/${p##*/} $dev"
 done
 echo "@@nodecheck end rdma_netdevs rc=0"
-"""
+"""  # noqa: E501 - shell script text: wrapping its long lines would change the script
 NM_PROBE = Probe("networkmanager", ("sh", "-c", _NM_SCRIPT), timeout_s=15)
 FIX = (
     "add to /etc/NetworkManager/conf.d/99-rdma-unmanaged.conf: [keyfile] unmanaged-devices={}; "
@@ -435,7 +435,7 @@ echo "@@nodecheck final_state $state"
 echo "@@nodecheck final_operstate $(cat "/sys/class/net/$dev/operstate" 2>/dev/null)"
 kill -s TERM -- "-$guard" 2>/dev/null                  # the guard and its sleep: the port is up
 exit 0
-"""
+"""  # noqa: E501 - shell script text: wrapping its long lines would change the script
 )
 
 _VERIFY_SCRIPT = r"""

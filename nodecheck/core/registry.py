@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -25,7 +25,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 # judge(first, params): what `first` is and what the judge yields (Verdicts, or (nodes, Verdict) pairs)
 # depend on the scope (above), on which only the callers (run.runner, run.active) dispatch
 Judge = Callable[[Any, ParamsT], Iterable[Any]]
-ProbeList = Union[Sequence[Probe], Callable[[ParamsT], Sequence[Probe]]]
+ProbeList = Sequence[Probe] | Callable[[ParamsT], Sequence[Probe]]
 JudgeT = TypeVar("JudgeT", bound=Callable[..., Any])
 
 

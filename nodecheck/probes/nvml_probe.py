@@ -66,7 +66,7 @@ if __name__ == "__main__":  # run as a script (`python3 -`), not imported by --l
     _drop_cwd_from_sys_path()
 
 # after the sys.path clean-up, on purpose
-import json
+import json  # noqa: E402 - must run after _drop_cwd_from_sys_path (a ./json.py must not shadow it)
 
 SCHEMA = 1
 UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"

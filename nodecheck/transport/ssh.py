@@ -3,8 +3,9 @@
 Host keys are checked against known_hosts (known_hosts.py): the node's name decides, its address
 only when nothing is recorded under the name. An unknown key makes the node UNREACHABLE unless the
 operator opted into trust-on-first-use (--accept-new-host-keys); a changed or revoked key always
-does. Nothing runs on a node whose key did not verify. ssh_config (ProxyJump, ProxyCommand, User, Port, IdentityFile, HostName)
-is honoured when the inventory names one; its StrictHostKeyChecking is not: strictness is ours.
+does. Nothing runs on a node whose key did not verify. ssh_config (ProxyJump, ProxyCommand, User, Port,
+IdentityFile, HostName) is honoured when the inventory names one; its StrictHostKeyChecking is not:
+strictness is ours.
 """
 
 from __future__ import annotations

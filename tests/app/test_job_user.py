@@ -1,6 +1,7 @@
 """Whose files a job names are read as (issue 17): the user who hands nodecheck the job's environment
 (--job-env FILE's owner, JOB.yml's owner), else the Slurm job's user (squeue's UserName; in the node
-Prolog, slurmd's SLURM_JOB_UID); never root (an operator's copy says nothing about whose job it is). shell.job_file then reads that user's own private NCCL_CONF_FILE."""
+Prolog, slurmd's SLURM_JOB_UID); never root (an operator's copy says nothing about whose job it is).
+shell.job_file then reads that user's own private NCCL_CONF_FILE."""
 
 from __future__ import annotations
 

@@ -221,7 +221,8 @@ ASPECTS = {
         {},
         1,
         FAIL,
-        "GPU1: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown",
+        "GPU1: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, "
+        "hw_power_brake_slowdown",
     ),
     "sw-thermal-warns": (
         gpu(1, clock_event_reasons=0x20 | 0x1),
@@ -339,7 +340,8 @@ def test_health_two_problems_on_one_gpu_are_two_verdicts(tmp_path):
         (
             "GPU0",
             FAIL,
-            "GPU0: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown",
+            "GPU0: clocks held down by hw_slowdown, expected none of hw_slowdown, hw_thermal_slowdown, "
+            "hw_power_brake_slowdown",
         ),
         ("GPU0", WARN, "GPU0: clocks held down by sw_thermal_slowdown, expected none of sw_thermal_slowdown"),
     ]

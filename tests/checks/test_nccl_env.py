@@ -36,7 +36,7 @@ GOOD_ENV = {
 }
 
 
-def judged(text: str = None, subject: str | None = None, **params) -> list[tuple[str, str]]:
+def judged(text: str | None = None, subject: str | None = None, **params) -> list[tuple[str, str]]:
     """(status, message) of the verdicts about `subject` (a prefix), or all of them."""
     verdicts = judge_node(output() if text is None else text, NcclEnv(**params))
     return [(v.status.value, v.message) for v in verdicts if subject is None or v.subject.startswith(subject)]
@@ -88,7 +88,7 @@ def test_the_real_probe_script_runs_in_sh_and_keeps_the_nodes_other_variables_on
         "!mktemp: failed to create file via template '/nonexistent-nodecheck/.nodecheck-write-test.XXXXXX'"
     )
     assert facts.memlock == "unlimited" or facts.memlock.isdigit()
-    assert [(c.path, dict(c.settings)) for c in facts.conf][0] == ("/nonexistent-nodecheck-home/.nccl.conf", {})
+    assert (facts.conf[0].path, dict(facts.conf[0].settings)) == ("/nonexistent-nodecheck-home/.nccl.conf", {})
     assert facts.conf[1].path == "/etc/nccl.conf"
     without = subprocess.run(
         ne.probes(NcclEnv(node_env=False))[0].argv,

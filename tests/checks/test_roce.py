@@ -105,7 +105,10 @@ def nm_output(
     out = f"@@nodecheck begin running\n{running}\n@@nodecheck end running rc={rc}\n"
     out += f"@@nodecheck begin devices\n{devices}@@nodecheck end devices rc={rc}\n"
     if conf:
-        out += f"@@nodecheck begin conf:/etc/NetworkManager/conf.d/rdma.conf\n{conf}@@nodecheck end conf:/etc/NetworkManager/conf.d/rdma.conf rc=0\n"
+        out += (
+            f"@@nodecheck begin conf:/etc/NetworkManager/conf.d/rdma.conf\n{conf}"
+            "@@nodecheck end conf:/etc/NetworkManager/conf.d/rdma.conf rc=0\n"
+        )
     return out + f"@@nodecheck begin rdma_netdevs\n{netdevs}@@nodecheck end rdma_netdevs rc=0\n"
 
 

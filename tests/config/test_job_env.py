@@ -94,7 +94,8 @@ def test_an_empty_file_is_an_empty_environment(tmp_path):
         (
             "export NCCL_DEBUG",
             "not a KEY=VALUE line: 'export NCCL_DEBUG'",
-            "nodecheck reads this file, it does not run it; write each variable as KEY=VALUE (optionally after `export `)",
+            "nodecheck reads this file, it does not run it; write each variable as KEY=VALUE "
+            "(optionally after `export `)",
         ),
         ("NCCL_DEBUG = INFO", "not a KEY=VALUE line: 'NCCL_DEBUG = INFO'", None),
         ("1NCCL=x", "'1NCCL' is not a variable name (letters, digits and _, not starting with a digit)", None),

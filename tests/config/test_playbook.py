@@ -276,7 +276,7 @@ def test_pins_from_the_command_line_apply_to_a_shipped_profile(tmp_path, monkeyp
     assert by_name["nccl.version"].params.absent == "warn"  # the profile's own key stays
     assert by_name["container.digest"].params.image == "registry.local/train:24.10"
     assert book.sha256 != load_playbook("h100-sxm-8").sha256
-    with pytest.raises(ConfigError, match="--pins: pins file 'nope.yml' not found"):
+    with pytest.raises(ConfigError, match=r"--pins: pins file 'nope.yml' not found"):
         load_playbook("h100-sxm-8", ("nope.yml",))
 
 
@@ -286,14 +286,14 @@ def test_pins_for_another_image_or_runtime_are_refused(tmp_path):
         tmp_path,
         'version: 1\ninclude: [pins.yml]\nchecks:\n  container.digest: {image: "registry.local/train:24.10"}\n',
     )
-    with pytest.raises(ConfigError, match="container.digest.runtime is 'enroot' here but 'auto' in the playbook"):
+    with pytest.raises(ConfigError, match=r"container.digest.runtime is 'enroot' here but 'auto' in the playbook"):
         load_playbook(str(path))
     (tmp_path / "pins.yml").write_text(textwrap.dedent(PINS))
     path = write(
         tmp_path,
         'version: 1\ninclude: [pins.yml]\nchecks:\n  container.digest: {image: "registry.local/train:25.01"}\n',
     )
-    with pytest.raises(ConfigError, match="container.digest.image is 'registry.local/train:24.10' here"):
+    with pytest.raises(ConfigError, match=r"container.digest.image is 'registry.local/train:24.10' here"):
         load_playbook(str(path))
 
 

@@ -27,9 +27,9 @@ def test_ceiling_boundaries(value, status):
 
 
 def test_bands_in_the_wrong_order_are_rejected_when_loaded():
-    with pytest.raises(ValidationError, match="warn_below .* must be >= fail_below"):
+    with pytest.raises(ValidationError, match=r"warn_below .* must be >= fail_below"):
         Floor(fail_below=300, warn_below=200)
-    with pytest.raises(ValidationError, match="warn_above .* must be <= fail_above"):
+    with pytest.raises(ValidationError, match=r"warn_above .* must be <= fail_above"):
         Ceiling(fail_above=1, warn_above=5)
     with pytest.raises(ValidationError):
         Floor(fail_below="fast")

@@ -19,6 +19,7 @@ Plain Python 3 (no annotations, no newer syntax): it runs under whatever python3
 
 import json
 import os
+from typing import ClassVar
 
 __version__ = "12.550.0+nodecheck.fake"
 
@@ -123,7 +124,7 @@ class NVMLLibraryMismatchError(Exception):
 
 # --- errors: NVMLError(value) maps to its NVMLError_<CamelName> subclass, as in nvidia-ml-py ------
 class NVMLError(Exception):
-    _valClassMapping = dict()
+    _valClassMapping: ClassVar[dict] = {}
 
     def __new__(typ, value):
         if typ == NVMLError:
@@ -242,12 +243,12 @@ def _throw_on_version_mismatch(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except NVMLError_FunctionNotFound:
+        except NVMLError_FunctionNotFound as e:
             raise NVMLLibraryMismatchError(
                 "Unversioned function called and the pyNVML version does not "
                 "match the NVML lib version. Either use matching pyNVML and "
                 "NVML lib versions or use a versioned function such as " + func.__name__ + "_v2"
-            )
+            ) from e
 
     wrapper.__name__ = func.__name__
     return wrapper

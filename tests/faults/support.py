@@ -99,7 +99,7 @@ def outcome(code: int, out: str, err: str, wall: float, tmp_path: Path, out_dir:
     assert_no_crash(code, err)
     doc = json.loads(out)
     reports = (
-        [p for p in (out_dir or tmp_path / "reports").glob("*/report.json")]
+        list((out_dir or tmp_path / "reports").glob("*/report.json"))
         if (out_dir or tmp_path / "reports").is_dir()
         else []
     )

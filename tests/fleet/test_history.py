@@ -62,12 +62,9 @@ def test_a_new_database_has_the_versioned_schema_in_wal_mode(tmp_path):
         "measurements": ["sweep_id", "node", "check_name", "name", "subject", "value", "unit"],
     }
     # counters is its primary key's b-tree alone: no rowid table beside an index of the same columns
-    assert [
-        r
-        for r in conn.execute(
-            "SELECT name, type, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE tbl_name = 'counters'"
-        )
-    ] == [("counters", "table", 1)]
+    assert list(
+        conn.execute("SELECT name, type, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE tbl_name = 'counters'")
+    ) == [("counters", "table", 1)]
 
 
 def test_a_sweep_reads_back_exactly_as_it_was_recorded(tmp_path):
@@ -655,8 +652,10 @@ def test_history_shows_counters_rises_resets_by_the_diffs_rule_zeros_summed_up(t
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  (others)  1 counter           0",  # mlx5_0/1 LinkDowned
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_0/1  LinkDownedCounter   1        +1 (was 0)",
         "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_0/1  SymbolErrorCounter  50       +45 (was 5)",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_1/1  LinkDownedCounter   9        not compared: another source",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_2/1  LinkDownedCounter   0        went down (was 3): cleared or reset",
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_1/1  LinkDownedCounter   9"
+        "        not compared: another source",
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  mlx5_2/1  LinkDownedCounter   0"
+        "        went down (was 3): cleared or reset",
     ]
     # --check names a counter or a port; node2 rebooted between the sweeps (boot-2 -> boot-2b)
     _, out = history(tmp_path, capsys, "--show", "counters", "--check", "SymbolErrorCounter", "--format", "json")
@@ -694,10 +693,13 @@ def test_history_shows_measurements_and_a_sweep_that_kept_none(tmp_path, capsys)
     assert out.splitlines() == [
         "measurements of node node1, last 2 sweeps (oldest first):",
         "started (UTC)         run id                  check                   measurement       subject     value",
-        "--------------------  ----------------------  ----------------------  ----------------  ----------  ----------",
+        "--------------------  ----------------------  ----------------------"
+        "  ----------------  ----------  ----------",
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  not read in this sweep",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  nccl.allreduce_single   busbw             all_reduce  452.1 GB/s",
-        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  ib.pairs                ib_write_bw_best  mlx5_0      391.5 Gb/s",
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  nccl.allreduce_single"
+        "   busbw             all_reduce  452.1 GB/s",
+        "2026-11-29 11:02:30Z  20261129T110230Z_sweep  ib.pairs"
+        "                ib_write_bw_best  mlx5_0      391.5 Gb/s",
     ]
     _, out = history(
         tmp_path, capsys, "--show", "measurements", "--check", "ib.pairs", "--last", "1", "--format", "json"

@@ -403,10 +403,9 @@ def test_a_version_1_history_is_migrated_by_the_next_sweep_keeping_every_counter
         assert h.prune("sweep", 1, 2).removed[0].run_id == "s0"
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert [
-        r
-        for r in conn.execute("SELECT name, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE name LIKE '%counters%'")
-    ] == [("counters", 1)]
+    assert list(
+        conn.execute("SELECT name, sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE name LIKE '%counters%'")
+    ) == [("counters", 1)]
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert conn.execute("SELECT node, counter, seq FROM counters").fetchall() == [("node1", "SymbolErrorCounter", 0)]
 

@@ -136,14 +136,18 @@ def test_render_every_section(examined):
         "  pg 0 (default_pg): seq 20 on ranks 0-2",
         "stacks (py-spy 0.4.3; 3 processes):",
         "  2 ranks 0-1 (node1 GPU0, node1 GPU1) in wait (distributed_c10d.py:13) \u2190 reduce_scatter "
-        "(distributed_c10d.py:21) \u2190 train (training.py:20) \u2190 \u2026 (5 frames) [native: clock_nanosleep (libc.so.6)]",
-        f"  rank 2 (node1 GPU2): {FROZEN}; read without stopping it: in wait (distributed_c10d.py:13) \u2190 all_reduce "
+        "(distributed_c10d.py:21) \u2190 train (training.py:20) \u2190 \u2026 (5 frames) "
+        "[native: clock_nanosleep (libc.so.6)]",
+        f"  rank 2 (node1 GPU2): {FROZEN}; read without stopping it: "
+        "in wait (distributed_c10d.py:13) \u2190 all_reduce "
         "(distributed_c10d.py:17) \u2190 _aggregate_total_loss (engine.py:6) \u2190 \u2026 (6 frames)",
         "nodes:",
-        "  node1: GPUs unknown (nodecheck-forensics: 28: nvidia-smi: not found); no Xid; no OOM kill; 2 NCCL WARN lines",
+        "  node1: GPUs unknown (nodecheck-forensics: 28: nvidia-smi: not found); no Xid; no OOM kill; "
+        "2 NCCL WARN lines",
         f"  node2: not read: {UNREACHED}",
         "next step: read the missing ranks' own log and the Xid/OOM lines above; if node1 is at fault, drain it "
-        "(scontrol update nodename=node1 state=drain reason='forensics: hung collective, see the record') and check it: "
+        "(scontrol update nodename=node1 state=drain reason='forensics: hung collective, see the record') "
+        "and check it: "
         "nodecheck run hosts.yml --nodes 'node1'",
     ]
     assert lines[notes + 1] == f"  node2: not read: {UNREACHED}"

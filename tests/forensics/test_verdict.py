@@ -111,7 +111,8 @@ def test_recorded_missing_rank_confirmed_by_the_stacks():
     )
     assert d.next_step == (
         "read the missing ranks' own log and the Xid/OOM lines above; if node2 is at fault, drain it "
-        "(scontrol update nodename=node2 state=drain reason='forensics: hung collective, see the record') and check it: "
+        "(scontrol update nodename=node2 state=drain reason='forensics: hung collective, see the record') "
+        "and check it: "
         "nodecheck run hosts.yml --nodes 'node2'"
     )
 

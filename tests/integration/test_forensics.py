@@ -261,7 +261,8 @@ def test_the_node_context_gpus_xid_and_nccl_warnings(cluster, tmp_path):
         "node1", "dmesg", f"{now} NVRM: Xid (PCI:0000:9b:00): 79, pid=4242, name=python3, GPU has fallen off the bus.\n"
     )
     (cluster.node_dir("node1") / "home" / "train.log").write_text(
-        "step 10 loss 2.1\nnode1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n"
+        "step 10 loss 2.1\n"
+        "node1:4242:4301 [3] NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n"
     )
     code, doc, record = forensics(cluster, tmp_path, "--log", "/root/train.log")
     n1 = doc["nodes"]["node1"]

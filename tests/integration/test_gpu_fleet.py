@@ -147,7 +147,7 @@ def test_a_pin_is_the_reference_even_against_the_majority(cluster, tmp_path):
     apply(cluster, GPU_FLEET)
     text = PLAYBOOK.replace("  nccl.version: {}", f'  nccl.version: {{expect: "{NCCL_STALE}"}}')
     code, doc, _ = run(cluster, tmp_path, playbook_text=text)
-    nccl = {n["node"]: [r for r in n["results"] if r["check"] == "nccl.version"][0] for n in doc["nodes"]}
+    nccl = {n["node"]: next(r for r in n["results"] if r["check"] == "nccl.version") for n in doc["nodes"]}
     assert nccl["node2"]["status"] == "pass"
     assert nccl["node1"]["message"] == (f"NCCL {NCCL_GOOD} on node[1,3-8], expected {NCCL_STALE} (pinned; 1 node)")
 

@@ -19,7 +19,11 @@ pytestmark = pytest.mark.integration
 
 PORT_DIR = "/sys/class/infiniband/mlx5_0/ports/1"
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
-BANNER = "\n************************************\n* Waiting for client to connect... *\n************************************\n"
+BANNER = (
+    "\n************************************\n"
+    "* Waiting for client to connect... *\n"
+    "************************************\n"
+)
 NO_SOCKET = " Unable to init the socket connection\n"
 RECORDING = "perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt"
 # what the orchestrator (nodecheck/probes/pairtest.py) passes, for one rail
@@ -349,7 +353,7 @@ def test_a_planted_bad_node_device_or_link_slows_exactly_its_pairs(cluster):
         t.start()
     for t in threads:
         t.join(30)
-    for k, (s, c, dev, port, gbps) in enumerate(pairs):
+    for k, (s, c, dev, _port, gbps) in enumerate(pairs):
         rc, out, err = results[k]
         assert (rc, err) == (0, ""), (s, c)
         s_rc, s_out, _ = servers[k].finish()

@@ -21,9 +21,12 @@ MPIRUN = "mpirun --allow-run-as-root"
 BUS = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
 ROW = re.compile(r"^ +\d+ +\d+ ")
 TABLE_HEADER = [
-    "#                                                              out-of-place                       in-place          ",
-    "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong ",
-    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         ",
+    "#                                                              out-of-place"
+    "                       in-place          ",
+    "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+    "     time   algbw   busbw  #wrong ",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+    "             (us)  (GB/s)  (GB/s)         ",
 ]
 DAEMON_BANNER_START = (
     "-" * 74 + "\nORTE was unable to reliably start one or more daemons.\nThis usually is caused by:\n"

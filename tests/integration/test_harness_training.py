@@ -9,6 +9,7 @@ import os
 import re
 import time
 
+import paramiko
 import pytest
 from harness import training
 
@@ -96,7 +97,9 @@ def test_healthy_steps_at_rate_busy_gpus_and_process_on_its_node_only(cluster):
     assert pgrep(cluster, "node1") == p1 and pgrep(cluster, "node2") == p2 and pgrep(cluster, "node3") == []
     assert os.stat(f"/proc/{p1[0]}/ns/mnt").st_ino == int((cluster.node_dir("node1") / "mntns").read_text())
     d = cluster.training_dir("node1")
-    assert open(f"/proc/{p1[0]}/cmdline").read().split("\0")[1:-1] == [
+    with open(f"/proc/{p1[0]}/cmdline") as f:
+        cmdline = f.read()
+    assert cmdline.split("\0")[1:-1] == [
         "-I",
         f"{d}/trainer.py",
         "train.py",
@@ -218,7 +221,8 @@ def test_hang_ssh_times_out_while_the_node_keeps_training(cluster):
     assert cluster.hang_ssh("node1") >= 1
     size = log.stat().st_size
     t0 = time.monotonic()
-    with pytest.raises(Exception):
+    # the kernel accepts the connection, sshd never sends its banner: paramiko's banner timeout
+    with pytest.raises((paramiko.SSHException, OSError)):
         cluster.run("node1", "true", timeout=1.0)
     assert 0.9 <= time.monotonic() - t0 < 4
     assert log.stat().st_size > size  # training went on meanwhile

@@ -68,7 +68,8 @@ def test_a_sound_job_passes_and_a_drifting_node_an_empty_ckpt_and_the_incident_c
     # node2's own ~/.nccl.conf (each node has its own /root) sets a different NCCL_IB_HCA
     assert cluster.run("node2", "echo NCCL_IB_HCA=mlx5_1 > /root/.nccl.conf")[0] == 0
     try:
-        incident = json.loads(open("tests/data/job/constructed-incident-counts.json").read())
+        with open("tests/data/job/constructed-incident-counts.json") as f:
+            incident = json.loads(f.read())
         code, res = _check(cluster, tmp_path, _job(tmp_path, incident), *_inventory(cluster))
     finally:
         cluster.run("node2", "rm -f /root/.nccl.conf")

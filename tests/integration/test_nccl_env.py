@@ -142,7 +142,7 @@ def test_strict_levels_a_missing_interface_and_an_unwritable_dump_directory_fail
     code, doc, err = nodecheck(cluster, tmp_path, "nccl-env-strict.yml", "node[1-2]")
     assert doc is not None, err
     found = results(doc)
-    messages = dict((m.split(" (")[0].split(":")[0], (s, m)) for s, m in found["node1"])
+    messages = {m.split(" (")[0].split(":")[0]: (s, m) for s, m in found["node1"]}
     assert [s for s, m in found["node1"] if m.startswith("NCCL_SOCKET_IFNAME==eth0")] == ["warn", "fail"]
     assert messages["NCCL_IB_HCA unset"] == (
         "pass",

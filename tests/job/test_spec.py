@@ -177,7 +177,8 @@ def test_probe_runs_here_filters_env_and_leaves_no_file(tmp_path):
         (
             "world_size: 12\ngpus_per_node: 8\n",
             1,
-            "world_size 12 is not a multiple of gpus_per_node 8: every node runs gpus_per_node ranks; hint: world_size: 16 "
+            "world_size 12 is not a multiple of gpus_per_node 8: every node runs gpus_per_node ranks; "
+            "hint: world_size: 16 "
             "(2 nodes) or 8 (1 node), or the gpus_per_node that divides it",
         ),
         (
@@ -284,15 +285,18 @@ def test_probe_resume_point_ignores_lost_found_and_hidden_entries_and_a_file_is_
     spec = load_job_spec(
         write(tmp_path, "world_size: 8\ngpus_per_node: 8\ncheckpoint: {dir: ckpt, every_minutes: 5, resume: true}\n")
     )
-    run = lambda: parse_job_probe(
-        subprocess.run(
-            job_probe(spec).argv,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={"PATH": "/usr/bin:/bin"},
-        ).stdout
-    )
+
+    def run():
+        return parse_job_probe(
+            subprocess.run(
+                job_probe(spec).argv,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={"PATH": "/usr/bin:/bin"},
+            ).stdout
+        )
+
     facts = run()
     assert (facts.ckpt_exists, facts.resume) == (True, "missing")
     assert facts.ckpt_fstype  # stat -f: "ext2/ext3", "tmpfs", "overlayfs", ...

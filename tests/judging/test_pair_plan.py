@@ -435,7 +435,7 @@ def test_ring_finds_two_random_bad_nodes_within_two_extra_rounds(n, data):
     results, verdict = localize(nodes, simulated(bad))
     assert_exact(verdict, nodes, bad)
     assert len({r.round_index for r in results}) <= (2 if n % 2 == 0 else 3) + 2
-    assert len(results) == len(set(r.pair for r in results))
+    assert len(results) == len({r.pair for r in results})
 
 
 @settings(deadline=None)

@@ -5,6 +5,7 @@ nccl-tests'; arbitrary text and every truncation of a full run never crash."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -540,7 +541,7 @@ def test_every_truncation_of_a_full_run_moves_forward_and_is_done_only_at_the_av
         seen.append(run.stage)
         assert (run.stage is Stage.DONE) == (end > average)
         assert run.stopped_at()
-    assert all(order.index(a) <= order.index(b) for a, b in zip(seen, seen[1:]))
+    assert all(order.index(a) <= order.index(b) for a, b in pairwise(seen))
     assert [s for i, s in enumerate(seen) if i == 0 or seen[i - 1] is not s] == [
         Stage.HEADER,
         Stage.DEVICES,

@@ -602,7 +602,7 @@ def test_q_two_gpu_sections_are_indexed_in_order():
     facts = parse_q(Q_H100 + second)
     assert [(g.index, g.pci_bus_id) for g in facts.gpus] == [(0, "0000:d5:00.0"), (1, "0000:c2:00.0")]
     assert facts.gaps == ()
-    with pytest.raises(ParseError, match="GPU 0000:d5:00.0 appears twice"):
+    with pytest.raises(ParseError, match=r"GPU 0000:d5:00.0 appears twice"):
         parse_q(Q_H100 + Q_H100[Q_H100.index("GPU 00000000:D5:00.0") :])
 
 
@@ -810,11 +810,11 @@ def test_query_gpu_invalid_field_text_raises_parse_error_with_that_line():
 def test_query_gpu_wrong_column_count_and_unreadable_values():
     with pytest.raises(ParseError, match="row has 24 values, expected 25"):
         parse_query_gpu(H100_CSV.replace(", 16, 8\n", ", 16\n"), QUERY_GPU_FIELDS)
-    with pytest.raises(ParseError, match="temperature.gpu 'hot' is not readable"):
+    with pytest.raises(ParseError, match=r"temperature.gpu 'hot' is not readable"):
         gpus_from_query_gpu(H100_CSV.replace(", 41, ", ", hot, "))
     with pytest.raises(ParseError, match="persistence_mode 'Maybe' is not readable"):
         gpus_from_query_gpu(H100_CSV.replace("535.104.05, Enabled", "535.104.05, Maybe", 1))
-    with pytest.raises(ParseError, match="pci.bus_id"):
+    with pytest.raises(ParseError, match=r"pci.bus_id"):
         gpus_from_query_gpu(H100_CSV.replace("00000000:C2:00.0", "C2", 1))
     with pytest.raises(ParseError, match="GPU0 appears twice"):
         gpus_from_query_gpu(H100_CSV + H100_CSV)
@@ -924,7 +924,7 @@ def test_nvlink_does_not_depend_on_indentation():
 
 def test_nvlink_cut_or_foreign_text_raises_parse_error():
     text = data(NVLINK_S)
-    with pytest.raises(ParseError, match="unexpected line 'Link 3: 26.5'"):
+    with pytest.raises(ParseError, match=r"unexpected line 'Link 3: 26.5'"):
         parse_nvlink_status(text[: text.index("26.562", text.index("Link 3:")) + 4])
     with pytest.raises(ParseError, match="unexpected line"):
         parse_nvlink_status(data(NVLINK_R))
@@ -1108,7 +1108,7 @@ def test_query_gpu_duplicate_index_check_is_linear():
 def test_q_duplicate_bus_id_check_is_linear():
     text = "".join(f"GPU 0000:{i // 256:02X}:{i % 256:02X}.0\n    Product Name : x\n" for i in range(2_000))
     assert _seconds(parse_q, text) < LINEAR_BOUND_S
-    with pytest.raises(ParseError, match="GPU 0000:07:3f.0 appears twice"):
+    with pytest.raises(ParseError, match=r"GPU 0000:07:3f.0 appears twice"):
         parse_q(text + "GPU 0000:07:3F.0\n    Product Name : x\n")
 
 

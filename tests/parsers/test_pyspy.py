@@ -165,8 +165,12 @@ TEXT = {
     ),
 }
 JSON = {  # --json of the same processes: the text's facts, less the command and Python version
-    "recorded-hung-rank-all_reduce-via-aggregate-threads.json": "recorded-hung-rank-all_reduce-via-aggregate-threads.txt",
-    "recorded-native-hung-rank-all_reduce-via-aggregate-threads.json": "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt",
+    "recorded-hung-rank-all_reduce-via-aggregate-threads.json": (
+        "recorded-hung-rank-all_reduce-via-aggregate-threads.txt"
+    ),
+    "recorded-native-hung-rank-all_reduce-via-aggregate-threads.json": (
+        "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt"
+    ),
     "recorded-hung-rank-all_reduce.json": "recorded-hung-rank-all_reduce.txt",
     "recorded-busy-python-c-multiline-command.json": "recorded-busy-python-c-multiline-command.txt",
 }

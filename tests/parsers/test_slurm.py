@@ -111,7 +111,9 @@ SHOW_NODE = {
 # corpus files of other Slurm commands: not this parser's input, so ParseError naming the first line
 NOT_SHOW_NODE = {
     "slurm/arjuna-69-sinfo-drng-at-fail-star-maint-states.txt": "'PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST'",
-    "slurm/awsome-distributed-ai-185-sinfo-R-kill-task-failed-line.txt": "'Kill task failed root 2024-01-25T15:12:23 ip-10-0-1-23'",
+    "slurm/awsome-distributed-ai-185-sinfo-R-kill-task-failed-line.txt": (
+        "'Kill task failed root 2024-01-25T15:12:23 ip-10-0-1-23'"
+    ),
     "slurm/cn-blog-sinfo-R-4nodes-low-realmemory.txt": "'REASON               USER      TIMESTAMP           NODELIST'",
 }
 

@@ -60,7 +60,7 @@ def test_debug_version_forms():
 
 def test_debug_version_two_libraries_is_unreadable():
     text = data(INIT) + "h:1:1 [8] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
-    with pytest.raises(ParseError, match="several NCCL versions: 2.27.5, 2.21.5"):
+    with pytest.raises(ParseError, match=r"several NCCL versions: 2.27.5, 2.21.5"):
         parse_nccl_debug_version(text)
 
 

@@ -360,7 +360,8 @@ def test_a_locked_history_costs_the_sweep_its_record_not_its_report(tmp_path, ca
                 "import sqlite3, sys, time\n"
                 f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
                 "c.execute('BEGIN IMMEDIATE')\n"
-                "c.execute('INSERT INTO sweeps (run_id, playbook, started, finished, complete, incomplete_reason, status, "
+                "c.execute('INSERT INTO sweeps (run_id, playbook, started, finished, complete, "
+                "incomplete_reason, status, "
                 'exit_code) VALUES (1, 1, 1, 1, 1, 1, "pass", 0)\')\n'
                 "print('locked', flush=True)\n"
                 "time.sleep(60)\n"

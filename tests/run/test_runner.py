@@ -91,7 +91,10 @@ def test_exit_code_follows_the_worst_node(book, layout, status, code):
     assert (report.status, report.exit_code) == (status, code)
 
 
-def _spec(judge, probe=Probe("p", ("true",), 1)):
+_PROBE = Probe("p", ("true",), 1)
+
+
+def _spec(judge, probe=_PROBE):
     class NoParams(BaseModel):
         pass
 

@@ -906,8 +906,13 @@ def test_gpus_without_utilization_or_with_some_power_limits_unknown():
 
 def test_mixed_gpu_counts_keep_the_rank_layout_of_the_widest_node():
     t = Tracker(cfg(), NODES)
-    node1 = lambda at, utils: obs("node1", 105, utils=utils, powers=[190.0] * 8)
-    node2 = lambda at: obs("node2", 105, utils=[BUSY] * 4, powers=[190.0] * 4, gpus=4)
+
+    def node1(at, utils):
+        return obs("node1", 105, utils=utils, powers=[190.0] * 8)
+
+    def node2(at):
+        return obs("node2", 105, utils=[BUSY] * 4, powers=[190.0] * 4, gpus=4)
+
     run(t, [Tick(at, (obs("node1", 100 + at // 10), obs("node2", 100 + at // 10, gpus=4))) for at in range(0, 51, 10)])
     odd = [BUSY] * 8
     odd[3] = 0.0

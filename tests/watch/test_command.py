@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 
@@ -83,8 +84,8 @@ class ScriptedTracker:
     """Stands in for classify.Tracker: the verdicts of SCRIPT in turn (the last one repeats); keeps
     every tick it was given; its JSON is the position in the script."""
 
-    SCRIPT: list[str] = ["progressing"]
-    made: list[ScriptedTracker] = []
+    SCRIPT: ClassVar[list[str]] = ["progressing"]
+    made: ClassVar[list[ScriptedTracker]] = []
 
     def __init__(self, cfg, nodes, at: int = 0) -> None:
         self.nodes, self.at, self.ticks = tuple(nodes), at, []
