@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nodecheck.parsers.nccl_tests import Stage, parse_nccl_tests
+from nodecheck.parsers.nccl_tests import parse_nccl_tests
+from nodecheck.parsers.nccl_tests_facts import Stage
 
 INFO = [  # tests/data/nccl-debug-info/sglang-roce-nccl-2.27.5-*: one rank's lines
     "{h}:{p}:{p} [{d}] NCCL INFO cudaDriverVersion 13010",

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from nodecheck.parsers.watch_sample import parse_sample, read_progress
-from nodecheck.watch.classify import Observation, Tick, Tracker
+from nodecheck.watch.classify import Tracker
 from nodecheck.watch.config import WatchConfig
+from nodecheck.watch.verdicts import Observation, Tick
 
 SAMPLE = (
     Path(__file__).resolve().parent.parent

@@ -17,7 +17,8 @@ from nodecheck.core.thresholds import Action, Ceiling, Floor, fmt
 from nodecheck.judging.drift import PinOrDrift
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
 from nodecheck.parsers.lines import split_lines
-from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS, gpu_facts_from_nvidia_smi
+from nodecheck.parsers.nvidia_smi import gpu_facts_from_nvidia_smi
+from nodecheck.parsers.nvidia_smi_csv import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from nodecheck.parsers.nvml import parse_nvml_probe
 from nodecheck.parsers.sections import split_sections
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return forensics_command(args)
         if args.command == "history":
-            from nodecheck.fleet.history import history_command
+            from nodecheck.fleet.history_command import history_command
 
             return history_command(args)
         if args.command == "run":

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from nodecheck.checks.nccl_env import flight_recorder as fr_verdicts
-from nodecheck.checks.nccl_env import timeouts as watchdog_verdicts
 from nodecheck.core.errors import ParseError
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Status, Verdict
@@ -21,6 +19,8 @@ from nodecheck.job.counts import RankCounts
 from nodecheck.job.probe import CHECKPOINT, PROBE_NAME, JobNodeFacts, job_probe, parse_job_probe
 from nodecheck.job.spec import PYTORCH_DEFAULT_TIMEOUT_S, JobSpec
 from nodecheck.judging.drift import group_by_value, strict_majority
+from nodecheck.judging.nccl_env_rules import flight_recorder as fr_verdicts
+from nodecheck.judging.nccl_env_rules import timeouts as watchdog_verdicts
 from nodecheck.judging.nccl_settings import effective_env
 from nodecheck.judging.nccl_settings import said as said_setting
 from nodecheck.parsers.slurm import JobRecord

@@ -24,7 +24,7 @@ from nodecheck.core.model import Probe
 from nodecheck.job.spec import JobSpec
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.nccl_config import NcclConf, first_line, key_values, read_confs, read_node_env, unescaped
-from nodecheck.parsers.nvidia_smi import parse_query_gpu
+from nodecheck.parsers.nvidia_smi_csv import parse_query_gpu
 from nodecheck.parsers.sections import split_sections
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
 

@@ -1,288 +1,44 @@
-"""nccl-tests output (all_reduce_perf, all_gather_perf, ...): text or JSON in, an NcclTestRun out.
+"""nccl-tests' text output (all_reduce_perf, all_gather_perf, ...) in, an NcclTestRun out.
 
-API fixed for the checks (nodecheck/checks/nccl_allreduce.py); the implementation fills it in.
 Formats read: every layout nccl-tests has printed since the NCCL 1 era (NVIDIA/nccl-tests
 src/common.cu, src/util.cu), interleaved NCCL_DEBUG lines, the failure lines of common.h's
-CUDACHECK/NCCLCHECK/TESTCHECK macros, Open MPI and srun abort messages, and the `-J file.json`
-report (JSON_FILE_VERSION 1-3 of src/util.cu).
+CUDACHECK/NCCLCHECK/TESTCHECK macros, Open MPI and srun abort messages. The facts are in
+nccl_tests_facts.py, the `-J file.json` report's reader in nccl_tests_json.py.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import reprlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
-from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.lines import split_lines
+from nodecheck.parsers.nccl_tests_facts import (
+    NOT_FINITE,
+    TOOL,
+    TWO_RUNS,
+    Failure,
+    Measurement,
+    NcclLogLine,
+    NcclTestRun,
+    RankDevice,
+    SizeRow,
+    TestParams,
+    Unreadable,
+    avg_busbw_failure,
+    int_or_none,
+    out_of_bounds_failure,
+)
 
-TOOL = "nccl-tests"
 UNKNOWN_MAX = 50  # lines kept in NcclTestRun.unknown; the rest are counted
 # NCCL INFO lines kept in NcclTestRun.log (WARN and ERROR lines are all kept): NCCL_DEBUG=INFO from
 # thousands of ranks is millions of lines, and memory must not grow with them; the rest are counted
 INFO_MAX = 2000
 
-
-@dataclass(frozen=True)
-class TestParams:
-    """The parameter line: '# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) ...'."""
-
-    __test__ = False  # not a pytest test class despite the name
-
-    n_threads: int | None = None
-    n_gpus: int | None = None
-    min_bytes: int | None = None
-    max_bytes: int | None = None
-    step: str | None = None  # "2(factor)", "1048576(bytes)"
-    warmup_iters: int | None = None
-    iters: int | None = None
-    agg_iters: int | None = None
-    validation: bool | None = None  # -c: False means #wrong is never checked (N/A)
-    graph: int | None = None
-    extra: dict[str, str] = field(default_factory=dict)  # keys this parser does not name ("unalign")
-
-    @property
-    def step_factor(self) -> int | None:
-        """2 from "2(factor)"; None for a byte step or an unreadable one."""
-        return _step_number(self.step, "factor")
-
-    @property
-    def step_bytes(self) -> int | None:
-        """1048576 from "1048576(bytes)"."""
-        return _step_number(self.step, "bytes")
-
-
-@dataclass(frozen=True)
-class RankDevice:
-    """'#  Rank  3 Group  0 Pid   6902 on ztan-mig-235z device  3 [0000:0c:00] NVIDIA H100 80GB HBM3'
-    (and the older forms without Group, and without Pid)."""
-
-    rank: int
-    host: str
-    device: int  # CUDA device index on that host
-    bus_id: str  # "0000:0c:00" or the old short "0x07"
-    model: str  # "NVIDIA H100 80GB HBM3"
-    pid: int | None = None
-    group: int | None = None
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One half of a data row (out-of-place or in-place)."""
-
-    time_us: float | None
-    algbw_gbs: float | None  # GB/s as nccl-tests prints it (1e9 bytes/s)
-    busbw_gbs: float | None
-    wrong: int | None = None  # '#wrong' (None: N/A, validation off, or old format)
-    error: float | None = None  # the older 'error' column (max error), None: N/A/absent
-
-
-@dataclass(frozen=True)
-class SizeRow:
-    size: int  # bytes
-    count: int  # elements
-    dtype: str  # "float", "int8"
-    redop: str | None  # "sum", "none"; None in layouts without the column
-    root: int | None  # -1 for rootless collectives; None when absent
-    out_of_place: Measurement | None
-    in_place: Measurement | None
-    line: int = 0  # 1-based line number in the text (0 for JSON)
-
-    @property
-    def wrong(self) -> int:
-        """#wrong of both halves together; 0 when neither half was checked."""
-        return sum(m.wrong or 0 for m in (self.out_of_place, self.in_place) if m is not None)
-
-
-@dataclass(frozen=True)
-class NcclLogLine:
-    """'host:pid:tid [dev] NCCL INFO|WARN text' interleaved with the test output."""
-
-    host: str
-    pid: int | None
-    device: int | None
-    level: str  # "INFO", "WARN", "ERROR", "TRACE"
-    text: str
-    location: str | None = None  # "misc/ibvwrap.cc:63" in 'host:p:t [0] misc/ibvwrap.cc:63 NCCL WARN'
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A failure line: 'Test NCCL failure common.cu:959 'internal error'', 'NCCL failure ...',
-    'Test CUDA failure ...', 'Cuda failure ...', 'Test FAILURE', an mpirun/srun abort."""
-
-    kind: str  # "nccl", "cuda", "test", "timeout", "launcher"
-    message: str  # the quoted reason, or the launcher's words
-    host: str | None = None
-    location: str | None = None  # "common.cu:959"
-    line: str = ""  # the raw line
-
-    def __str__(self) -> str:
-        where = f" at {self.location}" if self.location else ""
-        host = f" on {self.host}" if self.host else ""
-        return f"{self.kind} failure{where}{host}: {self.message}"
-
-
-class Stage(Enum):
-    """How far a run's output got; a run that stopped (hang, kill) is classified by it."""
-
-    NOTHING = "nothing"  # no nccl-tests line at all
-    HEADER = "header"  # parameter line, no rank lines
-    DEVICES = "devices"  # rank lines, no NCCL version line, no data row
-    INIT = "init"  # NCCL version or table header seen, no data row
-    SWEEP = "sweep"  # data rows, no summary (stopped mid-sweep)
-    DONE = "done"  # 'Avg bus bandwidth' or 'Collective test concluded'
-
-
-@dataclass(frozen=True)
-class NcclTestRun:
-    tests_version: str | None = None  # "2.17.9" from '# nccl-tests version 2.17.9 ...'
-    nccl_headers: int | None = None  # 22902 (nccl-headers=)
-    nccl_library: int | None = None
-    compiled_with_nccl: str | None = None  # "1.0" ('# NCCL Tests compiled with NCCL 1.0')
-    collective: str | None = None  # "all_reduce_perf" from '# Collective test starting: ...'
-    params: TestParams | None = None
-    devices: tuple[RankDevice, ...] = ()
-    nccl_version: str | None = None  # "2.19.3+cuda12.2" (bare line or NCCL INFO form)
-    columns: tuple[str, ...] = ()  # the prefix columns of the table: size count type redop root
-    rows: tuple[SizeRow, ...] = ()
-    out_of_bounds: int | None = None  # '# Out of bounds values : 0 OK'
-    out_of_bounds_ok: bool | None = None
-    avg_busbw_gbs: float | None = None  # '# Avg bus bandwidth    : 70.742'
-    concluded: bool = False  # '# Collective test concluded: ...'
-    log: tuple[NcclLogLine, ...] = ()  # interleaved NCCL INFO/WARN lines (INFO: the first INFO_MAX)
-    log_count: int = 0  # every NCCL log line seen, kept or not
-    failures: tuple[Failure, ...] = ()
-    unknown: tuple[str, ...] = ()  # lines not understood (bounded; for the report)
-    from_json: bool = False
-    # additions to the fixed API
-    nccl_versions: tuple[str, ...] = ()  # every distinct NCCL version line, in order (ranks can differ)
-    # (version, hosts that printed it) from NCCL INFO version lines (NCCL_DEBUG=INFO: every rank says)
-    nccl_version_hosts: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    avg_busbw_ok: bool | None = None  # 'OK'/'FAILED' after the average (NCCL_TESTS_MIN_BW set)
-    bitwise_mismatches: int | None = None  # '# Bitwise mismatches : N' (newest nccl-tests, -B)
-    max_bytes_reduced_to: int | None = None  # '# Reducing maxBytes to N due to memory limitation'
-    json_output: str | None = None  # '# Writing JSON output to PATH'
-    nccl_last_error: str | None = None  # '# error: ...' / JSON "errors": ncclGetLastError at exit
-    cut_row: str | None = None  # a data row the text ends inside (hang or kill mid-row)
-    unknown_count: int = 0  # all lines not understood; `unknown` keeps the first 50
-
-    @property
-    def stage(self) -> Stage:
-        if self.avg_busbw_gbs is not None or self.concluded:
-            return Stage.DONE
-        if self.rows:
-            return Stage.SWEEP
-        # nccl-tests prints the table header after NCCL init returned (common.cu run())
-        if self.nccl_version is not None or self.columns:
-            return Stage.INIT
-        if self.devices:
-            return Stage.DEVICES
-        if self.params is not None or self.tests_version or self.collective or self.compiled_with_nccl:
-            return Stage.HEADER
-        return Stage.NOTHING
-
-    @property
-    def complete(self) -> bool:
-        return self.stage is Stage.DONE
-
-    @property
-    def wrong_rows(self) -> tuple[SizeRow, ...]:
-        """Rows whose data check found wrong elements (in either half)."""
-        return tuple(row for row in self.rows if row.wrong > 0)
-
-    @property
-    def max_bytes(self) -> int | None:
-        """Where the sweep ends: maxBytes, or what nccl-tests reduced it to for lack of memory."""
-        if self.max_bytes_reduced_to is not None:
-            return self.max_bytes_reduced_to
-        return self.params.max_bytes if self.params else None
-
-    def next_size(self) -> int | None:
-        """The size the sweep would have run after the last row; None when it was the last one or
-        the step is unknown."""
-        if not self.rows or self.params is None:
-            return None
-        last = self.rows[-1].size
-        factor, step = self.params.step_factor, self.params.step_bytes
-        following = last * factor if factor else last + step if step else None
-        if following is None or following == last:
-            return None
-        limit = self.max_bytes
-        return None if limit is not None and following > limit else following
-
-    def stopped_at(self, failures: bool = True) -> str:
-        """Where a run that did not finish stopped, in words: 'after the rank list, before NCCL
-        init completed (no NCCL version line)', 'mid-sweep after 2097152 B (2 MiB), the last row'."""
-        where = _STOPPED_AT[self.stage](self)
-        if failures and self.stage is not Stage.DONE and self.failures:
-            where += f"; first failure: {self.failures[0]}"
-        return where
-
-
-def human_bytes(size: int) -> str:
-    """'2097152 B (2 MiB)'; sizes under 1 KiB are just '512 B'."""
-    units = ("KiB", "MiB", "GiB", "TiB", "PiB")
-    if size < 1024:
-        return f"{size} B"
-    value, unit = float(size), "B"
-    for unit in units:  # noqa: B007 - the unit the loop stops at is read after it
-        value /= 1024
-        if value < 1024:
-            break
-    return f"{size} B ({f'{value:.2f}'.rstrip('0').rstrip('.')} {unit})"
-
-
-def _stopped_sweep(run: NcclTestRun) -> str:
-    last = run.rows[-1]
-    where = f"mid-sweep after {human_bytes(last.size)}, the last of {len(run.rows)} rows"
-    following = run.next_size()
-    if following is not None:
-        where += f"; the next size {human_bytes(following)} never came"
-    elif run.max_bytes is not None and last.size >= run.max_bytes:
-        where += " (the sweep's largest size); the summary lines never came"
-    if run.cut_row is not None:
-        where += f"; the text ends inside a row: {quote(run.cut_row.strip(), 200)}"
-    return where
-
-
-def _stopped_init(run: NcclTestRun) -> str:
-    if run.columns:
-        return "after the table header, before the first data row (the first collective never finished)"
-    return f"during NCCL init: 'NCCL version {run.nccl_version}' printed, no table header and no data row"
-
-
-def _stopped_devices(run: NcclTestRun) -> str:
-    return (
-        f"after the rank list ({len(run.devices)} ranks), before NCCL init completed "
-        "(no NCCL version line, no table header)"
-    )
-
-
-_STOPPED_AT: dict[Stage, Callable[[NcclTestRun], str]] = {
-    Stage.NOTHING: lambda run: "before any nccl-tests output (no parameter line)",
-    Stage.HEADER: lambda run: "after the parameter line, before the rank list",
-    Stage.DEVICES: _stopped_devices,
-    Stage.INIT: _stopped_init,
-    Stage.SWEEP: _stopped_sweep,
-    Stage.DONE: lambda run: "did not stop: the run finished (summary printed)",
-}
-
-
-def _step_number(step: str | None, unit: str) -> int | None:
-    match = re.fullmatch(r"(\d+)\((\w+)\)", step or "", re.ASCII)
-    return int(match[1]) if match and match[2] == unit else None
-
-
-# ---------------------------------------------------------------------------------------------
-# Text
 
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
 _LOG = re.compile(
@@ -390,10 +146,6 @@ class _Layout:
     @property
     def width(self) -> int:
         return len(self.prefix) + sum(len(half) for half in self.halves)
-
-
-class _Unreadable(ValueError):
-    """A value that cannot be read; the line holding it becomes an unknown line."""
 
 
 class _NonFinite(Exception):
@@ -547,7 +299,7 @@ class _TextReader:
 
     def _tests_version(self, match: re.Match) -> bool:
         self.fields.update(
-            tests_version=match[1], nccl_headers=_int_or_none(match[2]), nccl_library=_int_or_none(match[3])
+            tests_version=match[1], nccl_headers=int_or_none(match[2]), nccl_library=int_or_none(match[3])
         )
         return True
 
@@ -567,20 +319,20 @@ class _TextReader:
         ok = None if match[2] is None else match[2] == "OK"
         self.fields.update(out_of_bounds=count, out_of_bounds_ok=ok if ok is not None else count == 0)
         if count or ok is False:
-            self.failures.append(_out_of_bounds_failure(count, self.line))
+            self.failures.append(out_of_bounds_failure(count, self.line))
         return True
 
     def _avg_busbw(self, match: re.Match) -> bool:
         try:
             value = _float(match[1])
-        except _Unreadable:
+        except Unreadable:
             return False
         except _NonFinite:  # nccl-tests averages zero rows to nan (0/0)
-            raise _NotJudgeable(f"Avg bus bandwidth {match[1]}: {_NOT_FINITE}", self.line) from None
+            raise _NotJudgeable(f"Avg bus bandwidth {match[1]}: {NOT_FINITE}", self.line) from None
         ok = None if match[2] is None else match[2] == "OK"
         self.fields.update(avg_busbw_gbs=value, avg_busbw_ok=ok)
         if ok is False:
-            self.failures.append(_avg_busbw_failure(value, self.line))
+            self.failures.append(avg_busbw_failure(value, self.line))
         return True
 
     def _bitwise(self, match: re.Match) -> bool:
@@ -630,7 +382,7 @@ class _TextReader:
             # its own rank 0. Counted together they would pass for one run of all their ranks.
             host, line = self.rank_lines[rank]
             raise _NotJudgeable(
-                f"rank {rank} is listed twice (on {host} and {match['host']}): {_TWO_RUNS}", f"{line}\n{self.line}"
+                f"rank {rank} is listed twice (on {host} and {match['host']}): {TWO_RUNS}", f"{line}\n{self.line}"
             )
         self.rank_lines[rank] = (match["host"], self.line)
         self.devices.append(
@@ -640,8 +392,8 @@ class _TextReader:
                 device=int(match["device"]),
                 bus_id=match["bus"],
                 model=match["model"].strip(),
-                pid=_int_or_none(match["pid"]),
-                group=_int_or_none(match["group"]),
+                pid=int_or_none(match["pid"]),
+                group=int_or_none(match["group"]),
             )
         )
         return True
@@ -666,10 +418,10 @@ class _TextReader:
             return False
         try:
             self.rows.append(_size_row(tokens, layout, number))
-        except ValueError:  # _Unreadable, or a header too short to map values
+        except ValueError:  # Unreadable, or a header too short to map values
             return False
         except _NonFinite as why:
-            raise _NotJudgeable(f"line {number}: {why}: {_NOT_FINITE}", line) from None
+            raise _NotJudgeable(f"line {number}: {why}: {NOT_FINITE}", line) from None
         if not self.columns:
             self.columns = layout.prefix
         return True
@@ -786,15 +538,6 @@ def _stepd_reason(rest: str) -> str | None:
     return head.strip()[len("DUE TO ") :].strip() if head.startswith(" DUE TO ") else None
 
 
-def _out_of_bounds_failure(count: int, line: str = "") -> Failure:
-    # nccl-tests' own verdict on the data check (common.cu: errors[0] -> 'FAILED', exit status 5)
-    return Failure("test", f"Out of bounds values: {count} FAILED (the data check found wrong elements)", line=line)
-
-
-def _avg_busbw_failure(value: float, line: str = "") -> Failure:
-    return Failure("test", f"Avg bus bandwidth {value:g} GB/s FAILED (below 0.9 x NCCL_TESTS_MIN_BW)", line=line)
-
-
 def _reason(quoted: str) -> str:
     """'internal error - please report ... / ' -> without the empty ncclGetLastError part."""
     reason = quoted.strip()
@@ -824,8 +567,8 @@ def _parse_params(tokens: Sequence[str]) -> TestParams:
         "agg iters": "agg_iters",
         "graph": "graph",
     }
-    values: dict[str, Any] = {attribute: _int_or_none(pairs.pop(key, None)) for key, attribute in named.items()}
-    validation = _int_or_none(pairs.pop("validation", None))
+    values: dict[str, Any] = {attribute: int_or_none(pairs.pop(key, None)) for key, attribute in named.items()}
+    validation = int_or_none(pairs.pop("validation", None))
     return TestParams(
         step=pairs.pop("step", None), validation=None if validation is None else validation > 0, extra=pairs, **values
     )
@@ -867,7 +610,7 @@ def _guess_layout(tokens: Sequence[str]) -> _Layout | None:
 def _size_row(tokens: Sequence[str], layout: _Layout, number: int) -> SizeRow:
     prefix = dict(zip(layout.prefix, tokens))
     if not {"size", "count", "type"} <= prefix.keys():
-        raise _Unreadable("the table has no size/count/type columns")
+        raise Unreadable("the table has no size/count/type columns")
     position = len(layout.prefix)
     halves: list[Measurement | None] = []
     for names in layout.halves:
@@ -898,10 +641,6 @@ def _measurement(names: Sequence[str], values: Sequence[str]) -> Measurement:
     return Measurement(time, algbw, busbw, wrong=wrong, error=error)
 
 
-_NOT_FINITE = "nccl-tests printed a number that is not finite; the run cannot be judged"
-_TWO_RUNS = "two runs in one output, not one run of their ranks together"
-
-
 def _number(value: str, name: str = "value") -> float | None:
     return None if value == "N/A" else _float(value, name)
 
@@ -912,7 +651,7 @@ def _float(value: str, name: str = "value") -> float:
     try:
         number = float(value)
     except ValueError:
-        raise _Unreadable(f"not a number: {quote(value)}") from None
+        raise Unreadable(f"not a number: {quote(value)}") from None
     if not math.isfinite(number):
         raise _NonFinite(f"{name} {quote(value, 20)[1:-1]}")
     return number
@@ -929,255 +668,5 @@ def _count(value: str) -> int | None:
 
 def _int(value: str) -> int:
     if not _INT.fullmatch(value):
-        raise _Unreadable(f"not an integer: {quote(value)}")
+        raise Unreadable(f"not an integer: {quote(value)}")
     return int(value)
-
-
-def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value is not None and _INT.fullmatch(value) else None
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON (-J/--output_file FILE.json; src/util.cu, JSON_FILE_VERSION 1-3)
-
-_JSON_CONFIG_NAMED = {
-    "nthreads",
-    "ngpus",
-    "minimum_bytes",
-    "maximum_bytes",
-    "step_factor",
-    "step_bytes",
-    "warmup_iters",
-    "iterations",
-    "aggregated_iterations",
-    "validation",
-    "graph",
-    "devices",
-}
-
-
-def parse_nccl_tests_json(text: str) -> NcclTestRun:
-    """nccl-tests' JSON report (-J FILE, JSON_FILE_VERSION 2 in src/util.cu)."""
-    try:
-        document = jsonsafe.loads(text, finite_numbers=False)  # each number is checked where it is read, by name
-    except json.JSONDecodeError as cut:
-        raise ParseError(TOOL, _json_break(text, cut), text[max(0, cut.pos - 300) : cut.pos + 60]) from None
-    except jsonsafe.JsonRefused as why:  # NaN, Infinity, an integer no float holds
-        raise ParseError(TOOL, f"JSON report: {why}", text) from None
-    except RecursionError:  # json's C decoder stops at the interpreter's depth limit
-        raise ParseError(TOOL, "JSON report nested too deeply", text) from None
-    if not isinstance(document, dict) or not {"version", "config", "results"} & document.keys():
-        raise ParseError(TOOL, "not an nccl-tests JSON report (no version, config or results key)", text)
-    try:
-        return _json_run(document)
-    except _Unreadable as why:
-        raise ParseError(TOOL, f"JSON report: {why}", text) from None
-    except (ValueError, OverflowError, TypeError) as why:  # int(NaN) of a count, a rank, a size
-        raise ParseError(TOOL, f"JSON report: a value cannot be read: {reprlib.repr(str(why))}", text) from None
-
-
-def _json_break(text: str, cut: json.JSONDecodeError) -> str:
-    """Where a report written by a process that died stops: the position and the section."""
-    if not text.strip():
-        return "empty JSON report"
-    before = text[: cut.pos]
-    if '"results"' in before and '"out_of_bounds"' not in before:
-        rows = before.count('"experiment_name"')  # the last key of every result object
-        section = f"inside 'results' after {rows} complete rows"
-    elif '"out_of_bounds"' in before:
-        section = "in the summary after 'results'"
-    elif '"config"' in before:
-        section = "inside 'config' (before 'results')"
-    else:
-        section = "in the preamble (version, args, env)"
-    return (
-        f"JSON report cut off or malformed at line {cut.lineno} column {cut.colno} "
-        f"(character {cut.pos} of {len(text)}), {section}: {cut.msg}"
-    )
-
-
-def _json_run(document: dict) -> NcclTestRun:
-    config = _json_object(document, "config")
-    devices = config.get("devices", document.get("devices")) or []
-    results = document.get("results")
-    rows = tuple(
-        _json_row(_as_object(row, "results[]"), f"results[{i}]")
-        for i, row in enumerate(_as_list(results or [], "results"))
-    )
-    bounds = _json_object(document, "out_of_bounds")
-    average = _json_object(document, "average_bus_bandwidth")
-    library = _json_int(document, "nccl_version")
-    fields: dict[str, Any] = {}
-    if bounds:
-        fields.update(out_of_bounds=_json_int(bounds, "count"), out_of_bounds_ok=_json_bool(bounds, "okay"))
-    if average:
-        fields.update(
-            avg_busbw_gbs=_json_float(average, "bandwidth", "average_bus_bandwidth"),
-            avg_busbw_ok=_json_bool(average, "okay"),
-            concluded=True,
-        )
-    errors = [e for e in _as_list(document.get("errors") or [], "errors") if isinstance(e, str) and e]
-    version = _nccl_version_text(library)
-    listed = tuple(_json_device(_as_object(d, "devices[]")) for d in _as_list(devices, "devices"))
-    _one_run(listed)
-    run = NcclTestRun(
-        nccl_library=library,
-        nccl_version=version,
-        nccl_versions=(version,) if version else (),
-        collective=_program(document.get("args")),
-        params=_json_params(config) if config else None,
-        devices=listed,
-        columns=("size", "count", "type", "redop", "root") if results is not None else (),
-        rows=rows,
-        from_json=True,
-        nccl_last_error="; ".join(errors) or None,
-        **fields,
-    )
-    return replace(run, failures=_json_failures(run))
-
-
-def _json_failures(run: NcclTestRun) -> tuple[Failure, ...]:
-    failures = []
-    if run.out_of_bounds or run.out_of_bounds_ok is False:
-        failures.append(_out_of_bounds_failure(run.out_of_bounds or 0))
-    if run.avg_busbw_ok is False and run.avg_busbw_gbs is not None:
-        failures.append(_avg_busbw_failure(run.avg_busbw_gbs))
-    return tuple(failures)
-
-
-def _one_run(devices: tuple[RankDevice, ...]) -> None:
-    """util.cu lists one device per process, each rank once: a rank twice is two runs' report."""
-    hosts: dict[int, str] = {}
-    for device in devices:
-        if device.rank in hosts:
-            raise _Unreadable(
-                f"rank {device.rank} is listed twice (on {hosts[device.rank]} and {device.host}): {_TWO_RUNS}"
-            )
-        hosts[device.rank] = device.host
-
-
-def _json_params(config: dict) -> TestParams:
-    factor, step = _json_int(config, "step_factor"), _json_int(config, "step_bytes")
-    validation = _json_int(config, "validation")
-    extra = {key: str(value) for key, value in config.items() if key not in _JSON_CONFIG_NAMED}
-    return TestParams(
-        n_threads=_json_int(config, "nthreads"),
-        n_gpus=_json_int(config, "ngpus"),
-        min_bytes=_json_int(config, "minimum_bytes"),
-        max_bytes=_json_int(config, "maximum_bytes"),
-        step=f"{factor}(factor)" if factor is not None else f"{step}(bytes)" if step is not None else None,
-        warmup_iters=_json_int(config, "warmup_iters"),
-        iters=_json_int(config, "iterations"),
-        agg_iters=_json_int(config, "aggregated_iterations"),
-        validation=None if validation is None else validation > 0,
-        graph=_json_int(config, "graph"),
-        extra=extra,
-    )
-
-
-def _json_device(device: dict) -> RankDevice:
-    return RankDevice(
-        rank=_json_int(device, "rank") or 0,
-        host=str(device.get("hostname", "")),
-        device=_json_int(device, "device") or 0,
-        bus_id=str(device.get("device_hex", "")),
-        model=str(device.get("device_info", "")),
-        pid=_json_int(device, "pid"),
-        group=_json_int(device, "group"),
-    )
-
-
-def _json_row(row: dict, where: str) -> SizeRow:
-    root = row.get("root")  # written as the printed column: "    -1"
-    if isinstance(root, str):
-        root = _int_or_none(root.strip())
-    elif not isinstance(root, int) or isinstance(root, bool):
-        root = None
-    redop = row.get("redop")
-    return SizeRow(
-        size=_json_int(row, "size") or 0,
-        count=_json_int(row, "count") or 0,
-        dtype=str(row.get("type", "")),
-        redop=redop if isinstance(redop, str) else None,
-        root=root,
-        out_of_place=_json_measurement(row.get("out_of_place"), f"{where} out_of_place"),
-        in_place=_json_measurement(row.get("in_place"), f"{where} in_place"),
-    )
-
-
-def _json_measurement(half: Any, where: str) -> Measurement | None:
-    if half is None:
-        return None
-    half = _as_object(half, "out_of_place/in_place")
-    time = _json_float(half, "time", where) if "time" in half else _json_float(half, "cpu_time", where)
-    wrong = _json_float(half, "nwrong", where)
-    return Measurement(
-        time,
-        _json_float(half, "alg_bw", where),
-        _json_float(half, "bus_bw", where),
-        wrong=None if wrong is None else round(wrong),
-    )
-
-
-def _json_object(document: dict, key: str) -> dict:
-    value = document.get(key)
-    return {} if value is None else _as_object(value, key)
-
-
-def _as_object(value: Any, what: str) -> dict:
-    if not isinstance(value, dict):
-        raise _Unreadable(f"{what} is not an object: {reprlib.repr(value)}")
-    return value
-
-
-def _as_list(value: Any, what: str) -> list:
-    if not isinstance(value, list):
-        raise _Unreadable(f"{what} is not a list: {reprlib.repr(value)}")
-    return value
-
-
-def _json_int(obj: dict, key: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise _Unreadable(f"{key} is not an integer: {reprlib.repr(value)}")
-    return int(value)
-
-
-def _json_float(obj: dict, key: str, where: str = "") -> float | None:
-    """jsonDouble writes '%lf', and NaN as the string "nan"; Python's json reads NaN and Infinity
-    too. A measurement that is not finite is not one: NaN passes every floor."""
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
-        value = float(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _Unreadable(f"{key} is not a number: {reprlib.repr(value)}")
-    if not math.isfinite(value):
-        raise _Unreadable(f"{where + ' ' if where else ''}{key} is not a finite number ({value}): {_NOT_FINITE}")
-    return float(value)
-
-
-def _json_bool(obj: dict, key: str) -> bool | None:
-    """jsonBool writes the strings "true"/"false"; the average's "okay" may be "unchecked"."""
-    value = obj.get(key)
-    if isinstance(value, bool):
-        return value
-    return {"true": True, "false": False}.get(value) if isinstance(value, str) else None
-
-
-def _program(args: Any) -> str | None:
-    if not isinstance(args, list) or not args or not isinstance(args[0], str):
-        return None
-    return args[0].rsplit("/", 1)[-1] or None
-
-
-def _nccl_version_text(code: int | None) -> str | None:
-    """NCCL_VERSION_CODE 22902 -> "2.29.2"; before 2.9 the code was major*1000+minor*100+patch."""
-    if code is None or code <= 0:
-        return None
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.nvidia_smi import parse_query_gpu
+from nodecheck.parsers.nvidia_smi_csv import parse_query_gpu
 from nodecheck.parsers.sections import split_sections
 
 TOOL = "watch sample"

@@ -42,11 +42,9 @@ VARIANT_ENV: dict[str, dict[str, str]] = {
 }
 VARIANT_WORDS = {"default": "", "network_only": "network only", "nvlink_only": "NVLink only"}
 
-# NCCL prints "NCCL version X" at communicator init (init.cc showVersion: the plain line from rank 0
-# with NCCL_DEBUG=VERSION or WARN, an INFO line from every rank with INFO; nothing when unset): the
-# line that tells a run that hung before NCCL init from one that hung inside it
+# the NCCL_DEBUG a test runs with unless its env sets one: it prints the "NCCL version X" line that
+# tells a run that hung before NCCL init from one that hung inside it (judging/nccl_runs.PRINTS_VERSION)
 DEFAULT_NCCL_DEBUG = "VERSION"
-PRINTS_VERSION = ("VERSION", "WARN", "INFO", "TRACE")
 # host names, paths and launcher options that may reach a node as words (never one that could be
 # taken for a different option than intended: checked per use)
 WORD = re.compile(r"^[A-Za-z0-9_./:=@%+,-]+$")
@@ -246,3 +244,17 @@ def multi_node(
     else:
         raise ValueError(f"unknown launcher {launcher!r}")
     return _probe(name, tool, command, env, limit_s, json)
+
+
+# Before a multi-node test: which of the tools (binaries, the launcher) each node has, by `command -v`.
+TOOLS_PROBE = "nccl_tools"
+_TOOLS = r"""
+for t in "$@"; do
+  if p=$(command -v "$t" 2>/dev/null); then echo "@@nodecheck have $t $p"; else echo "@@nodecheck missing $t"; fi
+done
+"""
+
+
+def tools_probe(tools: Sequence[str]) -> Probe:
+    """The tools reach the script as positional arguments; parsers/tools.missing_tools reads its output."""
+    return Probe(TOOLS_PROBE, ("sh", "-c", _TOOLS, "sh", *tools), timeout_s=15)

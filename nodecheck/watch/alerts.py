@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from nodecheck.core.model import excerpt, one_line
 from nodecheck.core.redact import redact_text
-from nodecheck.watch.classify import ALARM
+from nodecheck.watch.verdicts import ALARM
 
 EVENT_NAME = "nodecheck.watch"
 EVENT_VERSION = 1

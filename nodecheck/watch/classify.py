@@ -35,106 +35,30 @@ started look alike): the log decides, and the message says that nothing matched.
 on every node after progress are a new run (a requeue the watcher did not see pending): its clocks
 start over, once per progress, so a crash loop gets no endless grace.
 Ranks are laid out as node position in `nodes` x gpus_per_node + GPU index.
+
+The Tracker's inputs and outputs (Observation, Tick, Assessment) and the verdict names are in
+verdicts.py; what one tick's readings show on their own (the GPU pattern, the ranks' medians) in
+readings.py; how messages write durations and numbers in wording.py.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, cast
 
-from ClusterShell.RangeSet import RangeSet
-
 from nodecheck.core.hostlist import fold
 from nodecheck.judging.drift import group_by_value
-from nodecheck.parsers.watch_sample import GpuSample, NodeSample, ProgressReading
+from nodecheck.parsers.watch_sample import GpuSample, ProgressReading
 from nodecheck.watch.config import WatchConfig
+from nodecheck.watch.readings import LowPowerPattern, RankGpu, low_power_pattern, median_without, procs_errors
+from nodecheck.watch.verdicts import FAILED_STATES, VERDICTS, WAITING_STATES, Assessment, Tick
+from nodecheck.watch.wording import duration, fold_ranks
 
-VERDICTS = (
-    "starting",
-    "progressing",
-    "checkpointing",
-    "slow",
-    "straggler",
-    "unresponsive",
-    "hung",
-    "crashed",
-    "completed",
-)
-QUIET = frozenset({"starting", "progressing", "checkpointing"})
-ALARM = frozenset({"slow", "straggler", "unresponsive", "hung", "crashed"})
-
-# Slurm JobState values that end a job badly (squeue(1) JOB STATE CODES); COMPLETED is the good end
-FAILED_STATES = frozenset(
-    {
-        "FAILED",
-        "CANCELLED",
-        "NODE_FAIL",
-        "TIMEOUT",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "PREEMPTED",
-        "REVOKED",
-        "SPECIAL_EXIT",
-    }
-)
-# the job has no processes yet (or again, after a requeue): its run starts over
-WAITING_STATES = frozenset(
-    {
-        "PENDING",
-        "REQUEUED",
-        "REQUEUE_FED",
-        "REQUEUE_HOLD",
-        "RESV_DEL_HOLD",
-        "CONFIGURING",
-        "SUSPENDED",
-        "STOPPED",
-        "RESIZING",
-    }
-)
 STATE_VERSION = 1
 PIDS_KEPT = 64
-
-
-@dataclass(frozen=True)
-class Observation:
-    node: str
-    sample: NodeSample | None  # None: the sample failed (timeout, unreachable, unreadable)
-    failure: str = ""  # why it failed: "timed out after 20 s", a ParseError, ...
-    progress: ProgressReading | None = None  # read_progress of the sample's log tail (None: no log)
-
-
-@dataclass(frozen=True)
-class Tick:
-    at: float  # epoch seconds, the watcher's clock
-    nodes: tuple[Observation, ...]
-    job_state: str | None = None  # Slurm JobState ("RUNNING", ...); None: inventory mode
-    job_reason: str = ""  # Slurm's Reason, for messages
-
-
-@dataclass(frozen=True)
-class Assessment:
-    verdict: str
-    message: str  # starts with the verdict: "hung: ..."
-    nodes: tuple[str, ...] = ()  # the nodes the verdict is about (odd rank's, gone, silent)
-    ranks: tuple[int, ...] = ()
-    since: float = 0.0  # when this verdict began (Tick.at)
-    facts: Mapping[str, object] = field(default_factory=dict)  # JSON-able evidence
-
-
-def exit_code(verdict: str) -> int:
-    """As `run`: 0 fine (completed too), 1 a warning, 2 hung or crashed."""
-    if verdict in ("hung", "crashed"):
-        return 2
-    if verdict in ("slow", "straggler", "unresponsive"):
-        return 1
-    if verdict not in VERDICTS:
-        raise ValueError(f"unknown verdict {verdict!r}")
-    return 0
 
 
 @dataclass
@@ -161,17 +85,6 @@ class _NodeState:
     # the live pids last seen (at most PIDS_KEPT): none of them left on every node is a new run
     pids: list = field(default_factory=list)
     replaced_at: float | None = None  # when its processes were last found replaced
-
-
-@dataclass(frozen=True)
-class _Gpu:
-    node: str
-    rank: int
-    gpu: GpuSample
-
-    @property
-    def name(self) -> str:
-        return f"{self.node} GPU{self.gpu.index}"
 
 
 class Tracker:
@@ -225,14 +138,14 @@ class Tracker:
             and before[1] is not None
             and self.step > before[0]
         ):
-            self.rate = f" (+{self.step - before[0]} in {_duration(at - before[1])})"
+            self.rate = f" (+{self.step - before[0]} in {duration(at - before[1])})"
         if moved:
             self.progressed, self.last_progress_at = True, at
         if moved or self.restarted:
             self.step_at_change = self.step
         self.new_run = self._new_run(at) if state not in WAITING_STATES else []
         gpus = self._gpus(tick)
-        pattern = _low_power_pattern(gpus, self.cfg)
+        pattern = low_power_pattern(gpus, self.cfg)
         self.signature_since = _hold(self.signature_since, pattern.signature, at, moved)
         self.pattern_since = _hold(self.pattern_since, pattern.checkpoint, at, moved)
         readings = [o.progress for o in tick.nodes if o.sample is not None and o.progress is not None]
@@ -356,7 +269,7 @@ class Tracker:
         self.verdict, self.since = "starting", None
         return ran
 
-    def _gpus(self, tick: Tick) -> list[_Gpu]:
+    def _gpus(self, tick: Tick) -> list[RankGpu]:
         counts = [len(o.sample.gpus) for o in tick.nodes if o.sample is not None and o.sample.gpus]
         if self.cfg.gpus_per_node is None and counts:
             self.gpus_per_node = max([self.gpus_per_node or 0, *counts])
@@ -372,7 +285,7 @@ class Tracker:
             if at is None or tick.at - at > self.cfg.bounds.unresponsive_after_s:
                 continue
             position = self.position[obs.node]
-            out += [_Gpu(obs.node, position * per_node + g.index, g) for g in gpus]
+            out += [RankGpu(obs.node, position * per_node + g.index, g) for g in gpus]
         return out
 
     def _throughput(self, tick: Tick) -> tuple[float, str] | None:
@@ -387,7 +300,13 @@ class Tracker:
     # -- the verdict -----------------------------------------------------------------------------
 
     def _decide(
-        self, tick: Tick, state: str | None, moved: bool, pattern: _Pattern, readings: list[ProgressReading], throughput
+        self,
+        tick: Tick,
+        state: str | None,
+        moved: bool,
+        pattern: LowPowerPattern,
+        readings: list[ProgressReading],
+        throughput,
     ) -> tuple[str, str, list, list]:
         at, b = tick.at, self.cfg.bounds
         step = self._step_words()
@@ -437,7 +356,7 @@ class Tracker:
         if self.done_since is not None:
             return (
                 "progressing" if self.progressed else "starting",
-                f"the log says done ({done_line!r}) {_duration(at - self.done_since)} ago; processes "
+                f"the log says done ({done_line!r}) {duration(at - self.done_since)} ago; processes "
                 f"still on {fold(running) if running else 'nodes not sampled'} ({step})",
                 [],
                 [],
@@ -454,7 +373,7 @@ class Tracker:
             return (
                 "slow",
                 f"throughput {value:,.0f} below the floor {b.throughput_floor:,.0f} for "
-                f"{_duration(at - self.slow_since)} (lowest on {node}; {step})",
+                f"{duration(at - self.slow_since)} (lowest on {node}; {step})",
                 [node],
                 [],
             )
@@ -466,12 +385,12 @@ class Tracker:
         if explained and not moved:
             return (
                 "checkpointing",
-                f"no progress for {_duration(frozen)} (bound {_duration(b.checkpoint_max_s)}): {explained}; {step}",
+                f"no progress for {duration(frozen)} (bound {duration(b.checkpoint_max_s)}): {explained}; {step}",
                 [],
                 [],
             )
         if self.progressed:
-            tail = "" if moved else f"; no change for {_duration(frozen)} (hung after {_duration(b.hang_after_s)})"
+            tail = "" if moved else f"; no change for {duration(frozen)} (hung after {duration(b.hang_after_s)})"
             rate = f", throughput {throughput[0]:,.0f}" if throughput else ""
             now = f"step {self.step}" if self.step is not None else "heartbeat changing"
             return "progressing", f"{now}{self.rate}{rate}{tail}{self._never_matched()}", [], []
@@ -479,7 +398,7 @@ class Tracker:
         new_run = f"a new run: the processes were replaced on {fold(self.new_run)}; " if self.new_run else ""
         return (
             "starting",
-            f"{new_run}no progress yet ({_duration(waited)} of the {_duration(b.startup_grace_s)} "
+            f"{new_run}no progress yet ({duration(waited)} of the {duration(b.startup_grace_s)} "
             f"startup grace); {self._procs_words(running, tick)}",
             [],
             [],
@@ -508,9 +427,9 @@ class Tracker:
         longest = max((at - since for n in silent if (since := self.node[n].fail_since) is not None), default=0.0)
         failures = sorted({self.node[n].failure for n in silent})
         why = failures[0] + (f"; and {len(failures) - 1} other failure(s)" if len(failures) > 1 else "")
-        ago = _duration(at - self.last_progress_at) if self.last_progress_at is not None else "?"
+        ago = duration(at - self.last_progress_at) if self.last_progress_at is not None else "?"
         lost = (
-            f"the watcher reaches none of the {len(silent)} node(s) for {_duration(longest)} ({why}): its "
+            f"the watcher reaches none of the {len(silent)} node(s) for {duration(longest)} ({why}): its "
             f"own network or SSH may be down, or every node is; the job's progress is unknown ({step}, "
             f"last change {ago} ago)"
         )
@@ -524,7 +443,7 @@ class Tracker:
         self,
         at: float,
         moved: bool,
-        pattern: _Pattern,
+        pattern: LowPowerPattern,
         readings: list[ProgressReading],
         unresponsive: list[str],
         step: str,
@@ -542,7 +461,7 @@ class Tracker:
             done_line = next((p.last_line for p in readings if p.done), "")
             return (
                 "hung",
-                f"the log said done {_duration(at - self.done_since)} ago ({done_line!r}) "
+                f"the log said done {duration(at - self.done_since)} ago ({done_line!r}) "
                 f"but processes still run on {fold(running)}{suspects}",
                 running,
                 [],
@@ -556,8 +475,8 @@ class Tracker:
             what = f"step stayed at {self.step}" if self.step is not None else self._no_signal()
             return (
                 "hung",
-                f"no progress within the startup grace ({_duration(waited)} > "
-                f"{_duration(b.startup_grace_s)}): {what}{self._never_matched()}{suspects}",
+                f"no progress within the startup grace ({duration(waited)} > "
+                f"{duration(b.startup_grace_s)}): {what}{self._never_matched()}{suspects}",
                 unresponsive,
                 [],
             )
@@ -574,32 +493,31 @@ class Tracker:
             held = at - self.signature_since
             return (
                 "hung",
-                f"power-deadlock signature for {_duration(held)}: {pattern.describe(odd=True)}; "
-                f"{since_words}{suspects}",
+                f"power-deadlock signature for {duration(held)}: {pattern.describe(odd=True)}; {since_words}{suspects}",
                 sorted({g.node for g in odd} | set(unresponsive), key=self.position.__getitem__),
                 [g.rank for g in odd],
             )
         if explained:
             return (
                 "hung",
-                f"{explained} for {_duration(frozen)}, longer than a checkpoint may take "
-                f"({_duration(b.checkpoint_max_s)}); {since_words}{suspects}",
+                f"{explained} for {duration(frozen)}, longer than a checkpoint may take "
+                f"({duration(b.checkpoint_max_s)}); {since_words}{suspects}",
                 unresponsive,
                 [],
             )
         saved = (
             ""
             if self.checkpoint_seen_at is None
-            else f" (a checkpoint explained it until {_duration(at - self.checkpoint_seen_at)} ago)"
+            else f" (a checkpoint explained it until {duration(at - self.checkpoint_seen_at)} ago)"
         )
         return (
             "hung",
-            f"{since_words}{saved}, longer than {_duration(b.hang_after_s)}, while {pattern.busy_words()}{suspects}",
+            f"{since_words}{saved}, longer than {duration(b.hang_after_s)}, while {pattern.busy_words()}{suspects}",
             unresponsive,
             [],
         )
 
-    def _checkpoint(self, pattern: _Pattern, readings: list[ProgressReading]) -> str:
+    def _checkpoint(self, pattern: LowPowerPattern, readings: list[ProgressReading]) -> str:
         """What explains a pause as a checkpoint save ("" when nothing does)."""
         line = next((p.last_line for p in readings if p.checkpointing), "")
         if line:
@@ -635,7 +553,7 @@ class Tracker:
         every = sorted(s for _, s in times.values())
         for node, ranks in by_node.items():
             mine = sorted(times[r][1] for r in ranks)
-            median, others = statistics.median(mine), _median_without(every, mine)
+            median, others = statistics.median(mine), median_without(every, mine)
             if others > 0 and median > others * (1 + self.cfg.bounds.straggler_pct / 100):
                 slow[node] = (median, others, sorted(ranks))
         if not slow:
@@ -645,7 +563,7 @@ class Tracker:
             median, others, ranks = slow[node]
             each = ", ".join(f"{r}: {times[r][1]:.3g} s" for r in ranks[:8]) + (", ..." if len(ranks) > 8 else "")
             parts.append(
-                f"{node} ranks {_ranks(ranks)} median {median:.3g} s per step, "
+                f"{node} ranks {fold_ranks(ranks)} median {median:.3g} s per step, "
                 f"{(median / others - 1) * 100:.0f}% above the other ranks' median {others:.3g} s "
                 f"({each})"
             )
@@ -659,7 +577,7 @@ class Tracker:
 
     def _since_words(self, at: float) -> str:
         assert self.last_progress_at is not None  # only while the run's clocks run
-        ago = _duration(at - self.last_progress_at)
+        ago = duration(at - self.last_progress_at)
         if self.step is not None:
             return f"no step since {self.step} ({ago} ago)"
         if any(n.beat_seen for n in self.node.values()):
@@ -684,11 +602,11 @@ class Tracker:
             ):
                 words = (
                     f"failed {s.flaky_failed} of its {s.flaky_samples} samples in "
-                    f"{_duration(at - s.flaky_since)}, {'not ' if silent_s is not None else ''}answering "
+                    f"{duration(at - s.flaky_since)}, {'not ' if silent_s is not None else ''}answering "
                     f"now (last failure: {s.failure})"
                 )
             else:
-                words = f"not answering for {_duration(silent_s or 0.0)} ({s.failure})"
+                words = f"not answering for {duration(silent_s or 0.0)} ({s.failure})"
             groups.setdefault(words, []).append(n)
         parts = [f"{fold(names)} {words}" for words, names in groups.items()]
         more = f"; and {len(parts) - most} more" if len(parts) > most else ""
@@ -696,7 +614,7 @@ class Tracker:
 
     def _procs_words(self, running: list[str], tick: Tick) -> str:
         if not any(self.node[n].procs is not None for n in self.nodes):
-            errors = _procs_errors(tick)
+            errors = procs_errors(tick)
             if errors:  # pgrep/ps failed: a crash cannot be seen, say why
                 first = next(iter(errors.values()))
                 return f"processes unknown: the process listing failed on {fold(errors)} ({first})"
@@ -719,7 +637,7 @@ class Tracker:
             return ""
         return f"; no process has matched --match {self.cfg.match!r} on any node (is it the job's command line?)"
 
-    def _facts(self, tick: Tick, pattern: _Pattern, throughput) -> dict[str, Any]:
+    def _facts(self, tick: Tick, pattern: LowPowerPattern, throughput) -> dict[str, Any]:
         at = tick.at
         facts: dict[str, Any] = {
             "step": self.step,
@@ -736,9 +654,9 @@ class Tracker:
         gpu_errors = {o.node: o.sample.gpu_error for o in tick.nodes if o.sample is not None and o.sample.gpu_error}
         if gpu_errors:
             facts["gpu_errors"] = gpu_errors
-        procs_errors = _procs_errors(tick)
-        if procs_errors:
-            facts["procs_errors"] = procs_errors
+        listing_errors = procs_errors(tick)
+        if listing_errors:
+            facts["procs_errors"] = listing_errors
         if self.restarted:
             facts["step_went_back"] = {n: self.node[n].step for n in self.restarted}
         if pattern.gpus:
@@ -861,32 +779,7 @@ def _names(nodes: object) -> str:
     return repr(nodes)[:80]
 
 
-def _median_without(every: list[float], removed: list[float]) -> float:
-    """statistics.median of `every` less `removed` (both sorted; `removed` a part of `every`), in
-    O(log^2 n) rather than a copy per node: 1,000 nodes x 8 ranks is 8 million otherwise."""
-    left = len(every) - len(removed)
-
-    def kth(k: int) -> float:  # the k-th smallest (0-based) of what is left
-        lo, hi = 0, len(every) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            value = every[mid]
-            if bisect_right(every, value) - bisect_right(removed, value) >= k + 1:
-                hi = mid
-            else:
-                lo = mid + 1
-        return every[lo]
-
-    if left % 2:
-        return kth(left // 2)
-    return (kth(left // 2 - 1) + kth(left // 2)) / 2
-
-
 _NODE_DEFAULTS = vars(_NodeState())
-
-
-def _procs_errors(tick: Tick) -> dict[str, str]:
-    return {o.node: o.sample.procs_error for o in tick.nodes if o.sample is not None and o.sample.procs_error}
 
 
 def _hold(since: float | None, holds: bool, at: float, moved: bool) -> float | None:
@@ -896,136 +789,3 @@ def _hold(since: float | None, holds: bool, at: float, moved: bool) -> float | N
     if since is None or moved:
         return at
     return since
-
-
-# -- the GPU pattern -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    """The GPUs of one tick against the low-power pattern shared by a checkpoint save and the deadlock:
-    every GPU at or below near-idle power, some ranks idle. The deadlock signature is its strict form:
-    a few ranks (at most a quarter, at least one) idle and every other rank busy."""
-
-    gpus: tuple[_Gpu, ...]
-    idle: tuple[_Gpu, ...]
-    busy: tuple[_Gpu, ...]
-    all_low: bool
-    threshold: str  # how "near idle" was judged, for messages
-    cfg_busy: float
-    usual_limit: float | None = None  # the median power.limit of the GPUs that print one
-
-    @property
-    def checkpoint(self) -> bool:
-        return self.all_low and 0 < len(self.idle) < len(self.gpus)
-
-    @property
-    def signature(self) -> bool:
-        n = len(self.gpus)
-        return (
-            self.all_low
-            and 1 <= len(self.idle) <= max(1, n // 4)
-            and len(self.idle) + len(self.busy) == n
-            and len(self.busy) >= 1
-        )
-
-    def describe(self, *, odd: bool) -> str:
-        """The signature (odd=True: the odd ranks against the busy rest) or the checkpoint pattern."""
-        top = max(self.gpus, key=lambda g: g.gpu.power_w or 0)
-        limit = self.threshold or f"of {_num(top.gpu.power_limit_w or self.usual_limit)} W"
-        power = f"max {_num(top.gpu.power_w)} W {limit}"
-        where = ", ".join(g.name for g in self.idle[:8]) + (", ..." if len(self.idle) > 8 else "")
-        who = f"rank {self.idle[0].rank}" if len(self.idle) == 1 else f"ranks {_ranks(g.rank for g in self.idle)}"
-        others = len(self.gpus) - len(self.idle)
-        if odd:
-            # idle and busy hold only GPUs whose utilisation was read
-            utils = "/".join(_num(u) for u in sorted({g.gpu.util_pct for g in self.idle if g.gpu.util_pct is not None}))
-            busy = [g.gpu.util_pct for g in self.busy if g.gpu.util_pct is not None]
-            lo, hi = min(busy), max(busy)
-            reads = f"{_num(lo)}%" if lo == hi else f"{_num(lo)}-{_num(hi)}%"
-            return (
-                f"every GPU near idle power ({power}), {who} ({where}) at {utils}% while the other "
-                f"{others} ranks read {reads}"
-            )
-        return f"{who} ({where}) idle, the other {others} at low power ({power})"
-
-    def busy_words(self) -> str:
-        if not self.gpus:
-            return "no GPU readings"
-        busy = [g for g in self.gpus if g.gpu.util_pct is not None and g.gpu.util_pct >= self.cfg_busy]
-        utils = [g.gpu.util_pct for g in self.gpus if g.gpu.util_pct is not None]
-        powers = [g.gpu.power_w for g in self.gpus if g.gpu.power_w is not None]
-        power = f", max {_num(max(powers))} W" if powers else ""
-        if busy:
-            return f"GPUs read busy ({len(busy)} of {len(self.gpus)} at >= {_num(self.cfg_busy)}%{power})"
-        if not utils:  # MIG, or a driver that prints [N/A]: not "idle"
-            return f"GPU utilization unknown ([N/A] on {len(self.gpus)} GPUs{power})"
-        return f"GPUs read idle (max {_num(max(utils))}%{power})"
-
-    def summary(self) -> dict[str, Any]:
-        utils = [g.gpu.util_pct for g in self.gpus if g.gpu.util_pct is not None]
-        powers = [g.gpu.power_w for g in self.gpus if g.gpu.power_w is not None]
-        return {
-            "count": len(self.gpus),
-            "util_min_pct": min(utils, default=None),
-            "util_max_pct": max(utils, default=None),
-            "power_max_w": max(powers, default=None),
-            "busy": len(self.busy),
-            "idle": len(self.idle),
-            "all_low_power": self.all_low,
-        }
-
-
-def _low_power_pattern(gpus: list[_Gpu], cfg: WatchConfig) -> _Pattern:
-    b = cfg.bounds
-    idle = tuple(g for g in gpus if g.gpu.util_pct is not None and g.gpu.util_pct <= b.idle_util_pct)
-    busy = tuple(g for g in gpus if g.gpu.util_pct is not None and g.gpu.util_pct >= b.busy_util_pct)
-    # a GPU whose power.limit reads [N/A] among GPUs that print theirs (one board, a transient read) is
-    # judged against theirs: one unknown limit would otherwise hide the pattern of all the others
-    limits = [g.gpu.power_limit_w for g in gpus if g.gpu.power_limit_w is not None and g.gpu.power_limit_w > 0]
-    usual = statistics.median(limits) if limits else None
-    all_low = bool(gpus) and all(_low(g.gpu, cfg, usual) for g in gpus) and len(gpus) >= 2
-    threshold = f"<= {_num(b.low_power_w)} W" if b.low_power_w is not None else ""
-    return _Pattern(tuple(gpus), idle, busy, all_low, threshold, b.busy_util_pct, usual)
-
-
-def _low(gpu: GpuSample, cfg: WatchConfig, usual_limit: float | None) -> bool:
-    """Board power near idle; unknown power (or no limit known on any GPU, without low_power_w) is not low."""
-    if gpu.power_w is None or gpu.util_pct is None:
-        return False
-    if cfg.bounds.low_power_w is not None:
-        return gpu.power_w <= cfg.bounds.low_power_w
-    limit = gpu.power_limit_w if gpu.power_limit_w is not None and gpu.power_limit_w > 0 else usual_limit
-    if limit is None:
-        return False
-    return gpu.power_w <= cfg.bounds.low_power_fraction * limit
-
-
-# -- formatting ------------------------------------------------------------------------------------
-
-
-def _ranks(ranks) -> str:
-    """Folded rank list: 3,8-15."""
-    return str(RangeSet.fromlist([str(r) for r in sorted(set(ranks))]))
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"{value:.0f}" if value == int(value) or abs(value) >= 100 else f"{value:.3g}"
-
-
-def _duration(seconds: float) -> str:
-    """40 s, 2 min 10 s, 12 min, 3.2 h; tenths under 10 s (time-compressed tests sample every
-    fraction of a second)."""
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 600:
-        minutes, rest = divmod(round(seconds), 60)
-        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -42,8 +42,9 @@ from nodecheck.watch.target import InventoryJob, SlurmJob, Target, first_read
 
 if TYPE_CHECKING:  # imported where used, at run time
     from nodecheck.transport import Transport
-    from nodecheck.watch.classify import Assessment, Tracker
+    from nodecheck.watch.classify import Tracker
     from nodecheck.watch.config import WatchConfig
+    from nodecheck.watch.verdicts import Assessment
 
 # a quiet change (progressing <-> checkpointing, every save of a long job) is recorded with its last
 # few ticks only: the full history (up to ~12 MiB at 64 nodes) is for alarms
@@ -110,8 +111,8 @@ class Watcher:
     def tick(self, target: Target) -> Assessment | None:
         """Sample, judge, act on a change; None when a stop request cut the tick (nothing judged)."""
         from nodecheck.transport.fanout import run_probes
-        from nodecheck.watch.classify import Tick
         from nodecheck.watch.probe import sample_probe
+        from nodecheck.watch.verdicts import Tick
 
         at = self.clock()
         if target.pending:
@@ -195,7 +196,7 @@ class Watcher:
         )
 
     def _pending(self, target: Target, at: float):
-        from nodecheck.watch.classify import Assessment
+        from nodecheck.watch.verdicts import Assessment
 
         if target.job_state is None and self.state.verdict is not None:
             # scontrol failed and no node is known yet (a restart while slurmctld is down): no news is
@@ -385,7 +386,7 @@ class Watcher:
         self, *, once: bool = False, max_samples: int | None = None, duration_s: float | None = None
     ) -> tuple[int, str]:
         """Tick until told to stop; (exit code, why it stopped)."""
-        from nodecheck.watch.classify import exit_code
+        from nodecheck.watch.verdicts import exit_code
 
         interval = self.cfg.interval_s
         started = time.monotonic()
@@ -431,7 +432,7 @@ def observe(node: str, capture: Capture, cfg):
     """A node's Observation from its sample capture: parsed, or the failure (with the output that
     could not be read) as evidence."""
     from nodecheck.parsers.watch_sample import parse_sample, read_progress
-    from nodecheck.watch.classify import Observation
+    from nodecheck.watch.verdicts import Observation
 
     if capture.outcome is not Outcome.EXITED:
         detail = capture.detail

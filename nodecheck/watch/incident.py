@@ -40,7 +40,7 @@ def incident_id(at: float, job_key: str, verdict: str) -> str:
 def tick_record(tick, captures: Mapping[str, Capture | None]) -> dict:
     """One tick as a JSON object: per node the probe outcome, the parsed numbers (the sample without
     its log tail, the progress read from it) or the failure, and the raw output. `tick` is a
-    classify.Tick; `captures` maps a node to its sample capture (None: not probed)."""
+    verdicts.Tick; `captures` maps a node to its sample capture (None: not probed)."""
     nodes = {}
     for obs in tick.nodes:
         capture = captures.get(obs.node)
@@ -127,7 +127,7 @@ def write_incident(
     watcher: Mapping | None = None,
 ) -> Path:
     """Write the record and return its directory. `event` is the alert event without its "incident"
-    field (the caller adds the path this returns); `assessment` a classify.Assessment; `ticks` a
+    field (the caller adds the path this returns); `assessment` a verdicts.Assessment; `ticks` a
     TickHistory (or a list of tick records)."""
     from nodecheck.core.redact import redact_text
     from nodecheck.report.json import scrub

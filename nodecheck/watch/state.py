@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nodecheck.core.errors import ConfigError
 from nodecheck.report.store import create, make_dirs, shared, write_atomic
-from nodecheck.watch.classify import VERDICTS
+from nodecheck.watch.verdicts import VERDICTS
 
 STATE_VERSION = 1
 STATE_FILE = "state.json"

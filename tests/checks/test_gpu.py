@@ -814,7 +814,7 @@ def test_nvlink_on_pcie_bridges_is_judged_by_the_expected_count():
     # the HPE DL380a H100 PCIe recording: 18 links listed, 12 wired (4, 5, 10, 11, 16, 17 inactive)
     from nodecheck.checks.gpu import _nvlink
     from nodecheck.parsers.gpu import Gpu
-    from nodecheck.parsers.nvidia_smi import parse_nvlink_status
+    from nodecheck.parsers.nvidia_smi_nvlink import parse_nvlink_status
 
     links = parse_nvlink_status(data(NVLINK_S))
     gpu0 = Gpu(index=0, nvlinks=links[0])

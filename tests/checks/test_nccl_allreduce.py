@@ -11,8 +11,10 @@ import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks import all_checks, nccl_allreduce
-from nodecheck.checks.nccl_allreduce import NcclMulti, NcclSingle, judge_output
+from nodecheck.checks.nccl_allreduce import NcclMulti, NcclSingle
 from nodecheck.core.model import Capture, Node, Outcome, Status
+from nodecheck.judging import nccl_runs
+from nodecheck.judging.nccl_runs import judge_output
 from nodecheck.probes import nccl_tests as nccltest
 from nodecheck.probes.env_policy import LOADS_OR_WRITES
 from nodecheck.run.active import CheckContext, CommandRunner
@@ -33,6 +35,12 @@ def wrapped(text: str, rc: int | None) -> str:
 
 def judge(text: str, rc: int | None = 0, ranks: int | None = None, **params):
     return judge_output(wrapped(text, rc), NcclSingle(**params), "all_reduce", ranks)
+
+
+def test_a_run_judged_without_its_env_assumes_the_probes_nccl_debug():
+    # judging cannot import the probes (one layer): the two constants are kept equal here
+    assert nccl_runs.ASSUMED_NCCL_DEBUG == nccltest.DEFAULT_NCCL_DEBUG
+    assert nccltest.DEFAULT_NCCL_DEBUG in nccl_runs.PRINTS_VERSION
 
 
 def cut_after(text: str, marker: str) -> str:

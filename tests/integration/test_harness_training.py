@@ -13,7 +13,7 @@ import paramiko
 import pytest
 from harness import training
 
-from nodecheck.parsers.nvidia_smi import parse_query_gpu
+from nodecheck.parsers.nvidia_smi_csv import parse_query_gpu
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers import jsonsafe
-from nodecheck.parsers.nccl_tests import parse_nccl_tests_json
+from nodecheck.parsers.nccl_tests_json import parse_nccl_tests_json
 from nodecheck.parsers.perftest import parse_perftest_json
 from tests.helpers import data
 from tests.parsers.test_perftest import DGX_JSON

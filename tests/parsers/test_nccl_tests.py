@@ -12,18 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.nccl_tests import (
-    INFO_MAX,
-    UNKNOWN_MAX,
-    Measurement,
-    NcclTestRun,
-    RankDevice,
-    SizeRow,
-    Stage,
-    human_bytes,
-    parse_nccl_tests,
-    parse_nccl_tests_json,
-)
+from nodecheck.parsers.nccl_tests import INFO_MAX, UNKNOWN_MAX, parse_nccl_tests
+from nodecheck.parsers.nccl_tests_facts import Measurement, NcclTestRun, RankDevice, SizeRow, Stage, human_bytes
+from nodecheck.parsers.nccl_tests_json import parse_nccl_tests_json
 from tests.helpers import data, data_files
 
 A3MEGA = "nccl-tests/a3mega-h100-2node-16rank-all_reduce_perf-8G-wrong-col.txt"

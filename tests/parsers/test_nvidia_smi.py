@@ -9,23 +9,19 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuProcess, NvLink, RemappedRows
-from nodecheck.parsers.nvidia_smi import (
+from nodecheck.parsers.nvidia_smi import gpu_facts_from_nvidia_smi
+from nodecheck.parsers.nvidia_smi_csv import (
     COMPUTE_APPS_FIELDS,
     QUERY_GPU_FIELDS,
-    NvLinkRemote,
-    QFacts,
-    Topo,
-    gpu_facts_from_nvidia_smi,
     gpus_from_query_gpu,
-    normalise_bus_id,
     parse_compute_apps,
-    parse_nvlink_remote,
-    parse_nvlink_status,
-    parse_q,
     parse_query_gpu,
-    parse_table,
-    parse_topo,
 )
+from nodecheck.parsers.nvidia_smi_nvlink import NvLinkRemote, parse_nvlink_remote, parse_nvlink_status
+from nodecheck.parsers.nvidia_smi_q import QFacts, parse_q
+from nodecheck.parsers.nvidia_smi_table import parse_table
+from nodecheck.parsers.nvidia_smi_topo import Topo, parse_topo
+from nodecheck.parsers.nvidia_smi_values import normalise_bus_id
 from tests.helpers import data, data_files
 
 TOOLS = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-csv", "nvidia-smi-topo", "nvidia-smi-nvlink")

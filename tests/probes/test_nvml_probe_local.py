@@ -20,7 +20,7 @@ from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.config.playbook import PlannedCheck
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.parsers.gpu import GpuFacts
-from nodecheck.parsers.nvidia_smi import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
+from nodecheck.parsers.nvidia_smi_csv import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from nodecheck.run.runner import judge_node
 from nodecheck.transport.local import LocalSession, LocalTransport
 

@@ -398,8 +398,8 @@ def test_a_sweep_onto_a_full_filesystem_reports_and_leaves_no_temporary(tmp_path
 
 
 def test_an_incident_record_keeps_no_secret_from_the_job_log(tmp_path):
-    from nodecheck.watch.classify import Assessment
     from nodecheck.watch.incident import write_incident
+    from nodecheck.watch.verdicts import Assessment
 
     a = Assessment("hung", "hung: no step since 3854", ("node001",), (3,), 0.0, {"step": 3854})
     tick = {

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodecheck.parsers.watch_sample import GpuSample, NodeSample, Proc, ProgressReading
-from nodecheck.watch.classify import ALARM, QUIET, VERDICTS, Observation, Tick, Tracker, exit_code
+from nodecheck.watch.classify import Tracker
 from nodecheck.watch.config import Bounds, ProgressSource, WatchConfig
+from nodecheck.watch.verdicts import ALARM, QUIET, VERDICTS, Observation, Tick, exit_code
 
 NODES = ("node1", "node2")
 BUSY, BUSY_W = 100.0, 1000.0  # training: every GPU busy at high power (of 1100 W)

@@ -24,9 +24,9 @@ from nodecheck.core.model import Capture, Outcome
 from nodecheck.gate.slurm import SlurmError
 from nodecheck.watch import classify
 from nodecheck.watch import command as wcmd
-from nodecheck.watch.classify import Assessment
 from nodecheck.watch.onhang import CANCEL_SCRIPT, cancel_probe
 from nodecheck.watch.state import StateDir
+from nodecheck.watch.verdicts import ALARM, Assessment
 
 T0 = 1_764_424_923.0
 
@@ -95,7 +95,7 @@ class ScriptedTracker:
         self.ticks.append(tick)
         verdict = self.SCRIPT[min(self.at, len(self.SCRIPT) - 1)]
         self.at += 1
-        odd = ("node2",) if verdict in classify.ALARM else ()
+        odd = ("node2",) if verdict in ALARM else ()
         return Assessment(
             verdict=verdict,
             message=f"{verdict}: scripted tick {self.at}",
@@ -737,8 +737,9 @@ def test_a_second_watcher_of_the_same_job_refuses(env, capsys):
 
 
 def test_a_progress_regex_that_reads_no_number_is_the_nodes_log_problem_not_a_crash():
-    from nodecheck.watch.classify import Tick, Tracker
+    from nodecheck.watch.classify import Tracker
     from nodecheck.watch.config import WatchConfig
+    from nodecheck.watch.verdicts import Tick
 
     cfg = WatchConfig.model_validate(
         {"match": "train", "progress": {"log": "/root/train.log", "step_regex": r"step: (?P<step>\S+)  loss"}}

@@ -59,8 +59,8 @@ def test_the_unit_restarts_only_where_a_restart_can_help():
 
 
 def test_the_exit_codes_the_unit_names_are_the_watchers():
-    from nodecheck.watch.classify import exit_code
     from nodecheck.watch.command import EXIT_INTERNAL, EXIT_NO_SAMPLE
+    from nodecheck.watch.verdicts import exit_code
 
     assert {v: exit_code(v) for v in ("completed", "progressing", "slow", "unresponsive", "hung", "crashed")} == {
         "completed": 0,

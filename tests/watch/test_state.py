@@ -277,8 +277,8 @@ def test_the_ticks_kept_for_an_incident_are_bounded_in_bytes_newest_first():
 
 
 def incident(tmp_path, at=1_767_225_600.0, verdict="hung"):
-    from nodecheck.watch.classify import Assessment
     from nodecheck.watch.incident import write_incident
+    from nodecheck.watch.verdicts import Assessment
 
     a = Assessment(verdict, f"{verdict}: no step since 3854", ("node001",), (3,), at - 60, {"step": 3854})
     event = {"job": "1234", "previous": "progressing", "at": "2026-01-01T00:00:00Z", "verdict": verdict}
