@@ -101,7 +101,7 @@ class IbPairs(BaseModel):
     tcp_port: int = Field(
         18515,
         ge=1024,
-        le=65535 - pairtest.PORT_WINDOW - pairtest.PORT_MOVES * 1000,
+        le=65535 - pairtest.RAIL_PORTS - pairtest.PORT_MOVES * 1000,
         strict=True,
         description="first TCP port for the handshake (perftest's default 18515)",
     )
@@ -250,7 +250,7 @@ def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
                 _not_run(unrun, pair.a, pair.b, why)
 
     def test_pair(rnd: int, slot: int, pair: planner.Pair) -> list[RailResult]:
-        return _run_pair(ctx, want, rnd, slot, pair, ports, rates, tag)
+        return _run_pair(ctx, want, rnd, pair, ports, rates, tag)
 
     def judge_pair(rnd: planner.Round, pair: planner.Pair, rails: list[RailResult]) -> bool | None:
         tests.extend(rails)
@@ -367,7 +367,6 @@ def _run_pair(
     ctx: ActiveContext,
     want: IbPairs,
     rnd: int,
-    slot: int,
     pair: planner.Pair,
     ports: Mapping[str, Mapping[str, tuple[int, float]]],
     rates: Mapping[str, float],
@@ -390,10 +389,8 @@ def _run_pair(
             )
         ]
     ways = ctx.each(
-        list(enumerate(((a, b), (b, a)))),
-        lambda w: _one_way(
-            ctx, want, rnd, w[1][0], w[1][1], devices, ports, rates, tag, (2 * slot + w[0]) * len(devices)
-        ),
+        [(a, b), (b, a)],
+        lambda w: _one_way(ctx, want, rnd, w[0], w[1], devices, ports, rates, tag),
         workers=2,
     )
     return [r for way in ways for r in way]
@@ -409,19 +406,16 @@ def _one_way(
     ports: Mapping[str, Mapping[str, tuple[int, float]]],
     rates: Mapping[str, float],
     tag: str,
-    port_offset: int,
 ) -> list[RailResult]:
     """Servers on `server`, clients on `client`; the servers are always collected (killed), even
     when the start or the client step failed or timed out."""
     shape = pairtest.TestShape(want.duration_s, want.size, want.qps, want.test_timeout_s)
-    # ports spread over a window: real nodes have their own ports, but a round's servers must not
-    # be mistaken for one another where nodes share a network namespace (the simulated cluster)
     rails = [
         pairtest.Rail(
             d,
             ports[server][d][0],
             ports[client][d][0],
-            want.tcp_port + (port_offset + i) % pairtest.PORT_WINDOW,
+            want.tcp_port + i,
             want.gid_index,
         )
         for i, d in enumerate(devices)

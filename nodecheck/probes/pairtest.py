@@ -3,9 +3,10 @@
 A pair test needs a server that is listening before its client starts, and a server must never
 outlive the test. So the server side is two steps: `start` launches one detached ib_write_bw per
 rail (each under its own `timeout`, so even a lost nodecheck cannot leave one behind), waits until
-each listens on its port and says so; `collect` waits briefly for them to finish, kills what is left
-(the whole process group) and prints each server's output. The client side is one step that runs
-every rail's client at once, each under `timeout`: a hung client is exit 124, a timeout for that pair.
+each listens on its port (a socket of its own, not another process's on that port) and says so;
+`collect` waits briefly for them to finish, kills what is left (the whole process group) and prints
+each server's output. The client side is one step that runs every rail's client at once, each
+under `timeout`: a hung client is exit 124, a timeout for that pair.
 
 Every value reaches the node as a positional argument of `sh -c SCRIPT sh ARGS...`, quoted once by
 the transport; the scripts only use them as "$var".
@@ -29,7 +30,7 @@ from nodecheck.parsers.pairtest import MADE_DIR  # what the steps print is read 
 
 READY_WAIT_S = 10  # how long a server may take to listen
 COLLECT_WAIT_S = 5  # how long a finished client's server may take to exit
-PORT_WINDOW = 4096  # TCP ports a round's tests spread over, from tcp_port
+RAIL_PORTS = 64  # TCP ports from tcp_port a pair's servers take: rail i (an HCA) on tcp_port + i
 PORT_MOVES = 5  # a busy port moves on by 1000, at most this often
 # what may reach a node as an argument: HCA names, host addresses (IPv4, IPv6, DNS names) and the
 # test directory's name; nothing that starts with "-" (it would be read as an option)
@@ -116,20 +117,46 @@ show() { [ -f "$1" ] && [ ! -L "$1" ] && cat -- "$1" 2>/dev/null; }
 """
 
 
-# Listeners show in /proc/net/tcp{,6} as ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
-# The readiness wait is by the clock (date +%s), not by counting sleeps: reading /proc/net/tcp on a
-# node with many sockets is not free.
-_COMMON = (
-    PRIVATE_DIR_FUNCTION
-    + OUR_GROUP_FUNCTION
-    + SHOW_FUNCTION
-    + r"""
+# listening PORT: anything listens on PORT (a busy port, before a server starts). Listeners show in
+# /proc/net/tcp{,6} as ":<PORT in hex> <remote>:0000 0A"; no ss or netstat needed.
+LISTENING_FUNCTION = r"""
 listening() {
   hex=$(printf ':%04X ' "$1")
   cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex[0-9A-F]*:0000 0A"
 }
 """
-)
+
+# our_listener PORT SID: a LISTEN socket on PORT is open in a process of session SID (setsid made the
+# server's wrapper a session leader; timeout and ib_write_bw stay in its session). Another process
+# listening on PORT (another service, or another node's server where nodes share a network namespace)
+# is not our server being ready. The socket's inode is column 10 of its /proc/net/tcp{,6} line (state
+# 0A: LISTEN); the session is field 6 of /proc/PID/stat, read after the last ")" (the command name in
+# parentheses may hold any character, a newline or a ")" too), the pid from the file's name; an open
+# socket is the link socket:[INODE] under /proc/PID/fd. awk reads each stat file with getline (a
+# process gone since the glob is a failed read, not an error) and names at most 16 processes; the
+# process scan runs only while something listens on PORT.
+OUR_LISTENER_FUNCTION = r"""
+our_listener() {
+  ol_sockets=$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk -v port="$(printf '%04X' "$1")" '
+    $4 == "0A" { p = $2; sub(/.*:/, "", p); if (p == port && $10 ~ /^[1-9][0-9]*$/) print "socket:[" $10 "]" }')
+  [ -n "$ol_sockets" ] || return 1
+  ol_pids=$(printf '%s\n' /proc/[0-9]*/stat | awk -v sid="$2" '
+    {
+      rest = ""
+      while ((getline line < $0) > 0) if (index(line, ")")) { rest = line; sub(/.*\)/, "", rest) }
+      close($0)
+      if (split(rest, f, " ") >= 4 && f[4] == sid) { split($0, p, "/"); print p[3]; if (++n == 16) exit }
+    }')
+  for ol_pid in $ol_pids; do
+    ls -l "/proc/$ol_pid/fd" 2>/dev/null | grep -qF "$ol_sockets" && return 0
+  done
+  return 1
+}
+"""
+
+# The readiness wait is by the clock (date +%s), not by counting sleeps: reading /proc/net/tcp on a
+# node with many sockets is not free.
+_COMMON = PRIVATE_DIR_FUNCTION + OUR_GROUP_FUNCTION + SHOW_FUNCTION + LISTENING_FUNCTION + OUR_LISTENER_FUNCTION
 
 # $1 limit (s, each server's own timeout)  $2 ready wait (s)  $3 the test's name (the directory's prefix)
 # then per rail: DEVICE TCPPORT ARGS (one word, split on spaces; no globbing)
@@ -158,7 +185,7 @@ for pidf in "$dir"/*.pid; do
   [ -e "$pidf" ] || continue
   dev=${pidf##*/}; dev=${dev%.pid}; port=$(cat "$dir/$dev.port"); pid=$(cat "$pidf")
   while :; do
-    if listening "$port"; then echo "@@nodecheck ready $dev $port $pid"; break; fi
+    if our_listener "$port" "$pid"; then echo "@@nodecheck ready $dev $port $pid"; break; fi
     if [ -e "$dir/$dev.rc" ]; then echo "@@nodecheck exited $dev $port rc=$(show "$dir/$dev.rc")"; show "$dir/$dev.out"; break; fi
     if [ "$(date +%s)" -ge "$end" ]; then echo "@@nodecheck notready $dev $port"; break; fi
     sleep 0.1

@@ -1,7 +1,7 @@
 """The pair-test scripts themselves (nodecheck/probes/pairtest.py), run under dash on this machine
 with a small stand-in for ib_write_bw: a server that listens and either answers or hangs. The
 integration tests run them over SSH; these pin what dash does with them (kill of a process
-group, readiness by /proc/net/tcp, cleanup)."""
+group, readiness by a listener of the server's own session, cleanup)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ pytestmark = pytest.mark.skipif(
 
 STAND_IN = """#!{python}
 import socket, sys, time
+FOREIGN = "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1])))"
+FOREIGN += "; s.listen(1); time.sleep(600)"
 args = sys.argv[1:]
 port = int(args[args.index("-p") + 1])
 recording = open({recording!r}).read()
@@ -34,8 +36,19 @@ if args[-2] != "-p":                       # client: ... -p PORT HOST
     s.recv(16)
     print(recording, end="")
     sys.exit(0)
+if {foreign!r}:                            # another process, not of this session, takes the port first
+    import subprocess
+    other = subprocess.Popen([sys.executable, "-c", FOREIGN, str(port)], start_new_session=True)
+    open({foreign_pid!r}, "w").write(str(other.pid))
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    time.sleep({own_after!r})                 # what start sees meanwhile: only the other listener
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port)); srv.listen(1)
+srv.bind(({address!r}, port)); srv.listen(1)
 print("* Waiting for client to connect... *", flush=True)
 if {hang!r}:
     time.sleep(600)
@@ -49,7 +62,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tool(tmp_path: Path, hang: bool) -> dict:
+def tool(tmp_path: Path, hang: bool, foreign: bool = False, own_after: float = 0, address: str = "127.0.0.1") -> dict:
+    """`foreign`: the server first starts a listener on its port in another session (pid in
+    tmp_path/foreign.pid) and listens itself `own_after` s later, on `address`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "ib_write_bw"
@@ -57,6 +72,10 @@ def tool(tmp_path: Path, hang: bool) -> dict:
         STAND_IN.format(
             python=sys.executable,
             hang=hang,
+            foreign=foreign,
+            foreign_pid=str(tmp_path / "foreign.pid"),
+            own_after=own_after,
+            address=address,
             recording=str(DATA / "perftest/dgx-spark-ib_write_bw-rdma-cm-force-link-ib-4qp-report-gbits.txt"),
         )
     )
@@ -118,6 +137,66 @@ def test_collect_kills_a_hung_server_and_its_whole_process_group(tmp_path):
         time.sleep(0.1)
     assert not alive(pid), "the server's process group outlived collect"
     assert time.monotonic() - started < pairtest.COLLECT_WAIT_S + 5
+
+
+@pytest.fixture
+def foreign_listener(tmp_path):
+    """Stops the other session's listener a stand-in started (tool(foreign=True))."""
+    yield
+    pid_file = tmp_path / "foreign.pid"
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), 9)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_listener_of_another_process_on_the_port_is_not_the_server_being_ready(
+    tmp_path, monkeypatch, foreign_listener
+):
+    """Another process listening on the port after the busy check (another service, or another
+    node's server where nodes share a network namespace) while the server never listens: not ready."""
+    monkeypatch.setattr(pairtest, "READY_WAIT_S", 2)
+    env = tool(tmp_path, hang=True, foreign=True, own_after=600)
+    rail = pairtest.Rail("mlx5_0", 1, 1, free_port())
+    start = run(pairtest.start_servers("s", "t8", [rail], SHAPE), env)
+    assert (tmp_path / "foreign.pid").exists(), start.stdout + start.stderr
+    assert f"@@nodecheck notready mlx5_0 {rail.tcp_port}" in start.stdout
+    assert "ready" not in split_sections(start.stdout).facts
+    collect = run(pairtest.collect_servers("x", "t8", made_directory(start.stdout), wait_s=0), env)
+    assert "@@nodecheck killed mlx5_0" in collect.stdout
+
+
+def test_the_servers_own_listener_is_ready_beside_another_on_the_same_port(tmp_path, foreign_listener):
+    """The other listener first (127.0.0.1), the server's own a second later on another address and
+    the same port: ready on that port, and the client reaches it."""
+    env = tool(tmp_path, hang=False, foreign=True, own_after=1, address="127.0.0.2")
+    rail = pairtest.Rail("mlx5_0", 1, 2, free_port())
+    start = run(pairtest.start_servers("s", "t9", [rail], SHAPE), env)
+    assert split_sections(start.stdout).facts["ready"].startswith(f"mlx5_0 {rail.tcp_port} "), start.stdout
+    client = run(pairtest.run_clients("c", [(rail, rail.tcp_port)], "127.0.0.2", SHAPE), env)
+    assert split_sections(client.stdout).get("client:mlx5_0").rc == 0
+    collect = run(pairtest.collect_servers("x", "t9", made_directory(start.stdout)), env)
+    assert split_sections(collect.stdout).get("server:mlx5_0").rc == 0
+
+
+def test_a_port_busy_before_the_start_moves_on_by_1000(tmp_path):
+    env = tool(tmp_path, hang=False)
+    with socket.socket() as busy, socket.socket() as spare:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        try:
+            spare.bind(("127.0.0.1", port + 1000))  # the port it moves to: free (else skip)
+        except OSError:
+            pytest.skip(f"port {port + 1000} in use here")
+        spare.close()
+        rail = pairtest.Rail("mlx5_0", 1, 2, port)
+        start = run(pairtest.start_servers("s", "t10", [rail], SHAPE), env)
+    assert split_sections(start.stdout).facts["ready"].startswith(f"mlx5_0 {port + 1000} "), start.stdout
+    client = run(pairtest.run_clients("c", [(rail, port + 1000)], "127.0.0.1", SHAPE), env)
+    assert split_sections(client.stdout).get("client:mlx5_0").rc == 0
+    run(pairtest.collect_servers("x", "t10", made_directory(start.stdout)), env)
 
 
 def test_collect_without_a_start_says_so_and_a_missing_tool_is_exit_127(tmp_path):
