@@ -120,7 +120,7 @@ class NcclSweep(BaseModel):
     job_env: dict[EnvName, EnvValue] = Field(
         {},
         description="set by nodecheck from --job-env FILE, not written in a playbook: the job's variables, "
-        "over `env`; one that names a library, plugin, program or file stays behind (jobenv.job_refuses): the "
+        "over `env`; one that names a library, plugin, program or file stays behind (env_policy.job_refuses): the "
         "test runs as root",
     )
     test_timeout_s: float = Field(

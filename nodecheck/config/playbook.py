@@ -275,7 +275,7 @@ def _plan_check(
         block.update(part)
         origin.update(dict.fromkeys(part, part_src))
     if job_env is not None and "job_env" in spec.params.model_fields:
-        block["job_env"] = job_env  # kept apart from the operator's `env`: a test trusts it less (jobenv)
+        block["job_env"] = job_env  # kept apart from the operator's `env`: a test trusts it less (probes/env_policy)
     elif job_env is not None and "env" in spec.params.model_fields:
         mine = block.get("env", {})  # (`env:` left empty or a list is the block's error, job env or not)
         block["env"] = {**mine, **job_env} if isinstance(mine, dict) else mine  # a bad block still fails validation

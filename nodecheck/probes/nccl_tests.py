@@ -8,8 +8,8 @@ words, then the command as argv words. The test's environment is not among them:
 /proc/*/cmdline is readable by every user there, and a probe's argv is kept in report.json. It
 travels on the probe's stdin as NAME=VALUE lines (values escaped, names checked here), which the
 script exports before its own variables are set, so no variable of the job's can change the time
-limit or the binary; only the variables that the test needs travel (jobenv.travels), from the job
-never one that names a library, plugin, program or file (jobenv.job_refuses: the test runs as root),
+limit or the binary; only the variables that the test needs travel (env_policy.travels), from the job
+never one that names a library, plugin, program or file (env_policy.job_refuses: the test runs as root),
 and `mpirun -x NAME` passes names, never values.
 """
 
@@ -143,7 +143,7 @@ def tool_path(collective: str, binary_dir: str | None) -> str:
 
 def job_env(env: Mapping[str, str], variant: str, job: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test's environment: the operator's `env` and the job's variables over it, each as far as it
-    travels to a node (jobenv.probe_env: NCCL_*, TORCH_*, CUDA_*, UCX_*, ...; never a secret-looking
+    travels to a node (env_policy.probe_env: NCCL_*, TORCH_*, CUDA_*, UCX_*, ...; never a secret-looking
     name; from the job, never one that names a library, plugin, program or file), the variant's
     switches over them, NCCL_DEBUG=VERSION unless one of them sets NCCL_DEBUG."""
     for name in [*env, *(job or {})]:
@@ -168,7 +168,7 @@ def env_lines(env: Mapping[str, str]) -> str:
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
         if not travels(name):  # job_env leaves these out: a caller that did not is wrong
-            raise ValueError(f"{name!r} is not a variable a test may be given (see jobenv.travels)")
+            raise ValueError(f"{name!r} is not a variable a test may be given (see env_policy.travels)")
     return "".join(f"{k}={escaped(v)}\n" for k, v in env.items())
 
 
