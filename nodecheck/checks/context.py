@@ -67,7 +67,7 @@ class ActiveContext(Protocol):
     def pair_rounds(
         self,
         nodes: Sequence[str],
-        test: Callable[[int, int, Pair], T],
+        test: Callable[[int, Pair], T],
         judge: Callable[[Round, Pair, T], bool | None],
         *,
         wave_s: float,
@@ -78,7 +78,7 @@ class ActiveContext(Protocol):
         max_rounds: int,
     ) -> tuple[list[PairResult], Blame]:
         """Rounds of disjoint pairs (nodecheck.judging.pair_plan: the plan, then localization).
-        test(round number from 1, slot in the round, pair) runs one pair test; judge(round, pair,
+        test(round number from 1, pair) runs one pair test; judge(round, pair,
         what test returned) says whether the pair passed (None: no evidence either way). A round
         that needs more than the time left (waves of `parallel` pairs, `wave_s` each, plus
         AFTER_RESERVE_S) is not started: not_run(round, seconds left, seconds needed)."""

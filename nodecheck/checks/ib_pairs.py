@@ -249,7 +249,7 @@ def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
             for pair in rnd.pairs:
                 _not_run(unrun, pair.a, pair.b, why)
 
-    def test_pair(rnd: int, slot: int, pair: planner.Pair) -> list[RailResult]:
+    def test_pair(rnd: int, pair: planner.Pair) -> list[RailResult]:
         return _run_pair(ctx, want, rnd, pair, ports, rates, tag)
 
     def judge_pair(rnd: planner.Round, pair: planner.Pair, rails: list[RailResult]) -> bool | None:

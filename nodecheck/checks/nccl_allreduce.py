@@ -474,7 +474,7 @@ def _localize(
     cut: list[str] = []
     tag = secrets.token_hex(3)
 
-    def run_pair(rnd: int, slot: int, pair: planner.Pair) -> RunVerdict:
+    def run_pair(rnd: int, pair: planner.Pair) -> RunVerdict:
         hosts = [pair.a, pair.b]
         probe = nccltest.multi_node(
             f"nccl_{collective}_{variant}_pair_r{rnd}_{pair.a}_{pair.b}_{tag}",

@@ -173,7 +173,7 @@ class CheckContext:
     def pair_rounds(
         self,
         nodes: Sequence[str],
-        test: Callable[[int, int, planner.Pair], T],
+        test: Callable[[int, planner.Pair], T],
         judge: Callable[[planner.Round, planner.Pair, T], bool | None],
         *,
         wave_s: float,
@@ -192,7 +192,7 @@ class CheckContext:
                 not_run(rnd, left, needs)
                 return []
             # rounds are numbered from 1 in messages, capture names and the report
-            done = self.each(list(enumerate(rnd.pairs)), lambda slot_pair: test(rnd.index + 1, *slot_pair))
+            done = self.each(list(rnd.pairs), lambda pair: test(rnd.index + 1, pair))
             self.commands.close()  # idle connections are not kept between rounds
             results = []
             for pair, outcome in zip(rnd.pairs, done):
