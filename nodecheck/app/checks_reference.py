@@ -15,7 +15,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from nodecheck.core.model import Probe
@@ -56,7 +56,7 @@ def _text(checks: Mapping[str, CheckSpec]) -> str:
     for name, spec in sorted(checks.items()):
         lines.append(f"{name}  ({spec.scope})  {spec.description}")
         for field, info in _model(spec.params).model_fields.items():
-            default = "required" if info.is_required() else f"default {info.default!r}"
+            default = "required" if info.is_required() else f"default {info.get_default(call_default_factory=True)!r}"
             lines.append(
                 f"    {field:<16} {type_name(info.annotation):<28} {default:<24} {info.description or ''}".rstrip()
             )
@@ -75,11 +75,13 @@ def _model(params: type) -> type[BaseModel]:
 def type_name(annotation) -> str:
     """A parameter's type as an operator reads it: "InfiniBand|Ethernet|any", "number", "list of text"."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # a constrained type (a module name's pattern): the type under it
+        return type_name(args[0])
     if origin is typing.Literal:
         return "|".join(str(a) for a in args)
     if origin in (typing.Union, types.UnionType):  # Optional[X] or X | None: the default says it may be unset
         return " or ".join(type_name(a) for a in args if a is not type(None))
-    if origin is list:
+    if origin in (list, tuple):  # a tuple[X, ...] is a list in the playbook
         return f"list of {type_name(args[0])}" if args else "list"
     names = {float: "number", int: "integer", str: "text", bool: "true|false"}
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
@@ -170,10 +172,14 @@ def _probe_lines(probes, params: type) -> list[str]:
 
 
 def _default_params(params: type) -> BaseModel | None:
-    """The parameter model with every default, or None where a parameter is required."""
+    """The parameter model with every default, or None where a parameter is required (or the
+    defaults alone do not validate: a model that asks for at least one of several settings)."""
     if not issubclass(params, BaseModel) or any(info.is_required() for info in params.model_fields.values()):
         return None
-    return params()
+    try:
+        return params()
+    except ValidationError:
+        return None
 
 
 def _probe_line(probe: Probe) -> str:

@@ -4,8 +4,11 @@
 from collections.abc import Mapping
 
 from nodecheck.checks import (
+    command,  # noqa: F401  command (command.<label> in a playbook)
     container,  # noqa: F401  container.digest
+    cpu,  # noqa: F401  cpu
     cuda,  # noqa: F401  cuda.version
+    fs,  # noqa: F401  fs.mounts, fs.free
     gpu,  # noqa: F401  gpu.count, gpu.health, gpu.processes, gpu.driver
     gpu_xid,  # noqa: F401  gpu.xid
     hca,  # noqa: F401  hca.firmware
@@ -13,13 +16,23 @@ from nodecheck.checks import (
     ib_counters,  # noqa: F401  ib.counters
     ib_pairs,  # noqa: F401  ib.pairs
     kernel,  # noqa: F401  kernel.version
+    kernel_cmdline,  # noqa: F401  kernel.cmdline
+    kernel_modules,  # noqa: F401  kernel.modules
+    kernel_params,  # noqa: F401  kernel.params
+    limits,  # noqa: F401  limits
+    mem,  # noqa: F401  mem
     nccl,  # noqa: F401  nccl.version, nccl.settings
     nccl_allreduce,  # noqa: F401  nccl.allreduce_single, nccl.allreduce_multi
     nccl_env,  # noqa: F401  nccl.env
     node,  # noqa: F401  node.oom
     ofed,  # noqa: F401  ofed.version
     os,  # noqa: F401  os.release
+    pcie,  # noqa: F401  pcie.acs, pcie.aer
+    proc,  # noqa: F401  proc.health
     roce,  # noqa: F401  roce.gids, roce.networkmanager, roce.gid_stability
+    services,  # noqa: F401  services
+    time,  # noqa: F401  time.sync
+    time_skew,  # noqa: F401  time.skew
 )
 from nodecheck.core.registry import CHECKS, CheckSpec
 

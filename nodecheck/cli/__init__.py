@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
             from nodecheck.fleet.history_command import history_command
 
             return history_command(args)
+        if args.command == "import-nhc":
+            from nodecheck.app.nhc_import import import_nhc_command
+
+            return import_nhc_command(args)
         if args.command == "run":
             from nodecheck.app.run_command import run_command
 

@@ -98,7 +98,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _gate_parsers(sub)
     _job_parsers(sub)
+    _import_nhc_parser(sub)
     return p
+
+
+IMPORT_NHC_EPILOG = """Reads an LBNL NHC configuration (nhc.conf) the way NHC's bash does, never running it, and
+writes a playbook: each check under comments naming the NHC lines it came from; every line not
+translated listed with its line number and why (at the end of the playbook and on stderr).
+Only lines for every host (`* ||`) translate; NHC's repairs (restart, remount, actions) never do.
+exit codes: 0 every line translated; 3 the playbook was written, some lines were not translated;
+2 no line translated (nothing written); 64 bad input (unreadable, binary or over 1 MiB)"""
+
+
+def _import_nhc_parser(sub) -> None:
+    nhc = sub.add_parser(
+        "import-nhc",
+        help="translate an LBNL NHC configuration (nhc.conf) into a playbook, listing every line it could not",
+        epilog=IMPORT_NHC_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    nhc.add_argument("file", metavar="NHC_CONF", help="the NHC configuration, e.g. /etc/nhc/nhc.conf")
+    nhc.add_argument(
+        "-o",
+        "--output",
+        metavar="PLAYBOOK_YML",
+        help="write the playbook here (replaced atomically); default: stdout",
+    )
 
 
 JOB_CHECK_EPILOG = """A gate the launcher runs before srun/torchrun, e.g. in the batch script:

@@ -6,6 +6,8 @@ import dataclasses
 import difflib
 import hashlib
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal
@@ -257,14 +259,7 @@ def _plan_check(
     registry = all_checks()
     loc = ("checks", name)
     src = parts[-1][0]
-    if name not in registry:
-        close = difflib.get_close_matches(name, list(registry), n=1)
-        raise src.error(
-            loc,
-            f"unknown check {shown(name)}",
-            hint=(f"did you mean {close[0]!r}? " if close else "") + "`nodecheck checks` lists every check",
-        )
-    spec = registry[name]
+    spec, label = _resolve(name, registry, src, loc)
     block: dict = {}
     origin: dict[str, Located] = {}
     for part_src, part in parts:
@@ -296,10 +291,47 @@ def _plan_check(
     if not options.enabled:
         return None
     probes, after = spec.probes_for(params), spec.after_probes_for(params)
+    if label is not None:  # each label its own probe: probes are deduplicated by name across checks
+        probes = tuple(dataclasses.replace(p, name=f"{p.name}:{label}") for p in probes)
+        after = tuple(dataclasses.replace(p, name=f"{p.name}:{label}") for p in after)
     if options.timeout_s is not None:
         probes = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in probes)
         after = tuple(dataclasses.replace(p, timeout_s=options.timeout_s) for p in after)
     return PlannedCheck(spec, params, probes, after)
+
+
+# The label of a template check (`command.<label>`): it names results, drain reasons, history and the
+# capture file, so it stays short and plain.
+TEMPLATE_LABEL = re.compile(r"[a-z0-9_-]{1,64}")
+
+
+def _resolve(name: str, registry: Mapping[str, CheckSpec], src: Located, loc: tuple) -> tuple[CheckSpec, str | None]:
+    """The spec a playbook key plans, and the label when the key is `<template>.<label>`: the
+    template's spec under the key's own name (registry.CheckSpec.template)."""
+    family, dot, label = name.partition(".")
+    template = registry.get(family)
+    if dot and name not in registry and template is not None and template.template:
+        if not TEMPLATE_LABEL.fullmatch(label):
+            raise src.error(
+                loc,
+                f"{shown(name)}: the label after {family}. is 1-64 of a-z, 0-9, _ and -",
+                hint=f"e.g. {family}.nfs_home",
+            )
+        return dataclasses.replace(template, name=name), label
+    if name in registry and registry[name].template:
+        raise src.error(
+            loc,
+            f"{name} is written {name}.<label>, one entry per command",
+            hint=f"e.g. {name}.nfs_home: {{argv: [mountpoint, -q, /home]}}",
+        )
+    if name not in registry:
+        close = difflib.get_close_matches(name, list(registry), n=1)
+        raise src.error(
+            loc,
+            f"unknown check {shown(name)}",
+            hint=(f"did you mean {close[0]!r}? " if close else "") + "`nodecheck checks` lists every check",
+        )
+    return registry[name], None
 
 
 def _refuse_non_finite(src: Located, base: tuple, value: object, what: str = "", root: tuple = ()) -> None:

@@ -39,6 +39,9 @@ class CheckSpec(Generic[ParamsT]):
     # probes run again after the active checks, on nodes whose first probes ran: a before/after
     # pair (IB error counters over the window in which the pair tests loaded the links)
     after: ProbeList[ParamsT] = ()
+    # a template is planned once per label: the playbook key `command.<label>` runs the check
+    # registered as `command` under that name, so results, drain reasons and history carry it
+    template: bool = False
 
     @property
     def description(self) -> str:
@@ -58,7 +61,13 @@ CHECKS: dict[str, CheckSpec[Any]] = {}
 
 
 def check(
-    name: str, *, probes: ProbeList[ModelT], params: type[ModelT], scope: str = "node", after: ProbeList[ModelT] = ()
+    name: str,
+    *,
+    probes: ProbeList[ModelT],
+    params: type[ModelT],
+    scope: str = "node",
+    after: ProbeList[ModelT] = (),
+    template: bool = False,
 ) -> Callable[[JudgeT], JudgeT]:
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
@@ -67,7 +76,7 @@ def check(
     def register(judge: JudgeT) -> JudgeT:
         if name in CHECKS:
             raise ValueError(f"check {name} registered twice")
-        CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after)
+        CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after, template)
         return judge
 
     return register

@@ -37,7 +37,7 @@ def test_nodecheck_checks_format_markdown_prints_the_page_docs_checks_md_holds(c
 
 def test_every_check_has_its_section_in_name_order():
     page = render(all_checks(), "markdown")
-    headings = [line[3:] for line in page.splitlines() if line.startswith("## ") and "." in line]
+    headings = [line[3:] for line in page.splitlines() if line.startswith("## ") and line != "## Parameter types"]
     assert headings == sorted(all_checks())
     assert render(all_checks(), "markdown") == page
 

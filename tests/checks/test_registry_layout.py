@@ -1,6 +1,7 @@
 """A check's name gives its place: check `a.b` is the function `b` in nodecheck.checks.a, or in
 nodecheck.checks.a_x where `b` starts with `x` (gpu.xid: checks/gpu_xid.py:xid;
-nccl.allreduce_single: checks/nccl_allreduce.py:allreduce_single)."""
+nccl.allreduce_single: checks/nccl_allreduce.py:allreduce_single); a one-word check `a` (mem, cpu)
+is the function `a` in nodecheck.checks.a."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ PACKAGE = "nodecheck.checks"
 def place_problem(name: str, module: str, function: str) -> str | None:
     """Why a check registered as `name` from `module`.`function` is not where its name says, or None."""
     family, _, leaf = name.partition(".")
+    if not leaf and family and "." not in name:  # a one-word check: mem is checks/mem.py:mem
+        leaf = family
     if not leaf or "." in leaf:
-        return f"{name}: a check name is family.check"
+        return f"{name}: a check name is family.check or one word"
     if function != leaf:
         return f"{name}: the function is named {function!r}, expected {leaf!r}"
     if module == f"{PACKAGE}.{family}":
@@ -43,6 +46,9 @@ def place_problem(name: str, module: str, function: str) -> str | None:
         ("ib.counters", "nodecheck.checks.ib_errors", "counters", "registered in nodecheck.checks.ib_errors"),
         ("kernel.version", "nodecheck.checks.versions", "version", "registered in nodecheck.checks.versions"),
         ("gpu.xid", "nodecheck.checks.kernel", "xid", "registered in nodecheck.checks.kernel"),
+        ("mem", "nodecheck.checks.mem", "mem", None),
+        ("mem", "nodecheck.checks.node", "mem", "registered in nodecheck.checks.node"),
+        ("a.b.c", "nodecheck.checks.a", "c", "family.check or one word"),
     ],
 )
 def test_the_rule_itself(name, module, function, problem):

@@ -1,0 +1,149 @@
+"""limits judged on the limits probe's output (LIMITS_SCRIPT's facts and sections) with recorded
+/proc/PID/limits files: slurmd's limits or the probe's own, PropagateResourceLimits, the minimums."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from nodecheck.checks.limits import LimitsParams, limits, shown
+from nodecheck.core.errors import ParseError
+from nodecheck.core.model import Status
+from nodecheck.probes.limits import LIMITS
+from tests.helpers import captures, data
+
+PASS, WARN, FAIL = Status.PASS, Status.WARN, Status.FAIL
+MEMLOCK_64K = data("proc-limits/procfs-fixture-26232-memlock-65536-nofile-1024.txt")
+DEVBOX = data("proc-limits/devbox-kernel-trailing-spaces-memlock-8mib.txt")  # memlock 8 MiB, nofile 20000
+
+
+def probe_out(limits_text, *, source="slurmd pid=4242 count=1", config=None, config_rc=0):
+    text = f"@@nodecheck source {source}\n@@nodecheck begin limits\n{limits_text}@@nodecheck end limits rc=0\n"
+    if config is not None:  # config_rc None: the section was cut off (no end line)
+        text += f"@@nodecheck begin slurm-config\n{config}"
+        text += "" if config_rc is None else f"@@nodecheck end slurm-config rc={config_rc}\n"
+    return captures(LIMITS, text)
+
+
+def judged(out, **params):
+    return [(v.status, v.subject, v.message) for v in limits(out, LimitsParams(**params))]
+
+
+def test_slurmd_with_the_64k_default_fails_memlock_and_nofile():
+    assert judged(probe_out(MEMLOCK_64K)) == [
+        (
+            FAIL,
+            "memlock",
+            "memlock 64 KiB (slurmd's limits), expected unlimited (RDMA memory registration fails); "
+            "PropagateResourceLimits not known (no slurm.conf readable on the node): the soft limit judged",
+        ),
+        (
+            FAIL,
+            "nofile",
+            "nofile 1024 (slurmd's limits), expected >= 51200; PropagateResourceLimits not known (no slurm.conf "
+            "readable on the node): the soft limit judged",
+        ),
+        (
+            PASS,
+            "nproc",
+            "nproc 29436 (slurmd's limits) (>= 4096); PropagateResourceLimits not known (no slurm.conf readable on "
+            "the node): the soft limit judged",
+        ),
+        (
+            PASS,
+            "stack",
+            "stack 8 MiB (slurmd's limits) (>= 8 MiB); PropagateResourceLimits not known (no slurm.conf readable on "
+            "the node): the soft limit judged",
+        ),
+    ]
+
+
+def test_a_propagated_limit_is_judged_by_slurmds_hard_limit():
+    # nofile soft 1024, hard 4096: with ALL propagated, a job can get up to 4096 from its shell
+    out = probe_out(MEMLOCK_64K, config="PropagateResourceLimits = ALL\nPropagateResourceLimitsExcept = (null)\n")
+    nofile = judged(out, nofile=4096)[1]
+    assert nofile == (
+        PASS,
+        "nofile",
+        "nofile 4096 (slurmd's limits) (>= 4096); PropagateResourceLimits=ALL: a job gets its submitting "
+        "shell's soft limit, up to this hard limit",
+    )
+    out = probe_out(MEMLOCK_64K, config="PropagateResourceLimits = NONE\n")
+    assert judged(out, nofile=4096)[1][:2] == (FAIL, "nofile")
+
+
+def test_a_propagated_memlock_warns_even_when_slurmd_may_lock_enough():
+    out = probe_out(DEVBOX, config="PropagateResourceLimits = ALL\n")
+    assert judged(out, memlock=1 << 20)[0] == (
+        WARN,
+        "memlock",
+        "memlock 8 MiB (slurmd's limits) (>= 1 MiB), but PropagateResourceLimits=ALL gives a job its submitting "
+        "shell's soft memlock limit (login nodes often have 64 KiB), which this node cannot see: set "
+        "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf so jobs get slurmd's",
+    )
+    out = probe_out(DEVBOX, config="PropagateResourceLimits = ALL\nPropagateResourceLimitsExcept = MEMLOCK\n")
+    assert judged(out, memlock=1 << 20)[0][0] is PASS
+
+
+def test_a_slurm_conf_cut_off_is_said():
+    out = probe_out(DEVBOX, config="PropagateResourceLimitsExcept=MEMLOCK\n", config_rc=None)
+    memlock = judged(out, memlock=8 << 20)[0]
+    assert memlock == (
+        PASS,
+        "memlock",
+        "memlock 8 MiB (slurmd's limits) (>= 8 MiB); PropagateResourceLimits not known (slurm.conf could not "
+        "be read to its end): the soft limit judged",
+    )
+
+
+def test_a_slurm_conf_without_the_settings_means_slurms_default_all():
+    out = probe_out(DEVBOX, config="")
+    memlock = judged(out, memlock=1 << 20)[0]
+    assert memlock[0] is WARN
+    assert "PropagateResourceLimits=ALL" in memlock[2]
+
+
+def test_without_slurmd_the_login_limits_are_judged_and_said():
+    got = judged(probe_out(DEVBOX, source="self"), nproc=None, stack=None)
+    assert got == [
+        (
+            FAIL,
+            "memlock",
+            "memlock 8 MiB (the probe's own limits (its login session's, set by PAM)), expected unlimited (RDMA memory "
+            "registration fails); no slurmd on this node",
+        ),
+        (
+            FAIL,
+            "nofile",
+            "nofile 20000 (the probe's own limits (its login session's, set by PAM)), expected >= 51200; no slurmd on "
+            "this node",
+        ),
+    ]
+
+
+def test_unreadable_limits_are_parse_errors():
+    with pytest.raises(ParseError, match="no source line"):
+        list(limits(captures(LIMITS, ""), LimitsParams()))
+    bad = "@@nodecheck source slurmd pid=9 count=1\n@@nodecheck begin limits\nhead: cannot open '/proc/9/limits'\n"
+    bad += "@@nodecheck end limits rc=1\n"
+    with pytest.raises(ParseError) as caught:
+        list(limits(captures(LIMITS, bad), LimitsParams()))
+    assert caught.value.tool == "/proc/9/limits"
+
+
+def test_params_and_sizes():
+    assert LimitsParams(memlock=None, nofile="unlimited").nofile == "unlimited"
+    with pytest.raises(ValidationError):
+        LimitsParams(memlock=True)
+    with pytest.raises(ValidationError):
+        LimitsParams(nofile=-1)
+    with pytest.raises(ValidationError):
+        LimitsParams(memlock="64k")
+    assert [shown("memlock", v) for v in (None, 1000, 65536, 1536 << 10, 18446744073708503040)] == [
+        "unlimited",
+        "1000 bytes",
+        "64 KiB",
+        "1.5 MiB",
+        "16777216 TiB",
+    ]
+    assert shown("nofile", 1024) == "1024"

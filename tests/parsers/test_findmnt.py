@@ -1,0 +1,161 @@
+"""The mount table parsers: every recorded findmnt output (tree, ASCII tree, list, raw, pairs, JSON,
+old JSON with a trailing comma, wrapped and multi-line cells) and every recorded mountinfo."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodecheck.core.errors import ParseError
+from nodecheck.parsers.findmnt import Mount, last_mount, parse_findmnt, parse_mountinfo, unoctal
+from tests.helpers import data, data_files
+
+# per file: how many mounts, and one mount checked field by field (target -> source, fstype, read-only)
+FINDMNT = {
+    "findmnt/jc-centos-7.7-tree.txt": (
+        32,
+        "/var/lib/docker/containers",
+        "/dev/mapper/centos-root[/var/lib/docker/containers]",
+        "xfs",
+        False,
+    ),
+    "findmnt/jc-centos-7.7-list.txt": (31, "/sys/fs/cgroup", "tmpfs", "tmpfs", True),
+    "findmnt/jc-centos-7.7-ascii-tree.txt": (31, "/proc/sys/fs/binfmt_misc", "systemd-1", "autofs", False),
+    "findmnt/wiki-ubuntu-16.04-vagrant-tree.txt": (30, "/var/lib/lxcfs", "lxcfs", "fuse.lxcfs", False),
+    "findmnt/wiki-ubuntu-16.04-vagrant-pairs.txt": (30, "/dev/shm", "tmpfs", "tmpfs", False),
+    "findmnt/wiki-ubuntu-16.04-vagrant-json-trailing-comma.txt": (30, "/vagrant", "vagrant", "vboxsf", False),
+    "findmnt/util-linux-pr3176-query-tree.txt": (5, "/var/cache", "/dev/sda5", "ext4", False),
+    "findmnt/util-linux-pr1576-sources-one-per-line.txt": (3, "/mnt/btrfs-raid1", "", "", False),
+    "findmnt/derived-util-linux-issue2210-wrapped-source-cut.txt": (
+        8,
+        "/",
+        "/dev/mapper/ubuntu--vg-ubuntu--lv",
+        "xfs",
+        False,
+    ),
+    "findmnt/host-util-linux-2.38.1-pairs-space-ro-bind.txt": (4, "/tmp/ncrec/ro", "scratch-tmpfs[/ro]", "tmpfs", True),
+    "findmnt/host-util-linux-2.38.1-json-space-ro-bind.txt": (4, "/tmp/ncrec/my dir", "tmpfs", "tmpfs", False),
+    "findmnt/host-util-linux-2.38.1-raw-space-ro-bind.txt": (4, "/tmp/ncrec/my dir", "tmpfs", "tmpfs", False),
+}
+
+
+def test_every_findmnt_file_has_an_expectation():
+    assert set(data_files("findmnt")) == set(FINDMNT)
+
+
+@pytest.mark.parametrize("path", sorted(FINDMNT))
+def test_findmnt_recordings(path):
+    count, target, source, fstype, read_only = FINDMNT[path]
+    mounts = parse_findmnt(data(path))
+    assert len(mounts) == count
+    mount = last_mount(mounts, target)
+    assert mount is not None
+    assert (mount.source, mount.fstype, mount.read_only) == (source, fstype, read_only)
+    assert all(m.target.startswith("/") for m in mounts)
+
+
+def test_the_tree_drawing_is_not_part_of_the_target():
+    mounts = parse_findmnt(data("findmnt/jc-centos-7.7-tree.txt"))
+    assert [m.target for m in mounts[:4]] == ["/", "/sys", "/sys/kernel/security", "/sys/fs/cgroup"]
+    assert mounts[4].options[-2:] == ("release_agent=/usr/lib/systemd/systemd-cgroups-agent", "name=systemd")
+
+
+def test_a_wrapped_source_carries_its_type_and_options_on_the_next_row():
+    root = parse_findmnt(data("findmnt/derived-util-linux-issue2210-wrapped-source-cut.txt"))[0]
+    assert root.options[:3] == ("rw", "relatime", "attr2")
+
+
+def test_multi_line_sources_are_not_mounts():
+    mounts = parse_findmnt(data("findmnt/util-linux-pr1576-sources-one-per-line.txt"))
+    assert [m.target for m in mounts] == ["/", "/mnt/btrfs-raid1", "/tmp/t"]
+
+
+def test_a_space_in_a_mount_point_reads_the_same_in_every_form():
+    forms = ["pairs", "json", "raw"]
+    tables = [parse_findmnt(data(f"findmnt/host-util-linux-2.38.1-{f}-space-ro-bind.txt")) for f in forms]
+    assert tables[0] == tables[1] == tables[2]
+    assert tables[0][1] == Mount("/tmp/ncrec/my dir", "tmpfs", "tmpfs", ("rw", "relatime", "size=1024k", "mode=755"))
+
+
+def test_pairs_decode_hex_escapes():
+    mount = parse_findmnt('TARGET="/mnt/a\\x20b" SOURCE="srv:/x\\x22y" FSTYPE="nfs4" OPTIONS="ro,vers=4.2"\n')[0]
+    assert (mount.target, mount.source, mount.read_only) == ("/mnt/a b", 'srv:/x"y', True)
+
+
+def test_the_last_mount_on_a_target_is_the_one_seen():
+    table = parse_findmnt(
+        'TARGET="/data" SOURCE="systemd-1" FSTYPE="autofs" OPTIONS="rw"\n'
+        'TARGET="/data" SOURCE="srv:/data" FSTYPE="nfs4" OPTIONS="rw"\n'
+    )
+    assert last_mount(table, "/data") == Mount("/data", "srv:/data", "nfs4", ("rw",))
+    assert last_mount(table, "/other") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n\n",
+        "findmnt: can't read /proc/mounts: No such file or directory\n",
+        '{"blockdevices": []}',
+        "{not json",
+        'TARGET="relative" SOURCE="x"\n',
+        "TARGET SOURCE\n",
+    ],
+)
+def test_garbage_is_a_parse_error(text):
+    with pytest.raises(ParseError):
+        parse_findmnt(text)
+
+
+# --- mountinfo ------------------------------------------------------------------------------------
+
+MOUNTINFO = {
+    "mountinfo/jc-ubuntu-snap-root-without-super-options.txt": (
+        46,
+        "/",
+        "/dev/mapper/ubuntu--vg-ubuntu--lv",
+        "ext4",
+        False,
+    ),
+    "mountinfo/host-linux-space-ro-bind-tmpfs.txt": (4, "/tmp/ncrec/ro", "scratch-tmpfs", "tmpfs", True),
+    "mountinfo/constructed-lustre-nfs-hung-node.txt": (
+        9,
+        "/lustre/scratch",
+        "10.10.0.1@o2ib:10.10.0.2@o2ib:/lfs01",
+        "lustre",
+        False,
+    ),
+}
+
+
+def test_every_mountinfo_file_has_an_expectation():
+    assert set(data_files("mountinfo")) == set(MOUNTINFO)
+
+
+@pytest.mark.parametrize("path", sorted(MOUNTINFO))
+def test_mountinfo_recordings(path):
+    count, target, source, fstype, read_only = MOUNTINFO[path]
+    mounts = parse_mountinfo(data(path))
+    assert len(mounts) == count
+    mount = last_mount(mounts, target)
+    assert mount is not None
+    assert (mount.source, mount.fstype, mount.read_only) == (source, fstype, read_only)
+
+
+def test_mountinfo_unescapes_and_merges_the_two_option_lists():
+    mounts = parse_mountinfo(data("mountinfo/host-linux-space-ro-bind-tmpfs.txt"))
+    assert mounts[1].target == "/tmp/ncrec/my dir"
+    # a read-only bind of a read-write superblock: "ro" from the mount's own options
+    assert mounts[2].options == ("ro", "relatime", "rw", "size=65536k")
+    hung = parse_mountinfo(data("mountinfo/constructed-lustre-nfs-hung-node.txt"))
+    assert last_mount(hung, "/mnt/nvme cache").read_only  # errors=remount-ro struck
+
+
+@pytest.mark.parametrize("text", ["", "36 35 98:0 /mnt1 /mnt2 rw\n", "not mountinfo at all - x y z\n"])
+def test_mountinfo_garbage_is_a_parse_error(text):
+    with pytest.raises(ParseError):
+        parse_mountinfo(text)
+
+
+def test_unoctal():
+    assert unoctal("/mnt/a\\040b\\011c\\134d") == "/mnt/a b\tc\\d"
