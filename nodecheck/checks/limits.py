@@ -58,7 +58,7 @@ def limits(out: Captures, want: LimitsParams) -> Iterator[Verdict]:
     keeps slurmd's); a propagated memlock warns even when slurmd's hard limit is enough, as the job's
     comes from the submitting shell, which the node cannot see. The node's own slurm.conf says which
     are propagated (read locally: no RPC to slurmctld from every node at job start). Without a
-    slurmd, the probe's own limits (its login session's, set by PAM) are judged, and the message
+    slurmd, the probe's own login limits (set by PAM) are judged, and the message
     says so."""
     facts = read_limits(out)
     for name in ("memlock", "nofile", "nproc", "stack"):

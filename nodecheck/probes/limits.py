@@ -79,7 +79,7 @@ class Propagation:
 @dataclass(frozen=True)
 class LimitsFacts:
     limits: Limits
-    source: str  # "slurmd's limits" or "the probe's own limits (its login session's, set by PAM)"
+    source: str  # "slurmd's limits" or "the probe's own login limits, set by PAM"
     slurmd_pid: int | None
     propagation: Propagation | None  # None: not known (no slurm.conf readable: why_unknown)
     why_unknown: str
@@ -104,7 +104,7 @@ def _read(text: str) -> LimitsFacts:
         raise ParseError(where, f"could not be read (exit {section.rc}): {section.text.strip()[:200]}", section.text)
     limits = parse_limits(section.text, where)
     pid = int(source.group(1)) if source.group(1) else None
-    what = "slurmd's limits" if pid is not None else "the probe's own limits (its login session's, set by PAM)"
+    what = "slurmd's limits" if pid is not None else "the probe's own login limits, set by PAM"
     config = sections.get("slurm-config")
     if config is None:
         return LimitsFacts(limits, what, pid, None, "no slurm.conf readable on the node")

@@ -109,14 +109,13 @@ def test_without_slurmd_the_login_limits_are_judged_and_said():
         (
             FAIL,
             "memlock",
-            "memlock 8 MiB (the probe's own limits (its login session's, set by PAM)), expected unlimited (RDMA memory "
+            "memlock 8 MiB (the probe's own login limits, set by PAM), expected unlimited (RDMA memory "
             "registration fails); no slurmd on this node",
         ),
         (
             FAIL,
             "nofile",
-            "nofile 20000 (the probe's own limits (its login session's, set by PAM)), expected >= 51200; no slurmd on "
-            "this node",
+            "nofile 20000 (the probe's own login limits, set by PAM), expected >= 51200; no slurmd on this node",
         ),
     ]
 

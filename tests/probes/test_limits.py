@@ -84,5 +84,5 @@ def test_without_slurmd_the_probes_own_limits_are_judged_and_said():
     verdicts = list(limits(out, LimitsParams(memlock=0, nofile=1, nproc=1, stack=0)))
     assert [v.subject for v in verdicts] == ["memlock", "nofile", "nproc", "stack"]
     assert all(v.status is Status.PASS for v in verdicts)
-    assert all("(the probe's own limits (its login session's, set by PAM))" in v.message for v in verdicts)
+    assert all("(the probe's own login limits, set by PAM)" in v.message for v in verdicts)
     assert verdicts[0].message.endswith("; no slurmd on this node")
