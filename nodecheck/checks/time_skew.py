@@ -79,7 +79,9 @@ class SkewReport:
         }
 
 
-@check("time.skew", probes=[], params=TimeSkew, scope="active")
+# DATE is also its passive probe: a node that did not answer the run's first round (unreachable,
+# host key) then gets the run's one result for it, like every other check, and is not read again
+@check("time.skew", probes=[DATE], params=TimeSkew, scope="active")
 def skew(ctx: ActiveContext, want: TimeSkew) -> Iterator[Grouped]:
     """Every node's clock against the fleet's median, read from the operator host with the round trip
     bounding the error (a node seconds off breaks munge, log order and timeouts across ranks)."""

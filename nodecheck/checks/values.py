@@ -20,6 +20,7 @@ class ValueCheck:
     name: str  # "nccl.version"
     probes: Callable[[PinOrDrift], Sequence[Probe]]
     read: Reader
+    params: type[PinOrDrift] = PinOrDrift  # the check's own params (kernel.cmdline's adds `ignore`)
 
 
 VALUE_CHECKS: dict[str, ValueCheck] = {}
@@ -46,7 +47,7 @@ def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc:
         judge.__module__ = read.__module__
         check(name, probes=probes, params=params, scope="fleet")(judge)
         probe_list = probes if callable(probes) else (lambda _params, _p=tuple(probes): _p)
-        VALUE_CHECKS[name] = ValueCheck(name, probe_list, read)
+        VALUE_CHECKS[name] = ValueCheck(name, probe_list, read, params)
         return read
 
     return register

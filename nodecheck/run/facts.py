@@ -39,7 +39,9 @@ class Gathered:
 
 def value_params(name: str, image: ContainerDigest | None) -> PinOrDrift:
     if name != "container.digest":
-        return ANY
+        # the check's own defaults where it has more than PinOrDrift (kernel.cmdline's `ignore`)
+        own = VALUE_CHECKS[name].params
+        return ANY if own is PinOrDrift else own()
     assert image is not None, "container.digest is gathered only with an image (gather)"
     return image
 

@@ -19,6 +19,7 @@ SimCluster is composed of one part per concern, each a module of tests/harness/s
     nccl.py      the fake nccl-tests and their launchers (tests/fakes/nccl_tests/)
     training.py  training jobs for `nodecheck watch` (scenario builders: tests/harness/training.py)
     ranks.py     hung ranks for `nodecheck forensics`
+    node_state.py  the node itself: /mnt/shared (FUSE, can hang), /dev/shm, /proc, EDAC, services, clock
     slurm.py     a real slurmctld and a slurmd per node (slurm_cluster.sh)
 and base.py / common.py under all of them. This module adds what spans the concerns: down() and reset().
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 from harness.sim.common import SCRIPT, SLURM_SCRIPT, HarnessError
 from harness.sim.fabric import FABRIC_DEVICES, ROCE_BEHAVIOURS, Fabric
 from harness.sim.nccl import NcclTests
+from harness.sim.node_state import NodeState
 from harness.sim.nodes import Nodes
 from harness.sim.ranks import HungRanks
 from harness.sim.slurm import Slurm
@@ -35,7 +37,7 @@ from harness.sim.tools import Tools
 from harness.sim.training import TrainingJobs
 
 
-class SimCluster(Slurm, TrainingJobs, HungRanks, NcclTests, Fabric, Tools, Nodes):
+class SimCluster(Slurm, TrainingJobs, HungRanks, NodeState, NcclTests, Fabric, Tools, Nodes):
     """The simulated cluster: every part's API on one object (the parts that act on running nodes,
     Slurm, training and ranks, build on Nodes and come first)."""
 
@@ -52,14 +54,17 @@ class SimCluster(Slurm, TrainingJobs, HungRanks, NcclTests, Fabric, Tools, Nodes
     def reset(self) -> None:
         """Back to a clean cluster: no fake tools, every node up, every original host key back, no
         RDMA ports (drivers stopped, veths deleted, every /sys/class/infiniband view empty), no
-        training (trainers stopped, their files and logs removed) and no hung sshd."""
+        training (trainers stopped, their files and logs removed), no hung sshd, and every node's own
+        state back to its start (/mnt/shared answering, /dev/shm empty, no bind over /proc or EDAC, no
+        fake service)."""
         self.unhang_ssh()
         self.clear_ranks()
         self.clear_training()
         self.clear_fabric()
         self.clear_nccl()
         self.clear_tools()
-        self._sh("reset", timeout=60)
+        self._sh("reset", timeout=60)  # also undoes the node-state faults inside each node
+        self.clear_node_state()
 
     def __enter__(self) -> SimCluster:
         return self

@@ -18,6 +18,10 @@
 #   node9  slow HCAs: every pair test through it is slow                -> ib.pairs fail (bad node)
 #          and every nccl-tests run across nodes that includes it       -> nccl.allreduce_multi fail (bad node)
 #   node10 mlx5_3's link went down during the run (LinkDownedCounter +1) -> ib.counters fail
+# Every reachable node also passes the node checks (fs.mounts, fs.free, mem, cpu, proc.health,
+# kernel.modules, services, time.sync, time.skew, limits, pcie.acs): a real FUSE mount at /mnt/shared,
+# its own /dev/shm, a 2 TiB node's meminfo and EDAC tree, recorded lscpu/lsmod/lspci/chronyc/ps, the
+# daemons running (tests/harness/README.md, "The node itself"; their faults: scenario node-checks).
 # Every node also runs the pair tests (the fake ib_write_bw rendezvouses over real TCP between nodes),
 # nccl-tests on its own (fake all_reduce_perf) and with the others through a fake mpirun (real ssh,
 # ranks meeting over real TCP).

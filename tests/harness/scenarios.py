@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 if not __package__:  # run as a script: tests/ on sys.path, so `harness` is a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.cluster import SimCluster
+from harness.sim.node_state import SERVICES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -250,6 +251,122 @@ class RocePort(Action):
         cluster.roce_port(node, self.behaviour, self.ca)
 
 
+@dataclass(frozen=True)
+class HangMount(Action):
+    """/mnt/shared stops answering (the node's FUSE connection is no longer served)."""
+
+    mode: str = "pending"  # or "held": a killed caller stays in State D until released
+
+    def describe(self) -> str:
+        return f"/mnt/shared hangs ({self.mode})"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.hang_mount(node, self.mode)
+
+
+@dataclass(frozen=True)
+class FillShm(Action):
+    """/dev/shm filled by a leftover file up to `leave_bytes` free."""
+
+    leave_bytes: int = 0
+
+    def describe(self) -> str:
+        return "/dev/shm full" if not self.leave_bytes else f"/dev/shm filled to {self.leave_bytes} B free"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fill_shm(node, self.leave_bytes)
+
+
+@dataclass(frozen=True)
+class FakeProc(Action):
+    """A recorded file bound over /proc/<relpath> in the node (meminfo, cmdline, loadavg, ...)."""
+
+    relpath: str
+    data_file: str
+
+    def describe(self) -> str:
+        return f"/proc/{self.relpath}: {Path(self.data_file).name}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_proc(node, self.relpath, _data(self.data_file).read_bytes())
+
+    def recordings(self) -> tuple[str, ...]:
+        return (self.data_file,)
+
+
+@dataclass(frozen=True)
+class Edac(Action):
+    """Files of the node's EDAC tree changed (content) or removed (None), relative to
+    /sys/devices/system/edac."""
+
+    files: tuple[tuple[str, str | None], ...]
+
+    def describe(self) -> str:
+        gone = [rel for rel, text in self.files if text is None]
+        changed = [f"{rel}={text.strip()}" for rel, text in self.files if text is not None]
+        return "EDAC: " + "; ".join([*(f"{g} removed" for g in gone), *changed])
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.fake_edac(node, dict(self.files))
+
+
+@dataclass(frozen=True)
+class Services(Action):
+    """Processes named like the node's daemons (no systemd); those in `stopped` are not running."""
+
+    stopped: tuple[str, ...] = ()
+    # the node runs the real slurmd of slurm_cluster.sh: no second, fake one
+    real_slurmd: bool = False
+
+    def describe(self) -> str:
+        running = [n for n in SERVICES if n not in self.stopped and not (self.real_slurmd and n == "slurmd")]
+        return f"services: {', '.join(running)}" + (f"; {', '.join(self.stopped)} stopped" if self.stopped else "")
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.start_services(node, names=[n for n in SERVICES if not (self.real_slurmd and n == "slurmd")])
+        for name in self.stopped:
+            cluster.stop_service(node, name)
+
+
+@dataclass(frozen=True)
+class MemlockLimit(Action):
+    """The node's slurmd (and so every job on it) runs with memlock limited to `nbytes`."""
+
+    nbytes: int
+
+    def describe(self) -> str:
+        return f"slurmd memlock {self.nbytes // 1024} KiB"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.limit_memlock(node, self.nbytes)
+
+
+@dataclass(frozen=True)
+class ClockOffset(Action):
+    """The node's `date` runs `seconds` off the real time."""
+
+    seconds: float
+
+    def describe(self) -> str:
+        return f"date: clock {self.seconds:+g} s"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.clock_offset(node, self.seconds)
+
+
+@dataclass(frozen=True)
+class NodeDir(Action):
+    """A directory in the node's own /root."""
+
+    path: str
+
+    def describe(self) -> str:
+        return f"directory {self.path}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        cluster.make_dir(node, self.path)
+
+
 def _cases(n: int) -> str:
     return f"{n} case" if n == 1 else f"{n} cases"
 
@@ -448,19 +565,74 @@ def _with(actions: list[Action], *replace: Action) -> list[Action]:
     return [a for a in actions if getattr(a, "tool", None) not in tools] + list(replace)
 
 
+# ---- the node itself (issue 19) -------------------------------------------------------------------
+# Recordings of the tools the node checks run, as a DGX-class H100 node shows them (2x Xeon 8480+,
+# 224 CPUs; the NVIDIA and RDMA modules loaded; chrony synchronised; ACS off on the root port above
+# the GPU); and their faulty counterparts (derived from the same files).
+LSCPU_NODE = "lscpu/hf-blog-sapphire-rapids-8480plus-2s-56c-smt-224cpu.txt"
+LSMOD_NODE = "lsmod/gpud-pr39-h100-fm535-lsmod-grep-peermem.txt"
+LSMOD_NO_PEERMEM = "lsmod/derived-gpud-pr39-h100-no-nvidia-peermem.txt"
+LSPCI_NODE = "lspci/cmlgpu-xeon-e5v4-tesla-p100-root-port-acs-disabled.txt"
+LSPCI_ACS_ENABLED = "lspci/derived-cmlgpu-tesla-p100-acs-enabled-on-root-port-00-02-0.txt"
+CHRONYC_NODE = "chronyc-tracking/pingcap-docs-normal-22us-slow.txt"
+PS_NODE = "ps/devbox-procps-4.0.2-probe-columns-pid-namespace.txt"
+PS_D_STATE = "ps/derived-azure-local-csi-153-h100-lvm-D-probe-columns.txt"
+MEMINFO_DIMM_MISSING = "meminfo/derived-sichek-2tib-gpu-node-one-dimm-missing.txt"
+# a node prepared by the site (its own marker directory); the command check of NODE_CHECKS tests for it
+SITE_MARKER = "/root/.site-ready"
+MEMLOCK_64K = 65536
+
+
+def node_os(
+    lspci: str = LSPCI_NODE,
+    lsmod: str = LSMOD_NODE,
+    ps: str = PS_NODE,
+    stopped: tuple[str, ...] = (),
+    real_slurmd: bool = False,
+) -> list[Action]:
+    """What the node checks read beyond the mounts, /proc/meminfo and EDAC every node has from its start:
+    lscpu, lsmod, lspci, chronyc and ps replaying recordings, the daemons running (slurmd with memlock
+    unlimited, unless `real_slurmd`: Slurm's own runs there) and the site's marker directory in /root."""
+    return [
+        Replay("lscpu", LSCPU_NODE),
+        Replay("lsmod", lsmod),
+        Replay("lspci", lspci),
+        Replay("chronyc", CHRONYC_NODE),
+        Replay("ps", ps),
+        Services(stopped, real_slurmd),
+        NodeDir(SITE_MARKER),
+    ]
+
+
+# One fault per node, each named by exactly one of the node checks (tests/integration/test_node_checks.py,
+# tests/data/playbooks/node-checks.yml). node2's hung storage also leaves a D-state process in ps.
+NODE_CHECKS: dict[str, list[Action]] = {
+    "node1": node_os(),  # healthy
+    "node2": node_os(ps=PS_D_STATE) + [HangMount()],  # /mnt/shared hung; processes stuck in D
+    "node3": node_os() + [FillShm()],  # /dev/shm full
+    "node4": node_os(stopped=("nvidia-persistenced",)),  # a service stopped
+    "node5": node_os(lsmod=LSMOD_NO_PEERMEM),  # nvidia_peermem not loaded
+    "node6": node_os() + [ClockOffset(3.0)],  # the clock 3 s ahead
+    "node7": node_os() + [MemlockLimit(MEMLOCK_64K)],  # jobs get memlock 64 KiB
+    "node8": node_os(lspci=LSPCI_ACS_ENABLED),  # ACS enabled on the GPU's root port
+    "node9": [a for a in node_os() if not isinstance(a, NodeDir)],  # not marked ready: the custom check fails
+    "node10": node_os() + [FakeProc("meminfo", MEMINFO_DIMM_MISSING), Edac((("mc/mc3/dimm3", None),))],  # a DIMM
+}
+
 # The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check. Every
-# node also has the IB counters and the fake ib_write_bw (the pair tests run over real TCP).
+# node also has the IB counters and the fake ib_write_bw (the pair tests run over real TCP), and the node
+# itself as the node checks read it (node_os(): every node check passes on every reachable node).
 DEMO: dict[str, list[Action]] = {
-    "node1": gpu_node() + ib_counters(),  # healthy
-    "node2": gpu_node(nccl=NCCL_STALE) + ib_counters(),  # NCCL differs from the rest
-    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)) + ib_counters(),  # IB port down
-    "node4": gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters(),  # GPU3 row remap pending
-    "node5": gpu_node(docker=DOCKER_INSPECT_STALE) + ib_counters(),  # stale image digest
-    "node6": _with(gpu_node(), Hang("ibstat")) + ib_counters(),  # ibstat hangs: timeout
-    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS) + ib_counters(),  # a GPU fell off the bus (Xid 79)
+    "node1": gpu_node() + ib_counters() + node_os(),  # healthy
+    "node2": gpu_node(nccl=NCCL_STALE) + ib_counters() + node_os(),  # NCCL differs from the rest
+    "node3": _with(gpu_node(), Replay("ibstat", IBSTAT_PORT_DOWN)) + ib_counters() + node_os(),  # IB port down
+    "node4": gpu_node(nvml=NVML_REMAP_PENDING) + ib_counters() + node_os(),  # GPU3 row remap pending
+    "node5": gpu_node(docker=DOCKER_INSPECT_STALE) + ib_counters() + node_os(),  # stale image digest
+    "node6": _with(gpu_node(), Hang("ibstat")) + ib_counters() + node_os(),  # ibstat hangs: timeout
+    "node7": gpu_node(dmesg=DMESG_FALLEN_OFF_BUS) + ib_counters() + node_os(),  # a GPU fell off the bus (Xid 79)
     "node8": [Unreachable()],  # sshd down
-    "node9": gpu_node() + ib_counters(),  # slow HCAs: every pair test is slow
-    "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3"),  # mlx5_3's link went down in the run
+    "node9": gpu_node() + ib_counters() + node_os(),  # slow HCAs: every pair test is slow
+    "node10": gpu_node() + ib_counters(link_went_down_on="mlx5_3") + node_os(),  # mlx5_3's link went down
     # node9's HCAs are slow: its pair tests and every nccl-tests run across nodes that includes it
     "*": [
         Fabric(nodes=(("node9", (("gbps", 150.0),)),), devices=IB_CAS),
@@ -476,6 +648,8 @@ SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "demo-tiled": _tiled(IB_DEMO),  # IB_DEMO's mix at any size
     "gpu-fleet": GPU_FLEET,  # issue 3: one fault per node
     "gpu-healthy": lambda nodes: {n: gpu_node() for n in nodes},
+    "node-checks": NODE_CHECKS,  # issue 19: one fault per node check
+    "node-healthy": lambda nodes: {n: node_os() for n in nodes},
 }
 
 

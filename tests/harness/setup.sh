@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
 #  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux procps dash
-#    python3-venv slurm-wlm munge
+#    python3-venv slurm-wlm munge; and /dev/fuse (modprobe fuse) for the nodes' /mnt/shared
 #    (--no-install-recommends; apt is kept from starting the system sshd while installing)
 #  * /run/sshd (sshd's privilege-separation dir)
 #  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
@@ -19,8 +19,9 @@ command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || pkgs+=(openssh-
 command -v pdsh >/dev/null || pkgs+=(pdsh)
 command -v ip >/dev/null || pkgs+=(iproute2)
 command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v setsid >/dev/null &&
-  command -v flock >/dev/null || pkgs+=(util-linux)
-command -v pgrep >/dev/null || pkgs+=(procps)          # the RoCE flap's refusal checks
+  command -v flock >/dev/null && command -v prlimit >/dev/null && command -v fallocate >/dev/null &&
+  command -v findmnt >/dev/null || pkgs+=(util-linux)   # prlimit, fallocate, findmnt: the node checks' faults
+command -v pgrep >/dev/null && command -v ps >/dev/null || pkgs+=(procps)   # the RoCE flap's refusal checks
 command -v dash >/dev/null || pkgs+=(dash)             # /bin/sh of the nodes; the pair-test script tests
 # real Slurm on the simulated nodes (slurm_cluster.sh); munge is Slurm 22.05's only authentication
 for b in slurmctld slurmd scontrol sinfo sbatch munged munge; do
@@ -46,6 +47,11 @@ if ((${#pkgs[@]})); then
   [ -x /usr/bin/python3 ] && PY=/usr/bin/python3 || PY=$(command -v python3)
 fi
 mkdir -p /run/sshd
+# /mnt/shared on every simulated node is a FUSE mount (tests/fakes/hangfs.py speaks the protocol itself:
+# no libfuse, no fusermount); it needs the kernel's fuse module and /dev/fuse
+[ -c /dev/fuse ] || modprobe fuse 2>/dev/null || true
+[ -c /dev/fuse ] || echo "setup: warning: /dev/fuse is missing (modprobe fuse; in a container: --device /dev/fuse):" \
+  "the simulated nodes get no /mnt/shared, and the node-check tests fail" >&2
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $PY"

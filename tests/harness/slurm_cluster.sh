@@ -221,6 +221,8 @@ write_conf() {   # write_conf FILE NODE_INDEX...: slurm.conf for these nodes and
     "SchedulerParameters=nohold_on_prolog_fail,sched_interval=1"
     "MinJobAge=300"
     "KillWait=2"
+    # as a GPU site sets it: jobs get slurmd's memlock (unlimited for RDMA), not the submitting shell's
+    "PropagateResourceLimitsExcept=MEMLOCK"
   )
   [ "${PROLOG_FLAGS:-Alloc}" = none ] || lines+=("PrologFlags=${PROLOG_FLAGS:-Alloc}")
   [ -z "${PROLOG:-}" ] || lines+=("Prolog=$PROLOG")

@@ -30,6 +30,14 @@
 # a tmpfs in the node, with every real class bound back from a sysfs mounted in the cluster's
 # network namespace (so /sys/class/net lists that namespace's interfaces), and /sys/devices from
 # the same sysfs so the class symlinks resolve; the rest of /sys (cgroup, ...) is the host's.
+# Every node also has (see "The node itself" in README.md): /mnt/shared, a real FUSE mount (fuse.hangfs)
+# served by ONE tests/fakes/hangfs.py process for the whole cluster ($S/hangfs.pid), which can hang per
+# node ($S/nodes/nodei/shared/hang: pending|held, then SIGUSR1; it answers in .../shared/state);
+# /dev/shm, its own 2 GiB tmpfs; /proc/meminfo bound from $S/node-default/meminfo (a recorded 2 TiB
+# GPU node); /sys/devices/system a tmpfs with every real entry bound back plus edac from
+# $S/node-default/edac (8 memory controllers, 32 DIMMs, counters 0). Faults bind per-node files over
+# these inside the node (SimCluster, sim/node_state.py) and write what undoes them to
+# $S/nodes/nodei/undo, which `reset` runs in the node.
 # Client side files: $S/id_ed25519, $S/authorized_keys, $S/known_hosts, $S/ssh_config,
 # $S/hosts.yml (nodecheck inventory), $S/env.sh (exports for pdsh/ssh). /etc/hosts is not touched.
 # Processes are tracked by each node's mount-namespace id ($S/nodes/nodei/mntns), so `down` and
@@ -146,7 +154,107 @@ write_sysfs_fstab() {
     done
     echo "$e/sys/class/infiniband /sys/class/infiniband none bind,X-mount.mkdir 0 0"
     echo "$e/sysfs/devices /sys/devices none bind 0 0"
+    # the node's own /sys/devices/system: real entries bound back, the fake EDAC tree instead of any real one
+    echo "nc-sysdevsystem /sys/devices/system tmpfs mode=0755,size=64k 0 0"
+    for c in /sys/devices/system/*; do
+      n=${c##*/}
+      [ "$n" != edac ] && [ -d "$c" ] || continue
+      fstab_escape en "$n"
+      echo "$e/sysfs/devices/system/$en /sys/devices/system/$en none bind,X-mount.mkdir 0 0"
+    done
+    fstab_escape en "$S/node-default"
+    echo "$en/edac /sys/devices/system/edac none bind,X-mount.mkdir 0 0"
+    echo "$en/meminfo /proc/meminfo none bind 0 0"
+    echo "nc-shm /dev/shm tmpfs rw,nosuid,nodev,size=2g,mode=1777 0 0"
   } > "$d/sysfs.fstab"
+}
+
+# What every node's /proc/meminfo and EDAC tree show until a fault binds its own copy over them (written
+# once per cluster, shared by the nodes): a recorded 2 TiB H100 node (2x Sapphire Rapids, 32x 64 GiB
+# DDR5), and an EDAC tree as i10nm_edac lays one out: mc0..mc7 "Intel_10nm Socket#S IMC#I", 4 DIMMs each.
+DATA=$(cd "$(dirname "$0")/.." && pwd)/data
+DEFAULT_MEMINFO=$DATA/meminfo/sichek-2tib-gpu-node-no-hugepages-no-swap.txt
+write_node_defaults() {
+  local t=$S/node-default m k e dirs=()
+  for ((m = 0; m < 8; m++)); do for ((k = 0; k < 4; k++)); do dirs+=("$t/edac/mc/mc$m/dimm$k"); done; done
+  mkdir -p "${dirs[@]}"
+  cp "$DEFAULT_MEMINFO" "$t/meminfo"
+  for ((m = 0; m < 8; m++)); do
+    e=$t/edac/mc/mc$m
+    echo "Intel_10nm Socket#$((m / 4)) IMC#$((m % 4))" > "$e/mc_name"
+    echo 262144 > "$e/size_mb"
+    for k in ce_count ue_count ce_noinfo_count ue_noinfo_count; do echo 0 > "$e/$k"; done
+    for ((k = 0; k < 4; k++)); do
+      echo "CPU_SrcID#$((m / 4))_MC#$((m % 4))_Chan#$((k / 2))_DIMM#$((k % 2))" > "$e/dimm$k/dimm_label"
+      echo "channel $((k / 2)) slot $((k % 2))" > "$e/dimm$k/dimm_location"
+      echo 65536 > "$e/dimm$k/size"
+      echo Registered-DDR5 > "$e/dimm$k/dimm_mem_type"
+      echo 0 > "$e/dimm$k/dimm_ce_count"
+      echo 0 > "$e/dimm$k/dimm_ue_count"
+    done
+  done
+}
+
+# The shared filesystem's server (tests/fakes/hangfs.py): one process for all nodes, outside them.
+HANGFS=$(cd "$(dirname "$0")/.." && pwd)/fakes/hangfs.py
+if [ -x /usr/bin/python3 ]; then NODE_PY=/usr/bin/python3; else NODE_PY=python3; fi
+is_hangfs() {   # pid $1 is this cluster's hangfs server
+  local a seen=0
+  alive "$1" || return 1
+  while IFS= read -r -d '' a; do
+    [[ $a == */hangfs.py ]] && seen=1
+    ((seen)) && [ "$a" = "$S" ] && return 0
+  done 2>/dev/null < "/proc/$1/cmdline"
+  return 1
+}
+hangfs_pid() { local p=; read -r p 2>/dev/null < "$S/hangfs.pid" || true; is_hangfs "$p" && echo "$p"; }
+hangfs_start() {   # no wait here: hangfs_sync waits for its pid file
+  rm -f "$S/hangfs.pid"
+  # a grandchild: up's `wait` for the nodes must not wait for it
+  (setsid "$NODE_PY" -I -S "$HANGFS" serve "$S" </dev/null >>"$S/hangfs.log" 2>&1 &)   # -S: no site: faster
+}
+# Make the server rescan, then wait until every node in "$@" is served in its current mount namespace
+# (or hung, as its `hang` file says). Starts the server if it is not running. Where FUSE cannot work
+# (no /dev/fuse) it says so and the nodes run without /mnt/shared: only what needs the mount fails.
+hangfs_sync() {
+  local p= i t st ns left=("$@") next
+  p=$(hangfs_pid) || hangfs_start
+  for ((t = 0; t < 250; t++)); do p=$(hangfs_pid) && break; sleep 0.02; done
+  if [ -z "$p" ]; then
+    echo "ssh_nodes.sh: warning: no /mnt/shared on the nodes: its server did not start: $(tail -n 3 "$S/hangfs.log" 2>/dev/null)" >&2
+    return 0
+  fi
+  kill -USR1 "$p"
+  for ((t = 0; t < 250 && ${#left[@]}; t++)); do
+    next=()
+    for i in "${left[@]}"; do
+      ns=; read -r ns 2>/dev/null < "$S/nodes/node$i/mntns" || true
+      st=; read -r st 2>/dev/null < "$S/nodes/node$i/shared/state" || true
+      case "$st" in
+        "serving $ns" | "hung pending $ns" | "hung held $ns "*) ;;
+        error*) echo "ssh_nodes.sh: warning: node$i has no /mnt/shared: $st" >&2 ;;
+        *) next+=("$i") ;;
+      esac
+    done
+    left=("${next[@]}")
+    ((${#left[@]})) && sleep 0.02
+  done
+  ((${#left[@]} == 0)) || die "/mnt/shared not served on node(s) ${left[*]} ($(tail -n 3 "$S/hangfs.log" 2>/dev/null))"
+}
+hangfs_stop() {   # the kernel aborts every connection as the process dies: nothing stays blocked on it
+  local p t
+  p=$(hangfs_pid) || return 0
+  kill -KILL "$p" 2>/dev/null || true
+  for ((t = 0; t < 100; t++)); do alive "$p" || return 0; sleep 0.02; done
+}
+# Undo a running node's faults (a hung mount; binds over /proc and /sys, a filled /dev/shm): what the
+# SimCluster methods wrote to its undo file, run inside the node, last line first.
+undo_node_state() {
+  local i=$1 d=$S/nodes/node$1 p
+  if [ -e "$d/shared/hang" ]; then rm -f "$d/shared/hang"; hangfs_sync "$i"; fi
+  [ -e "$d/undo" ] || return 0
+  if p=$(sshd_pid "$i"); then tac "$d/undo" | nsenter -t "$p" -m /bin/sh -s >/dev/null 2>&1 || true; fi
+  rm -f "$d/undo"
 }
 
 start_node() {   # launch node $1's sshd in fresh UTS + mount namespaces (no wait)
@@ -223,11 +331,14 @@ up() {
   : > "$S/$MARK"
   trap 'rc=$?; if ((rc)); then echo "up failed; cleaning up" >&2; down >/dev/null 2>&1 || true; fi' EXIT
 
+  mkdir -p /mnt/shared   # the mount point: an empty directory on the host; the mounts are in the nodes only
+  hangfs_start           # python's start-up overlaps the keys' and the nodes' (it mounts when hangfs_sync asks)
   keygen "$S/id_ed25519" nodecheck-harness
   cp "$S/id_ed25519.pub" "$S/authorized_keys"
+  write_node_defaults &   # beside the key generation (the `wait` below covers it)
   for ((i = 1; i <= n; i++)); do   # host keys: ssh-keygen in parallel (process start-up dominates)
     d=$S/nodes/node$i
-    mkdir -p "$d/bin" "$d/home" "$d/data" "$d/py" "$d/sysfs" "$d/sys/class/infiniband"
+    mkdir -p "$d/bin" "$d/home" "$d/data" "$d/py" "$d/sysfs" "$d/sys/class/infiniband" "$d/shared"
     keygen "$d/ssh_host_ed25519_key" "node$i" &
     ((i % 16)) || wait
   done
@@ -281,6 +392,7 @@ EOF
 
   for ((i = 1; i <= n; i++)); do start_node "$i" & ((i % 8)) || wait; done; wait
   wait_nodes $(seq 1 "$n")
+  hangfs_sync $(seq 1 "$n")
   echo "up: $n nodes at $NET.1-$n:$PORT, state $S (ssh -F $S/ssh_config node1 hostname)"
 }
 
@@ -297,6 +409,7 @@ down() {
     stopped=$((stopped + 1))
   done
   fabric_clear || true
+  hangfs_stop
   kill_namespaces "${ids[@]}"
   rm -rf -- "$S"
   echo "down: stopped $stopped nodes, removed $S"
@@ -305,6 +418,9 @@ down() {
 stop_node() {
   local i; i=$(node_index "$1")
   local d=$S/nodes/node$i
+  # a held request would keep a killed process in State D: answer it first
+  if [ -e "$d/shared/hang" ] && sshd_pid "$i" >/dev/null; then rm -f "$d/shared/hang"; hangfs_sync "$i"; fi
+  rm -f "$d/undo"   # the node's mounts go with its namespace
   [ -s "$d/mntns" ] && kill_namespaces "$(cat "$d/mntns")"
   rm -f "$d/sshd.pid" "$d/mntns"
   : > "$d/stopped"
@@ -316,6 +432,7 @@ start_one() {
   find_netns
   start_node "$i"
   wait_nodes "$i"
+  hangfs_sync "$i"
 }
 
 hup_node() {   # sshd re-executes itself on SIGHUP (re-reads config and host key), same namespaces
@@ -347,15 +464,17 @@ reset() {
   for ((i = 1; i <= N; i++)); do
     k=$S/nodes/node$i/ssh_host_ed25519_key
     if ! sshd_pid "$i" >/dev/null; then
+      rm -f "$S/nodes/node$i/undo" "$S/nodes/node$i/shared/hang"
       [ -e "$k.orig" ] && { mv -f "$k.orig" "$k"; mv -f "$k.orig.pub" "$k.pub"; }
       [ -s "$S/nodes/node$i/mntns" ] && kill_namespaces "$(cat "$S/nodes/node$i/mntns")"
       ((${#starts[@]})) || find_netns
       start_node "$i"; starts+=("$i")
-    elif [ -e "$k.orig" ]; then
-      restore_key "$i"
+    else
+      undo_node_state "$i"
+      if [ -e "$k.orig" ]; then restore_key "$i"; fi
     fi
   done
-  ((${#starts[@]} == 0)) || wait_nodes "${starts[@]}"
+  ((${#starts[@]} == 0)) || { wait_nodes "${starts[@]}"; hangfs_sync "${starts[@]}"; }
 }
 
 # A node's per-connection sshd processes (sshd, or sshd-session/sshd-auth on OpenSSH >= 9.8) are

@@ -24,6 +24,16 @@ HEALTHY = [
     "/sys/class/infiniband: 8 RDMA ports, 32 files",
     "perfquery: replay by arguments (1 case)",
 ]
+# what node_os() gives every node of the demo and of the node-check layout, in order
+NODE_OS = [
+    "lscpu: replay hf-blog-sapphire-rapids-8480plus-2s-56c-smt-224cpu.txt",
+    "lsmod: replay gpud-pr39-h100-fm535-lsmod-grep-peermem.txt",
+    "lspci: replay cmlgpu-xeon-e5v4-tesla-p100-root-port-acs-disabled.txt",
+    "chronyc: replay pingcap-docs-normal-22us-slow.txt",
+    "ps: replay devbox-procps-4.0.2-probe-columns-pid-namespace.txt",
+    "services: nvidia-persistenced, munged, chronyd, slurmd",
+    "directory /root/.site-ready",
+]
 
 
 def _swap(actions: list[str], old: str, new: str, last: bool = False) -> list[str]:
@@ -78,7 +88,30 @@ def test_the_demo_listing_says_for_every_node_what_it_was_given():
             "perfquery: replay by arguments (2 cases); -C mlx5_3: output changes between calls",
         ),
     }
+    want = {n: w if isinstance(w, str) or n == "*" else w + NODE_OS for n, w in want.items()}
     assert got == {node: w if isinstance(w, str) else ", ".join(w) for node, w in want.items()}
+
+
+def test_the_node_check_listing_names_one_fault_per_node():
+    got = _listing(layout_for("node-checks", NODES))
+
+    def swap(old: str, new: str) -> str:
+        return ", ".join(new if a == old else a for a in NODE_OS)
+
+    assert got == {
+        "node1": ", ".join(NODE_OS),
+        "node2": swap(NODE_OS[4], "ps: replay derived-azure-local-csi-153-h100-lvm-D-probe-columns.txt")
+        + ", /mnt/shared hangs (pending)",
+        "node3": ", ".join(NODE_OS) + ", /dev/shm full",
+        "node4": swap(NODE_OS[5], "services: munged, chronyd, slurmd; nvidia-persistenced stopped"),
+        "node5": swap(NODE_OS[1], "lsmod: replay derived-gpud-pr39-h100-no-nvidia-peermem.txt"),
+        "node6": ", ".join(NODE_OS) + ", date: clock +3 s",
+        "node7": ", ".join(NODE_OS) + ", slurmd memlock 64 KiB",
+        "node8": swap(NODE_OS[2], "lspci: replay derived-cmlgpu-tesla-p100-acs-enabled-on-root-port-00-02-0.txt"),
+        "node9": ", ".join(NODE_OS[:-1]),
+        "node10": ", ".join(NODE_OS)
+        + ", /proc/meminfo: derived-sichek-2tib-gpu-node-one-dimm-missing.txt, EDAC: mc/mc3/dimm3 removed",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -110,7 +143,7 @@ def _kinds(cls: type) -> list[type]:
 
 def test_every_kind_of_action_describes_and_installs_itself():
     kinds = [k for k in _kinds(Action) if k.__module__ == scenarios.__name__]
-    assert len(kinds) == 15
+    assert len(kinds) == 23
     for kind in kinds:
         assert "describe" in vars(kind) and "install" in vars(kind), kind.__name__
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import yaml
 from harness.scenarios import GPU_FLEET, IMAGE, NCCL_GOOD, NCCL_STALE, apply, gpu_node
 
+from nodecheck.config.playbook import load_playbook
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 PLAYBOOK = f"""\
 version: 1
@@ -270,7 +272,8 @@ def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_p
         "node6": "ib.ports: ibstat timed out: no answer within 5 s; ib.pairs: ibstat timed out: no answer "
         "within 5 s; hca.firmware: ibstat timed out: no answer within 5 s",
         "node7": reasons["node7"],
-        "node8": "all 17 checks: unreachable: connection refused by 127.0.1.8:22 (no sshd listening)",
+        "node8": f"all {len(load_playbook('demo').checks)} checks: unreachable: connection refused by "
+        "127.0.1.8:22 (no sshd listening)",
         "node9": reasons["node9"],
         "node10": reasons["node10"],
     }

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node
+from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabric, apply, gpu_node, node_os
+from harness.sim_playbooks import shipped_for_sim
 from integration.runs import nodecheck
 
 from nodecheck.core.hostlist import expand
@@ -49,6 +50,10 @@ def _ours(reason: str, starts: str) -> bool:
 
 
 def _config(work: Path, **sections) -> str:
+    # a shipped playbook named by name runs as the simulated nodes can meet it (harness/sim_playbooks.py)
+    for section in sections.values():
+        if isinstance(section, dict) and section.get("playbook") in ("prolog", "health"):
+            section["playbook"] = str(shipped_for_sim(section["playbook"], work))
     return yaml.safe_dump({"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), **sections})
 
 
@@ -82,7 +87,7 @@ def work(tmp_path):
 @pytest.fixture
 def slurm(cluster, work):
     """Slurm on all ten nodes with nodecheck as the node Prolog; every node a healthy 8x H100."""
-    apply(cluster, {n: gpu_node() for n in ALL})
+    apply(cluster, {n: gpu_node() + node_os(real_slurmd=True) for n in ALL})
     cluster.slurm_up(ALL, prolog=PROLOG)
     cluster.slurm_reset()
     _write_config(cluster, work, prolog={"playbook": "prolog"}, health={"playbook": "health"})
@@ -159,7 +164,7 @@ def test_sweep_resume_resumes_only_nodecheck_drains(slurm, work):
         "sweep",
         str(slurm.inventory_path),
         "--playbook",
-        "health",
+        str(shipped_for_sim("health", work)),
         "--nodes",
         "node[1-6]",
         "--resume",
@@ -235,7 +240,10 @@ def test_the_breaker_drains_none_when_every_node_fails_the_same_check(slurm, wor
 
 
 def test_prolog_slurmctld_drains_the_drifting_node_and_the_job_is_requeued(slurm, work):
-    apply(slurm, {n: gpu_node(nccl=NCCL_STALE) if n == "node2" else gpu_node() for n in ALL})
+    apply(
+        slurm,
+        {n: (gpu_node(nccl=NCCL_STALE) if n == "node2" else gpu_node()) + node_os(real_slurmd=True) for n in ALL},
+    )
     slurm.slurm_up(ALL, prolog=PROLOG, prolog_slurmctld=PROLOG_SLURMCTLD)
     slurm.slurm_reset()
     _write_config(
@@ -300,7 +308,7 @@ checks:
 
 
 def test_prolog_slurmctld_quick_pair_test_drains_the_slow_node_after_a_retry(slurm, work):
-    layout = {n: gpu_node() for n in ALL}
+    layout = {n: gpu_node() + node_os(real_slurmd=True) for n in ALL}
     layout["*"] = [Fabric(test_s=0.2, nodes=(("node3", (("gbps", 150.0),)),))]
     apply(slurm, layout)
     slurm.slurm_up(ALL, prolog=PROLOG, prolog_slurmctld=PROLOG_SLURMCTLD, extra_conf=["PrologEpilogTimeout=330"])

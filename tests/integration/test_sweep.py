@@ -21,7 +21,9 @@ from harness.scenarios import (
     apply,
     gpu_node,
     ib_counters,
+    node_os,
 )
+from harness.sim_playbooks import shipped_for_sim
 from integration.runs import nodecheck
 
 from nodecheck.config.playbook import load_playbook
@@ -41,7 +43,8 @@ def layout(sweep: int) -> dict:
             + ib_counters()
         )
         nodes["node4"] = gpu_node() + ib_counters(link_went_down_on="mlx5_3")
-    return nodes
+    # the node itself as the sweep's node checks read it (every one of them passes)
+    return {n: actions + node_os() for n, actions in nodes.items()}
 
 
 def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
@@ -49,6 +52,8 @@ def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
     code, out, err, _ = nodecheck(
         "sweep",
         str(cluster.inventory_path),
+        "--playbook",
+        str(shipped_for_sim("sweep", tmp_path)),  # the shipped sweep as the simulated nodes can meet it
         "--nodes",
         "node[1-4]",
         "--output-dir",
@@ -98,7 +103,7 @@ def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_
     assert 'nodecheck_repeat_offender{node="node1"} 1\n' in prom
 
     code, out, prom = sweep(cluster, tmp_path, 3, "--format", "json")
-    assert code == 0
+    assert code == 0, out
     doc = json.loads(out)
     changes = doc["sweep"]["changes"]
     assert [(c["node"], c["check"], c["was"]) for c in changes["recovered"]] == [
@@ -154,7 +159,7 @@ def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("20")]  # one per sweep; details wrap
     assert [row[3] for row in rows] == ["fail", "fail", "pass"]
     assert rows[0][4:7] == ["gpu.health", "fail:", "GPU3:"] and rows[2][4:] == [
-        str(len(load_playbook("sweep").checks)),
+        str(len(load_playbook(str(tmp_path / "sweep.yml")).checks)),  # the sweep as run (harness/sim_playbooks.py)
         "checks",
         "pass",
         str(tmp_path / "reports" / sweeps[2]["run_id"]),
