@@ -1,8 +1,9 @@
 """What the node Prolog costs a job: nodecheck-prolog's own wall time on one node, and sbatch to
 COMPLETED without a Prolog, with nodecheck-prolog (shipped `prolog` playbook), and with one node
 failing (drained, job requeued and run elsewhere). Real Slurm 22.05 on the simulated cluster
-(tests/harness): every node a healthy 8x H100 behind the fake NVML and IB tools. Run it through
-benchmarks/prolog.sh (root, private network namespace)."""
+(tests/harness): every node a healthy 8x H100 behind the fake NVML and IB tools, with the node itself
+as the node checks read it (scenarios.node_os; the playbook as the simulation can meet it:
+harness/sim_playbooks.py). Run it through benchmarks/prolog.sh (root, private network namespace)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from harness.cluster import SimCluster  # noqa: E402
-from harness.scenarios import NVML_HEALTHY, NVML_REMAP_PENDING, apply, gpu_node  # noqa: E402
+from harness.scenarios import NVML_HEALTHY, NVML_REMAP_PENDING, apply, gpu_node, node_os  # noqa: E402
+from harness.sim_playbooks import shipped_for_sim  # noqa: E402
 
 PROLOG = Path(sys.executable).parent / "nodecheck-prolog"
 
@@ -33,7 +35,8 @@ def submit(cluster: SimCluster, nodes: int) -> float:
 
 
 def write_config(cluster: SimCluster, work: Path) -> None:
-    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), "prolog": {"playbook": "prolog"}}
+    playbook = str(shipped_for_sim("prolog", work))
+    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), "prolog": {"playbook": playbook}}
     for folder in (cluster.slurm_conf.parent, cluster.slurm_dir / "etc"):
         (folder / "nodecheck.yml").write_text(yaml.safe_dump(doc))
 
@@ -48,7 +51,7 @@ def main() -> int:
     os.chmod(work, 0o755)
     rows = []
     with SimCluster(state_dir=args.state_dir).up(args.nodes) as cluster:
-        apply(cluster, {n: gpu_node() for n in cluster.nodes})
+        apply(cluster, {n: gpu_node() + node_os(real_slurmd=True) for n in cluster.nodes})
         for label, prolog in (("no Prolog", None), ("nodecheck-prolog", PROLOG)):
             cluster.slurm_up(cluster.nodes, prolog=prolog)
             cluster.slurm_reset()
