@@ -146,19 +146,12 @@ def command(out: Captures, want: CommandParams) -> Iterator[Verdict]:
     bad = Status.FAIL if want.fail_status == "fail" else Status.WARN
     seen = {"exit_code": run.exit_code, "command": list(want.command()), "output_cut": run.cut}
     shown = excerpt((f"[output cut at {OUTPUT_MAX} bytes, judged on what was kept]\n" if run.cut else "") + run.output)
-    if run.exit_code == 127 and 127 not in want.exit:
+    # the shell's own exit codes for "could not run it": the command was never judged
+    not_run = {127: "command not found on the node", 126: "found but not executable"}
+    if run.exit_code in not_run and run.exit_code not in want.exit:
         yield Verdict(
             Status.ERROR,
-            f"{what}{want.shown()}: command not found on the node (exit 127)",
-            observed=seen,
-            expected={"exit": want.exit},
-            excerpt=shown,
-        )
-        return
-    if run.exit_code == 126 and 126 not in want.exit:
-        yield Verdict(
-            Status.ERROR,
-            f"{what}{want.shown()}: found but not executable (exit 126)",
+            f"{what}{want.shown()}: {not_run[run.exit_code]} (exit {run.exit_code})",
             observed=seen,
             expected={"exit": want.exit},
             excerpt=shown,
