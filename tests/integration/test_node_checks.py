@@ -2,7 +2,9 @@
 simulated cluster with the layout NODE_CHECKS (tests/harness/scenarios.py), one fault per node, each named by
 exactly its check: a hung FUSE mount (a real one: tests/fakes/hangfs.py stops serving the node), a full
 /dev/shm (a real tmpfs), a stopped service, a missing module, a clock 3 s ahead, slurmd's memlock at 64 KiB,
-ACS enabled above a GPU, a custom check failing, a DIMM missing."""
+ACS enabled above a GPU, a custom check failing, a DIMM missing. A second run gives the remaining node checks
+their fault: a CPU offline, chrony not synchronised, a sysctl below its floor and another kernel command line.
+(pcie.aer has none here: the simulated nodes' PCI bus is the host's, with no GPU or HCA on it.)"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.scenarios import NODE_CHECKS, apply
+from harness.scenarios import NODE_CHECKS, Replay, apply, node_os
 
 PLAYBOOK = Path(__file__).resolve().parents[1] / "data" / "playbooks" / "node-checks.yml"
 DEADLINE_S = 60  # the playbook's deadline_s
@@ -136,3 +138,60 @@ def test_a_mount_the_kernel_holds_is_a_timeout_leaving_only_the_stat_in_state_d(
     while probe_leftovers(cluster, "node2") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert probe_leftovers(cluster, "node2") == []
+
+
+# The node checks the first run leaves without a fault of their own, in a second run over four nodes:
+# node2 has a CPU offline, node3's chrony is not synchronised, node4 runs a sysctl below the floor and
+# was booted with another kernel command line (kernel.params and kernel.cmdline both name it).
+LSCPU_CPU_OFFLINE = "lscpu/derived-hf-blog-8480plus-cpu112-offline.txt"
+CHRONYC_UNSYNCED = "chronyc-tracking/cn-notes-not-synchronised-refid-00000000.txt"
+MORE_CHECKS = """version: 1
+deadline_s: 60
+checks:
+  cpu: {cpus: 224, sockets: 2, cores_per_socket: 56, threads_per_core: 2, smt: "on"}
+  time.sync: {}
+  kernel.params:
+    sysctl: {vm.max_map_count: {fail_below: 65530}}
+    cmdline_absent: [nouveau.modeset=1]
+  kernel.cmdline: {drift: fail}
+"""
+MORE_EXPECTED = {
+    "node1": [],
+    "node2": [("cpu", "fail", r"112")],
+    "node3": [("time.sync", "fail", r"[Nn]ot synchronised")],
+    "node4": [
+        ("kernel.cmdline", "fail", r"^kernel command line .*, expected .* \(3 nodes\)$"),
+        ("kernel.params", "fail", r"^kernel command line has nouveau\.modeset=1, expected no nouveau\.modeset=1$"),
+        ("kernel.params", "fail", r"^vm\.max_map_count = 1024, expected >= 65530$"),
+    ],
+}
+
+
+def test_cpu_clock_sync_sysctl_and_command_line_faults_are_named_by_their_checks(cluster, tmp_path):
+    apply(
+        cluster,
+        {
+            "node1": node_os(),
+            "node2": node_os() + [Replay("lscpu", LSCPU_CPU_OFFLINE)],
+            "node3": node_os() + [Replay("chronyc", CHRONYC_UNSYNCED)],
+            "node4": node_os(),
+        },
+    )
+    # node4: a real sysctl file and the real /proc/cmdline, each with a file bound over it in the node
+    cluster.fake_proc("node4", "sys/vm/max_map_count", b"1024\n")
+    # the option goes before any "--": what follows it is init's, not the kernel's
+    kernel, dashes, init = Path("/proc/cmdline").read_bytes().rstrip(b"\n").partition(b" -- ")
+    cluster.fake_proc("node4", "cmdline", kernel + b" nouveau.modeset=1" + dashes + init + b"\n")
+    book = tmp_path / "more.yml"
+    book.write_text(MORE_CHECKS)
+    code, doc, _ = run(cluster, tmp_path, book, nodes="node[1-4]")
+    assert (code, doc["complete"]) == (2, True)
+    by_node = {n["node"]: n["results"] for n in doc["nodes"]}
+    assert sorted(by_node) == sorted(MORE_EXPECTED)
+    for node, results in by_node.items():
+        assert {r["check"] for r in results} == {"cpu", "time.sync", "kernel.params", "kernel.cmdline"}, node
+        bad = sorted((r["check"], r["status"], r["message"]) for r in results if r["status"] != "pass")
+        want = MORE_EXPECTED[node]
+        assert [(c, s) for c, s, _ in bad] == [(c, s) for c, s, _ in want], (node, bad)
+        for (_, _, message), (check, _, pattern) in zip(bad, want, strict=True):
+            assert re.search(pattern, message), (node, check, message)
