@@ -11,16 +11,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodecheck.app.nhc_import import (
-    EXIT_NOTHING,
-    EXIT_PARTIAL,
-    EXIT_TRANSLATED,
-    block_of,
-    import_nhc,
-    read_conf,
-    render,
-    translate,
-)
+from nodecheck.app.nhc_import import import_nhc, read_conf
+from nodecheck.app.nhc_model import EXIT_NOTHING, EXIT_PARTIAL, EXIT_TRANSLATED, block_of
+from nodecheck.app.nhc_render import render
+from nodecheck.app.nhc_translate import translate
 from nodecheck.config.playbook import load_playbook
 from nodecheck.core.errors import ConfigError
 from nodecheck.parsers.nhc_conf import MAX_CONF_BYTES, NhcConfError, parse_nhc_conf
