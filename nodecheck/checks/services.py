@@ -36,6 +36,9 @@ PROCESS_OF = {
     "openibd": "",  # a oneshot: nothing keeps running
 }
 NO_SYSTEMD = "no systemd: judged by process list"
+# Daemons run as root or as a system account (munge, chrony, nvidia-persistenced); a process of a
+# person's account (UID_MIN of /etc/login.defs and up) that carries a daemon's name is not that daemon.
+UID_MIN = 1000
 
 
 def _alternatives(value: str) -> str:
@@ -259,16 +262,18 @@ def _by_processes(procs: list[Process], groups) -> Iterator[Verdict]:
         units = alts.split("|")
         processes = list(dict.fromkeys(p for p in map(_process, units) if p))
         comms = [p[:15] for p in processes]
-        mine = [p for p in procs if p.comm in comms and p.namespace == "same"]
+        here = [p for p in procs if p.comm in comms and p.namespace == "same"]
+        mine = [p for p in here if p.uid is not None and p.uid < UID_MIN]
+        impostors = [p for p in here if p not in mine]
         elsewhere = [p for p in procs if p.comm in comms and p.namespace == "other"]
         unknown = [p for p in procs if p.comm in comms and p.namespace == "unknown"]
         names = " or ".join(processes) or "no process (a oneshot unit)"
         observed = {"processes": [p.pid for p in mine], "judged_by": "process list"}
-        if role == "forbidden":
-            if mine:
+        if role == "forbidden":  # whoever runs it
+            if here:
                 yield Verdict(
                     Status.FAIL,
-                    f"{names} running (pid {_pids(mine)}), expected not running (forbidden; {NO_SYSTEMD})",
+                    f"{names} running (pid {_pids(here)}), expected not running (forbidden; {NO_SYSTEMD})",
                     alts,
                     observed,
                 )
@@ -301,10 +306,17 @@ def _by_processes(procs: list[Process], groups) -> Iterator[Verdict]:
             if elsewhere
             else ""
         )
+        if impostors:
+            users = ", ".join(sorted({"unknown" if p.uid is None else str(p.uid) for p in impostors}))
+            other += (
+                f"; {len(impostors)} process(es) of that name run as a user account (uid {users}, pid "
+                f"{_pids(impostors)}), not the daemon"
+            )
         why = " (the node has NVSwitches)" if role == "nvswitch" else ""
         yield Verdict(
             Status.FAIL,
-            f"{_shown(alts)} not running: no process named {names} on this node{other}, expected running"
+            f"{_shown(alts)} not running: no process named {names} "
+            f"{'of root or a system account ' if impostors else ''}on this node{other}, expected running"
             f"{why} ({NO_SYSTEMD})",
             alts,
             observed,

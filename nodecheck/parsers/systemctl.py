@@ -89,17 +89,19 @@ def _unit(block: dict[str, str], text: str) -> UnitState:
 class Process:
     pid: int
     namespace: str  # "same": this shell's mount namespace; "other"; "unknown": could not be read
+    uid: int | None  # the process's user (the owner of /proc/PID); None: it could not be read
     comm: str  # /proc/PID/comm: the name, cut by the kernel to 15 characters
 
 
 def parse_process_list(text: str) -> list[Process]:
-    """The probe's `PID<TAB>same|other|unknown<TAB>COMM` lines. Any process can rename itself
+    """The probe's `PID<TAB>same|other|unknown<TAB>UID<TAB>COMM` lines. Any process can rename itself
     (prctl PR_SET_NAME) to hold a tab or a newline: a line that does not read so is skipped, never
     an error a user could plant to silence the check."""
     found = []
     for line in split_lines(text):
         pid, _, rest = line.partition("\t")
-        namespace, _, comm = rest.partition("\t")
-        if pid.isdigit() and namespace in ("same", "other", "unknown") and comm:
-            found.append(Process(int(pid), namespace, comm))
+        namespace, _, rest = rest.partition("\t")
+        uid, _, comm = rest.partition("\t")
+        if pid.isdigit() and namespace in ("same", "other", "unknown") and (uid.isdigit() or uid == "?") and comm:
+            found.append(Process(int(pid), namespace, int(uid) if uid.isdigit() else None, comm))
     return found

@@ -15,8 +15,8 @@ from nodecheck.parsers.sections import split_sections
 
 LIMITS_MAX_BYTES = 8192  # /proc/PID/limits is 17 rows of 80 bytes
 
-# slurmd is found by name (/proc/PID/comm: no read of a command line, which can hang) among the
-# processes of the probe's own mount namespace: a container's slurmd, or (on the simulated cluster,
+# slurmd is found by name (/proc/PID/comm: no read of a command line, which can hang) among root's
+# processes (slurmd runs as root; any process may call itself slurmd) of the probe's own mount namespace: a container's slurmd, or (on the simulated cluster,
 # where nodes share one PID namespace) another node's, is not this node's. Slurm starts every job
 # step through slurmstepd, a child of slurmd, so tasks start with slurmd's limits (and slurmd's
 # systemd unit sets them: LimitMEMLOCK=infinity in slurmd.service). With PropagateResourceLimits
@@ -35,6 +35,7 @@ for d in /proc/[0-9]*; do
   IFS= read -r comm 2>/dev/null <"$d/comm" || continue
   [ "$comm" = slurmd ] || continue
   [ "$(readlink "$d/ns/mnt" 2>/dev/null)" = "$me" ] || continue
+  [ "$(stat -c %u -- "$d" 2>/dev/null)" = 0 ] || continue   # a job's user can name a process slurmd
   count=$((count + 1))
   [ -n "$found" ] || found=${d#/proc/}
 done

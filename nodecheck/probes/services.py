@@ -10,11 +10,14 @@ from nodecheck.core.model import Probe
 
 SHOW_PROPERTIES = "Id,LoadState,ActiveState,SubState,NRestarts,Result,ActiveEnterTimestamp"
 
-# own_procs NAME...: "PID<TAB>same|other|unknown<TAB>COMM" for every process whose name (/proc/PID/comm,
-# cut to 15 characters by the kernel) is one of NAMEs. "same": in this shell's mount namespace, so this
-# node's own: processes of other nodes sharing the PID namespace, or a container's, are not its service.
-# `[ A -ef B ]` compares the namespace files' device and inode without a fork per process; "unknown":
-# the namespace could not be read (not root: another user's process).
+# own_procs NAME...: "PID<TAB>same|other|unknown<TAB>UID<TAB>COMM" for every process whose name
+# (/proc/PID/comm, cut to 15 characters by the kernel) is one of NAMEs. "same": in this shell's mount
+# namespace, so this node's own: processes of other nodes sharing the PID namespace, or a container's,
+# are not its service. `[ A -ef B ]` compares the namespace files' device and inode without a fork per
+# process; "unknown": the namespace could not be read (not root: another user's process). UID: the
+# owner of /proc/PID (the process's user; "?" when gone): any process may name itself "munged"
+# (prctl PR_SET_NAME), so a job's user could otherwise stand in for a stopped daemon. One `stat` per
+# process whose name matched, not per process.
 PROCS_FUNCTION = r"""
 own_procs() {
   for op_d in /proc/[0-9]*; do
@@ -24,7 +27,8 @@ own_procs() {
       if [ "$op_d/ns/mnt" -ef "/proc/$$/ns/mnt" ]; then op_w=same
       elif [ -e "$op_d/ns/mnt" ]; then op_w=other
       else op_w=unknown; fi
-      printf '%s\t%s\t%s\n' "${op_d#/proc/}" "$op_w" "$op_c"
+      op_u=$(stat -c %u -- "$op_d" 2>/dev/null) || op_u=?
+      printf '%s\t%s\t%s\t%s\n' "${op_d#/proc/}" "$op_w" "$op_u" "$op_c"
       break
     done
   done

@@ -131,7 +131,7 @@ def test_unreadable_or_short_systemctl_output_is_an_error():
 # --- no systemd: the simulated cluster's case --------------------------------------------------
 
 
-SIM = "101\tsame\tnvidia-persiste\n102\tsame\tmunged\n103\tsame\tchronyd\n104\tsame\tslurmd\n"
+SIM = "101\tsame\t0\tnvidia-persiste\n102\tsame\t106\tmunged\n103\tsame\t107\tchronyd\n104\tsame\t0\tslurmd\n"
 
 
 def test_without_systemd_the_process_list_in_this_mount_namespace_is_judged_and_said():
@@ -145,7 +145,7 @@ def test_without_systemd_the_process_list_in_this_mount_namespace_is_judged_and_
 
 
 def test_a_killed_daemon_fails_naming_the_unit_even_when_other_nodes_run_it():
-    procs = SIM.replace("104\tsame\tslurmd\n", "") + "204\tother\tslurmd\n304\tother\tslurmd\n"
+    procs = SIM.replace("104\tsame\t0\tslurmd\n", "") + "204\tother\t0\tslurmd\n304\tother\t0\tslurmd\n"
     v = judge(output(procs=procs))["slurmd"]
     assert v.status is Status.FAIL
     assert v.message == (
@@ -155,8 +155,26 @@ def test_a_killed_daemon_fails_naming_the_unit_even_when_other_nodes_run_it():
     )
 
 
+def test_a_users_process_named_like_a_stopped_daemon_does_not_stand_in_for_it():
+    # any process may call itself "munged" (prctl PR_SET_NAME): a job's user must not pass the check
+    procs = SIM.replace("102\tsame\t106\tmunged", "102\tsame\t4242\tmunged") + "103\tsame\t?\tmunged\n"
+    v = judge(output(procs=procs))["munge"]
+    assert v.status is Status.FAIL
+    assert v.message == (
+        "munge.service not running: no process named munged of root or a system account on this node; 2 "
+        "process(es) of that name run as a user account (uid 4242, unknown, pid 102, 103), not the daemon, "
+        "expected running (no systemd: judged by process list)"
+    )
+
+
+def test_a_forbidden_daemon_counts_whoever_runs_it():
+    procs = SIM + "105\tsame\t4242\tnv-hostengine\n"
+    v = judge(output(procs=procs), forbidden=["nvidia-dcgm"])["nvidia-dcgm"]
+    assert v.status is Status.FAIL and "pid 105" in v.message
+
+
 def test_a_process_whose_namespace_cannot_be_read_is_an_error_not_a_pass():
-    procs = SIM.replace("102\tsame\tmunged", "102\tunknown\tmunged")
+    procs = SIM.replace("102\tsame\t106\tmunged", "102\tunknown\t106\tmunged")
     v = judge(output(procs=procs))["munge"]
     assert v.status is Status.ERROR and "could not be read (pid 102; is nodecheck running as root?)" in v.message
 

@@ -67,9 +67,12 @@ def test_garbage_and_truncated_output_raise(text, reason):
 
 
 def test_process_lines_that_do_not_read_are_skipped_not_fatal():
-    text = "42\tsame\tslurmd\n43\tother\tslurmd\nevil\tname\n44\tunknown\tmunged\n45\tsame\t\n"
+    text = (
+        "42\tsame\t0\tslurmd\n43\tother\t0\tslurmd\nevil\tname\n44\tunknown\t?\tmunged\n45\tsame\t0\t\n"
+        "46\tsame\tslurmd\n47\tsame\t-1\tmunged\n"  # no uid (the old form), a uid that is no number
+    )
     assert parse_process_list(text) == [
-        Process(42, "same", "slurmd"),
-        Process(43, "other", "slurmd"),
-        Process(44, "unknown", "munged"),
+        Process(42, "same", 0, "slurmd"),
+        Process(43, "other", 0, "slurmd"),
+        Process(44, "unknown", None, "munged"),
     ]

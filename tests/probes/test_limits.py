@@ -86,3 +86,28 @@ def test_without_slurmd_the_probes_own_limits_are_judged_and_said():
     assert all(v.status is Status.PASS for v in verdicts)
     assert all("(the probe's own login limits, set by PAM)" in v.message for v in verdicts)
     assert verdicts[0].message.endswith("; no slurmd on this node")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="starts a process as another uid")
+def test_a_users_process_named_slurmd_is_not_taken_for_slurmd(tmp_path):
+    # any process may call itself slurmd: a job's user must not choose the limits that are judged
+    if subprocess.run(["pgrep", "-x", "slurmd"], capture_output=True).returncode == 0:
+        pytest.skip("a slurmd runs here")
+    binary = tmp_path / "slurmd"
+    shutil.copy(shutil.which("sleep"), binary)
+    binary.chmod(0o755)
+    os.chmod(tmp_path, 0o755)
+    process = subprocess.Popen(["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", str(binary), "60"])
+    try:
+        for _ in range(100):
+            with open(f"/proc/{process.pid}/comm") as f:
+                if f.read().strip() == "slurmd":
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the user's slurmd did not start")
+        facts = read_limits(run())
+        assert (facts.slurmd_pid, facts.source) == (None, "the probe's own login limits, set by PAM")
+    finally:
+        process.kill()
+        process.wait()
