@@ -38,8 +38,9 @@ FSTAB_MAX = 256 * 1024
 # D state on PATH, in this mount namespace (a container's or another simulated node's stat on its own
 # /mnt/shared is not this node's). A path with one is not stat'ed again: every prolog on a node with
 # a dead mount would otherwise leave one more process the kernel holds. Only the command line of a
-# stat already in D state is read (reading another process's cmdline takes its mm lock, which a stat
-# stuck in statfs does not hold).
+# stat of nodecheck's own user already in D state is read (reading another process's cmdline takes its
+# mm lock, which a stat stuck in statfs does not hold, but a user's process named stat, stuck in a page
+# fault on its own FUSE mount, would: the probe would hang on it).
 # statfs_all LIMIT_CS DIR PATH...: stat -f every PATH at once, each in its own process writing to
 # DIR/N.out; prints for path N "@@nodecheck path.N <escaped path>" and either its result
 # ("@@nodecheck took.N CS" and a "statfs.N" section with stat's output and exit code) or, when it did
@@ -76,6 +77,7 @@ stuck_stats() {
     nc_pid=${nc_f#/proc/}
     nc_pid=${nc_pid%/stat}
     [ "/proc/$nc_pid/ns/mnt" -ef /proc/self/ns/mnt ] 2>/dev/null || continue
+    [ "$(stat -c %u -- "/proc/$nc_pid" 2>/dev/null)" = "$(id -u)" ] || continue   # ours, not a user's
     tr '\000' '\n' 2>/dev/null <"/proc/$nc_pid/cmdline" | {
       nc_n=0 nc_fmt= nc_path=
       while IFS= read -r nc_arg; do
