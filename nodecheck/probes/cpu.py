@@ -10,8 +10,6 @@ fact `lscpu missing` instead of its section.
 
 from __future__ import annotations
 
-import functools
-
 from nodecheck.core.model import Probe
 from nodecheck.core.registry import Captures
 from nodecheck.parsers.sections import Sections, split_sections
@@ -50,11 +48,6 @@ exit 0
 CPU = Probe("cpu", ("sh", "-c", CPU_SCRIPT, "nodecheck-cpu"), timeout_s=15)
 
 
-@functools.lru_cache(maxsize=4096)
-def _split(text: str) -> Sections:
-    return split_sections(text, "cpu probe")
-
-
 def cpu_sections(out: Captures) -> Sections:
     """The cpu probe's output of one node, split into its sections."""
-    return _split(out[CPU.name].stdout)
+    return split_sections(out[CPU.name].stdout, "cpu probe")

@@ -3,7 +3,6 @@ modules (kernel.modules) and /proc/sys values (kernel.params)."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,7 +92,6 @@ def read_modules(out: Captures, probe: Probe) -> ModuleFacts:
     return _modules(out[probe.name].stdout)
 
 
-@functools.lru_cache(maxsize=4096)
 def _modules(text: str) -> ModuleFacts:
     sections = split_sections(text, "kernel modules probe")
     builtin = frozenset(k.split(":", 1)[1] for k in sections.facts if k.startswith("builtin:"))
@@ -135,6 +133,5 @@ def read_sysctls(out: Captures, probe: Probe, keys: Sequence[str]) -> dict[str, 
     return values
 
 
-@functools.lru_cache(maxsize=4096)
 def _sysctl_sections(text: str) -> Sections:
     return split_sections(text, "sysctl probe")

@@ -3,7 +3,6 @@ else the probe's own (an SSH login through PAM's pam_limits); and Slurm's Propag
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 
@@ -93,7 +92,6 @@ def read_limits(out: Captures) -> LimitsFacts:
     return _read(out[LIMITS.name].stdout)
 
 
-@functools.lru_cache(maxsize=4096)
 def _read(text: str) -> LimitsFacts:
     sections = split_sections(text, "limits probe")
     source = _SOURCE.fullmatch(sections.facts.get("source", ""))

@@ -11,8 +11,6 @@ stopped early. No EDAC directory prints the fact `edac absent` instead of a sect
 
 from __future__ import annotations
 
-import functools
-
 from nodecheck.core.model import Probe
 from nodecheck.core.registry import Captures
 from nodecheck.parsers.sections import Sections, split_sections
@@ -63,11 +61,6 @@ exit 0
 MEMORY = Probe("memory", ("sh", "-c", MEMORY_SCRIPT, "nodecheck-memory"), timeout_s=15)
 
 
-@functools.lru_cache(maxsize=4096)
-def _split(text: str) -> Sections:
-    return split_sections(text, "memory probe")
-
-
 def memory_sections(out: Captures) -> Sections:
     """The memory probe's output of one node, split into its sections."""
-    return _split(out[MEMORY.name].stdout)
+    return split_sections(out[MEMORY.name].stdout, "memory probe")

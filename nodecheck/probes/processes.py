@@ -4,7 +4,6 @@ above a bound), which say whether a process belongs to a Slurm job."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -95,7 +94,6 @@ def read_processes(out: Captures, probe: Probe) -> ProcessFacts:
     return _read(out[probe.name].stdout, int(probe.argv[5]))  # sh -c SCRIPT $0 gap bound uid_min
 
 
-@functools.lru_cache(maxsize=4096)
 def _read(text: str, ps_timeout_s: int) -> ProcessFacts:
     sections = split_sections(text, "processes probe")
     cpus_text = sections.facts.get("cpus", "").strip()
