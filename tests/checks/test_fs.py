@@ -149,7 +149,14 @@ def test_a_listed_mount_overrides_its_fstab_entry_and_excluded_entries_are_not_j
 def test_an_unconfigured_fstab_expects_nothing_and_says_so():
     fstab = data("fstab/host-debian-12-unconfigured.txt")
     got = judged_mounts(FsMounts(), mounts_out({}, NODE_MOUNTINFO, fstab=fstab))
-    assert got == [(PASS, "", "no mounts expected: /etc/fstab mounts nothing at boot and the playbook lists none")]
+    assert got == [
+        (
+            WARN,
+            "",
+            "no mounts judged: /etc/fstab mounts nothing at boot and the playbook lists none (list the mounts "
+            "jobs need under mounts:)",
+        )
+    ]
 
 
 def test_no_fstab_warns_and_the_listed_mounts_are_still_judged():

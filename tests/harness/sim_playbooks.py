@@ -1,12 +1,14 @@
 """The shipped playbooks (playbooks/*.yml) as the simulated nodes can meet them, for the tests and
 benchmarks that run a shipped playbook end to end (the Slurm gate, the sweep, the Prolog benchmark).
 
-Every check stays, with the shipped values, but two that the simulation cannot satisfy as a real GPU
+Every check stays, with the shipped values, but for these, which the simulation cannot satisfy as a real GPU
 node would:
 * `limits`: slurmd's hard limits are the harness's own, and a container without CAP_SYS_RESOURCE
   cannot raise them (memlock 8 MiB, nofile 20000 here), so the floors are ones such a host meets;
   tests/integration/test_node_checks.py still proves the 64 KiB fault fails them;
 * `pcie.aer`: the nodes' /sys/bus/pci is the host's, with no GPU or HCA on it: nothing to judge;
+* `fs.mounts`: the host's /etc/fstab mounts nothing, so the mount every node has, /mnt/shared, is
+  listed (the check warns when it has nothing to judge);
 * `proc.health`'s load: the nodes share the host's load average, which the tests themselves drive
   (every node's fake tools and sshd on 2 cores), so it is not judged; D state, zombies and leftover
   processes still are.
@@ -24,6 +26,7 @@ SIM_OVERRIDES: dict[str, dict] = {
     "limits": {"memlock": 1048576, "nofile": 16384},
     "pcie.aer": {"enabled": False},
     "proc.health": {"load_warn_per_cpu": None, "load_fail_per_cpu": None},
+    "fs.mounts": {"mounts": [{"path": "/mnt/shared", "fstype": "fuse.hangfs"}]},
 }
 
 
