@@ -30,7 +30,9 @@ def test_a_process_of_this_mount_namespace_is_listed_as_this_nodes():
         sleeper.wait()
     assert sections.facts["systemd"] in ("yes", "no")
     procs = parse_process_list(sections.require("procs", "t").text)
-    assert any(p.pid == sleeper.pid and p.namespace == "same" and p.uid == os.getuid() and p.comm == "sleep" for p in procs)
+    assert any(
+        p.pid == sleeper.pid and p.namespace == "same" and p.uid == os.getuid() and p.comm == "sleep" for p in procs
+    )
     assert sections.require("nvswitch", "t").rc == 0
 
 
