@@ -39,3 +39,32 @@ def captures(probe: Probe, stdout: str, exit_code: int = 0, node: str = "node001
 def marked_reason(body: str, token: str = "") -> str:
     """The drain reason nodecheck writes for this body: its ownership mark, then the text."""
     return f"nodecheck[{reason_mark(body, token)}]: {body}"
+
+
+class SerialActiveContext:
+    """The parts of an ActiveContext (nodecheck.checks.context) that a unit test of an active check
+    rarely varies: steps run one after the other, no stop, the report data kept, undone work listed.
+    A test's context sets nodes/captures/order and defines run() (and left() where the deadline matters)."""
+
+    check = ""
+    allow_disruptive = False
+    parallel = 4
+
+    def __init__(self) -> None:
+        self.data = None
+        self.undone: list[str] = []
+
+    def left(self) -> float:
+        return 600.0
+
+    def stopped(self) -> bool:
+        return False
+
+    def each(self, items, step, *, workers=None) -> list:
+        return [step(i) for i in items]
+
+    def report(self, data) -> None:
+        self.data = data
+
+    def incomplete(self, why: str) -> None:
+        self.undone.append(why)

@@ -104,10 +104,14 @@ def _facts_table(data: dict, value_checks) -> str:
     from tabulate import tabulate
 
     columns = [c for c in value_checks if c not in ("nccl.settings",)]
-    rows = []
+    rows, notes = [], []
     for node, facts in data["nodes"].items():
         gpu = facts["gpu"]
         gpus = "error" if "error" in gpu else f"{len(gpu['gpus'])} ({gpu['source']})"
+        if "error" not in gpu and gpu.get("source_note"):
+            # why the slow path answered: "NVML unavailable (cannot import pynvml ...); read from nvidia-smi"
+            notes.append(f"{node}: GPUs: {gpu['source_note']}")
         cells = [v if isinstance(v, str) else "error" for v in (facts["values"][c] for c in columns)]
         rows.append([node, gpus, *cells])
-    return tabulate(rows, headers=["node", "gpus", *columns], tablefmt="simple") + "\n"
+    table = tabulate(rows, headers=["node", "gpus", *columns], tablefmt="simple") + "\n"
+    return table + "".join(f"{note}\n" for note in notes)

@@ -9,7 +9,8 @@ from nodecheck.checks import (
     cpu,  # noqa: F401  cpu
     cuda,  # noqa: F401  cuda.version
     fs,  # noqa: F401  fs.mounts, fs.free
-    gpu,  # noqa: F401  gpu.count, gpu.health, gpu.processes, gpu.driver
+    gpu,  # noqa: F401  gpu.count, gpu.health, gpu.processes, gpu.driver, gpu.vbios, gpu.gsp_firmware
+    gpu_dcgm,  # noqa: F401  gpu.dcgm_diag
     gpu_xid,  # noqa: F401  gpu.xid
     hca,  # noqa: F401  hca.firmware
     ib,  # noqa: F401  ib.ports
@@ -25,6 +26,9 @@ from nodecheck.checks import (
     nccl_allreduce,  # noqa: F401  nccl.allreduce_single, nccl.allreduce_multi
     nccl_env,  # noqa: F401  nccl.env
     node,  # noqa: F401  node.oom
+    nvidia,  # noqa: F401  nvidia.libraries
+    nvlink,  # noqa: F401  nvlink.fabric, nvlink.domain
+    nvlink_errors,  # noqa: F401  nvlink.errors
     ofed,  # noqa: F401  ofed.version
     os,  # noqa: F401  os.release
     pcie,  # noqa: F401  pcie.acs, pcie.aer

@@ -4,6 +4,7 @@ processes, and the driver version that must match across nodes (the CUDA version
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe, Status, Verdict
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Action, Ceiling, Floor, fmt
-from nodecheck.judging.drift import PinOrDrift
+from nodecheck.judging.drift import Absent, PinOrDrift
 from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi import gpu_facts_from_nvidia_smi
@@ -28,7 +29,9 @@ NO_DEVICES = "No devices were found"  # nvidia-smi, exit 6 (NVML_ERROR_NOT_FOUND
 NO_DEVICES_EXIT_CODES = (0, 6)
 
 # python3 reads the NVML probe from stdin. Exit 3 means NVML could not answer (no nvidia-ml-py, no
-# driver): then nvidia-smi answers instead, each query in its own section, and the facts say so.
+# driver): then nvidia-smi answers instead, each query in its own section, and the facts say so. The
+# clock, uptime and boot id sections time the NVLink error counters that follow them (rates between
+# two reads); a node without `date` reads no clock, nothing else lost.
 GPU_SCRIPT = f"""
 if command -v python3 >/dev/null 2>&1; then
   python3 -
@@ -38,10 +41,16 @@ else
   echo "{UNAVAILABLE} python3 not found"
 fi
 section() {{ n=$1; shift; echo "@@nodecheck begin $n"; "$@" 2>&1; echo "@@nodecheck end $n rc=$?"; }}
+# the first line of a one-line /proc file, by the shell's own `read` (no head/cat needed)
+line() {{ IFS= read -r l < "$1" && printf '%s\n' "$l"; }}
 section query-gpu nvidia-smi --query-gpu={",".join(QUERY_GPU_FIELDS)} --format=csv,noheader,nounits
 section compute-apps nvidia-smi --query-compute-apps={",".join(COMPUTE_APPS_FIELDS)} --format=csv,noheader,nounits
 section q nvidia-smi -q
 section nvlink nvidia-smi nvlink -s
+section clock date +%s.%N
+section uptime line /proc/uptime
+section boot-id line /proc/sys/kernel/random/boot_id
+section nvlink-errors nvidia-smi nvlink -e
 exit 0
 """
 # 60 s: without persistence mode each nvidia-smi call of the fallback re-initialises every GPU
@@ -79,8 +88,37 @@ def parse_gpu_probe(text: str) -> GpuFacts:
         return section.text if section is not None and section.ok else None
 
     return gpu_facts_from_nvidia_smi(
-        query_gpu=query.text, compute_apps=ok("compute-apps"), q=ok("q"), nvlink=ok("nvlink"), note=note
+        query_gpu=query.text,
+        compute_apps=ok("compute-apps"),
+        q=ok("q"),
+        nvlink=ok("nvlink"),
+        note=note,
+        nvlink_errors=ok("nvlink-errors"),
+        clock=_clock_facts(ok("clock"), ok("uptime"), ok("boot-id")),
     )
+
+
+_EPOCH = re.compile(r"(\d+)(?:\.(\d+|%N))?", re.ASCII)  # busybox date may print %N as is
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
+
+
+def _clock_facts(
+    clock: str | None, uptime: str | None, boot_id: str | None
+) -> tuple[float | None, float | None, str | None]:
+    """(wall clock, uptime, boot id) from the fallback's `date +%s.%N`, /proc/uptime and boot_id sections;
+    each one unreadable reads None (the counters are still read; only rates between reads need these)."""
+    wall = None
+    if clock is not None and (match := _EPOCH.fullmatch(clock.strip())):
+        fraction = match[2] if match[2] and match[2].isdigit() else "0"
+        wall = float(f"{match[1]}.{fraction}")
+    up = None
+    if uptime is not None and (fields := uptime.split()):
+        try:
+            up = float(fields[0])
+        except ValueError:
+            up = None
+    boot = boot_id.strip() if boot_id is not None and _BOOT_ID.fullmatch(boot_id.strip()) else None
+    return wall, up, boot
 
 
 # Five checks read the same GPU probe output: parse each node's output once per run. Keyed by the
@@ -577,3 +615,68 @@ def reported_version(out: Captures, field: str, what: str) -> str:
 )
 def driver(out: Captures, _want: PinOrDrift) -> str:
     return reported_version(out, "driver_version", "driver version")
+
+
+def per_gpu_version(out: Captures, field: str, what: str, not_in_use: str | None = None) -> str:
+    """One node's value of a per-GPU version (VBIOS, GSP firmware) for a fleet drift check.
+
+    GPUs of one model are expected to agree: the value is that version ("96.00.99.00.01"), so
+    `expect:` pins read as usual (whatever the models, when all GPUs agree). Where GPUs of one model
+    disagree, the value names each version with its GPUs ("96.00.74.00.01 (GPU7) + 96.00.99.00.01
+    (GPU0, ..., GPU6)"): it matches no pin and no node whose GPUs agree, so the node FAILs with both
+    versions in the message. A node mixing models with different versions reads "MODEL: version;
+    MODEL: version". A GPU that does not report the version is an ERROR (the drift would be
+    unknown), unless `not_in_use` names what "not reported" means (GSP firmware: NVML's NotSupported,
+    nvidia-smi's N/A on a GPU that runs without it) and no read of it failed: then that is its value,
+    compared like a version (GSP on here and off there is drift). A node without GPUs reads as absent.
+    """
+    facts = gpu_facts(out)
+    if not facts.gpus:
+        raise Absent(f"{_no_gpu(facts)}: no {what} to compare")
+    failed = [gpu.label for gpu in facts.gpus if any(gap.startswith(f"{gpu.label} {field}:") for gap in facts.gaps)]
+    missing = [gpu.label for gpu in facts.gpus if getattr(gpu, field) is None]
+    if failed or (missing and not_in_use is None):
+        raise ParseError("gpu probe", f"{_source(facts)} did not report the {what} of {', '.join(failed or missing)}")
+
+    def value(gpu: Gpu) -> str:
+        return str(getattr(gpu, field) or not_in_use)
+
+    if len({value(gpu) for gpu in facts.gpus}) == 1:
+        return value(facts.gpus[0])
+    by_model: dict[str, dict[str, list[str]]] = {}
+    for gpu in facts.gpus:
+        by_model.setdefault(gpu.name or "unknown model", {}).setdefault(value(gpu), []).append(gpu.label)
+    values = {model: _versions_with_gpus(versions) for model, versions in by_model.items()}
+    if len(values) == 1:
+        return next(iter(values.values()))
+    return "; ".join(f"{model}: {value}" for model, value in sorted(values.items()))
+
+
+def _versions_with_gpus(versions: dict[str, list[str]]) -> str:
+    if len(versions) == 1:
+        return next(iter(versions))
+    # fewest GPUs first: the odd one out leads the message
+    ordered = sorted(versions.items(), key=lambda item: (len(item[1]), item[0]))
+    return " + ".join(f"{version} ({', '.join(labels)})" for version, labels in ordered)
+
+
+@value_check(
+    "gpu.vbios",
+    what="GPU VBIOS",
+    probes=[GPU],
+    doc="The GPUs' VBIOS version is pinned and/or the same on every node, and the same on every GPU "
+    "of one model within a node (a GPU flashed apart from its peers, an RMA replacement, reads as drift).",
+)
+def vbios(out: Captures, _want: PinOrDrift) -> str:
+    return per_gpu_version(out, "vbios", "VBIOS version")
+
+
+@value_check(
+    "gpu.gsp_firmware",
+    what="GPU GSP firmware",
+    probes=[GPU],
+    doc="The GPUs' GSP firmware version is pinned and/or the same on every node and every GPU of one "
+    "model (the GSP firmware ships with the driver: a mismatch means a partly upgraded node).",
+)
+def gsp_firmware(out: Captures, _want: PinOrDrift) -> str:
+    return per_gpu_version(out, "gsp_firmware", "GSP firmware version", not_in_use="no GSP firmware in use")

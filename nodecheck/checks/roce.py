@@ -29,6 +29,7 @@ from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.networkmanager import is_unmanaged, parse_nmcli_devices, unmanaged_devices
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.sysfs import SHELL_FUNCTION, parse_sysfs_dump
+from nodecheck.probes.idle import IDLE_GUARD
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION
 
 Grouped = tuple[tuple[str, ...], Verdict]
@@ -375,25 +376,9 @@ _FLAP_SCRIPT = (
     + r"""
 ca=$1 port=$2 dev=$3 down_s=$4 wait_s=$5 settle_s=$6 guard_s=$7
 p=/sys/class/infiniband/$ca/ports/$port
-command -v pgrep >/dev/null 2>&1 || { echo "pgrep not found (procps): cannot tell whether jobs run here, not flapping" >&2; exit 69; }
-if pgrep -x slurmstepd >/dev/null 2>&1; then
-  echo "@@nodecheck refuse a Slurm job step is running on this node (slurmstepd)"; exit 0
-fi
-if [ -n "${SLURM_JOB_ID:-}" ]; then echo "@@nodecheck refuse inside Slurm job $SLURM_JOB_ID"; exit 0; fi
-# each refusal fails closed: a tool that is there but cannot answer is no proof the node is idle
-# (jobs run only where slurmd does: without it, an installed squeue that cannot reach a controller
-# says nothing about this node)
-if pgrep -x slurmd >/dev/null 2>&1; then
-  jobs=$(timeout 5 squeue -h -w "$(hostname -s 2>/dev/null || hostname)" -o %i 2>/dev/null) ||
-    { echo "@@nodecheck refuse slurmd runs here and squeue cannot tell whether jobs are allocated (it failed or timed out)"; exit 0; }
-  [ -n "$jobs" ] && { echo "@@nodecheck refuse Slurm jobs are allocated on this node: $(echo $jobs | head -c 80)"; exit 0; }
-fi
-if command -v nvidia-smi >/dev/null 2>&1; then
-  apps=$(timeout 15 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>/dev/null) ||
-    { echo "@@nodecheck refuse cannot tell whether GPU processes run here (nvidia-smi failed or timed out)"; exit 0; }
-  [ -n "$apps" ] && { echo "@@nodecheck refuse GPU processes are running: $(echo $apps | head -c 80)"; exit 0; }
-fi
-[ -d "$p" ] || { echo "no RDMA port $ca/$port" >&2; exit 66; }
+"""
+    + IDLE_GUARD
+    + r"""[ -d "$p" ] || { echo "no RDMA port $ca/$port" >&2; exit 66; }
 [ -e "/sys/class/net/$dev" ] || { echo "no netdev $dev" >&2; exit 66; }
 command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux): cannot schedule the restore, not flapping" >&2; exit 69; }
 if [ -n "${SSH_CONNECTION:-}" ]; then

@@ -450,12 +450,20 @@ def _gate_parsers(sub) -> None:
         "and their report directories (default 720: 30 days hourly; 0 keeps every sweep; "
         "at least --offender's N)",
     )
+    sweep.add_argument(
+        "--allow-disruptive",
+        action="store_true",
+        help="let the playbook's disruptive checks run on the nodes that are idle (gpu.dcgm_diag "
+        "level >= 2 loads the GPUs for minutes): a node with a Slurm job or GPU processes is "
+        "reported 'not tested: busy', never healthy; without it they are SKIPPED",
+    )
     sweep.add_argument("--drain", action="store_true", help="drain failing nodes (gate etiquette, as health)")
     sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
     _gate_args(sweep, deadline=False)
     _target_args(sweep)
     history = sub.add_parser(
-        "history", help="a node's or a check's results, versions, IB error counters or bandwidths over past sweeps"
+        "history",
+        help="a node's or a check's results, versions, IB and NVLink error counters or bandwidths over past sweeps",
     )
     history.add_argument(
         "--history",
@@ -475,7 +483,7 @@ def _gate_parsers(sub) -> None:
         choices=["results", "versions", "counters", "measurements"],
         default="results",
         help="what each sweep kept: statuses and messages (default), the versions the drift "
-        "checks read (a change from the sweep before is marked), the IB error counters "
+        "checks read (a change from the sweep before is marked), the IB and NVLink error counters "
         "(rises and resets marked as the sweep's diff says them; unchanged zeros one table row), "
         "or the bandwidths",
     )

@@ -13,7 +13,7 @@ Schema (PRAGMA user_version = SCHEMA_VERSION); times are UTC ISO 8601 text, whic
                                                            every non-passing verdict; a check that
                                                            passed everything on a node is one row
     facts(sweep_id, node, key, value)                      versions: key is the check (nccl.version)
-    counters(sweep_id, node, port, counter, value, boot_id, source, seq)   IB error counters
+    counters(sweep_id, node, port, counter, value, boot_id, source, seq)   IB and NVLink error counters
                                                            (ib.counters' second read); value is an
                                                            integer, or its decimal text beyond 2^63-1;
                                                            seq keeps the recorded order
@@ -161,9 +161,9 @@ VIEWS = {
         "node, port, counter, value, boot_id, source",
         "seq",
         ("counter", "port"),
-        "IB error counters",
+        "error counters",
         "counter or port",
-        "ib.counters",
+        "ib.counters and nvlink.errors",
     ),
     "measurements": KeptView(
         "measurements",

@@ -1,5 +1,5 @@
 """`nodecheck history`: a node's or a check's past, per sweep, read from the sweep history
-(fleet/history.py): the results (render_history), or with --show the versions, IB error counters or
+(fleet/history.py): the results (render_history), or with --show the versions, IB and NVLink error counters or
 measurements the sweeps kept (kept_entries, render_kept)."""
 
 from __future__ import annotations

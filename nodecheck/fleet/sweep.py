@@ -149,6 +149,7 @@ def sweep_command(args: Namespace) -> int:
                 retries=args.retries,
                 drain_on=args.drain_on,
                 on_node_done=tick,
+                allow_disruptive=args.allow_disruptive,
             )
         for warning in getattr(transport, "warnings", list)():
             print(f"nodecheck: warning: {warning}", file=sys.stderr)

@@ -353,8 +353,43 @@ def _load(args: Namespace, mode: str) -> Playbook:
     from nodecheck.config.playbook import load_playbook
 
     playbook = load_playbook(args.playbook or DEFAULT_PLAYBOOK[mode])
+    _refuse_disruptive(playbook, mode)
     # the node Prolog reads files the job names (its NCCL_CONF_FILE) as the job's user would
     return with_job_user(playbook, prolog_job_user()) if mode == "prolog" else playbook
+
+
+def _log_gpu_fallback(report: Report, log: GateLog, node: str) -> None:
+    """The Prolog reads the GPUs in-process through NVML (nvidia-ml-py, the `nvml` extra); where it
+    cannot, the GPU probe falls back to one nvidia-smi start per query, seconds slower on every job.
+    Said in the gate log, with why and the fix, so a node installed without the extra is found."""
+    from nodecheck.checks.gpu import GPU, UNAVAILABLE
+
+    for c in report.captures:
+        if c.node == node and c.probe == GPU.name and c.stdout.startswith(UNAVAILABLE):
+            why = c.stdout.split("\n", 1)[0][len(UNAVAILABLE) :].strip()
+            log.event(
+                "gpu-source",
+                node,
+                source="nvidia-smi",
+                message=f"GPUs read with nvidia-smi, not NVML ({why}): install nodecheck[nvml] on the node",
+            )
+
+
+def _refuse_disruptive(playbook: Playbook, mode: str) -> None:
+    """A gate runs within a job's start-up budget on nodes the job is about to use: a check that
+    loads the GPUs for minutes (DCGM level >= 2) does not belong there, and would only ever be
+    SKIPPED (the gate never passes --allow-disruptive). Said when the playbook loads, not per job."""
+    from nodecheck.checks.gpu_dcgm import DcgmDiag
+
+    for check in playbook.checks:
+        if isinstance(check.params, DcgmDiag) and check.params.disruptive:
+            raise ConfigError(
+                f"{check.spec.name}: {check.params.label} loads the GPUs for ~{check.params.minutes} min: "
+                f"not in a {mode} playbook",
+                file=playbook.path,
+                hint="level 1 at most here; run level 2 in the sweep (`sweep --allow-disruptive`) and "
+                "level 3 in the acceptance playbook",
+            )
 
 
 def _store(
@@ -434,6 +469,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
         resume=False,
     )
     where = _store(report, args, node, job, log, decision)
+    _log_gpu_fallback(report, log, node)
     head = f"nodecheck prolog {node}" + (f" job {job}" if job else "")
     tail = _tail(where, report)
     if not decision.blamed:

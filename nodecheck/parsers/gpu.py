@@ -38,11 +38,42 @@ class GpuProcess:
     used_memory_mib: float | None  # None: the driver does not say (e.g. in a container)
 
 
+# NVLink error counters, by the names nodecheck uses for NVML's nvmlNvLinkErrorCounter_t and the
+# rows of `nvidia-smi nvlink -e`: replay (data link retransmits), recovery (link retrains), CRC
+# errors on flow-control units and on data packets; ecc_data where the link reports it (Hopper+).
+NVLINK_ERROR_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")
+
+
 @dataclass(frozen=True)
 class NvLink:
     link: int
     active: bool | None
     speed_gbps: float | None = None
+    # (counter name of NVLINK_ERROR_COUNTERS, value) pairs in that order, counts since the driver
+    # loaded (or the counters' last reset); None: not read (inactive link, old driver, no `nvlink -e`);
+    # a name absent: this GPU/driver does not report that counter (NotSupported / N/A)
+    errors: tuple[tuple[str, int], ...] | None = None
+
+
+@dataclass(frozen=True)
+class GpuFabric:
+    """The GPU's NVLink fabric registration (NVML nvmlDeviceGetGpuFabricInfo[V], nvidia-smi -q
+    "Fabric"): Fabric Manager (HGX NVSwitch boards) or the NVL72 rack's fabric registers each GPU."""
+
+    state: str | None  # "completed", "in_progress", "not_started", "not_supported"
+    # "success", or the failure in nvmlErrorString's words as nvidia-smi prints them ("Insufficient
+    # Resources"); None before the registration completed (NVML: meaningful only once "completed")
+    status: str | None
+    # the NVLink domain (NVL72 rack), lower-case canonical UUID; all zeros on HGX (single-node fabric);
+    # None: not completed, or a driver (535) that does not print it
+    cluster_uuid: str | None
+    clique_id: int | None  # the partition inside the domain; the job's GPUs must share it; 0: none assigned
+    # sorted (name, word) pairs, names and words snake case as nvidia-smi -q's Fabric / Health rows:
+    # ("bandwidth", "full"|"degraded"), ("route_recovery_in_progress", "true"|"false"), ("route_unhealthy",
+    # ...), ("access_timeout_recovery", ...), ("incorrect_configuration", "none"|...), ("partition_assigned",
+    # ...), ("gfm_state", "connected"|"disconnected"; NVML only), ("summary", "healthy"|...; nvidia-smi only).
+    # Rows not reported (N/A, NOT_SUPPORTED, an old driver's v1 struct) are absent; () says nothing.
+    health: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +105,8 @@ class Gpu:
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
     nvlinks: tuple[NvLink, ...] | None = None  # None: unknown; (): the GPU has no NVLink
+    fabric: GpuFabric | None = None  # None: not reported (old driver, pre-Hopper GPU, no such section)
+    gsp_firmware: str | None = None  # "550.90.07"; None: no GSP, or not reported
     processes: tuple[GpuProcess, ...] | None = None  # compute processes; None: unknown
 
     @property
@@ -90,3 +123,8 @@ class GpuFacts:
     gpus: tuple[Gpu, ...]
     source_note: str = ""  # why nvidia-smi was used: "python3 not found", ...
     gaps: tuple[str, ...] = field(default=())  # what could not be read: "GPU3 remapped rows: N/A"
+    # when the node read it (for counter rates between two reads): wall clock (unix seconds), uptime
+    # (seconds, /proc/uptime) and boot id (/proc/sys/kernel/random/boot_id: a reboot resets counters)
+    clock: float | None = None
+    uptime_s: float | None = None
+    boot_id: str | None = None

@@ -1,4 +1,5 @@
-"""`nvidia-smi nvlink -s` (each link's state and speed) and `nvlink -R` (each link's far end), per GPU index."""
+"""`nvidia-smi nvlink -s` (each link's state and speed), `nvlink -R` (each link's far end) and `nvlink -e` (each
+link's error counters), per GPU index."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
-from nodecheck.parsers.gpu import NvLink
+from nodecheck.parsers.gpu import NVLINK_ERROR_COUNTERS, NvLink
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi_values import check_failure, normalise_bus_id
 
@@ -23,6 +24,21 @@ class NvLinkRemote:
 _NV_GPU = re.compile(r"GPU (\d+): (.+) \(UUID: (GPU-[0-9A-Fa-f-]+)\)", re.ASCII)
 _NV_SPEED = re.compile(r"Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|(<inactive>))", re.ASCII)
 _NV_REMOTE = re.compile(r"Link (\d+): Remote Device ([0-9A-Fa-f:.]+): Link (\d+)", re.ASCII)
+# `nvlink -e`: "GPU 0: NVIDIA GB300" (a paste may drop the UUID) and "Link 0: Replay Errors: 0"
+_NV_ERRORS_GPU = re.compile(r"GPU (\d+): (.+?)(?: \(UUID: (GPU-[0-9A-Fa-f-]+)\))?", re.ASCII)
+_NV_ERROR_ROW = re.compile(r"Link (\d+): ([A-Za-z][A-Za-z ]*?): (\d+|N/A)", re.ASCII)
+# nvidia-smi's row names → NVLINK_ERROR_COUNTERS. "CRC Errors" (Hopper and Blackwell drivers print only
+# this CRC row) is the data-link flit CRC counter, NVML_NVLINK_ERROR_DL_CRC_FLIT, which nvidia-smi reads.
+_NV_ERROR_ROWS = {
+    "Replay Errors": "replay",
+    "Recovery Errors": "recovery",
+    "CRC Errors": "crc_flit",
+    "CRC Flit Errors": "crc_flit",
+    "CRC Data Errors": "crc_data",
+    "ECC Errors": "ecc_data",
+}
+# rows some drivers add that nodecheck does not judge: throughput is traffic, not errors
+_NV_ERROR_ROWS_NOT_READ = frozenset({"Data Tx Errors", "Data Rx Errors", "Tx Throughput", "Rx Throughput"})
 
 
 def _nvlink_blocks(text: str, tool: str, line_shape: re.Pattern) -> dict[int, list[re.Match]]:
@@ -71,3 +87,52 @@ def parse_nvlink_remote(text: str) -> dict[int, tuple[NvLinkRemote, ...]]:
         except ValueError as why:
             raise ParseError(tool, str(why), text) from None
     return result
+
+
+def parse_nvlink_errors(text: str) -> dict[int, dict[int, tuple[tuple[str, int], ...]]]:
+    """Per GPU index, per link, the error counters of `nvidia-smi nvlink -e` as (name, value) pairs in
+    NVLINK_ERROR_COUNTERS order. A counter printed N/A is left out; a row nodecheck does not know is
+    a ParseError (a new driver's row must be looked at, not dropped)."""
+    tool = "nvidia-smi nvlink -e"
+    check_failure(tool, text)
+    if text.strip() and not text.endswith("\n"):
+        # a count cut short ("CRC Errors: 1" of 12) would read low: nvidia-smi ends its output with a newline
+        raise ParseError(tool, f"output ends mid-line: {quote(split_lines(text)[-1].strip())}", text)
+    result: dict[int, dict[int, dict[str, int]]] = {}
+    current: dict[int, dict[str, int]] | None = None
+    for line in split_lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue  # drivers print a blank line between links
+        row = _NV_ERROR_ROW.fullmatch(stripped)
+        if row is None:
+            gpu = _NV_ERRORS_GPU.fullmatch(stripped)
+            if gpu is None or stripped.startswith("Link "):
+                raise ParseError(tool, f"unexpected line {quote(stripped)}", text)
+            index = int(gpu[1])
+            if index in result:
+                raise ParseError(tool, f"GPU {index} appears twice", text)
+            current = result[index] = {}
+            continue
+        if current is None:
+            raise ParseError(tool, f"unexpected line {quote(stripped)} before any GPU line", text)
+        link, name, value = int(row[1]), row[2], row[3]
+        if name in _NV_ERROR_ROWS_NOT_READ:
+            continue
+        counter = _NV_ERROR_ROWS.get(name)
+        if counter is None:
+            raise ParseError(tool, f"unknown counter {quote(name)} in {quote(stripped)}", text)
+        counts = current.setdefault(link, {})
+        if counter in counts:
+            raise ParseError(tool, f"link {link} reports {counter} twice", text)
+        if value != "N/A":
+            counts[counter] = int(value)
+    if not result:
+        raise ParseError(tool, "empty output", text)
+    return {
+        gpu: {
+            link: tuple((name, counts[name]) for name in NVLINK_ERROR_COUNTERS if name in counts)
+            for link, counts in links.items()
+        }
+        for gpu, links in result.items()
+    }

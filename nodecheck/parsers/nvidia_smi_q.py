@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
-from nodecheck.parsers.gpu import Gpu, GpuProcess, RemappedRows
+from nodecheck.parsers.gpu import Gpu, GpuFabric, GpuProcess, RemappedRows
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi_values import (
     INTEGER,
@@ -50,6 +50,14 @@ _Q_CLOCK_REASONS = {
 # "Correctable" pair. Older drivers print "Single Bit"/"Double Bit" sub-sections with a "Total".
 _Q_UNCORRECTABLE = re.compile(r"(sram|dram) uncorrectable(?: .*)?")
 _Q_CORRECTABLE = re.compile(r"(sram|dram) correctable")
+# "Fabric" / "State" (driver 535+; NVML_GPU_FABRIC_STATE_*), by the names GpuFabric.state uses
+_Q_FABRIC_STATES = {
+    "Completed": "completed",
+    "In Progress": "in_progress",
+    "Not Started": "not_started",
+    "Not Supported": "not_supported",
+}
+_Q_UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,11 @@ def parse_q(text: str) -> QFacts:
         last = lines.pop()
         if last.strip():
             gaps.append(f"output ends mid-line: {quote(last.strip())}")
-    lines = [line for line in lines if line.strip() and not _Q_BANNER.fullmatch(line.strip())]
+    if any(line.strip() == "--" for line in lines):
+        # `nvidia-smi -q | grep -C N ...` separates its groups with "--": not output, and what lay
+        # between two groups is unknown (the sections' ends are judged as cut where they meet one)
+        gaps.append("grep group separator '--': lines between the groups not shown")
+    lines = [line for line in lines if line.strip() not in ("", "--") and not _Q_BANNER.fullmatch(line.strip())]
     if not lines:
         raise ParseError(tool, "empty output", text)
     headers = {i: match for i, line in enumerate(lines) if (match := _Q_GPU_HEADER.fullmatch(line.strip()))}
@@ -127,6 +139,8 @@ _Q_KNOWN_SECTIONS = (
     "processes",
     "driver version",
     "minor number",
+    "fabric",
+    "gsp firmware version",
 )
 
 
@@ -252,6 +266,8 @@ def _q_gpu(index: int, bus_id: str | None, entries: Sequence[_Entry], gaps: list
         pcie_gen_max=_q_link_max(q, link + ("pcie generation",)),
         pcie_width_current=q.read(read_count, link + ("link width", "current")),
         pcie_width_max=_q_link_max(q, link + ("link width",)),
+        fabric=_q_fabric(q),
+        gsp_firmware=q.text("gsp firmware version"),
         processes=_q_processes(q, cut=cut),
     )
 
@@ -272,6 +288,49 @@ def _q_ecc(q: _QSection, period: str, counter: re.Pattern, old_kind: str) -> int
     if any(value is None or not INTEGER.fullmatch(value) for value in parts.values()):
         return None
     return sum(int(value) for value in parts.values() if value is not None)  # (none is None: checked above)
+
+
+def _q_fabric(q: _QSection) -> GpuFabric | None:
+    """The "Fabric" section (driver 535+: State, Status; 550+: CliqueId, ClusterUUID, Health).
+    None where the driver prints no section, where State is N/A (the GPU has no fabric) or where the
+    section runs to the end of the output (rows after a cut are unknown, and 535's two-row section
+    looks the same as a cut one)."""
+    if not q.has("fabric"):
+        return None
+    if not q.closed("fabric"):
+        q.gaps.append(f"{q.label} Fabric: section cut off")
+        return None
+    state_text = q.text("fabric", "state")
+    if state_text is None:
+        return None
+    state = _Q_FABRIC_STATES.get(state_text)
+    if state is None:
+        q.gaps.append(f"{q.label} Fabric / State: unknown {quote(state_text)}")
+        return None
+    status = q.text("fabric", "status")
+    cluster = q.text("fabric", "clusteruuid")
+    if cluster is not None and not _Q_UUID.fullmatch(cluster):
+        q.gaps.append(f"{q.label} Fabric / ClusterUUID: unreadable {quote(cluster)}")
+        cluster = None
+    health = tuple(
+        sorted(
+            (_snake(key), _snake(value))
+            for key, value in q.children("fabric", "health").items()
+            if value is not None  # N/A rows: not reported
+        )
+    )
+    return GpuFabric(
+        state=state,
+        status="success" if status == "Success" else status,  # else nvidia-smi's words: "Insufficient Resources"
+        cluster_uuid=None if cluster is None else cluster.lower(),
+        clique_id=q.read(read_count, ("fabric", "cliqueid")),
+        health=health,
+    )
+
+
+def _snake(text: str) -> str:
+    """ "Route Recovery in progress" → "route_recovery_in_progress" (the NVML probe's names)."""
+    return "_".join(text.lower().split())
 
 
 def _q_remapped_rows(q: _QSection) -> RemappedRows | None:

@@ -1,8 +1,11 @@
-"""Parse the NVML probe's output (nodecheck/probes/nvml_probe.py, schema 1) into GpuFacts.
+"""Parse the NVML probe's output (nodecheck/probes/nvml_probe.py, schema 2; schema 1 still read) into GpuFacts.
 
 Pure and strict: every value is type-checked against the schema and a wrong type is a ParseError
 naming the field, never coerced (the one widening: an integer where a float belongs). null stays
-None ("not reported"). The probe's "errors" entries become GpuFacts.gaps.
+None ("not reported"). The probe's "errors" entries become GpuFacts.gaps. Schema 2 adds keys (per GPU
+"fabric", "gsp_firmware"; per link "errors"; top-level "clock", "uptime_s", "boot_id") that it always
+writes, so in schema 2 a missing one is a ParseError; a schema-1 output (an older nodecheck's probe, a
+saved capture) has none of them, and they read None.
 """
 
 from __future__ import annotations
@@ -13,11 +16,34 @@ from collections.abc import Callable
 from typing import Any
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.gpu import (
+    CLOCK_EVENT_REASONS,
+    NVLINK_ERROR_COUNTERS,
+    Gpu,
+    GpuFabric,
+    GpuFacts,
+    GpuProcess,
+    NvLink,
+    RemappedRows,
+)
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "nvml probe"
-SCHEMA = 1
+SCHEMA = 2
+SCHEMAS = (1, 2)  # what this parser reads
+FABRIC_STATES = ("not_supported", "not_started", "in_progress", "completed")
+# the probe's names for nvml.h's NVML_GPU_FABRIC_HEALTH_MASK_* fields (nvidia-smi -q's Fabric / Health rows)
+FABRIC_HEALTH = (
+    "summary",
+    "bandwidth",
+    "route_recovery_in_progress",
+    "route_unhealthy",
+    "access_timeout_recovery",
+    "incorrect_configuration",
+    "partition_assigned",
+    "gfm_state",
+)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
 UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"  # the probe's exit-3 line
 _REQUIRED = ("schema", "driver_version", "gpus")
 # NVML "00000000:9B:00.0" (8-digit domain) or legacy "0000:9B:00.0"
@@ -49,15 +75,22 @@ def parse_nvml_probe(text: str) -> GpuFacts:
     if missing:
         raise ParseError(TOOL, "missing required key(s): " + ", ".join(missing), text)
     schema = doc["schema"]
-    if type(schema) is not int or schema != SCHEMA:
-        raise ParseError(TOOL, f"unknown schema version {schema!r} (this nodecheck reads {SCHEMA})", text)
-    reader = _Reader(text)
+    if type(schema) is not int or schema not in SCHEMAS:
+        readable = " or ".join(map(str, SCHEMAS))
+        raise ParseError(TOOL, f"unknown schema version {schema!r} (this nodecheck reads {readable})", text)
+    reader = _Reader(text, schema)
     source = reader.opt(doc, "source", str, "source")
     if source not in (None, "nvml"):
         raise ParseError(TOOL, f"source is {source!r}, expected 'nvml'", text)
     driver = reader.opt(doc, "driver_version", str, "driver_version")
     cuda = reader.opt(doc, "cuda_driver_version", str, "cuda_driver_version")
     reader.opt(doc, "nvml_version", str, "nvml_version")
+    clock = reader.new(doc, "clock", float, "clock")
+    uptime = reader.new(doc, "uptime_s", float, "uptime_s")
+    boot_id = reader.new(doc, "boot_id", str, "boot_id")
+    for name, value in (("clock", clock), ("uptime_s", uptime)):
+        if value is not None and value < 0:
+            raise ParseError(TOOL, f"{name}: negative {value}", text)
     gpus_raw = reader.req(doc, "gpus", list, "gpus")
     gpus = tuple(reader.gpu(raw, f"gpus[{i}]") for i, raw in enumerate(gpus_raw))
     indexes = [g.index for g in gpus]
@@ -65,7 +98,16 @@ def parse_nvml_probe(text: str) -> GpuFacts:
         raise ParseError(TOOL, f"duplicate GPU index in {indexes}", text)
     errors = reader.opt(doc, "errors", list, "errors") if "errors" in doc else None  # absent: none
     gaps = tuple(reader.gap(raw, f"errors[{i}]") for i, raw in enumerate(errors or ()))
-    return GpuFacts(source="nvml", driver_version=driver, cuda_driver_version=cuda, gpus=gpus, gaps=gaps)
+    return GpuFacts(
+        source="nvml",
+        driver_version=driver,
+        cuda_driver_version=cuda,
+        gpus=gpus,
+        gaps=gaps,
+        clock=clock,
+        uptime_s=uptime,
+        boot_id=boot_id,
+    )
 
 
 def _kind(value: Any) -> str:
@@ -83,8 +125,9 @@ def _kind(value: Any) -> str:
 class _Reader:
     """Typed access to the decoded JSON; every failure names the field by its path."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, schema: int = SCHEMA) -> None:
         self.text = text
+        self.schema = schema
 
     def fail(self, path: str, reason: str) -> ParseError:
         return ParseError(TOOL, f"{path}: {reason}", self.text)
@@ -126,6 +169,15 @@ class _Reader:
         value = self.opt(obj, key, kind, path)
         return None if value is None else build(value, path)
 
+    def new(self, obj: dict, key: str, kind: type, path: str, build: Callable[[Any, str], Any] | None = None) -> Any:
+        """A key schema 2 added: required there (value may be null), absent (None) in schema 1."""
+        if self.schema < 2:
+            if key in obj:
+                raise self.fail(path, "not part of schema 1")
+            return None
+        value = self.opt(obj, key, kind, path)
+        return value if value is None or build is None else build(value, path)
+
     def gpu(self, raw: Any, path: str) -> Gpu:
         raw = self.check(raw, dict, path)
         index = self.req(raw, "index", int, f"{path}.index")
@@ -163,6 +215,11 @@ class _Reader:
             raw, "clock_event_reasons", list, f"{path}.clock_event_reasons", self.reasons
         )
         fields["nvlinks"] = self.opt_with(raw, "nvlinks", list, f"{path}.nvlinks", self.nvlinks)
+        fields["fabric"] = self.new(raw, "fabric", dict, f"{path}.fabric", self.fabric)
+        gsp = self.new(raw, "gsp_firmware", str, f"{path}.gsp_firmware")
+        if gsp is not None and not gsp.strip():
+            raise self.fail(f"{path}.gsp_firmware", "empty")
+        fields["gsp_firmware"] = gsp
         fields["processes"] = self.opt_with(raw, "processes", list, f"{path}.processes", self.processes)
         return Gpu(index=index, **fields)
 
@@ -197,9 +254,46 @@ class _Reader:
                 NvLink(
                     link=self.req(item, "link", int, f"{path}[{i}].link"),
                     active=self.opt(item, "active", bool, f"{path}[{i}].active"),
+                    errors=self.new(item, "errors", dict, f"{path}[{i}].errors", self.link_errors),
                 )
             )
+        numbers = [link.link for link in links]
+        if len(set(numbers)) != len(numbers):
+            raise self.fail(path, f"duplicate link number in {numbers}")
         return tuple(links)
+
+    def link_errors(self, raw: dict, path: str) -> tuple[tuple[str, int], ...]:
+        """{"crc_flit": 3, ...} → (("crc_flit", 3), ...) in NVLINK_ERROR_COUNTERS order."""
+        unknown = sorted(set(raw) - set(NVLINK_ERROR_COUNTERS))
+        if unknown:
+            raise self.fail(path, f"unknown counter(s) {unknown}")
+        counts = []
+        for name in NVLINK_ERROR_COUNTERS:
+            if name in raw:
+                value = self.check(raw[name], int, f"{path}.{name}")
+                if value < 0:
+                    raise self.fail(f"{path}.{name}", f"negative count {value}")
+                counts.append((name, value))
+        return tuple(counts)
+
+    def fabric(self, raw: dict, path: str) -> GpuFabric:
+        state = self.req(raw, "state", str, f"{path}.state")
+        if state not in FABRIC_STATES:
+            raise self.fail(f"{path}.state", f"unknown state {state!r}; known: {', '.join(FABRIC_STATES)}")
+        status = self.opt(raw, "status", str, f"{path}.status")
+        cluster = self.opt(raw, "cluster_uuid", str, f"{path}.cluster_uuid")
+        if cluster is not None and not _UUID.fullmatch(cluster):
+            raise self.fail(f"{path}.cluster_uuid", f"not a lower-case UUID: {cluster!r}"[:200])
+        clique = self.opt(raw, "clique_id", int, f"{path}.clique_id")
+        if clique is not None and clique < 0:
+            raise self.fail(f"{path}.clique_id", f"negative {clique}")
+        health_raw = self.opt(raw, "health", dict, f"{path}.health")
+        health: list[tuple[str, str]] = []
+        for name, word in sorted((health_raw or {}).items()):
+            if name not in FABRIC_HEALTH:
+                raise self.fail(f"{path}.health", f"unknown health field {name!r}")
+            health.append((name, self.check(word, str, f"{path}.health.{name}")))
+        return GpuFabric(state=state, status=status, cluster_uuid=cluster, clique_id=clique, health=tuple(health))
 
     def processes(self, raw: list, path: str) -> tuple[GpuProcess, ...]:
         processes = []

@@ -68,7 +68,8 @@ if __name__ == "__main__":  # run as a script (`python3 -`), not imported by --l
 # after the sys.path clean-up, on purpose
 import json  # noqa: E402 - must run after _drop_cwd_from_sys_path (a ./json.py must not shadow it)
 
-SCHEMA = 1
+# 2 adds per-GPU "fabric" and "gsp_firmware", per-link "errors", top-level "clock", "uptime_s", "boot_id"
+SCHEMA = 2
 UNAVAILABLE_PREFIX = "nodecheck-nvml-unavailable:"
 EXIT_UNAVAILABLE = 3
 
@@ -146,9 +147,53 @@ GPU_FIELDS = (
     "pcie_width_current",
     "pcie_width_max",
     "nvlinks",
+    "fabric",
+    "gsp_firmware",
     "processes",
     "mig_mode",
 )
+
+# nvml.h nvmlNvLinkErrorCounter_t, by the names of nodecheck.parsers.gpu.NVLINK_ERROR_COUNTERS
+_NVLINK_ERROR_COUNTERS = (
+    ("replay", "NVML_NVLINK_ERROR_DL_REPLAY", 0),
+    ("recovery", "NVML_NVLINK_ERROR_DL_RECOVERY", 1),
+    ("crc_flit", "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+    ("crc_data", "NVML_NVLINK_ERROR_DL_CRC_DATA", 3),
+    ("ecc_data", "NVML_NVLINK_ERROR_DL_ECC_DATA", 4),
+)
+# nvml.h NVML_GPU_FABRIC_STATE_*
+_FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+_FABRIC_STATE_COMPLETED = 3
+# nvml.h nvmlGpuFabricInfo_v2: sizeof(nvmlGpuFabricInfo_v2_t) = 0x24 | 2 << 24
+_FABRIC_INFO_V2 = 0x02000024
+_FABRIC_UUID_LEN = 16
+# nvml.h NVML_GPU_FABRIC_HEALTH_MASK_*: (name as nvidia-smi -q prints it under Fabric / Health, shift,
+# width mask, {value: word}); 0 is NOT_SUPPORTED everywhere and is left out
+_FABRIC_HEALTH = (
+    ("bandwidth", 0, 0x3, {1: "degraded", 2: "full"}),
+    ("route_recovery_in_progress", 2, 0x3, {1: "true", 2: "false"}),
+    ("route_unhealthy", 4, 0x3, {1: "true", 2: "false"}),
+    ("access_timeout_recovery", 6, 0x3, {1: "true", 2: "false"}),
+    (
+        "incorrect_configuration",
+        8,
+        0xF,
+        {
+            1: "none",
+            2: "incorrect_sysguid",
+            3: "incorrect_chassis_sn",
+            4: "no_partition",
+            5: "insufficient_nvlinks",
+            6: "incompatible_gpu_fw",
+            7: "invalid_location",
+            8: "gpu_state_invalid",
+        },
+    ),
+    ("partition_assigned", 12, 0x3, {1: "true", 2: "false"}),
+    ("gfm_state", 14, 0x3, {1: "connected", 2: "disconnected"}),
+)
+# bounded reads of the node's clock facts
+_PROC_READ_MAX = 256
 
 # Versioned functions, newest first: each older one is tried when the newer is missing from this
 # pynvml (AttributeError) or from this driver's libnvidia-ml (FunctionNotFound, or the
@@ -225,13 +270,16 @@ class _Collector:
         for field in fields:
             self.errors.append({"gpu": gpu, "field": field, "error": message})
 
-    def call(self, gpu, fields, function_names, *args):
+    def call(self, gpu, fields, function_names, *args, **options):
         """(ok, value) of pynvml.<function_name>(*args); not ok means every field in `fields` is null.
 
         `function_names` is one name or a tuple, newest variant first: a function missing from
         pynvml or from the driver (see function_missing()) moves on to the next one. NotSupported is
-        silent; any other failure, every variant missing included, is one "errors" entry per field.
+        silent; any other failure, every variant missing included, is one "errors" entry per field,
+        except with silent_missing=True: then a function that this driver or pynvml lacks reads null
+        like NotSupported (facts newer than the drivers nodecheck supports: fabric, GSP firmware).
         """
+        silent_missing = options.get("silent_missing", False)
         if isinstance(function_names, str):
             function_names = (function_names,)
         absent, missing_error = [], None
@@ -249,6 +297,8 @@ class _Collector:
                 if not (isinstance(exc, self.nv.NVMLError) and self.not_supported(exc)):
                     self.error(gpu, fields, exc)
                 return False, None
+        if silent_missing:
+            return False, None
         if missing_error is None:
             message = "pynvml has no %s" % " or ".join(absent)
         else:
@@ -259,8 +309,8 @@ class _Collector:
             self.errors.append({"gpu": gpu, "field": field, "error": message})
         return False, None
 
-    def field(self, gpu, out, field, function_name, args, convert):
-        ok, value = self.call(gpu, (field,), function_name, *args)
+    def field(self, gpu, out, field, function_name, args, convert, silent_missing=False):
+        ok, value = self.call(gpu, (field,), function_name, *args, silent_missing=silent_missing)
         if not ok:
             return
         try:
@@ -342,6 +392,8 @@ class _Collector:
         self.field(index, out, "pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h, int)
 
         out["nvlinks"] = self.nvlinks(index, handle)
+        out["fabric"] = self.fabric(index, handle)
+        self.field(index, out, "gsp_firmware", "nvmlDeviceGetGspFirmwareVersion", h, _gsp_version, silent_missing=True)
         self.field(index, out, "processes", _COMPUTE_PROCESSES_FUNCTIONS, h, self.processes)
         # [current, pending]; NotSupported (no MIG on this GPU) reads null
         self.field(index, out, "mig_mode", "nvmlDeviceGetMigMode", h, lambda mode: mode[0] == _MIG_ENABLE)
@@ -376,7 +428,73 @@ class _Collector:
                 )
                 active = None
             links.append({"link": link, "active": active})
+        for entry in links:
+            # an inactive link's counters say nothing about the fabric; one read per counter per link
+            entry["errors"] = self.link_errors(index, handle, entry["link"]) if entry["active"] else None
         return links
+
+    def link_errors(self, index, handle, link):
+        """{counter name: value} of one link; a counter NotSupported here is left out; null: none read."""
+        nv = self.nv
+        function = getattr(nv, "nvmlDeviceGetNvLinkErrorCounter", None)
+        if function is None:
+            return None
+        counts = {}
+        for name, constant, literal in _NVLINK_ERROR_COUNTERS:
+            try:
+                counts[name] = int(function(handle, link, _const(nv, (constant,), literal)))
+            except Exception as exc:
+                if self.function_missing(exc):
+                    return None  # this driver has no such counters: not reported
+                if isinstance(exc, nv.NVMLError) and (self.not_supported(exc) or self.invalid_argument(exc)):
+                    continue  # this GPU/driver does not count it (e.g. crc_data on Hopper)
+                self.errors.append(
+                    {
+                        "gpu": index,
+                        "field": "nvlink_errors",
+                        "error": "link %d %s: %s" % (link, name, self.message(exc)),
+                    }
+                )
+        return counts or None
+
+    def fabric(self, index, handle):
+        """The GPU's fabric registration: nvmlDeviceGetGpuFabricInfoV (v2 struct, with the health mask),
+        else the older nvmlDeviceGetGpuFabricInfo. Null where neither exists or the GPU has no fabric.
+
+        The structures are this probe's own ctypes copies of nvml.h's: pynvml's own differ between
+        releases (12.535's v1 struct had an 80-byte clusterUuid; a c_char array also stops at the first
+        zero byte of a UUID), and the library writes nvml.h's layout whatever pynvml declares.
+        """
+        nv = self.nv
+        try:
+            ctypes, info_v2, info_v1 = _fabric_structs()
+        except Exception as exc:  # no ctypes (a stripped Python): the fabric cannot be asked
+            self.error(index, ("fabric",), exc)
+            return None
+        for name, struct, versioned in (
+            ("nvmlDeviceGetGpuFabricInfoV", info_v2, True),
+            ("nvmlDeviceGetGpuFabricInfo", info_v1, False),
+        ):
+            function = getattr(nv, name, None)
+            if function is None:
+                continue
+            info = struct()
+            if versioned:
+                info.version = _FABRIC_INFO_V2
+            try:
+                function(handle, ctypes.byref(info))
+            except Exception as exc:
+                if self.function_missing(exc):
+                    continue
+                if not (isinstance(exc, nv.NVMLError) and self.not_supported(exc)):
+                    self.error(index, ("fabric",), exc)
+                return None
+            try:
+                return _fabric_fields(nv, info, versioned)
+            except Exception as exc:
+                self.error(index, ("fabric",), exc)
+                return None
+        return None  # neither function in this pynvml/driver: not reported
 
     def processes(self, running):
         out = []
@@ -418,6 +536,94 @@ class _Collector:
         return name or None
 
 
+def _fabric_structs():
+    """(ctypes, nvmlGpuFabricInfo_v2_t, nvmlGpuFabricInfo_t) as nvml.h lays them out."""
+    import ctypes
+
+    class FabricInfoV2(ctypes.Structure):
+        _fields_ = [
+            ("version", ctypes.c_uint),
+            ("clusterUuid", ctypes.c_ubyte * _FABRIC_UUID_LEN),
+            ("status", ctypes.c_uint),  # nvmlReturn_t
+            ("cliqueId", ctypes.c_uint),
+            ("state", ctypes.c_ubyte),  # nvmlGpuFabricState_t is an unsigned char
+            ("healthMask", ctypes.c_uint),
+        ]
+
+    class FabricInfo(ctypes.Structure):
+        _fields_ = [
+            ("clusterUuid", ctypes.c_ubyte * _FABRIC_UUID_LEN),
+            ("status", ctypes.c_uint),
+            ("cliqueId", ctypes.c_uint),
+            ("state", ctypes.c_ubyte),
+        ]
+
+    return ctypes, FabricInfoV2, FabricInfo
+
+
+def _fabric_fields(nv, info, versioned):
+    """The probe's "fabric" object. Status, ClusterUUID and CliqueId mean something only once the
+    registration completed (nvml.h: "Must be checked only if state returns complete"): null before."""
+    code = int(info.state)
+    if code not in _FABRIC_STATES:
+        raise ValueError("unknown fabric state %d" % code)
+    state = _FABRIC_STATES[code]
+    out = {"state": state, "status": None, "cluster_uuid": None, "clique_id": None, "health": None}  # type: dict
+    if code == _FABRIC_STATE_COMPLETED:
+        status = int(info.status)
+        if status == 0:
+            out["status"] = "success"
+        else:
+            try:
+                words = _text(nv.nvmlErrorString(status))
+            except Exception:
+                words = None
+            # nvmlErrorString's words, as nvidia-smi -q prints them ("Insufficient Resources")
+            out["status"] = words or "NVML error %d" % status
+        raw = bytes(bytearray(info.clusterUuid))
+        hexed = "".join("%02x" % b for b in bytearray(raw))
+        out["cluster_uuid"] = "%s-%s-%s-%s-%s" % (hexed[:8], hexed[8:12], hexed[12:16], hexed[16:20], hexed[20:])
+        out["clique_id"] = int(info.cliqueId)
+    if versioned:
+        mask = int(info.healthMask)
+        health = {}
+        for name, shift, width, words in _FABRIC_HEALTH:
+            word = words.get((mask >> shift) & width)
+            if word is not None:
+                health[name] = word
+        out["health"] = health
+    return out
+
+
+def _gsp_version(value):
+    """The version as text; an empty one (no GSP firmware loaded) reads as null."""
+    text = _text(value)
+    if not isinstance(text, str):
+        raise TypeError("GSP firmware version is %r, not a string" % (text,))
+    return text.strip() or None
+
+
+def _read_first(path):
+    """The first line of a small /proc file, or None."""
+    try:
+        with open(path) as f:
+            return f.read(_PROC_READ_MAX).split("\n", 1)[0].strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _clock_facts(proc="/proc"):
+    """{"clock", "uptime_s", "boot_id"}: when this read happened, for counter rates between two reads."""
+    import time
+
+    uptime = _read_first(proc + "/uptime")
+    try:
+        uptime_s = float(uptime.split()[0]) if uptime else None
+    except ValueError:
+        uptime_s = None
+    return {"clock": time.time(), "uptime_s": uptime_s, "boot_id": _read_first(proc + "/sys/kernel/random/boot_id")}
+
+
 def _remapped_rows(rows):
     correctable, uncorrectable, pending, failure = rows
     return {
@@ -442,9 +648,15 @@ def _cuda_version(value):
 def collect():
     """The probe's JSON object as a dict; raises NvmlUnavailable where main() exits 3.
 
-    {"schema": 1, "source": "nvml", "driver_version": str|null, "cuda_driver_version": "12.4"|null,
-     "nvml_version": str|null, "gpus": [{"index": int, <GPU_FIELDS>...}],
+    {"schema": 2, "source": "nvml", "driver_version": str|null, "cuda_driver_version": "12.4"|null,
+     "nvml_version": str|null, "clock": float, "uptime_s": float|null, "boot_id": str|null,
+     "gpus": [{"index": int, <GPU_FIELDS>...}],
      "errors": [{"gpu": int|null, "field": str, "error": str}]}
+
+    Per GPU, beyond the plain values: "nvlinks" [{"link": int, "active": bool|null,
+    "errors": {"replay"|"recovery"|"crc_flit"|"crc_data"|"ecc_data": int}|null}], "fabric" null or
+    {"state": "not_supported"|"not_started"|"in_progress"|"completed", "status": "success"|str|null,
+    "cluster_uuid": str|null, "clique_id": int|null, "health": {name: word}|null}, "gsp_firmware" str|null.
     """
     try:
         import pynvml as nv
@@ -466,6 +678,7 @@ def collect():
             "cuda_driver_version", _CUDA_DRIVER_VERSION_FUNCTIONS, _cuda_version
         )
         result["nvml_version"] = collector.system("nvml_version", "nvmlSystemGetNVMLVersion", _text)
+        result.update(_clock_facts())
         result["gpus"] = [collector.gpu(index) for index in range(count)]
         result["errors"] = collector.errors
         return result

@@ -35,37 +35,48 @@ own_procs() {
 }
 """
 
-# $1: unit names, $2: process names, each comma-separated (both validated in the check's params: no
-# blank, comma or glob character, so the unquoted expansions split into exactly those words). With systemd as init (/run/systemd/system: sd_booted(3)), the units'
-# properties; without, only the process list. The NVSwitch device nodes (nvidia-modprobe creates
-# /dev/nvidia-nvswitchN) and the driver's per-device directories say whether fabric manager is needed.
-SERVICES_SCRIPT = (
+# service_state UNITS NAMES (space-separated words, validated by the caller's params: no blank, comma
+# or glob character, so the unquoted expansions split into exactly those words): with systemd as init
+# (/run/systemd/system: sd_booted(3)) the units' properties, then the processes of those names (all
+# that counts without systemd), then the NVSwitch device nodes (nvidia-modprobe creates
+# /dev/nvidia-nvswitchN) and the driver's per-device directories: whether Fabric Manager is needed.
+# Shared by the services probe and nvlink.fabric's (probes/nvlink_fabric.py).
+SERVICE_STATE_FUNCTION = (
     PROCS_FUNCTION
     + r"""
-units=$(echo "$1" | tr , " ") names=$(echo "$2" | tr , " ")
 bounded() { if command -v timeout >/dev/null 2>&1; then timeout 10 "$@"; else "$@"; fi; }
-if [ -d /run/systemd/system ]; then
-  echo "@@nodecheck systemd yes"
-  if [ -n "$units" ]; then
-    if command -v systemctl >/dev/null 2>&1; then
-      echo "@@nodecheck begin show"
-      bounded systemctl show --no-pager --property=SHOW_PROPERTIES -- $units 2>&1
-      echo "@@nodecheck end show rc=$?"
-    else
-      echo "@@nodecheck no_systemctl systemctl not found, though systemd is the init system"
+service_state() {
+  if [ -d /run/systemd/system ]; then
+    echo "@@nodecheck systemd yes"
+    if [ -n "$1" ]; then
+      if command -v systemctl >/dev/null 2>&1; then
+        echo "@@nodecheck begin show"
+        bounded systemctl show --no-pager --property=SHOW_PROPERTIES -- $1 2>&1
+        echo "@@nodecheck end show rc=$?"
+      else
+        echo "@@nodecheck no_systemctl systemctl not found, though systemd is the init system"
+      fi
     fi
+  else
+    echo "@@nodecheck systemd no"
   fi
-else
-  echo "@@nodecheck systemd no"
-fi
-echo "@@nodecheck begin procs"
-[ -n "$names" ] && own_procs $names
-echo "@@nodecheck end procs rc=0"
-echo "@@nodecheck begin nvswitch"
-for f in /dev/nvidia-nvswitch[0-9]* /proc/driver/nvidia-nvswitch/devices/*; do [ -e "$f" ] && echo "$f"; done
-echo "@@nodecheck end nvswitch rc=0"
-exit 0
+  echo "@@nodecheck begin procs"
+  [ -n "$2" ] && own_procs $2
+  echo "@@nodecheck end procs rc=0"
+  echo "@@nodecheck begin nvswitch"
+  for f in /dev/nvidia-nvswitch[0-9]* /proc/driver/nvidia-nvswitch/devices/*; do [ -e "$f" ] && echo "$f"; done
+  echo "@@nodecheck end nvswitch rc=0"
+}
 """.replace("SHOW_PROPERTIES", SHOW_PROPERTIES)
+)
+
+# $1: unit names, $2: process names, each comma-separated
+SERVICES_SCRIPT = (
+    SERVICE_STATE_FUNCTION
+    + r"""
+service_state "$(echo "$1" | tr , " ")" "$(echo "$2" | tr , " ")"
+exit 0
+"""
 )
 
 

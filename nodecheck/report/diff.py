@@ -22,6 +22,7 @@ from typing import NamedTuple, TypeGuard
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Status, worst
 from nodecheck.judging import counter_rules as C
+from nodecheck.judging import nvlink_rules as N
 from nodecheck.report import Report
 
 # The value checks (checks/values.py) whose verdicts carry the node's value as observed[what]: a
@@ -38,8 +39,24 @@ FACT_CHECKS = (
     "container.digest",
 )
 COUNTER_CHECK = "ib.counters"
+NVLINK_COUNTER_CHECK = "nvlink.errors"
 # Only error counters are kept: data and congestion counters rise all the time (noise, and rows)
 KEPT_COUNTERS = tuple(n for n, info in C.COUNTERS.items() if info.kind in (C.FAIL_ON_INCREASE, C.RATE))
+# the checks whose verdicts carry a counter snapshot (observed["snapshot"]["counters"]) and the
+# counters of it a sweep keeps; their names never overlap (SymbolErrorCounter, crc_flit), so a
+# kept counter's name says which check it came from
+COUNTER_CHECKS = {COUNTER_CHECK: KEPT_COUNTERS, NVLINK_COUNTER_CHECK: tuple(N.COUNTERS)}
+_RESET_WORDS = {
+    COUNTER_CHECK: "counters went down: cleared (perfquery -R) or reset",
+    NVLINK_COUNTER_CHECK: "counters went down: reset (GPU reset, nvidia-smi nvlink -r)",
+}
+
+
+def counter_check(counter: str) -> str:
+    """The check a kept counter's row comes from."""
+    return NVLINK_COUNTER_CHECK if counter in N.COUNTERS else COUNTER_CHECK
+
+
 BUSBW = "busbw"  # nccl-tests bus bandwidth at the plateau, GB/s
 PAIR_BW = "ib_write_bw_best"  # a node's best ib_write_bw per HCA in ib.pairs, Gb/s
 NO_RESULT = "-"  # the check name of a node no check produced a result for
@@ -61,8 +78,8 @@ class ResultRow:
 @dataclass(frozen=True)
 class CounterRow:
     node: str
-    port: str  # "mlx5_3/1" (the ib.counters verdict's subject)
-    counter: str  # "LinkDownedCounter"
+    port: str  # "mlx5_3/1" (the ib.counters verdict's subject), "GPU3" (nvlink.errors': links summed)
+    counter: str  # "LinkDownedCounter", "crc_flit"
     value: int
     boot_id: str | None  # the node's boot when read: a reboot resets counters
     source: str = ""  # "perfquery -x", "sysfs counters": widths differ
@@ -185,14 +202,16 @@ def facts(report: Report) -> tuple[tuple[str, str, str], ...]:
 
 
 def counter_rows(report: Report) -> tuple[CounterRow, ...]:
-    """The error counters of ib.counters' second read (observed["snapshot"]), once per port."""
+    """The error counters of ib.counters' and nvlink.errors' second read (observed["snapshot"]),
+    once per port (GPU)."""
     found: dict[tuple[str, str, str], CounterRow] = {}
     for r in report.results:
-        snap = r.verdict.observed.get("snapshot") if r.check == COUNTER_CHECK else None
+        kept = COUNTER_CHECKS.get(r.check, ())
+        snap = r.verdict.observed.get("snapshot") if kept else None
         if not isinstance(snap, Mapping) or not isinstance(snap.get("counters"), Mapping):
             continue
         for node in r.nodes:
-            for name in KEPT_COUNTERS:
+            for name in kept:
                 value = snap["counters"].get(name)
                 if isinstance(value, int) and not isinstance(value, bool):
                     found.setdefault(
@@ -274,6 +293,7 @@ class CounterReset(NamedTuple):
     node: str
     port: str  # "" when the whole node rebooted
     reason: str
+    check: str = COUNTER_CHECK  # whose counters: ib.counters, nvlink.errors (a reboot: the first seen)
 
 
 @dataclass(frozen=True)
@@ -371,21 +391,26 @@ def counter_changes(
     old = {(c.node, c.port, c.counter): c for c in before}
     risen: list[CounterRise] = []
     reset: dict[tuple[str, str], str] = {}
+    checks: dict[tuple[str, str], str] = {}
     for c in now:
         was = old.get((c.node, c.port, c.counter))
         if was is None or was.source != c.source:
             continue
         if was.boot_id and c.boot_id and was.boot_id != c.boot_id:
+            checks.setdefault((c.node, ""), counter_check(c.counter))
             reset[(c.node, "")] = "rebooted since the last sweep (new boot id): counters restart at zero"
         elif c.value > was.value:
             risen.append(CounterRise(c.node, c.port, c.counter, was.value, c.value))
         elif c.value < was.value:
-            reset.setdefault((c.node, c.port), "counters went down: cleared (perfquery -R) or reset")
+            checks.setdefault((c.node, c.port), counter_check(c.counter))
+            reset.setdefault((c.node, c.port), _RESET_WORDS[counter_check(c.counter)])
     for node, port in [k for k in reset if k[1]]:
         if (node, "") in reset:  # the reboot says it for every port
             del reset[(node, port)]
     rises = tuple(sorted(risen, key=lambda r: (natural(r.node), natural(r.port), r.counter)))
-    resets = [CounterReset(node, port, why) for (node, port), why in reset.items()]
+    resets = [
+        CounterReset(node, port, why, checks.get((node, port), COUNTER_CHECK)) for (node, port), why in reset.items()
+    ]
     return rises, tuple(sorted(resets, key=lambda r: (natural(r.node), natural(r.port))))
 
 
@@ -499,13 +524,13 @@ def render(
         lines += section(
             "counters risen",
             [
-                (c.node, f"ib.counters  {c.port} {c.counter} {c.old} -> {c.new} (+{c.new - c.old})")
+                (c.node, f"{counter_check(c.counter)}  {c.port} {c.counter} {c.old} -> {c.new} (+{c.new - c.old})")
                 for c in changes.counters_risen
             ],
         )
         lines += section(
             "counters reset (not counted as a rise)",
-            [(c.node, "ib.counters  " + (f"{c.port}: " if c.port else "") + c.reason) for c in changes.counters_reset],
+            [(c.node, f"{c.check}  " + (f"{c.port}: " if c.port else "") + c.reason) for c in changes.counters_reset],
         )
         if changes.new_nodes:
             lines.append(f"new nodes: {fold(changes.new_nodes)}")

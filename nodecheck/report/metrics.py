@@ -25,6 +25,10 @@ Metrics (gauges; every status metric uses Status.rank, the severity order of nod
                                               resets it, which shows as a drop (rate() reads a drop
                                               as a counter reset, as it should). The value is
                                               written as the exact integer, up to 2^64-1.
+    nodecheck_nvlink_gpu_counter{node,gpu,counter}  an NVLink error counter (replay, recovery,
+                                              crc_flit, crc_data, ecc_data) summed over the GPU's links
+                                              at nvlink.errors' second read; a gauge like the IB one
+                                              (a GPU reset or reboot shows as a drop).
 No sample carries a timestamp: the textfile collector refuses them.
 """
 
@@ -37,9 +41,10 @@ from pathlib import Path
 
 from nodecheck import __version__
 from nodecheck.core.model import SEVERITY
-from nodecheck.report.diff import BUSBW, PAIR_BW, Offender, SweepSnapshot
+from nodecheck.report.diff import BUSBW, NVLINK_COUNTER_CHECK, PAIR_BW, Offender, SweepSnapshot, counter_check
 
 COUNTER_METRIC = "nodecheck_ib_port_counter"
+NVLINK_COUNTER_METRIC = "nodecheck_nvlink_gpu_counter"
 METRICS_FILE_MODE = 0o644  # node_exporter's user reads it; why not 0640: write_atomic
 
 STATUS_HELP = ", ".join(f"{s.rank} {s.value}" for s in SEVERITY)
@@ -142,13 +147,23 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
             by_metric[(name, text)].append(({"node": m.node, "check": m.check, label: m.subject}, m.value * factor))
     for (name, text), samples in by_metric.items():
         _family(out, name, text, samples)
-    if snap.counters:  # ints: number() writes them exactly, 2^64-1 included
+    ib = [c for c in snap.counters if counter_check(c.counter) != NVLINK_COUNTER_CHECK]
+    nvlink = [c for c in snap.counters if counter_check(c.counter) == NVLINK_COUNTER_CHECK]
+    if ib:  # ints: number() writes them exactly, 2^64-1 included
         _family(
             out,
             COUNTER_METRIC,
             "An IB error counter's raw value at the last sweep (ib.counters' second "
             "read); use increase() or rate(): a reboot or perfquery -R resets it, shown as a drop",
-            [({"node": c.node, "port": c.port, "counter": c.counter}, c.value) for c in snap.counters],
+            [({"node": c.node, "port": c.port, "counter": c.counter}, c.value) for c in ib],
+        )
+    if nvlink:
+        _family(
+            out,
+            NVLINK_COUNTER_METRIC,
+            "An NVLink error counter summed over the GPU's links at the last sweep (nvlink.errors' second "
+            "read); use increase() or rate(): a GPU reset or reboot resets it, shown as a drop",
+            [({"node": c.node, "gpu": c.port, "counter": c.counter}, c.value) for c in nvlink],
         )
     return "".join(out)
 

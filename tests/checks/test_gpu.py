@@ -894,3 +894,161 @@ def test_health_in_fallback_mode_reads_a_q_line_holding_a_splitlines_break(break
     judged = [(v.status, v.subject, v.message) for v in health(captures(GPU, fallback_stdout(q=(q, 0))))]
     unbroken = [(v.status, v.subject, v.message) for v in health(captures(GPU, fallback_stdout(q=(Q_H100, 0))))]
     assert judged and judged == unbroken
+
+
+# -- the fallback's NVLink error counters and clock; gpu.vbios / gpu.gsp_firmware -------------------
+
+NVLINK_E = "nvidia-smi-nvlink/derived-ml-engineering-h100-nvlink-e-links-0-1-17.txt"
+
+
+def test_gpu_script_fallback_runs_and_reads_counters_and_clock(tmp_path):
+    """GPU_SCRIPT itself under sh: python3 says NVML is unavailable, a stand-in nvidia-smi prints
+    recordings; the sections it writes read as counters on the links, and the node's clock."""
+    if not os.access("/bin/sh", os.X_OK):
+        pytest.skip("no /bin/sh")
+    (tmp_path / "python3").write_text(
+        "#!/bin/sh\ncat >/dev/null\necho 'nodecheck-nvml-unavailable: no pynvml'\nexit 3\n"
+    )
+    outputs = {"--query-gpu": H100_CSV, "-q": "", "-s": data(NVLINK_S)}
+    errors = data(NVLINK_E)
+    outputs["-e"] = errors + errors.replace("GPU 0:", "GPU 1:").replace(
+        "Link 17: CRC Errors: 0", "Link 17: CRC Errors: 9"
+    )
+    for flag, text in outputs.items():
+        (tmp_path / f"out{flag}").write_text(text)
+    (tmp_path / "nvidia-smi").write_text(
+        "#!/bin/sh\n"
+        f'd="{tmp_path}"\n'
+        'case "$*" in\n'
+        '  --query-gpu=*) cat "$d/out--query-gpu" ;;\n'
+        "  --query-compute-apps=*) : ;;\n"
+        "  -q) exit 2 ;;\n"
+        '  "nvlink -s") cat "$d/out-s" ;;\n'
+        '  "nvlink -e") cat "$d/out-e" ;;\n'
+        "  *) exit 9 ;;\n"
+        "esac\n"
+    )
+    for name in ("python3", "nvidia-smi"):
+        (tmp_path / name).chmod(0o755)
+    result = subprocess.run(
+        ["sh", "-c", GPU_SCRIPT, "nodecheck-gpu"],
+        input="",
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    facts = parse_gpu_probe(result.stdout)
+    assert facts.source == "nvidia-smi" and "no pynvml" in facts.source_note
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert facts.boot_id == f.read().strip()
+    assert facts.clock is not None and facts.uptime_s is not None and facts.uptime_s > 0
+    zero = (("replay", 0), ("recovery", 0), ("crc_flit", 0))
+    links1 = facts.gpus[1].nvlinks
+    assert links1 is not None
+    by_link = {link.link: link.errors for link in links1}
+    # -s lists 18 links; -e (the derived recording) only 0, 1 and 17: the rest stay unread
+    assert by_link[0] == by_link[1] == zero and by_link[5] is None
+    assert by_link[17] == (("replay", 0), ("recovery", 0), ("crc_flit", 9))
+
+
+def test_fallback_without_the_new_sections_reads_as_before():
+    facts = parse_gpu_probe(fallback_stdout())
+    assert (facts.clock, facts.uptime_s, facts.boot_id) == (None, None, None)
+    assert all(link.errors is None for gpu in facts.gpus for link in gpu.nvlinks or ())
+
+
+@pytest.mark.parametrize(
+    "clock, uptime, boot_id, expected",
+    [
+        (
+            "1796190253.123456789\n",
+            "27718.20 55000.01\n",
+            "dda7b88b-2fbb-4708-a635-68e2e354ae4c\n",
+            (1796190253.123456789, 27718.2, "dda7b88b-2fbb-4708-a635-68e2e354ae4c"),
+        ),
+        ("1796190253.%N\n", "garbage\n", "not-a-boot-id\n", (1796190253.0, None, None)),  # busybox date
+        ("yesterday\n", "", "", (None, None, None)),
+    ],
+)
+def test_fallback_clock_sections(clock, uptime, boot_id, expected):
+    def section(name: str, text: str) -> str:
+        return f"@@nodecheck begin {name}\n{text}@@nodecheck end {name} rc=0\n"
+
+    text = fallback_stdout() + section("clock", clock) + section("uptime", uptime) + section("boot-id", boot_id)
+    facts = parse_gpu_probe(text)
+    assert (facts.clock, facts.uptime_s, facts.boot_id) == expected
+
+
+def _vbios_nodes(tmp_path: Path, changes: dict[str, Callable[[dict], object] | None]) -> dict:
+    by_node = {}
+    for node, change in changes.items():
+        (tmp_path / node).mkdir()
+        by_node[node] = captures(GPU, nvml_stdout(write_state(tmp_path / node, change)), node=node)
+    return by_node
+
+
+def test_vbios_and_gsp_agree_across_nodes_and_pins(tmp_path):
+    by_node = _vbios_nodes(tmp_path, {"node1": None, "node2": None})
+    vbios = list(all_checks()["gpu.vbios"].judge(by_node, PinOrDrift(expect="96.00.99.00.01")))
+    assert [(nodes, v.status, v.message) for nodes, v in vbios] == [
+        (("node1", "node2"), PASS, "GPU VBIOS 96.00.99.00.01 (pinned; 2 nodes)")
+    ]
+    gsp = list(all_checks()["gpu.gsp_firmware"].judge(by_node, PinOrDrift()))
+    assert [(nodes, v.status, v.message) for nodes, v in gsp] == [
+        (("node1", "node2"), PASS, "GPU GSP firmware 550.90.07 (all 2 nodes agree)")
+    ]
+
+
+def test_one_gpu_flashed_apart_from_its_peers_fails_its_node(tmp_path):
+    by_node = _vbios_nodes(tmp_path, {"node1": None, "node2": None, "node3": gpu(7, vbios="96.00.74.00.01")})
+    vbios = list(all_checks()["gpu.vbios"].judge(by_node, PinOrDrift()))
+    assert [(nodes, v.status, v.message) for nodes, v in vbios] == [
+        (("node1", "node2"), PASS, "GPU VBIOS 96.00.99.00.01 (majority: 2 of 3 nodes)"),
+        (
+            ("node3",),
+            FAIL,
+            "GPU VBIOS 96.00.74.00.01 (GPU7) + 96.00.99.00.01 (GPU0, GPU1, GPU2, GPU3, GPU4, GPU5, GPU6) on node3, "
+            "expected 96.00.99.00.01 (2 nodes)",
+        ),
+    ]
+
+
+def test_gsp_not_in_use_on_one_gpu_is_drift_a_failed_read_is_an_error_and_other_models_are_named(tmp_path):
+    by_node = _vbios_nodes(
+        tmp_path,
+        {
+            "node1": gpu(3, gsp_firmware=None),  # NotSupported: this GPU runs without GSP firmware
+            "node2": gpu(0, name="NVIDIA H100 NVL", vbios="96.00.30.00.01"),
+            "node3": gpu(5, errors={"nvmlDeviceGetGspFirmwareVersion": "Unknown"}),
+        },
+    )
+    gsp = list(all_checks()["gpu.gsp_firmware"].judge(by_node, PinOrDrift(expect="550.90.07")))
+    assert [(nodes, v.status, v.message) for nodes, v in gsp] == [
+        (("node3",), ERROR, "cannot read gpu probe output: NVML did not report the GSP firmware version of GPU5"),
+        (
+            ("node1",),
+            FAIL,
+            "GPU GSP firmware no GSP firmware in use (GPU3) + 550.90.07 (GPU0, GPU1, GPU2, GPU4, GPU5, GPU6, GPU7) "
+            "on node1, expected 550.90.07 (pinned; 1 node)",
+        ),
+        (("node2",), PASS, "GPU GSP firmware 550.90.07 (pinned; 1 node)"),
+    ]
+    vbios = list(all_checks()["gpu.vbios"].judge({"node2": by_node["node2"]}, PinOrDrift()))
+    assert [v.message for _, v in vbios] == [
+        "GPU VBIOS NVIDIA H100 80GB HBM3: 96.00.99.00.01; NVIDIA H100 NVL: 96.00.30.00.01 "
+        "(the only node judged; nothing to compare with)"
+    ]
+
+
+def test_vbios_on_a_node_without_gpus_is_absent():
+    text = fallback_stdout(query_gpu="No devices were found\n", query_rc=6)
+    by_node = {"node1": captures(GPU, text, node="node1")}
+    vbios = list(all_checks()["gpu.vbios"].judge(by_node, PinOrDrift()))
+    assert [(v.status, v.message) for _, v in vbios] == [
+        (
+            FAIL,
+            "no GPU found (nvidia-smi: No devices were found): no VBIOS version to compare",
+        )
+    ]

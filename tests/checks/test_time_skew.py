@@ -4,33 +4,28 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
 
 import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.time_skew import Sample, SkewReport, TimeSkew, _judge, skew
 from nodecheck.core.model import Capture, Node, Outcome, Probe, Status
+from tests.helpers import SerialActiveContext
 
 
-class FakeContext:
+class FakeContext(SerialActiveContext):
     """ActiveContext for time.skew: each node's `date` prints the operator's clock plus its offset,
     after `delay` seconds (a slow link); `broken` nodes answer with what a failed step returns."""
 
     check = "time.skew"
-    allow_disruptive = False
 
     def __init__(self, offsets: dict[str, float], delay: float = 0.0, broken: dict[str, Capture] | None = None):
+        super().__init__()
         self.offsets, self.delay, self.broken = offsets, delay, broken or {}
         self.nodes = {n: Node(n, n) for n in offsets}
         self.captures: dict = {n: {} for n in offsets}
         self.order = list(offsets)
-        self.data = None
         self.runs: list[str] = []
-
-    @property
-    def parallel(self) -> int:
-        return 4
 
     def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         self.runs.append(node)
@@ -40,18 +35,6 @@ class FakeContext:
         stdout = f"{time.time() + self.offsets[node]:.9f}\n"
         time.sleep(self.delay)
         return Capture(node, probe.name, probe.argv, Outcome.EXITED, 0, stdout, "", 2 * self.delay)
-
-    def left(self) -> float:
-        return 600.0
-
-    def stopped(self) -> bool:
-        return False
-
-    def each(self, items: Sequence, step: Callable, *, workers: int | None = None) -> list:
-        return [step(i) for i in items]
-
-    def report(self, data) -> None:
-        self.data = data
 
     def incomplete(self, why: str) -> None:
         raise AssertionError(why)

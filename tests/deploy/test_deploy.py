@@ -22,6 +22,7 @@ SWEEP_ARGV = [
     "/etc/nodecheck/hosts.yml",
     "--playbook",
     "sweep",
+    "--allow-disruptive",  # the sweep playbook's DCGM level 2, on idle nodes only
     "--output-dir",
     "/var/lib/nodecheck/reports",
     "--metrics",
@@ -79,6 +80,7 @@ def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
     assert argv[0] == "/opt/nodecheck/bin/nodecheck" and argv[1:] == SWEEP_ARGV
     args = cli.build_parser().parse_args(argv[1:])
     assert (args.command, args.playbook, args.offender, args.format) == ("sweep", "sweep", "3/5", "table")
+    assert args.allow_disruptive is True
     assert s["WorkingDirectory"] == "/var/lib/nodecheck"
     assert seconds(s["TimeoutStartSec"]) == 900 > load_playbook("sweep").deadline_s == 600
     assert (s["Nice"], s["IOSchedulingClass"], s["IOSchedulingPriority"]) == ("10", "best-effort", "7")

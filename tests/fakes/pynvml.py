@@ -13,12 +13,17 @@ Beyond tests/fakes/README.md's schema, the state may carry:
   as nvidia-ml-py's throwOnVersionMismatch does;
 - per GPU "mig_mode": [current, pending] (NVML_DEVICE_MIG_DISABLE/ENABLE); absent or null:
   nvmlDeviceGetMigMode raises NotSupported (a GPU without MIG).
+- per GPU "fabric", "gsp_firmware", "nvlink_errors" and "nvlink_errors_growth_per_s" (with a top-level
+  "nvlink_errors_epoch"): the fabric registration, GSP firmware version and NVLink error counters, the
+  last rising with time (tests/fakes/README.md has the shapes).
 
 Plain Python 3 (no annotations, no newer syntax): it runs under whatever python3 a node has.
 """
 
+import ctypes
 import json
 import os
+import time
 from typing import ClassVar
 
 __version__ = "12.550.0+nodecheck.fake"
@@ -39,6 +44,39 @@ NVML_NVLINK_MAX_LINKS = 18
 NVML_DEVICE_MIG_DISABLE = 0x0
 NVML_DEVICE_MIG_ENABLE = 0x1
 NVML_DEVICE_PCI_BUS_ID_FMT = "%08X:%02X:%02X.0"
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+NVML_NVLINK_ERROR_DL_ECC_DATA = 4
+NVML_NVLINK_ERROR_COUNT = 5
+NVML_GSP_FIRMWARE_VERSION_BUF_SIZE = 0x40
+NVML_GPU_FABRIC_UUID_LEN = 16
+NVML_GPU_FABRIC_STATE_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_STATE_NOT_STARTED = 1
+NVML_GPU_FABRIC_STATE_IN_PROGRESS = 2
+NVML_GPU_FABRIC_STATE_COMPLETED = 3
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW = 0
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_RECOVERY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_RECOVERY = 2
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_RECOVERY = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ROUTE_UNHEALTHY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ROUTE_UNHEALTHY = 4
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ROUTE_UNHEALTHY = 0x3
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_NOT_SUPPORTED = 0
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_TRUE = 1
+NVML_GPU_FABRIC_HEALTH_MASK_ACCESS_TIMEOUT_RECOVERY_FALSE = 2
+NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_ACCESS_TIMEOUT_RECOVERY = 6
+NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_ACCESS_TIMEOUT_RECOVERY = 0x3
+nvmlGpuFabricInfo_v2 = 0x02000024
 
 nvmlClocksEventReasonGpuIdle = 0x1
 nvmlClocksEventReasonApplicationsClocksSetting = 0x2
@@ -85,6 +123,8 @@ NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_MEMORY = 20
 NVML_ERROR_NO_DATA = 21
+NVML_ERROR_INSUFFICIENT_RESOURCES = 23
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 NVML_ERROR_UNKNOWN = 999
 
 # nvmlErrorString() texts as libnvidia-ml returns them
@@ -110,6 +150,8 @@ _ERROR_STRINGS = {
     NVML_ERROR_IN_USE: "In use by another client",
     NVML_ERROR_MEMORY: "Insufficient Memory",
     NVML_ERROR_NO_DATA: "No data",
+    NVML_ERROR_INSUFFICIENT_RESOURCES: "Insufficient Resources",
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "Argument version mismatch",
     NVML_ERROR_UNKNOWN: "Unknown Error",
 }
 
@@ -202,6 +244,34 @@ class nvmlPciInfo_t(_Struct):
 
 class c_nvmlProcessInfo_t(_Struct):
     pass
+
+
+# nvidia-ml-py 13.x's ctypes layouts (12.535's c_nvmlGpuFabricInfo_t had an 80-byte c_char clusterUuid;
+# the library writes nvml.h's 16 bytes, which these match)
+class c_nvmlGpuFabricInfo_t(ctypes.Structure):
+    _fields_: ClassVar[list] = [
+        ("clusterUuid", ctypes.c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint),
+    ]
+
+
+class c_nvmlGpuFabricInfo_v2_t(ctypes.Structure):
+    _fields_: ClassVar[list] = [
+        ("version", ctypes.c_uint),
+        ("clusterUuid", ctypes.c_uint8 * NVML_GPU_FABRIC_UUID_LEN),
+        ("status", ctypes.c_uint),
+        ("cliqueId", ctypes.c_uint32),
+        ("state", ctypes.c_uint),
+        ("healthMask", ctypes.c_uint32),
+    ]
+
+    def __init__(self):
+        super().__init__(version=nvmlGpuFabricInfo_v2)
+
+
+c_nvmlGpuFabricInfoV_t = c_nvmlGpuFabricInfo_v2_t
 
 
 class c_nvmlDevice_t:
@@ -487,3 +557,87 @@ def nvmlDeviceGetMigMode(handle):
     if mode is None:
         raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # a GPU without MIG
     return [int(mode[0]), int(mode[1])]  # [current, pending]
+
+
+def nvmlDeviceGetGspFirmwareVersion(handle, version=None):
+    gsp = _gpu(handle, "nvmlDeviceGetGspFirmwareVersion").get("gsp_firmware")
+    if gsp is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # no GSP firmware on this GPU
+    raw = gsp.encode()[: NVML_GSP_FIRMWARE_VERSION_BUF_SIZE - 1]
+    if version is not None:  # the caller's buffer, as nvidia-ml-py allows
+        version.value = raw
+        return NVML_SUCCESS
+    return raw  # bytes: nvidia-ml-py returns the c_char buffer's .value undecoded here
+
+
+# --- fabric ------------------------------------------------------------------------------------
+_FABRIC_STATE_NAMES = {
+    "not_supported": NVML_GPU_FABRIC_STATE_NOT_SUPPORTED,
+    "not_started": NVML_GPU_FABRIC_STATE_NOT_STARTED,
+    "in_progress": NVML_GPU_FABRIC_STATE_IN_PROGRESS,
+    "completed": NVML_GPU_FABRIC_STATE_COMPLETED,
+}
+
+
+def _fabric_target(gpuFabricInfo):
+    """The structure behind byref(struct) (or the structure itself), as the C library would write it."""
+    target = getattr(gpuFabricInfo, "_obj", gpuFabricInfo)
+    if not isinstance(target, ctypes.Structure):
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    return target
+
+
+def _fill_fabric(handle, symbol, gpuFabricInfo, versioned):
+    fabric = _gpu(handle, symbol).get("fabric")
+    info = _fabric_target(gpuFabricInfo)
+    if versioned and getattr(info, "version", None) != nvmlGpuFabricInfo_v2:
+        raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    if fabric is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # no fabric (PCIe card, pre-Hopper GPU)
+    uuid = bytes.fromhex(fabric.get("cluster_uuid", "0" * 32).replace("-", ""))
+    for i, byte in enumerate(uuid[:NVML_GPU_FABRIC_UUID_LEN]):
+        info.clusterUuid[i] = byte
+    info.status = int(fabric.get("status", NVML_SUCCESS))
+    info.cliqueId = int(fabric.get("clique_id", 0))
+    info.state = _FABRIC_STATE_NAMES[fabric["state"]]
+    if versioned:
+        info.healthMask = int(fabric.get("health_mask", 0))
+    return NVML_SUCCESS
+
+
+def nvmlDeviceGetGpuFabricInfo(device, gpuFabricInfo):
+    return _fill_fabric(device, "nvmlDeviceGetGpuFabricInfo", gpuFabricInfo, versioned=False)
+
+
+def nvmlDeviceGetGpuFabricInfoV(device, gpuFabricInfo):
+    return _fill_fabric(device, "nvmlDeviceGetGpuFabricInfoV", gpuFabricInfo, versioned=True)
+
+
+# --- NVLink error counters ---------------------------------------------------------------------
+_NVLINK_COUNTER_NAMES = {
+    NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+    NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+    NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc_flit",
+    NVML_NVLINK_ERROR_DL_CRC_DATA: "crc_data",
+    NVML_NVLINK_ERROR_DL_ECC_DATA: "ecc_data",
+}
+
+
+def nvmlDeviceGetNvLinkErrorCounter(device, link, counter):
+    gpu = _gpu(device, "nvmlDeviceGetNvLinkErrorCounter")
+    states = gpu.get("nvlink_states")
+    if states is None:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+    if not 0 <= link < len(states) or counter not in _NVLINK_COUNTER_NAMES:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    name = _NVLINK_COUNTER_NAMES[counter]
+    counts = (gpu.get("nvlink_errors") or {}).get(str(link)) or {}
+    if name not in counts:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # this GPU does not count it
+    value = int(counts[name])
+    growth = (gpu.get("nvlink_errors_growth_per_s") or {}).get(str(link)) or {}
+    if name in growth:
+        # counters that rise while the node runs: value at the state's epoch plus rate x elapsed seconds
+        elapsed = max(0.0, time.time() - float(_state["nvlink_errors_epoch"]))
+        value += int(float(growth[name]) * elapsed)
+    return value

@@ -131,7 +131,7 @@ def test_history_shows_counters_rises_resets_by_the_diffs_rule_zeros_summed_up(t
     recorded(tmp_path, previous_report(), current_report())
     _, out = history(tmp_path, capsys, "--show", "counters", "--node", "node1")
     assert out.splitlines() == [
-        "IB error counters of node node1, last 2 sweeps (oldest first):",
+        "error counters of node node1, last 2 sweeps (oldest first):",
         "started (UTC)         run id                  port      counter             value    change",
         "--------------------  ----------------------  --------  ------------------  -------  " + "-" * 35,
         "2026-11-29 10:00:00Z  20261129T100000Z_sweep  mlx5_0/1  SymbolErrorCounter  5",
@@ -216,13 +216,13 @@ def test_history_shows_measurements_and_a_sweep_that_kept_none(tmp_path, capsys)
         (
             ["--show", "counters", "--node", "node3"],
             "--node",  # a node, not one with counters
-            "no IB error counters for node 'node3' in the last 2 sweeps",
-            "3 nodes have IB error counters there; its statuses: --show results",
+            "no error counters for node 'node3' in the last 2 sweeps",
+            "3 nodes have error counters there; its statuses: --show results",
         ),
         (
             ["--show", "counters", "--node", "node4", "--check", "SymbolErrorCounter"],
             "--check",
-            "no IB error counters for counter or port 'SymbolErrorCounter' on node 'node4' in the last 2 sweeps",
+            "no error counters for counter or port 'SymbolErrorCounter' on node 'node4' in the last 2 sweeps",
             "that node's: LinkDownedCounter, mlx5_0/1",
         ),
         (

@@ -20,6 +20,7 @@ import pytest
 
 from nodecheck.cli import build_parser
 from nodecheck.config.playbook import load_playbook
+from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import CheckResult, Evidence, Node, Status, Verdict
 from nodecheck.gate import command as gatecmd
 from nodecheck.report import Report
@@ -999,3 +1000,57 @@ def _log_events(path: Path) -> list[dict]:
         {k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(line.split(" ", 2)[2])}
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
+
+
+# ---- gate playbooks refuse disruptive DCGM levels; the Prolog says when NVML did not answer -------
+
+
+def _book(tmp_path, block: str):
+    path = tmp_path / "gate.yml"
+    path.write_text(f"version: 1\ndeadline_s: 20\nchecks:\n  gpu.dcgm_diag: {block}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("mode", ["prolog", "controller", "health"])
+@pytest.mark.parametrize("block", ["{level: 2}", "{level: 3}", "{tests: [memory]}"])
+def test_a_disruptive_dcgm_run_is_refused_in_every_gate_mode(tmp_path, mode, block):
+    with pytest.raises(ConfigError) as e:
+        gatecmd._load(Namespace(playbook=_book(tmp_path, block)), mode)
+    assert "not in a " + mode + " playbook" in e.value.message
+    assert e.value.file == str(tmp_path / "gate.yml")
+    assert "level 1 at most" in (e.value.hint or "")
+
+
+def test_level_1_reads_state_only_and_is_allowed(tmp_path):
+    playbook = gatecmd._load(Namespace(playbook=_book(tmp_path, "{level: 1}")), "health")
+    assert [c.spec.name for c in playbook.checks] == ["gpu.dcgm_diag"]
+
+
+# ---- the Prolog says when the GPUs were read without NVML -----------------------------------------
+
+
+def _gpu_capture(stdout: str):
+    from nodecheck.core.model import Capture, Outcome
+
+    return Capture("gpu017", "gpu", ("sh",), Outcome.EXITED, 0, stdout, "", 0.4)
+
+
+def _logged(tmp_path, stdout: str) -> list[str]:
+    import dataclasses
+
+    log = gatecmd.GateLog(str(tmp_path / "gate.log"), "prolog", "4242")
+    rep = dataclasses.replace(report([], names=("gpu017",)), captures=(_gpu_capture(stdout),))
+    gatecmd._log_gpu_fallback(rep, log, "gpu017")
+    return log.lines
+
+
+def test_a_prolog_that_read_the_gpus_with_nvidia_smi_says_why_and_the_fix(tmp_path):
+    [line] = _logged(tmp_path, "nodecheck-nvml-unavailable: No module named 'pynvml'\n@@nodecheck begin query-gpu\n")
+    assert "action=gpu-source node=gpu017 job=4242" in line
+    assert 'source="nvidia-smi"' in line
+    assert "not NVML (No module named 'pynvml'): install nodecheck[nvml] on the node" in line
+    assert (tmp_path / "gate.log").read_text().strip() == line
+
+
+def test_nvml_answering_logs_nothing(tmp_path):
+    assert _logged(tmp_path, '{"schema": 2, "source": "nvml", "gpus": []}') == []

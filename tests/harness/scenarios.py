@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 if not __package__:  # run as a script: tests/ on sys.path, so `harness` is a package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.cluster import SimCluster
-from harness.sim.node_state import SERVICES
+from harness.sim.node_state import NVIDIA_DAEMONS, SERVICES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -169,9 +169,10 @@ class ReplayByArgs(Action):
 
     tool: str
     cases: tuple[tuple[str, str], ...]
+    what: str = ""  # what the listing says instead of the number of cases
 
     def describe(self) -> str:
-        return f"{self.tool}: replay by arguments ({_cases(len(self.cases))})"
+        return f"{self.tool}: {self.what or f'replay by arguments ({_cases(len(self.cases))})'}"
 
     def install(self, cluster: SimCluster, node: str) -> None:
         cluster.fake_replay_by_args(node, self.tool, [(pattern, _data(f)) for pattern, f in self.cases])
@@ -475,9 +476,10 @@ NVML_HEALTHY = str(NVML_STATES / "h100x8-healthy.json")
 NVML_REMAP_PENDING = str(NVML_STATES / "h100x8-row-remap-pending.json")
 NVML_LEFTOVER = str(NVML_STATES / "h100x8-leftover-process.json")
 DMESG_CLEAN = "scenarios/derived-dmesg-T-nvrm-gpu-at-no-xid.txt"
+EMPTY = "scenarios/empty.txt"
+NVIDIA_ONLY_LSPCI = "-D -nn -d 10de:"  # how nvlink.fabric's probe asks for NVIDIA's devices
 DMESG_FALLEN_OFF_BUS = "dmesg-xid/nvsentinel-155-fallen-off-bus-multiline-no-xid-570.txt"
 DMESG_OOM = "dmesg-oom/docker-for-linux-1001-syslog-prefixed-global-oom-killed-process-truncated.txt"
-LDCONFIG_NCCL = "scenarios/ldconfig-p-libnccl-deb.txt"
 OFED_INFO = "scenarios/ofed_info-s-mlnx-23.07.txt"
 IMAGE = "b10s/test:app4"  # the image of the real `docker inspect` recording
 DOCKER_INSPECT = "scenarios/docker-image-inspect-b10s-test-app4.txt"
@@ -497,14 +499,79 @@ def nccl_readlink(version: str) -> Script:
     )
 
 
+# ---- NVIDIA's driver stack (issue 20) ----------------------------------------------------------------
+# The kernel module's /proc file (a real open-module file, its version set to the simulated fleet's),
+# and the loader cache: the NCCL line above plus the driver's libraries in the node's own library
+# directory (node_state.NVIDIA_LIB_DIR), where NvidiaDriver lays them out.
+PROC_DRIVER = {
+    "550.90.07": "scenarios/derived-proc-driver-nvidia-version-open-550.90.07.txt",
+    "580.159.04": "scenarios/derived-proc-driver-nvidia-version-open-580.159.04.txt",
+}
+LDCONFIG_DRIVER = "scenarios/constructed-ldconfig-p-nccl-and-driver-sim.txt"
+# file sizes of driver 550.90.07's libcuda and libnvidia-ml (tests/data/ls-l-driver-libs/gpud-415-*);
+# the other two are not in any listing found, so plausible sizes (any non-zero size reads the same)
+DRIVER_LIBS = {
+    "libcuda": ("libcuda.so.1", 28581024),
+    "libnvidia-ml": ("libnvidia-ml.so.1", 2078360),
+    "libnvidia-ptxjitcompiler": ("libnvidia-ptxjitcompiler.so.1", 25000000),
+    "libnvidia-nvvm": ("libnvidia-nvvm.so.4", 50000000),
+}
+
+
+@dataclass(frozen=True)
+class NvidiaDriver(Action):
+    """The NVIDIA kernel module of `version` loaded (/proc/driver/nvidia/version) and its user-space
+    libraries as the driver's installer lays them out (libX.so.1 -> libX.so.VERSION); those in
+    `empty` are 0-byte files (an upgrade that failed half-way, Soperator #2684)."""
+
+    version: str = "550.90.07"
+    empty: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"NVIDIA driver {self.version}" + (f"; {', '.join(self.empty)} empty" if self.empty else "")
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        libs: dict[str, int | str] = {}
+        for base, (soname, size) in DRIVER_LIBS.items():
+            real = f"{base}.so.{self.version}"
+            libs[real] = 0 if base in self.empty else size
+            libs[soname] = real
+        cluster.fake_nvidia_driver(node, _data(PROC_DRIVER[self.version]).read_bytes(), libs)
+
+    def recordings(self) -> tuple[str, ...]:
+        return (PROC_DRIVER[self.version],)
+
+
+@dataclass(frozen=True)
+class NvidiaDaemons(Action):
+    """Root processes named like NVIDIA's daemons in the node (no systemd): nv-fabricmanager, ..."""
+
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"daemons: {', '.join(self.names)}"
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        unknown = [n for n in self.names if n not in NVIDIA_DAEMONS]
+        if unknown:
+            raise ValueError(f"unknown NVIDIA daemon(s) {unknown} (known: {', '.join(NVIDIA_DAEMONS)})")
+        cluster.start_services(node, names=list(self.names))
+
+
 def gpu_node(
-    nvml: str = NVML_HEALTHY, dmesg: str = DMESG_CLEAN, nccl: str = NCCL_GOOD, docker: str = DOCKER_INSPECT
+    nvml: str = NVML_HEALTHY,
+    dmesg: str = DMESG_CLEAN,
+    nccl: str = NCCL_GOOD,
+    docker: str = DOCKER_INSPECT,
+    driver: NvidiaDriver | None = None,
 ) -> list[Action]:
-    """A healthy 8x H100 node: NVML, kernel log, NCCL, OFED, HCAs and the job's image."""
+    """A healthy 8x H100 node: NVML, kernel log, NCCL, OFED, HCAs, the job's image and the NVIDIA
+    driver's kernel module and libraries (`driver`: another driver, or one with a fault)."""
     return [
         Nvml(nvml),
         Replay("dmesg", dmesg),
-        Replay("ldconfig", LDCONFIG_NCCL),
+        Replay("ldconfig", LDCONFIG_DRIVER),
+        driver or NvidiaDriver(),
         nccl_readlink(nccl),
         Replay("ofed_info", OFED_INFO),
         Replay("ibstat", IBSTAT_HEALTHY),
@@ -552,7 +619,7 @@ NVIDIA_SMI_FALLBACK = ReplayByArgs(
     "nvidia-smi",
     (
         ("--query-gpu=*", "scenarios/constructed-nvidia-smi-query-gpu-h100pcie-2gpu.csv"),
-        ("--query-compute-apps=*", "scenarios/empty.txt"),
+        ("--query-compute-apps=*", EMPTY),
         ("-q", "nvidia-smi-q/gpud-pr80-remapped-rows-uncorrectable-4-pending-yes.txt"),
         ("nvlink -s", "nvidia-smi-nvlink/hpe-dl380a-h100pcie-nvlink-s-inactive-links.txt"),
     ),
@@ -596,7 +663,8 @@ def node_os(
     return [
         Replay("lscpu", LSCPU_NODE),
         Replay("lsmod", lsmod),
-        Replay("lspci", lspci),
+        # nvlink.fabric's NVIDIA-only listing: no NVSwitch on the bus (the NVLink scenarios give theirs)
+        ReplayByArgs("lspci", ((NVIDIA_ONLY_LSPCI, EMPTY), ("*", lspci)), f"replay {Path(lspci).name}, no NVSwitch"),
         Replay("chronyc", CHRONYC_NODE),
         Replay("ps", ps),
         Services(stopped, real_slurmd),
@@ -617,6 +685,68 @@ NODE_CHECKS: dict[str, list[Action]] = {
     "node8": node_os(lspci=LSPCI_ACS_ENABLED),  # ACS enabled on the GPU's root port
     "node9": [a for a in node_os() if not isinstance(a, NodeDir)],  # not marked ready: the custom check fails
     "node10": node_os() + [FakeProc("meminfo", MEMINFO_DIMM_MISSING), Edac((("mc/mc3/dimm3", None),))],  # a DIMM
+}
+
+# ---- NVIDIA's diagnostics and the NVLink fabric (issue 20) ----------------------------------------
+LSPCI_HGX_H100 = "lspci-nvswitch/nvidia-fm-guide-hgx-h100-4-nvswitches.txt"
+DCGM_R1_PASS = "dcgmi-diag/derived-glimmer-v4.5.2-gb10-r1-pass.txt"
+DCGM_R2_PASS = "dcgmi-diag/derived-glimmer-v4.5.2-gb10-r2-pass.txt"
+DCGM_R2_MEMORY_FAIL = "dcgmi-diag/derived-glimmer-v4.5.2-gb10-r2-memory-fail.txt"
+DCGM_HOSTENGINE_DOWN = "dcgmi-diag/dcgm-exporter-193-hostengine-unreachable.txt"
+COMPUTE_APPS_ONE = "scenarios/constructed-nvidia-smi-compute-apps-one-process.csv"
+NVML_FABRIC_IN_PROGRESS = str(NVML_STATES / "h100x8-fabric-in-progress.json")
+NVML_CRC_RISING = str(NVML_STATES / "h100x8-nvlink-crc-rising.json")
+NVML_GB200_RACK_A = str(NVML_STATES / "gb200x4-rack-a.json")
+NVML_GB200_OTHER_CLIQUE = str(NVML_STATES / "gb200x4-other-clique.json")
+
+
+def dcgm(level2: str = DCGM_R2_PASS, *, busy: bool = False) -> list[Action]:
+    """dcgmi answering levels 1 and 2 (or every diag with `level2`'s text, for an error such as the
+    host engine down), and what the idle guard asks: no Slurm job here (squeue lists none) and no GPU
+    process (nvidia-smi's compute-apps query empty, or one process where `busy`)."""
+    cases = (
+        (("diag -r 1 -j", DCGM_R1_PASS), ("diag -r 2 -j", level2))
+        if level2 != DCGM_HOSTENGINE_DOWN
+        else (("diag *", level2),)
+    )
+    return [
+        ReplayByArgs("dcgmi", cases),
+        Script("squeue", "exit 0", "no job allocated here"),
+        ReplayByArgs("nvidia-smi", (("--query-compute-apps=*", COMPUTE_APPS_ONE if busy else EMPTY),)),
+    ]
+
+
+def hgx_node(nvml: str = NVML_HEALTHY, *, fabric_manager: bool = True, **gpu) -> list[Action]:
+    """An HGX H100 node as the NVLink checks read it: its 4 NVSwitches on the PCI bus and (unless
+    not) nv-fabricmanager running."""
+    return (
+        gpu_node(nvml=nvml, **gpu)
+        + [ReplayByArgs("lspci", ((NVIDIA_ONLY_LSPCI, LSPCI_HGX_H100),))]
+        + ([NvidiaDaemons(("nv-fabricmanager",))] if fabric_manager else [])
+    )
+
+
+def gb200_node(nvml: str = NVML_GB200_RACK_A) -> list[Action]:
+    """A GB200 NVL72 compute tray: 4 GPUs registered with the rack's NVLink fabric (no NVSwitch in
+    the tray: the PCI bus shows none)."""
+    return gpu_node(nvml=nvml, driver=NvidiaDriver("580.159.04")) + [
+        ReplayByArgs("lspci", ((NVIDIA_ONLY_LSPCI, EMPTY),))
+    ]
+
+
+# One fault per node, each named by one of issue 20's checks (tests/integration/test_nvidia_stack.py):
+# node1-6 HGX H100 boards, node7-10 GB200 trays of one rack (inventory label nvl_domain=rackA).
+NVIDIA_STACK: dict[str, list[Action]] = {
+    "node1": hgx_node() + dcgm(),  # healthy
+    "node2": hgx_node() + dcgm(DCGM_R2_MEMORY_FAIL),  # DCGM's memory test fails
+    "node3": hgx_node() + dcgm(DCGM_HOSTENGINE_DOWN),  # the DCGM host engine is not running
+    "node4": hgx_node(NVML_FABRIC_IN_PROGRESS, fabric_manager=False) + dcgm(),  # Fabric Manager down
+    "node5": hgx_node(NVML_CRC_RISING) + dcgm(),  # NVLink errors rising on GPU2 link 5
+    "node6": hgx_node(driver=NvidiaDriver(empty=("libnvidia-ml",))) + dcgm(),  # a 0-byte libnvidia-ml
+    "node7": gb200_node() + dcgm(),
+    "node8": gb200_node() + dcgm(),
+    "node9": gb200_node() + dcgm(),
+    "node10": gb200_node(NVML_GB200_OTHER_CLIQUE) + dcgm(),  # in rackA, but another NVLink partition
 }
 
 # The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check. Every
@@ -650,6 +780,7 @@ SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "gpu-healthy": lambda nodes: {n: gpu_node() for n in nodes},
     "node-checks": NODE_CHECKS,  # issue 19: one fault per node check
     "node-healthy": lambda nodes: {n: node_os() for n in nodes},
+    "nvidia-stack": NVIDIA_STACK,  # issue 20: DCGM, NVLink fabric/domain/errors, driver libraries
 }
 
 

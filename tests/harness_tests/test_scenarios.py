@@ -16,7 +16,8 @@ NODES = [f"node{i}" for i in range(1, 11)]  # demo.sh's cluster
 HEALTHY = [
     "pynvml: h100x8-healthy.json",
     "dmesg: replay derived-dmesg-T-nvrm-gpu-at-no-xid.txt",
-    "ldconfig: replay ldconfig-p-libnccl-deb.txt",
+    "ldconfig: replay constructed-ldconfig-p-nccl-and-driver-sim.txt",
+    "NVIDIA driver 550.90.07",
     "readlink: libnccl.so.2 -> 2.29.2",
     "ofed_info: replay ofed_info-s-mlnx-23.07.txt",
     "ibstat: replay gpud-h100-ndr-ib-mixed-cx6dx-ethernet-down-disabled.txt",
@@ -28,7 +29,7 @@ HEALTHY = [
 NODE_OS = [
     "lscpu: replay hf-blog-sapphire-rapids-8480plus-2s-56c-smt-224cpu.txt",
     "lsmod: replay gpud-pr39-h100-fm535-lsmod-grep-peermem.txt",
-    "lspci: replay cmlgpu-xeon-e5v4-tesla-p100-root-port-acs-disabled.txt",
+    "lspci: replay cmlgpu-xeon-e5v4-tesla-p100-root-port-acs-disabled.txt, no NVSwitch",
     "chronyc: replay pingcap-docs-normal-22us-slow.txt",
     "ps: replay devbox-procps-4.0.2-probe-columns-pid-namespace.txt",
     "services: nvidia-persistenced, munged, chronyd, slurmd",
@@ -107,7 +108,9 @@ def test_the_node_check_listing_names_one_fault_per_node():
         "node5": swap(NODE_OS[1], "lsmod: replay derived-gpud-pr39-h100-no-nvidia-peermem.txt"),
         "node6": ", ".join(NODE_OS) + ", date: clock +3 s",
         "node7": ", ".join(NODE_OS) + ", slurmd memlock 64 KiB",
-        "node8": swap(NODE_OS[2], "lspci: replay derived-cmlgpu-tesla-p100-acs-enabled-on-root-port-00-02-0.txt"),
+        "node8": swap(
+            NODE_OS[2], "lspci: replay derived-cmlgpu-tesla-p100-acs-enabled-on-root-port-00-02-0.txt, no NVSwitch"
+        ),
         "node9": ", ".join(NODE_OS[:-1]),
         "node10": ", ".join(NODE_OS)
         + ", /proc/meminfo: derived-sichek-2tib-gpu-node-one-dimm-missing.txt, EDAC: mc/mc3/dimm3 removed",
@@ -143,7 +146,7 @@ def _kinds(cls: type) -> list[type]:
 
 def test_every_kind_of_action_describes_and_installs_itself():
     kinds = [k for k in _kinds(Action) if k.__module__ == scenarios.__name__]
-    assert len(kinds) == 23
+    assert len(kinds) == 25
     for kind in kinds:
         assert "describe" in vars(kind) and "install" in vars(kind), kind.__name__
 

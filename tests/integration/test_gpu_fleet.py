@@ -334,4 +334,4 @@ def test_without_nvidia_ml_py_the_probe_falls_back_to_nvidia_smi_and_says_so(clu
         "NVML unavailable (cannot import pynvml (nvidia-ml-py): ModuleNotFoundError: "
         "No module named 'pynvml'); read from nvidia-smi"
     )
-    assert gpu["gpus"][0]["nvlinks"][4] == {"link": 4, "active": False, "speed_gbps": None}
+    assert gpu["gpus"][0]["nvlinks"][4] == {"link": 4, "active": False, "speed_gbps": None, "errors": None}

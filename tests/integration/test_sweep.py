@@ -19,6 +19,7 @@ from harness.scenarios import (
     NVML_REMAP_PENDING,
     Replay,
     apply,
+    dcgm,
     gpu_node,
     ib_counters,
     node_os,
@@ -43,8 +44,9 @@ def layout(sweep: int) -> dict:
             + ib_counters()
         )
         nodes["node4"] = gpu_node() + ib_counters(link_went_down_on="mlx5_3")
-    # the node itself as the sweep's node checks read it (every one of them passes)
-    return {n: actions + node_os() for n, actions in nodes.items()}
+    # the node itself as the sweep's node checks read it (every one of them passes), and DCGM's level 2
+    # on these idle nodes
+    return {n: actions + node_os() + dcgm() for n, actions in nodes.items()}
 
 
 def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
@@ -62,6 +64,7 @@ def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
         "2/3",
         "--metrics",
         str(tmp_path / "nodecheck.prom"),
+        "--allow-disruptive",  # as the shipped unit runs it: DCGM level 2 on the idle nodes
         *extra,
     )
     assert code != 64, err
@@ -118,7 +121,12 @@ def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_
     # the repaired port's counters went back down: a reset, never a rise
     assert changes["counters_risen"] == []
     assert changes["counters_reset"] == [
-        {"node": "node4", "port": "mlx5_3/1", "reason": "counters went down: cleared (perfquery -R) or reset"}
+        {
+            "node": "node4",
+            "port": "mlx5_3/1",
+            "reason": "counters went down: cleared (perfquery -R) or reset",
+            "check": "ib.counters",
+        }
     ]
     assert changes["offenders"]["nodes"] == [{"node": "node1", "failed_in": 2, "of_last": 3, "checks": ["gpu.health"]}]
     assert 'nodecheck_check_status{node="node3",check="ib.ports"} 0\n' in prom

@@ -8,7 +8,7 @@ from dataclasses import fields
 import pytest
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.gpu import CLOCK_EVENT_REASONS, Gpu, GpuFabric, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvidia_smi import gpu_facts_from_nvidia_smi
 from nodecheck.parsers.nvidia_smi_csv import (
     COMPUTE_APPS_FIELDS,
@@ -17,7 +17,12 @@ from nodecheck.parsers.nvidia_smi_csv import (
     parse_compute_apps,
     parse_query_gpu,
 )
-from nodecheck.parsers.nvidia_smi_nvlink import NvLinkRemote, parse_nvlink_remote, parse_nvlink_status
+from nodecheck.parsers.nvidia_smi_nvlink import (
+    NvLinkRemote,
+    parse_nvlink_errors,
+    parse_nvlink_remote,
+    parse_nvlink_status,
+)
 from nodecheck.parsers.nvidia_smi_q import QFacts, parse_q
 from nodecheck.parsers.nvidia_smi_table import parse_table
 from nodecheck.parsers.nvidia_smi_topo import Topo, parse_topo
@@ -109,7 +114,15 @@ Q = {
     "nvidia-smi-q/dcgm-152-driver535-gsp-reset-status-excerpt.txt": QFacts(
         driver_version=None,
         cuda_version=None,
-        gpus=(Gpu(index=0, uuid="GPU-072b19bd-4ccf-63cf-6435-cf462aff833d", serial="XXXXXX", vbios="92.00.45.00.05"),),
+        gpus=(
+            Gpu(
+                index=0,
+                uuid="GPU-072b19bd-4ccf-63cf-6435-cf462aff833d",
+                serial="XXXXXX",
+                vbios="92.00.45.00.05",
+                gsp_firmware="535.104.05",
+            ),
+        ),
         gaps=(
             "output ends mid-line: 'Bus                               : 0x0A'",
             "no GPU header",
@@ -191,9 +204,9 @@ CSV = {CSV_UNITS, CSV_P100}  # exact facts in their own tests below
 
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
-    expected = set(TABLE) | {MIG_FRAGMENT} | set(Q) | set(TOPO) | set(NVLINK) | CSV
+    expected = set(TABLE) | {MIG_FRAGMENT} | set(Q) | set(TOPO) | set(NVLINK) | CSV | set(Q_FABRIC) | set(NVLINK_E)
     assert on_disk == expected
-    assert len(on_disk) == 15
+    assert len(on_disk) == 24
 
 
 def test_every_data_file_has_a_source_line():
@@ -1164,3 +1177,221 @@ def test_merging_thousands_of_gpus_is_linear():
         ("x", (GpuProcess(1000, "p", 1.0),)),
         ("x", (GpuProcess(1001, "p", 1.0),)),
     ]
+
+
+# -- Fabric, GSP firmware (nvidia-smi -q) and NVLink error counters (nvlink -e) ----------------------
+
+GPUD_H100 = "nvidia-smi-q/gpud-535.161.08-h100x8-fabric-completed-gsp.txt"
+GPUD_TITAN_V = "nvidia-smi-q/gpud-560.35.03-titan-v-fabric-na-health-na.txt"
+GPUD_A10 = "nvidia-smi-q/gpud-535.129.03-a10-fabric-na-gsp.txt"
+AZHPC506 = "nvidia-smi-q/azhpc-images-pr506-fabric-completed-insufficient-resources-clique-0-excerpt.txt"
+DRA626 = "nvidia-smi-q/dra-driver-nvidia-gpu-issue626-gb200-fabric-health-unhealthy-grep-excerpt.txt"
+OPERATOR2511 = "nvidia-smi-q/gpu-operator-issue2511-driver580-fabric-in-progress-excerpt.txt"
+HGX_535 = GpuFabric("completed", "success", None, None, ())  # driver 535 prints State and Status only
+EXCERPT_GAPS = ("no GPU header", "GPU0: output ends before its Processes section", "GPU0 Fabric: section cut off")
+
+# per file: (driver, GPU count, each GPU's (fabric, gsp_firmware), gaps); the excerpts are the Fabric
+# section alone, running to the end: what a cut would have hidden is unknown, so no fabric is claimed
+Q_FABRIC = {
+    GPUD_H100: ("535.161.08", 8, ((HGX_535, "535.161.08"),) * 8, ()),
+    GPUD_TITAN_V: ("560.35.03", 1, ((None, None),), ()),  # State N/A: no fabric; GSP N/A (Volta)
+    GPUD_A10: ("535.129.03", 1, ((None, "535.129.03"),), ()),
+    AZHPC506: (None, 1, ((None, None),), EXCERPT_GAPS),
+    DRA626: (
+        None,
+        1,
+        ((None, None),),
+        ("grep group separator '--': lines between the groups not shown", *EXCERPT_GAPS),
+    ),
+    OPERATOR2511: (None, 1, ((None, None),), EXCERPT_GAPS),
+}
+# each excerpt with the section that follows Fabric in nvidia-smi -q ("Processes") at Fabric's indentation
+CLOSED_FABRIC = {
+    AZHPC506: GpuFabric("completed", "Insufficient Resources", "00000000-0000-0000-0000-000000000000", 0, ()),
+    DRA626: GpuFabric(
+        "completed",
+        "success",
+        "dc6e40c4-d722-4357-9ba6-5291dd461278",
+        2,
+        (("bandwidth", "full"), ("summary", "unhealthy")),
+    ),
+    OPERATOR2511: GpuFabric("in_progress", None, None, None, ()),  # every other row N/A
+}
+
+NVLINK_E_GB300 = "nvidia-smi-nvlink/srt-slurm-pr307-gb300-nvlink-e-excerpt.txt"
+NVLINK_E_ELIDED = "nvidia-smi-nvlink/ml-engineering-h100-nvlink-e-elided.txt"
+NVLINK_E_DERIVED = "nvidia-smi-nvlink/derived-ml-engineering-h100-nvlink-e-links-0-1-17.txt"
+ZERO = (("replay", 0), ("recovery", 0), ("crc_flit", 0))
+NVLINK_E = {
+    NVLINK_E_GB300: {0: {0: ZERO}},
+    NVLINK_E_DERIVED: {0: {0: ZERO, 1: ZERO, 17: ZERO}},
+    NVLINK_E_ELIDED: "unexpected line '[...]'",  # the author's elision is not nvidia-smi output
+}
+
+
+@pytest.mark.parametrize("path", sorted(Q_FABRIC))
+def test_q_fabric_and_gsp_file_gives_exact_facts(path):
+    driver, count, per_gpu, gaps = Q_FABRIC[path]
+    facts = parse_q(data(path))
+    assert (facts.driver_version, len(facts.gpus), facts.gaps) == (driver, count, gaps)
+    assert tuple((g.fabric, g.gsp_firmware) for g in facts.gpus) == per_gpu
+
+
+@pytest.mark.parametrize("path", sorted(CLOSED_FABRIC))
+def test_q_fabric_excerpt_closed_by_the_next_section_gives_every_row(path):
+    text = data(path).replace("--\n", "")
+    indent = text[: len(text) - len(text.lstrip())]
+    (gpu,) = parse_q(text + f"{indent}Processes                             : None\n").gpus
+    assert gpu.fabric == CLOSED_FABRIC[path]
+
+
+def test_q_gpud_h100_other_facts_still_read():
+    facts = parse_q(data(GPUD_H100))
+    assert [g.pci_bus_id for g in facts.gpus][:2] == ["0000:19:00.0", "0000:3b:00.0"]
+    assert all(g.name == "NVIDIA H100 80GB HBM3" and g.processes == () for g in facts.gpus)
+
+
+@pytest.mark.parametrize("path", [AZHPC506, DRA626, OPERATOR2511, GPUD_A10, GPUD_TITAN_V])
+def test_q_fabric_every_prefix_gives_true_facts_or_parse_error(path):
+    _every_prefix(data(path))
+
+
+def test_q_fabric_every_prefix_of_a_closed_section():
+    text = data(DRA626).replace("--\n", "    Processes                             : None\n")
+    _every_prefix(text)
+
+
+@pytest.mark.parametrize(
+    "row, gap",
+    [
+        ("        State                             : Registering\n", "GPU0 Fabric / State: unknown 'Registering'"),
+        (
+            "        ClusterUUID                       : not-a-uuid\n",
+            "GPU0 Fabric / ClusterUUID: unreadable 'not-a-uuid'",
+        ),
+        ("        CliqueId                          : two\n", "GPU0 fabric / cliqueid: unreadable 'two'"),
+    ],
+)
+def test_q_fabric_unreadable_rows_are_gaps_not_values(row, gap):
+    key = row.split(":")[0].strip()
+    text = "".join(
+        row if line.strip().startswith(key + " ") else line
+        for line in data(DRA626).replace("--\n", "    Processes                             : None\n").splitlines(True)
+    )
+    facts = parse_q(text)
+    assert gap in facts.gaps
+    fabric = facts.gpus[0].fabric
+    if key == "State":
+        assert fabric is None
+    else:
+        assert fabric is not None and getattr(fabric, "cluster_uuid" if key == "ClusterUUID" else "clique_id") is None
+
+
+@pytest.mark.parametrize("path", sorted(p for p, v in NVLINK_E.items() if isinstance(v, dict)))
+def test_nvlink_errors_file_gives_exact_counters(path):
+    assert parse_nvlink_errors(data(path)) == NVLINK_E[path]
+
+
+def test_nvlink_errors_elided_recording_is_a_parse_error():
+    with pytest.raises(ParseError) as caught:
+        parse_nvlink_errors(data(NVLINK_E_ELIDED))
+    assert caught.value.reason == NVLINK_E[NVLINK_E_ELIDED]
+
+
+NVLINK_E_ROWS = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee)
+         Link 0: Replay Errors: 1
+         Link 0: Recovery Errors: 0
+         Link 0: CRC Flit Errors: 7
+         Link 0: CRC Data Errors: 0
+         Link 0: ECC Errors: N/A
+         Link 0: Data Tx Errors: 0
+         Link 0: Data Rx Errors: 0
+GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-ffffffff-1111-2222-3333-444444444444)
+         Link 0: Replay Errors: 0
+         Link 0: Recovery Errors: 5
+"""
+
+
+def test_nvlink_errors_every_counter_row_and_na():
+    # CONSTRUCTED: the separate flit/data CRC rows some drivers print; N/A leaves the counter out
+    assert parse_nvlink_errors(NVLINK_E_ROWS) == {
+        0: {0: (("replay", 1), ("recovery", 0), ("crc_flit", 7), ("crc_data", 0))},
+        1: {0: (("replay", 0), ("recovery", 5))},
+    }
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty output"),
+        (data(NVLINK_E_GB300)[:-1], "output ends mid-line: 'Link 0: CRC Errors: 0'"),
+        (data(NVLINK_E_GB300) + data(NVLINK_E_GB300), "GPU 0 appears twice"),
+        (data(NVLINK_E_GB300).replace("Replay", "Bogus"), "unknown counter 'Bogus Errors'"),
+        (data(NVLINK_E_GB300).replace("Recovery Errors", "Replay Errors"), "link 0 reports replay twice"),
+        ("\t Link 0: Replay Errors: 0\n", "unexpected line 'Link 0: Replay Errors: 0' before any GPU line"),
+        (data(NVLINK_S), "unexpected line 'Link 0: 26.562 GB/s'"),
+        ("Failed to initialize NVML: Driver/library version mismatch\n", "Failed to initialize NVML"),
+    ],
+)
+def test_nvlink_errors_garbage_cut_or_foreign_is_a_parse_error(text, reason):
+    with pytest.raises(ParseError) as caught:
+        parse_nvlink_errors(text)
+    assert caught.value.reason.startswith(reason)
+
+
+def test_nvlink_status_refuses_error_counters():
+    # a GPU line without its UUID is not -s output either
+    with pytest.raises(ParseError, match="unexpected line 'GPU 0: NVIDIA GB300'"):
+        parse_nvlink_status(data(NVLINK_E_GB300))
+    with pytest.raises(ParseError, match="unexpected line 'Link 0: Replay Errors: 0'"):
+        parse_nvlink_status(data(NVLINK_E_DERIVED))
+
+
+def _one_gpu_csv() -> str:
+    return data(CSV_P100).split("\n", 1)[1]
+
+
+def test_merge_attaches_link_errors_to_the_links_by_gpu_and_link():
+    status = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-abcdefab-cdef-abdc-abcd-abababababab)\n" + "".join(
+        f"         Link {n}: 26.562 GB/s\n" for n in (0, 1, 17)
+    )
+    q = data(GPUD_A10)
+    facts = gpu_facts_from_nvidia_smi(
+        query_gpu=None,
+        compute_apps=None,
+        q=q,
+        nvlink=status,
+        nvlink_errors=data(NVLINK_E_DERIVED).replace("Link 17: CRC Errors: 0", "Link 17: CRC Errors: 42"),
+        clock=(1796190253.5, 27718.2, "dda7b88b-2fbb-4708-a635-68e2e354ae4c"),
+    )
+    (gpu,) = facts.gpus
+    assert gpu.nvlinks == (
+        NvLink(0, True, 212.496, ZERO),
+        NvLink(1, True, 212.496, ZERO),
+        NvLink(17, True, 212.496, (("replay", 0), ("recovery", 0), ("crc_flit", 42))),
+    )
+    assert (gpu.fabric, gpu.gsp_firmware) == (None, "535.129.03")
+    assert (facts.clock, facts.uptime_s, facts.boot_id) == (
+        1796190253.5,
+        27718.2,
+        "dda7b88b-2fbb-4708-a635-68e2e354ae4c",
+    )
+
+
+def test_merge_link_errors_without_status_and_for_unknown_gpus_or_links():
+    q = data(GPUD_A10)
+    errors = data(NVLINK_E_DERIVED) + data(NVLINK_E_GB300).replace("GPU 0", "GPU 3")
+    facts = gpu_facts_from_nvidia_smi(query_gpu=None, compute_apps=None, q=q, nvlink=None, nvlink_errors=errors)
+    assert facts.gpus[0].nvlinks == (
+        NvLink(0, None, errors=ZERO),
+        NvLink(1, None, errors=ZERO),
+        NvLink(17, None, errors=ZERO),
+    )
+    assert "nvlink -e lists GPU3, which the GPU query does not" in facts.gaps
+    status = "GPU 0: NVIDIA A10 (UUID: GPU-1)\n         Link 0: 26.562 GB/s\n"
+    facts = gpu_facts_from_nvidia_smi(query_gpu=None, compute_apps=None, q=q, nvlink=status, nvlink_errors=errors)
+    assert facts.gpus[0].nvlinks == (NvLink(0, True, 212.496, ZERO),)
+    assert "GPU0 nvlink -e lists link 1, which nvlink -s does not" in facts.gaps
+    with pytest.raises(ParseError, match="nvidia-smi nvlink -e: output ends mid-line"):
+        gpu_facts_from_nvidia_smi(query_gpu=None, compute_apps=None, q=q, nvlink=None, nvlink_errors=errors[:-1])
+    assert isinstance(facts, GpuFacts)

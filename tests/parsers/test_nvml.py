@@ -1,4 +1,5 @@
-"""parse_nvml_probe: the probe's schema-1 JSON → exact GpuFacts; every malformed input → a named ParseError."""
+"""parse_nvml_probe: the probe's schema-1 and schema-2 JSON → exact GpuFacts; every malformed input → a named
+ParseError."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import excerpt
-from nodecheck.parsers.gpu import Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.gpu import Gpu, GpuFabric, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvml import NvmlUnavailable, parse_nvml_probe
 
 GPU_KEYS = (
@@ -248,9 +249,9 @@ BAD = [
     ("no gpus", _mutate("gpus", DELETE), "missing required key(s): gpus"),
     ("no driver_version", _mutate("driver_version", DELETE), "missing required key(s): driver_version"),
     ("no schema", _mutate("schema", DELETE), "missing required key(s): schema"),
-    ("schema 2", _mutate("schema", 2), "unknown schema version 2 (this nodecheck reads 1)"),
-    ("schema string", _mutate("schema", "1"), "unknown schema version '1' (this nodecheck reads 1)"),
-    ("schema bool", _mutate("schema", True), "unknown schema version True (this nodecheck reads 1)"),
+    ("schema 3", _mutate("schema", 3), "unknown schema version 3 (this nodecheck reads 1 or 2)"),
+    ("schema string", _mutate("schema", "1"), "unknown schema version '1' (this nodecheck reads 1 or 2)"),
+    ("schema bool", _mutate("schema", True), "unknown schema version True (this nodecheck reads 1 or 2)"),
     ("other source", _mutate("source", "nvidia-smi"), "source is 'nvidia-smi', expected 'nvml'"),
     ("driver int", _mutate("driver_version", 550), "driver_version: expected a string, got an integer 550"),
     ("gpus object", _mutate("gpus", {}), "gpus: expected an array, got an object"),
@@ -355,3 +356,144 @@ def test_parse_does_not_mutate_or_depend_on_key_order() -> None:
     shuffled = json.dumps(d, sort_keys=True)
     assert parse_nvml_probe(shuffled) == EXPECTED
     assert d == before
+
+
+# --- schema 2: fabric, GSP firmware, NVLink error counters, the read's clock ---------------------
+CLUSTER = "6a130f54-faaa-4b8f-847f-be44ab70f917"
+
+
+def doc2() -> dict:
+    """doc() as the schema-2 probe writes it: GPU0 on an NVL72 fabric, GPU1 without one."""
+    d = doc()
+    d.update(schema=2, clock=1796190253.5, uptime_s=27718.2, boot_id="dda7b88b-2fbb-4708-a635-68e2e354ae4c")
+    gpu0, gpu1 = d["gpus"]
+    gpu0["nvlinks"] = [
+        {"link": 0, "active": True, "errors": {"replay": 2, "recovery": 0, "crc_flit": 1450, "crc_data": 0}},
+        {"link": 1, "active": False, "errors": None},
+    ]
+    gpu0["fabric"] = {
+        "state": "completed",
+        "status": "success",
+        "cluster_uuid": CLUSTER,
+        "clique_id": 32766,
+        "health": {"route_unhealthy": "false", "bandwidth": "full"},
+    }
+    gpu0["gsp_firmware"] = "580.159.04"
+    gpu1["fabric"] = None
+    gpu1["gsp_firmware"] = None
+    return d
+
+
+def _mutate2(path: str, value: object):
+    def make() -> str:
+        d = doc2()
+        *parents, last = path.split(".")
+        node = d
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if value is DELETE:
+            del node[last]
+        else:
+            node[int(last) if isinstance(node, list) else last] = value
+        return json.dumps(d)
+
+    return make
+
+
+def test_schema_2_gives_the_new_facts_exactly() -> None:
+    facts = parse_nvml_probe(json.dumps(doc2()) + "\n")
+    gpu0, gpu1 = facts.gpus
+    assert (facts.clock, facts.uptime_s, facts.boot_id) == (
+        1796190253.5,
+        27718.2,
+        "dda7b88b-2fbb-4708-a635-68e2e354ae4c",
+    )
+    # counters in NVLINK_ERROR_COUNTERS order, whatever the JSON's
+    assert gpu0.nvlinks == (
+        NvLink(0, True, errors=(("replay", 2), ("recovery", 0), ("crc_flit", 1450), ("crc_data", 0))),
+        NvLink(1, False, errors=None),
+    )
+    assert gpu0.fabric == GpuFabric(
+        "completed", "success", CLUSTER, 32766, (("bandwidth", "full"), ("route_unhealthy", "false"))
+    )
+    assert gpu0.gsp_firmware == "580.159.04"
+    assert (gpu1.fabric, gpu1.gsp_firmware) == (None, None)
+    # everything schema 1 had reads the same
+    assert facts.gpus[1] == EXPECTED.gpus[1] and facts.gaps == EXPECTED.gaps
+
+
+def test_schema_1_has_none_of_the_new_facts() -> None:
+    facts = parse_nvml_probe(json.dumps(doc()))
+    assert (facts.clock, facts.uptime_s, facts.boot_id) == (None, None, None)
+    assert all(g.fabric is None and g.gsp_firmware is None for g in facts.gpus)
+    assert facts.gpus[0].nvlinks == (NvLink(0, True, errors=None), NvLink(1, False, errors=None))
+
+
+def test_a_fabric_before_registration_completed_has_no_domain() -> None:
+    d = doc2()
+    d["gpus"][0]["fabric"] = {
+        "state": "in_progress",
+        "status": None,
+        "cluster_uuid": None,
+        "clique_id": None,
+        "health": None,
+    }
+    assert parse_nvml_probe(json.dumps(d)).gpus[0].fabric == GpuFabric("in_progress", None, None, None, ())
+
+
+BAD2 = [
+    ("no clock", _mutate2("clock", DELETE), "clock: missing"),
+    ("clock string", _mutate2("clock", "now"), "clock: expected a number, got a string 'now'"),
+    ("negative uptime", _mutate2("uptime_s", -1), "uptime_s: negative -1.0"),
+    ("no fabric key", _mutate2("gpus.0.fabric", DELETE), "gpus[0].fabric: missing"),
+    ("no gsp key", _mutate2("gpus.1.gsp_firmware", DELETE), "gpus[1].gsp_firmware: missing"),
+    ("empty gsp", _mutate2("gpus.0.gsp_firmware", " "), "gpus[0].gsp_firmware: empty"),
+    ("no link errors key", _mutate2("gpus.0.nvlinks.1.errors", DELETE), "gpus[0].nvlinks[1].errors: missing"),
+    (
+        "unknown counter",
+        _mutate2("gpus.0.nvlinks.0.errors.crc", 1),
+        "gpus[0].nvlinks[0].errors: unknown counter(s) ['crc']",
+    ),
+    (
+        "counter bool",
+        _mutate2("gpus.0.nvlinks.0.errors.replay", True),
+        "gpus[0].nvlinks[0].errors.replay: expected an integer, got a boolean True",
+    ),
+    (
+        "negative counter",
+        _mutate2("gpus.0.nvlinks.0.errors.replay", -1),
+        "gpus[0].nvlinks[0].errors.replay: negative count -1",
+    ),
+    ("duplicate link", _mutate2("gpus.0.nvlinks.1.link", 0), "gpus[0].nvlinks: duplicate link number in [0, 0]"),
+    ("fabric state", _mutate2("gpus.0.fabric.state", "done"), "gpus[0].fabric.state: unknown state 'done'"),
+    ("fabric no state", _mutate2("gpus.0.fabric.state", None), "gpus[0].fabric.state: is null"),
+    (
+        "fabric uuid",
+        _mutate2("gpus.0.fabric.cluster_uuid", CLUSTER.upper()),
+        "gpus[0].fabric.cluster_uuid: not a lower-case UUID",
+    ),
+    (
+        "fabric clique string",
+        _mutate2("gpus.0.fabric.clique_id", "32766"),
+        "gpus[0].fabric.clique_id: expected an integer, got a string '32766'",
+    ),
+    ("fabric clique negative", _mutate2("gpus.0.fabric.clique_id", -2), "gpus[0].fabric.clique_id: negative -2"),
+    (
+        "fabric health field",
+        _mutate2("gpus.0.fabric.health.speed", "fast"),
+        "gpus[0].fabric.health: unknown health field 'speed'",
+    ),
+    (
+        "fabric health value",
+        _mutate2("gpus.0.fabric.health.bandwidth", 2),
+        "gpus[0].fabric.health.bandwidth: expected a string, got an integer 2",
+    ),
+    ("schema 1 with a schema-2 key", _mutate2("schema", 1), "clock: not part of schema 1"),
+]
+
+
+@pytest.mark.parametrize("make, reason", [(m, r) for _, m, r in BAD2], ids=[name for name, _, _ in BAD2])
+def test_malformed_schema_2_output_is_a_parse_error(make, reason: str) -> None:
+    with pytest.raises(ParseError) as info:
+        parse_nvml_probe(make())
+    assert info.value.reason.startswith(reason)

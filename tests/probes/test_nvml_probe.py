@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from nodecheck.parsers.gpu import Gpu, GpuFacts, GpuProcess, NvLink, RemappedRows
+from nodecheck.parsers.gpu import Gpu, GpuFabric, GpuFacts, GpuProcess, NvLink, RemappedRows
 from nodecheck.parsers.nvml import NvmlUnavailable, parse_nvml_probe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +47,24 @@ def run_probe(
     )
 
 
+def timeless(facts: GpuFacts) -> GpuFacts:
+    """The facts without the read's clock, uptime and boot id (checked here: they vary run to run)."""
+    assert isinstance(facts.clock, float) and abs(facts.clock - time.time()) < 120
+    assert facts.uptime_s is None or facts.uptime_s > 0
+    assert facts.boot_id is None or len(facts.boot_id) == 36
+    return dataclasses.replace(facts, clock=None, uptime_s=None, boot_id=None)
+
+
+def without_clock(doc: dict) -> dict:
+    """The probe's JSON object less the keys that differ between two reads."""
+    return {key: value for key, value in doc.items() if key not in ("clock", "uptime_s")}
+
+
 def probe_facts(state: Path) -> GpuFacts:
     result = run_probe(state)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stderr == ""
-    return parse_nvml_probe(result.stdout)
+    return timeless(parse_nvml_probe(result.stdout))
 
 
 def write_state(tmp_path: Path, change) -> Path:
@@ -68,6 +81,10 @@ BUS = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 TEMPERATURES = (31, 33, 30, 32, 34, 31, 33, 30)
 POWER_W = (69.342, 71.12, 68.415, 70.233, 72.018, 69.874, 70.561, 68.99)
 STATE_GPUS = json.loads(HEALTHY.read_text())["gpus"]  # uuid and serial are passed through as is
+# the counters H100 reports (crc_data/ecc_data are NotSupported in the state), in NVLINK_ERROR_COUNTERS order
+H100_LINK_ERRORS = (("replay", 0), ("recovery", 0), ("crc_flit", 0))
+# HGX H100: Fabric Manager registered the GPU; NVML's ClusterUUID is all zeros there; health mask 0
+HGX_FABRIC = GpuFabric("completed", "success", "00000000-0000-0000-0000-000000000000", 0, ())
 
 
 def healthy_gpu(i: int) -> Gpu:
@@ -98,7 +115,9 @@ def healthy_gpu(i: int) -> Gpu:
         pcie_gen_max=5,
         pcie_width_current=16,
         pcie_width_max=16,
-        nvlinks=tuple(NvLink(link, True) for link in range(18)),
+        nvlinks=tuple(NvLink(link, True, errors=H100_LINK_ERRORS) for link in range(18)),
+        fabric=HGX_FABRIC,
+        gsp_firmware="550.90.07",
         processes=(),
     )
 
@@ -155,7 +174,7 @@ def test_output_is_one_json_line_with_the_schema() -> None:
     result = run_probe(HEALTHY)
     assert result.stdout.count("\n") == 1
     doc = json.loads(result.stdout)
-    assert (doc["schema"], doc["source"], doc["cuda_driver_version"], doc["errors"]) == (1, "nvml", "12.4", [])
+    assert (doc["schema"], doc["source"], doc["cuda_driver_version"], doc["errors"]) == (2, "nvml", "12.4", [])
     assert doc["nvml_version"] == "12.550.90.07"
 
 
@@ -263,7 +282,8 @@ def test_nvlinks_stop_after_the_last_link(tmp_path: Path) -> None:
     # an A100-like GPU: 12 links, NVML_NVLINK_MAX_LINKS 18; link 12 answers InvalidArgument
     state = write_state(tmp_path, lambda s: s["gpus"][2].update(nvlink_states=[1] * 11 + [0]))
     facts = probe_facts(state)
-    assert facts.gpus[2].nvlinks == tuple(NvLink(n, True) for n in range(11)) + (NvLink(11, False),)
+    active = tuple(NvLink(n, True, errors=H100_LINK_ERRORS) for n in range(11))
+    assert facts.gpus[2].nvlinks == active + (NvLink(11, False),)  # an inactive link's counters are not read
     assert facts.gaps == ()
 
 
@@ -303,7 +323,7 @@ def test_collect_in_process_equals_the_script_output(
 
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(state))
     result = run_probe(state)
-    assert nvml_probe.collect() == json.loads(result.stdout)
+    assert without_clock(nvml_probe.collect()) == without_clock(json.loads(result.stdout))
     assert fake_pynvml._init_count == 0  # nvmlShutdown ran
 
 
@@ -313,15 +333,15 @@ def test_older_pynvml_throttle_reason_names_read_the_same(
     from nodecheck.probes import nvml_probe
 
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
-    expected = nvml_probe.collect()
+    expected = without_clock(nvml_probe.collect())
     monkeypatch.delattr(fake_pynvml, "nvmlDeviceGetCurrentClocksEventReasons")
     monkeypatch.delattr(fake_pynvml, "nvmlSystemGetCudaDriverVersion_v2")
     for name in [n for n in vars(fake_pynvml) if n.startswith("nvmlClocksEventReason")]:
         monkeypatch.delattr(fake_pynvml, name)
-    assert nvml_probe.collect() == expected
+    assert without_clock(nvml_probe.collect()) == expected
     for name in [n for n in vars(fake_pynvml) if n.startswith("nvmlClocksThrottleReason")]:
         monkeypatch.delattr(fake_pynvml, name)  # neither name: the nvml.h literals
-    assert nvml_probe.collect() == expected
+    assert without_clock(nvml_probe.collect()) == expected
 
 
 def test_collect_raises_unavailable_and_still_balances_init(
@@ -356,7 +376,7 @@ def test_clock_event_reasons_fall_back_on_a_driver_before_535(tmp_path: Path) ->
     state = write_state(tmp_path, lambda s: s.update(missing_functions=["nvmlDeviceGetCurrentClocksEventReasons"]))
     result = run_probe(state)
     assert json.loads(result.stdout)["errors"] == []
-    assert parse_nvml_probe(result.stdout) == healthy()
+    assert timeless(parse_nvml_probe(result.stdout)) == healthy()
 
 
 def test_versioned_functions_fall_back_to_the_older_symbol(tmp_path: Path) -> None:
@@ -370,7 +390,7 @@ def test_versioned_functions_fall_back_to_the_older_symbol(tmp_path: Path) -> No
 
     result = run_probe(write_state(tmp_path, change))
     assert json.loads(result.stdout)["errors"] == []
-    assert parse_nvml_probe(result.stdout) == healthy()
+    assert timeless(parse_nvml_probe(result.stdout)) == healthy()
     leftover = json.loads(LEFTOVER.read_text())
     leftover["missing_functions"] = ["nvmlDeviceGetComputeRunningProcesses_v3"]
     path = tmp_path / "leftover.json"
@@ -425,7 +445,7 @@ def test_an_old_pynvml_without_the_versioned_wrappers(fake_pynvml: ModuleType, m
     from nodecheck.probes import nvml_probe
 
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(LEFTOVER))
-    expected = nvml_probe.collect()
+    expected = without_clock(nvml_probe.collect())
     # an nvidia-ml-py before 11.5: its unversioned wrapper calls the unversioned symbol (v1 struct)
     monkeypatch.setattr(
         fake_pynvml,
@@ -441,7 +461,7 @@ def test_an_old_pynvml_without_the_versioned_wrappers(fake_pynvml: ModuleType, m
         "NVMLError_FunctionNotFound",
     ):
         monkeypatch.delattr(fake_pynvml, name)
-    assert nvml_probe.collect() == expected
+    assert without_clock(nvml_probe.collect()) == expected
     assert expected["errors"] == [] and expected["gpus"][5]["processes"][0]["pid"] == 48213
 
 
@@ -451,13 +471,13 @@ def test_an_attribute_error_inside_pynvml_falls_back_too(
     from nodecheck.probes import nvml_probe
 
     monkeypatch.setenv("NODECHECK_FAKE_NVML_STATE", str(HEALTHY))
-    expected = nvml_probe.collect()
+    expected = without_clock(nvml_probe.collect())
 
     def broken(handle):
         raise AttributeError("module 'ctypes' has no attribute 'c_nvmlClocksEventReasons'")
 
     monkeypatch.setattr(fake_pynvml, "nvmlDeviceGetCurrentClocksEventReasons", broken)
-    assert nvml_probe.collect() == expected
+    assert without_clock(nvml_probe.collect()) == expected
 
 
 def test_not_supported_on_the_newer_variant_does_not_fall_back(
@@ -482,11 +502,11 @@ def test_a_stray_json_or_pynvml_in_the_current_directory_is_ignored(tmp_path: Pa
     (home / "pynvml.py").write_text("raise RuntimeError('stray pynvml.py imported')\n")
     result = run_probe(HEALTHY, cwd=home)
     assert (result.returncode, result.stderr) == (0, ""), result.stdout + result.stderr
-    assert parse_nvml_probe(result.stdout) == healthy()
+    assert timeless(parse_nvml_probe(result.stdout)) == healthy()
     # the same directory named on PYTHONPATH by another spelling is dropped too (its pynvml would win)
     result = run_probe(HEALTHY, pythonpath=f"{home}/.:{FAKES}", cwd=home)
     assert (result.returncode, result.stderr) == (0, ""), result.stdout + result.stderr
-    assert parse_nvml_probe(result.stdout) == healthy()
+    assert timeless(parse_nvml_probe(result.stdout)) == healthy()
 
 
 def test_drop_cwd_from_sys_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -528,7 +548,10 @@ def test_nvlinks_are_counted_past_an_old_pynvml_constant(
         monkeypatch.setattr(fake_pynvml, "NVML_NVLINK_MAX_LINKS", constant)
     result = nvml_probe.collect()
     assert result["errors"] == []
-    assert all(gpu["nvlinks"] == [{"link": n, "active": True} for n in range(18)] for gpu in result["gpus"])
+    errors = {"replay": 0, "recovery": 0, "crc_flit": 0}
+    assert all(
+        gpu["nvlinks"] == [{"link": n, "active": True, "errors": errors} for n in range(18)] for gpu in result["gpus"]
+    )
 
 
 # --- process names: comm, argv[0] where comm is cut at 15 characters, NVML's name without /proc ---------
@@ -605,7 +628,7 @@ def test_mig_mode_is_reported_per_gpu(tmp_path: Path) -> None:
     assert [gpu["mig_mode"] for gpu in doc["gpus"]] == [True, False, True, None, None, None, None, None]
     assert doc["errors"] == [{"gpu": 3, "field": "mig_mode", "error": "Insufficient Permissions"}]
     # the parser ignores the key: still the healthy facts, with the one gap
-    assert parse_nvml_probe(result.stdout) == dataclasses.replace(
+    assert timeless(parse_nvml_probe(result.stdout)) == dataclasses.replace(
         healthy(), gaps=("GPU3 mig_mode: Insufficient Permissions",)
     )
 
@@ -624,4 +647,141 @@ def test_probe_imports_only_stdlib_and_pynvml() -> None:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0 and node.module != "__future__", ast.dump(node)
             imported.add(node.module.split(".")[0])
-    assert imported == {"json", "sys", "pynvml", "posix", "nt"}  # posix/nt: builtin, for the sys.path clean-up
+    # posix/nt: builtin, for the sys.path clean-up; ctypes (fabric structs) and time: imported after it
+    assert imported == {"json", "sys", "pynvml", "posix", "nt", "ctypes", "time"}
+
+
+# --- fabric, GSP firmware and NVLink error counters (schema 2) ----------------------------------------
+GB200_CLUSTER = "6a130f54-faaa-4b8f-847f-be44ab70f917"
+GB200_HEALTH = (
+    ("access_timeout_recovery", "false"),
+    ("bandwidth", "full"),
+    ("route_recovery_in_progress", "false"),
+    ("route_unhealthy", "false"),
+)
+
+
+@pytest.mark.parametrize(
+    "state, fabric",
+    [
+        ("gb200x4-rack-a", GpuFabric("completed", "success", GB200_CLUSTER, 32766, GB200_HEALTH)),
+        ("gb200x4-other-clique", GpuFabric("completed", "success", GB200_CLUSTER, 32765, GB200_HEALTH)),
+        (
+            "gb200x4-clique-zero",
+            GpuFabric("completed", "Insufficient Resources", "00000000-0000-0000-0000-000000000000", 0, GB200_HEALTH),
+        ),
+    ],
+)
+def test_gb200_trays_report_their_nvlink_domain(state: str, fabric: GpuFabric) -> None:
+    facts = probe_facts(STATES / f"{state}.json")
+    assert [g.name for g in facts.gpus] == ["NVIDIA GB200"] * 4
+    assert [g.pci_bus_id for g in facts.gpus] == ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"]
+    assert all(g.fabric == fabric and g.gsp_firmware == "580.159.04" for g in facts.gpus)
+    assert (facts.driver_version, facts.cuda_driver_version, facts.gaps) == ("580.159.04", "13.0", ())
+
+
+def test_the_clock_facts_come_from_proc() -> None:
+    result = run_probe(HEALTHY)
+    facts = parse_nvml_probe(result.stdout)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert facts.boot_id == f.read().strip()
+    with open("/proc/uptime") as f:
+        assert facts.uptime_s is not None and 0 < float(f.read().split()[0]) - facts.uptime_s < 60
+    assert facts.clock is not None and 0 <= time.time() - facts.clock < 60
+
+
+def test_rising_crc_errors_rise_between_two_reads() -> None:
+    state = STATES / "h100x8-nvlink-crc-rising.json"
+    first = probe_facts(state)
+    time.sleep(1.1)
+    second = probe_facts(state)
+
+    def counts(facts: GpuFacts, gpu: int, link: int) -> dict[str, int]:
+        return dict(facts.gpus[gpu].nvlinks[link].errors or ())
+
+    before, after = counts(first, 2, 5), counts(second, 2, 5)
+    assert 50 <= after["crc_flit"] - before["crc_flit"] <= 50 * 30  # 50/s over the seconds between the reads
+    assert 2 <= after["replay"] - before["replay"] <= 2 * 30
+    assert after["recovery"] == before["recovery"] == 0
+    # every other link of every GPU stays at zero
+    assert all(
+        counts(second, g, n) == {"replay": 0, "recovery": 0, "crc_flit": 0}
+        for g in range(8)
+        for n in range(18)
+        if (g, n) != (2, 5)
+    )
+
+
+def test_fabric_falls_back_to_the_unversioned_function_on_an_older_driver(tmp_path: Path) -> None:
+    # a driver without nvmlDeviceGetGpuFabricInfoV (before 550): the v1 struct has no health mask
+    state = write_state(tmp_path, lambda s: s.update(missing_functions=["nvmlDeviceGetGpuFabricInfoV"]))
+    facts = probe_facts(state)
+    assert all(g.fabric == dataclasses.replace(HGX_FABRIC, health=()) for g in facts.gpus)
+    assert facts.gaps == ()
+
+
+def test_a_driver_without_fabric_gsp_or_counters_reports_them_unknown_without_a_gap(tmp_path: Path) -> None:
+    missing = [
+        "nvmlDeviceGetGpuFabricInfoV",
+        "nvmlDeviceGetGpuFabricInfo",
+        "nvmlDeviceGetGspFirmwareVersion",
+        "nvmlDeviceGetNvLinkErrorCounter",
+    ]
+    facts = probe_facts(write_state(tmp_path, lambda s: s.update(missing_functions=missing)))
+    assert all(g.fabric is None and g.gsp_firmware is None for g in facts.gpus)
+    assert all(link.errors is None and link.active for g in facts.gpus for link in g.nvlinks or ())
+    assert facts.gaps == ()  # facts a driver predates are unknown, not a failed read
+
+
+def test_not_supported_fabric_and_gsp_read_null(tmp_path: Path) -> None:
+    def change(state: dict) -> None:
+        state["gpus"][0]["fabric"] = None  # a GPU without fabric: NotSupported
+        state["gpus"][1]["gsp_firmware"] = None
+        state["gpus"][2]["not_supported"] += ["nvmlDeviceGetGpuFabricInfoV"]
+        state["gpus"][3]["nvlink_errors"]["4"] = {"replay": 0}  # the rest NotSupported on this link
+
+    facts = probe_facts(write_state(tmp_path, change))
+    assert (facts.gpus[0].fabric, facts.gpus[1].gsp_firmware, facts.gpus[2].fabric) == (None, None, None)
+    assert facts.gpus[3].nvlinks is not None and facts.gpus[3].nvlinks[4].errors == (("replay", 0),)
+    assert facts.gaps == ()
+
+
+def test_fabric_states_before_completion_carry_no_domain(tmp_path: Path) -> None:
+    def change(state: dict) -> None:
+        state["gpus"][0]["fabric"] = {"state": "in_progress", "status": 0, "clique_id": 7, "health_mask": 0}
+        state["gpus"][1]["fabric"] = {"state": "not_started", "health_mask": 1}  # bandwidth degraded
+
+    facts = probe_facts(write_state(tmp_path, change))
+    assert facts.gpus[0].fabric == GpuFabric("in_progress", None, None, None, ())
+    assert facts.gpus[1].fabric == GpuFabric("not_started", None, None, None, (("bandwidth", "degraded"),))
+
+
+def test_failed_reads_of_the_new_facts_are_gaps(tmp_path: Path) -> None:
+    def change(state: dict) -> None:
+        state["gpus"][0]["errors"] = {"nvmlDeviceGetGpuFabricInfoV": "Unknown"}
+        state["gpus"][1]["errors"] = {"nvmlDeviceGetGspFirmwareVersion": "GpuIsLost"}
+        state["gpus"][2]["errors"] = {"nvmlDeviceGetNvLinkErrorCounter": "Unknown"}
+
+    facts = probe_facts(write_state(tmp_path, change))
+    assert facts.gpus[0].fabric is None and facts.gpus[1].gsp_firmware is None
+    assert facts.gpus[2].nvlinks is not None and facts.gpus[2].nvlinks[0].errors is None
+    link_gaps = [f"GPU2 nvlink_errors: link {n} {c}: Unknown Error" for n in range(18) for c in H100_COUNTER_NAMES]
+    assert facts.gaps == ("GPU0 fabric: Unknown Error", "GPU1 gsp_firmware: GPU is lost", *link_gaps)
+
+
+H100_COUNTER_NAMES = ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")
+
+
+def test_the_probes_fabric_structs_have_nvml_h_layout(fake_pynvml: ModuleType) -> None:
+    # nvml.h: sizeof(nvmlGpuFabricInfo_v2_t) is the low bytes of nvmlGpuFabricInfo_v2 (0x24); the offsets
+    # are nvidia-ml-py 13.615's (the fake copies its structures)
+    import ctypes
+
+    from nodecheck.probes import nvml_probe
+
+    _, info_v2, info_v1 = nvml_probe._fabric_structs()
+    assert ctypes.sizeof(info_v2) == nvml_probe._FABRIC_INFO_V2 & 0xFFFFFF == 0x24
+    assert ctypes.sizeof(info_v1) == ctypes.sizeof(fake_pynvml.c_nvmlGpuFabricInfo_t) == 28
+    for name in ("clusterUuid", "status", "cliqueId", "state", "healthMask"):
+        assert getattr(info_v2, name).offset == getattr(fake_pynvml.c_nvmlGpuFabricInfoV_t, name).offset
+    assert fake_pynvml.nvmlGpuFabricInfo_v2 == nvml_probe._FABRIC_INFO_V2

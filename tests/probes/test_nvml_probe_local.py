@@ -21,6 +21,7 @@ from nodecheck.config.playbook import PlannedCheck
 from nodecheck.core.model import Capture, Node, Outcome, Status
 from nodecheck.parsers.gpu import GpuFacts
 from nodecheck.parsers.nvidia_smi_csv import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
+from nodecheck.parsers.sections import split_sections
 from nodecheck.run.runner import judge_node
 from nodecheck.transport.local import LocalSession, LocalTransport
 
@@ -101,6 +102,19 @@ def fallback_stdout(why: str) -> str:
     )
 
 
+def assert_clock_and_counters_sections(stdout: str, has_date: bool = True) -> None:
+    """After the four sections fallback_stdout() shows: the clock, uptime and boot id, read on this
+    machine, and `nvlink -e`, which this nvidia-smi refuses like any other unknown option."""
+    sections = split_sections(stdout, "gpu probe")
+    clock = sections.require("clock", "date")
+    assert clock.ok == has_date and (not has_date or float(clock.text) > 1.7e9)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        assert sections.require("boot-id", "boot id").text == f.read()
+    assert float(sections.require("uptime", "uptime").text.split()[0]) > 0
+    errors = sections.require("nvlink-errors", "nvidia-smi nvlink -e")
+    assert (errors.text, errors.rc) == (INVALID, 2)
+
+
 def run(probe=SPAWNED, timeout_s: float = 30) -> Capture:
     return LocalSession(NODE).run(probe, timeout_s)
 
@@ -117,8 +131,12 @@ def test_no_python3_on_the_node_falls_back_to_nvidia_smi(only_sh):
         "node001",
         "gpu",
     )
-    assert capture.stdout == fallback_stdout("python3 not found")
+    assert capture.stdout.startswith(fallback_stdout("python3 not found"))
+    assert_clock_and_counters_sections(capture.stdout, has_date=False)  # PATH holds sh and nvidia-smi only
     facts = parse_gpu_probe(capture.stdout)
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot_id = f.read().strip()
+    assert facts.uptime_s is not None and facts.uptime_s > 0
     assert facts == GpuFacts(
         "nvidia-smi",
         "535.104.05",
@@ -126,6 +144,9 @@ def test_no_python3_on_the_node_falls_back_to_nvidia_smi(only_sh):
         FALLBACK_GPUS,
         "NVML unavailable (python3 not found); read from nvidia-smi",
         NO_Q_GAPS,
+        clock=None,  # no `date` on this PATH
+        uptime_s=facts.uptime_s,
+        boot_id=boot_id,
     )
     assert len(facts.gpus) == 2
     assert [(g.nvlinks, g.remapped_rows, g.processes) for g in facts.gpus] == [(None, None, ())] * 2
@@ -147,7 +168,8 @@ def test_python3_without_pynvml_falls_back_and_says_the_import_failed(with_pytho
     capture = run()
     why = "cannot import pynvml (nvidia-ml-py): ModuleNotFoundError: No module named 'pynvml'"
     assert (capture.outcome, capture.exit_code, capture.stderr) == (Outcome.EXITED, 0, "")
-    assert capture.stdout == fallback_stdout(why)
+    assert capture.stdout.startswith(fallback_stdout(why))
+    assert_clock_and_counters_sections(capture.stdout)
     facts = parse_gpu_probe(capture.stdout)
     assert (facts.source, facts.source_note, facts.gpus) == (
         "nvidia-smi",
@@ -226,7 +248,8 @@ def test_in_process_nvml_unavailable_runs_the_command_instead(fake_pynvml, with_
     capture = run(GPU)
     assert spawned == [GPU.argv]
     assert (capture.outcome, capture.exit_code, capture.stderr) == (Outcome.EXITED, 0, "")
-    assert capture.stdout == fallback_stdout("nvmlInit failed: Driver Not Loaded")
+    assert capture.stdout.startswith(fallback_stdout("nvmlInit failed: Driver Not Loaded"))
+    assert_clock_and_counters_sections(capture.stdout)
     facts = parse_gpu_probe(capture.stdout)
     assert (facts.source, facts.source_note, facts.gpus) == (
         "nvidia-smi",

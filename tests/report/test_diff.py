@@ -558,3 +558,27 @@ def test_an_unreadable_history_is_not_a_first_sweep():
         "h.sqlite: database disk image is malformed\n"
     )
     assert D.to_dict(c, [], 3, 5)["first"] is False
+
+
+def nvlink(node, gpu, boot, **values) -> CheckResult:
+    snap = {"source": "nvml", "clock": 1764410400.0, "uptime": 5000.0, "boot_id": boot, "counters": values, "links": {}}
+    return r(node, "nvlink.errors", P, f"{gpu}: no NVLink error counter rose", gpu, {"window_s": 2.0, "snapshot": snap})
+
+
+def test_nvlink_counters_are_kept_and_compared_with_the_last_sweep():
+    before = report("20261129T100000Z_sweep", T0, ["node1"], [nvlink("node1", "GPU3", "b1", replay=0, crc_flit=5)])
+    after = report(
+        "20261129T110230Z_sweep",
+        T1,
+        ["node1", "node2"],
+        [nvlink("node1", "GPU3", "b1", replay=2, crc_flit=5), nvlink("node2", "GPU0", "c1", recovery=1)],
+    )
+    old, new = D.snapshot(before), D.snapshot(after)
+    assert CounterRow("node1", "GPU3", "crc_flit", 5, "b1", "nvml") in new.counters
+    changes = D.diff(old, new)
+    assert changes.counters_risen == (CounterRise("node1", "GPU3", "replay", 0, 2),)
+    assert "nvlink.errors  GPU3 replay 0 -> 2 (+2)" in D.render(changes, [], 3, 5, T1)
+    reset = D.counter_changes(new.counters, old.counters)[1]
+    assert reset == (
+        CounterReset("node1", "GPU3", "counters went down: reset (GPU reset, nvidia-smi nvlink -r)", "nvlink.errors"),
+    )

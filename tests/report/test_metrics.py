@@ -15,7 +15,7 @@ from nodecheck.core.model import SEVERITY, Status
 from nodecheck.report import diff as D
 from nodecheck.report import metrics
 from nodecheck.report.diff import Offender, ResultRow
-from tests.report.test_diff import current_report
+from tests.report.test_diff import T1, current_report, nvlink, report
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
@@ -262,3 +262,10 @@ def test_a_64_bit_counter_is_written_as_its_exact_integer_and_no_counters_no_fam
         'nodecheck_ib_port_counter{node="node1",port="mlx5_0/1",counter="LinkDownedCounter"} 9007199254740993',
     ]
     assert "nodecheck_ib_port_counter" not in metrics.render(replace(snap, counters=()), [])
+
+
+def test_nvlink_counters_are_their_own_family_by_gpu():
+    snap = D.snapshot(report("r", T1, ["node1"], [nvlink("node1", "GPU3", "b1", replay=2, crc_flit=5)]))
+    samples = parse_textfile(metrics.render(snap, version="0.1.0"))
+    assert sample(samples, metrics.NVLINK_COUNTER_METRIC, node="node1", gpu="GPU3", counter="crc_flit") == 5
+    assert not any(name == metrics.COUNTER_METRIC for name, _ in samples)

@@ -33,6 +33,12 @@ SERVICES = {
 # the limits slurmd.service gives slurmd (LimitNOFILE=131072, LimitMEMLOCK=infinity, LimitSTACK=infinity,
 # slurm-wlm's etc/slurmd.service.in), which its job steps inherit; where the harness may not raise a hard
 # limit (no CAP_SYS_RESOURCE: a container), the hard limit it has
+# the NVIDIA daemons a GPU node may run (issue 20): started only where a scenario asks for them
+NVIDIA_DAEMONS = {"nv-fabricmanager": "/usr/bin/nv-fabricmanager"}
+DAEMONS = {**SERVICES, **NVIDIA_DAEMONS}
+# where a node's NVIDIA user-space driver libraries lie (a per-node tmpfs; the fake ldconfig names
+# them there): never over the real /usr/lib, which holds the node's own libc and Python
+NVIDIA_LIB_DIR = "/opt/nodecheck-sim/nvidia-lib"
 SLURMD_ULIMITS = (
     "{ ulimit -l unlimited || ulimit -l $(ulimit -H -l); ulimit -n 131072 || ulimit -n $(ulimit -H -n); "
     "ulimit -s unlimited || ulimit -s $(ulimit -H -s); } 2>/dev/null"
@@ -136,6 +142,27 @@ class NodeState(Nodes):
         self._undo(node, f"umount -l {shlex.quote(f'/proc/{rel}')}")
         return src
 
+    def fake_nvidia_driver(self, node: str, proc_version: bytes, libs: Mapping[str, int | str]) -> None:
+        """The node's NVIDIA driver as nvidia.libraries reads it: /proc/driver/nvidia/version shows
+        `proc_version` (a tmpfs over /proc/driver in the node), and NVIDIA_LIB_DIR holds `libs`
+        (a tmpfs in the node): {file name: size in bytes (a file of that size, 0 = empty) or the
+        name of the file a symbolic link points to}. Undone by reset()."""
+        script = (
+            "mount -t tmpfs -o size=1m,mode=0755 nodecheck-sim /proc/driver && mkdir /proc/driver/nvidia && "
+            'cat "$1" > /proc/driver/nvidia/version && mkdir -p "$2" && '
+            'mount -t tmpfs -o size=64m,mode=0755 nodecheck-sim "$2" && shift 2 && '
+            "for spec do name=${spec%%=*}; what=${spec#*=}; case $what in "
+            '[0-9]*) truncate -s "$what" "$NC_DIR/$name" ;; *) ln -s "$what" "$NC_DIR/$name" ;; esac; done'
+        )
+        for name in libs:
+            if "/" in name or "=" in name or not name.startswith("lib"):
+                raise ValueError(f"bad library file name {name!r}")
+        version = self.node_dir(node) / "proc-driver-nvidia-version"
+        atomic_write(version, proc_version, 0o444)
+        specs = [f"{name}={what}" for name, what in libs.items()]
+        self.in_node(node, f"NC_DIR={shlex.quote(NVIDIA_LIB_DIR)}; " + script, str(version), NVIDIA_LIB_DIR, *specs)
+        self._undo(node, f"umount -l {shlex.quote(NVIDIA_LIB_DIR)}; umount -l /proc/driver")
+
     def fake_meminfo(self, node: str, data_file: str | os.PathLike) -> Path:
         """The node's /proc/meminfo replays `data_file` (e.g. a DIMM missing)."""
         return self.fake_proc(node, "meminfo", Path(data_file).read_bytes())
@@ -189,13 +216,13 @@ class NodeState(Nodes):
             d.mkdir(exist_ok=True)
             specs = []
             for name in names:
-                if name not in SERVICES:
-                    raise ValueError(f"unknown service {name!r} (known: {', '.join(SERVICES)})")
+                if name not in DAEMONS:
+                    raise ValueError(f"unknown service {name!r} (known: {', '.join(DAEMONS)})")
                 link = d / name
                 if not link.is_symlink():
                     link.symlink_to(sleep)
                 (d / f"{name}.pid").unlink(missing_ok=True)
-                specs.append(f"{name}={SERVICES[name]}")
+                specs.append(f"{name}={DAEMONS[name]}")
             script = (
                 "d=$1; shift; for spec do name=${spec%%=*}; argv0=${spec#*=}\n"
                 f'  ( [ "$name" != slurmd ] || {SLURMD_ULIMITS}; exec -a "$argv0" "$d/$name" infinity ) '
