@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 REFUSE = "refuse"  # the fact the guard prints: "@@nodecheck refuse <reason>"
-NO_PGREP_EXIT = 69  # EX_UNAVAILABLE: the guard cannot tell
+NO_PGREP_EXIT = 69  # EX_UNAVAILABLE: the guard cannot tell (it prints its reason on stderr)
 
 IDLE_GUARD = r"""
 command -v pgrep >/dev/null 2>&1 || { echo "pgrep not found (procps): cannot tell whether jobs run here, refusing" >&2; exit 69; }
