@@ -112,6 +112,29 @@ def _facts_table(data: dict, value_checks) -> str:
             # why the slow path answered: "NVML unavailable (cannot import pynvml ...); read from nvidia-smi"
             notes.append(f"{node}: GPUs: {gpu['source_note']}")
         cells = [v if isinstance(v, str) else "error" for v in (facts["values"][c] for c in columns)]
-        rows.append([node, gpus, *cells])
-    table = tabulate(rows, headers=["node", "gpus", *columns], tablefmt="simple") + "\n"
+        rows.append([node, gpus, _nvlink_domain(gpu), *cells])
+    table = tabulate(rows, headers=["node", "gpus", "nvlink domain", *columns], tablefmt="simple") + "\n"
     return table + "".join(f"{note}\n" for note in notes)
+
+
+def _nvlink_domain(gpu: dict) -> str:
+    """The NVLink domain the node's GPUs registered in, short: "ClusterUUID's first 8/CliqueId"
+    ("6a130f54/32766"; an HGX board's all-zero "00000000/0"), or the fabric states where any GPU's
+    registration did not complete, or "-" where no GPU reports fabric info (pre-Hopper, old driver)."""
+    if "error" in gpu:
+        return "error"
+    fabrics = [g.get("fabric") for g in gpu["gpus"]]
+    if not any(fabrics):
+        return "-"
+    seen: dict[str, int] = {}
+    for f in fabrics:
+        if not f:
+            key = "not reported"
+        elif f["state"] == "completed" and f["status"] == "success":
+            key = f"{(f['cluster_uuid'] or '?')[:8]}/{f['clique_id'] if f['clique_id'] is not None else '?'}"
+        else:
+            key = f["state"] if f["state"] != "completed" else f"completed, {f['status']}"
+        seen[key] = seen.get(key, 0) + 1
+    if len(seen) == 1:
+        return next(iter(seen))
+    return ", ".join(f"{key} ({n})" for key, n in sorted(seen.items()))

@@ -50,6 +50,20 @@ def test_table_names_the_gpu_source_and_why_nvidia_smi_answered():
     smi = {"values": {}, "gpu": _facts(fallback_stdout("cannot import pynvml (nvidia-ml-py)"))}
     table = _facts_table({"nodes": {"node1": nvml, "node2": smi}}, ())
     lines = table.splitlines()
-    assert lines[2].split() == ["node1", "8", "(nvml)"]
-    assert lines[3].split() == ["node2", "2", "(nvidia-smi)"]
+    assert lines[2].split() == ["node1", "8", "(nvml)", "00000000/0"]  # HGX: registered, no multi-node domain
+    assert lines[3].split() == ["node2", "2", "(nvidia-smi)", "-"]  # the H100 PCIe fallback shows no fabric
     assert lines[4:] == ["node2: GPUs: NVML unavailable (cannot import pynvml (nvidia-ml-py)); read from nvidia-smi"]
+
+
+def test_table_shows_each_nodes_nvlink_domain_or_its_unfinished_registration():
+    nodes = {
+        name: {"values": {}, "gpu": _facts(nvml_stdout(STATES / state))}
+        for name, state in (
+            ("gb1", "gb200x4-rack-a.json"),
+            ("gb2", "gb200x4-other-clique.json"),
+            ("gb3", "gb200x4-clique-zero.json"),
+            ("hgx", "h100x8-fabric-in-progress.json"),
+        )
+    }
+    rows = [line.split(None, 3)[3] for line in _facts_table({"nodes": nodes}, ()).splitlines()[2:]]
+    assert rows == ["6a130f54/32766", "6a130f54/32765", "completed, Insufficient Resources", "in_progress"]
