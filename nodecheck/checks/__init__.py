@@ -29,6 +29,7 @@ from nodecheck.checks import (
     nvidia,  # noqa: F401  nvidia.libraries
     nvlink,  # noqa: F401  nvlink.fabric, nvlink.domain
     nvlink_errors,  # noqa: F401  nvlink.errors
+    nvlink_sxid,  # noqa: F401  nvlink.sxid
     ofed,  # noqa: F401  ofed.version
     os,  # noqa: F401  os.release
     pcie,  # noqa: F401  pcie.acs, pcie.aer

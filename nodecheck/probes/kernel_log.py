@@ -32,15 +32,24 @@ def read_kernel_log(out: Captures) -> tuple[KernelLog, datetime | None, str, flo
     return _read_text(out[KERNEL_LOG.name].stdout)
 
 
+def utc_offset_s(out: Captures) -> int:
+    """The node's UTC offset in seconds when the probe ran (dmesg -T and syslog dates are local time):
+    for a reader of the raw log text (nvlink.sxid); 0 when the clock line is missing."""
+    return _clock(split_sections(out[KERNEL_LOG.name].stdout, "kernel log probe").facts.get("clock", ""))[2]
+
+
+def _clock(line: str) -> tuple[datetime | None, float | None, int]:
+    clock = _CLOCK.match(line)
+    if not clock:
+        return None, None, 0
+    offset = (-1 if clock.group(3) == "-" else 1) * (int(clock.group(4)) * 3600 + int(clock.group(5)) * 60)
+    return datetime.fromtimestamp(int(clock.group(1)), timezone.utc), float(clock.group(2)), offset
+
+
 @functools.lru_cache(maxsize=65536)  # gpu.xid and node.oom read the same log: parse it once
 def _read_text(text: str) -> tuple[KernelLog, datetime | None, str, float | None]:
     sections = split_sections(text, "kernel log probe")
-    clock = _CLOCK.match(sections.facts.get("clock", ""))
-    now, uptime, offset = None, None, 0
-    if clock:
-        now = datetime.fromtimestamp(int(clock.group(1)), timezone.utc)
-        uptime = float(clock.group(2))
-        offset = (-1 if clock.group(3) == "-" else 1) * (int(clock.group(4)) * 3600 + int(clock.group(5)) * 60)
+    now, uptime, offset = _clock(sections.facts.get("clock", ""))
     for name, tool in (("dmesg", "dmesg"), ("journal", "journalctl -k")):
         section = sections.get(name)
         if section is not None and section.ok:
