@@ -4,37 +4,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-
-from pydantic import Field, model_validator
+from typing import ClassVar
 
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.registry import Captures, check
-from nodecheck.judging.log_window import Window, coverage, in_window, unread, window_text
+from nodecheck.judging.log_window import CodeWindow, coverage, in_window, unread, window_text
 from nodecheck.parsers.xid_codes import classify
 from nodecheck.probes.kernel_log import KERNEL_LOG, read_kernel_log, source_text
 
 
-class XidParams(Window):
-    fail: list[int] = Field([], description="Xid codes that fail, overriding the built-in table")
-    warn: list[int] = Field([], description="Xid codes that only warn, overriding the table")
-    ignore: list[int] = Field([], description="Xid codes not judged at all")
+class XidParams(CodeWindow):
+    """The window, and Xid codes whose severity the playbook sets over the built-in table
+    (nodecheck/parsers/xid_codes.py)."""
 
-    @model_validator(mode="after")
-    def _disjoint(self) -> XidParams:
-        seen: dict[int, str] = {}
-        for name in ("fail", "warn", "ignore"):
-            for code in getattr(self, name):
-                if code in seen:
-                    raise ValueError(f"Xid {code} is listed under both {seen[code]} and {name}")
-                seen[code] = name
-        return self
+    EVENT: ClassVar[str] = "Xid"
 
     def action(self, code: int) -> tuple[str, str]:
         """(fail|warn|ignore, meaning): the playbook first, then the built-in table."""
         severity, meaning = classify(code)
-        for name in ("fail", "warn", "ignore"):
-            if code in getattr(self, name):
-                return name, meaning + " (severity set in the playbook)"
+        if (listed := self.listed(code)) is not None:
+            return listed, meaning + " (severity set in the playbook)"
         return severity, meaning
 
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-
-from pydantic import Field, model_validator
+from typing import ClassVar
 
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.registry import Captures, check
-from nodecheck.judging.log_window import Window, coverage, in_window, unread, window_text
+from nodecheck.judging.log_window import CodeWindow, coverage, in_window, unread, window_text
 from nodecheck.parsers.sxid import SxidEvent, parse_sxids
 from nodecheck.probes.kernel_log import KERNEL_LOG, read_kernel_log, source_text, utc_offset_s
 
@@ -28,27 +27,17 @@ FATAL_ACTION = (
 )
 
 
-class SxidParams(Window):
-    fail: list[int] = Field([], description="SXid codes that fail even when the driver logged them Non-fatal")
-    warn: list[int] = Field([], description="SXid codes that only warn even when the driver logged them Fatal")
-    ignore: list[int] = Field([], description="SXid codes not judged at all")
+class SxidParams(CodeWindow):
+    """The window, and SXid codes whose severity the playbook sets over the driver's own
+    Fatal/Non-fatal word."""
 
-    @model_validator(mode="after")
-    def _disjoint(self) -> SxidParams:
-        seen: dict[int, str] = {}
-        for name in ("fail", "warn", "ignore"):
-            for code in getattr(self, name):
-                if code in seen:
-                    raise ValueError(f"SXid {code} is listed under both {seen[code]} and {name}")
-                seen[code] = name
-        return self
+    EVENT: ClassVar[str] = "SXid"
 
     def action(self, code: int, fatal: bool | None) -> tuple[str, bool]:
         """(fail|warn|ignore, whether the playbook set it): the playbook first, then the driver's own
         Fatal/Non-fatal word; an SXid whose word is not in the log warns."""
-        for name in ("fail", "warn", "ignore"):
-            if code in getattr(self, name):
-                return name, True
+        if (listed := self.listed(code)) is not None:
+            return listed, True
         return ("fail" if fatal else "warn"), False
 
 

@@ -1,13 +1,14 @@
 """The window a kernel-log check looks back over, and what a log that cannot cover it means:
-shared by gpu.xid and node.oom."""
+shared by gpu.xid, nvlink.sxid and node.oom."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.parsers.kernel_log import KernelLog
@@ -40,6 +41,30 @@ class Window(BaseModel):
         assert match is not None, self.since  # the validator let only "boot" or a duration through
         n, unit = match.groups()
         return int(n) * _UNIT_S[unit]
+
+
+class CodeWindow(Window):
+    """A window of kernel-log events with numeric codes (Xid, SXid) and the playbook's lists that set
+    a code's severity over the built-in one; a code sits in one list at most."""
+
+    EVENT: ClassVar[str] = "event"  # the codes' name in messages: "Xid", "SXid"
+    fail: list[int] = Field([], description="codes that fail, whatever the built-in severity says")
+    warn: list[int] = Field([], description="codes that only warn, whatever the built-in severity says")
+    ignore: list[int] = Field([], description="codes not judged at all")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> CodeWindow:
+        seen: dict[int, str] = {}
+        for name in ("fail", "warn", "ignore"):
+            for code in getattr(self, name):
+                if code in seen:
+                    raise ValueError(f"{self.EVENT} {code} is listed under both {seen[code]} and {name}")
+                seen[code] = name
+        return self
+
+    def listed(self, code: int) -> str | None:
+        """The playbook list that names the code (fail, warn or ignore), or None."""
+        return next((name for name in ("fail", "warn", "ignore") if code in getattr(self, name)), None)
 
 
 def unread(log: KernelLog, source: str, text: Callable[[], str]) -> Verdict | None:
