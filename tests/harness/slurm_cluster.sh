@@ -139,6 +139,9 @@ stop_all() {
     wait_gone 60 "${daemons[@]}" || kill -KILL "${daemons[@]}" 2>/dev/null || true
   fi
   mapfile -t more < <(job_pids slurmscriptd)   # a Prolog or step forked meanwhile
+  # and what slurmd ran outside any job: a HealthCheckProgram gets neither SLURM_CONF nor a job id,
+  # only SLURMD_NODENAME; left running, its scontrol would drain nodes of the next cluster
+  mapfile -t -O "${#more[@]}" more < <(grep -lzE '^SLURMD_NODENAME=' /proc/[0-9]*/environ 2>/dev/null | pids_of_files || true)
   if ((${#more[@]})); then kill -KILL "${more[@]}" 2>/dev/null || true; total=$((total + ${#more[@]})); fi
   wait_gone 100 "${jobs[@]}" "${daemons[@]}" "${more[@]}" ||
     die "still running after SIGKILL: $(for p in "${jobs[@]}" "${daemons[@]}" "${more[@]}"; do alive "$p" && echo -n "$p "; done)"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,28 @@ def test_slurm_down_leaves_no_daemon_and_no_bind(slurm_module, slurm_files):
     for n in SLURM_NODES:  # /etc/slurm in the nodes is the host's again
         assert " /etc/slurm " not in Path(f"/proc/{c.pid(n)}/mountinfo").read_text()
     c.slurm_down()  # a second down is a no-op
+
+
+def test_slurm_down_also_ends_a_health_check_still_running(slurm_module, slurm_files):
+    """slurmd's HealthCheckProgram gets no SLURM_CONF and no job id, only SLURMD_NODENAME: one still
+    running when Slurm goes down must end with it, or its scontrol drains nodes of the next test's
+    cluster (same ports, same node names)."""
+    c = slurm_module
+    c.slurm_up(SLURM_NODES, prolog=slurm_files["prolog"], prolog_slurmctld=slurm_files["prolog_slurmctld"])
+    check = subprocess.Popen(
+        ["nsenter", "-t", str(c.pid("node1")), "-u", "-m", "--", "/usr/bin/env", "-i", "SLURMD_NODENAME=node1"]
+        + ["/bin/sleep", "300"],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.3)
+        assert check.poll() is None
+
+        c.slurm_down()
+
+        assert check.wait(timeout=10) == -9  # SIGKILL, as slurm_down ends every job process
+    finally:
+        check.kill()
 
 
 def _slurm_processes(conf: str) -> list[str]:
