@@ -4,7 +4,6 @@ processes, and the driver version that must match across nodes (the CUDA version
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from nodecheck.parsers.nvidia_smi import gpu_facts_from_nvidia_smi
 from nodecheck.parsers.nvidia_smi_csv import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from nodecheck.parsers.nvml import parse_nvml_probe
 from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.uptime import node_clock
 
 NVML_PROBE_SCRIPT = (Path(__file__).resolve().parent.parent / "probes" / "nvml_probe.py").read_text()
 UNAVAILABLE = "nodecheck-nvml-unavailable:"  # what the NVML probe prints before exiting 3
@@ -94,31 +94,8 @@ def parse_gpu_probe(text: str) -> GpuFacts:
         nvlink=ok("nvlink"),
         note=note,
         nvlink_errors=ok("nvlink-errors"),
-        clock=_clock_facts(ok("clock"), ok("uptime"), ok("boot-id")),
+        clock=node_clock(ok("clock"), ok("uptime"), ok("boot-id")),
     )
-
-
-_EPOCH = re.compile(r"(\d+)(?:\.(\d+|%N))?", re.ASCII)  # busybox date may print %N as is
-_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
-
-
-def _clock_facts(
-    clock: str | None, uptime: str | None, boot_id: str | None
-) -> tuple[float | None, float | None, str | None]:
-    """(wall clock, uptime, boot id) from the fallback's `date +%s.%N`, /proc/uptime and boot_id sections;
-    each one unreadable reads None (the counters are still read; only rates between reads need these)."""
-    wall = None
-    if clock is not None and (match := _EPOCH.fullmatch(clock.strip())):
-        fraction = match[2] if match[2] and match[2].isdigit() else "0"
-        wall = float(f"{match[1]}.{fraction}")
-    up = None
-    if uptime is not None and (fields := uptime.split()):
-        try:
-            up = float(fields[0])
-        except ValueError:
-            up = None
-    boot = boot_id.strip() if boot_id is not None and _BOOT_ID.fullmatch(boot_id.strip()) else None
-    return wall, up, boot
 
 
 # Five checks read the same GPU probe output: parse each node's output once per run. Keyed by the

@@ -1,4 +1,5 @@
-"""Read /proc/uptime: seconds since boot, then the idle seconds summed over CPUs."""
+"""Read /proc/uptime (seconds since boot, then the idle seconds summed over CPUs), and a node's clock
+as a probe reports it: when a read of counters was taken, for rates between two reads."""
 
 from __future__ import annotations
 
@@ -19,3 +20,26 @@ def parse_uptime(text: str) -> float:
     if not math.isfinite(seconds):
         raise ParseError("/proc/uptime", "not a finite number", text)
     return seconds
+
+
+_EPOCH = re.compile(r"(\d+)(?:\.(\d+|%N))?", re.ASCII)  # busybox date may print %N as is
+_BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
+
+
+def node_clock(
+    clock: str | None, uptime: str | None, boot_id: str | None
+) -> tuple[float | None, float | None, str | None]:
+    """(wall clock, uptime, boot id) from `date +%s.%N`, /proc/uptime and the boot_id file as a probe
+    printed them; each one missing or unreadable reads None (only rates between reads need them)."""
+    wall = None
+    if clock is not None and (match := _EPOCH.fullmatch(clock.strip())):
+        fraction = match[2] if match[2] and match[2].isdigit() else "0"
+        wall = float(f"{match[1]}.{fraction}")
+    up = None
+    if uptime is not None:
+        try:
+            up = parse_uptime(uptime)
+        except ParseError:
+            up = None
+    boot = boot_id.strip() if boot_id is not None and _BOOT_ID.fullmatch(boot_id.strip()) else None
+    return wall, up, boot

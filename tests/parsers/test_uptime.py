@@ -15,3 +15,13 @@ def test_seconds_since_boot(text, seconds):
 def test_garbage_is_a_parse_error(text):
     with pytest.raises(ParseError):
         parse_uptime(text)
+
+
+def test_node_clock_reads_each_part_and_none_for_what_it_cannot():
+    from nodecheck.parsers.uptime import node_clock
+
+    boot = "2f4e9a1c-7b3d-4e8a-9c51-0d6e2f8a1b01"
+    assert node_clock("1764662400.250000000\n", "18481.75 19829.75\n", boot + "\n") == (1764662400.25, 18481.75, boot)
+    # busybox date prints %N as is; a garbled uptime or boot id is not guessed at
+    assert node_clock("1764662400.%N\n", "up 5 days\n", "not-a-uuid\n") == (1764662400.0, None, None)
+    assert node_clock(None, None, None) == (None, None, None)
