@@ -11,6 +11,8 @@ from nodecheck.checks import (
     fs,  # noqa: F401  fs.mounts, fs.free
     gpu,  # noqa: F401  gpu.count, gpu.health, gpu.processes, gpu.driver, gpu.vbios, gpu.gsp_firmware
     gpu_dcgm,  # noqa: F401  gpu.dcgm_diag
+    gpu_perf,  # noqa: F401  gpu.perf
+    gpu_sdc,  # noqa: F401  gpu.sdc
     gpu_xid,  # noqa: F401  gpu.xid
     hca,  # noqa: F401  hca.firmware
     ib,  # noqa: F401  ib.ports

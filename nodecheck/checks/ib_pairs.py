@@ -26,8 +26,9 @@ from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Cut, Outcome, Status, Verdict, excerpt, worst
 from nodecheck.core.registry import check
-from nodecheck.core.thresholds import Floor, fmt
+from nodecheck.core.thresholds import Floor, Relative, fmt
 from nodecheck.judging import pair_plan as planner
+from nodecheck.judging.relative import Sample, judge_relative
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.pairtest import made_directory, ready_servers, start_state
 from nodecheck.parsers.perftest import parse_perftest
@@ -43,6 +44,13 @@ class FractionFloor(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     fail_below: float = Field(gt=0, le=1)
     warn_below: float | None = Field(None, gt=0, le=1)
+    # the relative band does not depend on how the fixed floor is written: a playbook that keeps
+    # the default fraction_of_rate can still ask for it
+    relative: Relative | None = Field(
+        None,
+        description="{warn_below_pct, fail_below_pct, min_peers, mad_k}: each node's best bandwidth per HCA "
+        "against the other nodes' on that HCA at the same port rate",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> FractionFloor:
@@ -71,7 +79,10 @@ class IbPairs(BaseModel):
         "all: every pair once (N-1 rounds)",
     )
     bw_gbps: Floor | None = Field(
-        None, description="{fail_below, warn_below} in Gb/s for each test's average bandwidth"
+        None,
+        description="{fail_below, warn_below} in Gb/s for each test's average bandwidth; relative: "
+        "{warn_below_pct, fail_below_pct, min_peers, mad_k} also judges each node's best bandwidth per HCA "
+        "against the other nodes' best on that HCA at the same port rate (and group_label group)",
     )
     fraction_of_rate: FractionFloor = Field(
         FractionFloor(fail_below=0.8, warn_below=0.9),
@@ -278,6 +289,40 @@ def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         ctx.incomplete(why)
     yield from _verdicts(usable, tests, blame, list(cut.values()), unrun)
     yield from _untested(usable, ports, tests, want)
+    band = want.bw_gbps.relative if want.bw_gbps is not None else want.fraction_of_rate.relative
+    if band is not None:
+        yield from _relative(usable, ports, tests, band, groups, want.group_label)
+
+
+def _relative(
+    nodes: list[str],
+    ports: Mapping[str, Mapping[str, tuple[int, float]]],
+    tests: list[RailResult],
+    band: Relative,
+    groups: Mapping[str, str] | None,
+    label: str | None,
+) -> Verdicts:
+    """Each node's best bandwidth per HCA (over every test it sent or received in, as the sweep
+    history's measurements() takes it) against the other nodes' best on the same HCA at the same
+    port rate, within its group_label group when set. The best, not the worst: a slow partner drags
+    a test down, and a node's own fault shows in every test it is in. The pair blame above stands;
+    this adds a verdict for a node that passes the fixed floor but lags its peers."""
+    best: dict[str, dict[str, float]] = {}
+    for t in tests:
+        if t.gbps is None or t.status is Status.SKIPPED:
+            continue
+        for node in (t.server, t.client):
+            mine = best.setdefault(node, {})
+            mine[t.device] = max(mine.get(t.device, t.gbps), t.gbps)
+    samples = []
+    for node in nodes:
+        where = f", {label}={groups.get(node, 'unset')}" if groups is not None and label else ""
+        for device, gbps in sorted(best.get(node, {}).items()):
+            group = f"{device} at {fmt(ports[node][device][1])} Gb/s{where}"
+            samples.append(Sample((node,), device, group, gbps))
+    for s, v in zip(samples, judge_relative(samples, band, what="best bw", unit="Gb/s"), strict=True):
+        if v is not None:
+            yield s.nodes, Verdict(v.status, f"{s.nodes[0]} {v.message}", v.subject, v.observed, v.expected)
 
 
 def _not_run(unrun: dict[str, dict[str, str]], a: str, b: str, why: str) -> None:

@@ -16,17 +16,17 @@ from __future__ import annotations
 import dataclasses
 import re
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
 from nodecheck.core.hostlist import fold
-from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
 from nodecheck.core.redact import redact_text
 from nodecheck.core.registry import Captures, check
-from nodecheck.core.thresholds import Floor
+from nodecheck.core.thresholds import Floor, Relative
 from nodecheck.judging import pair_plan as planner
 from nodecheck.judging.nccl_runs import (
     Localization,
@@ -39,6 +39,7 @@ from nodecheck.judging.nccl_runs import (
     judge_localization,
     judge_output,
 )
+from nodecheck.judging.relative import Sample, judge_relative
 from nodecheck.parsers.tools import missing_tools
 from nodecheck.probes import nccl_tests as nccltest
 from nodecheck.probes.env_policy import LOADS_OR_WRITES, EnvName, EnvValue
@@ -104,7 +105,9 @@ class NcclSweep(BaseModel):
         None,
         description=(
             "{fail_below, warn_below} in GB/s (nccl-tests' busbw, 1e9 bytes/s) for the slowest plateau "
-            "row; unset: only correctness and completion are judged"
+            "row; unset: only correctness and completion are judged. relative: {warn_below_pct, "
+            "fail_below_pct, min_peers, mad_k}: also against the other nodes' busbw in the same test "
+            "(single: each node's; multi: each 2-node localization test's)"
         ),
     )
     variant_busbw_gbps: dict[Variant, Floor] = Field(
@@ -195,6 +198,11 @@ class NcclSingle(NcclSweep):
 
     gpus: int = Field(8, ge=1, le=64, strict=True, description="-g: GPUs per node the test drives")
 
+    @property
+    def related(self) -> bool:
+        """Some variant's band judges a node against the others (`relative:`): a node alone says nothing."""
+        return any((f := self.floor(v)) is not None and f.relative is not None for v in self.variants)
+
 
 class NcclMulti(NcclSweep):
     """nccl.allreduce_multi: one test across the selected nodes through a launcher."""
@@ -278,12 +286,8 @@ def single_probes(want: NcclSingle) -> list[Probe]:
     ]
 
 
-@check("nccl.allreduce_single", probes=single_probes, params=NcclSingle)
-def allreduce_single(out: Captures, want: NcclSingle) -> Verdicts:
-    """nccl-tests on every node at once, one process driving all its GPUs (-g): bus bandwidth at
-    the plateau sizes against busbw_gbps, data corruption (#wrong), hangs classified by where they stopped.
-
-    Variants network_only / nvlink_only tell a slow NVLink from a slow NIC."""
+def judge_single(out: Captures, want: NcclSingle) -> Verdicts:
+    """One node's verdicts, one per variant and collective (the fixed floors only)."""
     for variant in want.variants:
         for collective in want.collectives:
             capture = out[_single_name(collective, variant)]
@@ -295,6 +299,59 @@ def allreduce_single(out: Captures, want: NcclSingle) -> Verdicts:
             yield want.ran_without(
                 t.verdict(what, {"busbw_gbps": floor.model_dump() if floor else None, "gpus": want.gpus})
             )
+
+
+def relative_single(by_node: Mapping[str, Sequence[Verdict]], want: NcclSingle) -> dict[str, list[Verdict]]:
+    """The run's nodes' allreduce_single verdicts with each node's plateau busbw judged against the
+    other nodes' in the same test (collective and variant, at the same GPU count), where the
+    variant's busbw floor has `relative`. A node below its peers gets the relative finding folded
+    into its verdict for that test (status the worse, message and observed both kept: the sweep
+    history reads busbw_plateau_gbs from it). Pure: the caller passes every node's verdicts at once.
+
+    A node-scope check sees one node at a time, so this runs after all nodes were judged (the
+    runner's relate step); a node judged alone (prolog) has no peers and keeps its fixed floor."""
+    variant_of = {subject(c, v): v for v in want.variants for c in want.collectives}
+    out = {node: list(verdicts) for node, verdicts in by_node.items()}
+    for variant in want.variants:
+        floor = want.floor(variant)
+        band = floor.relative if floor is not None else None
+        if band is None:
+            continue
+        where: list[tuple[str, int]] = []
+        samples: list[Sample] = []
+        for node, verdicts in out.items():
+            for i, v in enumerate(verdicts):
+                busbw = v.observed.get("busbw_plateau_gbs")
+                if variant_of.get(v.subject) != variant or not isinstance(busbw, (int, float)):
+                    continue
+                where.append((node, i))
+                samples.append(Sample((node,), v.subject, f"{v.subject}, {want.gpus} GPUs", float(busbw)))
+        for (node, i), rel in zip(where, judge_relative(samples, band, what="busbw", unit="GB/s"), strict=True):
+            out[node][i] = with_relative(out[node][i], rel)
+    return out
+
+
+def with_relative(verdict: Verdict, relative: Verdict | None) -> Verdict:
+    """`verdict` with a relative finding folded in when it is the more severe: its status, both
+    messages, the fixed judgment's observed and expected kept beside the relative ones."""
+    if relative is None or relative.status.rank <= verdict.status.rank:
+        return verdict
+    return dataclasses.replace(
+        verdict,
+        status=relative.status,
+        message=f"{verdict.message}; {relative.message}",
+        observed={**verdict.observed, "relative": dict(relative.observed)},
+        expected={**verdict.expected, "relative": dict(relative.expected)},
+    )
+
+
+@check("nccl.allreduce_single", probes=single_probes, params=NcclSingle, relate=relative_single)
+def allreduce_single(out: Captures, want: NcclSingle) -> Verdicts:
+    """nccl-tests on every node at once, one process driving all its GPUs (-g): bus bandwidth at
+    the plateau sizes against busbw_gbps, data corruption (#wrong), hangs classified by where they stopped.
+
+    Variants network_only / nvlink_only tell a slow NVLink from a slow NIC."""
+    return judge_single(out, want)
 
 
 # ---------------------------------------------------------------- nccl.allreduce_multi
@@ -519,3 +576,89 @@ def _localize(
     yield from judge_localization(
         what, nodes, full, floor, want.floor(variant), blame, verdict_of, unjudged, cut, len(tests)
     )
+    if floor is not None and floor.relative is not None:
+        yield from _relative_pairs(what, nodes, floor.relative, blame, verdict_of)
+
+
+def _relative_pairs(
+    what: str,
+    nodes: Sequence[str],
+    band: Relative,
+    blame: planner.Blame,
+    verdict_of: Mapping[planner.Pair, RunVerdict],
+) -> Iterator[Grouped]:
+    """Each 2-node test that passed the fixed floor, its busbw against the other such tests of this
+    localization (subject: the pair). A slow pair does not say which side is slow, so the pairs
+    found below their peers go through the same blame as failed ones (pair_plan.blame): a node
+    slow with two partners that are not slow elsewhere is named, a pair slow while both ends are
+    fine elsewhere is a link, the rest stays on both ends. Pairs with a node the fixed floor
+    already blamed or left unresolved, or a blamed link, are left out: the blame names them, and
+    comparing with them would put a bad node's partners under suspicion."""
+    excluded = set(blame.bad_nodes) | set(blame.unresolved)
+    pairs = [
+        p
+        for p, t in sorted(verdict_of.items())
+        if t.busbw is not None
+        and t.status in (Status.PASS, Status.WARN)
+        and p not in blame.bad_links
+        and not excluded & {p.a, p.b}
+    ]
+    samples = [Sample((p.a, p.b), f"{p.a}+{p.b}", f"{what} 2-node tests", verdict_of[p].busbw or 0.0) for p in pairs]
+    found = {
+        p: rel
+        for p, rel in zip(pairs, judge_relative(samples, band, what="busbw", unit="GB/s"), strict=True)
+        if rel is not None
+    }
+    if not found:
+        return
+    slow = planner.blame(
+        [n for n in nodes if any(n in (p.a, p.b) for p in pairs)],
+        [planner.PairResult(p, 0, p not in found) for p in pairs],
+    )
+
+    def listed(mine: list[Verdict]) -> str:
+        return "; ".join(v.message for v in mine[:3]) + (f" (+{len(mine) - 3} more)" if len(mine) > 3 else "")
+
+    for node, evidence in slow.bad_nodes.items():
+        mine = [found[p] for p in evidence.failed if p in found]
+        yield (
+            (node,),
+            Verdict(
+                worst(v.status for v in mine),
+                f"{what}: slow node: below its peers with {len(mine)} partners that are not slow with others: "
+                + listed(mine),
+                what,
+                {"relative": [dict(v.observed) for v in mine], "evidence": evidence.message},
+                mine[0].expected,
+            ),
+        )
+    for pair, evidence in slow.bad_links.items():
+        v = found[pair]
+        yield (
+            (pair.a, pair.b),
+            Verdict(
+                v.status,
+                f"{what}: slow pair: both ends are not slow with other partners: {v.message}",
+                what,
+                {**v.observed, "evidence": evidence.message},
+                v.expected,
+            ),
+        )
+    for node in slow.unresolved:
+        mine = [
+            rel
+            for p, rel in found.items()
+            if node in (p.a, p.b) and p.other(node) not in slow.bad_nodes and p not in slow.bad_links
+        ]
+        if mine:
+            yield (
+                (node,),
+                Verdict(
+                    worst(v.status for v in mine),
+                    f"{what}: below its peers in its 2-node tests, not enough partners to tell which side: "
+                    + listed(mine),
+                    what,
+                    {"relative": [dict(v.observed) for v in mine]},
+                    mine[0].expected,
+                ),
+            )

@@ -208,7 +208,7 @@ def split_selected(playbook: Playbook, nodes: list[Node]) -> tuple[list[Node], l
 
 # An included file only pins values (what `nodecheck baseline` writes); it must not be able to turn a
 # check off or loosen a threshold behind the playbook's back.
-INCLUDE_KEYS = {"expect", "image", "runtime"}
+INCLUDE_KEYS = {"expect", "image", "runtime", "reference"}  # reference: gpu.sdc's pinned checksums
 
 
 def _load_include(src: Located, path: Path, index: int, included: str, listed: dict[str, dict]) -> Located:

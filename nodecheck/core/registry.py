@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from nodecheck.core.model import Capture, Probe
+from nodecheck.core.model import Capture, Probe, Verdict
 
 Captures = Mapping[str, Capture]  # a node's captures, keyed by probe name
 # scope "node": judge(captures, params) -> Verdicts about that node.
@@ -27,6 +27,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 Judge = Callable[[Any, ParamsT], Iterable[Any]]
 ProbeList = Sequence[Probe] | Callable[[ParamsT], Sequence[Probe]]
 JudgeT = TypeVar("JudgeT", bound=Callable[..., Any])
+Relate = Callable[[Mapping[str, Sequence[Verdict]], ParamsT], Mapping[str, Sequence[Verdict]]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class CheckSpec(Generic[ParamsT]):
     # a template is planned once per label: the playbook key `command.<label>` runs the check
     # registered as `command` under that name, so results, drain reasons and history carry it
     template: bool = False
+    # a node-scope check whose verdicts are also judged against each other once every node is judged
+    # (fleet-relative bands): relate({node: its verdicts}, params) -> {node: verdicts, same count
+    # and order}. The gate then retries every node, not only the suspects (a suspect alone has no peers)
+    relate: Relate[ParamsT] | None = None
 
     @property
     def description(self) -> str:
@@ -68,6 +73,7 @@ def check(
     scope: str = "node",
     after: ProbeList[ModelT] = (),
     template: bool = False,
+    relate: Relate[ModelT] | None = None,
 ) -> Callable[[JudgeT], JudgeT]:
     """Register a judge: `@check("ib.ports", probes=[IBSTAT], params=IbPorts)`."""
     if scope not in SCOPES:
@@ -76,7 +82,7 @@ def check(
     def register(judge: JudgeT) -> JudgeT:
         if name in CHECKS:
             raise ValueError(f"check {name} registered twice")
-        CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after, template)
+        CHECKS[name] = CheckSpec(name, judge, probes, params, scope, after, template, relate)
         return judge
 
     return register

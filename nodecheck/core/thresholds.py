@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from nodecheck.core.model import Status, Verdict
 
@@ -33,11 +33,70 @@ def _not_judged(value: Any, what: str, unit: str, subject: str, expected: dict) 
     )
 
 
+class Relative(_Band):
+    """Fleet-relative: a value judged against its peers (the same test on the same hardware in
+    the same run), so a GPU or node that is healthy by the fixed floor but clearly slower than
+    its identical neighbours is still named. Applied by nodecheck/judging/relative.py; the check
+    decides who the peers are. A fixed floor still judges alone where there are too few peers."""
+
+    warn_below_pct: float | None = Field(
+        None, gt=0, lt=100, description="WARN when this many percent below the peers' median (5 = 5 %)"
+    )
+    fail_below_pct: float | None = Field(
+        None, gt=0, lt=100, description="FAIL when this many percent below the peers' median"
+    )
+    min_peers: int = Field(
+        4,
+        ge=2,
+        le=100000,
+        strict=True,
+        description="fewer peers than this in the group: no relative verdict (the fixed floor only); "
+        "a median of one or two others says little",
+    )
+    mad_k: float = Field(
+        3.0,
+        ge=0,
+        le=1000,
+        description="a value must also lie more than mad_k robust standard deviations (1.4826 x MAD) below "
+        "the peers' median: a group that noisy cannot single out a value it cannot tell apart (0: off)",
+    )
+    history_warn_below_pct: float | None = Field(
+        None,
+        gt=0,
+        lt=100,
+        description="sweeps: WARN when this many percent below the node's own median of its recent sweeps",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Relative:
+        if self.warn_below_pct is None and self.fail_below_pct is None and self.history_warn_below_pct is None:
+            raise ValueError(
+                "relative needs at least one of warn_below_pct, fail_below_pct, history_warn_below_pct "
+                "(percent below the peers' median, e.g. {warn_below_pct: 5, fail_below_pct: 10})"
+            )
+        if (
+            self.warn_below_pct is not None
+            and self.fail_below_pct is not None
+            and self.warn_below_pct > self.fail_below_pct
+        ):
+            raise ValueError(
+                f"warn_below_pct ({fmt(self.warn_below_pct)}) must be <= fail_below_pct "
+                f"({fmt(self.fail_below_pct)}): a value warns before it fails"
+            )
+        return self
+
+
 class Floor(_Band):
-    """Higher is better: below fail_below fails, below warn_below warns."""
+    """Higher is better: below fail_below fails, below warn_below warns. `relative` is judged by
+    the checks that compare nodes (nodecheck/judging/relative.py), never by judge()."""
 
     fail_below: float
     warn_below: float | None = None
+    relative: Relative | None = Field(
+        None,
+        description="{warn_below_pct, fail_below_pct, min_peers, mad_k}: also judge the value against its "
+        "peers' median in this run, where the check has peers",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> Floor:

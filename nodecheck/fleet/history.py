@@ -17,7 +17,7 @@ Schema (PRAGMA user_version = SCHEMA_VERSION); times are UTC ISO 8601 text, whic
                                                            (ib.counters' second read); value is an
                                                            integer, or its decimal text beyond 2^63-1;
                                                            seq keeps the recorded order
-    measurements(sweep_id, node, check_name, name, subject, value, unit)   busbw, pair bandwidth
+    measurements(sweep_id, node, check_name, name, subject, value, unit)   busbw, pair bandwidth, GPU figures
 
 Version 2 made counters (three quarters of the bytes: 64 rows a node) a WITHOUT ROWID table, stored
 once, in its primary key's b-tree, instead of as a table plus an index of the same columns: a 1000-
@@ -172,7 +172,7 @@ VIEWS = {
         ("check_name",),
         "measurements",
         "check",
-        "ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out",
+        "gpu.perf, ib.pairs and nccl.allreduce_*",
     ),
 }
 
@@ -414,6 +414,20 @@ class History:
             SweepRow(r[0], r[1], r[2], _parse_ts(r[3]), _parse_ts(r[4]), bool(r[5]), Status(r[6]), r[7], r[8], r[9])
             for r in reversed(rows)
         ]
+
+    def recent_measurements(self, playbook: str, check: str, last: int) -> dict[tuple[str, str, str], list[float]]:
+        """(node, name, subject) -> the values of `check`'s measurements in the last `last` sweeps of
+        the playbook, oldest first: each node's own history, for the drop warnings."""
+        rows = self.conn.execute(
+            "SELECT m.node, m.name, m.subject, m.value FROM measurements m JOIN "
+            "(SELECT id, started FROM sweeps WHERE playbook = ? ORDER BY started DESC, id DESC LIMIT ?) s "
+            "ON m.sweep_id = s.id WHERE m.check_name = ? ORDER BY s.started, s.id",
+            (playbook, last, check),
+        ).fetchall()
+        out: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for node, name, subject, value in rows:
+            out[(node, name, subject)].append(float(value))
+        return dict(out)
 
     def last(self, playbook: str) -> SweepSnapshot | None:
         """The latest sweep of this playbook, as it was recorded."""

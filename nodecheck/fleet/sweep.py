@@ -177,6 +177,7 @@ def _open_history(path: Path):
 
 def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int) -> int:
     from nodecheck import __version__
+    from nodecheck.fleet.perf_history import with_history_warnings
     from nodecheck.gate import command as gatecmd
     from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN, metrics, table
     from nodecheck.report import diff as D
@@ -186,6 +187,11 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     problems: list[str] = []
     # what the history, the diff, the metrics and the output keep: secrets masked, as in the report
     report = report_json.redacted(report)  # (the runner's reports already are: then this is free)
+    if not isinstance(history, str):
+        try:  # a figure below the node's own recent median: a WARN, before anything is kept
+            report = with_history_warnings(report, playbook, history)
+        except (sqlite3.Error, ValueError) as e:
+            problems.append(f"could not read the GPU figures of the sweep history {history.path}: {e}")
     snap = D.snapshot(report)
     previous, rows = None, []
     if isinstance(history, str):  # it could not even be opened: _open_history said why

@@ -114,7 +114,11 @@ def run_gated(
         suspects = set().union(*pending.values())
         again_nodes = (
             [n for n in nodes if n.name in suspects]
-            if all(c.spec.scope == "node" for c in book.checks)
+            # a check judged against the other nodes (relative bands) needs them in the retry too
+            if all(
+                c.spec.scope == "node" and not (c.spec.relate and getattr(c.params, "related", True))
+                for c in book.checks
+            )
             else list(nodes)
         )
         again = runner.run(
@@ -375,6 +379,10 @@ def _log_gpu_fallback(report: Report, log: GateLog, node: str) -> None:
             )
 
 
+# the checks that benchmark the GPUs (minutes of full load): never in a gate
+BENCHMARKS = {"gpu.perf": "the GPU benchmark", "gpu.sdc": "the silent-data-corruption screen"}
+
+
 def _refuse_disruptive(playbook: Playbook, mode: str) -> None:
     """A gate runs within a job's start-up budget on nodes the job is about to use: a check that
     loads the GPUs for minutes (DCGM level >= 2) does not belong there, and would only ever be
@@ -382,6 +390,13 @@ def _refuse_disruptive(playbook: Playbook, mode: str) -> None:
     from nodecheck.checks.gpu_dcgm import DcgmDiag
 
     for check in playbook.checks:
+        if check.spec.name in BENCHMARKS:
+            raise ConfigError(
+                f"{check.spec.name}: {BENCHMARKS[check.spec.name]} loads every GPU: not in a {mode} playbook",
+                file=playbook.path,
+                hint="run it in the sweep (`sweep --allow-disruptive`, short form) and the acceptance "
+                "playbook (long form), on idle nodes",
+            )
         if isinstance(check.params, DcgmDiag) and check.params.disruptive:
             raise ConfigError(
                 f"{check.spec.name}: {check.params.label} loads the GPUs for ~{check.params.minutes} min: "

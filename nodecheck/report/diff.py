@@ -58,6 +58,7 @@ def counter_check(counter: str) -> str:
 
 
 BUSBW = "busbw"  # nccl-tests bus bandwidth at the plateau, GB/s
+PERF_CHECK = "gpu.perf"  # its figures are measurements (name: the metric, subject: the GPU)
 PAIR_BW = "ib_write_bw_best"  # a node's best ib_write_bw per HCA in ib.pairs, Gb/s
 NO_RESULT = "-"  # the check name of a node no check produced a result for
 SECTION_MAX_LINES = 40  # a change list longer than this points at the report
@@ -245,6 +246,25 @@ def measurements(report: Report) -> tuple[Measurement, ...]:
             best[key] = max(best.get(key, 0.0), float(gbps))
     for (node, device), gbps in best.items():
         found[(node, "ib.pairs", PAIR_BW, device)] = Measurement(node, "ib.pairs", PAIR_BW, device, gbps, "Gb/s")
+    for m in gpu_figures(report):
+        found.setdefault((m.node, m.check, m.name, m.subject), m)
+    return tuple(found.values())
+
+
+def gpu_figures(report: Report) -> tuple[Measurement, ...]:
+    """gpu.perf's figures per GPU (its report block): GEMM TFLOPS per dtype, HBM, host copies, and for
+    NVLink each GPU's slowest pair (one row a GPU, not one a pair: 8 instead of 56 on a board)."""
+    block = report.extras.get(PERF_CHECK)
+    nodes = block.get("nodes") if isinstance(block, Mapping) else None
+    found: dict[tuple[str, str, str], Measurement] = {}
+    for node, data in nodes.items() if isinstance(nodes, Mapping) else ():
+        for f in data.get("figures", []) if isinstance(data, Mapping) else ():
+            value, metric, gpu = f.get("value"), f.get("metric"), f.get("gpu")
+            if not (_finite(value) and isinstance(metric, str) and isinstance(gpu, int)):
+                continue
+            key = (node, metric, f"GPU{gpu}")
+            if key not in found or (metric == "nvlink" and value < found[key].value):
+                found[key] = Measurement(node, PERF_CHECK, metric, f"GPU{gpu}", float(value), str(f.get("unit", "")))
     return tuple(found.values())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -112,10 +113,9 @@ def run(
                     )  # the same words: the node's one problem, not a second
     results = [
         r
-        for node in names
         for check in playbook.checks
         if check.spec.scope == "node"
-        for r in judge_node(check, node, captures)
+        for r in _related(check, [r for node in names for r in judge_node(check, node, captures)])
     ] + results
     results += [
         r for check in playbook.checks if check.spec.scope == "fleet" for r in judge_fleet(check, names, captures)
@@ -164,6 +164,30 @@ def _cut(captures: Sequence[Capture], stop: threading.Event) -> str:
     if any(c.outcome is Outcome.SKIPPED or c.cut is Cut.DEADLINE for c in captures):
         return why_cut(Cut.SIGNAL if stop.is_set() else Cut.DEADLINE)
     return ""
+
+
+def _related(check: PlannedCheck, results: list[CheckResult]) -> list[CheckResult]:
+    """A node-scope check's results, judged against each other where the check relates them
+    (CheckSpec.relate: fleet-relative bands); the results otherwise as they are."""
+    relate = check.spec.relate
+    if relate is None:
+        return results
+    mine = [r for r in results if len(r.nodes) == 1]
+    by_node: dict[str, list] = {}
+    for r in mine:
+        by_node.setdefault(r.nodes[0], []).append(r.verdict)
+    related = relate(by_node, check.params)
+    seen: dict[str, int] = {}
+    out = []
+    for r in results:
+        if len(r.nodes) != 1:
+            out.append(r)
+            continue
+        node = r.nodes[0]
+        k = seen.get(node, 0)
+        seen[node] = k + 1
+        out.append(dataclasses.replace(r, verdict=related[node][k]))
+    return out
 
 
 def run_active(

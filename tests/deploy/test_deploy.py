@@ -82,7 +82,7 @@ def test_the_service_is_a_oneshot_running_a_sweep_the_cli_accepts():
     assert (args.command, args.playbook, args.offender, args.format) == ("sweep", "sweep", "3/5", "table")
     assert args.allow_disruptive is True
     assert s["WorkingDirectory"] == "/var/lib/nodecheck"
-    assert seconds(s["TimeoutStartSec"]) == 900 > load_playbook("sweep").deadline_s == 600
+    assert seconds(s["TimeoutStartSec"]) == 1800 > load_playbook("sweep").deadline_s == 1500
     assert (s["Nice"], s["IOSchedulingClass"], s["IOSchedulingPriority"]) == ("10", "best-effort", "7")
     assert s["SuccessExitStatus"].split() == ["1", "2", "3"]  # findings are not a failed unit
 
@@ -142,7 +142,7 @@ def test_the_cron_line_never_stacks_sweeps_and_runs_the_same_command():
     command = command[3:]
     assert command[:4] == ["cd", "/var/lib/nodecheck", "&&", "flock"]
     assert command[4:6] == ["-n", "/run/lock/nodecheck-sweep.lock"]  # skip, never queue, a second sweep
-    assert command[6:10] == ["timeout", "--kill-after=60", "900", "nice"]
+    assert command[6:10] == ["timeout", "--kill-after=60", "1800", "nice"]
     start = command.index("/opt/nodecheck/bin/nodecheck")
     assert command[start + 1 : start + 1 + len(SWEEP_ARGV)] == SWEEP_ARGV
     assert command[start + 1 + len(SWEEP_ARGV) :] == [">>/var/log/nodecheck/sweep.log", "2>&1"]

@@ -13,6 +13,8 @@ Beyond tests/fakes/README.md's schema, the state may carry:
   as nvidia-ml-py's throwOnVersionMismatch does;
 - per GPU "mig_mode": [current, pending] (NVML_DEVICE_MIG_DISABLE/ENABLE); absent or null:
   nvmlDeviceGetMigMode raises NotSupported (a GPU without MIG).
+- per GPU "clocks_mhz": {"graphics"|"sm"|"mem"|"video": MHz}: what nvmlDeviceGetClockInfo(handle,
+  NVML_CLOCK_*) returns; a clock not listed (or no "clocks_mhz") raises NotSupported;
 - per GPU "fabric", "gsp_firmware", "nvlink_errors" and "nvlink_errors_growth_per_s" (with a top-level
   "nvlink_errors_epoch"): the fabric registration, GSP firmware version and NVLink error counters, the
   last rising with time (tests/fakes/README.md has the shapes).
@@ -32,6 +34,10 @@ __version__ = "12.550.0+nodecheck.fake"
 NVML_FEATURE_DISABLED = 0
 NVML_FEATURE_ENABLED = 1
 NVML_TEMPERATURE_GPU = 0
+NVML_CLOCK_GRAPHICS = 0
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_CLOCK_VIDEO = 3
 NVML_SINGLE_BIT_ECC = 0
 NVML_DOUBLE_BIT_ECC = 1
 NVML_VOLATILE_ECC = 0
@@ -487,6 +493,23 @@ def nvmlDeviceGetTemperature(handle, sensor):
     if sensor != NVML_TEMPERATURE_GPU:
         raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
     return gpu["temperature_c"]
+
+
+_CLOCK_TYPE_NAMES = {
+    NVML_CLOCK_GRAPHICS: "graphics",
+    NVML_CLOCK_SM: "sm",
+    NVML_CLOCK_MEM: "mem",
+    NVML_CLOCK_VIDEO: "video",
+}
+
+
+def nvmlDeviceGetClockInfo(handle, type):
+    clocks = _gpu(handle, "nvmlDeviceGetClockInfo").get("clocks_mhz")
+    if type not in _CLOCK_TYPE_NAMES:
+        raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+    if not clocks or _CLOCK_TYPE_NAMES[type] not in clocks:
+        raise NVMLError(NVML_ERROR_NOT_SUPPORTED)  # a state without the clock: not read on this GPU
+    return int(clocks[_CLOCK_TYPE_NAMES[type]])  # MHz
 
 
 def nvmlDeviceGetPowerUsage(handle):

@@ -252,8 +252,7 @@ def test_history_show_says_which_checks_keep_what_no_sweep_kept(tmp_path, capsys
         history(tmp_path, capsys, "--show", "measurements", "--node", "node1")
     assert str(caught.value) == (
         f"--show: no measurements in the last 1 sweeps of {tmp_path / 'h.sqlite'}; hint: kept "
-        "by ib.pairs and nccl.allreduce_*, which the shipped sweep playbook leaves out: none "
-        "read in these sweeps"
+        "by gpu.perf, ib.pairs and nccl.allreduce_*: none read in these sweeps"
     )
     with pytest.raises(ConfigError) as caught:  # a node typo: as for results
         history(tmp_path, capsys, "--show", "versions", "--node", "nod1")

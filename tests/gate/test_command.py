@@ -1054,3 +1054,28 @@ def test_a_prolog_that_read_the_gpus_with_nvidia_smi_says_why_and_the_fix(tmp_pa
 
 def test_nvml_answering_logs_nothing(tmp_path):
     assert _logged(tmp_path, '{"schema": 2, "source": "nvml", "gpus": []}') == []
+
+
+def test_a_check_judged_against_the_other_nodes_is_retried_on_all_of_them(tmp_path, scripted):
+    path = tmp_path / "related.yml"
+    path.write_text(
+        "version: 1\ndeadline_s: 60\nchecks:\n  nccl.allreduce_single:\n"
+        "    busbw_gbps: {fail_below: 100, relative: {fail_below_pct: 10}}\n"
+    )
+    book = load_playbook(str(path))
+    stop = threading.Event()
+    slow = report([res("nccl.allreduce_single", "gpu001", Status.FAIL, "15.0% below its peers' median")])
+    fake = scripted((1.0, slow), (1.0, report([res("nccl.allreduce_single", "gpu001", Status.FAIL, "again")])))
+    gated(book, stop)
+    # gpu001 alone would have no peers: the retry runs every node, so the band can judge it again
+    assert [c["nodes"] for c in fake.calls] == [NAMES, NAMES]
+
+
+@pytest.mark.parametrize("check", ["gpu.perf", "gpu.sdc"])
+def test_a_gate_playbook_refuses_the_gpu_benchmarks(tmp_path, check):
+    path = tmp_path / "prolog.yml"
+    path.write_text(f"version: 1\nchecks:\n  gpu.health: {{}}\n  {check}: {{}}\n")
+    with pytest.raises(ConfigError) as caught:
+        gatecmd._refuse_disruptive(load_playbook(str(path)), "prolog")
+    assert caught.value.message.startswith(f"{check}: the ") and "not in a prolog playbook" in caught.value.message
+    assert "sweep" in caught.value.hint and "acceptance" in caught.value.hint

@@ -148,6 +148,26 @@ class Nvml(Action):
 
 
 @dataclass(frozen=True)
+class GpuLibrary(Action):
+    """CuPy on the node (the fake cupy over the node's fake NVML GPUs), with the GPU benchmark faults:
+    `speed` {gpu index: factor} (0.85: 15% slower), `bitflip` {gpu index: "persistent"|"transient"}."""
+
+    speed: tuple[tuple[int, float], ...] = ()
+    bitflip: tuple[tuple[int, str], ...] = ()
+
+    def describe(self) -> str:
+        faults = [f"GPU{g} speed x{f:g}" for g, f in self.speed] + [f"GPU{g} {k} bit flip" for g, k in self.bitflip]
+        return "cupy: " + (", ".join(faults) or "healthy")
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        state = {
+            "speed": {str(g): f for g, f in self.speed},
+            "bitflip": {str(g): k for g, k in self.bitflip},
+        }
+        cluster.fake_gpu_library(node, state if self.speed or self.bitflip else None)
+
+
+@dataclass(frozen=True)
 class Script(Action):
     """The tool is this /bin/sh script body (fakes that need logic, e.g. a readlink that
     resolves one library name and hands everything else to the real one)."""
@@ -749,6 +769,44 @@ NVIDIA_STACK: dict[str, list[Action]] = {
     "node10": gb200_node(NVML_GB200_OTHER_CLIQUE) + dcgm(),  # in rackA, but another NVLink partition
 }
 
+# docker on a node where the GPU benchmark runs in "the job's image": `docker run ... --entrypoint PY
+# IMAGE -` runs PY - on the node itself (the fake cupy is the image's GPU library), after writing the
+# argv it was given to the node's data dir (docker-run.args) for the test to read.
+DOCKER_RUNS_ON_NODE = r"""
+[ "$1" = run ] || { echo "fake docker: only run" >&2; exit 2; }
+printf '%s\n' "$@" > "${NODECHECK_FAKE_DIR:?}/data/docker-run.args"
+py=; while [ $# -gt 0 ]; do case $1 in --entrypoint) py=$2; shift 2 ;; -) shift; break ;; *) shift ;; esac; done
+exec "$py" - "$@"
+"""
+
+
+# a real nvbandwidth v0.10.0 run on 8x H100 80GB HBM3 (device_to_device_memcpy_read_ce only): the
+# NVLink figures of the H100 boards; their host copies are the probe's own
+NVBANDWIDTH_H100 = "nvbandwidth/h100-80gb-hbm3-x8-v0.10.0-d2d-read-ce.txt"
+
+
+def gpu_bench_node(*, busy: bool = False, **faults) -> list[Action]:
+    """An HGX H100 node whose GPUs the benchmark can load: CuPy on it (with `faults`: speed, bitflip),
+    NVIDIA's nvbandwidth replaying a real 8x H100 run, and the idle guard's view of its GPU processes."""
+    return gpu_node() + [
+        GpuLibrary(**faults),
+        Replay("nvbandwidth", NVBANDWIDTH_H100),
+        ReplayByArgs("nvidia-smi", (("--query-compute-apps=*", COMPUTE_APPS_ONE if busy else EMPTY),)),
+    ]
+
+
+# issue 21 (tests/integration/test_gpu_perf.py): node1-6 8x H100, node7-10 4x GB200 (a second model,
+# judged among themselves); one fault per node
+GPU_PERF: dict[str, list[Action]] = {
+    "node1": gpu_bench_node(),  # healthy
+    "node2": gpu_bench_node(speed=((5, 0.85),)),  # GPU5 15% slower than its 47 peers
+    "node3": gpu_bench_node(bitflip=((2, "persistent"),)),  # GPU2 computes a wrong bit, every time
+    "node4": gpu_bench_node(),
+    "node5": gpu_bench_node(busy=True),  # a GPU process runs: not tested
+    "node6": _with(gpu_bench_node(), Script("docker", DOCKER_RUNS_ON_NODE, "runs the image's python on the node")),
+    **{f"node{i}": gb200_node() + [GpuLibrary()] for i in range(7, 11)},
+}
+
 # The README demo (playbooks/demo.yml): one fault per node, each named by exactly one check. Every
 # node also has the IB counters and the fake ib_write_bw (the pair tests run over real TCP), and the node
 # itself as the node checks read it (node_os(): every node check passes on every reachable node).
@@ -781,6 +839,7 @@ SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "node-checks": NODE_CHECKS,  # issue 19: one fault per node check
     "node-healthy": lambda nodes: {n: node_os() for n in nodes},
     "nvidia-stack": NVIDIA_STACK,  # issue 20: DCGM, NVLink fabric/domain/errors, driver libraries
+    "gpu-perf": GPU_PERF,  # issue 21: the GPU benchmark and the SDC screen
 }
 
 

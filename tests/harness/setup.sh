@@ -1,7 +1,7 @@
 #!/bin/bash
 # Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
 #  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux procps dash
-#    python3-venv slurm-wlm munge; and /dev/fuse (modprobe fuse) for the nodes' /mnt/shared
+#    python3-venv python3-numpy slurm-wlm munge; and /dev/fuse (modprobe fuse) for the nodes' /mnt/shared
 #    (--no-install-recommends; apt is kept from starting the system sshd while installing)
 #  * /run/sshd (sshd's privilege-separation dir)
 #  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
@@ -23,6 +23,8 @@ command -v unshare >/dev/null && command -v nsenter >/dev/null && command -v set
   command -v findmnt >/dev/null || pkgs+=(util-linux)   # prlimit, fallocate, findmnt: the node checks' faults
 command -v pgrep >/dev/null && command -v ps >/dev/null || pkgs+=(procps)   # the RoCE flap's refusal checks
 command -v dash >/dev/null || pkgs+=(dash)             # /bin/sh of the nodes; the pair-test script tests
+# the nodes' python3 runs the GPU benchmark probe over the fake CuPy, whose math is NumPy's
+{ [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; } || pkgs+=(python3-numpy)
 # real Slurm on the simulated nodes (slurm_cluster.sh); munge is Slurm 22.05's only authentication
 for b in slurmctld slurmd scontrol sinfo sbatch munged munge; do
   [ -x "/usr/sbin/$b" ] || command -v "$b" >/dev/null || { pkgs+=(slurm-wlm munge); break; }

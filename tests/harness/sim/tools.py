@@ -6,6 +6,7 @@ arguments."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -17,6 +18,7 @@ from harness.sim.base import ClusterBase
 from harness.sim.common import FAKES, HarnessError, atomic_write
 
 FAKE_PYNVML = FAKES / "pynvml.py"
+FAKE_CUPY = (FAKES / "cupy", FAKES / "cupyx")
 
 
 class Tools(ClusterBase):
@@ -173,6 +175,21 @@ class Tools(ClusterBase):
         site = self.node_dir(node) / "py"
         atomic_write(site / "pynvml.py", FAKE_PYNVML.read_bytes(), 0o644)
         atomic_write(site / "nvml_state.json", Path(state_file).read_bytes(), 0o644)
+        return site
+
+    def fake_gpu_library(self, node: str, state: dict | None = None) -> Path:
+        """CuPy is "installed" on the node: the fake cupy package (tests/fakes/cupy, real NumPy math on
+        modeled GPUs) goes into the node's python3 site dir beside the fake pynvml, whose GPU state it
+        reads; `state` (speed factors, bit flips: tests/fakes/README.md) as gpu_bench_state.json."""
+        site = self.node_dir(node) / "py"
+        for package in FAKE_CUPY:  # cupy and the cupyx it ships with (pinned host memory)
+            shutil.rmtree(site / package.name, ignore_errors=True)
+            shutil.copytree(package, site / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+        target = site / "gpu_bench_state.json"
+        if state is None:
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write(target, json.dumps(state).encode(), 0o644)
         return site
 
     def install_pyspy(self, node: str | None = None) -> None:
