@@ -20,6 +20,7 @@ from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers import jsonsafe
+from nodecheck.parsers.jsonsafe import kind_of
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "gpu bench probe"
@@ -186,18 +187,6 @@ def _cut(value: str) -> str:
     return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…"
 
 
-def _kind(value: Any) -> str:
-    return {
-        dict: "an object",
-        list: "an array",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
-
-
 _EXPECTED = {
     float: "a number",
     int: "an integer",
@@ -221,7 +210,7 @@ class _Reader:
         # bool is an int subclass: JSON true must never pass for a count, nor 1 for true
         ok = type(value) in (int, float) if kind is float else type(value) is kind
         if not ok:
-            raise self.fail(path, f"expected {_EXPECTED[kind]}, got {_kind(value)} {value!r}"[:200])
+            raise self.fail(path, f"expected {_EXPECTED[kind]}, got {kind_of(value)} {value!r}"[:200])
         if kind is str:
             return _cut(value)
         return float(value) if kind is float else value
@@ -258,7 +247,7 @@ class _Reader:
 
     def run(self, doc: Any) -> BenchRun:
         if not isinstance(doc, dict):
-            raise ParseError(TOOL, f"not a JSON object but {_kind(doc)}", self.text)
+            raise ParseError(TOOL, f"not a JSON object but {kind_of(doc)}", self.text)
         schema = doc.get("schema")
         if type(schema) is not int or schema != SCHEMA:
             raise ParseError(TOOL, f"unknown schema version {schema!r:.40} (this nodecheck reads {SCHEMA})", self.text)

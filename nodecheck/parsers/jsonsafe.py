@@ -38,3 +38,16 @@ def loads(text: str, *, finite_numbers: bool = True) -> Any:
     if not finite_numbers:
         return json.loads(text, parse_int=_bounded_int)
     return json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_finite_float)
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words, for a parse error: "an object", "an array", "null"."""
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

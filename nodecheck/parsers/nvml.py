@@ -26,6 +26,7 @@ from nodecheck.parsers.gpu import (
     NvLink,
     RemappedRows,
 )
+from nodecheck.parsers.jsonsafe import kind_of
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "nvml probe"
@@ -70,7 +71,7 @@ def parse_nvml_probe(text: str) -> GpuFacts:
     except ValueError as exc:
         raise ParseError(TOOL, f"not JSON: {exc}", text) from None
     if not isinstance(doc, dict):
-        raise ParseError(TOOL, f"not a JSON object but {_kind(doc)}", text)
+        raise ParseError(TOOL, f"not a JSON object but {kind_of(doc)}", text)
     missing = [key for key in _REQUIRED if key not in doc]
     if missing:
         raise ParseError(TOOL, "missing required key(s): " + ", ".join(missing), text)
@@ -110,18 +111,6 @@ def parse_nvml_probe(text: str) -> GpuFacts:
     )
 
 
-def _kind(value: Any) -> str:
-    return {
-        dict: "an object",
-        list: "an array",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
-
-
 class _Reader:
     """Typed access to the decoded JSON; every failure names the field by its path."""
 
@@ -148,7 +137,7 @@ class _Reader:
                 list: "an array",
                 dict: "an object",
             }[kind]
-            raise self.fail(path, f"expected {expected}, got {_kind(value)} {value!r}"[:200])
+            raise self.fail(path, f"expected {expected}, got {kind_of(value)} {value!r}"[:200])
         return value
 
     def req(self, obj: dict, key: str, kind: type, path: str) -> Any:

@@ -394,3 +394,22 @@ def test_a_cuda_error_in_one_phase_is_that_figures_error_only(tmp_path: Path) ->
         assert gpu["errors"] == []
         if gpu["index"] not in (2, 5):
             assert close(gpu["gemm"]["fp16"]["tflops"], H100["fp16"]) and close(gpu["d2h"]["gbps"], H100["d2h"])
+
+
+def test_its_copies_of_the_nvml_probes_helpers_cannot_drift():
+    """The probe travels alone on stdin, so it carries its own copy of the NVML probe's sys.path
+    clean-up and throttle-reason table: they must stay the same as the originals."""
+    import ast
+    import inspect
+
+    from nodecheck.probes import gpu_bench_probe, nvml_probe
+
+    def code(module, name: str) -> str:  # the function without its docstring (each names its own modules)
+        [fn] = ast.parse(inspect.getsource(getattr(module, name))).body
+        assert isinstance(fn, ast.FunctionDef)
+        return ast.dump(ast.Module([*fn.body[1:]], []))
+
+    assert gpu_bench_probe._CLOCK_EVENT_REASONS == nvml_probe._CLOCK_EVENT_REASONS
+    assert gpu_bench_probe._CLOCK_EVENT_REASONS_FUNCTIONS == nvml_probe._CLOCK_EVENT_REASONS_FUNCTIONS
+    for name in ("_builtin_os", "_drop_cwd_from_sys_path"):
+        assert code(gpu_bench_probe, name) == code(nvml_probe, name)
