@@ -17,6 +17,7 @@ from harness.scenarios import (
     NCCL_GOOD,
     NCCL_STALE,
     NVML_REMAP_PENDING,
+    GpuLibrary,
     Replay,
     apply,
     dcgm,
@@ -45,8 +46,8 @@ def layout(sweep: int) -> dict:
         )
         nodes["node4"] = gpu_node() + ib_counters(link_went_down_on="mlx5_3")
     # the node itself as the sweep's node checks read it (every one of them passes), and DCGM's level 2
-    # on these idle nodes
-    return {n: actions + node_os() + dcgm() for n, actions in nodes.items()}
+    # and the GPU benchmark (CuPy on every node) on these idle nodes
+    return {n: actions + node_os() + dcgm() + [GpuLibrary()] for n, actions in nodes.items()}
 
 
 def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
