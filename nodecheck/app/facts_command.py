@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from argparse import Namespace
+from typing import NamedTuple
 
 from nodecheck.app import transports
 from nodecheck.app.signals import stop_on_signals
 from nodecheck.app.targets import reach
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.hostlist import fold
+from nodecheck.core.model import Status, Verdict
 
 FACTS_DEADLINE_S = 300.0  # facts/baseline without --deadline
 
@@ -42,6 +44,7 @@ def baseline_command(args: Namespace) -> int:
 
     from nodecheck.run import facts as facts
 
+    sdc = _sdc_reference(args) if args.sdc else None
     g = _gather(args)
     base = facts.baseline(g)
     when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -61,8 +64,14 @@ def baseline_command(args: Namespace) -> int:
                 f"runtime: {g.image.runtime}, " if g.image.runtime != "auto" else ""
             )
         lines.append(f"  {name}: {{{extra}expect: {_yaml_str(value)}}}")
-    if not base.pins:
+    if sdc is not None and sdc.pins:
+        refs = ", ".join(f"{_yaml_str(k)}: {_yaml_str(v)}" for k, v in sdc.pins.items())
+        lines.append(f"  gpu.sdc: {{reference: {{{refs}}}}}")
+    if not base.pins and not (sdc and sdc.pins):
         lines[-1] = "checks: {}"
+    for why in sdc.not_pinned if sdc else ():
+        lines.append(f"# gpu.sdc not pinned: {why}")
+        print(f"nodecheck: gpu.sdc not pinned: {why}", file=sys.stderr)
     for name, why in base.disagreements.items():
         lines.append(f"# not pinned, the nodes disagree: {name}: {why}")
         print(f"nodecheck: {name} not pinned: the nodes disagree: {why}", file=sys.stderr)
@@ -70,7 +79,70 @@ def baseline_command(args: Namespace) -> int:
         lines.append(f"# not pinned, not read on every node: {name}: {why}")
         print(f"nodecheck: {name} not pinned: {why}", file=sys.stderr)
     sys.stdout.write("\n".join(lines) + "\n")
-    return 0 if base.clean and not g.incomplete else 2
+    return 0 if base.clean and not g.incomplete and not (sdc and sdc.not_pinned) else 2
+
+
+def _lone(v: Verdict) -> bool:
+    """The only GPU of its kind (not compared, no other fault): the operator's known-good node is its
+    reference."""
+    return (
+        v.status is Status.SKIPPED and v.observed.get("group_gpus") == 1 and v.observed.get("expected_from") == "none"
+    )
+
+
+class SdcPins(NamedTuple):
+    pins: dict[str, str]  # group -> the checksum every GPU of it computed
+    not_pinned: list[str]  # why a group (or the whole screen) gave no pin
+
+
+def _sdc_reference(args: Namespace) -> SdcPins:
+    """`baseline --sdc PLAYBOOK`: run that playbook's gpu.sdc on the nodes and pin, per group of GPUs of
+    one model and software, the checksum all of them computed. A group whose GPUs disagree, or a node
+    the screen could not judge, gives no pin: a reference must be known good."""
+    import dataclasses
+
+    from nodecheck.config.playbook import load_playbook
+    from nodecheck.run import runner
+
+    if not args.allow_disruptive:
+        raise ConfigError(
+            "--sdc runs the SDC screen: every GPU of every node is loaded",
+            file="arguments",
+            hint="add --allow-disruptive (idle nodes only: a busy node is not screened)",
+        )
+    book = load_playbook(args.sdc)
+    screen = tuple(c for c in book.checks if c.spec.name == "gpu.sdc")
+    if not screen:
+        raise ConfigError(
+            f"{book.path} has no gpu.sdc: the reference is for its workload",
+            file="arguments",
+            hint="name the playbook whose gpu.sdc the pins are for: --sdc sweep, --sdc acceptance",
+        )
+    nodes, transport = reach(args)
+    with stop_on_signals() as stop:
+        report = runner.run(
+            dataclasses.replace(book, checks=screen),
+            nodes,
+            transport,
+            fanout=args.fanout,
+            deadline_s=args.deadline or book.deadline_s,
+            stop=stop,
+            allow_disruptive=True,
+        )
+    not_pinned = [
+        f"{r.nodes[0]}: {r.verdict.status.value}: {r.verdict.message}"
+        for r in report.results
+        if r.verdict.status is not Status.PASS and not _lone(r.verdict)
+    ]
+    groups = report.extras.get("gpu.sdc", {}).get("groups", {})
+    pins: dict[str, str] = {}
+    for key, group in groups.items():
+        sums = group.get("checksums", {})
+        if len(sums) == 1 and not not_pinned:
+            pins[key] = next(iter(sums))
+        else:
+            not_pinned.append(f"{key}: {len(sums)} different checksums among {group.get('gpus')} GPUs")
+    return SdcPins(pins, not_pinned)
 
 
 def _yaml_str(value: str) -> str:

@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--allow-disruptive",
         action="store_true",
-        help="let checks the playbook enabled as disruptive run (roce.gid_stability takes "
-        "RoCE ports down and up); without it they are SKIPPED, never run",
+        help="let checks the playbook enabled as disruptive run, on idle nodes only (roce.gid_stability "
+        "takes RoCE ports down and up; DCGM levels >= 2, gpu.perf and gpu.sdc load the GPUs); without it "
+        "they are SKIPPED, never run",
     )
     _target_args(run)
     facts = sub.add_parser(
@@ -88,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _image_args(base)
+    base.add_argument(
+        "--sdc",
+        metavar="PLAYBOOK",
+        help="also run that playbook's gpu.sdc screen (its workload) and pin the checksum every GPU of a "
+        "kind agreed on as gpu.sdc's reference (GPU load: needs --allow-disruptive)",
+    )
+    base.add_argument("--allow-disruptive", action="store_true", help="let --sdc load the GPUs (idle nodes only)")
     _target_args(base)
     checks = sub.add_parser("checks", help="list every check with its description and parameters")
     checks.add_argument(
@@ -558,6 +566,8 @@ def _gate_args(p: argparse.ArgumentParser, deadline: bool = True) -> None:
 BASELINE_EPILOG = """example:
   nodecheck baseline hosts.yml --nodes 'gpu[001-016]' --image registry.local/train:24.10 > pins.yml
   # then in the playbook:  include: [pins.yml]
+  nodecheck baseline hosts.yml --nodes gpu001 --sdc sweep --allow-disruptive > pins.yml
+  # also pins gpu.sdc's reference checksums for the sweep's workload (a lone node or SKU has no peers)
 exit codes: 0 every fact agreed and was read on every node; 2 some fact was not pinned (the
 nodes disagree or a node could not be read: see the comments in the output and stderr); 64 bad input"""
 

@@ -105,3 +105,28 @@ def test_without_allow_disruptive_nothing_runs_and_nothing_passes(cluster, tmp_p
     for check in ("gpu.perf", "gpu.sdc"):
         [(status, _, message)] = results(doc, check)["node1"]
         assert status == "skipped" and "--allow-disruptive" in message, message
+
+
+def test_baseline_pins_the_checksum_a_known_good_node_computed_and_a_run_judges_by_it(cluster, tmp_path):
+    apply(cluster, GPU_PERF)
+    book = tmp_path / "sdc.yml"
+    book.write_text("version: 1\ndeadline_s: 300\nchecks:\n  gpu.sdc: {size: 96, steps: 4, test_timeout_s: 60}\n")
+    base = [sys.executable, "-m", "nodecheck", "baseline", str(cluster.inventory_path), "--nodes", "node1"]
+    refused = subprocess.run([*base, "--sdc", str(book)], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 64 and "--allow-disruptive" in refused.stderr, refused.stderr
+    proc = subprocess.run(
+        [*base, "--sdc", str(book), "--allow-disruptive"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    [line] = [ln for ln in proc.stdout.splitlines() if ln.startswith("  gpu.sdc:")]
+    assert (
+        line.startswith('  gpu.sdc: {reference: {"NVIDIA H100 80GB HBM3 80 GiB cc 9.0 | cupy ')
+        and "fp32 96x96 x4" in line
+    )
+    pins = tmp_path / "pins.yml"
+    pins.write_text(proc.stdout)
+    code, doc = run(cluster, tmp_path, book.read_text() + "include: [pins.yml]\n", "node3", "--allow-disruptive")
+    [group] = doc["extras"]["gpu.sdc"]["groups"].values()
+    assert group["from"] == "reference"
+    [(status, subject, message)] = [r for r in results(doc, "gpu.sdc")["node3"] if r[0] != "pass"]
+    assert (status, subject) == ("fail", "GPU2") and "the pinned reference" in message, message
