@@ -25,6 +25,9 @@ Metrics (gauges; every status metric uses Status.rank, the severity order of nod
                                               resets it, which shows as a drop (rate() reads a drop
                                               as a counter reset, as it should). The value is
                                               written as the exact integer, up to 2^64-1.
+    nodecheck_gpu_gemm_flops{node,gpu,dtype}  gpu.perf's GEMM throughput (TFLOPS x 1e12)
+    nodecheck_gpu_bandwidth_bytes_per_second{node,gpu,path}  gpu.perf's copies (GB/s x 1e9): hbm, h2d,
+                                              d2h, nvlink (the GPU's slowest pair)
     nodecheck_nvlink_gpu_counter{node,gpu,counter}  an NVLink error counter (replay, recovery,
                                               crc_flit, crc_data, ecc_data) summed over the GPU's links
                                               at nvlink.errors' second read; a gauge like the IB one
@@ -41,9 +44,23 @@ from pathlib import Path
 
 from nodecheck import __version__
 from nodecheck.core.model import SEVERITY
-from nodecheck.report.diff import BUSBW, NVLINK_COUNTER_CHECK, PAIR_BW, Offender, SweepSnapshot, counter_check
+from nodecheck.report.diff import (
+    BUSBW,
+    NVLINK_COUNTER_CHECK,
+    PAIR_BW,
+    PERF_CHECK,
+    Offender,
+    SweepSnapshot,
+    counter_check,
+)
 
 COUNTER_METRIC = "nodecheck_ib_port_counter"
+GPU_GEMM_METRIC = "nodecheck_gpu_gemm_flops"
+GPU_GEMM_HELP = "gpu.perf's sustained dense GEMM throughput of the GPU (TFLOPS x 1e12)"
+GPU_BW_METRIC = "nodecheck_gpu_bandwidth_bytes_per_second"
+GPU_BW_HELP = (
+    "gpu.perf's copy bandwidth of the GPU (GB/s x 1e9): path hbm (read + write), h2d, d2h, nvlink (its slowest pair)"
+)
 NVLINK_COUNTER_METRIC = "nodecheck_nvlink_gpu_counter"
 METRICS_FILE_MODE = 0o644  # node_exporter's user reads it; why not 0640: write_atomic
 
@@ -145,6 +162,14 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
         if spec is not None:
             name, factor, label, text = spec
             by_metric[(name, text)].append(({"node": m.node, "check": m.check, label: m.subject}, m.value * factor))
+        elif m.check == PERF_CHECK and m.name.startswith("gemm_") and m.unit == "TFLOPS":
+            by_metric[(GPU_GEMM_METRIC, GPU_GEMM_HELP)].append(
+                ({"node": m.node, "gpu": m.subject, "dtype": m.name.removeprefix("gemm_")}, m.value * 1e12)
+            )
+        elif m.check == PERF_CHECK and m.unit == "GB/s":
+            by_metric[(GPU_BW_METRIC, GPU_BW_HELP)].append(
+                ({"node": m.node, "gpu": m.subject, "path": m.name}, m.value * 1e9)
+            )
     for (name, text), samples in by_metric.items():
         _family(out, name, text, samples)
     ib = [c for c in snap.counters if counter_check(c.counter) != NVLINK_COUNTER_CHECK]

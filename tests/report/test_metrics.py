@@ -269,3 +269,16 @@ def test_nvlink_counters_are_their_own_family_by_gpu():
     samples = parse_textfile(metrics.render(snap, version="0.1.0"))
     assert sample(samples, metrics.NVLINK_COUNTER_METRIC, node="node1", gpu="GPU3", counter="crc_flit") == 5
     assert not any(name == metrics.COUNTER_METRIC for name, _ in samples)
+
+
+def test_gpu_perf_figures_are_gauges_per_gpu_in_base_units():
+    snap = D.snapshot(report("r", T1, ["node1"], []))
+    figures = (
+        D.Measurement("node1", "gpu.perf", "gemm_bf16", "GPU3", 712.5, "TFLOPS"),
+        D.Measurement("node1", "gpu.perf", "hbm", "GPU3", 2500.0, "GB/s"),
+        D.Measurement("node1", "gpu.perf", "nvlink", "GPU3", 390.0, "GB/s"),
+    )
+    samples = parse_textfile(metrics.render(replace(snap, measurements=figures), version="0.1.0"))
+    assert sample(samples, metrics.GPU_GEMM_METRIC, node="node1", gpu="GPU3", dtype="bf16") == 712.5e12
+    assert sample(samples, metrics.GPU_BW_METRIC, node="node1", gpu="GPU3", path="hbm") == 2500e9
+    assert sample(samples, metrics.GPU_BW_METRIC, node="node1", gpu="GPU3", path="nvlink") == 390e9
