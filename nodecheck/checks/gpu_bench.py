@@ -14,7 +14,7 @@ from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excer
 from nodecheck.parsers.gpu_bench import BenchRun, parse_gpu_bench, unavailable_reason
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvbandwidth import NvbandwidthRun, parse_nvbandwidth
-from nodecheck.parsers.sections import split_sections
+from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.probes.gpu_bench import UNAVAILABLE_EXIT, BenchTarget
 from nodecheck.probes.idle import refusal
 
@@ -107,7 +107,9 @@ def read_step(out: Capture, label: str, target: BenchTarget, *, nvbandwidth: str
     return StepResult(run=run, nvbandwidth=nvb, notes=notes)
 
 
-def _nvbandwidth(section, facts: Mapping[str, str], wanted: str) -> tuple[NvbandwidthRun | None, tuple[Verdict, ...]]:
+def _nvbandwidth(
+    section: Section | None, facts: Mapping[str, str], wanted: str
+) -> tuple[NvbandwidthRun | None, tuple[Verdict, ...]]:
     if wanted == "never":
         return None, ()
     if "nvbandwidth_missing" in facts or section is None:

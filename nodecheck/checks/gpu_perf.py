@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -20,7 +21,7 @@ from pydantic import Field, model_validator
 from nodecheck.checks.context import ActiveContext
 from nodecheck.checks.gpu_bench import Grouped, StepResult, no_time, not_allowed, read_step
 from nodecheck.checks.gpu_perf_figures import BUILTIN_MODELS, GemmDtype, ModelFigures, model_floor
-from nodecheck.core.model import Status, Verdict
+from nodecheck.core.model import Probe, Status, Verdict
 from nodecheck.core.registry import check
 from nodecheck.core.thresholds import Floor, Relative
 from nodecheck.judging.gpu_perf_rules import PerfFigure, figures, judge_figures, summary
@@ -97,16 +98,25 @@ class GpuPerf(BenchTarget):
         gemm = self.duration_s * len(self.dtypes) if "gemm" in self.measure else 0
         return self.test_timeout_s or int(OVERHEAD_S + 2 * gemm)
 
-    def floor(self, figure: PerfFigure) -> Floor | None:
-        """The fixed floor of a figure: set here for every model, else its model's in `models:`."""
-        overall = ModelFigures(
+    @cached_property
+    def every_model(self) -> ModelFigures:
+        """The floors set at the top level: they apply to every GPU model."""
+        return ModelFigures(
             gemm_tflops=self.gemm_tflops,
             hbm_gbps=self.hbm_gbps,
             h2d_gbps=self.h2d_gbps,
             d2h_gbps=self.d2h_gbps,
             nvlink_gbps=self.nvlink_gbps,
         )
-        return model_floor(self.models, overall, figure)
+
+    def floor(self, figure: PerfFigure) -> Floor | None:
+        """The fixed floor of a figure: set here for every model, else its model's in `models:`."""
+        return model_floor(self.models, self.every_model, figure)
+
+    @property
+    def nvbandwidth_use(self) -> str:
+        """nvbandwidth measures only the copies: not asked where neither pcie nor nvlink is measured."""
+        return self.nvbandwidth if {"pcie", "nvlink"} & set(self.measure) else "never"
 
     def probe_args(self) -> tuple[str, ...]:
         return (
@@ -118,14 +128,14 @@ class GpuPerf(BenchTarget):
         )  # fmt: skip
 
 
-def perf_probe(want: GpuPerf):
-    nvb = "never" if not {"pcie", "nvlink"} & set(want.measure) else want.nvbandwidth
-    return bench_probe("gpu_perf", want, want.probe_args(), want.bound_s, nvbandwidth=nvb)
+def perf_probe(want: GpuPerf) -> Probe:
+    return bench_probe("gpu_perf", want, want.probe_args(), want.bound_s, nvbandwidth=want.nvbandwidth_use)
 
 
 @dataclass
 class PerfReport:
-    """The JSON report's gpu.perf block: each node's figures, and each group's medians."""
+    """The JSON report's gpu.perf block: each node's status, library, GPUs and figures (the sweep
+    history keeps the figures: report.diff.gpu_figures)."""
 
     nodes: dict[str, dict] = field(default_factory=dict)
 
@@ -172,8 +182,7 @@ def _step(ctx: ActiveContext, want: GpuPerf, node: str) -> StepResult:
     probe = perf_probe(want)
     if (late := no_time(ctx, node, probe, LABEL)) is not None:
         return StepResult(problem=late)
-    nvb = "never" if not {"pcie", "nvlink"} & set(want.measure) else want.nvbandwidth
-    return read_step(ctx.run(node, probe), LABEL, want, nvbandwidth=nvb)
+    return read_step(ctx.run(node, probe), LABEL, want, nvbandwidth=want.nvbandwidth_use)
 
 
 def _group(ctx: ActiveContext, want: GpuPerf, node: str) -> str:

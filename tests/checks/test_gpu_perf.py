@@ -4,6 +4,7 @@ per-model floors, a failing node measured twice, the disruptive semantics."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,36 @@ def test_no_gemm_dtype_measurable_at_all_is_an_error_saying_why():
     v = found["n0"][0]
     assert (v.status, v.subject) == (Status.ERROR, "GPU0")
     assert v.message.startswith("GPU0: no GEMM dtype could be measured (bf16: bf16 is not supported by cupy")
+
+
+NVB_H100 = Path(__file__).resolve().parents[1] / "data" / "nvbandwidth" / "h100-80gb-hbm3-x8-v0.10.0-d2d-read-ce.txt"
+
+
+def with_nvbandwidth(output: str, text: str, rc: int = 0) -> str:
+    return output.replace("@@nodecheck nvbandwidth_missing 1\n", "") + (
+        f"@@nodecheck begin nvbandwidth\n{text}\n@@nodecheck end nvbandwidth rc=0\n@@nodecheck nvbandwidth_rc {rc}\n"
+    )
+
+
+def test_nvbandwidths_nvlink_figures_replace_the_probes_own():
+    out = with_nvbandwidth(step_output(probe_json()), NVB_H100.read_text())
+    found, ctx = judge({f"n{i}": [out] for i in range(2)})
+    assert [v.status for v in found["n0"]] == [Status.PASS]
+    figures = ctx.data.nodes["n0"]["figures"]
+    nvlink = [f for f in figures if f["metric"] == "nvlink"]
+    assert len(nvlink) == 56 and {f["source"] for f in nvlink} == {"nvbandwidth"}
+    assert all(390 < f["value"] < 400 for f in nvlink)  # the recording's read_ce: 395.05-395.25 GB/s
+
+
+def test_a_failed_nvbandwidth_warns_and_leaves_the_probes_figures_and_a_required_one_missing_is_an_error():
+    out = with_nvbandwidth(step_output(probe_json()), "ERROR: cudaErrorNoDevice", rc=1)
+    found, ctx = judge({"n0": [out]})
+    assert [(v.status, v.message) for v in found["n0"]] == [
+        (Status.WARN, "nvbandwidth exited 1: its figures are not used")
+    ]
+    assert {f["source"] for f in ctx.data.nodes["n0"]["figures"]} == {"probe"}
+    found, _ = judge({"n0": [step_output(probe_json())]}, nvbandwidth="required")
+    assert (found["n0"][0].status, found["n0"][0].message) == (
+        Status.ERROR,
+        "nvbandwidth is required but not installed on the node",
+    )
