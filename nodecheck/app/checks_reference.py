@@ -56,7 +56,7 @@ def _text(checks: Mapping[str, CheckSpec]) -> str:
     for name, spec in sorted(checks.items()):
         lines.append(f"{name}  ({spec.scope})  {spec.description}")
         for field, info in _model(spec.params).model_fields.items():
-            default = "required" if info.is_required() else f"default {info.get_default(call_default_factory=True)!r}"
+            default = "required" if info.is_required() else f"default {default_text(info)}"
             lines.append(
                 f"    {field:<16} {type_name(info.annotation):<28} {default:<24} {info.description or ''}".rstrip()
             )
@@ -214,8 +214,19 @@ def _parameter_table(model: type, nested: dict[str, type[BaseModel]], *, common:
 def _default(info: FieldInfo) -> str:
     if info.is_required():
         return "required"
-    value = info.get_default(call_default_factory=True)
-    return f"`{value!r}`"
+    shown = default_text(info)
+    return shown if shown == LONG_DEFAULT else f"`{shown}`"
+
+
+LONG_DEFAULT = "a table: see the description"
+DEFAULT_MAX_CHARS = 300  # a default longer than this (gpu.perf's per-model floors) is said, not dumped
+
+
+def default_text(info: FieldInfo) -> str:
+    """A parameter's default as the reference shows it: its repr, or a pointer to the description
+    where the repr would flood the page."""
+    text = repr(info.get_default(call_default_factory=True))
+    return text if len(text) <= DEFAULT_MAX_CHARS else LONG_DEFAULT
 
 
 _BOUNDS = (

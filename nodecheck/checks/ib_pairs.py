@@ -26,7 +26,7 @@ from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Cut, Outcome, Status, Verdict, excerpt, worst
 from nodecheck.core.registry import check
-from nodecheck.core.thresholds import Floor, Relative, fmt
+from nodecheck.core.thresholds import Floor, Relative, RelativeRepr, fmt
 from nodecheck.judging import pair_plan as planner
 from nodecheck.judging.relative import Sample, judge_relative
 from nodecheck.parsers.ibstat import parse_ibstat
@@ -38,7 +38,7 @@ from nodecheck.probes import pairtest
 Verdicts = Iterator[tuple[tuple[str, ...], Verdict]]
 
 
-class FractionFloor(BaseModel):
+class FractionFloor(RelativeRepr):
     """Thresholds as a share of the port's rate from ibstat (0.8 = 80 % of 400 Gb/s = 320)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

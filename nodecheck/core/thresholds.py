@@ -86,7 +86,15 @@ class Relative(_Band):
         return self
 
 
-class Floor(_Band):
+class RelativeRepr(BaseModel):
+    """A band that may carry `relative:`: without one it reads as it did before there was one (the
+    checks reference prints defaults by repr)."""
+
+    def __repr_args__(self) -> list[tuple[str | None, object]]:
+        return [(k, v) for k, v in super().__repr_args__() if not (k == "relative" and v is None)]
+
+
+class Floor(RelativeRepr, _Band):
     """Higher is better: below fail_below fails, below warn_below warns. `relative` is judged by
     the checks that compare nodes (nodecheck/judging/relative.py), never by judge()."""
 
