@@ -20,7 +20,7 @@ from typing import Any
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers import jsonsafe
-from nodecheck.parsers.jsonsafe import kind_of
+from nodecheck.parsers.jsonsafe import KIND_WORDS, kind_of
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "gpu bench probe"
@@ -187,16 +187,6 @@ def _cut(value: str) -> str:
     return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "…"
 
 
-_EXPECTED = {
-    float: "a number",
-    int: "an integer",
-    bool: "a boolean",
-    str: "a string",
-    list: "an array",
-    dict: "an object",
-}
-
-
 class _Reader:
     """Typed access to the decoded JSON; every schema fault names the field by its path."""
 
@@ -210,7 +200,7 @@ class _Reader:
         # bool is an int subclass: JSON true must never pass for a count, nor 1 for true
         ok = type(value) in (int, float) if kind is float else type(value) is kind
         if not ok:
-            raise self.fail(path, f"expected {_EXPECTED[kind]}, got {kind_of(value)} {value!r}"[:200])
+            raise self.fail(path, f"expected {KIND_WORDS[kind]}, got {kind_of(value)} {value!r}"[:200])
         if kind is str:
             return _cut(value)
         return float(value) if kind is float else value

@@ -40,14 +40,18 @@ def loads(text: str, *, finite_numbers: bool = True) -> Any:
     return json.loads(text, parse_constant=_no_constant, parse_int=_bounded_int, parse_float=_finite_float)
 
 
+# a JSON value's Python type in words, for parse errors ("expected a number, got a string")
+KIND_WORDS: dict[type, str] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
+
+
 def kind_of(value: Any) -> str:
     """What a JSON value is, in words, for a parse error: "an object", "an array", "null"."""
-    return {
-        dict: "an object",
-        list: "an array",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        type(None): "null",
-    }.get(type(value), type(value).__name__)
+    return KIND_WORDS.get(type(value), type(value).__name__)

@@ -26,7 +26,7 @@ from nodecheck.parsers.gpu import (
     NvLink,
     RemappedRows,
 )
-from nodecheck.parsers.jsonsafe import kind_of
+from nodecheck.parsers.jsonsafe import KIND_WORDS, kind_of
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "nvml probe"
@@ -129,15 +129,7 @@ class _Reader:
         else:
             ok = type(value) is kind
         if not ok:
-            expected = {
-                float: "a number",
-                int: "an integer",
-                bool: "a boolean",
-                str: "a string",
-                list: "an array",
-                dict: "an object",
-            }[kind]
-            raise self.fail(path, f"expected {expected}, got {kind_of(value)} {value!r}"[:200])
+            raise self.fail(path, f"expected {KIND_WORDS[kind]}, got {kind_of(value)} {value!r}"[:200])
         return value
 
     def req(self, obj: dict, key: str, kind: type, path: str) -> Any:
