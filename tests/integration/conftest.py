@@ -89,3 +89,11 @@ def _reset_cluster_after_test(request):
     except (Exception, pytest.fail.Exception):  # the fixture itself failed: already reported
         return
     sim.reset()
+
+
+@pytest.fixture
+def no_slurm(cluster):
+    """No Slurm on the cluster: one an earlier test left up (the session's cluster keeps it for the next
+    Slurm test) is taken down, its daemons reaped. The disruptive checks' idle guard reads a node whose
+    slurmd runs and whose squeue cannot answer as busy, and refuses it."""
+    cluster.slurm_down()

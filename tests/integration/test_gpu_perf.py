@@ -10,23 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from harness.scenarios import GPU_PERF, apply
 
-
-@pytest.fixture(autouse=True)
-def idle_nodes(cluster):
-    """The disruptive checks run only where the idle guard finds no slurmd: a real Slurm an earlier test
-    left up (the session's cluster keeps it for the next Slurm test) would make every node busy, and
-    so would its slurmd until reaped (pgrep sees a zombie too)."""
-    cluster.slurm_down()
-    deadline = time.monotonic() + 30
-    while subprocess.run(["pgrep", "-x", "slurmd"], capture_output=True).returncode == 0:
-        assert time.monotonic() < deadline, "a slurmd is still there 30 s after slurm down"
-        time.sleep(0.2)
+# the idle guard must find no slurmd: no Slurm an earlier test left up (tests/integration/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_slurm")
 
 
 PLAYBOOK = """\

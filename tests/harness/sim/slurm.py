@@ -93,9 +93,34 @@ class Slurm(Nodes):
         self._slurm_sh("up", *names, env=env, timeout=timeout + 30)
         return self.slurm_conf
 
-    def slurm_down(self) -> None:
-        """Stop slurmctld, every slurmd, their jobs and the harness's munged; remove slurm_dir."""
+    def slurm_down(self, reaped_within_s: float = 30) -> None:
+        """Stop slurmctld, every slurmd, their jobs and the harness's munged; remove slurm_dir. Returns
+        once this cluster's daemons are gone from /proc, reaped too: until PID 1 reaps it, a dead slurmd
+        is a zombie that `pgrep -x slurmd` still lists, and the idle guard of the disruptive checks
+        rightly reads a node with a slurmd and no squeue answer as busy."""
+        daemons = self._daemon_pids()
         self._slurm_sh("down", timeout=60)
+        deadline = time.monotonic() + reaped_within_s
+        while left := [p for p in daemons if Path(f"/proc/{p}").exists()]:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"slurm down: daemons {left} not reaped after {reaped_within_s:g} s")
+            time.sleep(0.05)
+
+    def _daemon_pids(self) -> list[int]:
+        """slurmctld and the slurmd of this cluster (their command line names its slurm.conf)."""
+        conf = str(self.slurm_conf).encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                comm = (proc / "comm").read_text().strip()
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:  # gone meanwhile
+                continue
+            if comm in ("slurmctld", "slurmd") and conf in cmdline:
+                found.append(int(proc.name))
+        return found
 
     def slurm_revive(self, timeout: float = 30) -> None:
         """Start again the slurmd of nodes that were stopped and started (stop()/reset()); a dead
