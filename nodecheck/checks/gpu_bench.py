@@ -1,16 +1,15 @@
-"""What gpu.perf and gpu.sdc share: the semantics of a disruptive GPU step (only with
---allow-disruptive, only on a node the idle guard finds idle, never started when the deadline would cut
-it) and reading the step's capture into the probe's facts or the one verdict that says why there are none.
+"""What gpu.perf and gpu.sdc share: reading a benchmark step's capture (the idle guard's refusal, the
+probe's JSON, nvbandwidth's tables) into the probe's facts, or the one verdict that says why there are
+none. Whether a step may start at all: nodecheck.checks.disruptive.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, Outcome, Status, Verdict, excerpt
 from nodecheck.parsers.gpu_bench import BenchRun, parse_gpu_bench, unavailable_reason
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvbandwidth import NvbandwidthRun, parse_nvbandwidth
@@ -23,31 +22,6 @@ NO_LIBRARY_FIX = (
     "install PyTorch (with CUDA) or CuPy for the node's python3, or set `container:` to run the "
     "benchmark in the job's own image"
 )
-
-
-def not_allowed(ctx: ActiveContext, label: str, minutes: str) -> Iterator[Grouped]:
-    """Every node SKIPPED: the GPUs would be loaded without the operator having said so."""
-    for node in ctx.nodes:
-        yield (
-            (node,),
-            Verdict(
-                Status.SKIPPED,
-                f"disruptive ({label} loads every GPU for ~{minutes} min): not run without --allow-disruptive",
-            ),
-        )
-
-
-def no_time(ctx: ActiveContext, node: str, probe: Probe, label: str) -> Verdict | None:
-    """SKIPPED when the run's deadline (or a stop) would cut the step: it is never started."""
-    needs = probe.timeout_s + AFTER_RESERVE_S
-    if not ctx.stopped() and ctx.left() >= needs:
-        return None
-    ctx.incomplete(f"{node}: {label} not started ({ctx.left():.0f} s left, it may take {needs:.0f} s)")
-    return Verdict(
-        Status.SKIPPED,
-        f"{label} not started: {ctx.left():.0f} s left before the run's deadline, it may take "
-        f"{probe.timeout_s:.0f} s (raise --deadline or shorten duration_s)",
-    )
 
 
 @dataclass(frozen=True)

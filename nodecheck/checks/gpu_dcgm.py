@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
+from nodecheck.checks.context import ActiveContext
+from nodecheck.checks.disruptive import not_started, without_consent
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.core.registry import check
@@ -229,15 +230,7 @@ def dcgm_diag(ctx: ActiveContext, want: DcgmDiag) -> Iterator[Grouped]:
     an ERROR saying how to start it, a skipped test is no evidence, and a memory test that reports
     Pass after failing to allocate its memory (NVIDIA/DCGM#284) fails."""
     if want.disruptive and not ctx.allow_disruptive:
-        for node in ctx.nodes:
-            yield (
-                (node,),
-                Verdict(
-                    Status.SKIPPED,
-                    f"disruptive ({want.label} loads the GPUs for ~{want.minutes} min): "
-                    "not run without --allow-disruptive",
-                ),
-            )
+        yield from without_consent(ctx, f"{want.label} loads the GPUs for ~{want.minutes} min")
         return
     runnable: list[str] = []
     for node in ctx.nodes:
@@ -256,16 +249,8 @@ def dcgm_diag(ctx: ActiveContext, want: DcgmDiag) -> Iterator[Grouped]:
 
 def _run(ctx: ActiveContext, want: DcgmDiag, node: str, report: DcgmDiagReport) -> list[Verdict]:
     probe = diag_probe(want)
-    needs = probe.timeout_s + AFTER_RESERVE_S
-    if ctx.stopped() or ctx.left() < needs:  # never start a run the deadline would cut
-        ctx.incomplete(f"{node}: {want.label} not started ({ctx.left():.0f} s left, it may take {needs:.0f} s)")
-        return [
-            Verdict(
-                Status.SKIPPED,
-                f"{want.label} not started: {ctx.left():.0f} s left before the run's deadline, "
-                f"it may take {probe.timeout_s:.0f} s (raise --deadline or lower the level)",
-            )
-        ]
+    if (late := not_started(ctx, node, probe, want.label, "raise --deadline or lower the level")) is not None:
+        return [late]
     out = ctx.run(node, probe)
     verdicts = judge_capture(out, want)
     report.nodes[node] = _summary(out, verdicts)

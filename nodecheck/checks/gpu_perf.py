@@ -19,7 +19,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from nodecheck.checks.context import ActiveContext
-from nodecheck.checks.gpu_bench import Grouped, StepResult, no_time, not_allowed, read_step
+from nodecheck.checks.disruptive import not_started, without_consent
+from nodecheck.checks.gpu_bench import Grouped, StepResult, read_step
 from nodecheck.checks.gpu_perf_figures import BUILTIN_MODELS, GemmDtype, ModelFigures, model_floor
 from nodecheck.core.model import Probe, Status, Verdict
 from nodecheck.core.registry import check
@@ -29,6 +30,7 @@ from nodecheck.probes.gpu_bench import BenchTarget, bench_probe
 
 Measure = Literal["gemm", "hbm", "pcie", "nvlink"]
 _PROBE_MEASURE = {"gemm": "gemm", "hbm": "hbm", "pcie": "pcie", "nvlink": "p2p"}
+FIX_DEADLINE = "raise --deadline or shorten duration_s"
 LABEL = "GPU benchmark"
 # CUDA start-up on 8 GPUs, cuBLAS heuristics, the copies, a container start: beyond the GEMM loops
 OVERHEAD_S = 120
@@ -153,7 +155,7 @@ def perf(ctx: ActiveContext, want: GpuPerf) -> Iterator[Grouped]:
     peers' median fails, naming the GPU, its value, the median and the spread, with the clocks, power
     and throttle reasons of the run; a failing node is measured once more before the FAIL stands."""
     if not ctx.allow_disruptive:
-        yield from not_allowed(ctx, LABEL, str(max(1, round(want.bound_s / 60))))
+        yield from without_consent(ctx, f"{LABEL} loads every GPU for ~{max(1, round(want.bound_s / 60))} min")
         return
     nodes = list(ctx.nodes)
     steps = dict(zip(nodes, ctx.each(nodes, lambda node: _step(ctx, want, node))))
@@ -180,7 +182,7 @@ def perf(ctx: ActiveContext, want: GpuPerf) -> Iterator[Grouped]:
 
 def _step(ctx: ActiveContext, want: GpuPerf, node: str) -> StepResult:
     probe = perf_probe(want)
-    if (late := no_time(ctx, node, probe, LABEL)) is not None:
+    if (late := not_started(ctx, node, probe, LABEL, FIX_DEADLINE)) is not None:
         return StepResult(problem=late)
     return read_step(ctx.run(node, probe), LABEL, want, nvbandwidth=want.nvbandwidth_use)
 

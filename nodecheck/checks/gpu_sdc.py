@@ -18,7 +18,8 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 from nodecheck.checks.context import ActiveContext
-from nodecheck.checks.gpu_bench import Grouped, StepResult, no_time, not_allowed, read_step
+from nodecheck.checks.disruptive import not_started, without_consent
+from nodecheck.checks.gpu_bench import Grouped, StepResult, read_step
 from nodecheck.core.model import Status, Verdict
 from nodecheck.core.registry import check
 from nodecheck.judging import sdc as agreement
@@ -26,6 +27,7 @@ from nodecheck.judging.gpu_perf_rules import gpu_model
 from nodecheck.parsers.gpu_bench import BenchRun
 from nodecheck.probes.gpu_bench import BenchTarget, bench_probe
 
+FIX_DEADLINE = "raise --deadline or lower test_timeout_s"
 LABEL = "SDC screen"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -83,7 +85,7 @@ def sdc(ctx: ActiveContext, want: GpuSdc) -> Iterator[Grouped]:
     (WARN). A GPU with no peers and no reference is not compared (SKIPPED). Disruptive: only with
     `--allow-disruptive`, on idle nodes."""
     if not ctx.allow_disruptive:
-        yield from not_allowed(ctx, LABEL, str(max(1, round(want.test_timeout_s / 120))))
+        yield from without_consent(ctx, f"{LABEL} loads every GPU for ~{max(1, round(want.test_timeout_s / 120))} min")
         return
     nodes = list(ctx.nodes)
     steps = dict(zip(nodes, ctx.each(nodes, lambda node: _step(ctx, want, node, ()))))
@@ -144,7 +146,7 @@ def sdc(ctx: ActiveContext, want: GpuSdc) -> Iterator[Grouped]:
 
 def _step(ctx: ActiveContext, want: GpuSdc, node: str, gpus: Sequence[int]) -> StepResult:
     probe = bench_probe("gpu_sdc", want, want.probe_args(gpus), want.test_timeout_s)
-    if (late := no_time(ctx, node, probe, LABEL)) is not None:
+    if (late := not_started(ctx, node, probe, LABEL, FIX_DEADLINE)) is not None:
         return StepResult(problem=late)
     return read_step(ctx.run(node, probe), LABEL, want)
 

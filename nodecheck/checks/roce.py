@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck.checks.context import ActiveContext
+from nodecheck.checks.disruptive import without_consent
 from nodecheck.checks.params import DeviceName, is_device_name
 from nodecheck.core.errors import ParseError
 from nodecheck.core.hostlist import fold
@@ -481,11 +482,7 @@ def gid_stability(ctx: ActiveContext, want: GidStability) -> Iterator[Grouped]:
     Runs only when the playbook lists it and `--allow-disruptive` is given; refuses a node with a
     Slurm job step or GPU processes; schedules the port's restore on the node before taking it down."""
     if not ctx.allow_disruptive:
-        for node in ctx.nodes:
-            yield (
-                (node,),
-                Verdict(Status.SKIPPED, "disruptive (takes RoCE ports down): not run without --allow-disruptive"),
-            )
+        yield from without_consent(ctx, "takes RoCE ports down")
         return
     plans: dict[str, list[RdmaPort]] = {}
     for node in ctx.nodes:

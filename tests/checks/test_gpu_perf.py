@@ -292,3 +292,15 @@ def test_a_failed_nvbandwidth_warns_and_leaves_the_probes_figures_and_a_required
         Status.ERROR,
         "nvbandwidth is required but not installed on the node",
     )
+
+
+def test_a_run_the_deadline_would_cut_never_starts_and_the_run_says_it_is_incomplete():
+    ctx = Ctx({"n1": [step_output(probe_json())]})
+    ctx.left = lambda: 100.0  # the step may take 120 + 120 + 40 + 30 s, and 30 s are kept for the after-reads
+    [(_, v)] = list(perf(ctx, GpuPerf(duration_s=0.5)))
+    assert v.status is Status.SKIPPED and ctx.calls == []
+    assert v.message == (
+        "GPU benchmark not started: 100 s left before the run's deadline, it may take 311 s "
+        "(raise --deadline or shorten duration_s)"
+    )
+    assert ctx.undone == ["n1: GPU benchmark not started (100 s left, it may take 341 s)"]
