@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from nodecheck.checks.disruptive import busy, did_not_complete
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Capture, Outcome, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, Status, Verdict, excerpt
 from nodecheck.parsers.gpu_bench import BenchRun, parse_gpu_bench, unavailable_reason
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvbandwidth import NvbandwidthRun, parse_nvbandwidth
 from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.probes.gpu_bench import UNAVAILABLE_EXIT, BenchTarget
-from nodecheck.probes.idle import refusal
 
 Grouped = tuple[tuple[str, ...], Verdict]
 NO_LIBRARY_FIX = (
@@ -36,18 +36,14 @@ class StepResult:
 
 def read_step(out: Capture, label: str, target: BenchTarget, *, nvbandwidth: str = "never") -> StepResult:
     """The capture of a bench step (probes/gpu_bench._STEP_SCRIPT) read."""
-    if out.outcome is not Outcome.EXITED:
-        how = out.outcome.value + (f": {out.detail}" if out.detail else "")
-        status = {Outcome.TIMEOUT: Status.TIMEOUT, Outcome.UNREACHABLE: Status.UNREACHABLE}.get(
-            out.outcome, Status.ERROR
-        )
-        return _problem(status, f"{label} did not complete ({how}); not judged", out)
+    if (unfinished := did_not_complete(out, label)) is not None:
+        return StepResult(problem=unfinished)
     sections = split_sections(out.stdout, label)
     if (tool := sections.facts.get("missing")) is not None:
         what = "the container runtime" if target.container else "the interpreter"
         return _problem(Status.ERROR, f"{label} not run: {what} {tool!r} not found on the node", out)
-    if (why := refusal(sections.facts)) is not None:
-        return StepResult(problem=Verdict(Status.SKIPPED, f"{label} not run: busy — {why}", observed={"refused": why}))
+    if (refused := busy(sections.facts, label)) is not None:
+        return StepResult(problem=refused)
     bench = sections.get("bench")
     if bench is None:  # refused before the run: no pgrep, no mktemp
         first = next((ln.strip() for ln in split_lines(out.stderr) if ln.strip()), "no message")

@@ -20,14 +20,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from nodecheck.checks.context import ActiveContext
-from nodecheck.checks.disruptive import not_started, without_consent
+from nodecheck.checks.disruptive import busy, did_not_complete, not_started, without_consent
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, Probe, Status, Verdict, excerpt
 from nodecheck.core.registry import check
 from nodecheck.parsers.dcgm_diag import DiagReport, DiagTest, EntityResult, host_engine_error, parse_dcgmi_diag
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import split_sections
-from nodecheck.probes.idle import IDLE_GUARD, refusal
+from nodecheck.probes.idle import IDLE_GUARD
 
 Grouped = tuple[tuple[str, ...], Verdict]
 
@@ -259,24 +259,13 @@ def _run(ctx: ActiveContext, want: DcgmDiag, node: str, report: DcgmDiagReport) 
 
 def judge_capture(out: Capture, want: DcgmDiag) -> list[Verdict]:
     """The verdicts for one node's diag step."""
-    if out.outcome is not Outcome.EXITED:
-        how = out.outcome.value + (f": {out.detail}" if out.detail else "")
-        status = {Outcome.TIMEOUT: Status.TIMEOUT, Outcome.UNREACHABLE: Status.UNREACHABLE}.get(
-            out.outcome, Status.ERROR
-        )
-        return [
-            Verdict(
-                status,
-                f"{want.label} did not complete ({how}); not judged",
-                excerpt=excerpt(out.stdout + out.stderr),
-                cut=out.cut,
-            )
-        ]
+    if (unfinished := did_not_complete(out, want.label)) is not None:
+        return [unfinished]
     sections = split_sections(out.stdout, "dcgm_diag")
     if "missing" in sections.facts:
         return [Verdict(Status.ERROR, f"dcgmi not found in PATH: {INSTALL}", observed={"dcgmi": None})]
-    if (why := refusal(sections.facts)) is not None:
-        return [Verdict(Status.SKIPPED, f"{want.label} not run: busy — {why}", observed={"refused": why})]
+    if (busy_node := busy(sections.facts, want.label)) is not None:
+        return [busy_node]
     diag = sections.get("diag")
     if diag is None:  # refused before the run: no pgrep, no mktemp
         first = next((ln.strip() for ln in split_lines(out.stderr) if ln.strip()), "no message")
