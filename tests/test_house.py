@@ -50,7 +50,7 @@ def test_no_private_name_is_imported_from_another_package():
 def test_the_rule_finds_a_private_import_across_packages_and_allows_one_within():
     planted = {
         "nodecheck/gate/command.py": ast.parse("from nodecheck.app.transports import _secret, public\n"),
-        "nodecheck/gate/decide.py": ast.parse("from nodecheck.gate.slurm import _helper\n"),
+        "nodecheck/gate/decide.py": ast.parse("from nodecheck.gate.command import _helper\n"),
     }
     assert private_crossings(planted) == ["nodecheck/gate/command.py:1: _secret from nodecheck.app.transports"]
 

@@ -9,7 +9,7 @@ from nodecheck.app import transports
 from nodecheck.app.job_user import job_user_of, with_job_user
 from nodecheck.app.publish import progress, publish
 from nodecheck.app.signals import stop_on_signals
-from nodecheck.app.targets import select_targets
+from nodecheck.app.targets import own_job, select_targets
 
 
 def run_command(args: Namespace) -> int:
@@ -38,6 +38,7 @@ def run_command(args: Namespace) -> int:
             stop=stop,
             excluded=[n.name for n in excluded],
             allow_disruptive=args.allow_disruptive,
+            own_job=own_job(args),
         )
     for warning in getattr(transport, "warnings", list)():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)

@@ -34,6 +34,13 @@ def ssh_transport(args: Namespace) -> Transport:
     return SshTransport(accept_new_host_keys=args.accept_new_host_keys, connect_timeout_s=args.connect_timeout)
 
 
+def srun_transport(job_id: str) -> Transport:
+    """srun steps inside Slurm job `job_id` (one step per probe round)."""
+    from nodecheck.transport.srun import SrunTransport
+
+    return SrunTransport(job_id=job_id)
+
+
 def ensure_open_files(fanout: int) -> None:
     """Running out of file descriptors would turn healthy nodes UNREACHABLE; raise the soft
     limit if we may, else refuse the fan-out before anything runs."""

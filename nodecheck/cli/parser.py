@@ -469,6 +469,7 @@ def _gate_parsers(sub) -> None:
     sweep.add_argument("--resume", action="store_true", help="resume nodes nodecheck drained that now pass")
     _gate_args(sweep, deadline=False)
     _target_args(sweep)
+    _submit_args(sweep)
     history = sub.add_parser(
         "history",
         help="a node's or a check's results, versions, IB and NVLink error counters or bandwidths over past sweeps",
@@ -499,6 +500,48 @@ def _gate_parsers(sub) -> None:
         "--last", type=positive_int(100_000), default=10, metavar="N", help="the last N sweeps (default 10)"
     )
     history.add_argument("--format", choices=["table", "json"], default="table")
+
+
+def _submit_args(sweep: argparse.ArgumentParser) -> None:
+    """sweep --slurm-submit (fleet.submit): the sweep as one batch job on the idle nodes."""
+    sweep.add_argument(
+        "--slurm-submit",
+        action="store_true",
+        help="submit the sweep as one Slurm batch job (--exclusive) on the inventory's idle nodes (with "
+        "--reservation: the reservation's nodes that run no job); the others are reported 'not tested: busy' "
+        "or 'not tested: down'; prints the job id and exits 0 (3 when no node is idle: nothing submitted)",
+    )
+    sweep.add_argument(
+        "--wait", action="store_true", help="--slurm-submit: wait for the job, exit with the sweep's code"
+    )
+    for name, what in (
+        ("partition", "the partition"),
+        ("reservation", "the reservation (maintenance: see docs/maintenance.md)"),
+        ("account", "the account"),
+        ("qos", "the QOS"),
+    ):
+        sweep.add_argument(f"--{name}", metavar="NAME", help=f"--slurm-submit: {what} (default: the config's slurm:)")
+    sweep.add_argument("--time", metavar="LIMIT", help="--slurm-submit: the job's time limit, e.g. 2:00:00")
+    sweep.add_argument("--slurm-skipped", metavar="FILE", help=argparse.SUPPRESS)  # written by --slurm-submit
+    sweep.set_defaults(sweep_options=_option_table(sweep))
+
+
+def _option_table(p: argparse.ArgumentParser) -> tuple[tuple[str, str, str], ...]:
+    """(dest, option string or "" for a positional, kind) of every option: how --slurm-submit writes
+    the sweep its batch job runs (fleet.submit.child_argv)."""
+    table = []
+    for action in p._actions:
+        if isinstance(action, argparse._HelpAction) or action.dest == argparse.SUPPRESS:
+            continue
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreConstAction)):
+            kind = "flag"
+        elif isinstance(action, argparse._AppendAction):
+            kind = "append"
+        else:
+            kind = "value"
+        longest = max(action.option_strings, key=len) if action.option_strings else ""
+        table.append((action.dest, longest, kind))
+    return tuple(table)
 
 
 SWEEP_EPILOG = """schedule it (one sweep per invocation): the systemd service + timer or the cron line
@@ -584,6 +627,19 @@ def _target_args(p: argparse.ArgumentParser) -> None:
     )
     _reach_args(p)
     p.add_argument("--local", action="store_true", help="run on this machine, no SSH (prolog mode)")
+    p.add_argument(
+        "--slurm-job",
+        metavar="ID",
+        help="the nodes of this running Slurm job (default: $SLURM_JOB_ID inside an allocation, unless "
+        "--local or an inventory with --nodes name the nodes); the inventory, if given, says how to reach them",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("auto", "ssh", "srun"),
+        default="auto",
+        help="how probes reach the nodes: ssh, or srun steps inside the Slurm job's allocation (one step per "
+        "probe round, no SSH); auto (default): srun for a Slurm job given without an inventory, else ssh",
+    )
 
 
 def _image_args(p: argparse.ArgumentParser) -> None:

@@ -33,6 +33,10 @@ class Probe:
     # "module:function" the local transport may call in-process instead of spawning argv (the
     # NVML probe in prolog mode); it returns the stdout text or raises RunArgvInstead
     local_call: str | None = None
+    # seconds the processes it leaves running (pair-test servers, detached) need after it returns:
+    # a transport that ends a command's leftovers with it (srun: a step's processes end with the
+    # step under proctrack/cgroup) keeps it alive that long, or until its session closes
+    hold_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:  # there is no "0 = forever"

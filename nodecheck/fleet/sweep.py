@@ -110,7 +110,7 @@ def _check_metrics_path(path: str) -> None:
 def sweep_command(args: Namespace) -> int:
     from nodecheck.app.publish import progress
     from nodecheck.app.signals import stop_on_signals
-    from nodecheck.app.targets import select_targets
+    from nodecheck.app.targets import own_job, select_targets
     from nodecheck.app.transports import ensure_open_files
     from nodecheck.config.playbook import load_playbook
     from nodecheck.fleet.history import History
@@ -120,6 +120,13 @@ def sweep_command(args: Namespace) -> int:
     check_keep(args.keep, k, n)
     if args.metrics:
         _check_metrics_path(args.metrics)
+    if getattr(args, "slurm_submit", False):  # submit the sweep as a batch job on the idle nodes (fleet.submit)
+        from nodecheck.fleet.submit import submit_command
+
+        return submit_command(args)
+    given = [f"--{k}" for k in ("wait", "partition", "reservation", "account", "qos", "time") if getattr(args, k, None)]
+    if given:
+        raise ConfigError(f"{', '.join(given)}: only with --slurm-submit", file="arguments")
     if args.drain or args.resume:
         # the gate config before anything runs: an error in it must not surface after a fleet-wide
         # sweep (its output lost, exit 64), and its retries and drain_on are the run's, not only the drain's
@@ -150,9 +157,16 @@ def sweep_command(args: Namespace) -> int:
                 drain_on=args.drain_on,
                 on_node_done=tick,
                 allow_disruptive=args.allow_disruptive,
+                own_job=own_job(args),
             )
         for warning in getattr(transport, "warnings", list)():
             print(f"nodecheck: warning: {warning}", file=sys.stderr)
+        # inside a Slurm job (--slurm-job, $SLURM_JOB_ID): the inventory's other nodes were not
+        # tested, SKIPPED "not tested: busy (...)", never healthy (fleet.submit)
+        from nodecheck.fleet.submit import not_tested, with_skipped
+
+        skipped = not_tested(args, playbook, [*nodes, *excluded])
+        report = with_skipped(report, [c.spec.name for c in playbook.checks], skipped, {})
         return _keep_and_publish(report, playbook, args, history, k, n)
     finally:
         if isinstance(history, History):

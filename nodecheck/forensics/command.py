@@ -203,8 +203,8 @@ def _plan(args: Namespace) -> dict:
 
 
 def _slurm_nodes(job_id: str, inventory) -> list:
+    from nodecheck.app.slurm import Slurm, SlurmError
     from nodecheck.core.model import Node
-    from nodecheck.gate.slurm import Slurm, SlurmError
 
     if not job_id.replace("_", "").isdigit():
         raise ConfigError(

@@ -1,6 +1,6 @@
 """The Slurm gate commands (prolog, prolog --controller, health) and the gate steps sweeps share:
 run with retries for flaky-prone checks, decide (nodecheck.gate.decide), drain/resume politely
-(nodecheck.gate.slurm), log every change with its evidence path.
+(nodecheck.app.slurm), log every change with its evidence path.
 
 What Slurm does with the exit code decides the etiquette here:
 * node Prolog: any non-zero exit drains the node ("Prolog error") and requeues the job. So it
@@ -70,6 +70,7 @@ def run_gated(
     retries: int | None = None,
     drain_on: Sequence[str] | None = None,
     on_node_done=None,
+    own_job: str | None = None,
 ) -> Report:
     """runner.run, then the flaky-prone checks that failed run again (up to `retries` times, default
     the playbook's gate.retries) within the same deadline; a failure stands only if it repeated in
@@ -91,6 +92,7 @@ def run_gated(
         excluded=excluded,
         allow_disruptive=allow_disruptive,
         on_node_done=on_node_done,
+        own_job=own_job,
     )
     settings = playbook.gate
     count = settings.retries if retries is None else retries
@@ -130,6 +132,7 @@ def run_gated(
             inventory=inventory,
             stop=stop,
             allow_disruptive=allow_disruptive,
+            own_job=own_job,
         )
         attempts.append(again)
         for check in list(pending):
@@ -220,7 +223,7 @@ def apply(
     """Drain the blamed nodes and resume the cleared ones, politely (slurm.drain_politely re-reads each
     node's state first and never touches another's drain). Logs each change with its evidence.
     `token`: the site's drain token, whose mark makes a reason nodecheck's."""
-    from nodecheck.gate.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
+    from nodecheck.app.slurm import MAX_REASON_CHARS, drain_politely, resume_politely
 
     done: dict[str, list[str]] = {"drain": [], "resume": [], "left": [], "failed": [], "kept": []}
     why_failed: list[tuple[str, str]] = []
@@ -347,7 +350,7 @@ def _token(args: Namespace) -> str:
 
 
 def _slurm(args: Namespace, timeout_s: float = 10.0):
-    from nodecheck.gate.slurm import Slurm
+    from nodecheck.app.slurm import Slurm
 
     return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
@@ -554,7 +557,7 @@ def _undo_if_mass_drain(
         token=token,
     )
     if breaker:
-        from nodecheck.gate.slurm import resume_politely
+        from nodecheck.app.slurm import resume_politely
 
         time.sleep(settings.settle_s)  # hold our drain one more period: slower runs still count it
         change = resume_politely(slurm, node, token)
@@ -563,7 +566,7 @@ def _undo_if_mass_drain(
 
 
 def _cluster_breaker(slurm, check: str, settings: GateSettings, log: GateLog, since: datetime, token: str = "") -> str:
-    from nodecheck.gate.slurm import SlurmError
+    from nodecheck.app.slurm import SlurmError
 
     try:
         states = slurm.nodes()
@@ -668,9 +671,9 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
 def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
     from nodecheck.app.defaults import DEFAULT_FANOUT
+    from nodecheck.app.slurm import SlurmError
     from nodecheck.app.transports import local_transport, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
-    from nodecheck.gate.slurm import SlurmError
 
     playbook = _load(args, "health")
     if args.inventory:
@@ -742,8 +745,8 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
 
 def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: str | None) -> list[str]:
     """`sweep --drain/--resume`: the health etiquette applied to a stored sweep report; the lines to print."""
+    from nodecheck.app.slurm import SlurmError
     from nodecheck.gate import config as gateconfig
-    from nodecheck.gate.slurm import SlurmError
 
     options, _ = gateconfig.load(gateconfig.config_path(getattr(args, "config", None)), "sweep")
     gateconfig.apply(args, options)

@@ -34,6 +34,24 @@ FALLBACK = "/etc/nodecheck/gate.yml"
 MODES = ("prolog", "controller", "health", "sweep")
 
 
+class SweepSlurm(BaseModel):
+    """sweep --slurm-submit's sbatch options (fleet.submit); the command line's flags win."""
+
+    model_config = ConfigDict(extra="forbid")
+    partition: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+    reservation: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+    account: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+    qos: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+    time: str | None = Field(None, pattern=r"^((\d+-)?\d{1,6}(:\d\d){0,2}|UNLIMITED|INFINITE)$")
+    exclusive: bool = True
+    python: str | None = Field(
+        None,
+        pattern=r"^/[^\x00-\x1f\x7f]*$",
+        description="the interpreter the batch job runs nodecheck with (default: the submitter's, "
+        "sys.executable): for a venv that the compute nodes see at another path",
+    )
+
+
 class GateOptions(BaseModel):
     """Keys a section (or the top level) may set; the names are the command-line options'."""
 
@@ -58,6 +76,7 @@ class GateOptions(BaseModel):
         "('nodecheck[<mark>]: ...'), so only reasons this site's nodecheck wrote are resumed; "
         "changing it leaves the drains of the old token to be resumed by hand",
     )
+    slurm: SweepSlurm | None = Field(None, description="sweep --slurm-submit: partition, reservation, account, ...")
     keep_reports: Literal["problems", "always"] | None = Field(
         None,
         description="prolog/controller/health: store a run's report only when it found something "

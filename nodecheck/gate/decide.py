@@ -1,6 +1,6 @@
 """The gate's decisions, pure: from a Report (and the nodes' Slurm states) to which nodes to drain,
 which to resume, and when to trust nothing (the mass-drain breaker). Nothing here runs a command:
-nodecheck.gate.slurm changes node states, nodecheck.gate.command runs the checks and applies a Decision.
+nodecheck.app.slurm changes node states, nodecheck.gate.command runs the checks and applies a Decision.
 
 The rules every mode shares (prolog, prolog --controller, health, sweep --drain/--resume):
 * a node is drained only for a judged failure: a status in `drain_on` (default: fail). ERROR (a
@@ -42,7 +42,7 @@ class Blame:
 
     def reason(self, max_chars: int, token: str = "") -> str:
         """The Slurm drain reason: 'nodecheck[<mark>]: <check> <message>', one line, bounded."""
-        from nodecheck.gate.slurm import drain_reason
+        from nodecheck.app.slurm import drain_reason
 
         return drain_reason(self.check, self.message, max_chars, token)
 

@@ -3,7 +3,6 @@ run as `nodecheck run` runs a playbook (same report, table, JSON, JUnit and exit
 
 from __future__ import annotations
 
-import os
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -80,17 +79,16 @@ def _counts(spec, job: str):
 
 def _nodes(args: Namespace):
     """(the job's nodes in rank order, the transport, the Slurm job record or None)."""
+    from nodecheck.app.targets import job_target
     from nodecheck.app.transports import local_transport, ssh_transport, this_node
     from nodecheck.config.inventory import load_inventory, select
 
-    # $SLURM_JOB_ID is only a default: inventory nodes named with --nodes say the user picked the nodes
-    implicit = not (args.slurm_job or args.local or (args.inventory and args.nodes))
-    job_id = args.slurm_job or (os.environ.get("SLURM_JOB_ID") or None if implicit else None)
     if args.local:
         if args.nodes or args.slurm_job:
             raise ConfigError("--local checks this machine only: give no --nodes and no --slurm-job", file="arguments")
         return [this_node()], local_transport(), None
-    if job_id is None:
+    job = job_target(args)  # --slurm-job, or $SLURM_JOB_ID unless an inventory and --nodes name the nodes
+    if job is None:
         if not args.inventory:
             raise ConfigError(
                 "which nodes? give --slurm-job ID (default $SLURM_JOB_ID inside an allocation), "
@@ -99,40 +97,5 @@ def _nodes(args: Namespace):
                 hint="nodecheck job-check job.yml --slurm-job 4242",
             )
         return select(load_inventory(args.inventory), args.nodes), ssh_transport(args), None
-    record = _slurm_job(job_id, implicit=not args.slurm_job)
-    if record.ended:  # its nodes may run someone else's job by now
-        raise ConfigError(
-            f"Slurm job {record.job_id} has ended ({record.state}): job-check judges a job before its "
-            "ranks start, inside its allocation",
-            file="--slurm-job" if args.slurm_job else "SLURM_JOB_ID",
-            hint="give the id of a running job (squeue --me)",
-        )
-    if not record.nodes:
-        raise ConfigError(
-            f"Slurm job {record.job_id} is {record.state} (reason {record.reason}) and holds no nodes yet",
-            file="--slurm-job",
-            hint="run job-check inside the allocation, before srun",
-        )
     known = {n.name: n for n in load_inventory(args.inventory)} if args.inventory else {}
-    nodes = [known.get(name) or Node(name=name, address=name) for name in record.nodes]
-    if args.nodes:
-        raise ConfigError(
-            "--nodes picks inventory nodes; with a Slurm job the nodes are the allocation's",
-            file="--nodes",
-            hint="drop --nodes",
-        )
-    return nodes, ssh_transport(args), record
-
-
-def _slurm_job(job_id: str, implicit: bool = False):
-    from nodecheck.gate.slurm import Slurm, SlurmError
-
-    try:
-        return Slurm().job(job_id)
-    except SlurmError as e:
-        raise ConfigError(
-            f"cannot read Slurm job {job_id}" + (" (from $SLURM_JOB_ID)" if implicit else "") + f": {e}",
-            file="SLURM_JOB_ID" if implicit else "--slurm-job",
-            hint="is the id right, and are squeue and scontrol on PATH with SLURM_CONF set?"
-            + (" Outside the job, give --inventory hosts.yml --nodes ..." if implicit else ""),
-        ) from None
+    return [known.get(name) or Node(name=name, address=name) for name in job.nodes], ssh_transport(args), job.record

@@ -428,3 +428,45 @@ def _count(value: str | None) -> int | None:
     """ "3" -> 3; "1-1" (a pending job's range) -> 1; absent or "N/A" -> None."""
     m = re.fullmatch(r"(\d+)(?:-\d+)?", value or "")
     return int(m[1]) if m else None
+
+
+# ---- sweep --slurm-submit: reservations, sbatch ---------------------------------------------------
+
+RESERVATION_TOOL = "scontrol show reservation"
+SBATCH_TOOL = "sbatch --parsable"
+_RES_NODES = re.compile(r"(?:^|\s)Nodes=(\S*)")
+_RES_NAME = re.compile(r"ReservationName=(\S+)")
+_PARSABLE = re.compile(r"(\d{1,12})(?:;[A-Za-z0-9_.-]{1,64})?", re.ASCII)
+
+
+def parse_reservation_nodes(text: str, name: str) -> tuple[str, ...]:
+    """`scontrol show reservation -o NAME` -> the reservation's nodes, expanded. ParseError on empty
+    output, "Reservation NAME not found", another reservation's record, several records, or a Nodes=
+    that is not a hostlist. A reservation of no nodes (Nodes=(null)) is ()."""
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
+    if not lines:
+        raise ParseError(RESERVATION_TOOL, "empty output", text)
+    if len(lines) != 1:
+        raise ParseError(RESERVATION_TOOL, f"expected one record for {quote(name)}, got {len(lines)} lines", text)
+    found = _RES_NAME.match(lines[0])
+    if found is None:
+        raise ParseError(RESERVATION_TOOL, f"expected ReservationName={quote(name)} ..., got {quote(lines[0])}", text)
+    if found[1] != name:
+        raise ParseError(RESERVATION_TOOL, f"asked for reservation {quote(name)}, got {quote(found[1])}", text)
+    nodes = _RES_NODES.findall(lines[0])
+    if len(nodes) != 1:
+        raise ParseError(RESERVATION_TOOL, f"reservation {quote(name)}: {len(nodes)} Nodes= fields, expected 1", text)
+    if nodes[0] in _NULL:
+        return ()
+    try:
+        return tuple(expand(nodes[0]))
+    except Exception as e:  # ConfigError: not a hostlist
+        raise ParseError(RESERVATION_TOOL, f"reservation {quote(name)}: Nodes={quote(nodes[0])}: {e}", text) from None
+
+
+def parse_sbatch_parsable(text: str) -> str:
+    """`sbatch --parsable` -> the job id ("4242", or "4242;cluster" -> "4242"). ParseError otherwise."""
+    lines = [line.strip() for line in split_lines(text) if line.strip()]
+    if len(lines) != 1 or not (m := _PARSABLE.fullmatch(lines[0])):
+        raise ParseError(SBATCH_TOOL, "expected one line holding the job id (JOBID[;CLUSTER])", text)
+    return m[1]

@@ -266,7 +266,10 @@ def start_servers(name: str, directory: str, rails: list[Rail], shape: TestShape
     limit = math.ceil(shape.timeout_s) + READY_WAIT_S + COLLECT_WAIT_S
     specs = [word for r in rails for word in (r.device, str(r.tcp_port), " ".join(_tool_args(r, r.server_port, shape)))]
     return Probe(
-        name, ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), directory, *specs), timeout_s=READY_WAIT_S + 10
+        name,
+        ("sh", "-c", _START, "sh", str(limit), str(READY_WAIT_S), directory, *specs),
+        timeout_s=READY_WAIT_S + 10,
+        hold_s=limit,  # the servers it detaches live until their own bound
     )
 
 

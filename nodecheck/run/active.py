@@ -31,6 +31,7 @@ from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext, ReportData
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe, Verdict
 from nodecheck.core.redact import redact_argv, redact_text
 from nodecheck.judging import pair_plan as planner
+from nodecheck.probes.idle import OWN_JOB_VARIABLE
 from nodecheck.report.json import active_extras
 from nodecheck.transport import Session, Transport
 from nodecheck.transport.fanout import cut_at_deadline, not_started
@@ -55,9 +56,16 @@ class CommandRunner:
     reused; a dead one is replaced once. Every capture is kept (`captures`) for the report."""
 
     def __init__(
-        self, transport: Transport, deadline: float, stop: threading.Event, parallel: int = MAX_PARALLEL
+        self,
+        transport: Transport,
+        deadline: float,
+        stop: threading.Event,
+        parallel: int = MAX_PARALLEL,
+        own_job: str | None = None,
     ) -> None:
         self.transport, self.deadline, self.stop, self.parallel = transport, deadline, stop, parallel
+        # the Slurm job this run tests in: every step is told, so the idle guard exempts that job
+        self.own_job = own_job if own_job and own_job.isdigit() else None
         self.captures: list[Capture] = []
         self._names: set[tuple[str, str]] = set()
         self._sessions: dict[str, Session] = {}
@@ -70,6 +78,8 @@ class CommandRunner:
     def run(self, node: Node, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         """Run one probe, bounded by one end time for connecting and running together (see
         ActiveContext.run for `fresh` and `cleanup`)."""
+        if self.own_job:
+            probe = replace(probe, argv=("env", f"{OWN_JOB_VARIABLE}={self.own_job}", *probe.argv))
         left = probe.timeout_s if cleanup else min(probe.timeout_s, self.left())
         if left < MIN_STEP_S:
             return self._keep(not_started(node, probe, Cut.SIGNAL if self.stop.is_set() else Cut.DEADLINE))

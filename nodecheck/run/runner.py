@@ -46,11 +46,13 @@ def run(
     stop: threading.Event | None = None,
     excluded: Sequence[str] = (),
     allow_disruptive: bool = False,
+    own_job: str | None = None,
 ) -> Report:
     """Three phases: every node's probes; then the active checks in playbook order (they run their
     own commands: pair tests, a port flap); then the probes that snapshot again (IB counters), so the
     window between the snapshots covers the load. `excluded`: inventory nodes the playbook's select
-    left out; the report names them."""
+    left out; the report names them. `own_job`: the Slurm job whose allocation this run tests in
+    (--slurm-job): the idle guard of a disruptive step does not count that job as busy."""
     started = datetime.now(timezone.utc)
     deadline_s = deadline_s or playbook.deadline_s
     deadline = time.monotonic() + deadline_s
@@ -68,7 +70,7 @@ def run(
     results: list[CheckResult] = []
     extras: dict[str, object] = {}
     undone: dict[str, list[str]] = {}
-    commands = CommandRunner(transport, deadline, stop, parallel=fanout)
+    commands = CommandRunner(transport, deadline, stop, parallel=fanout, own_job=own_job)
     try:
         for check in playbook.checks:
             if check.spec.scope == "active":

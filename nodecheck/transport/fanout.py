@@ -66,7 +66,10 @@ def run_probes(
     stop: threading.Event | None = None,
 ) -> FanoutResult:
     """Run each node's probes in order over one session; `deadline` is a time.monotonic() value.
-    Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back."""
+    Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back.
+    A transport that runs a probe on many nodes at once (srun: one step per round) does it its way."""
+    if (rounds := getattr(transport, "run_rounds", None)) is not None:
+        return rounds(work, deadline=deadline, on_node_done=on_node_done, stop=stop)
     run = _Run(work, deadline, stop or threading.Event())
     todo: queue.Queue = queue.Queue()
     for node in work:

@@ -631,7 +631,7 @@ def plan_watch(args: Namespace) -> Plan:
 
 
 def _slurm():
-    from nodecheck.gate.slurm import Slurm
+    from nodecheck.app.slurm import Slurm
 
     return Slurm()
 

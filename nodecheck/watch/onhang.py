@@ -65,7 +65,7 @@ class OnHang:
         return self._signal(nodes, stop)
 
     def _slurm(self) -> dict:
-        from nodecheck.gate.slurm import SlurmError
+        from nodecheck.app.slurm import SlurmError
 
         verb = {"cancel": "scancel", "requeue": "scontrol requeue"}[self.action]
         try:

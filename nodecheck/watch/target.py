@@ -45,7 +45,7 @@ class SlurmJob:
 
     def first(self) -> Target:
         """The first read, at start-up: a job Slurm does not know is bad input (exit 64)."""
-        from nodecheck.gate.slurm import SlurmError
+        from nodecheck.app.slurm import SlurmError
 
         try:
             return self._target(self.slurm.job(self.job_id))
@@ -59,7 +59,7 @@ class SlurmJob:
             raise
 
     def read(self) -> Target:
-        from nodecheck.gate.slurm import SlurmError
+        from nodecheck.app.slurm import SlurmError
 
         try:
             return self._target(self.slurm.job(self.job_id))
@@ -100,7 +100,7 @@ class SlurmJob:
 def first_read(job: SlurmJob) -> Target | None:
     """Slurm mode's first read: an unknown job is bad input; scontrol failing for another reason is
     told, and the loop keeps asking (slurmctld may be restarting)."""
-    from nodecheck.gate.slurm import SlurmError
+    from nodecheck.app.slurm import SlurmError
 
     try:
         return job.first()

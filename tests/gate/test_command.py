@@ -126,6 +126,7 @@ def first_call(stop, deadline_s: float = 60.0) -> dict:
         "excluded": ("gpu009",),
         "allow_disruptive": False,
         "on_node_done": None,
+        "own_job": None,
     }
 
 
@@ -168,6 +169,7 @@ def test_a_node_check_that_fails_once_is_rerun_on_that_node_only_and_becomes_a_f
             "inventory": "hosts.yml",
             "stop": stop,
             "allow_disruptive": False,
+            "own_job": None,
         },
     ]
     assert outcomes(merged)[-2:] == [
@@ -214,6 +216,7 @@ def test_a_pair_check_that_fails_every_attempt_reruns_on_all_nodes_and_the_fail_
         "inventory": "hosts.yml",
         "stop": stop,
         "allow_disruptive": False,
+        "own_job": None,
     }
     assert len(fake.calls) == 2
     assert outcomes(merged)[-2:] == [

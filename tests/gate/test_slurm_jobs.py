@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.gate.slurm import Slurm, SlurmError
+from nodecheck.app.slurm import Slurm, SlurmError
 from tests.helpers import DATA
 
 RUNNING = DATA / "slurm-job" / "derived-recorded-22.05-squeue-O-running-multinode.txt"

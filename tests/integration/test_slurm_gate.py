@@ -18,8 +18,8 @@ from harness.scenarios import NCCL_STALE, NVML_HEALTHY, NVML_REMAP_PENDING, Fabr
 from harness.sim_playbooks import shipped_for_sim
 from integration.runs import nodecheck
 
+from nodecheck.app.slurm import is_ours
 from nodecheck.core.hostlist import expand
-from nodecheck.gate.slurm import is_ours
 from nodecheck.parsers.slurm import reason_body, reason_mark
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodecheck.gate.slurm import Slurm, SlurmError
+from nodecheck.app.slurm import Slurm, SlurmError
 
 pytestmark = pytest.mark.integration
 

@@ -38,7 +38,7 @@ def slurm(monkeypatch):
         asked.append(job_id)
         return parse_show_job(data(COMPLETED if job_id == "9" else RUNNING))
 
-    monkeypatch.setattr(command, "_slurm_job", fake)
+    monkeypatch.setattr("nodecheck.app.targets.read_job", fake)
     monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda a: "ssh")
     return asked
 
@@ -66,7 +66,8 @@ def test_an_ended_job_is_refused(slurm):
     with pytest.raises(ConfigError) as e:
         command._nodes(args(slurm_job="9"))
     assert str(e.value).startswith(
-        "--slurm-job: Slurm job 1 has ended (COMPLETED): job-check judges a job before its ranks start"
+        "--slurm-job: Slurm job 1 has ended (COMPLETED): its nodes may run another job by now, and nodecheck "
+        "judges a job's nodes inside its allocation"
     )
 
 

@@ -403,6 +403,26 @@ def test_localize_rejects_a_result_the_round_did_not_plan():
         localize(["a", "b", "c", "d"], wrong)
 
 
+def test_localize_checks_each_result_against_its_own_round():
+    # every planned pair, named either way round, is accepted; a planned pair with another
+    # round's index is refused (the check looks pairs up in a set, not by scanning the round)
+    nodes = names(8)
+    seen: list[int] = []
+
+    def reversed_names(r: Round) -> list[PairResult]:
+        seen.append(len(r.pairs))
+        return [PairResult(Pair(p.b, p.a), r.index, True) for p in r.pairs]
+
+    results, verdict = localize(nodes, reversed_names)
+    assert seen == [4, 4] and len(results) == 8 and verdict.good == set(nodes)
+
+    def late(r: Round) -> list[PairResult]:
+        return [PairResult(p, r.index + 1, True) for p in r.pairs]
+
+    with pytest.raises(ValueError, match=r"round 0 returned a result for gpu00<->gpu01 in round 1"):
+        localize(nodes, late)
+
+
 # ---------------------------------------------------------------- localization properties
 
 

@@ -24,10 +24,10 @@ def tool(bin_dir: Path, name: str, body: str) -> None:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Path:
-    """A PATH with timeout, head and hostname, a pgrep that finds nothing, no squeue, no nvidia-smi."""
+    """A PATH with timeout, head, hostname and grep, a pgrep that finds nothing, no squeue, no nvidia-smi."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("timeout", "head", "hostname", "sleep"):
+    for name in ("timeout", "head", "hostname", "sleep", "grep"):
         real = shutil.which(name)
         assert real, name
         (bin_dir / name).symlink_to(real)
@@ -125,3 +125,41 @@ def test_without_pgrep_it_cannot_tell_and_exits_69(node):
     assert done.returncode == NO_PGREP_EXIT == 69
     assert "pgrep not found (procps)" in done.stderr
     assert facts == {}
+
+
+def steps(*lines: str) -> str:
+    """A pgrep that finds slurmstepd (and slurmd), and lists these slurmstepd command lines with -a."""
+    listing = "\\n".join(lines)
+    return (
+        f'case "$1" in -a) printf "{listing}\\n"; exit 0;; esac\n'
+        + 'case "$2" in slurmstepd|slurmd) exit 0;; esac\nexit 1'
+    )
+
+
+def test_in_its_own_allocation_the_sweeps_job_does_not_count_as_busy(node):
+    tool(node, "pgrep", steps("101 slurmstepd: [42.extern]", "102 slurmstepd: [42.batch]", "103 slurmstepd: [42.3]"))
+    tool(node, "squeue", 'printf "42\\n"')
+    done, facts = guard(node, NODECHECK_OWN_JOB="42", SLURM_JOB_ID="42")
+    assert refusal(facts) is None and facts["ran"] == "yes"
+
+
+@pytest.mark.parametrize(
+    "listing, queue, env, why",
+    [
+        (("101 slurmstepd: [42.batch]", "202 slurmstepd: [7.0]"), "42", {}, "a step of another Slurm job"),
+        (("101 slurmstepd: [420.batch]",), "", {}, "a step of another Slurm job"),  # 420 is not 42
+        (("101 slurmstepd: [42.batch]",), "42\\n7", {}, "Slurm jobs are allocated on this node: 7"),
+        (("101 slurmstepd: [42.batch]",), "42", {"SLURM_JOB_ID": "7"}, "inside Slurm job 7"),
+    ],
+)
+def test_another_job_still_refuses_beside_the_sweeps_own(node, listing, queue, env, why):
+    tool(node, "pgrep", steps(*listing))
+    tool(node, "squeue", f'printf "{queue}\\n"')
+    _, facts = guard(node, NODECHECK_OWN_JOB="42", **env)
+    assert refusal(facts).startswith(why), refusal(facts)
+
+
+def test_an_own_job_that_is_not_a_job_id_exempts_nothing(node):
+    tool(node, "pgrep", steps("101 slurmstepd: [42.batch]"))
+    _, facts = guard(node, NODECHECK_OWN_JOB="42 || true")
+    assert refusal(facts) == "a Slurm job step is running on this node (slurmstepd)"

@@ -200,3 +200,59 @@ def test_an_incomplete_run_whose_results_all_passed_never_exits_0():
     assert cut.status is Status.PASS and cut.exit_code == 3
     assert json.loads(report_json.dumps(cut))["exit_code"] == 3
     assert dataclasses.replace(sample(), complete=False).exit_code == 2
+
+
+def test_redacted_masks_every_copy_of_a_repeated_argv_and_message():
+    # a probe's argv and a verdict's text repeat on every node: each distinct text is scanned once
+    # (issue 22), and every copy, in every result's evidence and every capture, still comes out masked
+    argv = ("sh", "-c", "probe --token s3cr3t-value", "HF_TOKEN=abcdef")
+    names = [f"gpu{i:03d}" for i in range(1, 5)]
+    results = tuple(
+        CheckResult(
+            "x.check",
+            (node,),
+            Verdict(Status.PASS, "env HF_TOKEN=abcdef seen", "HF_TOKEN=abcdef", {}, {}, "HF_TOKEN=abcdef"),
+            (Evidence(node, "p", argv, 0, f"captures/{node}/p.txt"),),
+        )
+        for node in names
+    )
+    caps = tuple(Capture(n, "p", argv, Outcome.EXITED, 0, "", "", 0.1, "HF_TOKEN=abcdef") for n in names)
+    report = dataclasses.replace(sample(), nodes=tuple((n, n) for n in names), results=results, captures=caps)
+    out = report_json.redacted(report)
+    masked = ("sh", "-c", "probe --token <redacted>", "HF_TOKEN=<redacted>")
+    assert [e.argv for r in out.results for e in r.evidence] == [masked] * 4
+    assert [c.argv for c in out.captures] == [masked] * 4
+    assert {(r.verdict.message, r.verdict.subject, r.verdict.excerpt) for r in out.results} == {
+        ("env HF_TOKEN=<redacted> seen", "HF_TOKEN=<redacted>", "HF_TOKEN=<redacted>")
+    }
+    assert [c.detail for c in out.captures] == ["HF_TOKEN=<redacted>"] * 4
+    assert "abcdef" not in report_json.dumps(report) and "s3cr3t" not in report_json.dumps(report)
+
+
+def test_store_syncs_every_file_and_directory_before_it_publishes(tmp_path, monkeypatch):
+    # the fsyncs run several at a time (issue 22: 32,000 captures at 2,000 nodes); still, nothing is
+    # renamed into place before every file's bytes and every directory's entries are on disk
+    from nodecheck.report import store as store_module
+
+    synced: set[str] = set()
+    real_fsync, real_publish = os.fsync, store_module._publish
+    lock = __import__("threading").Lock()
+
+    def fsync(fd):
+        with lock:
+            synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    seen_at_publish: dict[str, set[str]] = {}
+
+    def publish(tmp, root, run_id):
+        seen_at_publish["written"] = {str(p) for p in tmp.rglob("*")} | {str(tmp)}
+        seen_at_publish["synced"] = set(synced)
+        return real_publish(tmp, root, run_id)
+
+    monkeypatch.setattr(store_module.os, "fsync", fsync)
+    monkeypatch.setattr(store_module, "_publish", publish)
+    where = store(sample(40), "summary\n", tmp_path / "reports")
+    assert len(seen_at_publish["written"]) > 40 + 39  # 39 captures, their node folders, report.json ...
+    assert seen_at_publish["written"] <= seen_at_publish["synced"]
+    assert (where / "captures/gpu001/ibstat.txt").read_text() == "CA 'mlx5_0'\n"

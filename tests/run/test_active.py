@@ -191,3 +191,21 @@ def test_an_active_check_reports_typed_data_and_undone_work_and_the_report_keeps
     assert report.extras == {"t.active": {"cells": {"n1": {"n2": 1.5}}, "incomplete": [why]}}
     assert not report.complete and report.incomplete_reason == f"t.active: {why}"
     assert to_dict(report)["extras"] == report.extras
+
+
+def test_every_active_step_is_told_the_job_the_run_tests_in_and_only_a_job_id(tmp_path):
+    import threading
+    import time
+
+    from nodecheck.core.model import Node, Probe
+    from nodecheck.run.active import CommandRunner
+    from nodecheck.transport.local import LocalTransport
+
+    probe = Probe("own", ("sh", "-c", 'echo "${NODECHECK_OWN_JOB:-none}"'))
+    node = Node("here", "localhost")
+    said = []
+    for own in ("4242", "42; reboot", None):
+        runner = CommandRunner(LocalTransport(), time.monotonic() + 30, threading.Event(), own_job=own)
+        said.append(runner.run(node, probe).stdout)
+        runner.close()
+    assert said == ["4242\n", "none\n", "none\n"]

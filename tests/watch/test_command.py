@@ -20,8 +20,8 @@ from typing import ClassVar
 import pytest
 
 from nodecheck import cli
+from nodecheck.app.slurm import SlurmError
 from nodecheck.core.model import Capture, Outcome
-from nodecheck.gate.slurm import SlurmError
 from nodecheck.watch import classify
 from nodecheck.watch import command as wcmd
 from nodecheck.watch.onhang import CANCEL_SCRIPT, cancel_probe

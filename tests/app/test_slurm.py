@@ -1,4 +1,4 @@
-"""nodecheck.gate.slurm against a fake scontrol: exact argv, the drain etiquette, timeouts, reasons, hostlists."""
+"""nodecheck.app.slurm against a fake scontrol: exact argv, the drain etiquette, timeouts, reasons, hostlists."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.core.errors import ConfigError
-from nodecheck.core.hostlist import expand
-from nodecheck.gate.slurm import (
+from nodecheck.app.slurm import (
     MAX_REASON_CHARS,
     Change,
     Slurm,
@@ -21,6 +19,8 @@ from nodecheck.gate.slurm import (
     is_ours,
     resume_politely,
 )
+from nodecheck.core.errors import ConfigError
+from nodecheck.core.hostlist import expand
 from nodecheck.parsers.slurm import parse_show_node
 from tests.fakes import scontrol as fake_scontrol
 from tests.helpers import data, marked_reason

@@ -28,6 +28,8 @@ from nodecheck.parsers.slurm import (
     SQUEUE_FORMAT,
     JobRecord,
     NodeState,
+    parse_reservation_nodes,
+    parse_sbatch_parsable,
     parse_show_node,
     parse_squeue_job,
     reason_mark,
@@ -161,6 +163,116 @@ class Slurm:
         Slurm allocates it; a job submitted with --no-requeue is refused by Slurm (SlurmError)."""
         self._run([self.scontrol, "requeue", _job_id(jobid)])
 
+    # ---- sweep --slurm-submit (fleet.submit) -----------------------------------------------------
+
+    def node_states(self, names: Sequence[str], max_chars: int | None = None) -> dict[str, NodeState]:
+        """`scontrol show node a,b,...` for these nodes only, its output bounded (max_chars, default
+        64 KiB a node): SlurmError for more, for a name that is not one node, or for a node listed
+        that was not asked for. A node Slurm does not know is missing from the result (scontrol
+        lists the others) or, when it knows none of them, the whole call fails (SlurmError)."""
+        names = [_single(n) for n in names]
+        if not names:
+            return {}
+        argv = [self.scontrol, "show", "node", ",".join(names)]
+        out = self._run_capped(argv, max_chars or NODE_STATE_CHARS * len(names))
+        for line in out.split("\n"):  # a name or a state with control characters in it: not Slurm's
+            if _CONTROL.search(line) and not line.lstrip().startswith(_FREE) and not line.startswith(" " * 10):
+                raise SlurmError(
+                    f"scontrol show node: control characters in {excerpt(line.encode('unicode_escape').decode(), 120)}",
+                    argv=argv,
+                )
+        try:
+            states = parse_show_node(out)
+        except ParseError as e:
+            raise SlurmError(f"scontrol show node ({len(names)} nodes): {e}", argv=argv) from e
+        strangers = [n for n in states if n not in set(names)]
+        if strangers:
+            raise SlurmError(
+                f"scontrol show node listed {len(strangers)} node(s) not asked for, e.g. {strangers[0][:80]!r}",
+                argv=argv,
+            )
+        return states
+
+    def reservation_nodes(self, name: str) -> tuple[str, ...]:
+        """`scontrol show reservation -o NAME` -> its nodes (parse_reservation_nodes)."""
+        if not _SLURM_WORD.fullmatch(name):
+            raise SlurmError(f"{name!r} is not a Slurm reservation name", argv=())
+        argv = [self.scontrol, "show", "reservation", "-o", name]
+        out = self._run_capped(argv, RESERVATION_CHARS)
+        try:
+            return parse_reservation_nodes(out, name)
+        except ParseError as e:
+            raise SlurmError(f"{shlex.join(argv)}: {e}", argv=argv) from e
+
+    def submit(self, options: Sequence[str], script: str, sbatch: str | None = None) -> str:
+        """`sbatch --parsable OPTIONS SCRIPT` -> the job id. The options are sbatch's own, each one
+        argv word ("--nodelist=a,b"); nothing goes through a shell."""
+        argv = [sbatch or _beside(self.scontrol, "sbatch"), "--parsable", *options, script]
+        out = self._run_capped(argv, 4096)
+        try:
+            return parse_sbatch_parsable(out)
+        except ParseError as e:
+            raise SlurmError(f"sbatch: {e}", argv=argv) from e
+
+    def _run_capped(self, argv: list[str], max_chars: int) -> str:
+        """_run, but stdout and stderr bounded: more than max_chars of stdout (64 KiB of stderr) is
+        a SlurmError, read no further (the process is killed), never held in memory whole."""
+        import threading
+
+        command = shlex.join(argv) if len(argv) < 8 else shlex.join(argv[:3]) + f" ... ({len(argv)} words)"
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise SlurmError(f"{command}: cannot run {argv[0]!r}: {e.strerror or e}", argv=argv) from None
+        assert proc.stdout is not None and proc.stderr is not None
+        err_box: list[bytes] = []
+        reader = threading.Thread(target=lambda: err_box.append(_read_capped(proc.stderr, 65536)), daemon=True)
+        reader.start()
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            _kill_group(proc.pid)
+
+        timer = threading.Timer(self.timeout_s, expire)
+        timer.start()
+        try:
+            out = _read_capped(proc.stdout, max_chars)
+            too_much = len(out) > max_chars
+            if too_much:
+                _kill_group(proc.pid)
+            try:
+                proc.wait(timeout=self.timeout_s + KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait(timeout=KILL_WAIT_S)
+            reader.join(KILL_WAIT_S)
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+        err = (err_box[0] if err_box else b"").decode("utf-8", "replace")
+        text = out.decode("utf-8", "replace")
+        if too_much:
+            raise SlurmError(f"{command}: more than {max_chars} bytes of output; not read", argv=argv, stderr=err)
+        if expired.is_set():
+            raise SlurmError(f"{command}: no answer within {self.timeout_s:g} s; killed", argv=argv, stderr=err)
+        if proc.returncode != 0:
+            said = err.strip() or text.strip() or "(no output)"
+            raise SlurmError(
+                f"{command}: exit {proc.returncode}: {excerpt(one_line(said), 500)}",
+                argv=argv,
+                returncode=proc.returncode,
+                stderr=err,
+            )
+        return text
+
     def _run(self, argv: list[str], shown: str | None = None) -> str:
         """stdout of argv; SlurmError (its message starting with `shown`, default argv) if it cannot
         run, fails or outlives timeout_s (then killed with what it started)."""
@@ -204,6 +316,32 @@ class Slurm:
                 stderr=err,
             )
         return out
+
+
+NODE_STATE_CHARS = 65536  # what `scontrol show node` may print per node asked for (about 1 KiB is usual)
+RESERVATION_CHARS = 1 << 20
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_FREE = ("Reason=", "Comment=", "Extra=", "OS=")  # free text (a reason may hold anything): not judged here
+_SLURM_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}", re.ASCII)
+
+
+def _read_capped(stream, limit: int) -> bytes:
+    """Up to limit + 1 bytes of a stream (one more than allowed tells the caller it was too much)."""
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = stream.read1(min(65536, limit + 1 - size)) if hasattr(stream, "read1") else stream.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _beside(scontrol: str, tool: str) -> str:
