@@ -1,4 +1,4 @@
-"""Report ⇄ JSON (report_version 2). loads(dumps(r)) gives back r's results (a cross-node group in
+"""Report ⇄ JSON (report_version 3; 2 still read). loads(dumps(r)) gives back r's results (a cross-node group in
 NodeSet order), so sweeps can diff old reports."""
 
 from __future__ import annotations
@@ -16,10 +16,23 @@ from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status
 from nodecheck.core.redact import REDACTED, is_secret_name, redact_argv, redact_text
 from nodecheck.report import REPORT_VERSION, Report, capture_relpath
 
+READS = (2, REPORT_VERSION)  # the versions from_dict reads: a sweep's history holds older reports
+
 
 def to_dict(report: Report) -> dict:
     report = redacted(report)  # whatever a check or a probe let through
     shared = _Shared()
+    nodes = [
+        {
+            "node": name,
+            "address": address,
+            "status": report.node_status(name).value,
+            "healthy": report.node_status(name).healthy,
+            "results": [_result(r, name, shared) for r in report.results_for(name)],
+        }
+        for name, address in report.nodes
+    ]
+    captures = [_capture(c, shared) for c in report.captures]
     return {
         "report_version": REPORT_VERSION,
         "run_id": report.run_id,
@@ -38,17 +51,11 @@ def to_dict(report: Report) -> dict:
         "nodecheck_version": report.nodecheck_version,
         "summary": report.summary(),
         "excluded_nodes": list(report.excluded),
-        "nodes": [
-            {
-                "node": name,
-                "address": address,
-                "status": report.node_status(name).value,
-                "healthy": report.node_status(name).healthy,
-                "results": [_result(r, name, shared) for r in report.results_for(name)],
-            }
-            for name, address in report.nodes
-        ],
-        "captures": [_capture(c) for c in report.captures],
+        # each distinct command line once (a probe's script is kilobytes, and the same on every node):
+        # evidence and captures name theirs by its index here ("argv": 3)
+        "argvs": shared.argvs,
+        "nodes": nodes,
+        "captures": captures,
         "extras": report.extras,
     }
 
@@ -63,7 +70,8 @@ def active_extras(data, incomplete: Sequence[str]) -> dict:
 
 
 def dumps(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, sort_keys=False, default=str) + "\n"
+    """One line: indentation was 40 % of a fleet's report and 5x its render time (`jq .` shows it)."""
+    return json.dumps(to_dict(report), sort_keys=False, default=str) + "\n"
 
 
 def _ts(t: datetime) -> str:
@@ -77,6 +85,15 @@ class _Shared:
     def __init__(self) -> None:
         self._fold: dict[int, str] = {}
         self._evidence: dict[int, dict[str, list]] = {}
+        self.argvs: list[list[str]] = []  # the report's table of command lines
+        self._argv_ids: dict[tuple[str, ...], int] = {}
+
+    def argv(self, argv: tuple[str, ...]) -> int:
+        """The index of `argv` in the report's table of command lines."""
+        if argv not in self._argv_ids:
+            self._argv_ids[argv] = len(self.argvs)
+            self.argvs.append(list(argv))
+        return self._argv_ids[argv]
 
     def fold(self, r: CheckResult) -> str:
         if id(r) not in self._fold:
@@ -91,7 +108,7 @@ class _Shared:
                     {
                         "node": e.node,
                         "probe": e.probe,
-                        "argv": list(e.argv),
+                        "argv": self.argv(e.argv),
                         "exit_code": e.exit_code,
                         "capture": e.capture_path,
                     }
@@ -119,11 +136,11 @@ def _result(r: CheckResult, node: str, shared: _Shared) -> dict:
     }
 
 
-def _capture(c: Capture) -> dict:
+def _capture(c: Capture, shared: _Shared) -> dict:
     return {
         "node": c.node,
         "probe": c.probe,
-        "argv": list(c.argv),
+        "argv": shared.argv(c.argv),
         "outcome": c.outcome.value,
         "exit_code": c.exit_code,
         "duration_s": round(c.duration_s, 4),
@@ -135,8 +152,10 @@ def _capture(c: Capture) -> dict:
 
 def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | None = None) -> Report:
     """Rebuild a Report; capture texts are files beside report.json, passed in when wanted."""
-    if d.get("report_version") != REPORT_VERSION:
-        raise ValueError(f"report_version {d.get('report_version')!r}, this nodecheck reads {REPORT_VERSION}")
+    version = d.get("report_version")
+    if version not in READS:
+        raise ValueError(f"report_version {version!r}, this nodecheck reads {', '.join(map(str, READS))}")
+    argv = _argv_table(d)
     merged: dict[tuple[str, int], tuple[dict, list]] = {}
     for node in d["nodes"]:
         seen: dict[str, int] = {}
@@ -146,13 +165,13 @@ def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | N
             key = json.dumps({k: v for k, v in r.items() if k != "evidence"}, sort_keys=True)
             nth = seen[key] = seen.get(key, -1) + 1
             merged.setdefault((key, nth), (r, []))[1].extend(r["evidence"])
-    results = [_load_result(r, evidence) for r, evidence in merged.values()]
+    results = [_load_result(r, evidence, argv) for r, evidence in merged.values()]
     texts = captures_text or {}
     caps = tuple(
         Capture(
             c["node"],
             c["probe"],
-            tuple(c["argv"]),
+            argv(c["argv"]),
             Outcome(c["outcome"]),
             c["exit_code"],
             *texts.get((c["node"], c["probe"]), ("", "")),
@@ -186,13 +205,28 @@ def loads(text: str) -> Report:
     return from_dict(json.loads(text))
 
 
-def _load_result(r: dict, evidence: list) -> CheckResult:
+def _argv_table(d: dict):
+    """How an entry's "argv" reads: an index into the report's "argvs" (report_version 3), or the
+    command line itself (2: the sweeps' history keeps reports of earlier versions)."""
+    table = d.get("argvs", [])
+
+    def argv(ref) -> tuple[str, ...]:
+        if isinstance(ref, int) and not isinstance(ref, bool) and 0 <= ref < len(table):
+            return tuple(table[ref])
+        if isinstance(ref, list):
+            return tuple(ref)
+        raise ValueError(f"argv {ref!r} names no command line of the report")
+
+    return argv
+
+
+def _load_result(r: dict, evidence: list, argv) -> CheckResult:
     verdict = Verdict(Status(r["status"]), r["message"], r["subject"], r["observed"], r["expected"], r["excerpt"])
     return CheckResult(
         r["check"],
         tuple(NodeSet(r["group"])),
         verdict,
-        tuple(Evidence(e["node"], e["probe"], tuple(e["argv"]), e["exit_code"], e["capture"]) for e in evidence),
+        tuple(Evidence(e["node"], e["probe"], argv(e["argv"]), e["exit_code"], e["capture"]) for e in evidence),
     )
 
 

@@ -252,8 +252,11 @@ class Server:
                 self.rescan = False
                 self.scan()
             fds = {n.fd: n for n in self.nodes.values() if n.fd is not None and n.hang != "pending"}
+            poller = select.poll()  # not select(): a 1,024-node cluster has fds past FD_SETSIZE
+            for fd in (wake_r, *fds):
+                poller.register(fd, select.POLLIN)
             try:
-                ready, _, _ = select.select([wake_r, *fds], [], [], 2.0)
+                ready = [fd for fd, _ in poller.poll(2000)]
             except InterruptedError:
                 continue
             if not os.path.isdir(self.state_dir):

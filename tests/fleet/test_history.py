@@ -288,7 +288,7 @@ def test_sweep_json_is_one_document_with_the_changes(tmp_path, capsys, canned):
     capsys.readouterr()
     assert sweep(tmp_path, "--format", "json", "--history", str(tmp_path / "elsewhere.sqlite")) == 2
     doc = json.loads(capsys.readouterr().out)
-    assert doc["run_id"] == "20261129T110230Z_sweep" and doc["report_version"] == 2
+    assert doc["run_id"] == "20261129T110230Z_sweep" and doc["report_version"] == 3
     assert doc["sweep"]["history"] == str(tmp_path / "elsewhere.sqlite")
     assert doc["sweep"]["changes"]["first"] is True  # another history: nothing before
     assert doc["sweep"]["problems"] == [] and doc["sweep"]["gate"] == []

@@ -28,6 +28,17 @@ nc_netns_create() {
   ip -n "$name" addr add "$net.0/24" dev lo
 }
 
+# The ONE mapping from a node index to its address (Python twin: harness.sim.base.node_address):
+# node i of NET a.b.c is a.b.(c + (i-1)/254).((i-1)%254 + 1), so N <= 254 keeps a.b.c.1..N and the
+# cluster grows by /24 blocks (node255 = a.b.(c+1).1). No fork: the result goes into variable VAR.
+#   nc_node_addr VAR NET I
+NC_MAX_NODES=2540   # ten /24 blocks
+nc_node_addr() {
+  local -n _nc_out=$1
+  local net=$2 i=$3
+  _nc_out="${net%.*}.$((${net##*.} + (i - 1) / 254)).$(((i - 1) % 254 + 1))"
+}
+
 nc_netns_delete() {
   [ -e "/run/netns/$1" ] || return 0
   ip netns del "$1" 2>/dev/null || true

@@ -24,7 +24,7 @@
 #   * slurmctld: its own UTS namespace with hostname `ctl` (SlurmctldHost=ctl(127.0.0.1), port 16817),
 #     in the cluster's network namespace, and its own mount namespace where /etc/slurm is $R/etc.
 #   * slurmd -N nodeI: inside node I's UTS + mount + network namespaces (nsenter -t <sshd pid> -u -m -n),
-#     NodeAddr=$NET.I Port=17000+I: a Prolog or HealthCheckProgram on node3 has hostname node3 and
+#     NodeAddr=node I's address (lib.sh nc_node_addr) Port=17000+I: a Prolog or HealthCheckProgram on node3 has hostname node3 and
 #     node3's fake tools in /usr/local/sbin, and sees node3's clean /root (so anything under the real
 #     /root, e.g. a venv there, is invisible to it: `up` checks that the programs run there).
 #   * /etc/slurm/slurm.conf is there in slurmctld's and every node's mount namespace (a bind of $R/etc,
@@ -42,6 +42,8 @@
 #                        (AuthInfo keeps our socket=), e.g. "HealthCheckInterval=5"
 #   SLURM_UP_TIMEOUT     seconds to wait for every node idle (default 30)
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # nc_node_addr: the one index -> address mapping
 
 S=${NODECHECK_HARNESS_DIR:-${TMPDIR:-/tmp}/nodecheck-harness}
 S=$(realpath -m -- "$S")
@@ -238,8 +240,10 @@ write_conf() {   # write_conf FILE NODE_INDEX...: slurm.conf for these nodes and
       [[ $key != authinfo && $extra == *" $key "* ]] || echo "$line"   # AuthInfo: merged above
     done
     [ -z "${EXTRA_CONF:-}" ] || printf '%s\n' "$EXTRA_CONF" | grep -viE '^[[:space:]]*AuthInfo=' || true
+    local addr
     for i in "$@"; do
-      echo "NodeName=node$i NodeAddr=$NET.$i Port=$((SLURMD_PORT0 + i)) CPUs=$(nproc) RealMemory=1000"
+      nc_node_addr addr "$NET" "$i"
+      echo "NodeName=node$i NodeAddr=$addr Port=$((SLURMD_PORT0 + i)) CPUs=$(nproc) RealMemory=1000"
     done
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
   } > "$out"

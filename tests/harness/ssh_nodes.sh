@@ -1,7 +1,8 @@
 #!/bin/bash
 # nodecheck's simulated cluster: N "GPU nodes", each a real OpenSSH sshd (root only).
 #
-#   ssh_nodes.sh up N            node1..nodeN (N <= 254) at $NET.1..$NET.N:$PORT; refuses if already up
+#   ssh_nodes.sh up N            node1..nodeN (N <= 2540) at $NET.1..$NET.254, then the next /24s
+#                                (lib.sh nc_node_addr: node255 = a.b.(c+1).1), port $PORT; refuses if already up
 #   ssh_nodes.sh down            stop every process started on any node, remove the state dir
 #   ssh_nodes.sh stop NODE       "power off" NODE: kill its sshd and everything running on it
 #   ssh_nodes.sh start NODE      start a stopped NODE again (same host key)
@@ -43,6 +44,8 @@
 # Processes are tracked by each node's mount-namespace id ($S/nodes/nodei/mntns), so `down` and
 # `stop` also end sessions and hung fake tools, not just the sshd listener.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # nc_node_addr: the index -> address mapping
 
 S=${NODECHECK_HARNESS_DIR:-${TMPDIR:-/tmp}/nodecheck-harness}
 S=$(realpath -m -- "$S")
@@ -297,15 +300,18 @@ wait_nodes() {
     ((${#left[@]})) && sleep 0.05
   done
   failed+=("${left[@]}")
+  local a
   for i in "${failed[@]}"; do
-    echo "node$i ($NET.$i:$PORT) did not start: $(cat "$S/nodes/node$i/start.log" "$S/nodes/node$i/sshd.log" 2>/dev/null | tr '\n' ' ')" >&2
+    nc_node_addr a "$NET" "$i"
+    echo "node$i ($a:$PORT) did not start: $(cat "$S/nodes/node$i/start.log" "$S/nodes/node$i/sshd.log" 2>/dev/null | tr '\n' ' ')" >&2
   done
   ((${#failed[@]} == 0)) || exit 1
 }
 
 host_key_line() {   # known_hosts line for node $1
-  local i=$1 names
-  if [ "$PORT" = 22 ]; then names="node$i,$NET.$i"; else names="[node$i]:$PORT,[$NET.$i]:$PORT"; fi
+  local i=$1 names a
+  nc_node_addr a "$NET" "$i"
+  if [ "$PORT" = 22 ]; then names="node$i,$a"; else names="[node$i]:$PORT,[$a]:$PORT"; fi
   local type key
   read -r type key _ < "$S/nodes/node$i/ssh_host_ed25519_key.pub"
   echo "$names $type $key"
@@ -314,11 +320,15 @@ host_key_line() {   # known_hosts line for node $1
 keygen() { ssh-keygen -q -t ed25519 -N '' -C "$2" -f "$1" </dev/null >/dev/null; }
 
 up() {
-  local n=${1:-} i d
+  local n=${1:-} i d a b blocks pats
   NET=${NODECHECK_HARNESS_NET:-127.0.1}
   PORT=${NODECHECK_HARNESS_PORT:-22}
-  [[ $n =~ ^[1-9][0-9]*$ ]] && ((n <= 254)) || die "N must be 1..254, got '${n}'"
+  [[ $n =~ ^[1-9][0-9]*$ ]] && ((n <= NC_MAX_NODES)) || die "N must be 1..$NC_MAX_NODES, got '${n}'"
   [[ $NET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] || die "NODECHECK_HARNESS_NET must look like 127.0.1, got '$NET'"
+  blocks=$(((n + 253) / 254))   # /24 blocks: NET, then the next third octets
+  ((${NET##*.} + blocks - 1 <= 255)) || die "$n nodes need $blocks /24 blocks from $NET: past .255"
+  # sshd per node, plus its sessions: lift the soft open-files limit to the hard one (children inherit)
+  ulimit -S -n "$(ulimit -H -n)" 2>/dev/null || true
   [[ $PORT =~ ^[1-9][0-9]*$ ]] && ((PORT <= 65535)) || die "bad NODECHECK_HARNESS_PORT '$PORT'"
   [ "$(id -u)" = 0 ] || die "must run as root (it starts sshd in new namespaces)"
   [ -x "$SSHD" ] || die "$SSHD not found (apt-get install openssh-server; or run tests/harness/setup.sh)"
@@ -350,18 +360,21 @@ up() {
   printf 'N=%s\nNET=%s\nPORT=%s\nNETNS=%s\nPYSITE=%s\n' "$n" "$NET" "$PORT" "$(stat -L -c %i /proc/$$/ns/net)" "$PYSITE" > "$S/harness.env"
 
   {
-    printf 'Host node* %s.*\n' "$NET"
+    pats=
+    for ((b = 0; b < blocks; b++)); do pats+=" ${NET%.*}.$((${NET##*.} + b)).*"; done
+    printf 'Host node*%s\n' "$pats"
     printf '  User root\n  Port %s\n  IdentityFile %s/id_ed25519\n  IdentitiesOnly yes\n' "$PORT" "$S"
     printf '  UserKnownHostsFile %s/known_hosts\n  GlobalKnownHostsFile /dev/null\n' "$S"
     printf '  StrictHostKeyChecking yes\n  BatchMode yes\n  ConnectTimeout 5\n'
-    for ((i = 1; i <= n; i++)); do printf 'Host node%s\n  HostName %s.%s\n' "$i" "$NET" "$i"; done
+    for ((i = 1; i <= n; i++)); do nc_node_addr a "$NET" "$i"; printf 'Host node%s\n  HostName %s\n' "$i" "$a"; done
   } > "$S/ssh_config"
   : > "$S/known_hosts"
   for ((i = 1; i <= n; i++)); do
     [ -s "$S/nodes/node$i/ssh_host_ed25519_key.pub" ] || die "ssh-keygen failed for node$i"
     host_key_line "$i" >> "$S/known_hosts"
     d=$S/nodes/node$i
-    printf '%s\n' "ListenAddress $NET.$i:$PORT" "HostKey $d/ssh_host_ed25519_key" \
+    nc_node_addr a "$NET" "$i"
+    printf '%s\n' "ListenAddress $a:$PORT" "HostKey $d/ssh_host_ed25519_key" \
       "PidFile $d/sshd.pid" "AuthorizedKeysFile $S/authorized_keys" \
       "PermitRootLogin prohibit-password" "PasswordAuthentication no" \
       "KbdInteractiveAuthentication no" "UsePAM no" \
@@ -377,11 +390,17 @@ up() {
     echo "  identity_file: $S/id_ed25519"
     echo "  known_hosts: $S/known_hosts"
     echo "nodes:"
-    if ((n == 1)); then
-      printf '  node1:\n    address: %s.1\n' "$NET"
-    else
-      printf '  node[1-%s]:\n    address: %s.[1-%s]\n' "$n" "$NET" "$n"
-    fi
+    # one entry per /24 block: node[255-508] at a.b.(c+1).[1-254], ...
+    for ((b = 0; b < blocks; b++)); do
+      local first=$((b * 254 + 1)) last=$(((b + 1) * 254))
+      ((last <= n)) || last=$n
+      if ((first == last)); then
+        nc_node_addr a "$NET" "$first"
+        printf '  node%s:\n    address: %s\n' "$first" "$a"
+      else
+        printf '  node[%s-%s]:\n    address: %s.%s.[1-%s]\n' "$first" "$last" "${NET%.*}" "$((${NET##*.} + b))" "$((last - first + 1))"
+      fi
+    done
   } > "$S/hosts.yml"
   cat > "$S/env.sh" <<EOF
 # source me: plain ssh/pdsh against the simulated cluster
@@ -393,7 +412,8 @@ EOF
   for ((i = 1; i <= n; i++)); do start_node "$i" & ((i % 8)) || wait; done; wait
   wait_nodes $(seq 1 "$n")
   hangfs_sync $(seq 1 "$n")
-  echo "up: $n nodes at $NET.1-$n:$PORT, state $S (ssh -F $S/ssh_config node1 hostname)"
+  nc_node_addr a "$NET" "$n"
+  echo "up: $n nodes at $NET.1-$a:$PORT, state $S (ssh -F $S/ssh_config node1 hostname)"
 }
 
 down() {
@@ -555,9 +575,10 @@ fabric_clear() {
 }
 
 status() {
-  local i p
+  local i p a
   for ((i = 1; i <= N; i++)); do
-    if p=$(sshd_pid "$i"); then echo "node$i $NET.$i:$PORT up $p"; else echo "node$i $NET.$i:$PORT down -"; fi
+    nc_node_addr a "$NET" "$i"
+    if p=$(sshd_pid "$i"); then echo "node$i $a:$PORT up $p"; else echo "node$i $a:$PORT down -"; fi
   done
 }
 
@@ -574,5 +595,5 @@ case "$cmd" in
   pid) load_env; i=$(node_index "${1:-}"); sshd_pid "$i" || die "node$i is not running" ;;
   drop-sessions) load_env; drop_sessions "${1:-}" ;;
   fabric-clear) load_env; fabric_clear ;;
-  *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

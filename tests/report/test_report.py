@@ -51,7 +51,7 @@ def sample(n=6, complete=True):
 
 def test_json_has_the_documented_schema():
     d = json.loads(report_json.dumps(sample()))
-    assert (d["report_version"], d["status"], d["exit_code"], d["complete"]) == (2, "fail", 2, True)
+    assert (d["report_version"], d["status"], d["exit_code"], d["complete"]) == (3, "fail", 2, True)
     assert d["started"] == "2026-11-29T09:00:00.000000Z"
     assert d["summary"] == {"pass": 4, "unreachable": 1, "fail": 1}
     assert [n["status"] for n in d["nodes"]] == ["pass"] * 4 + ["fail", "unreachable"]

@@ -177,7 +177,7 @@ def test_no_secret_reaches_the_report_directory(tmp_path):
     assert SECRET.encode() not in everything_under(where)
     doc = json.loads((where / "report.json").read_text())
     cap = next(c for c in doc["captures"] if c["probe"] == "nccl_tests")
-    assert cap["argv"] == [
+    assert doc["argvs"][cap["argv"]] == [
         "env",
         "HF_TOKEN=<redacted>",
         "all_reduce_perf",

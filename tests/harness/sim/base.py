@@ -10,6 +10,23 @@ from pathlib import Path
 
 from harness.sim.common import SCRIPT, TOOL_NAME, HarnessError, atomic_write, read_pid
 
+NODES_PER_BLOCK = 254
+MAX_NODES = 2540  # ten /24 blocks (tests/harness/lib.sh NC_MAX_NODES)
+
+
+def node_address(net: str, index: int) -> str:
+    """Node `index`'s address in a cluster at `net` ("a.b.c"): a.b.(c + (i-1)//254).((i-1)%254 + 1), so a
+    cluster of up to 254 nodes is a.b.c.1..N and a bigger one goes on in the next /24s. The one mapping
+    (its shell twin: tests/harness/lib.sh nc_node_addr)."""
+    m = re.fullmatch(r"([0-9]{1,3}\.[0-9]{1,3})\.([0-9]{1,3})", net)
+    if not m or not 1 <= index <= MAX_NODES:
+        raise ValueError(f"no address for node {index} in {net!r}")
+    block, host = divmod(index - 1, NODES_PER_BLOCK)
+    third = int(m.group(2)) + block
+    if third > 255:
+        raise ValueError(f"node {index} of {net}.* is past .255")
+    return f"{m.group(1)}.{third}.{host + 1}"
+
 
 class ClusterBase:
     """State and primitives every concern of SimCluster builds on."""
@@ -45,7 +62,7 @@ class ClusterBase:
         return self._env()["PORT"] if self.is_up else self._port
 
     def address(self, node: str) -> str:
-        return f"{self.net}.{self._index(node)}"
+        return node_address(self.net, self._index(node))
 
     def node_dir(self, node: str) -> Path:
         return self.state_dir / "nodes" / f"node{self._index(node)}"
