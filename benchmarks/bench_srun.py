@@ -23,10 +23,25 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_fanout import measure_wait4  # noqa: E402
 from harness.cluster import SimCluster  # noqa: E402
 from harness.scenarios import IBSTAT_HEALTHY, Replay, apply, gpu_node, node_os  # noqa: E402
-from harness.sim_playbooks import shipped_for_sim  # noqa: E402
 
 NODECHECK = str(Path(sys.executable).parent / "nodecheck")
 IB_ONLY = ROOT / "tests/data/playbooks/ib-only.yml"
+# the demo playbook's passive GPU and IB checks: 4 probes per node, one of them the NVML probe
+# (`python3 -` with the probe on stdin) on every node
+GPU_IB = """\
+version: 1
+deadline_s: 120
+checks:
+  ib.ports: {timeout_s: 5, link_layer: InfiniBand, min_rate_gbps: 400, expected_ports: 8}
+  gpu.count: {expect: 8, name: "NVIDIA H100 80GB HBM3"}
+  gpu.health: {expected_nvlinks: 18, power_limit_w: {warn_below: 700, fail_below: 350}}
+  gpu.processes: {}
+  gpu.xid: {since: boot}
+  node.oom: {since: 24h}
+  gpu.driver: {drift: fail}
+  cuda.version: {drift: fail}
+  kernel.version: {drift: fail}
+"""
 
 
 def one(cluster: SimCluster, transport: str, job: str, playbook: str, out: Path) -> dict:
@@ -58,7 +73,8 @@ def main() -> int:
         cluster.slurm_up(cluster.nodes, extra_conf=["SchedulerParameters=sched_interval=1"], timeout=120)
         job = str(cluster.sbatch(f"-N{args.nodes}", "--exclusive", wrap="sleep 3600"))
         cluster.wait_job(int(job), ("RUNNING",), timeout=120)
-        books = {"ib-only (1 probe)": str(IB_ONLY), "prolog (sim)": str(shipped_for_sim("prolog", work))}
+        (work / "gpu-ib.yml").write_text(GPU_IB)
+        books = {"ib-only (1 probe)": str(IB_ONLY), "GPU + IB passive (NVML probe)": str(work / "gpu-ib.yml")}
         for label, book in books.items():
             runs: dict[str, list[dict]] = {"srun": [], "ssh": []}
             for i in range(args.repeat):
@@ -78,6 +94,27 @@ def main() -> int:
                         f"{max(r['peak_rss_mb'] for r in rs):.0f} MB",
                     ]
                 )
+        # what one step costs here, nodecheck aside: 64 slurmstepd start on this machine's 2 cores (on a
+        # cluster each on its own node)
+        bare = [
+            measure_wait4(
+                ["srun", f"--jobid={job}", "--overlap", f"-N{args.nodes}", "--ntasks-per-node=1", "/bin/true"],
+                env=cluster.slurm_env(),
+                stdout="/dev/null",
+            )
+            for _ in range(args.repeat)
+        ]
+        walls = [r["wall_s"] for r in bare]
+        rows.append(
+            [
+                "(none: `srun -N n /bin/true`)",
+                "srun alone",
+                f"{statistics.median(walls):.2f} s ({min(walls):.2f}-{max(walls):.2f})",
+                f"{statistics.median(r['cpu_s'] for r in bare):.2f} s",
+                "",
+                f"{max(r['peak_rss_mb'] for r in bare):.0f} MB",
+            ]
+        )
         cluster.slurm_command("scancel", job, check=False)
         cluster.slurm_down()
     print(f"{args.nodes} nodes, {args.repeat} runs each, alternating; {time.strftime('%Y-%m-%d')}")

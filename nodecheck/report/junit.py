@@ -17,7 +17,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 
 from nodecheck.core.hostlist import fold
-from nodecheck.core.model import Capture, CheckResult, Status, worst
+from nodecheck.core.model import Capture, CheckResult, Evidence, Status, worst
 from nodecheck.report import Report, capture_relpath
 
 RUN_SUITE = "nodecheck.run"
@@ -47,10 +47,12 @@ def render(report: Report) -> str:
     for c in captures.values():
         node_seconds[c.node] += c.duration_s
     folds: dict[int, str] = {}  # a drift result over 1000 nodes is folded once
+    evidence = _Evidence()  # ...and its evidence indexed by node once (not searched once per node)
     root = ET.Element("testsuites", name=_clean(f"nodecheck {report.playbook}"))
     suites = [_run_suite(report)]
     suites += [
-        _node_suite(report, node, i, captures, folds, node_seconds[node]) for i, node in enumerate(report.node_names, 1)
+        _node_suite(report, node, i, captures, folds, evidence, node_seconds[node])
+        for i, node in enumerate(report.node_names, 1)
     ]
     for key in ("tests", "failures", "errors"):
         root.set(key, str(sum(int(s.attrib[key]) for s in suites)))
@@ -102,6 +104,7 @@ def _node_suite(
     index: int,
     captures: dict[tuple[str, str], Capture],
     folds: dict[int, str],
+    evidence: _Evidence,
     seconds: float,
 ) -> ET.Element:
     suite = _suite(node, report, index)
@@ -110,7 +113,7 @@ def _node_suite(
     for r in report.results_for(node):
         by_check[r.check].append(r)
     for check, results in by_check.items():
-        _testcase(suite, node, check, results, captures, folds)
+        _testcase(suite, node, check, results, captures, folds, evidence)
     if not by_check:
         case = ET.SubElement(suite, "testcase", classname=_classname(node), name=NO_RESULT_CASE, time=_seconds(0))
         _outcome(case, "error", "no check produced a result for this node", "error", "")
@@ -126,9 +129,11 @@ def _testcase(
     results: list[CheckResult],
     captures: dict[tuple[str, str], Capture],
     folds: dict[int, str],
+    evidence: _Evidence,
 ) -> None:
     """Add one (node, check) testcase; its time is that of the captures its verdicts read."""
-    probes = list(dict.fromkeys(e.probe for r in results for e in r.evidence if e.node == node))
+    mine = [e for r in results for e in evidence.of(r, node)]
+    probes = list(dict.fromkeys(e.probe for e in mine))
     seconds = sum(captures[(node, p)].duration_s for p in probes if (node, p) in captures)
     case = ET.SubElement(suite, "testcase", classname=_classname(node), name=_clean(check), time=_seconds(seconds))
     status = worst(r.verdict.status for r in results)
@@ -140,7 +145,7 @@ def _testcase(
         message = _subject(first) + first.verdict.message + (f" (and {others} more)" if others else "")
         _outcome(case, element, message, status.value, "\n".join(lines))
     out = [] if element is not None else lines  # a pass (or warning) says what was seen here
-    out += [f"evidence: {p}" for p in _evidence_paths(node, probes, results, captures)]
+    out += [f"evidence: {p}" for p in _evidence_paths(node, probes, mine, captures)]
     if out:
         ET.SubElement(case, "system-out").text = _clean("\n".join(out))
 
@@ -168,11 +173,28 @@ def _subject(r: CheckResult) -> str:
     return f"{r.verdict.subject}: " if r.verdict.subject else ""
 
 
+class _Evidence:
+    """Each result's evidence by node, indexed the first time a node asks: a drift result over N
+    nodes carries N entries, and searching them once per node made the XML quadratic (154 s at
+    16,000 nodes)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[int, dict[str, list[Evidence]]] = {}
+
+    def of(self, r: CheckResult, node: str) -> list[Evidence]:
+        if id(r) not in self._by_node:
+            index: dict[str, list[Evidence]] = defaultdict(list)
+            for e in r.evidence:
+                index[e.node].append(e)
+            self._by_node[id(r)] = index
+        return self._by_node[id(r)].get(node, [])
+
+
 def _evidence_paths(
-    node: str, probes: list[str], results: list[CheckResult], captures: dict[tuple[str, str], Capture]
+    node: str, probes: list[str], mine: list[Evidence], captures: dict[tuple[str, str], Capture]
 ) -> list[str]:
     """Paths relative to the report directory: the evidence's own, plus stderr where there was some."""
-    paths = [e.capture_path for r in results for e in r.evidence if e.node == node and e.capture_path]
+    paths = [e.capture_path for e in mine if e.capture_path]
     for p in probes:
         c = captures.get((node, p))
         if c is not None and c.stderr:
