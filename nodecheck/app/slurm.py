@@ -55,6 +55,7 @@ __all__ = [
 # drain reason is read in `sinfo -R -o %E` and `scontrol show node`, so nodecheck keeps it short
 MAX_REASON_CHARS = 256
 KILL_WAIT_S = 2.0  # after SIGKILL, how long to collect what scontrol printed
+RUN_CHARS = 1 << 20  # what any Slurm command may print before it is cut off (a job, a drain: bytes)
 ELLIPSIS = "…"
 # One Slurm node name: a hostlist ("gpu[1-2]", "a,b") given to drain() would change many nodes.
 _SINGLE_NODE = re.compile(r"[^\s,\[\]=\"']+")
@@ -174,7 +175,7 @@ class Slurm:
         if not names:
             return {}
         argv = [self.scontrol, "show", "node", ",".join(names)]
-        out = self._run_capped(argv, max_chars or NODE_STATE_CHARS * len(names))
+        out = self._run(argv, max_chars=max_chars or NODE_STATE_CHARS * len(names))
         for line in out.split("\n"):  # a name or a state with control characters in it: not Slurm's
             if _CONTROL.search(line) and not line.lstrip().startswith(_FREE) and not line.startswith(" " * 10):
                 raise SlurmError(
@@ -198,7 +199,7 @@ class Slurm:
         if not _SLURM_WORD.fullmatch(name):
             raise SlurmError(f"{name!r} is not a Slurm reservation name", argv=())
         argv = [self.scontrol, "show", "reservation", "-o", name]
-        out = self._run_capped(argv, RESERVATION_CHARS)
+        out = self._run(argv, max_chars=RESERVATION_CHARS)
         try:
             return parse_reservation_nodes(out, name)
         except ParseError as e:
@@ -208,18 +209,19 @@ class Slurm:
         """`sbatch --parsable OPTIONS SCRIPT` -> the job id. The options are sbatch's own, each one
         argv word ("--nodelist=a,b"); nothing goes through a shell."""
         argv = [sbatch or _beside(self.scontrol, "sbatch"), "--parsable", *options, script]
-        out = self._run_capped(argv, 4096)
+        out = self._run(argv, max_chars=4096)
         try:
             return parse_sbatch_parsable(out)
         except ParseError as e:
             raise SlurmError(f"sbatch: {e}", argv=argv) from e
 
-    def _run_capped(self, argv: list[str], max_chars: int) -> str:
-        """_run, but stdout and stderr bounded: more than max_chars of stdout (64 KiB of stderr) is
-        a SlurmError, read no further (the process is killed), never held in memory whole."""
+    def _run(self, argv: list[str], shown: str | None = None, max_chars: int = RUN_CHARS) -> str:
+        """stdout of argv; SlurmError (its message starting with `shown`, default argv) if it cannot
+        run, fails, outlives timeout_s (then killed with what it started, in its own session) or
+        prints more than max_chars (64 KiB of stderr): read no further, never held in memory whole."""
         import threading
 
-        command = shlex.join(argv) if len(argv) < 8 else shlex.join(argv[:3]) + f" ... ({len(argv)} words)"
+        command = shown or (shlex.join(argv) if len(argv) < 8 else shlex.join(argv[:3]) + f" ... ({len(argv)} words)")
         try:
             proc = subprocess.Popen(
                 argv,
@@ -232,90 +234,56 @@ class Slurm:
         except OSError as e:
             raise SlurmError(f"{command}: cannot run {argv[0]!r}: {e.strerror or e}", argv=argv) from None
         assert proc.stdout is not None and proc.stderr is not None
+        out_box: list[bytes] = []
         err_box: list[bytes] = []
-        reader = threading.Thread(target=lambda: err_box.append(_read_capped(proc.stderr, 65536)), daemon=True)
-        reader.start()
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
+        readers = [
+            threading.Thread(target=lambda: out_box.append(_read_capped(proc.stdout, max_chars)), daemon=True),
+            threading.Thread(target=lambda: err_box.append(_read_capped(proc.stderr, 65536)), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        # bounded by time too: a child that left the session may hold the pipes open for ever
+        readers[0].join(self.timeout_s)
+        expired = readers[0].is_alive()
+        out = out_box[0] if out_box else b""
+        too_much = len(out) > max_chars
+        if expired or too_much:
             _kill_group(proc.pid)
-
-        timer = threading.Timer(self.timeout_s, expire)
-        timer.start()
         try:
-            out = _read_capped(proc.stdout, max_chars)
-            too_much = len(out) > max_chars
-            if too_much:
-                _kill_group(proc.pid)
+            proc.wait(timeout=KILL_WAIT_S if expired or too_much else self.timeout_s)
+        except subprocess.TimeoutExpired:
+            expired = True
+            _kill_group(proc.pid)
             try:
-                proc.wait(timeout=self.timeout_s + KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
                 proc.wait(timeout=KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        for reader, stream in zip(readers, (proc.stdout, proc.stderr)):
             reader.join(KILL_WAIT_S)
-        finally:
-            timer.cancel()
-            proc.stdout.close()
+            if not reader.is_alive():
+                stream.close()
+        out = out_box[0] if out_box else out
         err = (err_box[0] if err_box else b"").decode("utf-8", "replace")
         text = out.decode("utf-8", "replace")
         if too_much:
             raise SlurmError(f"{command}: more than {max_chars} bytes of output; not read", argv=argv, stderr=err)
-        if expired.is_set():
-            raise SlurmError(f"{command}: no answer within {self.timeout_s:g} s; killed", argv=argv, stderr=err)
-        if proc.returncode != 0:
-            said = err.strip() or text.strip() or "(no output)"
-            raise SlurmError(
-                f"{command}: exit {proc.returncode}: {excerpt(one_line(said), 500)}",
-                argv=argv,
-                returncode=proc.returncode,
-                stderr=err,
-            )
-        return text
-
-    def _run(self, argv: list[str], shown: str | None = None) -> str:
-        """stdout of argv; SlurmError (its message starting with `shown`, default argv) if it cannot
-        run, fails or outlives timeout_s (then killed with what it started)."""
-        command = shown or shlex.join(argv)
-        try:
-            # a new session, so a timeout kills scontrol and anything a wrapper script started
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=self.env,
-                start_new_session=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-            )
-        except OSError as e:  # not found, not executable
-            raise SlurmError(f"{command}: cannot run {argv[0]!r}: {e.strerror or e}", argv=argv) from None
-        try:
-            out, err = proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            try:  # a child that left the group may hold the pipes open
-                _, err = proc.communicate(timeout=KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                err = ""
+        if expired:
             raise SlurmError(
                 f"{command}: no answer within {self.timeout_s:g} s; killed"
                 + (f"; stderr: {excerpt(err.strip(), 500)!r}" if err.strip() else ""),
                 argv=argv,
                 stderr=err,
-            ) from None
+            )
         if proc.returncode != 0:
             # scontrol prints some failures on stdout ("Node x not found")
-            said = err.strip() or out.strip() or "(no output)"
+            said = err.strip() or text.strip() or "(no output)"
             raise SlurmError(
                 f"{command}: exit {proc.returncode}: {excerpt(said, 500)}",
                 argv=argv,
                 returncode=proc.returncode,
                 stderr=err,
             )
-        return out
+        return text
 
 
 NODE_STATE_CHARS = 65536  # what `scontrol show node` may print per node asked for (about 1 KiB is usual)
