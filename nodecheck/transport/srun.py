@@ -166,7 +166,6 @@ class _Step:
         held: list[subprocess.Popen] | None = None,
     ) -> None:
         self.t, self.work, self.deadline, self.stop, self.held = transport, dict(work), deadline, stop, held
-        self.by_name = {n.name: n for n in self.work}
         # what the commands leave running must outlive them (Probe.hold_s): only a session keeps a step
         holds = [p.hold_s for ps in self.work.values() for p in ps]
         self.hold_s = max(holds, default=0.0) if held is not None else 0.0
