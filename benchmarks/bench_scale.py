@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_fanout import PDSH_KEX, measure_wait4  # noqa: E402
+from bench_fanout import summarise as fanout_summary  # noqa: E402
 from harness.cluster import SimCluster  # noqa: E402
 from harness.scenarios import apply, gpu_node, node_os  # noqa: E402
 from harness.sim_playbooks import shipped_for_sim  # noqa: E402
@@ -139,16 +140,11 @@ def pdsh_run(cluster: SimCluster, script: str, probes: int, size: int, fanout: i
 
 
 def summarise(rows: list[dict], nodes: int) -> dict:
-    med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
+    """bench_fanout's figures, plus the CPU range per node and the runs themselves."""
     return {
-        "wall_s": med("wall_s"),
-        "wall_min_s": min(r["wall_s"] for r in rows),
-        "wall_max_s": max(r["wall_s"] for r in rows),
-        "cpu_s": med("cpu_s"),
-        "cpu_ms_per_node": med("cpu_s") * 1000 / nodes,
+        **fanout_summary(rows, nodes),
         "cpu_ms_per_node_min": min(r["cpu_s"] for r in rows) * 1000 / nodes,
         "cpu_ms_per_node_max": max(r["cpu_s"] for r in rows) * 1000 / nodes,
-        "peak_rss_mb": max(r["peak_rss_mb"] for r in rows),
         "runs": rows,
     }
 

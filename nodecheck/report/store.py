@@ -271,20 +271,20 @@ def _sync_tree(top: Path) -> None:
     _fsync_dir(top)
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+def _fsync(path: Path, kind: int) -> None:
+    fd = os.open(path, os.O_RDONLY | kind)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    _fsync(path, os.O_NOFOLLOW)
 
 
 def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(path, os.O_DIRECTORY)
 
 
 def _remove_stale_temporaries(root: Path) -> None:
