@@ -34,3 +34,16 @@ def canned(monkeypatch):
     monkeypatch.setattr(transports, "ensure_open_files", lambda n: None)
     monkeypatch.setattr(gatecmd, "run_gated", lambda *a, **kw: reports.pop(0))
     return reports
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless Chromium (Debian's, through its chromium-driver) for a module's tests; the
+    browser tests fail, never skip, where it is missing (tests/browser/chromium.py)."""
+    from tests.browser.chromium import chromium, missing
+
+    why = missing()
+    if why:
+        pytest.fail(why)  # a CI run must not go green on browser tests that did not run
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as b:
+        yield b

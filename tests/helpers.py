@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nodecheck.core.model import Capture, Outcome, Probe
+from nodecheck.core.progress import NULL_PROGRESS
 from nodecheck.parsers.slurm import reason_mark
 
 DATA = Path(__file__).parent / "data"
@@ -49,6 +50,7 @@ class SerialActiveContext:
     check = ""
     allow_disruptive = False
     parallel = 4
+    progress = NULL_PROGRESS
 
     def __init__(self) -> None:
         self.data = None

@@ -7,6 +7,7 @@ from argparse import Namespace
 from typing import NamedTuple
 
 from nodecheck.app import transports
+from nodecheck.app.progress_view import terminal_progress, wanted
 from nodecheck.app.signals import stop_on_signals
 from nodecheck.app.targets import reach
 from nodecheck.core.errors import ConfigError
@@ -119,7 +120,7 @@ def _sdc_reference(args: Namespace) -> SdcPins:
             hint="name the playbook whose gpu.sdc the pins are for: --sdc sweep, --sdc acceptance",
         )
     nodes, transport = reach(args)
-    with stop_on_signals() as stop:
+    with terminal_progress(wanted(args)) as progress, stop_on_signals() as stop:
         report = runner.run(
             dataclasses.replace(book, checks=screen),
             nodes,
@@ -128,6 +129,7 @@ def _sdc_reference(args: Namespace) -> SdcPins:
             deadline_s=args.deadline or book.deadline_s,
             stop=stop,
             allow_disruptive=True,
+            progress=progress,
         )
     not_pinned = [
         f"{r.nodes[0]}: {r.verdict.status.value}: {r.verdict.message}"
@@ -166,9 +168,15 @@ def _gather(args: Namespace):
     nodes, transport = reach(args)
     if not args.local:
         transports.ensure_open_files(min(args.fanout, len(nodes)))
-    with stop_on_signals() as stop:
+    with terminal_progress(wanted(args)) as progress, stop_on_signals() as stop:
         return facts.gather(
-            nodes, transport, fanout=args.fanout, deadline_s=args.deadline or FACTS_DEADLINE_S, image=image, stop=stop
+            nodes,
+            transport,
+            fanout=args.fanout,
+            deadline_s=args.deadline or FACTS_DEADLINE_S,
+            image=image,
+            stop=stop,
+            progress=progress,
         )
 
 

@@ -1,27 +1,62 @@
-"""The end of a run: the report stored, printed in the asked format, the exit code; and the
-progress bar while it runs."""
+"""The end of a run: the report stored, printed in the asked format, the exit code (the progress
+line while it runs: app/progress_view.py)."""
 
 from __future__ import annotations
 
 import sys
 from argparse import Namespace
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+
+
+def metrics_file(path: str) -> str:
+    """`run --metrics FILE`, checked before anything runs (an argparse type: a bad one exits 64):
+    node_exporter's textfile collector reads only *.prom files, from a directory that exists."""
+    from argparse import ArgumentTypeError
+    from pathlib import Path
+
+    target = Path(path)
+    if target.suffix != ".prom":
+        raise ArgumentTypeError(
+            f"{path}: node_exporter's textfile collector reads only *.prom files (e.g. {target.with_suffix('.prom')})"
+        )
+    if not target.parent.is_dir():
+        raise ArgumentTypeError(f"{path}: no directory {target.parent} (give the collector's textfile directory)")
+    return path
+
+
+def write_metrics(report, path: str | None, problems: int = 0) -> bool:
+    """The run as a Prometheus textfile (report/metrics.py, the metrics a sweep writes: statuses per
+    node and check, the measurements), replaced atomically so node_exporter never reads half of it.
+    False, said on stderr, when it could not be written; True when written or not asked for."""
+    if not path:
+        return True
+    from nodecheck.report import metrics
+    from nodecheck.report.diff import snapshot
+    from nodecheck.report.store import why
+
+    try:
+        metrics.write_atomic(path, metrics.render(snapshot(report), problems=problems))
+    except OSError as e:
+        print(f"nodecheck: error: could not write the metrics file {path}: {why(e)}", file=sys.stderr)
+        return False
+    return True
 
 
 def publish(report, args: Namespace) -> int:
     """Store the report, print it in the asked format; the exit code follows the report. A report
     that could not be written (a full or read-only disk) is said on stderr with the directory and
     the reason; the verdicts are still printed, and the run never exits 0 or 1 for it (3 then;
-    2 and 3 are kept): a lost report is not a clean bill of health."""
+    2 and 3 are kept): a lost report is not a clean bill of health. The same holds for the
+    metrics file (`--metrics`) when one was asked for and could not be written."""
     from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN, table
     from nodecheck.report import json as report_json
+    from nodecheck.report.html.run_page import page_or_none
     from nodecheck.report.store import store, why
 
     report = report_json.redacted(report)  # (the runner's reports already are: then this is free)
     summary, as_json = table.render(report), report_json.dumps(report)
+    html = page_or_none(report, lambda why_not: print(f"nodecheck: warning: {why_not}", file=sys.stderr))
     try:
-        where = str(store(report, summary, args.output_dir, as_json))
+        where = str(store(report, summary, args.output_dir, as_json, html=html))
     except OSError as e:
         print(
             f"nodecheck: error: could not write the report under {args.output_dir}: {why(e)}; nothing was left there",
@@ -29,7 +64,8 @@ def publish(report, args: Namespace) -> int:
         )
         where = None
     code = report.exit_code
-    if where is None and code in (EXIT_PASS, EXIT_WARN):
+    metrics_kept = write_metrics(report, getattr(args, "metrics", None), problems=int(where is None))
+    if (where is None or not metrics_kept) and code in (EXIT_PASS, EXIT_WARN):
         code = EXIT_UNKNOWN
     if args.format in ("json", "junit"):  # stdout is one document; the rest goes to stderr
         if args.format == "junit":
@@ -45,19 +81,7 @@ def publish(report, args: Namespace) -> int:
         sys.stdout.write(
             summary + (f"report: {where}\n" if where else f"report: NOT WRITTEN (see the error above); exit {code}\n")
         )
+    if getattr(args, "html", False) and where and html is not None:
+        sys.stdout.flush()  # after the report line, whichever stream that went to
+        print(f"report.html: {where}/report.html", file=sys.stderr)
     return code
-
-
-@contextmanager
-def progress(total: int, enabled: bool) -> Iterator[Callable[[object], None] | None]:
-    """A tqdm bar on a terminal only: the tick callback for each node done, or None without a bar."""
-    if not enabled:
-        yield None
-        return
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="node", file=sys.stderr, leave=False)
-    try:
-        yield lambda _node: bar.update(1)
-    finally:
-        bar.close()

@@ -7,7 +7,8 @@ from argparse import Namespace
 
 from nodecheck.app import transports
 from nodecheck.app.job_user import job_user_of, with_job_user
-from nodecheck.app.publish import progress, publish
+from nodecheck.app.progress_view import terminal_progress, wanted
+from nodecheck.app.publish import publish
 from nodecheck.app.signals import stop_on_signals
 from nodecheck.app.targets import own_job, select_targets
 
@@ -24,7 +25,7 @@ def run_command(args: Namespace) -> int:
     if not args.local:
         transports.ensure_open_files(min(args.fanout, len(nodes)))
     with (
-        progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick,
+        terminal_progress(wanted(args)) as progress,
         stop_on_signals() as stop,
     ):
         report = runner.run(
@@ -34,7 +35,7 @@ def run_command(args: Namespace) -> int:
             fanout=args.fanout,
             deadline_s=args.deadline,
             inventory=args.inventory,
-            on_node_done=tick,
+            progress=progress,
             stop=stop,
             excluded=[n.name for n in excluded],
             allow_disruptive=args.allow_disruptive,

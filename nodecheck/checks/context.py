@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from nodecheck.core.model import Capture, Node, Probe
+from nodecheck.core.progress import Progress
 from nodecheck.judging.pair_plan import Blame, Pair, Pairing, PairResult, Round, Steer
 
 T = TypeVar("T")
@@ -39,6 +40,9 @@ class ActiveContext(Protocol):
     captures: Mapping[str, Mapping[str, Capture]]  # node -> this check's passive captures
     allow_disruptive: bool  # --allow-disruptive on the command line
     order: Sequence[str]  # every node of the run, inventory order
+    # the check's sub-phases for a person watching ("level 2"); `each` over node names and
+    # `pair_rounds` (a phase per round, a pair per item) tell it their items themselves
+    progress: Progress
 
     @property
     def parallel(self) -> int:

@@ -240,6 +240,7 @@ def dcgm_diag(ctx: ActiveContext, want: DcgmDiag) -> Iterator[Grouped]:
         else:
             runnable.append(node)
     report = DcgmDiagReport(want.label)
+    ctx.progress.phase(want.label, len(runnable))
     done = ctx.each(runnable, lambda node: _run(ctx, want, node, report))
     ctx.report(report)
     for node, verdicts in zip(runnable, done):

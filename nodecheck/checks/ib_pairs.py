@@ -162,6 +162,7 @@ class RailResult:
             "status": self.status.value,
             "gbps": self.gbps,
             "message": self.message,
+            **({"floor": self.floor} if self.floor is not None else {}),
         }
 
 
@@ -179,6 +180,9 @@ class PairsReport:
     bad_links: tuple[tuple[str, str], ...]
     unresolved: tuple[str, ...]
     evidence: Mapping[str, str]  # bad node, "a-b" link or unresolved node -> why
+    # node -> its group_label value (the rack), so the report page can sort and aggregate by rack
+    groups: Mapping[str, str] | None = None
+    group_label: str | None = None
 
     def as_json(self, incomplete: Sequence[str]) -> dict:
         return {
@@ -193,6 +197,7 @@ class PairsReport:
             "bad_links": [list(p) for p in self.bad_links],
             "unresolved": list(self.unresolved),
             "evidence": dict(self.evidence),
+            **({"groups": dict(self.groups or {}), "group_label": self.group_label} if self.group_label else {}),
             **({"incomplete": list(incomplete)} if incomplete else {}),
         }
 
@@ -284,7 +289,7 @@ def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         steer=want.steer,
         max_rounds=want.max_rounds,
     )
-    ctx.report(_report_data(usable, tests, results, blame, want))
+    ctx.report(_report_data(usable, tests, results, blame, want, groups))
     for why in cut.values():
         ctx.incomplete(why)
     yield from _verdicts(usable, tests, blame, list(cut.values()), unrun)
@@ -818,7 +823,9 @@ def _first_excerpt(tests: list[RailResult]) -> str:
     return next((t.excerpt for t in tests if t.excerpt), "")
 
 
-def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) -> PairsReport:
+def _report_data(
+    nodes, tests: list[RailResult], results, blame, want: IbPairs, groups: Mapping[str, str] | None = None
+) -> PairsReport:
     """The report's ib.pairs block; a pair tested twice shows its slower test in the matrix."""
     matrix: dict[str, dict[str, float | None]] = {}
     for t in tests:
@@ -842,4 +849,6 @@ def _report_data(nodes, tests: list[RailResult], results, blame, want: IbPairs) 
             **{f"{p.a}-{p.b}": e.message for p, e in blame.bad_links.items()},
             **{n: e.message for n, e in blame.unresolved.items()},
         },
+        dict(groups or {}),
+        want.group_label,
     )

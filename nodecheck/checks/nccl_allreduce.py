@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Outcome, Probe, Status, Verdict, excerpt, worst
+from nodecheck.core.progress import single
 from nodecheck.core.redact import redact_text
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Floor, Relative
@@ -447,7 +448,8 @@ def _one_collective(
         want.launcher_args,
         want.json_report,
     )
-    capture = ctx.run(nodes[0], probe)
+    with single(ctx.progress, f"{what}: multi-node test", fold(nodes)):
+        capture = ctx.run(nodes[0], probe)
     full = _judge_capture(capture, want, what, ranks, want.floor(variant), env)
     runs.append(MultiTest(what, fold(nodes), ranks, full.status, full.busbw, redact_text(full.message), full.hang))
     scale = f"{len(nodes)} nodes ({fold(nodes)}), {ranks} ranks"

@@ -28,6 +28,11 @@ def main(argv: list[str] | None = None) -> int:
 
             print(list_checks(args.format), end="")
             return 0
+        if args.command == "explain":
+            from nodecheck.app.checks_command import explain_check
+
+            print(explain_check(args.check), end="")
+            return 0
         if args.command in ("prolog", "health"):
             from nodecheck.gate import command as gatecmd
 
@@ -52,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
             from nodecheck.fleet.history_command import history_command
 
             return history_command(args)
+        if args.command == "report":
+            from nodecheck.app.report_command import report_command
+
+            return report_command(args)
         if args.command == "import-nhc":
             from nodecheck.app.nhc_import import import_nhc_command
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from nodecheck.app.defaults import DEFAULT_FANOUT, MAX_CONNECT_TIMEOUT_S, MAX_DEADLINE_S, MAX_FANOUT
+from nodecheck.app.publish import metrics_file
 from nodecheck.cli.arguments import drain_on, hostlist, positive_float, positive_int, whole_number
 
 EXIT_CODES = """exit codes:
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(one testcase per node x check, for CI dashboards)",
     )
     run.add_argument("--output-dir", default="reports", help="where the report directory goes (default: reports/)")
+    run.add_argument("--html", action="store_true", help="print the path of the report's report.html")
     run.add_argument(
         "--job-env",
         metavar="FILE",
@@ -68,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="let checks the playbook enabled as disruptive run, on idle nodes only (roce.gid_stability "
         "takes RoCE ports down and up; DCGM levels >= 2, gpu.perf and gpu.sdc load the GPUs); without it "
         "they are SKIPPED, never run",
+    )
+    run.add_argument(
+        "--metrics",
+        type=metrics_file,
+        metavar="FILE",
+        help="also write the run as a Prometheus textfile here (node_exporter's textfile collector: a "
+        "*.prom file in its --collector.textfile.directory), atomically; the metrics `sweep --metrics` writes",
     )
     _target_args(run)
     facts = sub.add_parser(
@@ -100,13 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
     checks = sub.add_parser("checks", help="list every check with its description and parameters")
     checks.add_argument(
         "--format",
-        choices=("text", "markdown"),
+        choices=("text", "markdown", "json"),
         default="text",
-        help="text (default) or markdown: the checks reference docs/checks.md is this output",
+        help="text (default), markdown (the checks reference docs/checks.md is this output) or json "
+        "(every check with its parameters, probes, tools, statuses with examples and sources)",
     )
+    explain = sub.add_parser(
+        "explain",
+        help="one check: what it judges and why, its parameters, the tools it runs on the node, "
+        "each status it gives with an example message, and its sources",
+    )
+    explain.add_argument("check", metavar="CHECK", help="a check's name, e.g. ib.ports (`nodecheck checks` lists them)")
     _gate_parsers(sub)
     _job_parsers(sub)
     _import_nhc_parser(sub)
+    _report_parser(sub)
     return p
 
 
@@ -132,6 +149,37 @@ def _import_nhc_parser(sub) -> None:
         metavar="PLAYBOOK_YML",
         help="write the playbook here (replaced atomically); default: stdout",
     )
+
+
+REPORT_EPILOG = """Reads an earlier run's report directory (what `run`, `sweep` or `job-check` printed after
+`report:`); nothing is re-run.
+  show: the table `run` printed (a sweep's diff is in its summary.txt), or with --format the JSON
+        document or JUnit XML `run --format json|junit` printed; exits with the report's exit code
+        (0 pass, 1 warn, 2 fail, 3 could not judge), as the run did
+  html: (re)build report.html in it from report.json and the captures, and print its path
+exit codes: show as the stored run; html 0 written; 64 bad input (no such directory, a symbolic link,
+no report.json, not a report, a report_version this nodecheck does not read) or, for html, a page that
+could not be written (the message says which)"""
+
+
+def _report_parser(sub) -> None:
+    report = sub.add_parser(
+        "report",
+        help="an earlier run's report again, from its directory: its table, JSON or JUnit, or its report.html rebuilt",
+        epilog=REPORT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = report.add_subparsers(dest="report_command", parser_class=_Parser, required=True, metavar="{show,html}")
+    show = actions.add_parser("show", help="print the table (or JSON, JUnit) the run printed, from report.json")
+    show.add_argument("dir", metavar="DIR", help="the report directory, e.g. reports/20261206T154046Z_demo")
+    show.add_argument(
+        "--format",
+        choices=["table", "json", "junit"],
+        default="table",
+        help="the human table (default), the JSON document, or JUnit XML: what `run --format` printed",
+    )
+    html = actions.add_parser("html", help="(re)build DIR/report.html from report.json and the captures")
+    html.add_argument("dir", metavar="DIR", help="the report directory, e.g. reports/20261206T154046Z_demo")
 
 
 JOB_CHECK_EPILOG = """A gate the launcher runs before srun/torchrun, e.g. in the batch script:
@@ -500,6 +548,12 @@ def _gate_parsers(sub) -> None:
         "--last", type=positive_int(100_000), default=10, metavar="N", help="the last N sweeps (default 10)"
     )
     history.add_argument("--format", choices=["table", "json"], default="table")
+    history.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the fleet page (status grid per node and sweep, repeat offenders, measurements over "
+        "time, what changed) of the latest sweep's playbook to FILE and print its path; '-' for stdout",
+    )
 
 
 def _submit_args(sweep: argparse.ArgumentParser) -> None:

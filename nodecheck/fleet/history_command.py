@@ -24,7 +24,11 @@ from nodecheck.report.diff import (
 
 
 def history_command(args: Namespace) -> int:
-    """`nodecheck history [--node N] [--check C] [--last K] [--show WHAT]`: per sweep, oldest first."""
+    """`nodecheck history [--node N] [--check C] [--last K] [--show WHAT] [--html FILE]`: per sweep, oldest first."""
+    if getattr(args, "html", None):  # the fleet page instead of the table (fleet/fleet_page.py)
+        from nodecheck.fleet.fleet_page import html_command
+
+        return html_command(args)
     with History.open(args.history, readonly=True) as h:
         _refuse_unknown(h, "node", args.node, "--node")
         if args.show == "results":

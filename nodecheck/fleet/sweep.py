@@ -108,7 +108,7 @@ def _check_metrics_path(path: str) -> None:
 
 
 def sweep_command(args: Namespace) -> int:
-    from nodecheck.app.publish import progress
+    from nodecheck.app.progress_view import terminal_progress, wanted
     from nodecheck.app.signals import stop_on_signals
     from nodecheck.app.targets import own_job, select_targets
     from nodecheck.app.transports import ensure_open_files
@@ -139,9 +139,9 @@ def sweep_command(args: Namespace) -> int:
         ensure_open_files(min(args.fanout, len(nodes)))
     history = _open_history(history_path(args))
     try:
-        # a progress bar only for a person at a terminal; the timer's sweep prints none
+        # a progress line only for a person at a terminal; the timer's sweep prints none
         with (
-            progress(len(nodes), enabled=args.format == "table" and sys.stderr.isatty()) as tick,
+            terminal_progress(wanted(args)) as progress,
             stop_on_signals() as stop,
         ):
             report = gatecmd.run_gated(
@@ -155,7 +155,7 @@ def sweep_command(args: Namespace) -> int:
                 excluded=[x.name for x in excluded],
                 retries=args.retries,
                 drain_on=args.drain_on,
-                on_node_done=tick,
+                progress=progress,
                 allow_disruptive=args.allow_disruptive,
                 own_job=own_job(args),
             )
@@ -196,6 +196,7 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN, metrics, table
     from nodecheck.report import diff as D
     from nodecheck.report import json as report_json
+    from nodecheck.report.html.run_page import page_or_none
     from nodecheck.report.store import store, why
 
     problems: list[str] = []
@@ -227,9 +228,10 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     kept = outcomes + D.render(changes, found, k, n, report.started, max_lines=None)
     summary = outcomes + D.render(changes, found, k, n, report.started)
     as_json = report_json.dumps(report)
+    html = page_or_none(report, lambda why_not: print(f"nodecheck: warning: {why_not}", file=sys.stderr))
     report_dir = None
     try:
-        report_dir = str(store(report, kept, args.output_dir, as_json))
+        report_dir = str(store(report, kept, args.output_dir, as_json, html=html))
     except OSError as e:
         problems.append(f"could not write the report under {args.output_dir}: {why(e)}; nothing was left there")
     recorded = None
@@ -249,6 +251,13 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     retention, warnings = (
         retire(history, snap.playbook, recorded, args.keep, args.output_dir) if recorded is not None else (None, [])
     )
+    page = None
+    if recorded is not None and report_dir is not None:  # fleet.html reads this sweep from the history
+        from nodecheck.fleet.fleet_page import write_sweep_page
+
+        text = D.render(changes, found, k, n, report.started, max_lines=None)
+        page, why_not = write_sweep_page(history, snap.playbook, report_dir, text, args.keep, len(snap.nodes))
+        warnings = [*warnings, why_not] if why_not else warnings
     for problem in problems:
         print(f"nodecheck: error: {problem}", file=sys.stderr)
     for warning in warnings:
@@ -258,6 +267,8 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     if problems and code in (EXIT_PASS, EXIT_WARN):
         code = EXIT_UNKNOWN
     kept_line = [retention.line()] if retention else []
+    if page and args.format == "table":  # above the retention and report lines, which end the output
+        kept_line.insert(0, f"fleet page: {page}")
     _print(
         args,
         report,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Node, Outcome, one_line
+from nodecheck.core.progress import NULL_PROGRESS, RunProgress
 from nodecheck.core.redact import redact_text
 from nodecheck.forensics.probe import FETCH_PREFIX, fetch_probe, snapshot_probe, stacks_probe
 from nodecheck.forensics.ranks import RankProcess, rank_processes
@@ -77,6 +78,7 @@ def gather(
     pyspy: str | None,
     fetch: bool,
     stop: threading.Event | None = None,
+    progress: RunProgress = NULL_PROGRESS,
 ) -> Gathered:
     from nodecheck.transport.fanout import run_probes
 
@@ -90,7 +92,9 @@ def gather(
         ]
         for n in nodes
     }
-    done = run_probes(transport, first, fanout=fanout, deadline=deadline, stop=stop)
+    progress.steps(2)  # a person watching sees "collect", then "stacks" where a node has any
+    progress.phase("collect", len(first))
+    done = run_probes(transport, first, fanout=fanout, deadline=deadline, stop=stop, progress=progress)
     out.incomplete = done.incomplete
     for n in nodes:
         snap = done.captures[(n.name, first[n][0].name)]
@@ -118,7 +122,8 @@ def gather(
         if probes:
             second[n] = probes
     if second and not (stop is not None and stop.is_set()):
-        done = run_probes(transport, second, fanout=fanout, deadline=deadline, stop=stop)
+        progress.phase("stacks", len(second))
+        done = run_probes(transport, second, fanout=fanout, deadline=deadline, stop=stop, progress=progress)
         out.incomplete = out.incomplete or done.incomplete
         for n, probes in second.items():
             for probe in probes:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodecheck.core.errors import ConfigError
+from nodecheck.core.progress import NULL_PROGRESS, RunProgress
 
 if TYPE_CHECKING:  # imported where used, at run time
     from nodecheck.forensics.analysis import Forensics
@@ -37,9 +38,10 @@ def forensics_command(args: Namespace) -> int:
     plan = _plan(args)
     local = read_local_dumps(args.dumps) if args.dumps else []
     if plan["nodes"] is not None:
+        from nodecheck.app.progress_view import terminal_progress, wanted
         from nodecheck.app.signals import stop_on_signals
 
-        with stop_on_signals() as stop:
+        with terminal_progress(wanted(args)) as progress, stop_on_signals() as stop:
             done = investigate(
                 plan["transport"],
                 plan["nodes"],
@@ -54,6 +56,7 @@ def forensics_command(args: Namespace) -> int:
                 pyspy=args.py_spy,
                 local_dumps=local,
                 stop=stop,
+                progress=progress,
             )
     else:
         done = investigate(
@@ -101,6 +104,7 @@ def investigate(
     pyspy: str | None = None,
     local_dumps=(),
     stop=None,
+    progress: RunProgress = NULL_PROGRESS,
 ) -> Investigation:
     """Gather (when nodes are given), judge, write the record; for `nodecheck forensics` and for
     `nodecheck watch --forensics` on a hang. A record that cannot be written is said on stderr."""
@@ -123,6 +127,7 @@ def investigate(
             pyspy=pyspy,
             fetch=not local_dumps,
             stop=stop,
+            progress=progress,
         )
     result = examine(gathered, (gathered.dumps if gathered else []) + list(local_dumps), stack_timeout_s)
     finished = time.time()

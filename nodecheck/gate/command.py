@@ -34,6 +34,7 @@ from nodecheck.config.gate_settings import GateSettings
 from nodecheck.config.playbook import Playbook
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import Node, Status, one_line
+from nodecheck.core.progress import NULL_PROGRESS, RunProgress
 from nodecheck.core.redact import redact_text
 from nodecheck.gate import decide as gate
 from nodecheck.report import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, EXIT_UNKNOWN, Report, store
@@ -71,11 +72,13 @@ def run_gated(
     drain_on: Sequence[str] | None = None,
     on_node_done=None,
     own_job: str | None = None,
+    progress: RunProgress = NULL_PROGRESS,
 ) -> Report:
     """runner.run, then the flaky-prone checks that failed run again (up to `retries` times, default
     the playbook's gate.retries) within the same deadline; a failure stands only if it repeated in
     every attempt (gate.merge_attempts). Node-scope checks re-run on the failing nodes only; a
-    cross-node check (pair tests) on all the run's nodes, since its partners matter."""
+    cross-node check (pair tests) on all the run's nodes, since its partners matter. `progress`:
+    a person's terminal (sweep); the Prolog and health gates leave it NULL_PROGRESS."""
     from nodecheck.run import runner as runner
 
     started = time.monotonic()
@@ -93,6 +96,7 @@ def run_gated(
         allow_disruptive=allow_disruptive,
         on_node_done=on_node_done,
         own_job=own_job,
+        progress=progress,
     )
     settings = playbook.gate
     count = settings.retries if retries is None else retries
@@ -133,6 +137,7 @@ def run_gated(
             stop=stop,
             allow_disruptive=allow_disruptive,
             own_job=own_job,
+            progress=progress,
         )
         attempts.append(again)
         for check in list(pending):
@@ -424,13 +429,15 @@ def _store(
         return None
     from nodecheck.report import json as report_json
     from nodecheck.report import table
+    from nodecheck.report.html.run_page import page_or_none
     from nodecheck.report.store import store
 
     run_id = report.run_id + (f"_{node_tag}" if node_tag else "") + (f"_job{job}" if job else "")
     report = dataclasses.replace(report, run_id=run_id)
     out = args.output_dir or DEFAULT_OUTPUT_DIR
+    html = page_or_none(report, lambda why_not: log.event("report-html-not-written", node_tag or "-", message=why_not))
     try:
-        return str(store(report, table.render(report), out, report_json.dumps(report)))
+        return str(store(report, table.render(report), out, report_json.dumps(report), html=html))
     except OSError as e:
         log.event("report-not-written", node_tag or "-", message=f"{out}: {e}")
         return None

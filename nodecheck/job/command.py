@@ -14,6 +14,7 @@ DEFAULT_DEADLINE_S = 120.0
 
 
 def job_check_command(args: Namespace) -> int:
+    from nodecheck.app.progress_view import terminal_progress, wanted
     from nodecheck.app.publish import publish
     from nodecheck.app.signals import stop_on_signals
     from nodecheck.app.transports import ensure_open_files
@@ -38,7 +39,7 @@ def job_check_command(args: Namespace) -> int:
     )
     if not args.local:
         ensure_open_files(min(args.fanout, len(nodes)))
-    with stop_on_signals() as stop:
+    with terminal_progress(wanted(args)) as progress, stop_on_signals() as stop:
         report = runner.run(
             playbook,
             nodes,
@@ -47,6 +48,7 @@ def job_check_command(args: Namespace) -> int:
             deadline_s=args.deadline,
             inventory=args.inventory,
             stop=stop,
+            progress=progress,
         )
     for warning in getattr(transport, "warnings", list)():
         print(f"nodecheck: warning: {warning}", file=sys.stderr)

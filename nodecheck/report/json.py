@@ -3,11 +3,13 @@ NodeSet order), so sweeps can diff old reports."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from itertools import pairwise
 
 from ClusterShell.NodeSet import NodeSet
 
@@ -157,15 +159,19 @@ def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | N
         raise ValueError(f"report_version {version!r}, this nodecheck reads {', '.join(map(str, READS))}")
     argv = _argv_table(d)
     merged: dict[tuple[str, int], tuple[dict, list]] = {}
+    chains: list[list[tuple[str, int]]] = []  # each node's results, in its order
     for node in d["nodes"]:
         seen: dict[str, int] = {}
+        chain = []
         for r in node["results"]:
             # a cross-node result is listed under each node of its group, with that node's evidence;
             # the same verdict twice on one node is two results, so it is counted per node
             key = json.dumps({k: v for k, v in r.items() if k != "evidence"}, sort_keys=True)
             nth = seen[key] = seen.get(key, -1) + 1
             merged.setdefault((key, nth), (r, []))[1].extend(r["evidence"])
-    results = [_load_result(r, evidence, argv) for r, evidence in merged.values()]
+            chain.append((key, nth))
+        chains.append(chain)
+    results = [_load_result(*merged[ident], argv) for ident in _merge_orders(list(merged), chains)]
     texts = captures_text or {}
     caps = tuple(
         Capture(
@@ -199,6 +205,35 @@ def from_dict(d: dict, captures_text: dict[tuple[str, str], tuple[str, str]] | N
         playbook_includes=tuple((i["path"], i["sha256"]) for i in d.get("playbook_includes", ())),
         extras=d.get("extras", {}),
     )
+
+
+def _merge_orders(first_seen: list[tuple[str, int]], chains: list[list[tuple[str, int]]]) -> list[tuple[str, int]]:
+    """One order of all results that keeps every node's own order (each chain's): the order the
+    run had them in, as far as the report says it, so every node lists its results as the run did
+    (report.html rebuilt from report.json is the page the run wrote). Ties go to the first seen;
+    chains that contradict each other (a hand-edited report) end the merge in first-seen order."""
+    rank = {ident: i for i, ident in enumerate(first_seen)}
+    after: dict[tuple[str, int], set[tuple[str, int]]] = {ident: set() for ident in first_seen}
+    waits = dict.fromkeys(first_seen, 0)
+    for chain in chains:
+        for a, b in pairwise(chain):
+            if b not in after[a]:
+                after[a].add(b)
+                waits[b] += 1
+    ready = [rank[i] for i, n in waits.items() if n == 0]
+    heapq.heapify(ready)
+    order: list[tuple[str, int]] = []
+    while ready:
+        ident = first_seen[heapq.heappop(ready)]
+        order.append(ident)
+        for b in after[ident]:
+            waits[b] -= 1
+            if waits[b] == 0:
+                heapq.heappush(ready, rank[b])
+    if len(order) < len(first_seen):  # a cycle: the rest as first seen
+        placed = set(order)
+        order.extend(i for i in first_seen if i not in placed)
+    return order
 
 
 def loads(text: str) -> Report:

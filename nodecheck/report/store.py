@@ -178,16 +178,25 @@ def why(e: OSError) -> str:
     return f"{text} ({code})" if code else text
 
 
-def store(report: Report, summary_text: str, output_dir: str | Path, report_json: str | None = None) -> Path:
+def store(
+    report: Report,
+    summary_text: str,
+    output_dir: str | Path,
+    report_json: str | None = None,
+    html: str | None = None,
+) -> Path:
     """Everything is written into a hidden temporary directory, synced to disk, then renamed into
     place: a reader, a crash, a power cut or a full disk never sees a half-written report. Secrets
     are masked in what is written (report.json by its renderer; the summary and the captures here:
     a capture is raw tool output, and a tool may echo a token). `report_json`, when the caller has
-    already rendered it (with report.json.dumps), saves rendering a large report twice."""
+    already rendered it (with report.json.dumps), saves rendering a large report twice. `html`: the
+    run's page (nodecheck.report.html.run_page), written as report.html beside report.json."""
 
     def write(tmp: Path, access: Access) -> None:
         _write(tmp / "report.json", report_json or dumps(report), access)
         _write(tmp / "summary.txt", redact_text(summary_text), access)
+        if html is not None:
+            _write(tmp / "report.html", redact_text(html), access)
         for c in report.captures:
             _write(tmp / capture_relpath(c.node, c.probe), redact_text(c.stdout), access)
             if c.stderr:

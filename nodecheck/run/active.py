@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from nodecheck.checks.context import AFTER_RESERVE_S, ActiveContext, ReportData
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe, Verdict
+from nodecheck.core.progress import NULL_PROGRESS, Progress
 from nodecheck.core.redact import redact_argv, redact_text
 from nodecheck.judging import pair_plan as planner
 from nodecheck.probes.idle import OWN_JOB_VARIABLE
@@ -158,6 +159,7 @@ class CheckContext:
     order: Sequence[str] = ()  # every node of the run, inventory order
     data: ReportData | None = None  # the check's data for the report (pair matrix)
     undone: list[str] = field(default_factory=list)  # planned work left undone, in words
+    progress: Progress = NULL_PROGRESS  # the check's sub-phases (a person's terminal; else nowhere)
 
     @property
     def parallel(self) -> int:
@@ -178,7 +180,21 @@ class CheckContext:
         with ThreadPoolExecutor(
             max_workers=max(1, workers or min(len(items), self.parallel)), thread_name_prefix=f"nodecheck-{self.check}"
         ) as pool:
-            return list(pool.map(step, items))
+            return list(pool.map(self._told(step), items))
+
+    def _told(self, step: Callable[[T], R]) -> Callable[[T], R]:
+        """`step`, with progress told when its item is one of the check's nodes (a step per node)."""
+
+        def told(item: T) -> R:
+            if not (isinstance(item, str) and item in self.nodes):
+                return step(item)
+            self.progress.started(item)
+            try:
+                return step(item)
+            finally:
+                self.progress.done(item)
+
+        return told
 
     def pair_rounds(
         self,
@@ -193,7 +209,11 @@ class CheckContext:
         steer: planner.Steer = "any",
         max_rounds: int,
     ) -> tuple[list[planner.PairResult], planner.Blame]:
+        # the plan's rounds, for "round 1 of 2" (counted only when someone is watching)
+        planned = planned_rounds(nodes, pairing, groups, steer) if self.progress is not NULL_PROGRESS else 0
+
         def run_round(rnd: planner.Round) -> list[planner.PairResult]:
+            self.progress.phase(_round_name(rnd.index + 1, planned, max_rounds), len(rnd.pairs), "pair")
             # every pair of a round at once, `parallel` at most; more pairs than that run in waves
             waves = math.ceil(len(rnd.pairs) / max(1, min(len(rnd.pairs), self.parallel)))
             needs = waves * wave_s + AFTER_RESERVE_S
@@ -202,7 +222,7 @@ class CheckContext:
                 not_run(rnd, left, needs)
                 return []
             # rounds are numbered from 1 in messages, capture names and the report
-            done = self.each(list(rnd.pairs), lambda pair: test(rnd.index + 1, pair))
+            done = self.each(list(rnd.pairs), lambda pair: self._pair(test, rnd.index + 1, pair))
             self.commands.close()  # idle connections are not kept between rounds
             results = []
             for pair, outcome in zip(rnd.pairs, done):
@@ -212,6 +232,14 @@ class CheckContext:
             return results
 
         return planner.localize(nodes, run_round, pairing=pairing, groups=groups, steer=steer, max_rounds=max_rounds)
+
+    def _pair(self, test: Callable[[int, planner.Pair], T], number: int, pair: planner.Pair) -> T:
+        label = f"{pair.a}+{pair.b}"
+        self.progress.started(label)
+        try:
+            return test(number, pair)
+        finally:
+            self.progress.done(label)
 
     def report(self, data: ReportData) -> None:
         self.data = data
@@ -223,6 +251,27 @@ class CheckContext:
     def extras(self) -> dict:
         """What the report's extras hold for this check ({} when it reported nothing)."""
         return active_extras(self.data, self.undone)
+
+
+def planned_rounds(
+    nodes: Sequence[str], pairing: planner.Pairing, groups: Mapping[str, str] | None, steer: planner.Steer
+) -> int:
+    """How many rounds the pair plan has. "all" by its formula (the circle method: N-1 rounds for even
+    N, N for odd), since planning 1,024 nodes' half a million pairs a second time takes seconds; a
+    ring is planned again (milliseconds)."""
+    if pairing == "all":
+        n = len(nodes)
+        return 0 if n < 2 else n - 1 if n % 2 == 0 else n
+    return len(planner.plan(nodes, pairing, groups, steer))
+
+
+def _round_name(number: int, planned: int, max_rounds: int) -> str:
+    """A pair round as a person reads it: the plan's "round 1 of 2", then "localization round 1 (at most 3)"."""
+    if number <= planned:
+        return f"round {number} of {planned}"
+    if planned:
+        return f"localization round {number - planned} (at most {max_rounds})"
+    return f"round {number}"
 
 
 @dataclass
@@ -245,10 +294,11 @@ def run_check(
     allow_disruptive: bool,
     order: Sequence[str],
     on_error: Callable[[Exception], Verdict],
+    progress: Progress = NULL_PROGRESS,
 ) -> ActiveOutcome:
     """Run one active check on `nodes` (the ones whose passive probes came back). A check that raises
     gets on_error's verdict for all of them: a check bug must not take the report down."""
-    ctx = CheckContext(name, nodes, captures, commands, allow_disruptive, order)
+    ctx = CheckContext(name, nodes, captures, commands, allow_disruptive, order, progress=progress)
     view: ActiveContext = ctx  # all the check sees (and what mypy holds CheckContext to)
     first = len(commands.captures)
     try:

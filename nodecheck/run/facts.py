@@ -16,6 +16,7 @@ from nodecheck.checks.values import VALUE_CHECKS
 from nodecheck.core.errors import ParseError
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Node, Outcome, Probe
+from nodecheck.core.progress import NULL_PROGRESS, Progress
 from nodecheck.judging.drift import Absent, PinOrDrift, group_by_value
 from nodecheck.parsers.ibstat import parse_ibstat
 from nodecheck.parsers.sections import split_sections
@@ -54,19 +55,23 @@ def gather(
     deadline_s: float,
     image: ContainerDigest | None = None,
     stop=None,
+    progress: Progress = NULL_PROGRESS,
 ) -> Gathered:
-    """Run every fact probe once per node (the container probe only when an image is given)."""
+    """Run every fact probe once per node (the container probe only when an image is given);
+    `progress` hears the phase "facts", a node at a time."""
     names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
     probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG, VERSIONS)}
     for name in names:
         for p in VALUE_CHECKS[name].probes(value_params(name, image)):
             probes[p.name] = p
+    progress.phase("facts", len(nodes))
     out = run_probes(
         transport,
         {n: tuple(probes.values()) for n in nodes},
         fanout=fanout,
         deadline=time.monotonic() + deadline_s,
         stop=stop,
+        progress=progress,
     )
     return Gathered(tuple(n.name for n in nodes), out.captures, names, image, out.incomplete)
 

@@ -13,6 +13,7 @@ from nodecheck import __version__
 from nodecheck.config.playbook import PlannedCheck, Playbook
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, CheckResult, Cut, Evidence, Node, Outcome, Probe, Status, Verdict, excerpt
+from nodecheck.core.progress import NULL_PROGRESS, RunProgress
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.json import redacted
 from nodecheck.run.active import CommandRunner, run_check
@@ -47,16 +48,21 @@ def run(
     excluded: Sequence[str] = (),
     allow_disruptive: bool = False,
     own_job: str | None = None,
+    progress: RunProgress = NULL_PROGRESS,
 ) -> Report:
     """Three phases: every node's probes; then the active checks in playbook order (they run their
     own commands: pair tests, a port flap); then the probes that snapshot again (IB counters), so the
     window between the snapshots covers the load. `excluded`: inventory nodes the playbook's select
     left out; the report names them. `own_job`: the Slurm job whose allocation this run tests in
-    (--slurm-job): the idle guard of a disruptive step does not count that job as busy."""
+    (--slurm-job): the idle guard of a disruptive step does not count that job as busy.
+    `progress` hears each phase: "probes", each active check by name, "probes again"."""
     started = datetime.now(timezone.utc)
     deadline_s = deadline_s or playbook.deadline_s
     deadline = time.monotonic() + deadline_s
     stop = stop or threading.Event()
+    after = plan_probes(playbook.checks, after=True)
+    progress.steps(1 + sum(c.spec.scope == "active" for c in playbook.checks) + bool(after))
+    progress.phase("probes", len(nodes))
     out = run_probes(
         transport,
         {n: plan_probes(playbook.checks) for n in nodes},
@@ -64,6 +70,7 @@ def run(
         deadline=deadline,
         on_node_done=on_node_done,
         stop=stop,
+        progress=progress,
     )
     captures, incomplete = dict(out.captures), out.incomplete
     names = [n.name for n in nodes]
@@ -74,7 +81,7 @@ def run(
     try:
         for check in playbook.checks:
             if check.spec.scope == "active":
-                results += run_active(check, nodes, captures, commands, allow_disruptive, extras, undone)
+                results += run_active(check, nodes, captures, commands, allow_disruptive, extras, undone, progress)
     finally:
         commands.close()
     captures.update({(c.node, c.probe): c for c in commands.captures})
@@ -84,13 +91,11 @@ def run(
         or _cut(commands.captures, stop)
         or "; ".join(f"{name}: {'; '.join(why)}" for name, why in undone.items() if why)
     )
-    if after := plan_probes(playbook.checks, after=True):
+    if after:
+        again_on = [n for n in nodes if _first_failure(n.name, playbook, captures) is None]
+        progress.phase("probes again", len(again_on))
         again = run_probes(
-            transport,
-            {n: after for n in nodes if _first_failure(n.name, playbook, captures) is None},
-            fanout=fanout,
-            deadline=deadline,
-            stop=stop,
+            transport, dict.fromkeys(again_on, after), fanout=fanout, deadline=deadline, stop=stop, progress=progress
         )
         captures.update(again.captures)
         incomplete = incomplete or again.incomplete
@@ -200,14 +205,16 @@ def run_active(
     allow_disruptive: bool,
     extras: dict,
     undone: dict[str, list[str]],
+    progress: RunProgress = NULL_PROGRESS,
 ) -> list[CheckResult]:
     """An active check (run by nodecheck.run.active): nodes whose passive probes did not come back get
     their own result; the check runs its steps on the rest. Every node ends with at least one result."""
     by_name = {n.name: n for n in nodes}
+    name = check.spec.name
     results, ready, evidence = _split_ready(check, [n.name for n in nodes], captures)
+    progress.phase(name, len(ready))
     if not ready:
         return results
-    name = check.spec.name
     out = run_check(
         name,
         check.spec.judge,
@@ -218,6 +225,7 @@ def run_active(
         allow_disruptive,
         [n.name for n in nodes],
         lambda e: _internal_error(name, e),
+        progress.within(),
     )
     if out.extras:
         extras[name] = out.extras

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
+from nodecheck.core.progress import NULL_PROGRESS, Progress
 from nodecheck.transport import CUT_AT_DEADLINE, Transport
 
 STRAGGLER_GRACE_S = 5.0  # how long past the deadline we wait for a stuck worker
@@ -64,12 +65,22 @@ def run_probes(
     deadline: float,
     on_node_done: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    progress: Progress = NULL_PROGRESS,
 ) -> FanoutResult:
     """Run each node's probes in order over one session; `deadline` is a time.monotonic() value.
     Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back.
-    A transport that runs a probe on many nodes at once (srun: one step per round) does it its way."""
+    A transport that runs a probe on many nodes at once (srun: one step per round) does it its way.
+    `progress` hears each node start and end (the caller names the phase)."""
+
+    def node_done(name: str) -> None:
+        progress.done(name)
+        if on_node_done:
+            on_node_done(name)
+
     if (rounds := getattr(transport, "run_rounds", None)) is not None:
-        return rounds(work, deadline=deadline, on_node_done=on_node_done, stop=stop)
+        for node in work:  # one step for them all: every node is out from now
+            progress.started(node.name)
+        return rounds(work, deadline=deadline, on_node_done=node_done, stop=stop)
     run = _Run(work, deadline, stop or threading.Event())
     todo: queue.Queue = queue.Queue()
     for node in work:
@@ -84,6 +95,7 @@ def run_probes(
                 return
             with run.lock:
                 run.started.add(node.name)
+            progress.started(node.name)
             try:
                 _run_node(transport, node, run)
             except Exception as e:  # a bug here must not pass for a deadline or vanish
@@ -91,8 +103,7 @@ def run_probes(
                     run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
             finally:
                 finished.release()
-                if on_node_done:
-                    on_node_done(node.name)
+                node_done(node.name)
 
     for _ in range(max(1, min(fanout, len(work)))):
         threading.Thread(target=worker, daemon=True, name="nodecheck-fanout").start()

@@ -22,6 +22,7 @@ from nodecheck.cli import build_parser
 from nodecheck.config.playbook import load_playbook
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import CheckResult, Evidence, Node, Status, Verdict
+from nodecheck.core.progress import NULL_PROGRESS
 from nodecheck.gate import command as gatecmd
 from nodecheck.report import Report
 from nodecheck.run import runner as runner
@@ -127,6 +128,7 @@ def first_call(stop, deadline_s: float = 60.0) -> dict:
         "allow_disruptive": False,
         "on_node_done": None,
         "own_job": None,
+        "progress": NULL_PROGRESS,
     }
 
 
@@ -170,6 +172,7 @@ def test_a_node_check_that_fails_once_is_rerun_on_that_node_only_and_becomes_a_f
             "stop": stop,
             "allow_disruptive": False,
             "own_job": None,
+            "progress": NULL_PROGRESS,
         },
     ]
     assert outcomes(merged)[-2:] == [
@@ -217,6 +220,7 @@ def test_a_pair_check_that_fails_every_attempt_reruns_on_all_nodes_and_the_fail_
         "stop": stop,
         "allow_disruptive": False,
         "own_job": None,
+        "progress": NULL_PROGRESS,
     }
     assert len(fake.calls) == 2
     assert outcomes(merged)[-2:] == [
