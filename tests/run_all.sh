@@ -1,7 +1,7 @@
 #!/bin/bash
 # THE test command:  sudo bash tests/run_all.sh [pytest args...]   (or as root: bash tests/run_all.sh)
 #
-# 1. tests/harness/setup.sh: apt packages if missing, /run/sshd, .venv with nodecheck[test]
+# 1. tests/harness/setup.sh: apt packages if missing (chromium among them), /run/sshd, .venv with nodecheck[test]
 # 2. a private network namespace (loopback only, 127.0.1.0/24 on lo): every simulated node
 #    listens there, nothing is reachable from outside and nothing collides with host services
 # 3. .venv/bin/python -m pytest -q "$@" inside it; the integration tests' session fixture brings
@@ -13,6 +13,7 @@
 # Exit code: pytest's, or 1 when a static rule failed; "no tests collected" (5) counts as a failure.
 set -euo pipefail
 . "$(dirname "$0")/harness/lib.sh"
+export NC_SETUP_BROWSER=1   # setup.sh: also Debian's chromium and chromium-driver (the report.html tests)
 nc_sandbox tests/run_all.sh test
 export NODECHECK_TEST_HARNESS_DIR=$NC_TMP/sim
 

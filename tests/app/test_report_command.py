@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from nodecheck.app import report_command
 from nodecheck.cli import main
 from nodecheck.core.model import Status
 from nodecheck.report import json as report_json
 from nodecheck.report import junit, table
+from nodecheck.report import stored as stored_dir
 from nodecheck.report.store import store
 from tests.helpers import DATA
 from tests.report.test_report import result, sample
@@ -151,10 +151,10 @@ def test_a_bad_report_json_is_bad_input_naming_the_file_and_the_fix(tmp_path, ca
 
 def test_a_report_json_over_the_size_cap_is_refused_unread(tmp_path, capsys, monkeypatch):
     where = stored(tmp_path)
-    monkeypatch.setattr(report_command, "REPORT_MAX_BYTES", 100)
+    monkeypatch.setattr(stored_dir, "REPORT_JSON_MAX", 100)
     code, _, err = show(capsys, str(where))
     assert code == 64
-    assert "more than the 100 a report may be" in err
+    assert "more than the 100 bytes a report may be" in err
 
 
 def test_report_without_an_action_is_a_usage_error(capsys):

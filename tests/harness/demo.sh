@@ -4,7 +4,8 @@
 # Starts a 10-node simulated cluster (real sshd per node, in a private network namespace),
 # gives the nodes the DEMO faults (tests/harness/scenarios.py), runs
 #   nodecheck run <state>/hosts.yml --playbook demo
-# prints its report, tears everything down, and exits with nodecheck's exit code.
+# prints its report (and where its report.html is), tears everything down, and exits with nodecheck's
+# exit code.
 # Each node is an 8x H100 node: GPUs behind a fake nvidia-ml-py (the real NVML probe runs over SSH
 # stdin), recorded ibstat / dmesg / ldconfig / ofed_info / docker outputs. One fault per node:
 #   node1  healthy
@@ -36,10 +37,11 @@ nc_in_netns "$NC_NS" bash tests/harness/ssh_nodes.sh up 10 >/dev/null
   echo "Simulated cluster: 10 nodes, each a real sshd with its own host key (127.0.1.1-10:22, private network namespace)"
   nc_in_netns "$NC_NS" .venv/bin/python tests/harness/scenarios.py --state-dir "$NODECHECK_HARNESS_DIR" apply demo
   echo
-  echo "\$ nodecheck run $NODECHECK_HARNESS_DIR/hosts.yml --playbook demo $*"
+  echo "\$ nodecheck run $NODECHECK_HARNESS_DIR/hosts.yml --playbook demo --html $*"
 } >&2
 rc=0
-nc_in_netns "$NC_NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo "$@" || rc=$?
+# --html: the report's report.html (open it in a browser; docs/html-report.md) is named on stderr
+nc_in_netns "$NC_NS" .venv/bin/nodecheck run "$NODECHECK_HARNESS_DIR/hosts.yml" --playbook demo --html "$@" || rc=$?
 echo >&2
 case $rc in
   0) why="every node passed - NOT what this demo should give (node2-5, node7, node9 and node10 are broken)" ;;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Prepare a Debian 12 machine (as root) to run nodecheck's tests and demo. Idempotent and quiet:
 #  * apt packages, only if something is missing: openssh-server pdsh iproute2 util-linux procps dash
-#    python3-venv python3-numpy slurm-wlm munge chromium chromium-driver fonts-liberation; and /dev/fuse (modprobe fuse) for the nodes' /mnt/shared
+#    python3-venv python3-numpy slurm-wlm munge (and for the tests, NC_SETUP_BROWSER=1: chromium
+#    chromium-driver fonts-liberation); and /dev/fuse (modprobe fuse) for the nodes' /mnt/shared
 #    (--no-install-recommends; apt is kept from starting the system sshd while installing)
 #  * /run/sshd (sshd's privilege-separation dir)
 #  * .venv (python3 -m venv; Debian's /usr/bin/python3 preferred, so the venv also works "on" a
@@ -29,11 +30,13 @@ command -v dash >/dev/null || pkgs+=(dash)             # /bin/sh of the nodes; t
 for b in slurmctld slurmd scontrol sinfo sbatch munged munge; do
   [ -x "/usr/sbin/$b" ] || command -v "$b" >/dev/null || { pkgs+=(slurm-wlm munge); break; }
 done
-# the report.html tests load the page in a real browser: Debian's chromium, driven through its own
-# chromium-driver (the same version by construction); fonts-liberation (a Recommends) so the
-# screenshot's text is text
-{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && [ -d /usr/share/fonts/truetype/liberation ]; } ||
-  pkgs+=(chromium chromium-driver fonts-liberation)
+# the tests (run_all.sh sets NC_SETUP_BROWSER=1; the demo does not need it) load report.html in a real
+# browser: Debian's chromium, driven through its own chromium-driver (the same version by
+# construction); fonts-liberation (a Recommends) so the screenshot's text is text
+if [ "${NC_SETUP_BROWSER:-0}" = 1 ]; then
+  { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] && [ -d /usr/share/fonts/truetype/liberation ]; } ||
+    pkgs+=(chromium chromium-driver fonts-liberation)
+fi
 if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
 if [ ! -x .venv/bin/python ]; then
   [ -n "$PY" ] || pkgs+=(python3)

@@ -20,12 +20,13 @@ from nodecheck.report import Report, capture_relpath
 from nodecheck.report.html import CONTENT_SECURITY_POLICY
 from nodecheck.report.html import sections as S
 from nodecheck.report.html.embed import script_json
-from nodecheck.report.html.files import capture_reader, rebuild
+from nodecheck.report.html.files import rebuild
 from nodecheck.report.html.nccl import busbw_points, charts
 from nodecheck.report.html.pairs import pair_view
 from nodecheck.report.html.run_page import render_run
 from nodecheck.report.json import from_dict
 from nodecheck.report.store import store
+from nodecheck.report.stored import capture_reader
 from tests.helpers import DATA
 from tests.report.html_fixtures import synthetic_report
 
@@ -122,6 +123,17 @@ def test_the_demo_heatmap_blames_node9(demo_dir: Path):
     }
     assert re.search(r'<text class="blamed" data-node="node9"', pairs)
     assert "Fail floor 320 Gb/s, warn below 360 Gb/s" in pairs
+
+
+def test_the_demo_heatmap_says_which_nodes_it_could_not_test_and_why(demo_dir: Path):
+    pairs = _section(rebuild(demo_dir).read_text(), "pairs")
+    left_out = pairs[pairs.index('<p class="left-out">') :]
+    left_out = left_out[: left_out.index("</p>")]
+    assert "Not in the pair test (2):" in left_out
+    assert re.findall(r'data-node="(node\d+)"><code>\1</code></a> \(([^;]+?)\)(?:;|$)', left_out) == [
+        ("node6", "ibstat timed out: no answer within 5 s"),
+        ("node8", "unreachable: connection refused by 127.0.1.8:22 (no sshd listening)"),
+    ]
 
 
 def test_the_demo_nccl_charts_draw_each_run_with_its_threshold(demo_dir: Path):
@@ -344,7 +356,11 @@ def test_rebuild_refuses_a_symlinked_report_json(demo_dir: Path, tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("content", "words"),
-    [(None, "no report.json"), ("{not json", "not JSON"), ('{"report_version": 99}', "not a nodecheck report")],
+    [
+        (None, "no report.json"),
+        ("{not json", "not JSON"),
+        ('{"report_version": 99}', "report_version 99, this nodecheck reads 2, 3"),
+    ],
 )
 def test_rebuild_says_what_is_wrong_with_the_directory(tmp_path: Path, content, words):
     if content is not None:
@@ -355,7 +371,7 @@ def test_rebuild_says_what_is_wrong_with_the_directory(tmp_path: Path, content, 
 
 
 def test_rebuild_of_no_directory(tmp_path: Path):
-    with pytest.raises(ConfigError, match="not a report directory"):
+    with pytest.raises(ConfigError, match="no such report directory"):
         rebuild(tmp_path / "missing")
 
 
@@ -508,3 +524,34 @@ def test_a_run_with_nothing_judged_renders():
     assert '<div class="verdict st st-error">ERROR</div>' in html
     assert 'id="pairs"' not in html and 'id="nccl"' not in html
     assert html.count('<details class="node"') == 2
+
+
+# ------------------------------------------------------------------------------- size
+
+
+def test_a_fleet_wide_failure_draws_only_the_first_unhealthy_nodes_up_front():
+    """Every node of a 100-node run failing (a shared mount hung everywhere): 32 nodes' rows drawn,
+    the other 68 drawn when opened, with their excerpts; the page stays a page, not every row."""
+    from nodecheck.report.html.run_page import EAGER_UNHEALTHY
+
+    base = synthetic_report(100, "gpu0050")
+    hung = tuple(
+        CheckResult(
+            "fs.mounts",
+            (node,),
+            Verdict(Status.TIMEOUT, "fs-mounts probe timed out", excerpt="x" * 10_000),
+        )
+        for node in base.node_names
+    )
+    html = _page(replace(base, results=(*base.results, *hung)))
+    nodes = _section(html, "nodes")
+    assert len(re.findall(r'<details class="node"[^>]* open>', nodes)) == EAGER_UNHEALTHY == 32
+    assert nodes.count('data-lazy="1"') == 100 - 32
+    assert nodes.count("fs-mounts probe timed out") == 32  # the others' rows are in the embedded JSON
+    # an excerpt is bounded on the page; the whole output is the capture's
+    assert "x" * 2000 + "\n… (8,000 more characters: see the capture)" in html
+    assert "x" * 2001 not in html
+    rows = json.loads(re.search(r'<script type="application/json" id="node-rows">(.*?)</script>', html, re.S)[1])
+    lazy_unhealthy = rows["n"]["gpu0099"]["r"]
+    strings = rows["s"]
+    assert any(strings[r[0]] == "timeout" and strings[r[7]].startswith("x" * 100) for r in lazy_unhealthy)

@@ -20,7 +20,9 @@ from nodecheck.report.html.linechart import bytes_label, line_chart
 from nodecheck.report.html.nccl import charts
 from nodecheck.report.html.pairs import PairView, pair_view
 
-LAZY_ABOVE = 64  # nodes: above this, healthy nodes' result rows are drawn on demand from embedded JSON
+LAZY_ABOVE = 64  # nodes: above this, result rows are drawn on demand from embedded JSON, but for
+EAGER_UNHEALTHY = 32  # the first (worst) unhealthy nodes': a fleet-wide failure (every node's mount
+# hung) must not make a 1,024-node page a 60,000-row DOM (23 MB, minutes and 6 GB in Chromium)
 PORT_TABLE_NODES = 64  # nodes whose counter captures are parsed again for the every-port table
 RAIL_VIEWS_MAX = 16  # per-HCA heatmaps drawn (a node has 8-12 rails; more is not a GPU node's HCA list)
 
@@ -34,6 +36,7 @@ class PairsSection:
     legend: Markup
     rails: tuple[tuple[str, Markup], ...]  # (device, its heatmap) for the per-rail view
     matrix_json: Markup  # the embedded matrix a click on an aggregated cell draws from ("" below)
+    left_out: tuple[tuple[str, str], ...] = ()  # (node, why): run nodes the pair test could not test
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ def render_run(report: Report, read_capture: ReadCapture, *, stderr_paths: Colle
     report = redacted(report)  # the last line of defence, free for a report the runner made
     nodes = S.node_sections(report, stderr_paths)
     lazy = len(report.nodes) > LAZY_ABOVE
-    lazy_nodes = [n for n in nodes if n.healthy] if lazy else []
+    unhealthy = [n.name for n in nodes if not n.healthy]  # worst first
+    eager = set(unhealthy[:EAGER_UNHEALTHY] if lazy else unhealthy)
+    lazy_nodes = [n for n in nodes if n.name not in eager]
     facts = S.drift(report, _fleet_checks())
     return render(
         "run.html.j2",
@@ -66,6 +71,7 @@ def render_run(report: Report, read_capture: ReadCapture, *, stderr_paths: Colle
         ports=_ports(report, read_capture),
         nodes=nodes,
         lazy=lazy,
+        eager=eager,
         lazy_json=json_script("node-rows", _lazy_rows(lazy_nodes)) if lazy_nodes else Markup(""),
         anchor=S.node_anchor,
     )
@@ -80,15 +86,30 @@ def _pairs(report: Report) -> PairsSection | None:
     view = pair_view(report.extras, report.node_names, floors)
     if view is None or not view.nodes:
         return None
+    left_out = _left_out_of_pairs(report, set(view.nodes))
     if view.aggregated:
         return PairsSection(
-            view, aggregated(view), legend(view), (), json_script("pairs-matrix", embedded_matrix(view))
+            view, aggregated(view), legend(view), (), json_script("pairs-matrix", embedded_matrix(view)), left_out
         )
     rails: tuple[tuple[str, Markup], ...] = ()
     if 1 < len(view.devices) <= RAIL_VIEWS_MAX:
         cell = max(5, min(14, 320 // max(len(view.nodes), 1)))
         rails = tuple((d, heatmap(view, rail=d, cell=cell, id_prefix=f"rail-{i}")) for i, d in enumerate(view.devices))
-    return PairsSection(view, heatmap(view), legend(view), rails, Markup(""))
+    return PairsSection(view, heatmap(view), legend(view), rails, Markup(""), left_out)
+
+
+def _left_out_of_pairs(report: Report, drawn: set[str]) -> tuple[tuple[str, str], ...]:
+    """The run's nodes missing from the heatmap, each with why (its ib.pairs verdict: unreachable,
+    ibstat timed out, no port to test): a node with no row is not a node that passed."""
+    out = []
+    for node in report.node_names:
+        if node in drawn:
+            continue
+        verdicts = [r.verdict for r in report.results_for(node) if r.check == "ib.pairs"]
+        unhealthy = [v for v in verdicts if not v.status.healthy]
+        why = (unhealthy or verdicts)[0].message if verdicts else "no ib.pairs result"
+        out.append((node, why))
+    return tuple(out)
 
 
 def _charts(report: Report, read_capture: ReadCapture) -> list[ChartSection]:
@@ -164,8 +185,9 @@ def _counter_classes() -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _lazy_rows(nodes: list[S.NodeSection]) -> dict:
-    """Healthy nodes' rows for the page's script, each distinct string once (at 1,024 nodes most
-    messages repeat): {"s": [strings], "n": {node: [[row as string indexes], ...], caps}}."""
+    """The rows of the nodes drawn on demand, for the page's script, each distinct string once (at
+    1,024 nodes most messages repeat): {"s": [strings], "n": {node: {"r": [[status, check, subject,
+    message, observed, expected, group, excerpt] as string indexes, ...], "c": [[label, href], ...]}}}."""
     strings: dict[str, int] = {}
 
     def ref(text: str) -> int:
@@ -185,6 +207,7 @@ def _lazy_rows(nodes: list[S.NodeSection]) -> dict:
                     ref(r.observed),
                     ref(r.expected),
                     ref(r.group),
+                    ref(r.excerpt if r.status != "pass" else ""),
                 ]
                 for r in n.rows
             ],

@@ -228,6 +228,17 @@ def node_sections(report: Report, stderr_paths: Collection[str] = ()) -> list[No
     return out
 
 
+EXCERPT_MAX_CHARS = 2000  # of a verdict's excerpt on the page; the whole output is its capture
+
+
+def excerpt_of(text: str) -> str:
+    """The excerpt as the page shows it: bounded (a timed-out probe's excerpt may be its whole
+    output, on every node), the rest in the capture the row links to."""
+    if len(text) <= EXCERPT_MAX_CHARS:
+        return text
+    return text[:EXCERPT_MAX_CHARS] + f"\n… ({len(text) - EXCERPT_MAX_CHARS:,} more characters: see the capture)"
+
+
 def result_row(r: CheckResult) -> ResultRow:
     v = r.verdict
     return ResultRow(
@@ -237,7 +248,7 @@ def result_row(r: CheckResult) -> ResultRow:
         message=v.message,
         observed=compact(v.observed),
         expected=compact(v.expected),
-        excerpt=v.excerpt,
+        excerpt=excerpt_of(v.excerpt),
         group=_fold(r.nodes) if len(r.nodes) > 1 else "",
     )
 
