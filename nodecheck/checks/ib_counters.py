@@ -215,7 +215,7 @@ def _judge_port(
 ) -> Iterator[Verdict]:
     where = f"{ca}/{port}" if ca != "-" else "local port"
     try:
-        old, new, source = _pair(ca, port, before, after)
+        old, new, source = port_reads(ca, port, before, after)
     except ParseError as e:
         yield Verdict(Status.ERROR, f"{where}: cannot read counters: {e.reason}", where, excerpt=e.excerpt)
         return
@@ -276,9 +276,10 @@ def _judge_port(
         )
 
 
-def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str]:
+def port_reads(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str]:
     """The two reads of one port from the same source: perfquery -x with error counters, basic
-    perfquery, then sysfs; ParseError when no source was read twice."""
+    perfquery, then sysfs; ParseError when no source was read twice. (report.html's every-port
+    table pairs them the same way.)"""
     problems = []
     for kind, label in (("x", "perfquery -x"), ("basic", "perfquery"), ("sysfs", "sysfs counters")):
         reads = [_read(s, kind, ca, port) for s in (before, after)]

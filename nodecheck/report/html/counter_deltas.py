@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from nodecheck.checks.ib_counters import port_reads
 from nodecheck.core.errors import ParseError
 from nodecheck.judging import counter_rules as C
-from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
+from nodecheck.parsers.perfquery import PortCounters
 from nodecheck.parsers.sections import Sections, split_sections
-from nodecheck.parsers.sysfs import parse_sysfs_dump
 from nodecheck.report import capture_relpath
 
 BEFORE, AFTER = "ib_counters", "ib_counters.after"  # nodecheck.checks.ib_counters' probes
@@ -86,26 +86,8 @@ def _window(before: Mapping[str, str], after: Mapping[str, str]) -> float | None
 
 
 def _pair(ca: str, port: str, before: Sections, after: Sections) -> tuple[PortCounters, PortCounters, str] | None:
-    """The two reads of a port from the same source, as the check pairs them."""
-    for kind, label in (("x", "perfquery -x"), ("basic", "perfquery"), ("sysfs", "sysfs counters")):
-        reads = [_read(s, kind, ca, port) for s in (before, after)]
-        if reads[0] is not None and reads[1] is not None:
-            if kind == "x" and "SymbolErrorCounter" not in reads[1].counters:
-                continue
-            return reads[0], reads[1], label
-    return None
-
-
-def _read(sections: Sections, kind: str, ca: str, port: str) -> PortCounters | None:
-    section = sections.get(f"{kind}:{ca}:{port}")
-    if section is None:
-        return None
+    """The two reads of a port from the same source, as the check pairs them; None when none."""
     try:
-        if kind == "sysfs":
-            found = counters_from_sysfs(parse_sysfs_dump(section.text, "sysfs"))
-        else:
-            found = parse_perfquery(section.text, None if ca == "-" else ca)
+        return port_reads(ca, port, before, after)
     except ParseError:
         return None
-    mine = [p for p in found if port == "-" or p.port == int(port)]
-    return mine[0] if len(mine) == 1 else None
