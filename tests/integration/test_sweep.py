@@ -11,6 +11,7 @@ history, flags the repeat offender and writes the Prometheus textfile.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from harness.scenarios import (
     IBSTAT_PORT_DOWN,
@@ -73,16 +74,19 @@ def sweep(cluster, tmp_path, n: int, *extra) -> tuple[int, str, str]:
 
 
 def section(out: str) -> list[str]:
-    """The "Since the last sweep" section of the table output, up to the report line."""
+    """The "Since the last sweep" section of the table output, up to the fleet page and report lines."""
     lines = out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("Since the last sweep"))
-    return [ln for ln in lines[start:] if not ln.startswith("report: ")]
+    return [ln for ln in lines[start:] if not ln.startswith(("report: ", "fleet page: "))]
 
 
 def test_three_sweeps_report_changes_history_offenders_and_metrics(cluster, tmp_path):
     code, out, prom = sweep(cluster, tmp_path, 1)
     assert code == 2
     assert section(out) == ["Since the last sweep: first sweep: nothing to compare."]
+    [page] = [ln.removeprefix("fleet page: ") for ln in out.splitlines() if ln.startswith("fleet page: ")]
+    assert page.endswith("/fleet.html") and "node1" in Path(page).read_text()
+    assert (Path(page).parent / "report.html").is_file()
     assert 'nodecheck_check_status{node="node1",check="gpu.health"} 6\n' in prom
     assert 'nodecheck_check_status{node="node3",check="ib.ports"} 0\n' in prom
 
