@@ -34,7 +34,7 @@ def write_metrics(report, path: str | None, problems: int = 0) -> bool:
     from nodecheck.report.store import why
 
     try:
-        metrics.write_atomic(path, metrics.render(snapshot(report), problems=problems))
+        metrics.write_atomic(path, metrics.render(snapshot(report), problems=problems, run=True))
     except OSError as e:
         print(f"nodecheck: error: could not write the metrics file {path}: {why(e)}", file=sys.stderr)
         return False

@@ -1,5 +1,6 @@
 """A sweep as a Prometheus textfile for node_exporter's textfile collector: a pure renderer and an
-atomic writer (node_exporter must never read half a file).
+atomic writer (node_exporter must never read half a file). A plain run (`run --metrics`) writes the
+same families named nodecheck_run_* (render(..., run=True)), without the repeat offenders.
 
 Metrics (gauges; every status metric uses Status.rank, the severity order of nodecheck.core.model):
     nodecheck_check_status{node,check}        0 pass, 1 warn, 2 skipped, 3 error, 4 timeout,
@@ -82,8 +83,26 @@ MEASUREMENT_METRICS = {
 }
 
 
-def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = __version__, problems: int = 0) -> str:
+def render(
+    snap: SweepSnapshot,
+    found: Sequence[Offender] = (),
+    version: str = __version__,
+    problems: int = 0,
+    *,
+    run: bool = False,
+) -> str:
+    """The textfile. `run`: a plain `nodecheck run --metrics`, whose families are named
+    nodecheck_run_* (nodecheck_run_check_status, nodecheck_run_last_timestamp_seconds, …) and have
+    no repeat offenders: node_exporter reads every *.prom of its directory, and a run's file beside
+    the sweep's with the same series would make it refuse both."""
     out: list[str] = []
+
+    def _family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
+        if run:
+            name = "nodecheck_run_" + name.removeprefix("nodecheck_").removeprefix("sweep_")
+            text = text.replace("the last sweep", "the run").replace("last sweep", "run")
+        _write_family(out, name, text, samples)
+
     checks = snap.checks()
     statuses = snap.node_statuses
     _family(
@@ -120,12 +139,13 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
         [({"status": s.value}, counts[s]) for s in SEVERITY],
     )
     flagged = {o.node for o in found}
-    _family(
-        out,
-        "nodecheck_repeat_offender",
-        "1 if the node was not healthy in at least k of the last n sweeps",
-        [({"node": n}, int(n in flagged)) for n in [*statuses, *sorted(flagged - set(statuses))]],
-    )
+    if not run:  # offenders are the sweeps' history; a run has none
+        _family(
+            out,
+            "nodecheck_repeat_offender",
+            "1 if the node was not healthy in at least k of the last n sweeps",
+            [({"node": n}, int(n in flagged)) for n in [*statuses, *sorted(flagged - set(statuses))]],
+        )
     _family(
         out,
         "nodecheck_sweep_last_timestamp_seconds",
@@ -193,7 +213,7 @@ def render(snap: SweepSnapshot, found: Sequence[Offender] = (), version: str = _
     return "".join(out)
 
 
-def _family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
+def _write_family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
     out.append(f"# HELP {name} {escape_help(text)}\n# TYPE {name} gauge\n")
     for labels, value in samples:
         pairs = ",".join(f'{k}="{escape_label(str(v))}"' for k, v in labels.items())

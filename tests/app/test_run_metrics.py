@@ -27,13 +27,14 @@ def test_a_run_writes_the_textfile_with_every_node_s_status(tmp_path, capsys):
     prom.parent.mkdir()
     assert publish(report, args(tmp_path, str(prom))) == 2
     text = prom.read_text(encoding="utf-8")
-    assert text == metrics.render(snapshot(report))
-    assert 'nodecheck_node_status{node="gpu001"} 0\n' in text
-    assert 'nodecheck_node_status{node="gpu005"} 6\n' in text  # fail
-    assert 'nodecheck_node_status{node="gpu006"} 5\n' in text  # unreachable
-    assert 'nodecheck_check_status{node="gpu005",check="ib.ports"} 6\n' in text
-    assert 'nodecheck_nodes{status="pass"} 4\n' in text
-    assert "nodecheck_sweep_problems 0\n" in text
+    assert text == metrics.render(snapshot(report), run=True)
+    assert 'nodecheck_run_node_status{node="gpu001"} 0\n' in text
+    assert 'nodecheck_run_node_status{node="gpu005"} 6\n' in text  # fail
+    assert 'nodecheck_run_node_status{node="gpu006"} 5\n' in text  # unreachable
+    assert 'nodecheck_run_check_status{node="gpu005",check="ib.ports"} 6\n' in text
+    assert 'nodecheck_run_nodes{status="pass"} 4\n' in text
+    assert "nodecheck_run_problems 0\n" in text
+    assert "# HELP nodecheck_run_node_status The node's worst status in the run: 0 pass," in text
     assert stat.S_IMODE(prom.stat().st_mode) == 0o644  # node_exporter reads it as its own user
     assert [p.name for p in prom.parent.iterdir()] == ["nodecheck.prom"]  # no temporary left
     out = capsys.readouterr().out
@@ -48,7 +49,7 @@ def test_the_textfile_is_replaced_whole_on_the_next_run(tmp_path):
     assert write_metrics(passing, str(prom)) is True
     text = prom.read_text(encoding="utf-8")
     assert "old" not in text
-    assert 'nodecheck_node_healthy{node="gpu001"} 1\n' in text
+    assert 'nodecheck_run_node_healthy{node="gpu001"} 1\n' in text
 
 
 def test_no_metrics_asked_writes_none(tmp_path, capsys):
@@ -79,3 +80,17 @@ def test_a_bad_metrics_path_is_refused_before_anything_runs(tmp_path, capsys, na
     err = capsys.readouterr().err
     assert "argument --metrics: " in err and said in err
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_runs_families_never_collide_with_a_sweeps_in_one_textfile_directory():
+    """node_exporter reads every *.prom of its directory and refuses a series two files both
+    have: a run's file beside the sweep's must share no family name with it."""
+    report = sample()
+    families = [
+        {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+        for text in (metrics.render(snapshot(report), run=True), metrics.render(snapshot(report)))
+    ]
+    run_families, sweep_families = families
+    assert run_families and sweep_families and not run_families & sweep_families
+    assert all(name.startswith("nodecheck_run_") for name in run_families)
+    assert "nodecheck_run_repeat_offender" not in run_families  # the sweeps' history, not a run's
