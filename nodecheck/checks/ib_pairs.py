@@ -183,11 +183,13 @@ class PairsReport:
     # node -> its group_label value (the rack), so the report page can sort and aggregate by rack
     groups: Mapping[str, str] | None = None
     group_label: str | None = None
+    planned_rounds: int = 0  # the plan's rounds; rounds after them are localization
 
     def as_json(self, incomplete: Sequence[str]) -> dict:
         return {
             "pairing": self.pairing,
             "rounds": self.rounds,
+            "planned_rounds": self.planned_rounds,
             "tests": len(self.results),
             "pairs_tested": self.pairs_tested,
             "all_pairs_would_be": self.all_pairs_would_be,
@@ -289,7 +291,7 @@ def pairs(ctx: ActiveContext, want: IbPairs) -> Verdicts:
         steer=want.steer,
         max_rounds=want.max_rounds,
     )
-    ctx.report(_report_data(usable, tests, results, blame, want, groups))
+    ctx.report(_report_data(usable, tests, results, blame, want, groups, len(planned)))
     for why in cut.values():
         ctx.incomplete(why)
     yield from _verdicts(usable, tests, blame, list(cut.values()), unrun)
@@ -824,7 +826,13 @@ def _first_excerpt(tests: list[RailResult]) -> str:
 
 
 def _report_data(
-    nodes, tests: list[RailResult], results, blame, want: IbPairs, groups: Mapping[str, str] | None = None
+    nodes,
+    tests: list[RailResult],
+    results,
+    blame,
+    want: IbPairs,
+    groups: Mapping[str, str] | None = None,
+    planned_rounds: int = 0,
 ) -> PairsReport:
     """The report's ib.pairs block; a pair tested twice shows its slower test in the matrix."""
     matrix: dict[str, dict[str, float | None]] = {}
@@ -851,4 +859,5 @@ def _report_data(
         },
         dict(groups or {}),
         want.group_label,
+        planned_rounds,
     )

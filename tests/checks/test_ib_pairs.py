@@ -91,7 +91,7 @@ def test_one_bad_node_in_eight_is_named_after_the_two_ring_rounds():
         "bad node: fails with 2/2 partners, which pass with others: node4: mlx5_0 both ways at "
         "0.93 Gb/s; node6: mlx5_0 both ways at 0.93 Gb/s (expected >= 100 Gb/s)"
     )
-    assert extras["rounds"] == 2 and extras["bad_nodes"] == ["node5"]
+    assert extras["rounds"] == extras["planned_rounds"] == 2 and extras["bad_nodes"] == ["node5"]
     assert extras["matrix_gbps"]["node5"]["node4"] == 0.93
     assert extras["matrix_gbps"]["node1"]["node2"] == 111.71
     assert extras["all_pairs_would_be"] == 28 and extras["tests"] == 16  # 8 pairs, both directions
@@ -243,3 +243,12 @@ def test_collect_is_given_the_private_directory_its_start_step_made():
     assert len(collects) == 2
     for c in collects:  # sh -c SCRIPT sh NAME MADE WAIT
         assert c.argv[5] == f"/tmp/nodecheck-pairtest.{starts[c.node].argv[6]}.AbC123"
+
+
+def test_the_report_data_tells_the_plans_rounds_from_localization_rounds():
+    """Two adjacent bad nodes: the ring cannot tell them apart, localization rounds follow; the
+    report page marks the rounds after planned_rounds as localization."""
+    _, extras, _ = run_check(8, ScriptedCluster(bad_nodes=["node4", "node5"]))
+    assert extras["planned_rounds"] == 2
+    rounds = {t["round"] for t in extras["results"]}
+    assert {1, 2} <= rounds and max(rounds) > 2 and extras["rounds"] == len(rounds)

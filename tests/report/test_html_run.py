@@ -463,6 +463,19 @@ def test_pairs_report_json_carries_rack_labels_when_grouped():
     assert "groups" not in plain.as_json([])
 
 
+def test_the_rounds_after_the_plans_are_marked_localization():
+    rails = tuple(
+        RailResult(rnd, a, b, "mlx5_0", Status.PASS if rnd < 3 else Status.FAIL, 150.0, "m", floor=100.0)
+        for rnd, a, b in ((1, "a", "b"), (2, "b", "c"), (3, "a", "c"))
+    )
+    made = PairsReport("ring", 3, rails, 3, 3, {}, (), (), (), {}, planned_rounds=2)
+    view = pair_view({"ib.pairs": made.as_json([])}, ["a", "b", "c"])
+    assert view is not None
+    assert [(r.round, r.localization) for r in view.rounds] == [(1, False), (2, False), (3, True)]
+    html = _page(replace(synthetic_report(4, "gpu0002"), extras={"ib.pairs": made.as_json([])}))
+    assert '<tr class="localization"><td class="num">3</td><td>localization</td>' in _section(html, "pairs")
+
+
 def test_synthetic_report_is_fast_and_whole():
     report = synthetic_report(1024, "gpu0007")
     assert len(report.nodes) == 1024

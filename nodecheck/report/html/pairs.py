@@ -57,6 +57,7 @@ class RoundSummary:
     tests: int
     failed: int
     min_gbps: float | None
+    localization: bool = False  # after the plan's rounds: the pairs that tell a bad node from a bad link
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def pair_view(extras: Mapping, report_nodes: Sequence[str], floors: Sequence[flo
         else:
             warn = min(pass_bounds)
     tops = [p.gbps for p in pairs if p.gbps is not None] + [floor or 0.0, warn or 0.0]
-    summaries, rows, left_out = _rounds(results)
+    summaries, rows, left_out = _rounds(results, _int(data.get("planned_rounds")))
     return PairView(
         nodes=nodes,
         groups=groups,
@@ -210,7 +211,10 @@ def pair_view(extras: Mapping, report_nodes: Sequence[str], floors: Sequence[flo
     )
 
 
-def _rounds(results: list[Mapping]) -> tuple[tuple[RoundSummary, ...], tuple[RoundRow, ...], int]:
+def _rounds(results: list[Mapping], planned: int = 0) -> tuple[tuple[RoundSummary, ...], tuple[RoundRow, ...], int]:
+    """Per round its pairs, tests, failures and slowest test (a round after the `planned` ones is
+    localization; 0: not known, a report written before the count was kept); the tests, failures
+    first, at most ROUND_ROWS_MAX of them, and how many were left out."""
     by_round: dict[int, list[Mapping]] = defaultdict(list)
     for r in results:
         by_round[_int(r.get("round"))].append(r)
@@ -225,6 +229,7 @@ def _rounds(results: list[Mapping]) -> tuple[tuple[RoundSummary, ...], tuple[Rou
                 len(tests),
                 sum(1 for t in tests if t.get("status") not in ("pass", "warn")),
                 min(numbers) if numbers else None,
+                localization=0 < planned < rnd,
             )
         )
     ranked = sorted(
