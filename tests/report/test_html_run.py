@@ -471,7 +471,10 @@ def test_the_rounds_after_the_plans_are_marked_localization():
     made = PairsReport("ring", 3, rails, 3, 3, {}, (), (), (), {}, planned_rounds=2)
     view = pair_view({"ib.pairs": made.as_json([])}, ["a", "b", "c"])
     assert view is not None
-    assert [(r.round, r.localization) for r in view.rounds] == [(1, False), (2, False), (3, True)]
+    assert [(r.round, r.kind) for r in view.rounds] == [(1, "planned"), (2, "planned"), (3, "localization")]
+    older = {k: v for k, v in made.as_json([]).items() if k != "planned_rounds"}  # a report before the count
+    unknown = pair_view({"ib.pairs": older}, ["a", "b", "c"])
+    assert unknown is not None and [r.kind for r in unknown.rounds] == ["", "", ""]
     html = _page(replace(synthetic_report(4, "gpu0002"), extras={"ib.pairs": made.as_json([])}))
     assert '<tr class="localization"><td class="num">3</td><td>localization</td>' in _section(html, "pairs")
 

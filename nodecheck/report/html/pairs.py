@@ -57,7 +57,9 @@ class RoundSummary:
     tests: int
     failed: int
     min_gbps: float | None
-    localization: bool = False  # after the plan's rounds: the pairs that tell a bad node from a bad link
+    # "planned", or "localization" (after the plan's rounds: the pairs that tell a bad node from a
+    # bad link); "" where the report does not say (written before planned_rounds was kept)
+    kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,7 @@ def _rounds(results: list[Mapping], planned: int = 0) -> tuple[tuple[RoundSummar
                 len(tests),
                 sum(1 for t in tests if t.get("status") not in ("pass", "warn")),
                 min(numbers) if numbers else None,
-                localization=0 < planned < rnd,
+                kind="" if planned <= 0 else ("localization" if rnd > planned else "planned"),
             )
         )
     ranked = sorted(
