@@ -41,7 +41,7 @@ def _outcomes(r: Report) -> str:
         blocked = _one_reason(results)
         if blocked is not None:  # unreachable: one row, not one per check
             status, message = blocked
-            groups[(status, f"all {len(_checks(results))} checks", _template(message, node, addresses[node]))].append(
+            groups[(status, f"all {len(_checks(results))} checks", template(message, node, addresses[node]))].append(
                 node
             )
             continue
@@ -52,7 +52,7 @@ def _outcomes(r: Report) -> str:
             for key in _rows(node, addresses[node], check, results):
                 groups[key].append(node)
     rows = sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, kv[0][1], fold(kv[1])))
-    table = [[fold(nodes), status.value, check, _fill(msg, nodes, addresses)] for (status, check, msg), nodes in rows]
+    table = [[fold(nodes), status.value, check, fill(msg, nodes, addresses)] for (status, check, msg), nodes in rows]
     return tabulate(
         table,
         headers=["nodes", "status", "check", "detail"],
@@ -67,13 +67,13 @@ def _rows(node: str, address: str, check: str, results: list[CheckResult]) -> li
         return [(Status.PASS, check, f"{len(results)} of {len(results)} pass")]
     # the node's own name and address are templated so that the same failure on many nodes folds
     return [
-        (res.verdict.status, check, _template(res.verdict.message, node, address))
+        (res.verdict.status, check, template(res.verdict.message, node, address))
         for res in results
         if res.verdict.status is not Status.PASS
     ]
 
 
-def _template(message: str, node: str, address: str) -> str:
+def template(message: str, node: str, address: str) -> str:
     """Whole-word replacement only: node "n1" must not turn "n10" or "mlx5_n1" into a template."""
     for value, slot in ((address, "{address}"), (node, "{node}")):
         if value:
@@ -81,10 +81,11 @@ def _template(message: str, node: str, address: str) -> str:
     return message
 
 
-def _fill(template: str, nodes: list[str], addresses: dict) -> str:
+def fill(text: str, nodes: list[str], addresses: dict) -> str:
+    """A template's slots filled: with the node's own name and address for one node, else <node>."""
     if len(nodes) == 1:
-        return template.replace("{address}", addresses[nodes[0]]).replace("{node}", nodes[0])
-    return template.replace("{address}", "<address>").replace("{node}", "<node>")
+        return text.replace("{address}", addresses[nodes[0]]).replace("{node}", nodes[0])
+    return text.replace("{address}", "<address>").replace("{node}", "<node>")
 
 
 def _checks(results: list[CheckResult]) -> list[str]:
@@ -104,24 +105,27 @@ def _one_reason(results: list[CheckResult]) -> tuple[Status, str] | None:
 
 
 def _unhealthy(r: Report) -> str:
-    lines = []
-    for node in r.node_names:
-        status = r.node_status(node)
-        if status.healthy:
-            continue
-        results = r.results_for(node)
-        blocked = _one_reason(results)
-        if blocked is not None:
-            reasons = [f"all {len(_checks(results))} checks: {blocked[1]}"]
-        else:
-            reasons = [f"{res.check}: {res.verdict.message}" for res in results if not res.verdict.status.healthy] or [
-                "no check ran"
-            ]
-        text = "; ".join(reasons)
-        if len(text) > REASON_MAX_CHARS:
-            text = text[: REASON_MAX_CHARS - 1] + "…"
-        lines.append([node, status.value, text])
+    lines = [
+        [node, r.node_status(node).value, node_reason(r.results_for(node))]
+        for node in r.node_names
+        if not r.node_status(node).healthy
+    ]
     return "unhealthy nodes:\n" + tabulate(lines, tablefmt="plain") if lines else ""
+
+
+def node_reason(results: list[CheckResult]) -> str:
+    """An unhealthy node's one line (the table's "unhealthy nodes", report.html's top): every
+    unhealthy verdict, or the one verdict all its checks share (unreachable: one reason, not one
+    per check); at most REASON_MAX_CHARS."""
+    blocked = _one_reason(results)
+    if blocked is not None:
+        reasons = [f"all {len(_checks(results))} checks: {blocked[1]}"]
+    else:
+        reasons = [f"{res.check}: {res.verdict.message}" for res in results if not res.verdict.status.healthy] or [
+            "no check ran"
+        ]
+    text = "; ".join(reasons)
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "…"
 
 
 def _footer(r: Report) -> str:

@@ -16,8 +16,8 @@ from nodecheck.parsers.nccl_tests_facts import NcclTestRun
 from nodecheck.parsers.nccl_tests_json import parse_nccl_tests_json
 from nodecheck.parsers.sections import split_sections
 from nodecheck.report import Report, capture_relpath
+from nodecheck.report.diff import natural
 from nodecheck.report.html.linechart import Series
-from nodecheck.report.html.sections import natural_key
 
 SERIES_MAX = 16  # runs drawn in one chart: the unhealthy first, then the slowest; the rest counted
 _GBS = re.compile(r"(?:expected\s*)?>=\s*([0-9]+(?:\.[0-9]+)?)\s*GB/s")
@@ -84,7 +84,7 @@ def _single_node(report: Report, read_capture: ReadCapture) -> list[Chart]:
     for (check, subject), runs in by_fact.items():
         ranked = sorted(
             runs,
-            key=lambda x: (x[0].verdict.status.healthy, _plateau(x[0]), natural_key(x[1])),
+            key=lambda x: (x[0].verdict.status.healthy, _plateau(x[0]), natural(x[1])),
         )
         drawn, notes = [], []
         for r, node, rel in ranked[:SERIES_MAX]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from nodecheck.core.model import Status, worst
-from nodecheck.report.html.sections import natural_key
+from nodecheck.report.diff import natural
 
 AGGREGATE_ABOVE = 64  # nodes: above this the heatmap is group x group, a click shows a block's detail
 BLOCK = 32  # nodes per group when no rack label says
@@ -120,8 +120,8 @@ def pair_view(extras: Mapping, report_nodes: Sequence[str], floors: Sequence[flo
     present: set[str] = {str(n) for n in named if n}
     for row in matrix.values():
         present |= {str(n) for n in row}
-    known = [n for n in report_nodes if n in present] + sorted(present - set(report_nodes), key=natural_key)
-    nodes = tuple(sorted(known, key=lambda n: (groups.get(n) is None, natural_key(groups.get(n, "")), natural_key(n))))
+    known = [n for n in report_nodes if n in present] + sorted(present - set(report_nodes), key=natural)
+    nodes = tuple(sorted(known, key=lambda n: (groups.get(n) is None, natural(groups.get(n, "")), natural(n))))
     index = {n: i for i, n in enumerate(nodes)}
 
     def key(x: str, y: str) -> tuple[str, str]:
@@ -202,7 +202,7 @@ def pair_view(extras: Mapping, report_nodes: Sequence[str], floors: Sequence[flo
         bad_links=tuple((str(a), str(b)) for a, b in bad_links),
         unresolved=tuple(str(n) for n in _list(data.get("unresolved"))),
         evidence={str(k): str(v) for k, v in _mapping(data.get("evidence")).items()},
-        devices=tuple(sorted({r.device for t in rails.values() for r in t}, key=natural_key)),
+        devices=tuple(sorted({r.device for t in rails.values() for r in t}, key=natural)),
         pairing=str(data.get("pairing", "")),
         rounds=summaries,
         round_rows=rows,
@@ -239,7 +239,7 @@ def _rounds(results: list[Mapping], planned: int = 0) -> tuple[tuple[RoundSummar
         key=lambda t: (
             t.get("status") in ("pass", "warn"),
             _int(t.get("round")),
-            natural_key(str(t.get("server"))),
+            natural(str(t.get("server"))),
             str(t.get("device")),
         ),
     )

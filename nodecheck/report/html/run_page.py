@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from nodecheck.core.model import Status
 from nodecheck.report import Report, capture_relpath
+from nodecheck.report.diff import natural
 from nodecheck.report.html import render
 from nodecheck.report.html import sections as S
 from nodecheck.report.html.counter_deltas import port_deltas
@@ -152,7 +153,7 @@ def _ports(report: Report, read_capture: ReadCapture) -> list[PortRow]:
         if key not in worst or r.verdict.status.rank > worst[key].rank:
             worst[key] = r.verdict.status
     rows = []
-    for node in sorted(nodes, key=S.natural_key):
+    for node in sorted(nodes, key=natural):
         for p in port_deltas(node, read_capture):
             words = []
             for c in p.changes:
@@ -214,10 +215,6 @@ def _lazy_rows(nodes: list[S.NodeSection]) -> dict:
             "c": [[ref(c.label), ref(c.href)] for c in n.captures],
         }
     return {"s": list(strings), "n": out}
-
-
-def status_rank(value: str) -> int:
-    return Status(value).rank
 
 
 def page_of(report: Report) -> str:

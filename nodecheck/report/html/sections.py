@@ -4,7 +4,6 @@ only lay it out (and escape it)."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,18 +11,13 @@ from functools import lru_cache
 from urllib.parse import quote
 
 from nodecheck.core.hostlist import fold
-from nodecheck.core.model import CheckResult, Status, worst
-from nodecheck.report import Report, capture_relpath
+from nodecheck.core.model import CheckResult, Status
+from nodecheck.report import Report, capture_relpath, table
+from nodecheck.report.diff import natural
 
-REASON_MAX_CHARS = 300  # one line per unhealthy group, as the terminal table
 KV_MAX_CHARS = 400  # observed/expected shown compact; report.json has the rest
 GROUP_LINKS_MAX = 64  # node links listed under one folded group; the rest are counted
 DRIFT_GROUPS_MAX = 50  # value groups listed per drift fact
-
-
-def natural_key(name: str) -> tuple:
-    """node2 before node10, as NodeSet orders them; works for any text (a hostile name too)."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name) if p)
 
 
 def node_anchor(node: str) -> str:
@@ -101,52 +95,22 @@ def unhealthy_groups(report: Report) -> list[UnhealthyGroup]:
     groups: dict[tuple[Status, str], list[str]] = defaultdict(list)
     for node in report.node_names:
         status = report.node_status(node)
-        if status.healthy:
-            continue
-        groups[(status, _template(reason(report.results_for(node)), node, addresses.get(node, "")))].append(node)
+        if not status.healthy:
+            reason = table.node_reason(report.results_for(node))
+            groups[(status, table.template(reason, node, addresses.get(node, "")))].append(node)
     out = []
     for (status, text), nodes in sorted(groups.items(), key=lambda kv: (-kv[0][0].rank, -len(kv[1]), kv[0][1])):
-        nodes.sort(key=natural_key)
-        shown = text if len(nodes) > 1 else _fill(text, nodes[0], addresses.get(nodes[0], ""))
+        nodes.sort(key=natural)
         out.append(
             UnhealthyGroup(
                 status.value,
-                shown,
+                table.fill(text, nodes, addresses),
                 _fold(nodes),
                 tuple(nodes[:GROUP_LINKS_MAX]),
                 max(0, len(nodes) - GROUP_LINKS_MAX),
             )
         )
     return out
-
-
-def reason(results: Sequence[CheckResult]) -> str:
-    """A node's one-line reason: every unhealthy verdict, or the one verdict all its checks share
-    (unreachable: one reason, not one per check)."""
-    if not results:
-        return "no check ran"
-    first = results[0].verdict
-    if (
-        len(results) > 1
-        and first.status in (Status.UNREACHABLE, Status.SKIPPED)
-        and all(r.verdict.status is first.status and r.verdict.message == first.message for r in results)
-    ):
-        text = f"all {len(dict.fromkeys(r.check for r in results))} checks: {first.message}"
-    else:
-        text = "; ".join(f"{r.check}: {r.verdict.message}" for r in results if not r.verdict.status.healthy)
-    text = text or "no check ran"
-    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "…"
-
-
-def _template(message: str, node: str, address: str) -> str:
-    for value, slot in ((address, "\0address\0"), (node, "\0node\0")):
-        if value:
-            message = re.sub(rf"(?<![\w.-]){re.escape(value)}(?![\w-]|\.\w)", slot, message)
-    return message.replace("\0address\0", "<address>").replace("\0node\0", "<node>")
-
-
-def _fill(text: str, node: str, address: str) -> str:
-    return text.replace("<address>", address).replace("<node>", node)
 
 
 def _fold(nodes: Sequence[str]) -> str:
@@ -203,7 +167,7 @@ def node_sections(report: Report, stderr_paths: Collection[str] = ()) -> list[No
     order; a node's results unhealthy first."""
     links = capture_links(report, stderr_paths)
     order = sorted(
-        report.node_names, key=lambda n: (report.node_status(n).healthy, -report.node_status(n).rank, natural_key(n))
+        report.node_names, key=lambda n: (report.node_status(n).healthy, -report.node_status(n).rank, natural(n))
     )
     addresses = dict(report.nodes)
     out = []
@@ -382,7 +346,7 @@ def drift(report: Report, fleet_checks: Iterable[str] = ()) -> list[DriftFact]:
                     subject,
                     groups,
                     max(0, len(ranked) - DRIFT_GROUPS_MAX),
-                    _fold(sorted(set(silent), key=natural_key)) if silent else "",
+                    _fold(sorted(set(silent), key=natural)) if silent else "",
                 )
             )
     facts.sort(key=lambda f: (len(f.groups) < 2, f.check, f.subject))
@@ -444,12 +408,12 @@ def counters(report: Report, kinds: Mapping[str, str], explanations: Mapping[str
                 message=v.message,
             )
         )
-    rows.sort(key=lambda c: (-Status(c.status).rank, natural_key(c.node), c.port))
+    rows.sort(key=lambda c: (-Status(c.status).rank, natural(c.node), c.port))
     used = sorted({c.kind for c in rows if c.kind})
     return Counters(
         tuple(rows),
         quiet,
-        _fold(sorted(quiet_nodes, key=natural_key)),
+        _fold(sorted(quiet_nodes, key=natural)),
         tuple((k, explanations.get(k, "")) for k in used),
     )
 
@@ -460,10 +424,3 @@ def _num(v, sign: str = "") -> str:
     if isinstance(v, (int, float)):
         return f"{sign}{v:.4g}" if isinstance(v, float) else f"{sign}{v}"
     return str(v)
-
-
-# ------------------------------------------------------------------------------ status helpers
-
-
-def worst_of(statuses: Iterable[str]) -> str:
-    return worst(Status(s) for s in statuses).value
