@@ -64,6 +64,7 @@ class Round:
 
     index: int
     pairs: tuple[Pair, ...]
+    of: int = 0  # a planned round: how many rounds the plan has; 0: a localization round (next_round)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -156,8 +157,8 @@ def _checked(nodes: Iterable[str]) -> tuple[str, ...]:
 
 
 def _numbered(rounds: Iterable[Iterable[Pair]]) -> list[Round]:
-    kept = [tuple(pairs) for pairs in rounds]
-    return [Round(i, pairs) for i, pairs in enumerate(p for p in kept if p)]
+    kept = [p for p in (tuple(pairs) for pairs in rounds) if p]
+    return [Round(i, pairs, len(kept)) for i, pairs in enumerate(kept)]
 
 
 def _round_robin(order: Sequence[str]) -> Iterator[list[Pair]]:

@@ -209,11 +209,12 @@ class CheckContext:
         steer: planner.Steer = "any",
         max_rounds: int,
     ) -> tuple[list[planner.PairResult], planner.Blame]:
-        # the plan's rounds, for "round 1 of 2" (counted only when someone is watching)
-        planned = planned_rounds(nodes, pairing, groups, steer) if self.progress is not NULL_PROGRESS else 0
+        planned = 0  # the plan's rounds, known from its first round (Round.of)
 
         def run_round(rnd: planner.Round) -> list[planner.PairResult]:
-            self.progress.phase(_round_name(rnd.index + 1, planned, max_rounds), len(rnd.pairs), "pair")
+            nonlocal planned
+            planned = rnd.of or planned
+            self.progress.phase(_round_name(rnd, planned, max_rounds), len(rnd.pairs), "pair")
             # every pair of a round at once, `parallel` at most; more pairs than that run in waves
             waves = math.ceil(len(rnd.pairs) / max(1, min(len(rnd.pairs), self.parallel)))
             needs = waves * wave_s + AFTER_RESERVE_S
@@ -253,25 +254,12 @@ class CheckContext:
         return active_extras(self.data, self.undone)
 
 
-def planned_rounds(
-    nodes: Sequence[str], pairing: planner.Pairing, groups: Mapping[str, str] | None, steer: planner.Steer
-) -> int:
-    """How many rounds the pair plan has. "all" by its formula (the circle method: N-1 rounds for even
-    N, N for odd), since planning 1,024 nodes' half a million pairs a second time takes seconds; a
-    ring is planned again (milliseconds)."""
-    if pairing == "all":
-        n = len(nodes)
-        return 0 if n < 2 else n - 1 if n % 2 == 0 else n
-    return len(planner.plan(nodes, pairing, groups, steer))
-
-
-def _round_name(number: int, planned: int, max_rounds: int) -> str:
-    """A pair round as a person reads it: the plan's "round 1 of 2", then "localization round 1 (at most 3)"."""
-    if number <= planned:
-        return f"round {number} of {planned}"
-    if planned:
-        return f"localization round {number - planned} (at most {max_rounds})"
-    return f"round {number}"
+def _round_name(rnd: planner.Round, planned: int, max_rounds: int) -> str:
+    """A pair round as a person reads it: the plan's "round 1 of 2", then "localization round 1
+    (at most 3)" (localization rounds are numbered on from the plan's `planned`)."""
+    if rnd.of:
+        return f"round {rnd.index + 1} of {rnd.of}"
+    return f"localization round {rnd.index + 1 - planned} (at most {max_rounds})"
 
 
 @dataclass

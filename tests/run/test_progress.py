@@ -15,7 +15,7 @@ from nodecheck.core.model import Capture, Node, Outcome, Probe, Status, Verdict
 from nodecheck.core.progress import Progress, Tracker
 from nodecheck.core.registry import CheckSpec
 from nodecheck.judging.pair_plan import plan
-from nodecheck.run.active import CheckContext, CommandRunner, planned_rounds
+from nodecheck.run.active import CheckContext, CommandRunner
 from nodecheck.run.runner import run
 from nodecheck.transport.fanout import run_probes
 from tests.checks.test_ib_pairs import IBSTAT_OK, ScriptedCluster
@@ -159,8 +159,10 @@ def test_a_tracker_in_the_context_shows_the_round_under_the_check_phase():
     assert (s.step, s.phase, s.sub, s.done, s.total, s.unit, s.out) == (2, "ib.pairs", "round 2 of 2", 2, 2, "pair", ())
 
 
-def test_the_all_pairs_plan_is_counted_by_its_formula_as_the_planner_plans_it():
+def test_each_planned_round_says_how_many_rounds_the_plan_has():
     for n in range(10):
         nodes = [f"n{i}" for i in range(n)]
-        assert planned_rounds(nodes, "all", None, "any") == len(plan(nodes, "all"))
-    assert planned_rounds([f"n{i}" for i in range(8)], "ring", None, "any") == 2
+        rounds = plan(nodes, "all")
+        assert len(rounds) == (0 if n < 2 else n - 1 if n % 2 == 0 else n)  # the circle method
+        assert all(r.of == len(rounds) for r in rounds)
+    assert {r.of for r in plan([f"n{i}" for i in range(8)], "ring")} == {2}
