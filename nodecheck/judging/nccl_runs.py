@@ -254,6 +254,14 @@ def judge_output(
     return RunVerdict(status, message, observed, tail if status is not Status.PASS else "", busbw=low)
 
 
+def read_run(stdout: str) -> NcclTestRun | None:
+    """A test probe's output (sections `test`, `json`; or plain nccl-tests output) read as the judge
+    reads it (the JSON report when complete, else the text); None when neither can be read."""
+    sections = split_sections(stdout, "nccl-tests")
+    test = sections.get("test")
+    return _read(test.text if test is not None else stdout, sections.get("json"))[0]
+
+
 def _read(text: str, json_section) -> tuple[NcclTestRun | None, ParseError | None]:
     """The JSON report when it is complete, else the text; or why neither could be read."""
     if json_section is not None and json_section.text.strip():

@@ -9,12 +9,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nodecheck.core.errors import ParseError
 from nodecheck.core.model import CheckResult, Status
-from nodecheck.parsers.nccl_tests import parse_nccl_tests
+from nodecheck.judging.nccl_runs import read_run
 from nodecheck.parsers.nccl_tests_facts import NcclTestRun
-from nodecheck.parsers.nccl_tests_json import parse_nccl_tests_json
-from nodecheck.parsers.sections import split_sections
 from nodecheck.report import Report, capture_relpath
 from nodecheck.report.diff import natural
 from nodecheck.report.html.linechart import Series
@@ -36,24 +33,11 @@ class Chart:
 
 def busbw_points(text: str) -> tuple[tuple[tuple[float, float], ...], NcclTestRun | None]:
     """(size bytes, best busbw GB/s of the row's out-of-place and in-place halves) per row of a
-    test probe's capture (sections `test`, `json`), or of plain nccl-tests output."""
-    sections = split_sections(text, "nccl-tests")
-    test = sections.get("test")
-    body = test.text if test is not None else text
-    run: NcclTestRun | None = None
-    js = sections.get("json")
-    if js is not None and js.text.strip():
-        try:
-            run = parse_nccl_tests_json(js.text)
-            if not run.rows:
-                run = None
-        except ParseError:
-            run = None  # a JSON cut by a killed writer: the text still says where
+    test probe's capture (sections `test`, `json`), or of plain nccl-tests output, read as the
+    judge reads it (judging.nccl_runs.read_run)."""
+    run = read_run(text)
     if run is None:
-        try:
-            run = parse_nccl_tests(body)
-        except ParseError:
-            return (), None
+        return (), None
     points = []
     for row in run.rows:
         values = [m.busbw_gbs for m in (row.out_of_place, row.in_place) if m is not None and m.busbw_gbs is not None]
