@@ -70,7 +70,6 @@ def run_gated(
     allow_disruptive: bool = False,
     retries: int | None = None,
     drain_on: Sequence[str] | None = None,
-    on_node_done=None,
     own_job: str | None = None,
     progress: RunProgress = NULL_PROGRESS,
 ) -> Report:
@@ -94,7 +93,6 @@ def run_gated(
         stop=stop,
         excluded=excluded,
         allow_disruptive=allow_disruptive,
-        on_node_done=on_node_done,
         own_job=own_job,
         progress=progress,
     )

@@ -6,7 +6,7 @@ import dataclasses
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from nodecheck import __version__
@@ -43,7 +43,6 @@ def run(
     fanout: int,
     deadline_s: float | None = None,
     inventory: str | None = None,
-    on_node_done: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     excluded: Sequence[str] = (),
     allow_disruptive: bool = False,
@@ -68,7 +67,6 @@ def run(
         {n: plan_probes(playbook.checks) for n in nodes},
         fanout=fanout,
         deadline=deadline,
-        on_node_done=on_node_done,
         stop=stop,
         progress=progress,
     )

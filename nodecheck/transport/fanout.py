@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
@@ -63,7 +63,6 @@ def run_probes(
     *,
     fanout: int,
     deadline: float,
-    on_node_done: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     progress: Progress = NULL_PROGRESS,
 ) -> FanoutResult:
@@ -72,15 +71,10 @@ def run_probes(
     A transport that runs a probe on many nodes at once (srun: one step per round) does it its way.
     `progress` hears each node start and end (the caller names the phase)."""
 
-    def node_done(name: str) -> None:
-        progress.done(name)
-        if on_node_done:
-            on_node_done(name)
-
     if (rounds := getattr(transport, "run_rounds", None)) is not None:
         for node in work:  # one step for them all: every node is out from now
             progress.started(node.name)
-        return rounds(work, deadline=deadline, on_node_done=node_done, stop=stop)
+        return rounds(work, deadline=deadline, on_node_done=progress.done, stop=stop)
     run = _Run(work, deadline, stop or threading.Event())
     todo: queue.Queue = queue.Queue()
     for node in work:
@@ -103,7 +97,7 @@ def run_probes(
                     run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
             finally:
                 finished.release()
-                node_done(node.name)
+                progress.done(node.name)
 
     for _ in range(max(1, min(fanout, len(work)))):
         threading.Thread(target=worker, daemon=True, name="nodecheck-fanout").start()

@@ -126,7 +126,6 @@ def first_call(stop, deadline_s: float = 60.0) -> dict:
         "stop": stop,
         "excluded": ("gpu009",),
         "allow_disruptive": False,
-        "on_node_done": None,
         "own_job": None,
         "progress": NULL_PROGRESS,
     }
