@@ -14,12 +14,18 @@ import os
 
 def job_user_of(path: str) -> str:
     """The uid owning `path` (a --job-env file, a JOB.yml), as text; "" for root or a file that
-    cannot be read."""
+    cannot be read. A caller that has read the file takes its owner as read instead (Located.owner_uid,
+    job_user_of_owner): a path can name another file by the time it is stat'ed again."""
     try:
         uid = os.stat(path).st_uid
     except OSError:
         return ""
-    return "" if uid == 0 else str(uid)
+    return job_user_of_owner(uid)
+
+
+def job_user_of_owner(uid: int | None) -> str:
+    """The job's user a file's owner names: the uid as text; "" for root or no file."""
+    return "" if uid is None or uid == 0 else str(uid)
 
 
 def job_user_for(author_file: str | None, slurm_user: str) -> str:
@@ -27,9 +33,14 @@ def job_user_for(author_file: str | None, slurm_user: str) -> str:
     (JOB.yml, the watch config) when it is not root (a user's file names only that user's own files,
     whoever's job it checks), else the Slurm job's user (squeue's UserName, which the job cannot
     forge; "" when none); "" for root or none, or a name that is not a user name."""
+    return job_user_from(job_user_of(author_file) if author_file else "", slurm_user)
+
+
+def job_user_from(author: str, slurm_user: str) -> str:
+    """job_user_for with the author already known: `author` is the uid owning the file as it was read
+    (job_user_of_owner), so the watcher keeps the owner of the config it read for every tick."""
     from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
 
-    author = job_user_of(author_file) if author_file else ""
     if author:
         return author
     user = slurm_user or ""

@@ -5,13 +5,14 @@ drain reasons, history and the report carry that name like any other check's (do
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterator
 from typing import Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from nodecheck.core.bounded_search import MULTILINE, SearchTimeout, compile_pattern, search
 from nodecheck.core.model import Probe, Status, Verdict, excerpt, quote
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Ceiling, Floor
@@ -21,11 +22,12 @@ ARG_MAX_CHARS = 4096  # one argument; a longer one is a script, and a script is 
 
 
 def _pattern(value: str | None) -> str | None:
-    """A regular expression is compiled when the playbook loads: a typo fails there, with its line."""
+    """A regular expression is compiled when the playbook loads: a typo fails there, with its line.
+    Compiled as the judge searches it (core.bounded_search: the `regex` module, with a timeout)."""
     if value is not None:
         try:
-            re.compile(value, re.MULTILINE)
-        except re.error as e:
+            compile_pattern(value, MULTILINE)
+        except regex.error as e:
             raise ValueError(f"not a valid regular expression: {e}") from None
     return value
 
@@ -54,7 +56,7 @@ class ValueRule(BaseModel):
     @classmethod
     def _one_group(cls, value: str) -> str:
         _pattern(value)
-        if re.compile(value).groups < 1:
+        if compile_pattern(value).groups < 1:
             raise ValueError("the regex needs a group around the number: '(\\d+) MB'")
         return value
 
@@ -157,7 +159,19 @@ def command(out: Captures, want: CommandParams) -> Iterator[Verdict]:
             excerpt=shown,
         )
         return
-    verdicts = list(_judged(run, want, what, bad, seen, shown))
+    try:
+        verdicts = list(_judged(run, want, what, bad, seen, shown))
+    except _NotJudged as e:
+        yield Verdict(
+            Status.ERROR,
+            f"{what}{want.shown()}: the {e.field} pattern did not finish within {e.seconds:.2g} s on "
+            f"{len(run.output.encode()):,} bytes of output: not judged (a pattern that backtracks: "
+            "rewrite it without nested repeats)",
+            observed=seen,
+            expected={e.field: e.pattern},
+            excerpt=shown,
+        )
+        return
     failed = [v for v in verdicts if v.status is not Status.PASS]
     if failed:
         yield from failed
@@ -185,7 +199,7 @@ def _judged(run: CommandRun, want: CommandParams, what: str, bad: Status, seen: 
             excerpt=shown,
         )
     if want.match is not None:
-        if re.search(want.match, run.output, re.MULTILINE) is None:
+        if _search("match", want.match, run.output) is None:
             yield Verdict(
                 bad,
                 f"{name}: output does not match {quote(want.match)}",
@@ -196,7 +210,7 @@ def _judged(run: CommandRun, want: CommandParams, what: str, bad: Status, seen: 
         else:
             yield Verdict(Status.PASS, f"output matches {quote(want.match)}")
     if want.no_match is not None:
-        found = re.search(want.no_match, run.output, re.MULTILINE)
+        found = _search("no_match", want.no_match, run.output)
         if found is not None:
             yield Verdict(
                 bad,
@@ -211,8 +225,22 @@ def _judged(run: CommandRun, want: CommandParams, what: str, bad: Status, seen: 
         yield _value(run, want.value, name, bad, seen, shown)
 
 
+class _NotJudged(Exception):
+    def __init__(self, field: str, pattern: str, seconds: float) -> None:
+        super().__init__(field)
+        self.field, self.pattern, self.seconds = field, pattern, seconds
+
+
+def _search(field: str, pattern: str, output: str):
+    """A multiline search bounded by the run's judging deadline (core.bounded_search)."""
+    try:
+        return search(pattern, output, MULTILINE)
+    except SearchTimeout as e:
+        raise _NotJudged(field, pattern, e.seconds) from None
+
+
 def _value(run: CommandRun, rule: ValueRule, name: str, bad: Status, seen: dict, shown: str) -> Verdict:
-    found = re.search(rule.regex, run.output, re.MULTILINE)
+    found = _search("value", rule.regex, run.output)
     text = found.group(1) if found is not None else None
     if text is None:  # no number is not a good number
         return Verdict(

@@ -42,6 +42,16 @@ def read_step(out: Capture, label: str, target: BenchTarget, *, nvbandwidth: str
     if (tool := sections.facts.get("missing")) is not None:
         what = "the container runtime" if target.container else "the interpreter"
         return _problem(Status.ERROR, f"{label} not run: {what} {tool!r} not found on the node", out)
+    if (why := sections.facts.get("untrusted_image")) is not None:
+        image = target.container.image if target.container else "?"
+        if why.strip() == "not found":
+            return _problem(Status.ERROR, f"{label} not run: the image {image} was not found on the node", out)
+        return _problem(
+            Status.ERROR,
+            f"{label} not run: a user could change the image {image} ({why.strip()[:300]}), and the benchmark "
+            "runs it as root; keep the image where only root can write (the file and every directory above it)",
+            out,
+        )
     if (refused := busy(sections.facts, label)) is not None:
         return StepResult(problem=refused)
     bench = sections.get("bench")

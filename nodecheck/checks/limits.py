@@ -52,7 +52,11 @@ def limits(out: Captures, want: LimitsParams) -> Iterator[Verdict]:
 
     Read the way Slurm jobs get them: slurmd starts every task (through slurmstepd), so tasks
     inherit the limits of the node's slurmd, read from /proc/<slurmd pid>/limits in the probe's
-    own mount namespace. With PropagateResourceLimits (slurm.conf, default ALL) slurmd applies the
+    own mount namespace. slurmd is the process systemd's MainPID names, else the one process named
+    slurmd whose real uid is 0 and whose binary is a root-owned slurmd (or slurmd-wlm) in a
+    root-owned directory: a job's user cannot offer one of theirs; two such are told apart by a
+    root-owned SlurmdPidFile, else ERROR, never a value judged on a guess.
+    With PropagateResourceLimits (slurm.conf, default ALL) slurmd applies the
     submitting shell's soft limits, up to its own hard limits: for a propagated limit the hard limit
     is judged (the most a job can get), else the soft limit (PropagateResourceLimitsExcept=MEMLOCK
     keeps slurmd's); a propagated memlock warns even when slurmd's hard limit is enough, as the job's
@@ -85,7 +89,7 @@ def _judge(name: str, limit: Limit, minimum: int | str, facts: LimitsFacts) -> V
     elif facts.slurmd_pid is not None:
         note = f"; PropagateResourceLimits not known ({facts.why_unknown}): the soft limit judged"
     else:
-        note = "; no slurmd on this node"
+        note = "; no slurmd on this node" + _not_slurmd(facts)
     seen = f"{name} {shown(name, value)} ({facts.source})"
     observed = {
         name: "unlimited" if value is None else value,
@@ -112,6 +116,20 @@ def _judge(name: str, limit: Limit, minimum: int | str, facts: LimitsFacts) -> V
     wanted = "unlimited" if minimum == "unlimited" else f">= {shown(name, minimum)}"
     why = " (RDMA memory registration fails)" if name == "memlock" else ""
     return Verdict(Status.FAIL, f"{seen}, expected {wanted}{why}{note}", name, observed, expected)
+
+
+def _not_slurmd(facts: LimitsFacts) -> str:
+    """Processes named slurmd the probe did not take for slurmd (a job's user can name one so)."""
+    if not facts.not_slurmd_count:
+        return ""
+    pids = ", ".join(map(str, facts.not_slurmd)) + (
+        " and more" if facts.not_slurmd_count > len(facts.not_slurmd) else ""
+    )
+    many = facts.not_slurmd_count > 1
+    return (
+        f" ({facts.not_slurmd_count} process{'es' if many else ''} named slurmd, pid {pids}, "
+        f"{'are' if many else 'is'} not root running a root-owned slurmd binary: not judged)"
+    )
 
 
 def _raw(value: int | None) -> int | str:

@@ -450,7 +450,7 @@ def _one_collective(
     )
     with single(ctx.progress, f"{what}: multi-node test", fold(nodes)):
         capture = ctx.run(nodes[0], probe)
-    full = _judge_capture(capture, want, what, ranks, want.floor(variant), env)
+    full = _judge_capture(capture, want, what, ranks, want.floor(variant), env, hosts=len(nodes))
     runs.append(MultiTest(what, fold(nodes), ranks, full.status, full.busbw, redact_text(full.message), full.hang))
     scale = f"{len(nodes)} nodes ({fold(nodes)}), {ranks} ranks"
     if full.status in (Status.PASS, Status.WARN):
@@ -481,7 +481,13 @@ def _one_collective(
 
 
 def _judge_capture(
-    capture: Capture, want: NcclMulti, what: str, ranks: int, floor: Floor | None, env: Mapping[str, str]
+    capture: Capture,
+    want: NcclMulti,
+    what: str,
+    ranks: int,
+    floor: Floor | None,
+    env: Mapping[str, str],
+    hosts: int,
 ) -> RunVerdict:
     if capture.outcome is not Outcome.EXITED:
         status = {
@@ -503,7 +509,7 @@ def _judge_capture(
             {"exit_code": capture.exit_code},
             excerpt(capture.stderr + capture.stdout),
         )
-    return judge_output(capture.stdout, want, what, ranks, floor, env)
+    return judge_output(capture.stdout, want, what, ranks, floor, env, expected_hosts=hosts)
 
 
 def _localize(
@@ -548,7 +554,9 @@ def _localize(
             want.launcher_args,
             want.json_report,
         )
-        return _judge_capture(ctx.run(pair.a, probe), pair_want, f"{what} {pair.a}+{pair.b}", ranks, floor, env)
+        return _judge_capture(
+            ctx.run(pair.a, probe), pair_want, f"{what} {pair.a}+{pair.b}", ranks, floor, env, hosts=2
+        )
 
     def round_not_run(rnd: planner.Round, left: float, needs: float) -> None:
         cut.append(f"{what}: pair round {rnd.index + 1} not run: {left:.0f} s left, it needs {needs:.0f} s")

@@ -128,9 +128,9 @@ class NcclEnv(BaseModel):
     reachability: Reachability = Field(Reachability(), description="{ports, connect_timeout_s, enabled}")
     job_user: JobUser = Field(
         "",
-        description="the job's user (a uid or a name): a NCCL_CONF_FILE of theirs is "
-        "read even when private; set by nodecheck from --job-env's owner or the prolog's "
-        'SLURM_JOB_UID; "": only root\'s files readable by everyone',
+        description="the job's user (a uid or a name), who opens the NCCL_CONF_FILE the job names (never "
+        "root): a file of theirs is read even when private; set by nodecheck from --job-env's owner or the "
+        "prolog's SLURM_JOB_UID; \"\": opened as nobody, so only root's files everyone may reach and read",
     )
 
 

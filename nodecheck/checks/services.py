@@ -14,7 +14,9 @@ from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Ceiling
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.systemctl import Process, UnitState, parse_process_list, parse_systemctl_show
-from nodecheck.probes.services import services_probe
+from nodecheck.probes.services import UID_MIN, services_probe
+
+__all__ = ["UID_MIN", "Services", "services"]  # UID_MIN: the probe's, shared with nvlink.fabric
 
 # A unit name as systemd allows it (systemd.unit(5): ASCII letters, digits, ":", "-", "_", ".", "\",
 # "@" for instances), less "\": it reaches the node's shell as a word, so no blank and no glob character
@@ -36,9 +38,6 @@ PROCESS_OF = {
     "openibd": "",  # a oneshot: nothing keeps running
 }
 NO_SYSTEMD = "no systemd: judged by process list"
-# Daemons run as root or as a system account (munge, chrony, nvidia-persistenced); a process of a
-# person's account (UID_MIN of /etc/login.defs and up) that carries a daemon's name is not that daemon.
-UID_MIN = 1000
 
 
 def _alternatives(value: str) -> str:
@@ -109,7 +108,11 @@ def _probes(want: Services) -> list[Probe]:
 def services(out: Captures, want: Services) -> Iterator[Verdict]:
     """The daemons a GPU job needs are running and not flapping: nvidia-persistenced, slurmd, munge,
     a time daemon, nvidia-fabricmanager where NVSwitches exist (systemd units; the process list
-    where systemd is not the init system)."""
+    where systemd is not the init system).
+
+    Without systemd a daemon is a process of this mount namespace of its name whose real uid is
+    root's or a system account's and whose binary is a root-owned one of that name in a root-owned
+    directory: a job's user cannot stand in for a stopped daemon with a process named like it."""
     probe = _probes(want)[0]
     text = out[probe.name].stdout
     sections = split_sections(text, "services probe")
@@ -126,7 +129,7 @@ def services(out: Captures, want: Services) -> Iterator[Verdict]:
     if sections.facts.get("systemd") == "yes":
         yield from _by_systemd(sections, groups, want, _all_units(want))
     else:
-        yield from _by_processes(parse_process_list(procs.text), groups)
+        yield from _by_processes(parse_process_list(procs.text), _not_daemons(procs.text), groups)
     if not switches:
         for alts in want.with_nvswitch:
             yield Verdict(
@@ -257,23 +260,33 @@ def _forbidden_unit(alts: str, name: str, s: UnitState) -> Verdict:
 # --- without systemd: the process list --------------------------------------------------------
 
 
-def _by_processes(procs: list[Process], groups) -> Iterator[Verdict]:
+def _not_daemons(text: str) -> list[Process]:
+    """The probe's "!"-marked lines: processes of root or a system account named like a daemon whose
+    binary is not a root-owned one of that name (probes/services.py: DAEMON_FUNCTIONS)."""
+    return parse_process_list("\n".join(line[1:] for line in text.splitlines() if line.startswith("!")))
+
+
+def _by_processes(procs: list[Process], not_daemons: list[Process], groups) -> Iterator[Verdict]:
+    """Without systemd a daemon is a process of this mount namespace of its name, run by root or a
+    system account (the REAL uid) from a root-owned binary of that name (the probe tells those apart):
+    a job's user cannot make one, whatever they name a process."""
     for alts, role in groups:
         units = alts.split("|")
         processes = list(dict.fromkeys(p for p in map(_process, units) if p))
         comms = [p[:15] for p in processes]
         here = [p for p in procs if p.comm in comms and p.namespace == "same"]
+        forged = [p for p in not_daemons if p.comm in comms and p.namespace == "same"]
         mine = [p for p in here if p.uid is not None and p.uid < UID_MIN]
         impostors = [p for p in here if p not in mine]
         elsewhere = [p for p in procs if p.comm in comms and p.namespace == "other"]
         unknown = [p for p in procs if p.comm in comms and p.namespace == "unknown"]
         names = " or ".join(processes) or "no process (a oneshot unit)"
         observed = {"processes": [p.pid for p in mine], "judged_by": "process list"}
-        if role == "forbidden":  # whoever runs it
-            if here:
+        if role == "forbidden":  # whoever runs it, from whichever binary
+            if here or forged:
                 yield Verdict(
                     Status.FAIL,
-                    f"{names} running (pid {_pids(here)}), expected not running (forbidden; {NO_SYSTEMD})",
+                    f"{names} running (pid {_pids(here + forged)}), expected not running (forbidden; {NO_SYSTEMD})",
                     alts,
                     observed,
                 )
@@ -312,11 +325,16 @@ def _by_processes(procs: list[Process], groups) -> Iterator[Verdict]:
                 f"; {len(impostors)} process(es) of that name run as a user account (uid {users}, pid "
                 f"{_pids(impostors)}), not the daemon"
             )
+        if forged:
+            other += (
+                f"; {len(forged)} process(es) of that name run as root or a system account but not a root-owned "
+                f"{names} binary (pid {_pids(forged)}), not the daemon"
+            )
         why = " (the node has NVSwitches)" if role == "nvswitch" else ""
         yield Verdict(
             Status.FAIL,
             f"{_shown(alts)} not running: no process named {names} "
-            f"{'of root or a system account ' if impostors else ''}on this node{other}, expected running"
+            f"{'of root or a system account ' if impostors or forged else ''}on this node{other}, expected running"
             f"{why} ({NO_SYSTEMD})",
             alts,
             observed,

@@ -250,7 +250,10 @@ def _job_parsers(sub) -> None:
     watch.add_argument(
         "--config",
         metavar="FILE",
-        help="watch settings (YAML): progress log and regexes, bounds, alerts; a JOB.yml's `watch:` block works too",
+        help="watch settings (YAML): progress log and regexes, bounds, alerts; a JOB.yml's `watch:` block works too. "
+        "A file not owned by root, or writable by group or others (a user's JOB.yml), may set only the job's "
+        "own fields (progress, bounds, interval_s, sample_timeout_s, gpus_per_node): match, alerts, on_hang, "
+        "forensics and history come from a root-owned config or these options (exit 64 otherwise)",
     )
     watch.add_argument(
         "--log",

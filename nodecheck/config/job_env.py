@@ -10,10 +10,16 @@ A key set twice keeps its last value, as the shell does. An unquoted `;`, `&`, `
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import io
+import os
 import re
 import shlex
+from dataclasses import dataclass
+from pathlib import Path
 
+from nodecheck.config.yaml_source import read_config_bytes
 from nodecheck.core.errors import ConfigError
 from nodecheck.probes.env_policy import ENV_NAME
 
@@ -23,34 +29,58 @@ _EXPANDS = re.compile(r"[A-Za-z_{(0-9@*#?$!-]")
 NOT_RUN = "nodecheck reads this file, it does not run it"
 
 
+@dataclass(frozen=True)
+class JobEnvFile:
+    """The file as read once: its variables, the sha256 of its bytes and its owner (the fstat of the
+    descriptor read: whose job it is, app.job_user; a path swapped after the read lends nothing)."""
+
+    env: dict[str, str]
+    sha256: str
+    owner_uid: int
+
+
 def load_job_env(path: str) -> dict[str, str]:
     """{KEY: VALUE} of the file; ConfigError (file, line, hint) for anything a plain reading cannot
     settle. Later lines win over earlier ones."""
-    text = _read(path)
+    return read_job_env(path).env
+
+
+def read_job_env(path: str) -> JobEnvFile:
+    """The file read once (one open: a regular file, bounded), with what load_job_env returns."""
+    raw, st = _read(path)
+    text = _decode(raw, path)
     env: dict[str, str] = {}
     for number, line in enumerate(text.split("\n"), 1):
         parsed = _parse_line(line, path, number)
         if parsed is not None:
             env[parsed[0]] = parsed[1]
-    return env
+    return JobEnvFile(env, hashlib.sha256(raw).hexdigest(), st.st_uid)
 
 
-def _read(path: str) -> str:
+def _read(path: str):
+    """(bytes, fstat) of the file, read through one descriptor (yaml_source.read_config_bytes: a
+    regular file, bounded, a FIFO refused without blocking); its errors said for a job environment."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ConfigError(
-            "job environment file not found",
-            file=path,
-            hint="give the path of a KEY=VALUE file, as the job script sources it",
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError("is a directory, not a job environment file", file=path) from None
-    except OSError as e:
-        raise ConfigError(
-            f"cannot read the job environment file: {e.strerror}", file=path, hint="check its permissions"
-        ) from None
+        return read_config_bytes(Path(path))
+    except ConfigError as e:
+        if "directory, not a file" in e.message:
+            raise ConfigError("is a directory, not a job environment file", file=path) from None
+        if e.message == f"cannot read: {os.strerror(errno.ENOENT)}":
+            raise ConfigError(
+                "job environment file not found",
+                file=path,
+                hint="give the path of a KEY=VALUE file, as the job script sources it",
+            ) from None
+        if e.message.startswith("cannot read: "):
+            raise ConfigError(
+                "cannot read the job environment file: " + e.message.removeprefix("cannot read: "),
+                file=path,
+                hint="check its permissions",
+            ) from None
+        raise ConfigError(e.message, file=path, hint="give the KEY=VALUE file the job script sources") from None
+
+
+def _decode(raw: bytes, path: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -89,6 +89,7 @@ class Playbook:
     checks: tuple[PlannedCheck, ...]
     includes: tuple[tuple[str, str], ...] = ()  # (path, sha256) of each pins file, in load order
     gate: GateSettings = dataclasses.field(default_factory=GateSettings)
+    job_env_owner: int | None = None  # the uid owning the --job-env file as it was read (None: no file)
 
     def selects(self, node: Node) -> bool:
         return self.select_labels <= node.labels
@@ -168,12 +169,13 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
             # pin files come before the playbook's own block: the playbook's keys win
             parts = blocks.setdefault(name, [])
             parts.insert(len(parts) - 1 if name in book.checks else len(parts), (inc, block or {}))
-    env = None
+    env, job_env_owner = None, None
     if job_env is not None:
-        from nodecheck.config.job_env import load_job_env
+        from nodecheck.config.job_env import read_job_env
 
-        env = load_job_env(job_env)
-        included_files.append((str(Path(job_env).resolve()), hashlib.sha256(Path(job_env).read_bytes()).hexdigest()))
+        env_file = read_job_env(job_env)  # read once: its variables, digest and owner are one file's
+        env, job_env_owner = env_file.env, env_file.owner_uid
+        included_files.append((str(Path(job_env).resolve()), env_file.sha256))
         digest.update(included_files[-1][1].encode())
     checks = tuple(c for c in (_plan_check(name, parts, env) for name, parts in blocks.items()) if c)
     if not checks:
@@ -194,6 +196,7 @@ def load_playbook(name_or_path: str, pins: tuple[str, ...] = (), job_env: str | 
         checks=checks,
         includes=tuple(included_files),
         gate=book.gate,
+        job_env_owner=job_env_owner,
     )
 
 

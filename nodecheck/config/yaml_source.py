@@ -1,4 +1,9 @@
-"""Load a YAML file keeping the line of every key, so config errors can name file:line."""
+"""Load a YAML file keeping the line of every key, so config errors can name file:line.
+
+A file is opened once and read through that descriptor: its owner and mode (Located.owner_uid, .mode)
+are the fstat of the same descriptor, so whose word the content is (the watcher's trust in a config,
+watch/config.py) cannot be taken from another file put at the path; only regular files are read (a
+FIFO or a device is refused without blocking), at most MAX_FILE_BYTES."""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import dataclasses
 import difflib
 import hashlib
 import math
+import os
+import stat
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +32,14 @@ FINITE_HINT = "nan and inf are not limits or settings: write a finite number, e.
 # PyYAML's composer recurses once per nesting level, so a hostile depth ends in RecursionError;
 # inventories and playbooks are at most 5 levels deep, so this bound is far from any real file.
 MAX_DEPTH = 50
+# a config is a few KiB of YAML; a bigger file is the wrong file (a log, an image, /proc/kcore's size)
+MAX_FILE_BYTES = 16 * 1024 * 1024
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,10 @@ class Located:
     file: str
     lines: dict  # Loc -> 1-based line
     sha256: str = ""  # of the bytes parsed, so nobody has to read twice
+    # who owns the file read, and its st_mode: fstat of the very descriptor read (load_file), so whose
+    # word the content is cannot be taken from another file put at the path later; None: not a file
+    owner_uid: int | None = None
+    mode: int | None = None
 
     def line(self, loc: Loc) -> int | None:
         """The line of the deepest known prefix of loc (a missing key points at its parent)."""
@@ -46,18 +65,10 @@ class Located:
 
 
 def load_file(path: str | Path) -> Located:
-    """The file parsed; unreadable, binary or non-UTF-8 files are ConfigErrors like bad YAML."""
+    """The file parsed, with its owner and mode as read; unreadable, binary or non-UTF-8 files, files
+    that are not regular files and files over MAX_FILE_BYTES are ConfigErrors like bad YAML."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise ConfigError(
-            "is a directory, not a file", file=str(path), hint="give the path of the YAML file itself"
-        ) from None
-    except OSError as e:
-        raise ConfigError(
-            f"cannot read: {e.strerror or e}", file=str(path), hint="check the path and its permissions"
-        ) from None
+    raw, st = read_config_bytes(path)
     try:
         text = raw.decode("utf-8")  # explicit: the locale's encoding is not the file's
     except UnicodeDecodeError as e:
@@ -67,7 +78,67 @@ def load_file(path: str | Path) -> Located:
             line=raw.count(b"\n", 0, e.start) + 1,
             hint="is this the right file? save it as plain UTF-8 text",
         ) from None
-    return dataclasses.replace(load_text(text, str(path)), sha256=hashlib.sha256(raw).hexdigest())
+    return dataclasses.replace(
+        load_text(text, str(path)),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        owner_uid=st.st_uid,
+        mode=st.st_mode,
+    )
+
+
+def read_config_bytes(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of `path` and the fstat of the descriptor they were read through (one open: the owner
+    is the content's). O_NONBLOCK: opening a FIFO nobody writes returns at once, to be refused below."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except IsADirectoryError:
+        raise _not_a_file(path, "is a directory, not a file") from None
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise _not_a_file(path, "is a directory, not a file")
+        for test, kind in _NOT_REGULAR:
+            if test(st.st_mode):
+                raise _not_a_file(path, f"is not a regular file ({kind})")
+        if st.st_size > MAX_FILE_BYTES:
+            raise _too_big(path, f"is {st.st_size} bytes")
+        raw = _read_at_most(fd, MAX_FILE_BYTES + 1)  # bounded even if the file grows after the fstat
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_FILE_BYTES:
+        raise _too_big(path, f"is more than {MAX_FILE_BYTES} bytes")
+    return raw, st
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _not_a_file(path: Path, message: str) -> ConfigError:
+    return ConfigError(message, file=str(path), hint="give the path of the YAML file itself")
+
+
+def _unreadable(path: Path, e: OSError) -> ConfigError:
+    return ConfigError(f"cannot read: {e.strerror or e}", file=str(path), hint="check the path and its permissions")
+
+
+def _too_big(path: Path, size: str) -> ConfigError:
+    return ConfigError(
+        f"{size}: larger than any config (at most {MAX_FILE_BYTES // (1024 * 1024)} MiB)",
+        file=str(path),
+        hint="is this the right file? a config is a few KiB of YAML",
+    )
 
 
 def load_text(text: str, file: str) -> Located:

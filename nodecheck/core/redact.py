@@ -36,20 +36,34 @@ _NOT_SECRET = frozenset({"NCCL_IB_PKEY", "SSH_AUTH_SOCK", "NCCL_IB_AR_THRESHOLD"
 
 # scheme://user[:password]@host: the userinfo part goes (a lone user name may be the token itself)
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/@\s]{1,2048}@")
-# NAME=value inside free text (an argv, a command line, an env dump, a log field); NAME is a shell
-# name. Only NAME= is matched here, so a non-secret NAME="..." (a log's message="...") does not hide
-# the assignments quoted inside it; a secret NAME's value is then taken by _VALUE: to the next
-# whitespace or quote (unbounded: a long token is masked whole), or a quoted string (bounded: an
-# unclosed quote must not make every later NAME=" rescan the line).
-_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]{0,255})=")
-_VALUE = re.compile(r"\"[^\"\n]{0,65536}\"|'[^'\n]{0,65536}'|[^\s\"']*")
-# --token VALUE / --password=VALUE style options in a command line
+# NAME=value inside free text (an argv, a command line, an env dump, a log field), and the other ways
+# a key and its value are printed: NAME = value, a YAML `name: value`, a JSON `"NAME": "value"`, a
+# Python dict's `'NAME': 'value'`, an HTTP header `Authorization: Bearer TOKEN`. The key may be quoted
+# (the same quote on both sides) and may hold "-" and "." (api-key, x.api_key); the separator is "=" or
+# ":" with up to 16 blanks around it, never a comparison or a scope (`key == x`; `ev.key === "Enter"`
+# in report.html's own script, which is masked as a whole; `key := x`, `Key::new`). Only a key whose
+# name looks secret has its value masked, so a non-secret key="..." (a log's message="...") does not
+# hide the assignments quoted inside it, and "step: 100" stays as it is. A key must not follow a
+# letter, digit or ":" (a URL's "host:8443" or a time's "12:30" is no key). A secret key's value is
+# taken by _VALUE: an auth scheme and its token (Bearer abc), a quoted string (bounded: an unclosed
+# quote must not make every later key rescan the line), or a word to the next blank, comma, brace or
+# quote (unbounded: a long token is masked whole).
+_ASSIGNMENT = re.compile(
+    r"""(?<![A-Za-z0-9_.:-])(["']?)([A-Za-z_][A-Za-z0-9_.-]{0,255})\1[ \t]{0,16}(=(?!=)|:(?![:=]))[ \t]{0,16}"""
+)
+_AUTH_SCHEME = r"(?i:bearer|basic|token|digest|negotiate|bot|apikey)[ \t]{1,16}[^\s\"',}]*"
+_VALUE = re.compile(rf"{_AUTH_SCHEME}|\"[^\"\n]{{0,65536}}\"|'[^'\n]{{0,65536}}'|[^\s\"',}}]*")
+# --token VALUE / --password=VALUE / --hf-token "VALUE" style options in a command line
 _OPTION_NAME = (
     r"--?[A-Za-z0-9_-]{0,64}(?:token|secret|password|passwd|api[-_]?key|key)"
     r"[A-Za-z0-9_-]{0,32}"
 )
-_OPTION = re.compile(rf"({_OPTION_NAME})(=|[ \t]+)([^\s\"']+)", re.IGNORECASE)
+_OPTION = re.compile(
+    rf"({_OPTION_NAME})(=|[ \t]+)(\"[^\"\n]{{0,65536}}\"|'[^'\n]{{0,65536}}'|[^\s\"']+)", re.IGNORECASE
+)
 _OPTION_ALONE = re.compile(_OPTION_NAME, re.IGNORECASE)
+# "KeyError: 'x'", "TokenizerWarning: ...": an exception's name before its message is no key
+_EXCEPTION_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?:Error|Exception|Warning)")
 
 
 def is_secret_name(name: str) -> bool:
@@ -91,8 +105,9 @@ def redact_text(text: str, known_secrets: Iterable[str] = ()) -> str:
 def _redact_assignments(text: str) -> str:
     parts, pos = [], 0
     for m in _ASSIGNMENT.finditer(text):
-        if m.start() < pos or not is_secret_name(m.group(1)):
-            continue  # inside a value already masked, or nothing to mask
+        name = m.group(2)
+        if m.start() < pos or _EXCEPTION_NAME.fullmatch(name) or not is_secret_name(name.replace("-", "_")):
+            continue  # inside a value already masked, an exception's name, or nothing to mask
         value = _VALUE.match(text, m.end())
         assert value is not None  # _VALUE matches the empty string
         parts += [text[pos : m.end()], REDACTED]

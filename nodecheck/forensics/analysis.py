@@ -4,6 +4,7 @@ facts in, a Forensics value out."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -14,7 +15,7 @@ from nodecheck.forensics.collectives import GroupFinding, analyze
 from nodecheck.forensics.ranks import RankProcess, duplicated
 from nodecheck.forensics.stacks import ProcessStack, StackGroup, group_stacks
 from nodecheck.forensics.verdict import Diagnosis, NodeEvents, diagnose
-from nodecheck.parsers.flight_recorder import FRDump, parse_dump
+from nodecheck.parsers.flight_recorder import DUMP_TIME_LIMIT_S, FRDump, parse_dump
 from nodecheck.parsers.forensics import StackResult
 from nodecheck.parsers.pyspy import parse_pyspy_dump, pyspy_failure
 
@@ -22,6 +23,11 @@ TIMED_OUT = (124, 137)  # timeout(1): the bound fired; 137 after its -k grace
 EVENT_MARGIN_S = 600.0  # kernel events this long before the job's oldest process count
 NO_START_WINDOW_S = 86_400.0  # when the job's start is unknown: the last day
 MAX_EVENTS = 5  # per node and kind, newest kept
+# One budget for all the dumps of a run, besides each dump's own bounds: 512 ranks' dumps, each
+# allowed 30 s, could hold the run for hours, and every parsed dump is kept for the comparison. A
+# dump past either budget is not read, and says why (the others still are compared).
+DUMPS_BUDGET_S = 120.0  # a 2,000-entry dump reads in 0.1 s: 512 such take ~50 s
+DUMPS_BUDGET_BYTES = 1 << 30  # dump bytes parsed in all (a 2,000-entry dump is ~1 MB)
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,15 @@ class Forensics:
     notes: tuple[str, ...]  # what limits the evidence (no py-spy, unreadable dumps, ...)
 
 
-def examine(gathered: Gathered | None, dump_reads: Sequence[DumpRead], stack_timeout_s: float) -> Forensics:
-    reads = tuple(_parse(d) for d in dump_reads)
+def examine(
+    gathered: Gathered | None,
+    dump_reads: Sequence[DumpRead],
+    stack_timeout_s: float,
+    *,
+    dumps_budget_s: float = DUMPS_BUDGET_S,
+    dumps_budget_bytes: int = DUMPS_BUDGET_BYTES,
+) -> Forensics:
+    reads = _parse_all(dump_reads, dumps_budget_s, dumps_budget_bytes)
     usable = _latest_per_rank([r.dump for r in reads if r.dump is not None])
     findings = analyze(usable) if usable else ()
     processes = gathered.processes if gathered else []
@@ -57,11 +70,39 @@ def examine(gathered: Gathered | None, dump_reads: Sequence[DumpRead], stack_tim
     return Forensics(gathered, reads, findings, stacks, groups, events, diagnosis, _notes(gathered, reads, processes))
 
 
-def _parse(d: DumpRead) -> ReadDump:
+def _now() -> float:
+    return time.monotonic()
+
+
+def _parse_all(dump_reads: Sequence[DumpRead], budget_s: float, budget_bytes: int) -> tuple[ReadDump, ...]:
+    """Every dump parsed, each within what is left of the run's time and bytes for dumps."""
+    started, used, parsed, out = _now(), 0, 0, []
+    for d in dump_reads:
+        if d.data is None:
+            out.append(ReadDump(d, None, d.note))
+            continue
+        left = budget_s - (_now() - started)
+        if left <= 0:
+            why = f"not read: the run's {budget_s:g} s for reading dumps was spent on the {parsed} read before it"
+            out.append(ReadDump(d, None, why))
+            continue
+        if used + len(d.data) > budget_bytes:
+            why = (
+                f"not read: the run's dumps are past {budget_bytes:,} bytes read "
+                f"({used:,} bytes in the {parsed} read before it, {len(d.data):,} in this one)"
+            )
+            out.append(ReadDump(d, None, why))
+            continue
+        used, parsed = used + len(d.data), parsed + 1
+        out.append(_parse(d, min(DUMP_TIME_LIMIT_S, left)))
+    return tuple(out)
+
+
+def _parse(d: DumpRead, time_limit_s: float = DUMP_TIME_LIMIT_S) -> ReadDump:
     if d.data is None:
         return ReadDump(d, None, d.note)
     try:
-        return ReadDump(d, parse_dump(d.data, source=d.path))
+        return ReadDump(d, parse_dump(d.data, source=d.path, time_limit_s=time_limit_s))
     except ParseError as e:
         return ReadDump(d, None, f"unreadable: {e.reason}")
     except Exception as e:  # noqa: BLE001 - one hostile dump is that dump's error, never the run's

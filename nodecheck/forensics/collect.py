@@ -41,6 +41,7 @@ class Where:
     what: str  # the pattern or the job id
     log: str | None = None  # the job's log on each node ({node} replaced)
     dump_prefix: str | None = None  # an extra flight-recorder prefix to list
+    user: str = ""  # the job's user, who reads its log (probe.py SNAPSHOT_SCRIPT); "" not known
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,13 @@ def gather(
     first = {
         n: [
             snapshot_probe(
-                where.mode, where.what, n.name, _for_node(where.log, n.name), where.dump_prefix, SNAPSHOT_TIMEOUT_S
+                where.mode,
+                where.what,
+                n.name,
+                _for_node(where.log, n.name),
+                where.dump_prefix,
+                SNAPSHOT_TIMEOUT_S,
+                where.user,
             ),
             KERNEL_LOG,
         ]

@@ -192,8 +192,9 @@ def _plan(args: Namespace) -> dict:
     from nodecheck.forensics.collect import Where
 
     inventory = load_inventory(args.inventory) if args.inventory else []
+    user = ""  # who reads --log on the nodes: the Slurm job's user; none known: probe.py SNAPSHOT_SCRIPT
     if args.slurm_job:
-        nodes, label = _slurm_nodes(args.slurm_job.strip(), inventory), args.slurm_job.strip()
+        (nodes, user), label = _slurm_nodes(args.slurm_job.strip(), inventory), args.slurm_job.strip()
         where = Where("match", args.match) if args.match else Where("slurm", label)
         key = label
     else:
@@ -202,12 +203,15 @@ def _plan(args: Namespace) -> dict:
             raise ConfigError(f"{args.inventory} names no node", file=args.inventory)
         where, label = Where("match", args.match), f"inventory:{args.match}"
         key = Path(args.inventory).stem
-    where = Where(where.mode, where.what, args.log, args.dump_prefix)
+    where = Where(where.mode, where.what, args.log, args.dump_prefix, user)
     ensure_open_files(min(args.fanout, len(nodes)))
     return {"nodes": nodes, "where": where, "label": label, "key": key, "transport": ssh_transport(args)}
 
 
-def _slurm_nodes(job_id: str, inventory) -> list:
+def _slurm_nodes(job_id: str, inventory) -> tuple[list, str]:
+    """The job's nodes (the inventory's entry where it has one) and its user (app.job_user.job_user_for:
+    squeue's UserName; "" for root or none)."""
+    from nodecheck.app.job_user import job_user_for
     from nodecheck.app.slurm import Slurm, SlurmError
     from nodecheck.core.model import Node
 
@@ -232,4 +236,4 @@ def _slurm_nodes(job_id: str, inventory) -> list:
             hint="forensics looks at a running job's processes; --dumps DIR reads dumps alone",
         )
     reach = {n.name: n for n in inventory}
-    return [reach.get(n) or Node(name=n, address=n) for n in job.nodes]
+    return [reach.get(n) or Node(name=n, address=n) for n in job.nodes], job_user_for(None, job.user)

@@ -10,7 +10,9 @@ Dump paths come from the ranks' own environment and from /tmp, which the job's u
 listed only when it is a regular file (not a symbolic link) owned by the uid of a rank that names its
 prefix (c10d's default prefix: any rank of the job), and fetched only after the same checks are made
 again on the file as opened (FETCH_PY): /etc/shadow behind TORCH_FR_DUMP_TEMP_FILE, or behind a
-symlink in /tmp, is refused, never copied.
+symlink in /tmp, is refused, never copied. The job's log (--log, a watch's progress.log) is opened and
+read by the job's user, never by root (shell.owned_read): a root-only file there, or a link to one, is
+the node's log error, none of its lines.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from nodecheck.core.model import Probe
 from nodecheck.judging.nccl_settings import TRACE_FILE_VARS
 from nodecheck.parsers.watch_sample import GPU_FIELDS
-from nodecheck.probes.shell import ANCESTRY_FUNCTION, ESC_AWK
+from nodecheck.probes.shell import ANCESTRY_FUNCTION, ESC_AWK, JOB_USER, JOB_USER_MAX, OWNED_READ_FUNCTION
 
 SNAPSHOT = "forensics-snapshot"
 STACKS = "forensics-stacks"
@@ -59,7 +61,14 @@ esc_lines() {{ LC_ALL=C awk '{ESC_AWK}
 
 # $1 mode: "match" (pgrep -f $2) or "slurm" ($2 the job id: processes whose environment holds
 # SLURM_JOB_ID=$2 and, where srun set it, SLURMD_NODENAME=$3); $4 the job's log ("" none; "~/" the
-# remote user's home); $5 an extra dump prefix ("" none).
+# remote user's home); $5 an extra dump prefix ("" none); $6 the job's user (a uid or a name; "" not
+# known).
+#
+# The job's log is opened and read by the job's user, never by root (shell.owned_read): its path comes
+# from the command line or a watch config, and it lies in the job's directory, where the job can put a
+# symbolic link or a hard link to a root-only file. With no job's user known, a user's log is read as its
+# owner and root's as nobody. A log that is refused says why, as the section's one line; none of it is
+# read.
 #
 # pgrep -f also matches this script (its argv holds the pattern), its subshells and its ancestors
 # (the SSH session's shell, timeout): they are dropped (probes/shell.py's ancestry, as the watch probe).
@@ -68,9 +77,10 @@ esc_lines() {{ LC_ALL=C awk '{ESC_AWK}
 SNAPSHOT_SCRIPT = (
     _ESC_LINES
     + ANCESTRY_FUNCTION
+    + OWNED_READ_FUNCTION
     + r"""
 LC_ALL=C; export LC_ALL
-mode=$1; what=$2; node=$3; log=$4; extra=$5
+mode=$1; what=$2; node=$3; log=$4; extra=$5; job_user=${6-}
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
 echo "@@nodecheck begin clock"
 date +%s 2>&1; echo "@@nodecheck end clock rc=$?"
@@ -163,14 +173,16 @@ done
 echo "@@nodecheck end dumps rc=0"
 if [ -n "$log" ]; then
   echo "@@nodecheck begin nccl_warn"
-  if [ -f "$log" ]; then
-    tail -c """
+  if owned_read "$log" "$job_user" tail """
     + str(LOG_SCAN_BYTES)
-    + r""" -- "$log" | grep -a 'NCCL WARN' | tail -n """
+    + r"""; then
+    printf '%s\n' "$oo_data" | grep -a 'NCCL WARN' | tail -n """
     + str(NCCL_WARN_LINES)
-    + r""" | esc_lines; rc=0
-  else
+    + r""" | esc_lines; rc=0; oo_data=
+  elif [ "$oo_why" = "No such file or directory" ]; then
     echo "$log: no such file"; rc=1
+  else
+    printf '%s: %s\n' "$log" "$oo_why"; rc=1
   fi
   echo "@@nodecheck end nccl_warn rc=$rc"
 fi
@@ -310,13 +322,16 @@ sys.stdout.write(base64.encodebytes(packed).decode("ascii"))
 
 
 def snapshot_probe(
-    mode: str, what: str, node: str, log: str | None, extra_prefix: str | None, timeout_s: float
+    mode: str, what: str, node: str, log: str | None, extra_prefix: str | None, timeout_s: float, user: str = ""
 ) -> Probe:
+    """`user`: the job's user, who reads its log (a uid or a user name; "" not known: see SNAPSHOT_SCRIPT)."""
     if mode not in ("match", "slurm"):
         raise ValueError(f"mode {mode!r}")
+    if not JOB_USER.fullmatch(user) or len(user) > JOB_USER_MAX:
+        raise ValueError(f"not a uid or a user name: {user[:60]!r}")
     return Probe(
         SNAPSHOT,
-        ("sh", "-c", SNAPSHOT_SCRIPT, "nodecheck-forensics", mode, what, node, log or "", extra_prefix or ""),
+        ("sh", "-c", SNAPSHOT_SCRIPT, "nodecheck-forensics", mode, what, node, log or "", extra_prefix or "", user),
         timeout_s=timeout_s,
     )
 

@@ -24,10 +24,11 @@ def job_check_command(args: Namespace) -> int:
     from nodecheck.run import runner as runner
 
     spec = load_job_spec(args.job)
-    counts = _counts(spec, args.job) if spec.data_balance is not None else None
     nodes, transport, record = _nodes(args)
+    user = job_user(spec, record)  # the counts need it too: their command runs as the job's user
+    counts = _counts(spec, args.job, user) if spec.data_balance is not None else None
     ctx = JobContext(spec=spec, order=tuple(n.name for n in nodes), counts=counts, slurm=record)
-    checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec, job_user(args.job, record)))
+    checks = tuple(PlannedCheck(s, ctx, s.probes_for(ctx)) for s in specs(spec, user))
     playbook = Playbook(
         name=f"job-check-{Path(args.job).stem}",
         path=str(Path(args.job)),
@@ -55,27 +56,30 @@ def job_check_command(args: Namespace) -> int:
     return publish(report, args)
 
 
-def job_user(job: str, record) -> str:
-    """Whose files JOB.yml's paths (its NCCL_CONF_FILE) are read as: app.job_user.job_user_for (JOB.yml's
-    owner, else the Slurm job's user)."""
-    from nodecheck.app.job_user import job_user_for
+def job_user(spec, record) -> str:
+    """Whose files JOB.yml's paths (its NCCL_CONF_FILE, its counts file) are read as, and whom its
+    counts_command runs as: app.job_user.job_user_from (JOB.yml's owner as it was read, unless root;
+    else the Slurm job's user; "" = none)."""
+    from nodecheck.app.job_user import job_user_from, job_user_of_owner
 
-    return job_user_for(job, record.user if record is not None else "")
+    return job_user_from(job_user_of_owner(spec.owner_uid), record.user if record is not None else "")
 
 
-def _counts(spec, job: str):
-    """The rank counts; a counts_command that fails is placed at its line of JOB.yml (a counts file
-    that fails names that file, and the line in it)."""
+def _counts(spec, job: str, user: str):
+    """The rank counts, run or read as `user` (job/counts.py: "" = the operator's own JOB.yml). An
+    error about a JOB.yml field (data_balance.counts_command failed, the job's user is unknown) is
+    placed at that field's line of JOB.yml; a counts file that fails names that file (and its line)."""
     from nodecheck.config.yaml_source import load_file
     from nodecheck.job.counts import read_counts
     from nodecheck.job.spec import base_dir
 
     try:
-        return read_counts(spec.data_balance, base_dir(spec))
+        return read_counts(spec.data_balance, base_dir(spec), user=user)
     except ConfigError as e:
-        if not (e.file or "").startswith("data_balance.counts_command"):
+        field = (e.file or "").split(" ")[0]
+        if field not in ("data_balance.counts_command", "data_balance.counts_file"):
             raise
-        line = load_file(job).line(("data_balance", "counts_command"))
+        line = load_file(job).line(tuple(field.split(".")))
         raise ConfigError(f"{e.file}: {e.message}", file=job, line=line, hint=e.hint) from None
 
 

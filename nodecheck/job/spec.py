@@ -40,7 +40,8 @@ class DataBalance(_Block):
     counts_command: list[str] | str | None = Field(
         None,
         description="a command that prints the counts (argv list, or a string split as the shell "
-        "would, never run by one); run on this machine in JOB.yml's directory",
+        "would, never run by one); run on this machine in JOB.yml's directory, as the job's user "
+        "(JOB.yml's owner, else the Slurm job's user)",
     )
     command_timeout_s: float = Field(60.0, gt=0, le=3600, allow_inf_nan=False, strict=True)
     per_step: int = Field(1, ge=1, strict=True, description="items (blocks, samples) one rank consumes per micro-step")
@@ -161,6 +162,9 @@ class JobSpec(_Block):
     # set by load_job_spec, not by the file
     source: str = Field("", exclude=True)
     sha256: str = Field("", exclude=True)
+    # the uid owning JOB.yml as it was read (the descriptor's fstat): the job's user (job.command), never
+    # a second stat of the path, which could name a root-owned file the user put there since
+    owner_uid: int | None = Field(None, exclude=True)
 
     @property
     def nodes_needed(self) -> int:
@@ -168,7 +172,8 @@ class JobSpec(_Block):
         return -(-self.world_size // self.gpus_per_node)
 
 
-FILE_KEYS = frozenset(JobSpec.model_fields) - {"source", "sha256"}
+_SET_BY_LOAD = ("source", "sha256", "owner_uid")
+FILE_KEYS = frozenset(JobSpec.model_fields) - set(_SET_BY_LOAD)
 
 
 def load_job_spec(path: str | Path) -> JobSpec:
@@ -179,7 +184,7 @@ def load_job_spec(path: str | Path) -> JobSpec:
         raise src.error(
             (), "a job description is a mapping with world_size: and gpus_per_node:", hint="see examples/job.yml"
         )
-    for key in ("source", "sha256"):
+    for key in _SET_BY_LOAD:
         if key in src.data:
             raise src.error((key,), f"unknown key {key!r}", hint="see examples/job.yml")
     try:
@@ -224,7 +229,7 @@ def _resolved(spec: JobSpec, src: Located, base: Path) -> JobSpec:
     def absolute(p: str | None) -> str | None:
         return p if p is None or p.startswith("/") else str(base / p)
 
-    update: dict[str, Any] = {"source": src.file, "sha256": src.sha256}
+    update: dict[str, Any] = {"source": src.file, "sha256": src.sha256, "owner_uid": src.owner_uid}
     if spec.data_balance is not None and spec.data_balance.counts_file is not None:
         update["data_balance"] = spec.data_balance.model_copy(
             update={"counts_file": absolute(spec.data_balance.counts_file)}

@@ -99,8 +99,12 @@ def judge_output(
     expected_ranks: int | None = None,
     floor: Floor | None = None,
     env: Mapping[str, str] | None = None,
+    expected_hosts: int | None = None,
 ) -> RunVerdict:
-    """A test probe's output (sections `test`, optionally `json`) -> one verdict. Pure."""
+    """A test probe's output (sections `test`, optionally `json`) -> one verdict. Pure.
+
+    `expected_hosts`: the number of nodes a multi-node test was launched on; its rank list must then
+    spread evenly over that many hosts, or the run measured less than it claims (see _spread)."""
     sections = split_sections(stdout, "nccl-tests")
     test = sections.get("test")
     if test is None:
@@ -216,10 +220,14 @@ def judge_output(
         return RunVerdict(
             Status.FAIL, f"{what}: {len(run.devices)} ranks in the output, expected {expected_ranks}", observed, tail
         )
+    if expected_hosts is not None and (spread := _spread(run, expected_hosts)):
+        return RunVerdict(Status.ERROR, f"{what}: {spread}", observed, tail)
     plateau = [r for r in run.rows if r.size >= want.plateau_min_bytes]
     speeds = [b for r in plateau if (b := _best_busbw(r)) is not None]
     avg = f"avg busbw {fmt(run.avg_busbw_gbs)} GB/s" if run.avg_busbw_gbs is not None else "no average"
     ranks = f"{len(run.devices)} ranks" if run.devices else "ranks not listed"
+    if expected_hosts is not None:
+        ranks += f" on {expected_hosts} hosts"
     unchecked = want.check and run.params is not None and run.params.validation is False
     if not speeds:
         if floor is None:
@@ -252,6 +260,35 @@ def judge_output(
         + mixed
     )
     return RunVerdict(status, message, observed, tail if status is not Status.PASS else "", busbw=low)
+
+
+def _spread(run: NcclTestRun, hosts: int) -> str:
+    """Why a multi-node run's rank list does not show `hosts` nodes each running its share ("" when it
+    does). A launcher that ignored its host list (or an output crafted to look healthy) can put every
+    rank on one host: its bandwidth is NVLink's, and the fabric between the nodes was never tested.
+    Hosts are counted by the names the ranks printed (gethostname on each node), not matched against
+    the inventory's names, which may be addresses or aliases."""
+    if not run.devices:
+        return (
+            f"the output lists no ranks, so it cannot show that the test ran on its {hosts} nodes; "
+            "not judged (nccl-tests prints '#  Rank N ... on HOST' for every rank)"
+        )
+    per_host: dict[str, int] = {}
+    for d in run.devices:
+        per_host[d.host] = per_host.get(d.host, 0) + 1
+    if len(per_host) != hosts:
+        names = fold(per_host) if len(per_host) <= 8 else f"{fold(list(per_host)[:8])}, ..."
+        return (
+            f"the ranks ran on {len(per_host)} host{'s' if len(per_host) != 1 else ''} ({names}), not on the "
+            f"{hosts} nodes of the test: the fabric between them was not tested; not judged (is the launcher "
+            "given the node list?)"
+        )
+    share, uneven = len(run.devices) // hosts, len(set(per_host.values())) > 1
+    if uneven or share * hosts != len(run.devices):
+        counts = sorted(per_host.items(), key=lambda kv: (-kv[1], kv[0]))
+        said = ", ".join(f"{n} on {h}" if i else f"{n} ranks on {h}" for i, (h, n) in enumerate(counts[:4]))
+        return f"the ranks are not spread evenly: {said}, expected {share} on each; not judged"
+    return ""
 
 
 def read_run(stdout: str) -> NcclTestRun | None:

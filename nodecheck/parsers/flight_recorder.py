@@ -202,9 +202,10 @@ class _Clock:
     def __init__(self, deadline: float, limit_s: float, where: str) -> None:
         self.deadline, self.limit_s, self.where = deadline, limit_s, where
 
-    def check(self) -> None:
+    def check(self, inside: str = "") -> None:
         if time.monotonic() > self.deadline:
-            raise ParseError(TOOL, f"{self.where}: refused: not read within {self.limit_s:g} s")
+            at = f"{inside}: " if inside else ""
+            raise ParseError(TOOL, f"{self.where}: {at}refused: not read within {self.limit_s:g} s")
 
 
 # the opcodes a dump needs (torch's pickler writes protocol 2; Python's, for the built dumps, up to 5)
@@ -430,11 +431,12 @@ def _dump(raw: dict, source: str, fmt: str, data: bytes, clock: _Clock) -> FRDum
             TOOL, f"{where}: 'entries' is a {type(raw_entries).__name__}, expected a list", excerpt=_excerpt(data)
         )
     common: dict = {}  # values every entry repeats (frames of a call site, names): one object each
+    read = _Read(clock)  # what was read of each object the memo shares between entries
     entries = []
     for i, e in enumerate(raw_entries):
         if not i & 0xFF:
             clock.check()
-        entries.append(_entry(e, i, where, fmt, common))
+        entries.append(_entry(e, i, where, fmt, common, read))
     return FRDump(
         source=source,
         version=version,
@@ -510,11 +512,11 @@ def _status_seq(v: Any, where: str) -> int | None:
     return v if v >= 0 else None
 
 
-def _entry(e: Any, i: int, where: str, fmt: str, common: dict) -> FREntry:
+def _entry(e: Any, i: int, where: str, fmt: str, common: dict, read: _Read) -> FREntry:
     """One entry, its recurring values taken from `common` (the dump's table of shared objects)."""
     if not isinstance(e, dict):
         raise ParseError(TOOL, f"{where}: entry {i} is a {type(e).__name__}, expected a dict")
-    get = _Getter(e, i, where)
+    get = _Getter(e, i, where, read)
     pg_name, pg_desc = _process_group(get)
     name = get.req("profiling_name", str)
     backend, collective = _split_name(name)
@@ -538,10 +540,10 @@ def _entry(e: Any, i: int, where: str, fmt: str, common: dict) -> FREntry:
         profiling_name=same(name, name),
         collective=same(collective, collective),
         state=same(state := get.req("state", str), state),
-        input_sizes=same(sizes := get.sizes("input_sizes"), sizes),
-        output_sizes=same(sizes := get.sizes("output_sizes"), sizes),
-        input_dtypes=same(dtypes := get.strs("input_dtypes"), dtypes),
-        output_dtypes=same(dtypes := get.strs("output_dtypes"), dtypes),
+        input_sizes=get.sizes("input_sizes", common),
+        output_sizes=get.sizes("output_sizes", common),
+        input_dtypes=get.strs("input_dtypes", common),
+        output_dtypes=get.strs("output_dtypes", common),
         time_created_ns=get.opt("time_created_ns", _is_int),
         time_discovered_started_ns=started,
         time_discovered_completed_ns=completed,
@@ -580,11 +582,38 @@ def _is_number(v: Any) -> bool:
     return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
 
 
+class _Read:
+    """The reading of one dump's lists, each object read once. A pickle's memo lets every entry name
+    the same list (2,000 entries, one 60,000-long list: 0.3 MB of pickle), which the pre-scan counts
+    as expanded but which is ONE object in memory: reading it again for every entry cost 23 s (and its
+    copies, for its like, 1.9 GiB). So what was read of an object is kept by its identity (the raw
+    objects live while the dump is read, so an id is never reused) and the work stays that of the
+    pickle's own size. The clock is looked at every CLOCK_EVERY items inside an entry too: one entry
+    can hold a million frames."""
+
+    CLOCK_EVERY = 4096
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock, self.items = clock, 0
+        self.done: dict[int, tuple[Any, Any]] = {}
+
+    def once(self, value: Any, build: Callable[[], Any]) -> Any:
+        key = id(value)
+        if key not in self.done:
+            self.done[key] = (value, build())  # (the value kept alive with its reading)
+        return self.done[key][1]
+
+    def tick(self, count: int, inside: str) -> None:
+        before, self.items = self.items, self.items + count
+        if before // self.CLOCK_EVERY != self.items // self.CLOCK_EVERY:
+            self.clock.check(inside)
+
+
 class _Getter:
     """Typed reads from one entry; a wrong type names the entry index and the key."""
 
-    def __init__(self, e: dict, i: int, where: str) -> None:
-        self.e, self.i, self.where = e, i, where
+    def __init__(self, e: dict, i: int, where: str, read: _Read) -> None:
+        self.e, self.i, self.where, self.read = e, i, where, read
 
     def fail(self, key: str, value: Any, expected: str) -> None:
         raise ParseError(TOOL, f"{self.where}: entry {self.i} '{key}' is {shown(value, 120)}, expected {expected}")
@@ -602,26 +631,56 @@ class _Getter:
             self.fail(key, v, ok.__name__.removeprefix("_is_").replace("_", " "))
         return v
 
-    def sizes(self, key: str) -> tuple[tuple[int, ...], ...]:
+    def sizes(self, key: str, common: dict) -> tuple[tuple[int, ...], ...]:
+        """The sizes, one object for equal ones (`common`), hashed once per object read."""
         v = self.e.get(key, [])
-        if not isinstance(v, (list, tuple)) or not all(
-            isinstance(d, (list, tuple)) and all(_is_int(x) for x in d) for d in v
-        ):
+        if not isinstance(v, (list, tuple)):
             self.fail(key, v, "a list of int lists")
-        return tuple(tuple(d) for d in v)
 
-    def strs(self, key: str) -> tuple[str, ...]:
+        def build() -> tuple[tuple[int, ...], ...]:
+            sizes = tuple(self._dims(key, v, d, common) for d in v)
+            # keyed by the identities of its (already one-per-value) dims: hashing the dims again for
+            # every entry is the cost this reading avoids
+            return common.setdefault(("sizes", *map(id, sizes)), sizes)
+
+        return self.read.once(v, build)
+
+    def _dims(self, key: str, v: Any, d: Any, common: dict) -> tuple[int, ...]:
+        def build() -> tuple[int, ...]:
+            self.read.tick(len(d) + 1, f"entry {self.i}")
+            if not all(_is_int(x) for x in d):
+                self.fail(key, v, "a list of int lists")
+            dims = tuple(d)
+            return common.setdefault(dims, dims)  # hashed once per object read
+
+        if not isinstance(d, (list, tuple)):
+            self.fail(key, v, "a list of int lists")
+        return self.read.once(d, build)
+
+    def strs(self, key: str, common: dict) -> tuple[str, ...]:
         v = self.e.get(key, [])
-        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+
+        def build() -> tuple[str, ...]:
+            self.read.tick(len(v) + 1, f"entry {self.i}")
+            if not all(isinstance(x, str) for x in v):
+                self.fail(key, v, "a list of strings")
+            strs = tuple(v)
+            return common.setdefault(strs, strs)
+
+        if not isinstance(v, (list, tuple)):
             self.fail(key, v, "a list of strings")
-        return tuple(v)
+        return self.read.once(v, build)
 
     def frames(self, cache: dict) -> tuple[FRFrame, ...]:
         v = self.e.get("frames", [])
         if not isinstance(v, (list, tuple)):
             self.fail("frames", v, "a list")
+        return self.read.once(v, lambda: self._frames(v, cache))
+
+    def _frames(self, v: list | tuple, cache: dict) -> tuple[FRFrame, ...]:
         frames = []
         for f in v:
+            self.read.tick(1, f"entry {self.i}")
             if not (
                 isinstance(f, dict)
                 and isinstance(f.get("name", ""), str)

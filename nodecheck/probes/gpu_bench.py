@@ -89,28 +89,78 @@ class BenchTarget(BaseModel):
         return f"the node's {self.python}" if c is None else f"{c.runtime} image {c.image}"
 
 
+# The image's code never runs with root's rights: whoever can push the job's tag or write its .sif
+# would otherwise run code as root on the host (and through the NVIDIA container hooks, which run
+# on the host). docker/podman: an unprivileged user (nobody), no capabilities, no privilege gain by
+# setuid; the GPUs stay usable (their device files are world-accessible, as the NVIDIA driver makes
+# them). apptainer: --no-privs (root in the container without capabilities), and the .sif only when
+# no one but root can change it (image_guard below). enroot: `enroot start` as root runs a container
+# from root's own store ($ENROOT_DATA_PATH of root), which only root can create or change.
+UNPRIVILEGED = "65534:65534"
+_CONTAINED = ("--user", UNPRIVILEGED, "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+
+
 def launcher(target: BenchTarget) -> tuple[str, ...]:
     """The argv that runs `python -` (the probe on stdin) where the target says."""
     c, py = target.container, target.python
     if c is None:
         return (py, "-")
     if c.runtime == "docker":  # -i: the probe is stdin; no network: the probe needs none
-        return ("docker", "run", "--rm", "-i", "--gpus", "all", "--network", "none", "--entrypoint", py, c.image, "-")
+        return (
+            "docker", "run", "--rm", "-i", "--gpus", "all", "--network", "none", *_CONTAINED,
+            "--entrypoint", py, c.image, "-",
+        )  # fmt: skip
     if c.runtime == "podman":  # CDI, as NVIDIA's container toolkit documents for podman
         return (
-            "podman", "run", "--rm", "-i", "--device", "nvidia.com/gpu=all", "--network", "none",
+            "podman", "run", "--rm", "-i", "--device", "nvidia.com/gpu=all", "--network", "none", *_CONTAINED,
             "--entrypoint", py, c.image, "-",
         )  # fmt: skip
     if c.runtime == "enroot":
         return ("enroot", "start", "--env", "NVIDIA_VISIBLE_DEVICES=all", c.image, py, "-")
-    return ("apptainer", "exec", "--nv", "--containall", "--cleanenv", c.image, py, "-")
+    return ("apptainer", "exec", "--no-privs", "--nv", "--containall", "--cleanenv", c.image, py, "-")
+
+
+def guarded_image(target: BenchTarget) -> str:
+    """The image file the node must find root-only before it runs (apptainer's .sif), else ""."""
+    c = target.container
+    return c.image if c is not None and c.runtime == "apptainer" else ""
+
+
+# image_guard PATH: is PATH (a .sif) changeable by no one but root? Followed to where it leads
+# (readlink -f), the file and every directory above it must be root's and not writable by group or
+# others; a sticky directory (/tmp) may be writable by all, since no one can replace root's file in
+# it. Sets ig_why ("owned by uid 1000: /shared/u/train.sif", "writable by group or others: ...",
+# "not found") and returns 1 when not.
+IMAGE_GUARD_FUNCTION = r"""
+image_guard() {
+  ig_why= ig_p=$(readlink -f -- "$1" 2>/dev/null)
+  if [ -z "$ig_p" ] || [ ! -f "$ig_p" ]; then ig_why="not found"; return 1; fi
+  ig_c=$ig_p ig_file=1
+  while :; do
+    ig_s=$(stat -c '%u %a' -- "${ig_c:-/}" 2>/dev/null) || { ig_why="cannot stat ${ig_c:-/}"; return 1; }
+    ig_u=${ig_s%% *} ig_m=${ig_s#* }
+    if [ "$ig_u" != 0 ]; then ig_why="owned by uid $ig_u: ${ig_c:-/}"; return 1; fi
+    ig_sticky=; [ ${#ig_m} -eq 4 ] && case ${ig_m%???} in [1357]) ig_sticky=1 ;; esac
+    case ${ig_m#"${ig_m%??}"} in       # the group and other digits: a write bit in either
+      [2367]?|?[2367])
+        if [ -n "$ig_file" ] || [ -z "$ig_sticky" ]; then
+          ig_why="writable by group or others (mode $ig_m): ${ig_c:-/}"; return 1
+        fi ;;
+    esac
+    [ -n "$ig_c" ] || return 0
+    ig_c=${ig_c%/*} ig_file=
+  done
+}
+"""
 
 
 # $1 guard (1: run the idle guard), $2 the bound in s, $3 stdout cap, $4 nvbandwidth (auto|never|required),
-# $5 nvbandwidth's bound; then the launcher argv and the probe's own args after a "--".
+# $5 nvbandwidth's bound, $6 the image file that must be root-only ("" none: guarded_image); then the
+# launcher argv and the probe's own args after a "--".
 _STEP_SCRIPT = (
-    r"""
-guard=$1 t=$2 cap=$3 nvb=$4 nvb_t=$5; shift 5
+    IMAGE_GUARD_FUNCTION
+    + r"""
+guard=$1 t=$2 cap=$3 nvb=$4 nvb_t=$5 image=$6; shift 6
 if [ "$guard" = 1 ]; then
 {
 """
@@ -119,6 +169,7 @@ if [ "$guard" = 1 ]; then
 } </dev/null
 fi
 command -v "$1" >/dev/null 2>&1 || { echo "@@nodecheck missing $1"; exit 0; }
+if [ -n "$image" ] && ! image_guard "$image"; then echo "@@nodecheck untrusted_image $ig_why"; exit 0; fi
 d=$(mktemp -d 2>/dev/null) || { echo "mktemp -d failed: nowhere to keep the probe's exit code" >&2; exit 70; }
 trap 'rm -rf "$d"' EXIT
 echo "@@nodecheck begin bench"
@@ -167,6 +218,7 @@ def bench_probe(
         str(OUTPUT_CAP),
         nvbandwidth,
         str(NVBANDWIDTH_TIMEOUT_S),
+        guarded_image(target),
         *launcher(target),
         *probe_args,
     )

@@ -1,5 +1,6 @@
 """The limits probe (`limits`): the resource limits of this node's slurmd, which its job tasks inherit,
-else the probe's own (an SSH login through PAM's pam_limits); and Slurm's PropagateResourceLimits."""
+else the probe's own (an SSH login through PAM's pam_limits); and Slurm's PropagateResourceLimits.
+slurmd is told by systemd, its binary and real uid, or its pid file, never by its name alone (LIMITS_SCRIPT)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,26 @@ from nodecheck.core.model import Probe
 from nodecheck.core.registry import Captures
 from nodecheck.parsers.proc_limits import Limits, parse_limits
 from nodecheck.parsers.sections import split_sections
+from nodecheck.probes.services import DAEMON_FUNCTIONS
 
 LIMITS_MAX_BYTES = 8192  # /proc/PID/limits is 17 rows of 80 bytes
 
-# slurmd is found by name (/proc/PID/comm: no read of a command line, which can hang) among root's
-# processes (slurmd runs as root; any process may call itself slurmd) of the probe's own mount namespace: a container's slurmd, or (on the simulated cluster,
-# where nodes share one PID namespace) another node's, is not this node's. Slurm starts every job
+# Which process is this node's slurmd (issue 32: a job's user must not choose the limits judged, and
+# so drain a node). Never its name alone: a user can run a setuid-root program through a symlink
+# called slurmd (comm "slurmd", /proc/PID root's). In this order, the first that applies:
+#   1. systemd's MainPID of slurmd.service (where systemd is the init system; `systemctl show`
+#      bounded): the process systemd started from root's unit file and still tracks;
+#   2. else every process of this mount namespace named slurmd (/proc/PID/comm: no read of a command
+#      line, which can hang) whose REAL uid is 0 and whose binary is a root-owned slurmd in a
+#      root-owned directory (probes/services.py: DAEMON_FUNCTIONS, which says why), less any whose
+#      parent is one of them (slurmd forks before it execs slurmstepd or a Prolog: the same limits).
+#      One: that one. Several: the one slurmd's pid file names (SlurmdPidFile of the node's
+#      slurm.conf, default /run/slurmd.pid; trusted only when a regular file of root's that no group
+#      or other may write), else the probe says "ambiguous" and the check is an ERROR, never a value
+#      judged on a process that may not be slurmd. Processes named slurmd that fail the test are
+#      listed (not_slurmd) so the message can say they were seen and not taken.
+# Same mount namespace: a container's slurmd, or (on the simulated cluster, where nodes share one
+# PID namespace) another node's, is not this node's. Slurm starts every job
 # step through slurmstepd, a child of slurmd, so tasks start with slurmd's limits (and slurmd's
 # systemd unit sets them: LimitMEMLOCK=infinity in slurmd.service). With PropagateResourceLimits
 # (default ALL) slurmd then applies the submitting shell's soft limits, up to slurmd's hard limits;
@@ -27,39 +42,101 @@ LIMITS_MAX_BYTES = 8192  # /proc/PID/limits is 17 rows of 80 bytes
 # job start (SchedMD: a Prolog should not call Slurm commands). A slurm.conf without either line
 # means Slurm's default, ALL. Without a slurmd in this namespace, the probe's own limits are read
 # (its login session's, set by pam_limits from /etc/security/limits.conf); `head` inherits them.
-LIMITS_SCRIPT = r"""
-me=$(readlink /proc/self/ns/mnt 2>/dev/null)
-found= count=0
-for d in /proc/[0-9]*; do
-  IFS= read -r comm 2>/dev/null <"$d/comm" || continue
-  [ "$comm" = slurmd ] || continue
-  [ "$(readlink "$d/ns/mnt" 2>/dev/null)" = "$me" ] || continue
-  [ "$(stat -c %u -- "$d" 2>/dev/null)" = 0 ] || continue   # a job's user can name a process slurmd
-  count=$((count + 1))
-  [ -n "$found" ] || found=${d#/proc/}
+LIMITS_SCRIPT = (
+    DAEMON_FUNCTIONS
+    + r"""
+conf=
+for c in "${SLURM_CONF:-}" /etc/slurm/slurm.conf /etc/slurm-llnl/slurm.conf /run/slurm/conf/slurm.conf \
+         /var/spool/slurmd/conf-cache/slurm.conf; do
+  [ -n "$c" ] && [ -f "$c" ] && [ -r "$c" ] && conf=$c && break
 done
+# conf_lines PATTERN: the slurm.conf lines of that setting (bounded: a huge or hung file cannot stall
+# or flood the probe; the lines that matter are short)
+conf_lines() { op_bounded head -c 1048576 -- "$conf" | grep -i "^[[:space:]]*$1" | head -n 8; }
+
+# trusted_pid FILE: the pid in FILE when it is a regular file of root's no group or other may write
+trusted_pid() {
+  set -- "$1" $(op_bounded stat -c '%u %A' -- "$1" 2>/dev/null)
+  [ $# = 3 ] && [ "$2" = 0 ] || return 1
+  case $3 in -????[!w]??[!w]*) ;; *) return 1;; esac
+  tp=$(op_bounded head -c 32 -- "$1" 2>/dev/null | head -n 1)
+  case $tp in ''|*[!0-9]*) return 1;; esac
+  echo "$tp"
+}
+
+found= via=
+main=
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  # "MainPID=N": no --value, which systemd before 230 (RHEL 7) does not know
+  main=$(op_bounded systemctl show -p MainPID slurmd.service 2>/dev/null | head -n 1)
+  main=${main#MainPID=}
+  case $main in ''|0|*[!0-9]*) main=;; esac
+fi
+if [ -n "$main" ] && [ "/proc/$main/ns/mnt" -ef "/proc/$$/ns/mnt" ]; then
+  op_ids "$main"
+  [ "$op_ru" = 0 ] && found=$main via=systemd
+fi
+if [ -z "$found" ]; then
+  cands= rejected= nrejected=0
+  for d in /proc/[0-9]*; do
+    { IFS= read -r comm <"$d/comm"; } 2>/dev/null || continue
+    [ "$comm" = slurmd ] || continue
+    [ "$d/ns/mnt" -ef "/proc/$$/ns/mnt" ] || continue
+    pid=${d#/proc/}
+    op_ids "$pid"
+    if [ "$op_ru" = 0 ] && op_daemon_binary "$pid" slurmd; then
+      cands="$cands $pid:$op_pp"
+    else
+      nrejected=$((nrejected + 1))
+      [ "$nrejected" -gt 8 ] || rejected="$rejected${rejected:+,}$pid"
+    fi
+  done
+  roots=
+  for c in $cands; do
+    case "$cands " in *" ${c#*:}:"*) continue;; esac   # its parent is slurmd: a fork of it
+    roots="$roots${roots:+ }${c%:*}"
+  done
+  [ "$nrejected" = 0 ] || printf '@@nodecheck not_slurmd count=%s pids=%s\n' "$nrejected" "$rejected"
+  case $roots in
+    *" "*)
+      pidfile=
+      [ -z "$conf" ] || pidfile=$(conf_lines 'SlurmdPidFile[[:space:]]*=' | tail -n 1 |
+                                  sed 's/^[^=]*=[[:space:]]*//; s/[[:space:]#].*//')
+      [ -n "$pidfile" ] || pidfile=/run/slurmd.pid   # Slurm's default
+      case $pidfile in *%*) pidfile=;; esac   # %n/%h: several slurmd per host; not resolved here
+      named=
+      [ -z "$pidfile" ] || named=$(trusted_pid "$pidfile") || named=
+      for p in $roots; do [ "$p" = "$named" ] && found=$p via=pidfile && break; done
+      if [ -z "$found" ]; then
+        printf '@@nodecheck source ambiguous pids=%s\n' "$(echo $roots | tr ' ' ,)"
+        [ -z "$pidfile" ] || printf '@@nodecheck pid_file %s\n' "$pidfile"
+        exit 0
+      fi
+      printf '@@nodecheck pid_file %s\n' "$pidfile";;
+    ?*) found=$roots via=exe;;
+  esac
+fi
 if [ -n "$found" ]; then
-  printf '@@nodecheck source slurmd pid=%s count=%s\n' "$found" "$count"
+  printf '@@nodecheck source slurmd pid=%s via=%s\n' "$found" "$via"
   echo "@@nodecheck begin limits"; head -c LIMITS_MAX_BYTES "/proc/$found/limits" 2>&1; echo "@@nodecheck end limits rc=$?"
 else
   echo "@@nodecheck source self"
   echo "@@nodecheck begin limits"; head -c LIMITS_MAX_BYTES /proc/self/limits 2>&1; echo "@@nodecheck end limits rc=$?"
 fi
-for conf in "${SLURM_CONF:-}" /etc/slurm/slurm.conf /etc/slurm-llnl/slurm.conf /run/slurm/conf/slurm.conf \
-            /var/spool/slurmd/conf-cache/slurm.conf; do
-  [ -n "$conf" ] && [ -f "$conf" ] && [ -r "$conf" ] || continue
+if [ -n "$conf" ]; then
   printf '@@nodecheck slurm-conf %s\n' "$conf"
   echo "@@nodecheck begin slurm-config"
-  # bounded: the lines that matter are short; a huge or odd file cannot flood the capture
-  head -c 1048576 -- "$conf" | grep -i '^[[:space:]]*PropagateResourceLimits' | head -n 8
+  conf_lines PropagateResourceLimits
   echo "@@nodecheck end slurm-config rc=0"
-  break
-done
+fi
 exit 0
 """.replace("LIMITS_MAX_BYTES", str(LIMITS_MAX_BYTES))
+)
 LIMITS = Probe("limits", ("sh", "-c", LIMITS_SCRIPT, "nodecheck-limits"), timeout_s=25)
 
-_SOURCE = re.compile(r"slurmd pid=(\d+) count=(\d+)|self", re.ASCII)
+_SOURCE = re.compile(r"slurmd pid=(\d+) via=(systemd|pidfile|exe)|self|ambiguous pids=(\d+(?:,\d+)+)", re.ASCII)
+_NOT_SLURMD = re.compile(r"count=(\d+) pids=(\d+(?:,\d+)*)", re.ASCII)
+FOUND_BY = {"systemd": "systemd's MainPID of slurmd.service", "exe": "its binary"}
 _CONFIG = re.compile(r"(PropagateResourceLimits(?:Except)?)\s*=\s*(.*)", re.IGNORECASE)
 # slurm.conf's names of the limits nodecheck judges
 SLURM_NAMES = {"memlock": "MEMLOCK", "nofile": "NOFILE", "nproc": "NPROC", "stack": "STACK"}
@@ -83,6 +160,9 @@ class LimitsFacts:
     slurmd_pid: int | None
     propagation: Propagation | None  # None: not known (no slurm.conf readable: why_unknown)
     why_unknown: str
+    found_by: str = ""  # how slurmd was told ("its binary", "the pid file /run/slurmd.pid", systemd's)
+    not_slurmd: tuple[int, ...] = ()  # processes named slurmd that are not (the first 8)
+    not_slurmd_count: int = 0  # how many there were
 
 
 ALL_NAMES = frozenset({"AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "RSS", "STACK"})
@@ -94,9 +174,22 @@ def read_limits(out: Captures) -> LimitsFacts:
 
 def _read(text: str) -> LimitsFacts:
     sections = split_sections(text, "limits probe")
-    source = _SOURCE.fullmatch(sections.facts.get("source", ""))
-    if source is None:
+    if "source" not in sections.facts:
         raise ParseError("limits probe", "no source line: the probe did not run to its end", text)
+    source = _SOURCE.fullmatch(sections.facts["source"])
+    if source is None:
+        raise ParseError("limits probe", f"source line not understood: {sections.facts['source'][:100]!r}", text)
+    if source.group(3):  # several processes pass for slurmd: no value judged on a guess
+        pids = ", ".join(source.group(3).split(","))
+        pid_file = sections.facts.get("pid_file", "")
+        raise ParseError(
+            "limits probe",
+            f"{len(source.group(3).split(','))} processes could be slurmd: pids {pids} (each root's, "
+            "running a root-owned slurmd binary, none a fork of another; neither systemd's MainPID nor a "
+            f"root-owned pid file{f' ({pid_file})' if pid_file else ''} names one): stop the stray one, or "
+            "set SlurmdPidFile",
+            text,
+        )
     section = sections.require("limits", "/proc/PID/limits")
     where = f"/proc/{source.group(1)}/limits" if source.group(1) else "/proc/self/limits"
     if section.rc != 0:
@@ -104,12 +197,23 @@ def _read(text: str) -> LimitsFacts:
     limits = parse_limits(section.text, where)
     pid = int(source.group(1)) if source.group(1) else None
     what = "slurmd's limits" if pid is not None else "the probe's own login limits, set by PAM"
+    found_by = ""
+    if source.group(2):
+        found_by = FOUND_BY.get(source.group(2), f"the pid file {sections.facts.get('pid_file', '')}")
+    not_slurmd: tuple[int, ...] = ()
+    not_count = 0
+    if rejected := _NOT_SLURMD.fullmatch(sections.facts.get("not_slurmd", "")):
+        not_slurmd = tuple(int(p) for p in rejected.group(2).split(","))
+        not_count = max(int(rejected.group(1)), len(not_slurmd))
     config = sections.get("slurm-config")
+    propagation, why_unknown = None, ""
     if config is None:
-        return LimitsFacts(limits, what, pid, None, "no slurm.conf readable on the node")
-    if config.rc is None:
-        return LimitsFacts(limits, what, pid, None, "slurm.conf could not be read to its end")
-    return LimitsFacts(limits, what, pid, _propagation(config.text), "")
+        why_unknown = "no slurm.conf readable on the node"
+    elif config.rc is None:
+        why_unknown = "slurm.conf could not be read to its end"
+    else:
+        propagation = _propagation(config.text)
+    return LimitsFacts(limits, what, pid, propagation, why_unknown, found_by, not_slurmd, not_count)
 
 
 def _propagation(text: str) -> Propagation | None:

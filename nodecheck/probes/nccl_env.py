@@ -15,9 +15,9 @@ from nodecheck.parsers.sysfs import SHELL_FUNCTION
 from nodecheck.probes.shell import ESCAPE_FUNCTIONS, NCCL_CONF_FUNCTION, WRITABLE_FUNCTION
 
 # $1: 1 to print the node's NCCL_*/TORCH_*/MASTER_* variables; $2: the job's NCCL_CONF_FILE ("" when
-# the job does not set it); $3: the job's user ("" when not known: shell.job_file reads the file as
-# theirs); then LABEL PATH pairs: the job's dump file prefixes, whose directories are tested for
-# writing next to the default's and the node's own.
+# the job does not set it); $3: the job's user, who opens that file (shell.job_file; "" when not known:
+# nobody, never root); then LABEL PATH pairs: the job's dump file prefixes, whose directories are tested
+# for writing next to the default's and the node's own.
 # The node's variables are filtered on the node: its other variables (secrets) never leave it.
 # NCCL also reads NCCL_CONF_FILE (else ~/.nccl.conf), then /etc/nccl.conf (src/misc/param.cc
 # initEnvFunc): a variable the environment leaves unset may be set there.

@@ -507,13 +507,16 @@ class _Collector:
         return out
 
     def process_name(self, pid):
-        """/proc/<pid>/comm, or argv[0]'s longer basename where comm is cut at 15; else NVML's name."""
+        """/proc/<pid>/comm, or the running binary's longer basename where comm is cut at 15; else
+        NVML's name. Never the command line: reading /proc/<pid>/cmdline takes the process's mmap
+        lock, which a rank stuck in D state holds, so the read (and the Prolog with it) would block;
+        /proc/<pid>/exe is read without it. argv[0] is also the process's to choose."""
         try:
             with open("%s/%d/comm" % (self.proc, pid)) as f:
                 name = f.read().strip()
             if name:
                 if len(name) == _COMM_MAX:
-                    longer = self.argv0_name(pid)
+                    longer = self.exe_name(pid)
                     if longer is not None and len(longer) > len(name) and longer.startswith(name):
                         return longer
                 return name
@@ -525,14 +528,16 @@ class _Collector:
         except Exception:
             return None
 
-    def argv0_name(self, pid):
-        """The basename of /proc/<pid>/cmdline's argv[0], or None."""
+    def exe_name(self, pid):
+        """The basename of the binary /proc/<pid>/exe points to (" (deleted)" dropped), or None."""
+        builtin_os = _builtin_os()  # posix: compiled in, never looked up on sys.path
         try:
-            with open("%s/%d/cmdline" % (self.proc, pid), "rb") as f:
-                argv0 = f.read().split(b"\0", 1)[0]
-        except OSError:
+            target = builtin_os.readlink("%s/%d/exe" % (self.proc, pid))
+        except (OSError, ValueError, AttributeError):
             return None
-        name = argv0.decode("utf-8", "replace").rstrip("/").rsplit("/", 1)[-1]
+        if target.endswith(" (deleted)"):
+            target = target[: -len(" (deleted)")]
+        name = target.rstrip("/").rsplit("/", 1)[-1]
         return name or None
 
 

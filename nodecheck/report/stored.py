@@ -18,6 +18,14 @@ from pathlib import Path
 from nodecheck.core.errors import ConfigError
 
 REPORT_JSON_MAX = 1 << 30  # bytes; a 1,024-node run with every capture listed is ~40 MB
+# Parsing JSON costs memory per value, not per byte: 150 MB of "[]," is 50 million lists (3.8 GiB).
+# A report nodecheck wrote holds ~134 bytes per object or list (the demo's report.json; the
+# 16,000-node report of docs/scale.md, 565 MB, ~4.2 million). So before it is parsed, a report.json
+# with more than one object or list per STRUCTURE_MIN_BYTES bytes, or more than STRUCTURES_MAX in all,
+# is refused: memory then stays near what a real report of that size costs. (Brackets inside strings
+# count too: that only makes a real report look denser, well inside the margin.)
+STRUCTURE_MIN_BYTES = 32
+STRUCTURES_MAX = 16_000_000
 CAPTURE_MAX = 8 << 20  # bytes of one capture read for the page (nccl-tests output is kilobytes)
 FIX = "give the directory a run wrote (reports/<run-id>, the path `run` printed after `report:`)"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -57,9 +65,17 @@ def read_document(directory: str | Path) -> dict:
         data = _read_file(dir_fd, "report.json", where)
     finally:
         os.close(dir_fd)
+    structures = data.count(b"[") + data.count(b"{")
+    if structures > STRUCTURES_MAX or structures * STRUCTURE_MIN_BYTES > max(len(data), 1 << 16):
+        raise ConfigError(
+            f"not a nodecheck report: {structures:,} objects and lists in {len(data):,} bytes "
+            f"(a report has at most one per {STRUCTURE_MIN_BYTES} bytes, {STRUCTURES_MAX:,} in all); not parsed",
+            file=where,
+            hint=FIX,
+        )
     try:
         doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise ConfigError(f"not JSON: {e}", file=where, hint="a report.json that `run` wrote, whole") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"not a report: a JSON {type(doc).__name__}, not an object", file=where, hint=FIX)

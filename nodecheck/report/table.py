@@ -13,6 +13,11 @@ from nodecheck.report import Report
 
 REASON_MAX_CHARS = 300  # one readable line per unhealthy node
 DETAIL_WIDTH = 100  # wrap long messages so the table fits a terminal
+# What would drive the terminal instead of being read: C0 and C1 controls (ESC starts a CSI or OSC
+# sequence, 0x9b is a one-byte CSI) and the bidirectional overrides that reorder what is shown. A live
+# run's messages never hold them (tool output is escaped as it is read); a stored report.json given to
+# `report show` may, so every table is printed with them escaped (the line breaks are the table's).
+_TERMINAL_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def render(report: Report) -> str:
@@ -21,7 +26,14 @@ def render(report: Report) -> str:
     if unhealthy:
         parts.append(unhealthy)
     parts.append(_footer(report))
-    return "\n\n".join(parts) + "\n"
+    return terminal_safe("\n\n".join(parts) + "\n")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character that would drive a terminal written as \\xHH or \\uHHHH."""
+    return _TERMINAL_CONTROL.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
+    )
 
 
 def _header(r: Report) -> str:

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from nodecheck import __version__
 from nodecheck.config.playbook import PlannedCheck, Playbook
+from nodecheck.core.bounded_search import judging_until
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, CheckResult, Cut, Evidence, Node, Outcome, Probe, Status, Verdict, excerpt
 from nodecheck.core.progress import NULL_PROGRESS, RunProgress
@@ -116,15 +117,18 @@ def run(
                             first.cut,
                         ),
                     )  # the same words: the node's one problem, not a second
-    results = [
-        r
-        for check in playbook.checks
-        if check.spec.scope == "node"
-        for r in _related(check, [r for node in names for r in judge_node(check, node, captures)])
-    ] + results
-    results += [
-        r for check in playbook.checks if check.spec.scope == "fleet" for r in judge_fleet(check, names, captures)
-    ]
+    # a site's own patterns (command.<label>) are searched within what is left of the deadline
+    # (core.bounded_search): a pattern that backtracks is "not judged", never a run past its deadline
+    with judging_until(deadline):
+        results = [
+            r
+            for check in playbook.checks
+            if check.spec.scope == "node"
+            for r in _related(check, [r for node in names for r in judge_node(check, node, captures)])
+        ] + results
+        results += [
+            r for check in playbook.checks if check.spec.scope == "fleet" for r in judge_fleet(check, names, captures)
+        ]
     # secrets masked once, here: the table, JSON, JUnit, the gate's drain reasons (which every user
     # of the cluster reads in sinfo) and the history all get the same text (report.json.redacted)
     return redacted(

@@ -72,16 +72,55 @@ def _handle_channel_request(chan: paramiko.Channel, m: paramiko.Message) -> None
         _private(chan.transport)._send_user_message(reply)
 
 
+class _SendBound(threading.local):
+    """The monotonic time by which this thread's sends must be out (None: paramiko's own bound)."""
+
+    end: float | None = None
+
+
+_SEND_BOUND = _SendBound()
+
+
+class SendTimeout(paramiko.SSHException):
+    """A send held past the probe's end: the node began a key exchange and never finished it."""
+
+
 class _Transport(paramiko.Transport):
     """paramiko's client transport, hearing `exit-signal` too (_handle_channel_request). The
     handler table is paramiko's documented-by-code dispatch; without it (paramiko's internals
-    moved) a killed tool still never passes: it reads as the connection lost."""
+    moved) a killed tool still never passes: it reads as the connection lost.
+
+    And its sends bounded by the probe: while a key exchange runs, paramiko holds every user message
+    (a channel open, an exec request, stdin, EOF, a channel close) for clear_to_send_timeout, 30 s,
+    whatever the caller's bound. A node that starts a re-key and never finishes it held a 3 s probe
+    for 33 s. Here a send made by a thread inside SshSession.run waits at most until that probe's end
+    (_SEND_BOUND, per thread: probes of one node may share the connection), then raises SendTimeout."""
 
     if isinstance(getattr(paramiko.Transport, "_channel_handler_table", None), dict):
         _channel_handler_table = {
             **_private(paramiko.Transport)._channel_handler_table,
             paramiko.common.MSG_CHANNEL_REQUEST: _handle_channel_request,
         }
+
+    def _send_user_message(self, data) -> None:
+        end = _SEND_BOUND.end
+        lock, clear = getattr(self, "clear_to_send_lock", None), getattr(self, "clear_to_send", None)
+        if end is None or lock is None or clear is None:  # (paramiko's internals moved: its own wait)
+            return _private(super())._send_user_message(data)
+        while True:  # paramiko's loop, with the probe's end for its 30 s
+            clear.wait(min(0.1, max(0.0, end - time.monotonic())))
+            if not _private(self).active:
+                return  # paramiko drops a message for a dead connection, and so do we
+            lock.acquire()
+            if clear.is_set():
+                break
+            lock.release()
+            if time.monotonic() >= end:
+                raise SendTimeout("the node began a key exchange and never finished it")
+        try:
+            _private(self)._send_message(data)
+        finally:
+            lock.release()
 
 
 class HostKeyRejected(Exception):
@@ -329,7 +368,17 @@ class SshSession:
         self.node, self.t, self.hops = node, transport, hops
 
     def run(self, probe: Probe, timeout_s: float) -> Capture:
+        """The probe's capture; never raises (every send, the close included, ends by the probe's end)."""
         started = time.monotonic()
+        _SEND_BOUND.end = started + timeout_s
+        try:
+            return self._run(probe, timeout_s, started)
+        except Exception as e:  # noqa: BLE001 - whatever paramiko raises is this node's outcome, not a crash
+            return self._lost(probe, started, f"connection lost during {probe.name}: {e or type(e).__name__}")
+        finally:
+            _SEND_BOUND.end = None
+
+    def _run(self, probe: Probe, timeout_s: float, started: float) -> Capture:
         end = started + timeout_s
         try:
             chan = self.t.open_session(timeout=timeout_s)
@@ -344,16 +393,7 @@ class SshSession:
                     started,
                     f"no answer within {timeout_s:g} s (the node never opened the session channel)",
                 )
-            return self._capture(
-                probe,
-                Outcome.UNREACHABLE,
-                None,
-                CappedBuffer(),
-                CappedBuffer(),
-                started,
-                f"connection lost before {probe.name}: {e or type(e).__name__}",
-                cut=Cut.CONNECTION_LOST,
-            )
+            return self._lost(probe, started, f"connection lost before {probe.name}: {e or type(e).__name__}")
         try:
             return self._exec(chan, probe, timeout_s, started)
         except ProbeTimeout as e:
@@ -377,17 +417,9 @@ class SshSession:
                     started,
                     f"no answer within {timeout_s:g} s (sending its input)",
                 )
-            return self._capture(
-                probe,
-                Outcome.UNREACHABLE,
-                None,
-                CappedBuffer(),
-                CappedBuffer(),
-                started,
-                f"connection lost during {probe.name}: {e or type(e).__name__}",
-            )
+            return self._lost(probe, started, f"connection lost during {probe.name}: {e or type(e).__name__}", cut=None)
         finally:
-            chan.close()  # sends a close and returns: it waits for nothing
+            _close(chan)
 
     def _exec(self, chan: paramiko.Channel, probe: Probe, timeout_s: float, started: float) -> Capture:
         end = started + timeout_s
@@ -460,6 +492,10 @@ class SshSession:
             )
         return self._capture(probe, Outcome.EXITED, code, out, err, started)
 
+    def _lost(self, probe: Probe, started: float, detail: str, cut: Cut | None = Cut.CONNECTION_LOST) -> Capture:
+        """UNREACHABLE with nothing read: the connection went before or during the probe."""
+        return self._capture(probe, Outcome.UNREACHABLE, None, CappedBuffer(), CappedBuffer(), started, detail, cut=cut)
+
     def _capture(
         self,
         probe: Probe,
@@ -487,6 +523,15 @@ class SshSession:
     def close(self) -> None:
         for t in [self.t, *reversed(self.hops)]:
             t.close()
+
+
+def _close(chan: paramiko.Channel) -> None:
+    """Send the channel's close, by the probe's end: a close that cannot be sent (the connection
+    stalled in a key exchange, or gone) is abandoned; the remote `timeout` still ends the command."""
+    try:
+        chan.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
 
 
 def _exec_request(chan: paramiko.Channel, command: str, end: float) -> None:

@@ -75,7 +75,7 @@ class Plan:
     output_dir: Path
     on_hang: OnHang | None
     first: Target | None = None
-    config: str | None = None  # --config's path: its owner is the job's user (job_user)
+    config_owner: int | None = None  # the uid owning --config as it was read: the job's user (job_user)
 
 
 class Watcher:
@@ -125,7 +125,7 @@ class Watcher:
             )
         else:
             nodes = list(target.nodes)
-            user = job_user(self.plan.config, self.plan.job)
+            user = job_user(self.plan.config_owner, self.plan.job)
             work = {n: [sample_probe(self.cfg, n.name, user)] for n in nodes}
             done = run_probes(
                 self.plan.transport,
@@ -306,7 +306,9 @@ class Watcher:
         else:
             assert job_id is not None  # an inventory job always has a match (plan_watch)
             where = Where("slurm", job_id)
-        where = Where(where.mode, where.what, self.cfg.progress.log)
+        where = Where(  # the job's log, read on the nodes as the job's user (forensics/probe.py)
+            where.mode, where.what, self.cfg.progress.log, user=job_user(self.plan.config_owner, self.plan.job)
+        )
         try:
             done = investigate(
                 self.plan.transport,
@@ -544,10 +546,13 @@ def plan_watch(args: Namespace) -> Plan:
     from nodecheck.app.defaults import DEFAULT_FANOUT
     from nodecheck.app.transports import ensure_open_files, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
-    from nodecheck.watch.config import apply_overrides, load_watch_config
+    from nodecheck.watch.config import apply_overrides, load_watch_source
 
+    # a config root does not own sets only the job's own fields (watch/config.py JOB_FIELDS): what
+    # makes root act comes from here, the command line, or a root-owned config
+    source = load_watch_source(args.config)
     cfg = apply_overrides(
-        load_watch_config(args.config),
+        source.cfg,
         match=args.match,
         log=args.log,
         heartbeat=args.heartbeat,
@@ -626,7 +631,17 @@ def plan_watch(args: Namespace) -> Plan:
         ensure_open_files(min(fanout, len(first.nodes)))
     state_dir = Path(args.state_dir) if args.state_dir else output_dir / "watch" / safe_key(key)
     return Plan(
-        cfg, job, label, safe_key(key), transport, fanout, state_dir, output_dir, on_hang, first, config=args.config
+        cfg,
+        job,
+        label,
+        safe_key(key),
+        transport,
+        fanout,
+        state_dir,
+        output_dir,
+        on_hang,
+        first,
+        config_owner=source.owner_uid,
     )
 
 
@@ -636,12 +651,13 @@ def _slurm():
     return Slurm()
 
 
-def job_user(config: str | None, job) -> str:
-    """Whose progress log and heartbeat the watcher reads (watch/probe.py): app.job_user.job_user_for (the
-    watch config's owner, else the Slurm job's user once squeue was read)."""
-    from nodecheck.app.job_user import job_user_for
+def job_user(config_owner: int | None, job) -> str:
+    """Whose progress log and heartbeat the watcher reads (watch/probe.py): app.job_user.job_user_from
+    (the owner of the watch config as it was read, not whoever owns its path by this tick; else the
+    Slurm job's user once squeue was read)."""
+    from nodecheck.app.job_user import job_user_from, job_user_of_owner
 
-    return job_user_for(config, getattr(job, "user", ""))
+    return job_user_from(job_user_of_owner(config_owner), getattr(job, "user", ""))
 
 
 def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:

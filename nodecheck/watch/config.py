@@ -3,6 +3,13 @@
 Read from a YAML file (`--config FILE`), or from the `watch:` block of a JOB.yml (the file job-check
 reads), then overridden by the command line (apply_overrides). Every error names file:line and the fix.
 
+Who may set what: the watcher runs as root and the file may be a user's JOB.yml. A file that is not
+root's word (owned by another uid, or writable by group or others; judged on the file as read,
+yaml_source.load_file) may set only JOB_FIELDS, which describe the job; anything else (match, on_hang,
+forensics, alerts.*, history: ROOT_FIELDS, and any field added later until it is listed in JOB_FIELDS)
+makes root run, send, signal, collect or choose processes, and comes only from a root-owned config or
+the command line. The file's owner is also the job's user the progress log is read as (WatchSource).
+
     # watch.yml
     match: 'train\\.py'                    # the job's processes (ERE, as `pgrep -f`)
     interval_s: 30
@@ -30,9 +37,12 @@ Bounds, and how they interact (classify.py applies them):
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
+import stat
 import warnings
+from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -269,12 +279,81 @@ class WatchConfig(BaseModel):
         return min(MAX_SAMPLE_TIMEOUT_S, self.interval_s)
 
 
+# ---- who may set what --------------------------------------------------------------------------------
+# The watcher runs as root; its config may be a user's JOB.yml. A file that is not root's word (owned
+# by another uid, or writable by group or others: an ACL granting a user write shows as the group
+# bits) may describe only its own job: these fields. Everything else (ROOT_FIELDS today, and any field
+# added later until it is listed here) makes root run, send, signal, collect or choose processes, and
+# comes only from a root-owned config or the command line (apply_overrides).
+JOB_FIELDS = frozenset(
+    {
+        "interval_s",
+        "sample_timeout_s",  # never longer than interval_s
+        "gpus_per_node",
+        "progress.log",  # read as the file's owner (watch/probe.py)
+        "progress.heartbeat",
+        "progress.step_regex",
+        "progress.throughput_regex",
+        "progress.rank_time_regex",
+        "progress.done_regex",
+        "progress.checkpoint_regex",
+        "bounds.hang_after_s",
+        "bounds.checkpoint_max_s",
+        "bounds.startup_grace_s",
+        "bounds.unresponsive_after_s",
+        "bounds.slow_for_s",
+        "bounds.throughput_floor",
+        "bounds.straggler_pct",
+        "bounds.busy_util_pct",
+        "bounds.idle_util_pct",
+        "bounds.low_power_fraction",
+        "bounds.low_power_w",
+    }
+)
+# for the record and the test that every field is classified; the code refuses whatever is not above
+ROOT_FIELDS = frozenset(
+    {
+        "match",  # which processes root signals (on_hang cancel) and reads
+        "on_hang",  # root cancels or requeues
+        "forensics",  # root collects every rank's stacks and dumps
+        "history",  # how much root keeps in memory and writes into state and incident records
+        "alerts.command",  # root runs it
+        "alerts.url",  # root POSTs there
+        "alerts.retries",
+        "alerts.timeout_s",
+        "alerts.backoff_s",
+    }
+)
+_ROOT_OPTION = {
+    "match": "--match PATTERN",
+    "on_hang": "--on-hang cancel|requeue",
+    "forensics": "--forensics",
+    "alerts.command": "--alert-command COMMAND",
+    "alerts.url": "--alert-url URL",
+}
+
+
+@dataclass(frozen=True)
+class WatchSource:
+    """The settings and whose word they are: the uid owning the config file as it was read (None: no
+    file). That owner is the job's user the watcher reads the progress log as (app.job_user)."""
+
+    cfg: WatchConfig
+    owner_uid: int | None = None
+
+
 def load_watch_config(path: str | None) -> WatchConfig:
+    """The settings in `path` (load_watch_source without the owner)."""
+    return load_watch_source(path).cfg
+
+
+def load_watch_source(path: str | None) -> WatchSource:
     """The settings in `path` (None: the defaults). A file whose top level has `watch:` is a JOB.yml:
-    its watch block is used. Progress completeness (a log or a heartbeat) is checked by apply_overrides,
-    since the command line may supply it."""
+    its watch block is used. A file that is not root's word sets only JOB_FIELDS (ConfigError naming
+    the first other field, its line and why). Progress completeness (a log or a heartbeat) is checked
+    by apply_overrides, since the command line may supply it."""
     if path is None:
-        return WatchConfig()
+        return WatchSource(WatchConfig())
     src = load_file(path)
     data = src.data if src.data is not None else {}
     if not isinstance(data, dict):
@@ -300,13 +379,96 @@ def load_watch_config(path: str | None) -> WatchConfig:
             block = {**block, "gpus_per_node": gpus}  # the job's rank layout, not what nvidia-smi shows
     else:
         block = data
+    _refuse_root_fields(src, base, block)
     try:
-        return WatchConfig.model_validate(block)
+        cfg = WatchConfig.model_validate(block)
     except ValidationError as e:
         error = pydantic_error(src, base, e, model=WatchConfig)
         if not error.hint:
             error.hint = _hint(e.errors()[0]["loc"])
         raise error from None
+    _refuse_fast_sampling(src, base, cfg)
+    return WatchSource(cfg, src.owner_uid)
+
+
+# A job's own file chooses how often the job is sampled, within what root is willing to do for it:
+# every tick is an SSH round trip by root to every node of the job
+MIN_JOB_INTERVAL_S = 5.0
+
+
+def _refuse_fast_sampling(src: Located, base: tuple, cfg: WatchConfig) -> None:
+    why = not_roots_word(src.owner_uid, src.mode)
+    if why and cfg.interval_s < MIN_JOB_INTERVAL_S:
+        raise src.error(
+            (*base, "interval_s"),
+            f"{'.'.join((*base, 'interval_s'))}: {cfg.interval_s:g} s from this file ({why}): a job's own file "
+            f"may ask for a sample every {MIN_JOB_INTERVAL_S:g} s at most often",
+            hint=f"an operator sets a shorter interval with --interval or in a root-owned config; "
+            f"here, {MIN_JOB_INTERVAL_S:g} or more",
+        )
+
+
+def not_roots_word(owner_uid: int | None, mode: int | None) -> str:
+    """Why a file is not root's word ("" when it is): another owner than root (or the user running the
+    watcher: a non-root watcher can make nothing act beyond its own rights), or writable by group or
+    others. A file that was not read from disk (no owner) is the caller's own."""
+    if owner_uid is None or mode is None:
+        return ""
+    why = []
+    if owner_uid not in (0, os.geteuid()):
+        why.append(f"owned by uid {owner_uid}")
+    writable = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
+    if writable:
+        why.append("writable by " + " and ".join(writable))
+    return " and ".join(why)
+
+
+def _refuse_root_fields(src: Located, base: tuple, block: dict) -> None:
+    """ConfigError when a file that is not root's word sets a field outside JOB_FIELDS: the first one
+    (by line) named with its line and why, the others listed. Checked before the model validates, so
+    the refusal comes first; a key the model does not know is left to it (it refuses every one)."""
+    why = not_roots_word(src.owner_uid, src.mode)
+    if not why:
+        return
+    refused = sorted(_root_fields_set(block), key=lambda f: src.line(base + tuple(f.split("."))) or 0)
+    if not refused:
+        return
+    first, rest = refused[0], refused[1:]
+    named = ".".join((*base, first))
+    also = f" (also: {', '.join('.'.join((*base, f)) for f in rest)})" if rest else ""
+    option = _ROOT_OPTION.get(first)
+    raise src.error(
+        base + tuple(first.split(".")),
+        f"{named}: not taken from this file ({why}): what the watcher runs, sends, signals, collects or "
+        f"matches comes only from a root-owned config or the command line{also}",
+        hint=(
+            f"give it on the command line ({option}), or in a root-owned config that group and others cannot write"
+            if option
+            else f"{first} has no command-line option: set it in a root-owned config that group and others "
+            "cannot write, or drop it from this file"
+        )
+        + "; a job's own file may set progress.*, bounds.*, interval_s, sample_timeout_s and gpus_per_node",
+    )
+
+
+def _root_fields_set(block: dict, prefix: str = "", model: type[BaseModel] = WatchConfig) -> list[str]:
+    """The dotted settings `block` gives that are WatchConfig's fields and not JOB_FIELDS. A block of
+    settings (progress:, alerts:) is walked; a key no model knows is not a setting (the model refuses it)."""
+    out: list[str] = []
+    for key, value in block.items():
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            continue
+        dotted = prefix + key
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            if isinstance(value, dict):
+                out += _root_fields_set(value, dotted + ".", sub)
+            elif not any(f.startswith(dotted + ".") for f in JOB_FIELDS):
+                out.append(dotted)  # not a mapping: the model refuses it; not the job's either way
+        elif dotted not in JOB_FIELDS:
+            out.append(dotted)
+    return out
 
 
 def _hint(loc: tuple) -> str:

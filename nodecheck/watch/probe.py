@@ -12,20 +12,21 @@ and whatever shell launched it. Counted as the job's, one of them would keep a n
 "running": so $$, its children and ALL its ancestors (walked through /proc, without a fork) are
 dropped before the list is printed.
 
-The log and the heartbeat are read only as the job's user could read them (shell.owned_open): the
+The log and the heartbeat are opened and read by the job's user, never by root (shell.owned_read): the
 watch config can be a user's JOB.yml, and the watcher runs as root, so `progress.log: /etc/shadow`, a
-symlink to it, or another user's log is refused on the node (the sample says why, as the log's
-error), never copied into a sample, an incident record or the watcher's output. Size, mtime and tail
-are all taken from the file as opened. The job's user: the config file's owner when it is not root,
-else the Slurm job's user (squeue's); none known (an operator's config over an inventory): any user's
-file but root's private ones.
+symlink to it, a file in a directory the job's user cannot enter, or another user's log is refused on
+the node (the sample says why, as the log's error), never copied into a sample, an incident record or
+the watcher's output. Size, mtime and tail are all taken from the file as that user opened it. The
+job's user: the config file's owner when it is not root, else the Slurm job's user (squeue's); none
+known (an operator's config over an inventory): a user's file is read as its owner, root's as nobody
+(so only a root file everyone may reach and read).
 """
 
 from __future__ import annotations
 
 from nodecheck.core.model import Probe
 from nodecheck.parsers.watch_sample import GPU_FIELDS, TAIL_BYTES
-from nodecheck.probes.shell import ANCESTRY_FUNCTION, JOB_USER, JOB_USER_MAX, OWNED_OPEN_FUNCTION
+from nodecheck.probes.shell import ANCESTRY_FUNCTION, JOB_USER, JOB_USER_MAX, OWNED_READ_FUNCTION
 from nodecheck.watch.config import WatchConfig
 
 PROBE_NAME = "watch"
@@ -39,7 +40,7 @@ SCRIPT = (
 LC_ALL=C; export LC_ALL
 """
     + ANCESTRY_FUNCTION
-    + OWNED_OPEN_FUNCTION
+    + OWNED_READ_FUNCTION
     + r"""
 pattern=$1; log=$2; beat=$3; tail_bytes=$4; job_user=${5-}
 case $log in '~/'*) log=$HOME/${log#'~/'} ;; esac
@@ -71,12 +72,12 @@ if [ -n "$pattern" ]; then
 else
   echo "@@nodecheck procs unwatched"
 fi
-log_open= log_why=
+log_read= log_why= log_tail=
 if [ -n "$log" ]; then
   echo "@@nodecheck begin log_stat"
-  # the log stays open on fd 3 until its tail is read: size, mtime and tail are the same file's
-  if owned_open "$log" "$job_user"; then
-    log_open=1; { stat -L -c %s /dev/stdin && date -r /dev/stdin +%s.%N; } <&3 2>&1; rc=$?
+  # one read, as the job's user: size, mtime and tail are the same file's
+  if owned_read "$log" "$job_user" tail "$tail_bytes"; then
+    log_read=1 log_tail=$oo_data; printf '%s\n%s\n' "$oo_size" "$oo_mtime"; rc=0
   else
     log_why=$oo_why; echo "nodecheck-watch: $log: $log_why"; rc=1
   fi
@@ -86,16 +87,16 @@ else
 fi
 if [ -n "$beat" ]; then
   echo "@@nodecheck begin heartbeat"
-  # a subshell: its fd 3 is the heartbeat's, the log's stays open out here
-  ( if owned_open "$beat" "$job_user"; then date -r /dev/stdin +%s.%N <&3 2>&1
-    else echo "nodecheck-watch: $beat: $oo_why"; exit 1; fi ); echo "@@nodecheck end heartbeat rc=$?"
+  if owned_read "$beat" "$job_user" none 0; then echo "$oo_mtime"; rc=0
+  else echo "nodecheck-watch: $beat: $oo_why"; rc=1; fi
+  echo "@@nodecheck end heartbeat rc=$rc"
 else
   echo "@@nodecheck heartbeat unwatched"
 fi
 if [ -n "$log" ]; then
   echo "@@nodecheck begin log_tail"
-  if [ -n "$log_open" ]; then
-    tail -c "$tail_bytes" <&3 2>&1; rc=$?; exec 3<&-
+  if [ -n "$log_read" ]; then
+    printf '%s' "$log_tail"; rc=0; log_tail=
   else
     echo "nodecheck-watch: $log: $log_why"; rc=1
   fi

@@ -17,6 +17,9 @@ from nodecheck.config.playbook import load_playbook
 from nodecheck.gate import command as gatecmd
 from nodecheck.job import command as job_command
 from nodecheck.parsers.nccl_config import parse_probe
+from tests import everyone_tmp
+
+tmp_path = everyone_tmp.tmp_path  # files a job's user reads: in a directory everyone may enter
 
 PLAYBOOK = "version: 1\nchecks:\n  nccl.env: {timeout_s: 7, reachability: {enabled: false}}\n  kernel.version: {}\n"
 
@@ -122,9 +125,11 @@ def test_the_node_prolog_reads_the_jobs_files_as_slurm_job_uid(tmp_path, monkeyp
 def test_job_check_reads_the_jobs_files_as_its_author_else_as_the_slurm_jobs_user(
     tmp_path, owner, slurm_user, expected
 ):
+    from nodecheck.job.spec import load_job_spec
+
     job = _owned(tmp_path / "job.yml", owner, "world_size: 8\ngpus_per_node: 8\n")
     record = Namespace(user=slurm_user) if slurm_user else None
-    assert job_command.job_user(job, record) == expected
+    assert job_command.job_user(load_job_spec(job), record) == expected  # the owner of JOB.yml as read
 
 
 def test_job_check_local_reads_the_job_ymls_owners_private_conf_file(tmp_path, monkeypatch):
@@ -172,3 +177,34 @@ def test_every_script_that_reads_a_job_named_file_parses_in_every_sh(shell):
     ):
         done = subprocess.run([shell, "-n", "-c", argv[2]], capture_output=True, text=True, timeout=10)
         assert done.returncode == 0, done.stderr
+
+
+def test_the_job_env_files_owner_is_that_of_the_file_read_not_what_lies_at_its_path_later(tmp_path, monkeypatch):
+    """Issue 32 (1.1's race, for --job-env): the owner was stat'ed by path after the playbook had read
+    the file. A user who owns the directory swaps their file for a root-owned one in between: their
+    variables would be taken with no job's user at all, so root's view reads the files they name. The
+    owner is that of the file as read."""
+    from nodecheck.cli import main
+    from nodecheck.config import playbook as playbook_module
+
+    book = _owned(tmp_path / "p.yml", 0, PLAYBOOK)
+    env = _owned(tmp_path / "job.env", 65534, "NCCL_SOCKET_IFNAME=eth9\n")
+    real_load = playbook_module.load_playbook
+
+    def load_then_swap(*args, **kwargs):
+        out = real_load(*args, **kwargs)
+        os.unlink(env)
+        _owned(tmp_path / "job.env", 0, "NCCL_SOCKET_IFNAME=eth9\n")  # root's, at the same path
+        return out
+
+    monkeypatch.setattr(playbook_module, "load_playbook", load_then_swap)
+    users = []
+
+    def fake_run(playbook, nodes, transport, **kw):
+        users.append(_nccl_env(playbook).params.job_user)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("nodecheck.run.runner.run", fake_run)
+    argv = ["run", "--local", "--playbook", book, "--job-env", env, "--output-dir", str(tmp_path / "reports")]
+    assert main(argv) == 130
+    assert users == ["65534"]

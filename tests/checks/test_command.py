@@ -115,3 +115,35 @@ def test_a_shell_script_runs_through_sh_only_with_shell_true():
 def test_schema_errors(params, said):
     with pytest.raises(ValidationError, match=re.escape(said)):
         CommandParams(**params)
+
+
+# --- issue 32, 1.8: judging inside the run's deadline ------------------------------------------------
+BACKTRACKS = r"^(a|aa)+$"  # a pattern a site may write; on 60 a's and a "!" it runs for ages
+HOSTILE = "a" * 60 + "!\n"
+
+
+@pytest.mark.parametrize("field", ["match", "no_match"])
+def test_a_pattern_that_backtracks_is_cut_at_the_runs_deadline_and_not_judged(field):
+    import time
+
+    from nodecheck.core.bounded_search import judging_until
+
+    started = time.monotonic()
+    with judging_until(time.monotonic() + 1.0):
+        [v] = judge(HOSTILE, argv=["true"], **{field: BACKTRACKS})
+    took = time.monotonic() - started
+    assert v.status is Status.ERROR
+    assert v.message.startswith(f"true: the {field} pattern did not finish within ")
+    assert "on 62 bytes of output: not judged" in v.message
+    assert took < 20, took  # bounded by the deadline (a quiet machine: ~1 s), never the pattern's hours
+
+
+def test_a_number_regex_that_backtracks_is_cut_too():
+    import time
+
+    from nodecheck.core.bounded_search import judging_until
+
+    band = {"regex": r"^(a|aa)+(\d+)$", "band": {"fail_below": 1}}
+    with judging_until(time.monotonic() + 0.5):
+        [v] = judge(HOSTILE, argv=["true"], value=band)
+    assert v.status is Status.ERROR and "did not finish within" in v.message

@@ -211,9 +211,10 @@ def test_the_step_runs_the_guard_and_the_probe_with_its_arguments():
     )
     assert probe.stdin == BENCH_PROBE_SCRIPT  # the probe is stdin, never an argument
     args = probe.argv[4:]
-    assert args[:5] == ("1", "240", str(4 * 1024 * 1024), "auto", "120")
-    assert args[5:16] == (
+    assert args[:6] == ("1", "240", str(4 * 1024 * 1024), "auto", "120", "")  # "": no .sif to guard
+    assert args[6:23] == (
         "podman", "run", "--rm", "-i", "--device", "nvidia.com/gpu=all", "--network", "none",
+        "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         "--entrypoint", "python3", "reg/train:1",
     )  # fmt: skip
     assert "--dtypes" in args and args[args.index("--dtypes") + 1] == "bf16,fp8"

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from nodecheck.checks.limits import LimitsParams, limits, shown
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status
-from nodecheck.probes.limits import LIMITS
+from nodecheck.probes.limits import LIMITS, read_limits
 from tests.helpers import captures, data
 
 PASS, WARN, FAIL = Status.PASS, Status.WARN, Status.FAIL
@@ -17,7 +17,7 @@ MEMLOCK_64K = data("proc-limits/procfs-fixture-26232-memlock-65536-nofile-1024.t
 DEVBOX = data("proc-limits/devbox-kernel-trailing-spaces-memlock-8mib.txt")  # memlock 8 MiB, nofile 20000
 
 
-def probe_out(limits_text, *, source="slurmd pid=4242 count=1", config=None, config_rc=0):
+def probe_out(limits_text, *, source="slurmd pid=4242 via=exe", config=None, config_rc=0):
     text = f"@@nodecheck source {source}\n@@nodecheck begin limits\n{limits_text}@@nodecheck end limits rc=0\n"
     if config is not None:  # config_rc None: the section was cut off (no end line)
         text += f"@@nodecheck begin slurm-config\n{config}"
@@ -123,7 +123,7 @@ def test_without_slurmd_the_login_limits_are_judged_and_said():
 def test_unreadable_limits_are_parse_errors():
     with pytest.raises(ParseError, match="no source line"):
         list(limits(captures(LIMITS, ""), LimitsParams()))
-    bad = "@@nodecheck source slurmd pid=9 count=1\n@@nodecheck begin limits\nhead: cannot open '/proc/9/limits'\n"
+    bad = "@@nodecheck source slurmd pid=9 via=exe\n@@nodecheck begin limits\nhead: cannot open '/proc/9/limits'\n"
     bad += "@@nodecheck end limits rc=1\n"
     with pytest.raises(ParseError) as caught:
         list(limits(captures(LIMITS, bad), LimitsParams()))
@@ -146,3 +146,45 @@ def test_params_and_sizes():
         "16777216 TiB",
     ]
     assert shown("nofile", 1024) == "1024"
+
+
+# --- which process is slurmd (issue 32, 1.3) --------------------------------------------------------------
+
+
+def test_several_processes_that_could_be_slurmd_are_an_error_naming_them():
+    text = "@@nodecheck source ambiguous pids=10,11\n@@nodecheck pid_file /run/slurmd.pid\n"
+    with pytest.raises(ParseError) as e:
+        list(limits(captures(LIMITS, text), LimitsParams()))
+    assert e.value.reason.startswith(
+        "2 processes could be slurmd: pids 10, 11 (each root's, running a root-owned slurmd binary, none a fork "
+        "of another; neither systemd's MainPID nor a root-owned pid file (/run/slurmd.pid) names one)"
+    )
+
+
+def test_a_source_line_of_another_form_is_not_taken():
+    # the form before issue 32 (count=2: the first of two was judged) is not read as a slurmd
+    with pytest.raises(ParseError, match="source line not understood: 'slurmd pid=10 count=2'"):
+        list(limits(probe_out(MEMLOCK_64K, source="slurmd pid=10 count=2"), LimitsParams()))
+
+
+def test_how_slurmd_was_told_is_kept():
+    systemd = read_limits(probe_out(MEMLOCK_64K, source="slurmd pid=7 via=systemd"))
+    assert (systemd.slurmd_pid, systemd.found_by) == (7, "systemd's MainPID of slurmd.service")
+    text = (
+        "@@nodecheck pid_file /run/slurmd.pid\n"
+        + probe_out(MEMLOCK_64K, source="slurmd pid=8 via=pidfile")[LIMITS.name].stdout
+    )
+    assert read_limits(captures(LIMITS, text)).found_by == "the pid file /run/slurmd.pid"
+
+
+def test_processes_named_slurmd_that_are_not_are_said_beside_the_probes_own_limits():
+    text = (
+        "@@nodecheck not_slurmd count=9 pids=1,2,3,4,5,6,7,8\n" + probe_out(DEVBOX, source="self")[LIMITS.name].stdout
+    )
+    facts = read_limits(captures(LIMITS, text))
+    assert (facts.slurmd_pid, facts.not_slurmd, facts.not_slurmd_count) == (None, (1, 2, 3, 4, 5, 6, 7, 8), 9)
+    [memlock] = [v for v in limits(captures(LIMITS, text), LimitsParams(memlock=0)) if v.subject == "memlock"]
+    assert memlock.message.endswith(
+        "; no slurmd on this node (9 processes named slurmd, pid 1, 2, 3, 4, 5, 6, 7, 8 and more, are not root "
+        "running a root-owned slurmd binary: not judged)"
+    )

@@ -22,7 +22,10 @@ from nodecheck.parsers.nccl_config import parse_probe
 from nodecheck.parsers.reachability import listener_made
 from nodecheck.probes import reachability
 from nodecheck.run.active import CheckContext, CommandRunner
+from tests import everyone_tmp
 from tests.parsers.test_nccl_config import LIFETIME, output
+
+tmp_path = everyone_tmp.tmp_path  # files a job's user reads: in a directory everyone may enter
 
 UNWRITABLE = (
     "!mktemp: failed to create file via template '/scratch/fr/.nodecheck-write-test.XXXXXX': No such file or directory"
@@ -1237,9 +1240,8 @@ def test_a_root_only_file_named_as_nccl_conf_file_is_not_captured(tmp_path, via)
     assert verdicts == [
         (
             Status.ERROR,
-            f"cannot read {shadow}, which NCCL reads: not read: mode 600 (not readable "
-            "by everyone) and not the job's own file; the NCCL_* values it sets are "
-            "not known, so the NCCL verdicts may not be what the job gets",
+            f"cannot read {shadow}, which NCCL reads: not read: nobody cannot open it: Permission denied; "
+            "the NCCL_* values it sets are not known, so the NCCL verdicts may not be what the job gets",
         )
     ]
 
@@ -1316,13 +1318,13 @@ def test_the_jobs_own_private_conf_file_is_read_when_the_jobs_user_is_known(tmp_
 @pytest.mark.parametrize(
     "owner, mode, why",
     [
-        # another user's file, private or not: the job's user could not read the first, and the second is
-        # not the job's to name
-        (4243, 0o600, "not read: owned by uid 4243, not by root or the job's user (uid 65534)"),
+        # another user's file, private or not: the job's user could not read the first (it is opened as
+        # them: their own words), and the second is not the job's to name
+        (4243, 0o600, "not read: nobody cannot open it: Permission denied"),
         (4243, 0o644, "not read: owned by uid 4243, not by root or the job's user (uid 65534)"),
         # root's private file (/etc/shadow): the job's user could not read it
-        (0, 0o600, "not read: mode 600 (not readable by everyone) and not the job's own file"),
-        (0, 0o640, "not read: mode 640 (not readable by everyone) and not the job's own file"),
+        (0, 0o600, "not read: nobody cannot open it: Permission denied"),
+        (0, 0o640, "not read: nobody cannot open it: Permission denied"),
     ],
 )
 def test_with_the_jobs_user_known_other_users_and_roots_private_files_are_still_refused(tmp_path, owner, mode, why):
@@ -1359,10 +1361,7 @@ def test_the_jobs_own_symlink_fifo_or_big_file_is_still_refused(tmp_path, kind, 
 def test_root_as_the_jobs_user_reads_no_private_file_of_roots(tmp_path, job_user):
     path = _job_conf(tmp_path, owner=0, text=SHADOW)
     text, conf = _conf_as(tmp_path, path, job_user)
-    assert "s3cr3t" not in text and conf == (
-        {},
-        "not read: mode 600 (not readable by everyone) and not the job's own file",
-    )
+    assert "s3cr3t" not in text and conf == ({}, "not read: nobody cannot open it: Permission denied")
 
 
 def test_a_job_user_the_node_does_not_know_is_no_user(tmp_path):

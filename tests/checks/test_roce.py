@@ -5,7 +5,10 @@ from __future__ import annotations
 from nodecheck.checks import roce
 from nodecheck.core.model import Status
 from nodecheck.parsers.gids import RdmaPort
+from tests import everyone_tmp
 from tests.helpers import captures
+
+tmp_path = everyone_tmp.tmp_path  # files a job's user reads: in a directory everyone may enter
 
 P = "/sys/class/infiniband/mlx5_0/ports/1"
 LINK_LOCAL = "fe80:0000:0000:0000:4c6f:a3ff:fe12:3401"
@@ -221,7 +224,7 @@ def test_a_root_only_file_named_as_nccl_conf_file_is_not_captured_by_the_gid_pro
     text = _run_gids_probe(tmp_path, NCCL_CONF_FILE=str(shadow))
     assert "s3cr3t" not in text and "NCCL_IB_GID_INDEX=7" not in text
     assert (
-        "@@nodecheck begin user.conf\nnot read: mode 600 (not readable by everyone) and not the job's own file\n"
+        "@@nodecheck begin user.conf\nnot read: nobody cannot open it: Permission denied\n"
         "@@nodecheck end user.conf rc=1\n" in text
     )
     assert roce._job_gid_index(text, roce.RoceGids()) == (None, "NCCL's own choice")

@@ -106,3 +106,73 @@ def test_linear_on_hostile_input():
     redact_text("X=1 " * 200_000)
     redact_text("https://" + "u" * 1_000_000 + " --token" + " " * 100_000)
     assert time.monotonic() - start < 10
+
+
+# --- issue 32, 1.10: the free-text forms that passed unmasked into log tails, watch samples and
+# forensics records
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("env: {'HF_TOKEN': 'hf_pydictrepr1'}", "hf_pydictrepr1"),  # a Python dict printed
+        ('{"WANDB_API_KEY": "wandbjson22", "lr": 3}', "wandbjson22"),  # JSON
+        ('{"WANDB_API_KEY":"wandbjson33"}', "wandbjson33"),  # compact JSON
+        ("  api_key: yamlvalue44", "yamlvalue44"),  # YAML
+        ("hf-token: yamlvalue55", "yamlvalue55"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1", "eyJhbGciOiJIUzI1"),  # an HTTP header in a log
+        ("authorization=Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+        ("python train.py --password 'quoted secret 66'", "quoted secret 66"),
+        ('python train.py --hf-token "hf_double77"', "hf_double77"),
+        ("python train.py --hf-token='hf_eq88'", "hf_eq88"),
+        ("HF_TOKEN = spaced99", "spaced99"),
+        ("export HF_TOKEN= lead00", "lead00"),
+    ],
+)
+def test_secrets_in_dicts_json_yaml_headers_and_quoted_options_are_masked(text, secret):
+    out = redact_text(text)
+    assert secret not in out, out
+    assert REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "step: 100 loss: 2.31 lr: 3e-4",  # a training log's fields
+        "time 12:30:01 host: node1",
+        "NCCL_IB_PKEY: 0x8001",  # a tuning name that only looks secret
+        'message="rank 3 done" NCCL_DEBUG=INFO',
+        "https://host:8443/path",
+        "KeyError: 'oops'",  # a traceback's last line
+        "TokenizerWarning: slow tokenizer",
+        'if (ev.key === "Enter" || ev.key == " ") { pick(); }',  # code: a comparison is no assignment
+        "assert token != expected",
+        "api_key := compute()",
+        "Key::new(3)",
+    ],
+)
+def test_ordinary_fields_stay_readable(text):
+    assert redact_text(text) == text
+
+
+def test_masking_grows_linearly_on_hostile_input():
+    """Proved by growth, not by seconds (a busy machine has no fixed speed): the time at 4n stays
+    under 8x the time at n for each hostile shape (quadratic would be 16x)."""
+
+    def cost(make, n: int) -> float:
+        text = make(n)
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            redact_text(text)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    shapes = {
+        "unclosed quotes after a secret key": lambda n: '"HF_TOKEN": "' * n,
+        "keys without values": lambda n: "api_key: " * n,
+        "colons": lambda n: "a:" * n,
+        "quoted option values never closed": lambda n: "--token '" * n,
+        "authorization schemes": lambda n: "Authorization: Bearer " * n,
+    }
+    for name, make in shapes.items():
+        small, large = cost(make, 20_000), cost(make, 80_000)
+        assert large < 8 * max(small, 1e-3), f"{name}: {small:.4f} s at n, {large:.4f} s at 4n"

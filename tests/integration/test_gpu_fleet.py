@@ -253,7 +253,9 @@ def test_a_missing_image_fails_that_node_only(cluster, tmp_path):
     assert code == 2
 
 
-def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_path):
+def test_the_readme_demo_gives_one_precise_reason_per_broken_node(cluster, tmp_path, no_slurm):
+    # no_slurm: the demo's nodes run their own daemons (slurmd among them, as the README's demo does); a real
+    # slurmd an earlier test left up beside the fake would be a second slurmd, which `limits` rightly refuses
     from harness.scenarios import DEMO
 
     apply(cluster, DEMO)

@@ -96,8 +96,9 @@ def test_the_benchmark_runs_in_the_jobs_image_when_asked(cluster, tmp_path):
     code, doc = run(cluster, tmp_path, book, "node6", "--allow-disruptive")
     assert [s for s, _, _ in results(doc, "gpu.perf")["node6"]] == ["pass"], results(doc, "gpu.perf")
     argv = (Path(cluster.node_dir("node6")) / "data" / "docker-run.args").read_text().split("\n")
-    assert argv[:11] == [
+    assert argv[:17] == [
         "run", "--rm", "-i", "--gpus", "all", "--network", "none",
+        "--user", "65534:65534", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",  # never as root
         "--entrypoint", "python3", "registry.local/train:24.10", "-",
     ]  # fmt: skip
     assert "--mode" in argv

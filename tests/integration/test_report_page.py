@@ -29,6 +29,9 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(cluster, tmp_path_factory) -> Demo:
+    # the demo's nodes run their own daemons, slurmd among them: a real Slurm an earlier test left up
+    # would be a second slurmd on each node, which `limits` rightly refuses to choose between
+    cluster.slurm_down()
     apply(cluster, DEMO)
     out = tmp_path_factory.mktemp("demo-reports")
     code, stdout, stderr, _ = nodecheck(

@@ -15,6 +15,7 @@ import pytest
 from nodecheck.job.probe import job_probe, parse_job_probe
 from nodecheck.job.spec import JobSpec
 from nodecheck.probes.shell import AS_JOB_FUNCTION, WRITABLE_FUNCTION
+from tests import everyone_tmp
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not (shutil.which("setpriv") or shutil.which("runuser")),
@@ -23,16 +24,7 @@ pytestmark = pytest.mark.skipif(
 NOBODY = str(pwd.getpwnam("nobody").pw_uid)
 
 
-@pytest.fixture
-def tmp_path():
-    """A directory everyone may enter (pytest's own lies under a root-only one, which nobody cannot)."""
-    import tempfile
-    from pathlib import Path
-
-    path = Path(tempfile.mkdtemp(prefix="nodecheck-as-user-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
+tmp_path = everyone_tmp.tmp_path  # a directory everyone may enter (pytest's own: root's only)
 
 
 def spec(ckpt: str, resume_from: str | None = None) -> JobSpec:
@@ -124,3 +116,22 @@ def test_nccl_envs_dump_directory_test_runs_as_the_jobs_user_too(tmp_path):
         )
         got = parse_probe(done.stdout).writable["job:TORCH_FR_DUMP_TEMP_FILE"]
         assert got.startswith(expect) and ("Permission denied" in got) == (expect == "!"), got
+
+
+def test_a_command_run_as_the_jobs_user_gets_none_of_roots_environment_or_open_files(tmp_path):
+    """The job's user could read their own process's environment and descriptors (ptrace, /proc): a
+    process run as them holds only PATH and LC_ALL of root's session, and none of its fds 3-9."""
+    secret = tmp_path / "root-only"
+    secret.write_text("s3cr3t\n")
+    secret.chmod(0o600)
+    script = (
+        AS_JOB_FUNCTION
+        + 'job_as "$1"; exec 7<"$2"; '
+        + 'as_job sh -c \'env | sort | grep -v "^PWD="; ls /proc/self/fd | tr "\\n" " "\''
+    )
+    env = {"PATH": "/usr/bin:/bin", "HF_TOKEN": "hf_rootsecret", "HOME": "/root"}
+    out = subprocess.run(["sh", "-c", script, "sh", NOBODY, str(secret)], capture_output=True, text=True, env=env)
+    assert "hf_rootsecret" not in out.stdout and "HOME=" not in out.stdout, out.stdout
+    assert "LC_ALL=C" in out.stdout and "PATH=/usr/bin:/bin" in out.stdout
+    fds = out.stdout.strip().splitlines()[-1].split()
+    assert "7" not in fds, fds

@@ -1,13 +1,19 @@
 """The job check's probe reads the job's NCCL_CONF_FILE as nccl.env does: only a plain, small file
-of root (or the job's user) that everyone may read (issue 17, finding 3: /etc/shadow was captured)."""
+of root (or the job's user) that everyone may read (issue 17, finding 3: /etc/shadow was captured), and
+opened by the job's user, or by nobody when none is known, never by root (issue 32, item 1.7: a root
+file readable by everyone in a directory only root may enter was captured)."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 
 from nodecheck.job.probe import job_probe, parse_job_probe
 from nodecheck.job.spec import JobSpec
+from tests import everyone_tmp
+
+tmp_path = everyone_tmp.tmp_path  # files a job's user reads: in a directory everyone may enter
 
 
 def run(spec: JobSpec, home) -> str:
@@ -27,7 +33,7 @@ def test_a_root_only_conf_file_the_job_names_is_not_captured_a_readable_one_is(t
     assert "s3cr3t" not in text
     [conf, _] = parse_job_probe(text).conf
     assert (conf.path, dict(conf.settings)) == (str(shadow), {})
-    assert conf.error == "not read: mode 600 (not readable by everyone) and not the job's own file"
+    assert conf.error == "not read: nobody cannot open it: Permission denied"  # nobody: no job's user known
     shadow.chmod(0o644)
     shadow.write_text("NCCL_IB_HCA=mlx5_1\n")
     [conf, _] = parse_job_probe(
@@ -45,10 +51,13 @@ def test_the_jobs_own_private_conf_file_is_read_for_the_jobs_user_and_nobody_els
     for user in ("65534", "nobody"):
         [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user=user), tmp_path)).conf
         assert (dict(conf.settings), conf.error) == ({"NCCL_IB_HCA": "mlx5_1"}, "")
-    [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user="4243"), tmp_path)).conf
+    other = next(p.pw_name for p in pwd.getpwall() if p.pw_uid not in (0, 65534))  # another user of this machine
+    [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user=other), tmp_path)).conf
+    assert (dict(conf.settings), conf.error) == ({}, f"not read: {other} cannot open it: Permission denied")
+    [conf, _] = parse_job_probe(run_probe(job_probe(spec, job_user="4243"), tmp_path)).conf  # no such user here
     assert (dict(conf.settings), conf.error) == (
         {},
-        "not read: owned by uid 65534, not by root or the job's user (uid 4243)",
+        "not read: owned by uid 65534, not by root (the job's user 4243 is not known on this node)",
     )
     [conf, _] = parse_job_probe(run_probe(job_probe(spec), tmp_path)).conf
     assert (dict(conf.settings), conf.error) == ({}, "not read: owned by uid 65534, not by root")

@@ -11,6 +11,9 @@ from nodecheck.core.errors import ConfigError, ParseError
 from nodecheck.job.counts import read_counts
 from nodecheck.job.probe import job_probe, parse_job_probe
 from nodecheck.job.spec import base_dir, load_job_spec
+from tests import everyone_tmp
+
+tmp_path = everyone_tmp.tmp_path  # files a job's user reads: in a directory everyone may enter
 
 ISSUE_SHAPE = """world_size: 16
 gpus_per_node: 8
@@ -95,10 +98,10 @@ def _balance(tmp_path, block: str):
 
 def test_counts_from_a_file_and_from_a_command(tmp_path):
     (tmp_path / "c.csv").write_text("rank,count\n0,5\n1,6\n")
-    got = read_counts(_balance(tmp_path, "{counts_file: c.csv}"), tmp_path)
+    got = read_counts(_balance(tmp_path, "{counts_file: c.csv}"), tmp_path, user="")
     assert (got.counts, got.source) == ({0: 5, 1: 6}, "c.csv")
     argv = f"[{sys.executable}, -c, 'print([7, 8])']"
-    got = read_counts(_balance(tmp_path, f"{{counts_command: {argv}}}"), tmp_path)
+    got = read_counts(_balance(tmp_path, f"{{counts_command: {argv}}}"), tmp_path, user="")
     assert got.counts == {0: 7, 1: 8}
     assert got.source.startswith("command: ") and got.source.endswith("-c 'print([7, 8])'")
 
@@ -123,7 +126,7 @@ def test_counts_from_a_file_and_from_a_command(tmp_path):
 def test_counts_errors_name_the_file_or_command(tmp_path, block, prefix):
     (tmp_path / "bad.json").write_text("[1, -1]")
     with pytest.raises(ConfigError) as e:
-        read_counts(_balance(tmp_path, block), tmp_path)
+        read_counts(_balance(tmp_path, block), tmp_path, user="")
     assert str(e.value).startswith(prefix.format(tmp=tmp_path))
 
 
@@ -206,11 +209,11 @@ def test_counts_command_output_is_bounded_and_its_stderr_is_reported(tmp_path, m
     monkeypatch.setattr(counts, "MAX_COUNTS_BYTES", 1000)
     flood = f'[{sys.executable}, -c, \'import sys; sys.stdout.write("1," * 10**7); sys.stderr.write("x" * 10**6)\']'
     with pytest.raises(ConfigError) as e:
-        read_counts(_balance(tmp_path, f"{{counts_command: {flood}}}"), tmp_path)
+        read_counts(_balance(tmp_path, f"{{counts_command: {flood}}}"), tmp_path, user="")
     assert "printed more than 1,000 bytes; killed" in str(e.value)
     quiet = f"[{sys.executable}, -c, 'import sys; sys.stderr.write(\"no such split: train\\\\n\")']"
     with pytest.raises(ConfigError) as e:
-        read_counts(_balance(tmp_path, f"{{counts_command: {quiet}}}"), tmp_path)
+        read_counts(_balance(tmp_path, f"{{counts_command: {quiet}}}"), tmp_path, user="")
     assert str(e.value).startswith("data_balance.counts_command (")
     assert "cannot read the rank counts: empty: no rank counts; its stderr: no such split: train" in str(e.value)
 
@@ -218,8 +221,8 @@ def test_counts_command_output_is_bounded_and_its_stderr_is_reported(tmp_path, m
 def test_counts_file_with_a_byte_order_mark(tmp_path):
     (tmp_path / "c.csv").write_text("\ufeff0,5\n1,6\n", encoding="utf-8")
     (tmp_path / "c.json").write_text('\ufeff{"0": 5, "1": 6}', encoding="utf-8")
-    assert read_counts(_balance(tmp_path, "{counts_file: c.csv}"), tmp_path).counts == {0: 5, 1: 6}
-    assert read_counts(_balance(tmp_path, "{counts_file: c.json}"), tmp_path).counts == {0: 5, 1: 6}
+    assert read_counts(_balance(tmp_path, "{counts_file: c.csv}"), tmp_path, user="").counts == {0: 5, 1: 6}
+    assert read_counts(_balance(tmp_path, "{counts_file: c.json}"), tmp_path, user="").counts == {0: 5, 1: 6}
 
 
 HOSTILE = ["a b", "$(touch PWNED)", "`touch PWNED`", 'it\'s "q"', "-n", "back\\c slash", "new\nline", "--"]
@@ -317,7 +320,7 @@ def test_the_example_loads():
         8,
     )
     # its counts.json lies beside it: every rank runs 3,856 steps (30,848-30,855 blocks, 8 a step)
-    counts = read_counts(spec.data_balance, base_dir(spec))
+    counts = read_counts(spec.data_balance, base_dir(spec), user="")
     assert (len(counts.counts), min(counts.counts.values()), max(counts.counts.values()), counts.source) == (
         16,
         30848,

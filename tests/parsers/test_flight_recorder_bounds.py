@@ -183,3 +183,80 @@ def test_python_pickler_protocols_2_to_5_of_a_dump_read_the_same():
     first = parse_dump(pickle.dumps(base, protocol=2), "r3")
     for proto in (3, 4, 5):
         assert parse_dump(pickle.dumps(base, protocol=proto), "r3") == first
+
+
+# --- issue 32, 1.5: memory bounded by what is materialised, the clock inside an entry ---------------
+SHARED = r"""
+import pickle, resource, sys, time
+from nodecheck.parsers.flight_recorder import parse_dump
+dims = list(range(int(sys.argv[1])))  # one list, stored once, used by every entry through the memo
+entry = lambda i: {"process_group": ["0", "default_pg"], "profiling_name": "nccl:all_reduce", "state": "completed",
+                   "record_id": i, "input_sizes": [dims], "output_sizes": [dims], "frames": []}
+data = pickle.dumps({"version": "2.10", "entries": [entry(i) for i in range(int(sys.argv[2]))]}, protocol=2)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+dump = parse_dump(data, "shared", time_limit_s=float(sys.argv[3]))
+took = time.perf_counter() - started
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(len(data), len(dump.entries), grew // 1024, round(took, 2))
+"""
+
+
+def test_a_list_shared_through_the_memo_by_every_entry_is_read_once():
+    """A 0.3 MB pickle whose 2,000 entries all name one 60,000-long list took 23 s: every entry
+    checked and copied the list again (its like took 52 s and 1.9 GiB). A value shared through the
+    memo is one value, read once: a shared list 100x as long costs about the same (proved by growth,
+    not by seconds), and memory stays what the pickle holds."""
+    import subprocess
+    import sys
+
+    def run(length: int) -> tuple[int, float]:
+        done = subprocess.run(
+            [sys.executable, "-c", SHARED, str(length), "2000", "120"], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        size, entries, grew_mib, took = done.stdout.split()
+        assert int(entries) == 2000
+        return int(grew_mib), float(took)
+
+    _, short = run(600)
+    grew_mib, long = run(60_000)
+    assert long < 5 * max(short, 0.05), f"{short:.2f} s with a 600-long list, {long:.2f} s with a 60,000-long one"
+    assert grew_mib < 150, f"grew {grew_mib} MiB"
+
+
+def test_the_clock_is_checked_inside_an_entry():
+    """One entry whose frames and sizes are huge is still stopped by the dump's time bound, inside the
+    entry (the bound was looked at only between entries, every 256th)."""
+    frames = [{"name": f"f{i}", "filename": "x.py", "line": i} for i in range(100_000)]
+    entry = {
+        "process_group": ["0", "default_pg"],
+        "profiling_name": "nccl:all_reduce",
+        "state": "completed",
+        "frames": frames,
+        "input_sizes": [[1] * 10] * 100_000,
+    }
+    data = pickle.dumps({"version": "2.10", "entries": [entry]}, protocol=2)
+    real_monotonic, real_load = time.monotonic, flight_recorder._load_pickle
+    looks_after_load: list[int] = []
+
+    def load(*args, **kwargs):
+        out = real_load(*args, **kwargs)
+        looks_after_load.append(0)
+        return out
+
+    def clock() -> float:  # after the load, the first look is in time and every later one is not
+        if looks_after_load:
+            looks_after_load.append(0)
+            return real_monotonic() + (0 if len(looks_after_load) <= 2 else 100_000)
+        return real_monotonic()
+
+    import unittest.mock
+
+    with (
+        unittest.mock.patch.object(flight_recorder, "_load_pickle", load),
+        unittest.mock.patch.object(flight_recorder.time, "monotonic", clock),
+        pytest.raises(ParseError) as e,
+    ):
+        parse_dump(data, "one-entry", time_limit_s=7200)
+    assert e.value.reason == "one-entry: entry 0: refused: not read within 7200 s"

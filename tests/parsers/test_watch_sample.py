@@ -23,7 +23,10 @@ from nodecheck.parsers.watch_sample import (
 )
 from nodecheck.watch.config import ProgressSource, WatchConfig
 from nodecheck.watch.probe import PROBE_NAME, SCRIPT, sample_argv, sample_probe
+from tests import everyone_tmp
 from tests.helpers import data
+
+tmp_path = everyone_tmp.tmp_path  # the log is opened as its owner, root's as nobody: a directory everyone may enter
 
 TRAINING = "watch/constructed-sample-h100x8-training-torchtitan.txt"
 MARKERS = "watch/constructed-sample-log-tail-holds-marker-lines.txt"
@@ -308,8 +311,8 @@ def test_probe_log_that_is_a_directory_a_fifo_or_binary(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for path, error in [
-        (tmp_path, f"nodecheck-watch: {tmp_path}: not a regular file"),
-        (fifo, f"nodecheck-watch: {fifo}: not a regular file"),
+        (tmp_path, f"nodecheck-watch: {tmp_path}: not read: not a regular file"),
+        (fifo, f"nodecheck-watch: {fifo}: not read: not a regular file"),
     ]:
         cfg = WatchConfig(progress=ProgressSource(log=str(path)))
         run = subprocess.run(sample_argv(cfg, "n1"), capture_output=True, text=True, timeout=10)

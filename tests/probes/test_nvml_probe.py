@@ -132,8 +132,8 @@ def healthy(**gpu_changes: dict) -> GpuFacts:
 
 
 def expected_process_name(pid: int, fallback: str) -> str:
-    """The probe reads /proc/<pid>/comm first (argv[0]'s basename where that extends a 15-character
-    comm); pid 48213 does not exist on a default test machine."""
+    """The probe reads /proc/<pid>/comm first (the binary's basename, /proc/<pid>/exe, where that
+    extends a 15-character comm); pid 48213 does not exist on a default test machine."""
     try:
         with open(f"/proc/{pid}/comm") as f:
             comm = f.read().strip()
@@ -141,8 +141,7 @@ def expected_process_name(pid: int, fallback: str) -> str:
         return fallback
     if len(comm) == 15:
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv0 = f.read().split(b"\0", 1)[0].decode("utf-8", "replace").rstrip("/").rsplit("/", 1)[-1]
+            argv0 = os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)").rstrip("/").rsplit("/", 1)[-1]
         except OSError:
             argv0 = ""
         if len(argv0) > 15 and argv0.startswith(comm):
@@ -567,7 +566,7 @@ def test_a_pid_without_proc_entry_is_named_by_nvml(tmp_path: Path) -> None:
     assert facts.gpus[0].processes == (GpuProcess(99999999, "a-long-training-job-name", 1024.0),)
 
 
-def test_a_long_process_name_is_read_from_argv0(tmp_path: Path) -> None:
+def test_a_long_process_name_is_read_from_the_binary(tmp_path: Path) -> None:
     program = tmp_path / "nodecheck-long-sleeper-name"  # comm: "nodecheck-long-"
     shutil.copy("/bin/sleep", program)
     sleeper = subprocess.Popen([str(program), "60"])
@@ -592,26 +591,26 @@ def test_a_long_process_name_is_read_from_argv0(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "comm, cmdline, name",
+    "comm, exe, name",
     [
-        ("nodecheck-long-", b"/opt/bin/nodecheck-long-sleeper\0--flag\0", "nodecheck-long-sleeper"),
-        ("nodecheck-long-", b"nodecheck-long-sleeper\0", "nodecheck-long-sleeper"),
-        ("nodecheck-long-", b"/usr/bin/python3\0train.py\0", "nodecheck-long-"),  # renamed by prctl: keep comm
-        ("nodecheck-long-", b"", "nodecheck-long-"),  # kernel thread, zombie
-        ("nodecheck-long-", None, "nodecheck-long-"),  # cmdline unreadable
-        ("nodecheck-long", b"/opt/bin/nodecheck-long-sleeper\0", "nodecheck-long"),  # 14 characters: not cut
-        ("nodecheck-long-", b"/opt/bin/nodecheck-long-\0", "nodecheck-long-"),
+        ("nodecheck-long-", "/opt/bin/nodecheck-long-sleeper", "nodecheck-long-sleeper"),
+        ("nodecheck-long-", "/opt/bin/nodecheck-long-sleeper (deleted)", "nodecheck-long-sleeper"),  # replaced
+        ("nodecheck-long-", "/usr/bin/python3", "nodecheck-long-"),  # renamed by prctl: keep comm
+        ("nodecheck-long-", None, "nodecheck-long-"),  # kernel thread, zombie, another user's: unreadable
+        ("nodecheck-long", "/opt/bin/nodecheck-long-sleeper", "nodecheck-long"),  # 14 characters: not cut
+        ("nodecheck-long-", "/opt/bin/nodecheck-long-", "nodecheck-long-"),
     ],
 )
-def test_process_name_from_comm_and_cmdline(
-    fake_pynvml: ModuleType, tmp_path: Path, comm: str, cmdline: bytes | None, name: str
+def test_process_name_from_comm_and_the_binary(
+    fake_pynvml: ModuleType, tmp_path: Path, comm: str, exe: str | None, name: str
 ) -> None:
     from nodecheck.probes import nvml_probe
 
     (tmp_path / "4242").mkdir()
     (tmp_path / "4242" / "comm").write_text(comm + "\n")
-    if cmdline is not None:
-        (tmp_path / "4242" / "cmdline").write_bytes(cmdline)
+    (tmp_path / "4242" / "cmdline").write_bytes(b"/opt/bin/argv0-says-anything-it-likes\0")  # never read
+    if exe is not None:
+        (tmp_path / "4242" / "exe").symlink_to(exe)
     assert nvml_probe._Collector(fake_pynvml, proc=str(tmp_path)).process_name(4242) == name
 
 
@@ -785,3 +784,33 @@ def test_the_probes_fabric_structs_have_nvml_h_layout(fake_pynvml: ModuleType) -
     for name in ("clusterUuid", "status", "cliqueId", "state", "healthMask"):
         assert getattr(info_v2, name).offset == getattr(fake_pynvml.c_nvmlGpuFabricInfoV_t, name).offset
     assert fake_pynvml.nvmlGpuFabricInfo_v2 == nvml_probe._FABRIC_INFO_V2
+
+
+def test_a_gpu_process_whose_command_line_would_block_does_not_hang_the_probe(
+    fake_pynvml: ModuleType, tmp_path: Path
+) -> None:
+    """Issue 32, 1.11: reading /proc/PID/cmdline takes the process's mmap lock, which a rank stuck in
+    D state (a page fault on a hung filesystem) holds: the read blocks, and the Prolog's GPU check with
+    it. A FIFO with no writer stands in for such a read: the probe must not open it. The longer name
+    comes from /proc/PID/exe (the binary, read without that lock), never from the command line."""
+    import os
+    import threading
+
+    from nodecheck.probes import nvml_probe
+
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "comm").write_text("nodecheck-long-\n")
+    os.mkfifo(tmp_path / "4242" / "cmdline")
+    (tmp_path / "4242" / "exe").symlink_to("/opt/bin/nodecheck-long-sleeper")
+    got: list[str | None] = []
+    reader = threading.Thread(
+        target=lambda: got.append(nvml_probe._Collector(fake_pynvml, proc=str(tmp_path)).process_name(4242)),
+        daemon=True,
+    )
+    reader.start()
+    reader.join(30)  # a blocked open never returns; a lock-free read is immediate
+    if reader.is_alive():  # unblock the stuck open so the thread can end
+        with open(tmp_path / "4242" / "cmdline", "wb"):
+            pass
+        reader.join(5)
+    assert got == ["nodecheck-long-sleeper"]

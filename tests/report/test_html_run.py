@@ -571,3 +571,17 @@ def test_a_fleet_wide_failure_draws_only_the_first_unhealthy_nodes_up_front():
     lazy_unhealthy = rows["n"]["gpu0099"]["r"]
     strings = rows["s"]
     assert any(strings[r[0]] == "timeout" and strings[r[7]].startswith("x" * 100) for r in lazy_unhealthy)
+
+
+def test_the_stored_page_is_the_rendered_page_its_scripts_untouched_by_masking(demo_dir: Path):
+    """report.html is masked as a whole before it is written (report/store: the last line of defence).
+    Masking must find nothing to mask in the page's own code: `ev.key === "Enter"` became
+    `ev.key =<redacted>` once masking took `NAME = value` with blanks (issue 32, 1.10), and every
+    script on the page stopped with a SyntaxError."""
+    from nodecheck.core.redact import redact_text
+
+    page = rebuild(demo_dir).read_text()  # written as `run --html` writes it: masked, atomically
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert len(scripts) >= 2 and all("<redacted>" not in s for s in scripts)
+    for script in scripts:
+        assert redact_text(script) == script

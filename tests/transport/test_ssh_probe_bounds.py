@@ -60,6 +60,13 @@ class Server(paramiko.ServerInterface):
         if self.behaviour == "stalls":
             self.release.wait(60)
             return
+        if self.behaviour == "rekey-stalls":
+            # a key re-exchange the node starts and never finishes (see the sshd fixture): the client
+            # answers the KEXINIT and waits for a reply that never comes, with every send held
+            t = channel.get_transport()
+            t._handler_table[paramiko.common.MSG_KEXINIT] = lambda m: self.release.wait(60)
+            t._send_kex_init()
+            return
         if self.behaviour.startswith("signal-"):
             _send_exit_signal(channel, self.behaviour[len("signal-") :], core_dumped=self.behaviour.endswith("SEGV"))
         elif self.behaviour == "drops":
@@ -204,3 +211,26 @@ def test_a_session_that_ends_without_an_exit_status_is_the_connection_lost(sshd,
     assert capture.detail.startswith(detail), capture.detail
     assert capture.stdout == "first line\n" and took < 2  # what came before is kept
     assert _settled(baseline) == []
+
+
+def test_a_key_exchange_the_node_never_finishes_holds_no_send_or_close_past_the_bound(sshd):
+    """Issue 32, 1.6: paramiko holds every send (stdin, EOF, the channel's close) while a key exchange
+    runs, for its own 30 s: a 3 s probe came back after 33 s, as "internal error: SSHException". Every
+    send and close is bounded by the probe's end, and run() never raises."""
+    node = sshd("rekey-stalls")
+    session = SshTransport(connect_timeout_s=5).connect(node, 5)
+    assert isinstance(session, SshSession), getattr(session, "detail", session)
+    try:
+        started = time.monotonic()
+        first = session.run(Probe("ibstat", ("ibstat",), 2.0), 2.0)
+        took = time.monotonic() - started
+        assert first.outcome is Outcome.TIMEOUT, first
+        assert took < 4.0, took
+        # the next probe on the stalled connection: its channel open and its exec are sends too
+        started = time.monotonic()
+        second = session.run(Probe("perfquery", ("perfquery",), 2.0, stdin="x" * 100), 2.0)
+        took = time.monotonic() - started
+        assert second.outcome is Outcome.TIMEOUT, second
+        assert took < 4.0, took
+    finally:
+        session.close()

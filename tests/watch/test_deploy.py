@@ -87,8 +87,13 @@ def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path):
     assert (done.returncode, done.stderr) == (0, "")
 
 
-def test_the_example_config_loads_with_the_values_it_documents():
-    cfg = load_watch_config(str(ROOT / "examples" / "watch.yml"))
+def test_the_example_config_loads_with_the_values_it_documents(tmp_path):
+    # installed as the unit reads it: /etc/nodecheck/watch.yml, root's (or the test user's), 0644. The
+    # checkout's own copy may belong to whoever cloned it, whose file root takes only the job's fields from
+    installed = tmp_path / "watch.yml"
+    installed.write_bytes((ROOT / "examples" / "watch.yml").read_bytes())
+    installed.chmod(0o644)
+    cfg = load_watch_config(str(installed))
     assert (cfg.match, cfg.interval_s, cfg.history, cfg.on_hang) == (r"train\.py", 30, 240, None)
     assert cfg.progress.for_node("gpu017") == ("/scratch/gpu017/train.log", None)
     b = cfg.bounds

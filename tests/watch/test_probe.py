@@ -17,11 +17,13 @@ from nodecheck.parsers.watch_sample import parse_sample
 from nodecheck.transport.local import LocalTransport
 from nodecheck.watch.config import WatchConfig
 from nodecheck.watch.probe import sample_probe
+from tests import everyone_tmp
 
+tmp_path = everyone_tmp.tmp_path  # the job's user (nobody) opens the files: a directory everyone may enter
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="makes files owned by root and by another uid")
 
 SECRET = "root:$6$s3cr3tshadowhash:19000:0:99999:7:::"
-USER = 54321  # the job's user (no passwd entry needed: a uid)
+USER = 65534  # the job's user: nobody, a user of this machine (its files are opened as that user)
 OTHER = 54322
 
 
@@ -58,7 +60,7 @@ def test_a_root_private_file_is_not_read_for_a_job_and_the_sample_says_why(tmp_p
     for user in (str(USER), ""):  # the job's user known, or not: root's private file never
         out, s = sampled(tmp_path, str(secret), str(secret), user)
         assert SECRET not in out and "s3cr3t" not in out
-        assert s.log_error == f"nodecheck-watch: {secret}: not read: owned by uid 0 and not readable by everyone"
+        assert s.log_error == f"nodecheck-watch: {secret}: not read: nobody cannot open it: Permission denied"
         assert s.heartbeat_error == s.log_error and s.heartbeat_mtime is None and s.log_size is None
 
 
@@ -97,11 +99,12 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
     tmp_path, monkeypatch, capsys
 ):
     """The watch config is a user's JOB.yml (owned by them): the job's user is its owner, and the
-    watcher (root here, as a systemd unit runs it) never copies root's private file anywhere."""
+    watcher (root here, as a systemd unit runs it) never copies root's private file anywhere. Which
+    processes are the job's (--match) is root's to say: the command line (test_config_trust.py)."""
     secret = shadow(tmp_path)
     job = owned(
         tmp_path / "JOB.yml",
-        f"world_size: 8\nwatch:\n  match: 'no-such-trainer-x7'\n  progress: {{log: {secret}, heartbeat: {secret}}}\n",
+        f"world_size: 8\nwatch:\n  progress: {{log: {secret}, heartbeat: {secret}}}\n",
         USER,
         0o644,
     )
@@ -127,7 +130,8 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
     monkeypatch.setattr("nodecheck.watch.probe.sample_probe", recording)
     out = tmp_path / "reports"
     cli.main(
-        ["watch", str(inv), "--config", str(job), "--max-samples", "3", "--interval", "0.2", "--output-dir", str(out)]
+        ["watch", str(inv), "--config", str(job), "--match", "no-such-trainer-x7", "--max-samples", "3"]
+        + ["--interval", "0.2", "--output-dir", str(out)]
     )
     printed = capsys.readouterr()
     assert probes and all(p.argv[-1] == str(USER) for p in probes)
@@ -135,7 +139,7 @@ def test_a_users_job_yml_naming_a_root_private_file_puts_it_in_no_sample_record_
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files and not [p for p in files if b"s3cr3t" in p.read_bytes()]
     assert answers and all(
-        f"nodecheck-watch: {secret}: not read: owned by uid 0 and not readable by everyone" in a.stdout
+        f"nodecheck-watch: {secret}: not read: nobody cannot open it: Permission denied" in a.stdout
         and "s3cr3t" not in a.stdout
         for a in answers
     )
@@ -145,14 +149,16 @@ def test_the_job_user_is_the_configs_owner_else_the_slurm_jobs_never_root(tmp_pa
     from types import SimpleNamespace
 
     from nodecheck.watch.command import job_user
+    from nodecheck.watch.config import load_watch_source
 
-    users = owned(tmp_path / "JOB.yml", "watch: {}\n", USER, 0o644)
+    users = load_watch_source(str(owned(tmp_path / "JOB.yml", "watch: {}\n", USER, 0o644))).owner_uid
     operators = tmp_path / "watch.yml"
     operators.write_text("{}\n")
+    root = load_watch_source(str(operators)).owner_uid
     alice = SimpleNamespace(user="alice")
-    assert job_user(str(users), alice) == str(USER)  # a user's JOB.yml names that user's files only
-    assert job_user(str(operators), alice) == "alice" == job_user(None, alice)
-    assert job_user(str(operators), SimpleNamespace(user="root")) == "" == job_user(None, object())
+    assert job_user(users, alice) == str(USER)  # a user's JOB.yml names that user's files only
+    assert job_user(root, alice) == "alice" == job_user(None, alice)
+    assert job_user(root, SimpleNamespace(user="root")) == "" == job_user(None, object())
     assert job_user(None, SimpleNamespace(user="-rf x")) == ""
 
 
@@ -160,7 +166,7 @@ def test_the_job_user_is_the_configs_owner_else_the_slurm_jobs_never_root(tmp_pa
 def test_the_checks_hold_under_dash_and_bash(tmp_path, shell):
     secret, mine = shadow(tmp_path), owned(tmp_path / "train.log", "step: 3\n", USER)
     for log, error, tail in [
-        (secret, "not read: owned by uid 0 and not readable by everyone", ""),
+        (secret, "not read: nobody cannot open it: Permission denied", ""),
         (mine, "", "step: 3\n"),
     ]:
         probe = sample_probe(WatchConfig.model_validate({"progress": {"log": str(log)}}), "n1", str(USER))

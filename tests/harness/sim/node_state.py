@@ -204,8 +204,10 @@ class NodeState(Nodes):
         self, node: str | None = None, names: Sequence[str] = tuple(SERVICES), timeout: float = 5.0
     ) -> dict[str, dict[str, int]]:
         """Processes named like the daemons in each node's namespaces (no systemd on the nodes): a
-        `sleep infinity` exec'd through a symlink of the daemon's name, with the daemon's path as
-        argv[0]. slurmd gets slurmd.service's limits (memlock unlimited, nofile 131072, stack unlimited; each
+        `sleep infinity` exec'd from a root-owned copy of sleep called by the daemon's name, in a
+        root-owned directory no one else may write (nodecheck takes a process for a daemon only when
+        its binary is so: a symlink's name is no daemon), with the daemon's path as argv[0]. slurmd
+        gets slurmd.service's limits (memlock unlimited, nofile 131072, stack unlimited; each
         at most the hard limit the harness has where it may not raise one): its job steps inherit them.
         Not started by default: the real Slurm of slurm_cluster.sh runs its own slurmd. Returns
         {node: {name: pid}}."""
@@ -214,13 +216,17 @@ class NodeState(Nodes):
         for n in [node] if node else self.nodes:
             d = self.node_dir(n) / "services"
             d.mkdir(exist_ok=True)
+            d.chmod(0o755)
             specs = []
             for name in names:
                 if name not in DAEMONS:
                     raise ValueError(f"unknown service {name!r} (known: {', '.join(DAEMONS)})")
-                link = d / name
-                if not link.is_symlink():
-                    link.symlink_to(sleep)
+                binary = d / name
+                if binary.is_symlink():  # a state dir of before: the name only, not the daemon's binary
+                    binary.unlink()
+                if not binary.exists():
+                    shutil.copy(sleep, binary)
+                    binary.chmod(0o755)
                 (d / f"{name}.pid").unlink(missing_ok=True)
                 specs.append(f"{name}={DAEMONS[name]}")
             script = (
