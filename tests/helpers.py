@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import selectors
+import subprocess
+import time
 from pathlib import Path
 
 from nodecheck.core.model import Capture, Outcome, Probe
@@ -70,3 +73,22 @@ class SerialActiveContext:
 
     def incomplete(self, why: str) -> None:
         self.undone.append(why)
+
+
+def read_until(proc: subprocess.Popen, needle: str, timeout: float) -> list[str]:
+    """stdout lines of a running process (a watcher) until one contains `needle`, that line last; waits on
+    the output, not on a number of ticks (a loaded machine's tick may take longer than its interval)."""
+    lines, deadline = [], time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    while time.monotonic() < deadline:
+        if sel.select(timeout=0.2):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if needle in line:
+                return lines
+    raise AssertionError(
+        f"no {needle!r} within {timeout} s: {lines}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 from faults.support import assert_nothing_left, temp_entries
 
+from tests.helpers import read_until
 from tests.watch.test_alerts import Receiver
 
 NOBODY = 65534
@@ -118,7 +118,7 @@ def test_the_operator_gives_the_same_on_the_command_line_and_the_watcher_acts(cl
         text=True,
     )
     try:
-        hung = wait_for_line(proc, ": hung: no progress within the startup grace", timeout=90)
+        hung = read_until(proc, ": hung: no progress within the startup grace", timeout=90)[-1]
         wait_until(lambda: events.exists() and events.read_text().endswith("\n"), timeout=30)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -130,22 +130,6 @@ def test_the_operator_gives_the_same_on_the_command_line_and_the_watcher_acts(cl
     assert (event["uid"], event["kind"], event["verdict"]) == (0, "alarm", "hung"), event
     assert victim_proc.poll() is None  # no --on-hang: nothing touched
     assert_nothing_left(cluster, NODES, before)
-
-
-def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float) -> str:
-    """The first stdout line of a running watcher that contains `needle`."""
-    seen, end = [], time.monotonic() + timeout
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    while time.monotonic() < end:
-        if selector.select(timeout=0.2):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if needle in line:
-                return line
-    raise AssertionError(f"no {needle!r} within {timeout} s: {seen}")
 
 
 def wait_until(ready, timeout: float) -> None:

@@ -24,6 +24,7 @@ import pytest
 from harness import training
 from integration.runs import nodecheck
 
+from tests.helpers import read_until
 from tests.watch.test_alerts import Receiver
 
 pytestmark = pytest.mark.integration
@@ -105,26 +106,6 @@ def verdicts(lines: list[str]) -> list[str]:
         for ln in lines[1:-1]
         if " job " in ln and ": " in ln and "on-hang" not in ln.split(": ", 2)[1]
     ]
-
-
-def read_until(proc: subprocess.Popen, needle: str, timeout: float) -> list[str]:
-    """stdout lines of a running watcher until one contains `needle`."""
-    import selectors
-
-    lines, deadline = [], time.monotonic() + timeout
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    while time.monotonic() < deadline:
-        if sel.select(timeout=0.2):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line.rstrip("\n"))
-            if needle in line:
-                return lines
-    raise AssertionError(
-        f"no {needle!r} within {timeout} s: {lines}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
-    )
 
 
 def test_a_healthy_run_progresses_then_completes_quietly(cluster, tmp_path):

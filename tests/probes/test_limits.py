@@ -181,26 +181,23 @@ def test_a_setuid_root_program_run_by_a_user_through_a_symlink_named_slurmd_is_n
     )
 
 
-@as_root_with_setpriv
-def test_a_root_process_named_slurmd_through_a_symlink_to_another_program_is_not_slurmd(no_slurmd_here):
+def _linked_to_sleep(d: Path) -> Path:
     # real uid 0, but /proc/PID/exe is sleep: the name is the link's, not the binary's
-    with open_dir() as d:
-        (d / "slurmd").symlink_to(shutil.which("sleep") or "/bin/sleep")
-        fake = start(["prlimit", MEMLOCK_64K, str(d / "slurmd"), "60"], "slurmd")
-        try:
-            facts = read_limits(run())
-        finally:
-            stop(fake)
-    assert facts.slurmd_pid is None
-    assert facts.not_slurmd == (fake.pid,)
+    (d / "slurmd").symlink_to(shutil.which("sleep") or "/bin/sleep")
+    return d / "slurmd"
+
+
+def _in_a_directory_anyone_may_write(d: Path) -> Path:
+    # /tmp-like (1777): anyone could have put that file there
+    d.chmod(0o1777)
+    return sleep_copy(d, "slurmd")
 
 
 @as_root_with_setpriv
-def test_a_slurmd_binary_in_a_directory_others_may_write_is_not_slurmd(no_slurmd_here):
-    # /tmp-like (1777): anyone could have put that file there
+@pytest.mark.parametrize("forge", [_linked_to_sleep, _in_a_directory_anyone_may_write], ids=["symlink", "1777-dir"])
+def test_a_root_process_named_slurmd_whose_binary_anyone_could_have_placed_is_not_slurmd(no_slurmd_here, forge):
     with open_dir() as d:
-        d.chmod(0o1777)
-        fake = start(["prlimit", MEMLOCK_64K, str(sleep_copy(d, "slurmd")), "60"], "slurmd")
+        fake = start(["prlimit", MEMLOCK_64K, str(forge(d)), "60"], "slurmd")
         try:
             facts = read_limits(run())
         finally:
