@@ -12,37 +12,17 @@ import os
 # copied a user's file): no user.
 
 
-def job_user_of(path: str) -> str:
-    """The uid owning `path` (a --job-env file, a JOB.yml), as text; "" for root or a file that
-    cannot be read. A caller that has read the file takes its owner as read instead (Located.owner_uid,
-    job_user_of_owner): a path can name another file by the time it is stat'ed again."""
-    try:
-        uid = os.stat(path).st_uid
-    except OSError:
-        return ""
-    return job_user_of_owner(uid)
-
-
-def job_user_of_owner(uid: int | None) -> str:
-    """The job's user a file's owner names: the uid as text; "" for root or no file."""
-    return "" if uid is None or uid == 0 else str(uid)
-
-
-def job_user_for(author_file: str | None, slurm_user: str) -> str:
-    """The job's user for job-check and watch: the owner of the file that names the job's files
-    (JOB.yml, the watch config) when it is not root (a user's file names only that user's own files,
-    whoever's job it checks), else the Slurm job's user (squeue's UserName, which the job cannot
-    forge; "" when none); "" for root or none, or a name that is not a user name."""
-    return job_user_from(job_user_of(author_file) if author_file else "", slurm_user)
-
-
-def job_user_from(author: str, slurm_user: str) -> str:
-    """job_user_for with the author already known: `author` is the uid owning the file as it was read
-    (job_user_of_owner), so the watcher keeps the owner of the config it read for every tick."""
+def job_user_of(owner_uid: int | None, slurm_user: str = "") -> str:
+    """The job's user for run --job-env, job-check, watch and forensics: the owner of the file that
+    names the job's files (the --job-env file, JOB.yml, the watch config), as that file was read (its
+    descriptor's fstat: a second look at the path could find a root-owned file the user put there
+    since), when it is not root (a user's file names only that user's own files, whoever's job it
+    checks); else the Slurm job's user (squeue's UserName, which the job cannot forge). "" for root,
+    none, or a name that is not a user name."""
     from nodecheck.probes.shell import JOB_USER, JOB_USER_MAX
 
-    if author:
-        return author
+    if owner_uid is not None and owner_uid != 0:
+        return str(owner_uid)
     user = slurm_user or ""
     return user if user not in ("root", "0") and JOB_USER.fullmatch(user) and len(user) <= JOB_USER_MAX else ""
 

@@ -6,7 +6,7 @@ import sys
 from argparse import Namespace
 
 from nodecheck.app import transports
-from nodecheck.app.job_user import job_user_of_owner, with_job_user
+from nodecheck.app.job_user import job_user_of, with_job_user
 from nodecheck.app.progress_view import terminal_progress, wanted
 from nodecheck.app.publish import publish
 from nodecheck.app.signals import stop_on_signals
@@ -20,7 +20,7 @@ def run_command(args: Namespace) -> int:
 
     playbook = load_playbook(args.playbook, tuple(args.pins), getattr(args, "job_env", None))
     if getattr(args, "job_env", None):  # the owner of the file as the playbook read it, not a later stat
-        playbook = with_job_user(playbook, job_user_of_owner(playbook.job_env_owner))
+        playbook = with_job_user(playbook, job_user_of(playbook.job_env_owner))
     nodes, excluded, transport = select_targets(args, playbook)
     if not args.local:
         transports.ensure_open_files(min(args.fanout, len(nodes)))

@@ -22,6 +22,7 @@ import yaml
 
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import SHOWN_MAX_CHARS, shown  # noqa: F401 - shown: this module's callers quote with it
+from nodecheck.core.reading import read_at_most
 from nodecheck.core.redact import mask_url_credentials
 
 Loc = tuple  # a path into the document: ("nodes", "gpu[001-008]", "address")
@@ -104,7 +105,7 @@ def read_config_bytes(path: Path) -> tuple[bytes, os.stat_result]:
                 raise _not_a_file(path, f"is not a regular file ({kind})")
         if st.st_size > MAX_FILE_BYTES:
             raise _too_big(path, f"is {st.st_size} bytes")
-        raw = _read_at_most(fd, MAX_FILE_BYTES + 1)  # bounded even if the file grows after the fstat
+        raw = read_at_most(fd, MAX_FILE_BYTES + 1)  # bounded even if the file grows after the fstat
     except OSError as e:
         raise _unreadable(path, e) from None
     finally:
@@ -112,17 +113,6 @@ def read_config_bytes(path: Path) -> tuple[bytes, os.stat_result]:
     if len(raw) > MAX_FILE_BYTES:
         raise _too_big(path, f"is more than {MAX_FILE_BYTES} bytes")
     return raw, st
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1024 * 1024))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _not_a_file(path: Path, message: str) -> ConfigError:

@@ -209,9 +209,9 @@ def _plan(args: Namespace) -> dict:
 
 
 def _slurm_nodes(job_id: str, inventory) -> tuple[list, str]:
-    """The job's nodes (the inventory's entry where it has one) and its user (app.job_user.job_user_for:
+    """The job's nodes (the inventory's entry where it has one) and its user (app.job_user.job_user_of:
     squeue's UserName; "" for root or none)."""
-    from nodecheck.app.job_user import job_user_for
+    from nodecheck.app.job_user import job_user_of
     from nodecheck.app.slurm import Slurm, SlurmError
     from nodecheck.core.model import Node
 
@@ -236,4 +236,4 @@ def _slurm_nodes(job_id: str, inventory) -> tuple[list, str]:
             hint="forensics looks at a running job's processes; --dumps DIR reads dumps alone",
         )
     reach = {n.name: n for n in inventory}
-    return [reach.get(n) or Node(name=n, address=n) for n in job.nodes], job_user_for(None, job.user)
+    return [reach.get(n) or Node(name=n, address=n) for n in job.nodes], job_user_of(None, job.user)

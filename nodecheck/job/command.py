@@ -58,11 +58,11 @@ def job_check_command(args: Namespace) -> int:
 
 def job_user(spec, record) -> str:
     """Whose files JOB.yml's paths (its NCCL_CONF_FILE, its counts file) are read as, and whom its
-    counts_command runs as: app.job_user.job_user_from (JOB.yml's owner as it was read, unless root;
+    counts_command runs as: app.job_user.job_user_of (JOB.yml's owner as it was read, unless root;
     else the Slurm job's user; "" = none)."""
-    from nodecheck.app.job_user import job_user_from, job_user_of_owner
+    from nodecheck.app.job_user import job_user_of
 
-    return job_user_from(job_user_of_owner(spec.owner_uid), record.user if record is not None else "")
+    return job_user_of(spec.owner_uid, record.user if record is not None else "")
 
 
 def _counts(spec, job: str, user: str):

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from nodecheck.core.errors import ConfigError, ParseError
 from nodecheck.core.model import excerpt
+from nodecheck.core.reading import read_at_most
 from nodecheck.job.spec import DataBalance
 from nodecheck.parsers.rankcounts import parse_rank_counts
 
@@ -163,12 +164,10 @@ def _read_regular(path: str, *, follow: bool) -> bytes:
             raise _Refused("not a regular file")
         if size.st_size > MAX_COUNTS_BYTES:
             raise _Refused(f"{size.st_size:,} bytes, more than a counts file holds")
-        data = bytearray()
-        while len(data) <= MAX_COUNTS_BYTES and (chunk := os.read(fd, 1 << 20)):
-            data += chunk
+        data = read_at_most(fd, MAX_COUNTS_BYTES + 1)
         if len(data) > MAX_COUNTS_BYTES:  # it grew after the fstat
             raise _Refused(f"more than {MAX_COUNTS_BYTES:,} bytes, more than a counts file holds")
-        return bytes(data)
+        return data
     except OSError as e:
         raise _Refused(e.strerror or str(e)) from None
     finally:

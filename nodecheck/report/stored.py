@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nodecheck.core.errors import ConfigError
+from nodecheck.core.reading import read_at_most
 
 REPORT_JSON_MAX = 1 << 30  # bytes; a 1,024-node run with every capture listed is ~40 MB
 # Parsing JSON costs memory per value, not per byte: 150 MB of "[]," is 50 million lists (3.8 GiB).
@@ -161,14 +162,3 @@ def capture_reader(directory: str | Path, limit: int = CAPTURE_MAX) -> Callable[
         return None if data is None else data.decode("utf-8", errors="replace")
 
     return read
-
-
-def read_at_most(fd: int, limit: int) -> bytes:
-    chunks, left = [], limit
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)

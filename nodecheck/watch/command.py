@@ -652,12 +652,12 @@ def _slurm():
 
 
 def job_user(config_owner: int | None, job) -> str:
-    """Whose progress log and heartbeat the watcher reads (watch/probe.py): app.job_user.job_user_from
+    """Whose progress log and heartbeat the watcher reads (watch/probe.py): app.job_user.job_user_of
     (the owner of the watch config as it was read, not whoever owns its path by this tick; else the
     Slurm job's user once squeue was read)."""
-    from nodecheck.app.job_user import job_user_from, job_user_of_owner
+    from nodecheck.app.job_user import job_user_of
 
-    return job_user_from(job_user_of_owner(config_owner), getattr(job, "user", ""))
+    return job_user_of(config_owner, getattr(job, "user", ""))
 
 
 def _start_line(plan: Plan, state: WatchState, resumed: bool) -> str:

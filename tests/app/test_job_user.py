@@ -35,10 +35,13 @@ def _nccl_env(playbook):
     return check
 
 
-def test_the_job_env_files_owner_is_the_jobs_user_unless_it_is_root(tmp_path):
-    assert job_user.job_user_of(_owned(tmp_path / "a.env", 4242)) == "4242"
-    assert job_user.job_user_of(_owned(tmp_path / "b.env", 0)) == ""
-    assert job_user.job_user_of(str(tmp_path / "missing.env")) == ""
+def test_the_files_owner_is_the_jobs_user_unless_it_is_root_then_the_slurm_jobs_user():
+    assert job_user.job_user_of(4242) == "4242"
+    assert job_user.job_user_of(4242, "alice") == "4242"  # a user's file names that user's own files
+    assert job_user.job_user_of(0, "alice") == "alice"  # root's copy says nothing about whose job it is
+    assert job_user.job_user_of(None, "alice") == "alice"
+    for nobody_known in ((0, ""), (None, "root"), (None, "0"), (None, "-rf"), (None, "a b")):
+        assert job_user.job_user_of(*nobody_known) == ""
 
 
 def test_the_job_user_reaches_nccl_env_keeping_the_playbooks_timeout(tmp_path):
