@@ -35,6 +35,7 @@ from nodecheck.parsers.slurm import (
     reason_mark,
     reason_owner,
 )
+from nodecheck.transport import children
 
 __all__ = [
     "MAX_REASON_CHARS",
@@ -219,8 +220,6 @@ class Slurm:
         """stdout of argv; SlurmError (its message starting with `shown`, default argv) if it cannot
         run, fails, outlives timeout_s (then killed with what it started, in its own session) or
         prints more than max_chars (64 KiB of stderr): read no further, never held in memory whole."""
-        import threading
-
         command = shown or (shlex.join(argv) if len(argv) < 8 else shlex.join(argv[:3]) + f" ... ({len(argv)} words)")
         try:
             proc = subprocess.Popen(
@@ -233,6 +232,15 @@ class Slurm:
             )
         except OSError as e:
             raise SlurmError(f"{command}: cannot run {argv[0]!r}: {e.strerror or e}", argv=argv) from None
+        children.started(proc)
+        try:
+            return self._answer(proc, argv, command, max_chars)
+        finally:
+            children.ended(proc)
+
+    def _answer(self, proc: subprocess.Popen, argv: list[str], command: str, max_chars: int) -> str:
+        import threading
+
         assert proc.stdout is not None and proc.stderr is not None
         out_box: list[bytes] = []
         err_box: list[bytes] = []

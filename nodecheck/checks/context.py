@@ -49,6 +49,12 @@ class ActiveContext(Protocol):
         """Steps in flight at once, at most."""
         ...
 
+    @property
+    def on_this_host(self) -> bool:
+        """The nodes are this machine, reached without a network (the local transport: --local, the
+        Prolog, health): nodecheck's own host is then no vantage point apart from the node."""
+        ...
+
     def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         """One step on one node. `fresh`: on a connection of its own (one may have been cut on
         purpose), closed after. `cleanup`: undoes what an earlier step started (kill test servers,

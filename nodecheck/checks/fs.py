@@ -4,7 +4,8 @@
 A hung Lustre or NFS client is the classic "the job hangs" node fault: every rank blocks in open()
 and nothing fails. Both checks statfs each path in its own killable process under a short bound
 (nodecheck/probes/fs.py says how, and why a process can be left behind); a path that does not
-answer is a TIMEOUT naming it, never a hung probe.
+answer within the bound FAILs naming it: the check did judge (it bounded the stat itself, and the
+mount did not answer), and every rank of the next job would block in open() there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe, Status, Verdict, excerpt, worst
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Floor, fmt
-from nodecheck.parsers.findmnt import Mount, last_mount, parse_findmnt, parse_mountinfo
+from nodecheck.parsers.findmnt import Mount, last_mount, mount_of, parse_findmnt, parse_mountinfo
 from nodecheck.parsers.fstab import FstabEntry, parse_fstab
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.parsers.statfs import Answered, Hung, StatfsResult, parse_statfs_line, read_statfs_results
@@ -202,8 +203,8 @@ def _mount_table(sections: Sections) -> tuple[Mount, ...]:
 def mounts(out: Captures, want: FsMounts) -> Iterator[Verdict]:
     """Expected mounts (listed, or every /etc/fstab entry mounted at boot) are there with the expected
     type, options (rw) and source, and answer a statfs within a short bound: a hung Lustre/NFS/FUSE
-    mount is a TIMEOUT naming it (each statfs is its own killable process; one stuck in the kernel is
-    named with its PID, never waited on)."""
+    mount FAILs naming it (each statfs is its own killable process; one stuck in the kernel is
+    named with its PID, never waited on), so the gate drains the node."""
     probe = mounts_probes(want)[0]
     sections = split_sections(out[probe.name].stdout, "fs.mounts probe")
     if error := sections.facts.get("error"):
@@ -274,8 +275,8 @@ def _statfs_problem(path: str, result: StatfsResult | None, bound_s: float) -> t
     """What is wrong with a path's statfs, or None when it answered."""
     if result is None:
         return Status.ERROR, "no statfs result from the probe"
-    if isinstance(result, Hung):
-        return Status.TIMEOUT, _no_answer(path, result, bound_s)
+    if isinstance(result, Hung):  # judged: the bound is the check's own, the mount did not answer it
+        return Status.FAIL, _no_answer(path, result, bound_s)
     if result.rc == 0:
         return None
     if result.missing:
@@ -430,18 +431,37 @@ def _down(value: float, places: int) -> float:
 def free(out: Captures, want: FsFree) -> Iterator[Verdict]:
     """Free space and free inodes per path (GiB and % floors) and the filesystem's size: /dev/shm
     (NCCL's shared-memory transport and DataLoader workers need it; Docker's 64 MiB default breaks
-    both) and /tmp by default; a path that does not answer a statfs is a TIMEOUT naming it."""
+    both) and /tmp by default; a path that does not answer a statfs FAILs naming it (a hung mount).
+    The filesystem is named as the mount table names it (ext4), not by statfs's magic number."""
     probe = free_probes(want)[0]
     sections = split_sections(out[probe.name].stdout, "fs.free probe")
     if error := sections.facts.get("error"):
         yield Verdict(Status.ERROR, f"fs.free probe: {error}")
         return
     results = read_statfs_results(sections)
+    table = _free_mount_table(sections)
     for path, floors in want.floors.items():
-        yield from judge_free(path, floors, results.get(path), want.stat_timeout_s)
+        yield from judge_free(path, floors, results.get(path), want.stat_timeout_s, table)
 
 
-def judge_free(path: str, floors: PathFloors, result: StatfsResult | None, bound_s: float) -> Iterator[Verdict]:
+def _free_mount_table(sections: Sections) -> tuple[Mount, ...] | None:
+    """fs.free's mount table, only to name each path's filesystem: without it (an older probe, a cut
+    table) statfs's own name stands; nothing is judged on it."""
+    if "mounts" not in sections.sections:
+        return None
+    try:
+        return _mount_table(sections)
+    except ParseError:
+        return None
+
+
+def judge_free(
+    path: str,
+    floors: PathFloors,
+    result: StatfsResult | None,
+    bound_s: float,
+    table: tuple[Mount, ...] | None = None,
+) -> Iterator[Verdict]:
     """One path's verdicts: one per floor set, or one saying why it could not be measured."""
     if (problem := _statfs_problem(path, result, bound_s)) is not None:
         status, text = problem
@@ -453,6 +473,8 @@ def judge_free(path: str, floors: PathFloors, result: StatfsResult | None, bound
     except ParseError as e:
         yield Verdict(Status.ERROR, f"{path}: cannot read stat -f output: {e.reason}", path, excerpt=excerpt(e.excerpt))
         return
+    if table is not None and (mount := mount_of(table, path)) is not None:
+        fs = dataclasses.replace(fs, fstype=mount.fstype)
     size, free_gib, pct = _down(fs.size_gib, 2), _down(fs.free_gib, 2), fs.free_pct
     where = f"{_num(size)} GiB {fs.fstype}"
     if floors.size_gib is not None:

@@ -5,7 +5,8 @@ node printed its time somewhere between the operator's wall clock before and aft
     offset = node time - (before + after) / 2,   uncertainty = (after - before) / 2.
 Nodes are judged against the median of all offsets (robust to the operator host's own clock being
 off, and to a minority of bad nodes); with fewer than 3 nodes there is no median worth the name and
-the operator's clock is the reference, which the message says.
+the operator's clock is the reference, which the message says. On the node itself (the local
+transport) there is no operator clock apart from the node's: not judged, SKIPPED.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from nodecheck.probes.time_sync import DATE
 Grouped = tuple[tuple[str, ...], Verdict]
 _EPOCH = re.compile(r"^\s*([0-9]{9,12}\.[0-9]{1,9})\s*$")
 MIN_NODES_FOR_MEDIAN = 3
+ON_THIS_HOST = (
+    "not judged: nodecheck runs on the node itself (--local, the Prolog, health), so there is no other clock "
+    "to compare it with; run time.skew from the operator host over SSH"
+)
 
 
 class TimeSkew(BaseModel):
@@ -84,8 +89,13 @@ class SkewReport:
 @check("time.skew", probes=[DATE], params=TimeSkew, scope="active")
 def skew(ctx: ActiveContext, want: TimeSkew) -> Iterator[Grouped]:
     """Every node's clock against the fleet's median, read from the operator host with the round trip
-    bounding the error (a node seconds off breaks munge, log order and timeouts across ranks)."""
+    bounding the error (a node seconds off breaks munge, log order and timeouts across ranks). Run on
+    the node itself (--local, the Prolog, health) it is SKIPPED: there is no other clock to compare."""
     nodes = list(ctx.nodes)
+    if ctx.on_this_host:  # the operator host is the node: its clock against itself says nothing
+        for node in nodes:
+            yield (node,), Verdict(Status.SKIPPED, ON_THIS_HOST)
+        return
     read = ctx.each(nodes, lambda node: _read(ctx, node, want.samples))
     samples: dict[str, Sample] = {}
     for node, (sample, problem) in zip(nodes, read):

@@ -626,8 +626,9 @@ def _gate_args(p: argparse.ArgumentParser, deadline: bool = True) -> None:
         type=drain_on,
         default=None,
         metavar="LIST",
-        help="statuses that drain, comma-separated from fail,timeout,unreachable "
-        "(default: the playbook's gate.drain_on, else fail)",
+        help="statuses that drain, comma-separated from fail,timeout,unreachable (default: the "
+        "playbook's gate.drain_on, else fail,timeout on the node itself (node Prolog, health without an "
+        "inventory) and fail over SSH)",
     )
     p.add_argument(
         "--log-file",

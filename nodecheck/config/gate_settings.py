@@ -14,11 +14,13 @@ class GateSettings(BaseModel):
     """A playbook's `gate:` block; the command line overrides each key."""
 
     model_config = ConfigDict(extra="forbid")
-    drain_on: list[DrainOn] = Field(
-        ["fail"],
+    drain_on: list[DrainOn] | None = Field(
+        None,
         min_length=1,
-        description="statuses that drain a node: fail, and optionally timeout, "
-        "unreachable (ERROR and SKIPPED never drain)",
+        description="statuses that drain a node, from fail, timeout, unreachable (ERROR and SKIPPED never "
+        "drain). Default: on the node itself (node Prolog, local health) fail and timeout, a tool that hangs "
+        "there being the node's fault; over SSH (prolog --controller, health with an inventory, sweep "
+        "--drain) fail only, an unreachable or timed-out node being incomplete, not unhealthy",
     )
     retries: int = Field(
         1, ge=0, le=10, strict=True, description="re-runs of a failing flaky-prone check before its failure stands"

@@ -193,8 +193,8 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
     from nodecheck import __version__
     from nodecheck.fleet.perf_history import with_history_warnings
     from nodecheck.gate import command as gatecmd
-    from nodecheck.report import EXIT_PASS, EXIT_UNKNOWN, EXIT_WARN, metrics, table
     from nodecheck.report import diff as D
+    from nodecheck.report import exit_code_with, metrics, table
     from nodecheck.report import json as report_json
     from nodecheck.report.html.run_page import page_or_none
     from nodecheck.report.store import store, why
@@ -262,10 +262,11 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         print(f"nodecheck: error: {problem}", file=sys.stderr)
     for warning in warnings:
         print(f"nodecheck: warning: {warning}", file=sys.stderr)
-    # what could not be kept is not a clean bill of health: monitoring must not read "fine"
-    code = report.exit_code
-    if problems and code in (EXIT_PASS, EXIT_WARN):
-        code = EXIT_UNKNOWN
+    # what could not be kept is not a clean bill of health: monitoring must not read "fine"; the
+    # printed status line says that exit and why (summary.txt, written before, keeps the report's)
+    code = exit_code_with(report, problems)
+    if problems:
+        summary = table.render(report, problems) + "\n" + D.render(changes, found, k, n, report.started)
     kept_line = [retention.line()] if retention else []
     if page and args.format == "table":  # above the retention and report lines, which end the output
         kept_line.insert(0, f"fleet page: {page}")

@@ -98,7 +98,7 @@ def run_gated(
     )
     settings = playbook.gate
     count = settings.retries if retries is None else retries
-    statuses = gate.drain_statuses(drain_on or settings.drain_on)
+    statuses = gate.drain_statuses(gate.drain_on_for(drain_on, settings, local=False))
     flaky = gate.flaky_checks(settings, (c.spec.name for c in playbook.checks))
     pending = gate.failing(first, flaky, statuses)
     retried = set(pending)
@@ -471,6 +471,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     node = _this_node_name()
     playbook = _load(args, "prolog")
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
+    drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=True)
     with _stopper() as stop:
         report = run_gated(
             playbook,
@@ -480,13 +481,13 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
             deadline_s=deadline,
             stop=stop,
             retries=args.retries,
-            drain_on=args.drain_on,
+            drain_on=drain_on,
         )
     settings = playbook.gate
     decision = gate.decide(
         report,
         settings,
-        drain_on=args.drain_on,
+        drain_on=drain_on,
         order=[c.spec.name for c in playbook.checks],
         token=_token(args),
         resume=False,
@@ -499,7 +500,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
         if decision.unjudged:  # fail open, loudly
             apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
             _say(
-                f"{head}: {_first_line(report, decision)}; not drained: only a judged failure drains; "
+                f"{head}: {_first_line(report, decision)}; not drained: it drains on {', '.join(drain_on)} only; "
                 f"the job may start{tail}"
             )
         else:
@@ -691,6 +692,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
                 "--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ..."
             )
         nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], local_transport(), 1
+    drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=not args.inventory)
     with _stopper() as stop:
         report = run_gated(
             playbook,
@@ -701,7 +703,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
             stop=stop,
             inventory=args.inventory,
             retries=args.retries,
-            drain_on=args.drain_on,
+            drain_on=drain_on,
         )
     slurm = _slurm(args)
     try:
@@ -712,7 +714,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     decision = gate.decide(
         report,
         playbook.gate,
-        drain_on=args.drain_on,
+        drain_on=drain_on,
         states=states,
         order=[c.spec.name for c in playbook.checks],
         token=_token(args),

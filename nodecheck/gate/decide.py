@@ -3,8 +3,13 @@ which to resume, and when to trust nothing (the mass-drain breaker). Nothing her
 nodecheck.app.slurm changes node states, nodecheck.gate.command runs the checks and applies a Decision.
 
 The rules every mode shares (prolog, prolog --controller, health, sweep --drain/--resume):
-* a node is drained only for a judged failure: a status in `drain_on` (default: fail). ERROR (a
-  config problem, an unparsable output, a nodecheck bug) and SKIPPED never drain;
+* a node is drained only for a status in `drain_on`. Default, on the node itself (node Prolog, local
+  health: the local transport): fail and timeout, since there a tool that hangs past its own
+  timeout is the node's fault (NVIDIA treats a hung nvidia-smi as a GPU in a bad state) and a
+  hung mount already FAILs; over SSH (prolog --controller, health with an inventory, sweep
+  --drain): fail only, since an unreachable or timed-out node is incomplete, not unhealthy. A
+  TIMEOUT cut short by nodecheck's own side (its run deadline, a stop signal) never drains.
+  ERROR (a config problem, an unparsable output, a nodecheck bug) and SKIPPED never drain;
 * if one check fails on more than `breaker_share` of the nodes of a run with at least
   `breaker_min_nodes` nodes, the check or its thresholds are suspect (aznhc #142): drain nothing;
 * only nodes drained by nodecheck (a reason it marked: "nodecheck[<mark>]: ...", see
@@ -23,11 +28,23 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from nodecheck.config.gate_settings import GateSettings
-from nodecheck.core.model import Capture, CheckResult, Cut, Status, Verdict, excerpt
+from nodecheck.core.model import Capture, CheckResult, Status, Verdict, excerpt
 from nodecheck.parsers.slurm import NodeState, reason_body
 from nodecheck.report import Report
 
 DRAIN_STATUS = {"fail": Status.FAIL, "timeout": Status.TIMEOUT, "unreachable": Status.UNREACHABLE}
+LOCAL_DRAIN_ON = ("fail", "timeout")  # on the node itself: a tool that hangs there is the node's fault
+REMOTE_DRAIN_ON = ("fail",)  # over SSH: unreachable or timed out is incomplete, not unhealthy
+
+
+def drain_on_for(chosen: Sequence[str] | None, settings: GateSettings, *, local: bool) -> tuple[str, ...]:
+    """The statuses that drain: the command line's, else the playbook's gate.drain_on, else the
+    default for where the checks ran (LOCAL_DRAIN_ON on the node itself, REMOTE_DRAIN_ON over SSH)."""
+    if chosen:
+        return tuple(chosen)
+    if settings.drain_on:
+        return tuple(settings.drain_on)
+    return LOCAL_DRAIN_ON if local else REMOTE_DRAIN_ON
 
 
 @dataclass(frozen=True)
@@ -91,10 +108,11 @@ def _subject_message(v: Verdict) -> str:
 
 def draining(r: CheckResult, statuses: frozenset[Status]) -> bool:
     """Does this result drain its node? Its status is one that drains, and a TIMEOUT is the node's
-    (its tool ran past the probe's own timeout), not nodecheck's run deadline cutting it short."""
+    (its tool ran past the probe's own timeout), not nodecheck's side cutting it short (the run
+    deadline, a stop signal, a kept connection already lost)."""
     if r.verdict.status not in statuses:
         return False
-    return not (r.verdict.status is Status.TIMEOUT and r.verdict.cut is Cut.DEADLINE)
+    return not (r.verdict.status is Status.TIMEOUT and r.verdict.cut is not None)
 
 
 def blames(report: Report, statuses: frozenset[Status], order: Sequence[str] = ()) -> dict[str, Blame]:
@@ -228,7 +246,7 @@ def decide(
     """What to do after a run. `states`: the report's nodes' current Slurm states (needed to
     resume; a node missing from it is not resumed). `order`: the playbook's check names. `token`:
     the site's drain token (gate config `drain_token`), whose mark makes a reason nodecheck's."""
-    statuses = drain_statuses(drain_on or settings.drain_on)
+    statuses = drain_statuses(drain_on_for(drain_on, settings, local=False))
     blamed = blames(report, statuses, order)
     breaker = run_breaker(report, statuses, settings)
     resumes: list[str] = []

@@ -35,6 +35,7 @@ from nodecheck.core.model import excerpt
 from nodecheck.core.reading import read_at_most
 from nodecheck.job.spec import DataBalance
 from nodecheck.parsers.rankcounts import parse_rank_counts
+from nodecheck.transport import children
 
 MAX_COUNTS_BYTES = 64 * 1024 * 1024  # a counts file for a million ranks is ~20 MB
 STDERR_KEPT = 4096  # the start of a command's stderr, for the message
@@ -288,6 +289,15 @@ def _run(argv: list[str], cwd: Path, timeout_s: float, command: str, account: Jo
             hint="an argv list or a command line (run without a shell), in JOB.yml's directory"
             + (f", as the job's user; PATH is {USER_PATH}" if account else ""),
         ) from None
+    children.started(proc)
+    try:
+        return _answer(proc, command, timeout_s)
+    finally:
+        children.ended(proc)
+
+
+def _answer(proc: subprocess.Popen, command: str, timeout_s: float) -> tuple[str, str]:
+    where = "data_balance.counts_command"
     out, err = bytearray(), bytearray()
     too_much = threading.Event()
 

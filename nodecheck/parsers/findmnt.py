@@ -38,6 +38,19 @@ def last_mount(mounts: tuple[Mount, ...], target: str) -> Mount | None:
     return found
 
 
+def mount_of(mounts: tuple[Mount, ...], path: str) -> Mount | None:
+    """The mount a path lies on: the last mount on the longest target that is the path or one of its
+    parent directories (/tmp on a root filesystem that has no mount of its own: the root's). By
+    the path's text, as the probe stat'ed it (a symlink on the way is not resolved)."""
+    best: Mount | None = None
+    for m in mounts:
+        target = m.target.rstrip("/") or "/"
+        inside = path == target or target == "/" or path.startswith(target + "/")
+        if inside and (best is None or len(target) >= len(best.target.rstrip("/") or "/")):
+            best = m
+    return best
+
+
 # --- findmnt ------------------------------------------------------------------------------------
 
 # findmnt hex-escapes unsafe characters (-P, -r, and non-raw output alike): "\x20" for a space

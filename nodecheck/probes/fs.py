@@ -203,17 +203,35 @@ function dec(s,   out, i, c, d) {
 }
 """
 
+# mount_table: the "mounts" section (and the "mounts-from" fact). findmnt -P -o ...: key="value" pairs
+# with unsafe characters hex-escaped, the columns asked for, one mount a line (no tree), the same in
+# util-linux 2.23 (EL7) and later; it only reads /proc/self/mountinfo (no statfs, since no
+# SIZE/AVAIL/USED column is asked for), so it cannot hang on a dead server. Without findmnt,
+# mountinfo itself. Needs $nc_tmp.
+MOUNT_TABLE_FUNCTION = r"""
+mount_table() {
+  if command -v findmnt >/dev/null 2>&1; then
+    echo "@@nodecheck mounts-from findmnt"
+    findmnt -P -o TARGET,SOURCE,FSTYPE,OPTIONS </dev/null >"$nc_tmp/mounts" 2>&1; rc=$?
+  else
+    echo "@@nodecheck mounts-from mountinfo"
+    cat /proc/self/mountinfo >"$nc_tmp/mounts" 2>&1; rc=$?
+  fi
+  [ "$(wc -c <"$nc_tmp/mounts")" -gt MOUNTS_MAX ] && echo "@@nodecheck mounts-truncated MOUNTS_MAX"
+  echo "@@nodecheck begin mounts"
+  head -c MOUNTS_MAX "$nc_tmp/mounts"
+  echo "@@nodecheck end mounts rc=$rc"
+}
+""".replace("MOUNTS_MAX", str(MOUNTS_MAX))
+
 # $1: the statfs bound in centiseconds; $2: 1 = also every fstab entry mounted at boot; $3: how many
 # listed mount points follow; then those, then the fstab mount points not to touch (exclude). Paths
 # are one line each (the params refuse newlines), so they travel through files line by line. Order: the statfs first, then the mount table, so an automount (systemd's
 # x-systemd.automount: autofs until first use) that the statfs triggered is in the table.
-# findmnt -P -o ...: key="value" pairs with unsafe characters hex-escaped, the columns asked for, one
-# mount a line (no tree), the same in util-linux 2.23 (EL7) and later; it only reads
-# /proc/self/mountinfo (no statfs, since no SIZE/AVAIL/USED column is asked for), so it cannot hang
-# on a dead server. Without findmnt, mountinfo itself.
 MOUNTS_SCRIPT = (
     ESCAPE_FUNCTIONS
     + STATFS_FUNCTION
+    + MOUNT_TABLE_FUNCTION
     + r"""
 limit=$1 fstab=$2 listed=$3
 shift 3
@@ -240,32 +258,23 @@ if [ "$fstab" = 1 ]; then
   fi
 fi
 statfs_all "$limit" "$nc_tmp" "$@"
-if command -v findmnt >/dev/null 2>&1; then
-  echo "@@nodecheck mounts-from findmnt"
-  findmnt -P -o TARGET,SOURCE,FSTYPE,OPTIONS </dev/null >"$nc_tmp/mounts" 2>&1; rc=$?
-else
-  echo "@@nodecheck mounts-from mountinfo"
-  cat /proc/self/mountinfo >"$nc_tmp/mounts" 2>&1; rc=$?
-fi
-[ "$(wc -c <"$nc_tmp/mounts")" -gt MOUNTS_MAX ] && echo "@@nodecheck mounts-truncated MOUNTS_MAX"
-echo "@@nodecheck begin mounts"
-head -c MOUNTS_MAX "$nc_tmp/mounts"
-echo "@@nodecheck end mounts rc=$rc"
+mount_table
 rm -rf "$nc_tmp"
 exit 0
-""".replace("FSTAB_MAX", str(FSTAB_MAX))
-    .replace("MOUNTS_MAX", str(MOUNTS_MAX))
-    .replace("FSTAB_AWK", FSTAB_AWK)
+""".replace("FSTAB_MAX", str(FSTAB_MAX)).replace("FSTAB_AWK", FSTAB_AWK)
 )
 
-# $1: the statfs bound in centiseconds; then the paths.
+# $1: the statfs bound in centiseconds; then the paths. The mount table after the statfs, as in
+# MOUNTS_SCRIPT: the filesystem's type by its name there (ext4), not by statfs's magic ("ext2/ext3").
 FREE_SCRIPT = (
     ESCAPE_FUNCTIONS
     + STATFS_FUNCTION
+    + MOUNT_TABLE_FUNCTION
     + r"""
 limit=$1
 shift
 statfs_all "$limit" "$nc_tmp" "$@"
+mount_table
 rm -rf "$nc_tmp"
 exit 0
 """

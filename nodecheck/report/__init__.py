@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from operator import itemgetter
 
 from nodecheck.core.model import SEVERITY, Capture, CheckResult, Status, worst
 
@@ -93,6 +95,36 @@ class Report:
         """How many nodes ended in each status, in severity order, zeros left out."""
         counts = Counter(self.node_status(n) for n in self.node_names)
         return {s.value: counts[s] for s in SEVERITY if counts[s]}
+
+
+def exit_code_with(report: Report, problems: Sequence[str]) -> int:
+    """A command's exit after its run: the report's, but never 0 or 1 when something around the run
+    went wrong (its report or metrics file not written, the sweep history not read or recorded): a
+    lost report is no clean bill of health. 2 and 3 stand."""
+    code = report.exit_code
+    return EXIT_UNKNOWN if problems and code in (EXIT_PASS, EXIT_WARN) else code
+
+
+def most_severe_first(results: Iterable[CheckResult], order: Sequence[str] = ()) -> list[CheckResult]:
+    """Results in the order a node's reasons are read (the table's "unhealthy nodes", report.html):
+    FAIL, then TIMEOUT and UNREACHABLE alike (neither answered), then ERROR, SKIPPED, WARN, PASS
+    (Status.rank). Within one severity every check once before any check again (three services
+    FAILs must not push time.sync's FAIL out of a cut line), then in the playbook's `order` of check
+    names, else in the run's order (the sort is stable). A line cut at its length loses the least
+    severe, never a FAIL for an ERROR."""
+    position = {name: i for i, name in enumerate(order)}
+    seen: Counter[tuple[str, int]] = Counter()
+    keyed = []
+    for r in results:
+        severity = _reason_rank(r.verdict.status)
+        keyed.append(((-severity, seen[(r.check, severity)], position.get(r.check, len(position))), r))
+        seen[(r.check, severity)] += 1
+    return [r for _, r in sorted(keyed, key=itemgetter(0))]
+
+
+def _reason_rank(status: Status) -> int:
+    # Status.rank puts UNREACHABLE above TIMEOUT for worst(); as a reason neither is graver
+    return Status.TIMEOUT.rank if status is Status.UNREACHABLE else status.rank
 
 
 def capture_relpath(node: str, probe: str, stream: str = "stdout") -> str:

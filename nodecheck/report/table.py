@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 
 from tabulate import tabulate
 
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import CheckResult, Status, worst
-from nodecheck.report import Report
+from nodecheck.report import Report, exit_code_with, most_severe_first
 
 REASON_MAX_CHARS = 300  # one readable line per unhealthy node
 DETAIL_WIDTH = 100  # wrap long messages so the table fits a terminal
@@ -20,12 +21,14 @@ DETAIL_WIDTH = 100  # wrap long messages so the table fits a terminal
 _TERMINAL_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def render(report: Report) -> str:
+def render(report: Report, problems: Sequence[str] = ()) -> str:
+    """The table. `problems`: what went wrong around the run (its report not written, ...), each in
+    words; the status line then gives the exit the command gives for them (exit_code_with)."""
     parts = [_header(report), _outcomes(report)]
     unhealthy = _unhealthy(report)
     if unhealthy:
         parts.append(unhealthy)
-    parts.append(_footer(report))
+    parts.append(_footer(report, problems))
     return terminal_safe("\n\n".join(parts) + "\n")
 
 
@@ -127,22 +130,22 @@ def _unhealthy(r: Report) -> str:
 
 def node_reason(results: list[CheckResult]) -> str:
     """An unhealthy node's one line (the table's "unhealthy nodes", report.html's top): every
-    unhealthy verdict, or the one verdict all its checks share (unreachable: one reason, not one
-    per check); at most REASON_MAX_CHARS."""
+    unhealthy verdict, most severe first (a FAIL is never cut for an ERROR before it), or the one
+    verdict all its checks share (unreachable: one reason, not one per check); at most
+    REASON_MAX_CHARS."""
     blocked = _one_reason(results)
     if blocked is not None:
         reasons = [f"all {len(_checks(results))} checks: {blocked[1]}"]
     else:
-        reasons = [f"{res.check}: {res.verdict.message}" for res in results if not res.verdict.status.healthy] or [
-            "no check ran"
-        ]
+        unhealthy = most_severe_first(res for res in results if not res.verdict.status.healthy)
+        reasons = [f"{res.check}: {res.verdict.message}" for res in unhealthy] or ["no check ran"]
     text = "; ".join(reasons)
     return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 1] + "…"
 
 
-def _footer(r: Report) -> str:
+def _footer(r: Report, problems: Sequence[str] = ()) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in r.summary().items())
-    lines = [f"{_nodes(len(r.nodes))}: {counts}. Status {r.status.value.upper()} (exit {r.exit_code})."]
+    lines = [f"{_nodes(len(r.nodes))}: {counts}. {_status_line(r, problems)}"]
     if r.excluded:
         lines.append(f"Not checked: {fold(r.excluded)} (not selected by playbook {r.playbook}).")
     if not r.complete:
@@ -151,6 +154,17 @@ def _footer(r: Report) -> str:
             f"INCOMPLETE: {why} (deadline {r.deadline_s:g} s); probes were cut or skipped, results shown are partial."
         )
     return "\n".join(lines)
+
+
+def _status_line(r: Report, problems: Sequence[str]) -> str:
+    """The status: "Status PASS (exit 0).", or with problems the exit the command gives and why (the
+    line a person reads last must never say exit 0 before the command exits 3)."""
+    status, code, why = r.status.value.upper(), exit_code_with(r, problems), "; ".join(problems)
+    if not problems:
+        return f"Status {status} (exit {code})."
+    if code != r.exit_code:
+        return f"Status {status}, but exit {code}: {why}."
+    return f"Status {status} (exit {code}); also: {why}."
 
 
 def _nodes(n: int) -> str:

@@ -36,6 +36,7 @@ from nodecheck.probes.idle import OWN_JOB_VARIABLE
 from nodecheck.report.json import active_extras
 from nodecheck.transport import Session, Transport
 from nodecheck.transport.fanout import cut_at_deadline, not_started
+from nodecheck.transport.local import LocalTransport
 
 MAX_PARALLEL = 64  # commands in flight at once, as the passive fan-out
 MIN_STEP_S = 0.5  # less time than this left: the step is SKIPPED, not tried
@@ -72,6 +73,11 @@ class CommandRunner:
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+
+    @property
+    def on_this_host(self) -> bool:
+        """The steps run on this machine itself (the local transport), not on a node across a network."""
+        return isinstance(self.transport, LocalTransport)
 
     def left(self) -> float:
         return 0.0 if self.stop.is_set() else self.deadline - time.monotonic()
@@ -164,6 +170,10 @@ class CheckContext:
     @property
     def parallel(self) -> int:
         return self.commands.parallel
+
+    @property
+    def on_this_host(self) -> bool:
+        return self.commands.on_this_host
 
     def run(self, node: str, probe: Probe, *, fresh: bool = False, cleanup: bool = False) -> Capture:
         return self.commands.run(self.nodes[node], probe, fresh=fresh, cleanup=cleanup)

@@ -149,8 +149,12 @@ def _run_node(transport: Transport, node: Node, run: _Run) -> None:
 def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:
     if node.name not in run.started:  # still queued behind other nodes: never began
         return _skipped(node, probe, run)
-    return _capture(
-        node, probe, Outcome.TIMEOUT, f"still running when {run.why_cut()} (connection or command did not return)"
+    # cut by nodecheck's side (its deadline or a stop request), not by the probe's own timeout: never the node's
+    return replace(
+        _capture(
+            node, probe, Outcome.TIMEOUT, f"still running when {run.why_cut()} (connection or command did not return)"
+        ),
+        cut=run.cut(),
     )
 
 

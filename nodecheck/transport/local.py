@@ -12,9 +12,10 @@ import time
 import traceback
 
 from nodecheck.core.model import Capture, Node, Outcome, Probe
-from nodecheck.transport import CappedBuffer, cut_details
+from nodecheck.transport import CappedBuffer, children, cut_details
 
 KILL_WAIT_S = 2.0  # after SIGKILL, how long to collect what was printed
+TERM_GRACE_S = 0.5  # a timed-out tool gets TERM, then KILL this much later (the Prolog's deadline is short)
 CHUNK = 65536
 
 
@@ -97,11 +98,12 @@ class LocalSession:
             return self._capture(probe, Outcome.EXITED, 127, "", f"{probe.argv[0]}: command not found", started)
         except PermissionError as e:
             return self._capture(probe, Outcome.EXITED, 126, "", f"{probe.argv[0]}: {e.strerror}", started)
+        children.started(proc)  # ended below on every path; by children.end_all if we are stopped first
         out, err = CappedBuffer(), CappedBuffer()
         try:
             finished = _pump(proc, (probe.stdin or "").encode(), out, err, started + timeout_s)
             if not finished:
-                os.killpg(proc.pid, signal.SIGKILL)
+                children.end_group(proc, TERM_GRACE_S)
                 # what it printed before the kill; a child that left the group may hold the pipes open
                 _pump(proc, b"", out, err, time.monotonic() + KILL_WAIT_S)
                 return self._capture(
@@ -117,6 +119,8 @@ class LocalSession:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            # nothing it started outlives the probe: a tool left in the background, a pipeline's other half
+            children.ended(proc, TERM_GRACE_S)
 
     def _capture(
         self,

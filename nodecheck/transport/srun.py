@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
-from nodecheck.transport import REMOTE_KILL_GRACE_S, cut_details
+from nodecheck.transport import REMOTE_KILL_GRACE_S, children, cut_details
 from nodecheck.transport.fanout import FanoutResult, cut_at_deadline, not_started, why_cut
 from nodecheck.transport.srun_step import Frame, StepOutput, TaskOutput, node_command, step_script
 
@@ -149,6 +149,7 @@ class SrunSession:
         for proc in held:
             if proc.poll() is None:
                 _abort(proc)
+            children.forget(proc)
             for stream in (proc.stdout, proc.stderr):
                 if stream is not None:
                     stream.close()
@@ -197,6 +198,7 @@ class _Step:
             return {
                 (n.name, p.name): _capture(n, p, Outcome.UNREACHABLE, detail) for n, ps in self.work.items() for p in ps
             }
+        children.started(proc)  # a held step too: ended with nodecheck, whatever way it ends
         _feed_stdin(proc, script.encode())
         why_ended = self._read(proc, begin)
         if self.hold_s and why_ended == "" and self.held is not None:
@@ -208,6 +210,7 @@ class _Step:
             pass
         if proc.poll() is None:
             _abort(proc)
+        children.forget(proc)
         self.out.close(time.monotonic())
         return self._settle(begin, why_ended, proc.returncode)
 

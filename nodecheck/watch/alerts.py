@@ -28,6 +28,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from nodecheck.core.model import excerpt, one_line
 from nodecheck.core.redact import redact_text
+from nodecheck.transport import children
 from nodecheck.watch.verdicts import ALARM
 
 EVENT_NAME = "nodecheck.watch"
@@ -131,12 +132,15 @@ class CommandHook:
                 )
             except OSError as e:
                 raise DeliveryFailed(f"cannot run {self.argv[0]!r}: {e.strerror or e}") from None
+            children.started(proc)
             try:
                 # the JSON, then stdin closed; a hook that exits without reading it is fine (EPIPE ignored)
                 proc.communicate(json.dumps(event).encode() + b"\n", timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 raise DeliveryFailed(f"no exit within {self.timeout_s:g} s; killed") from None
+            finally:
+                children.forget(proc)  # a daemon it left behind is the hook's business (see above)
             said = _tail(output).strip()
         if proc.returncode != 0:
             how = f"exit {proc.returncode}" if proc.returncode > 0 else f"killed by signal {-proc.returncode}"

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodecheck.app.nhc_model import block_of
 from nodecheck.app.nhc_translate import translate
 from nodecheck.parsers.nhc_conf import parse_nhc_conf
+from tests.growth import assert_linear
 
 
 def glob_match(glob: str, tag: str = "1") -> str:
@@ -23,29 +24,21 @@ def glob_match(glob: str, tag: str = "1") -> str:
     return block_of(result, "command.nhc_1_nvidia-smi")["match"]
 
 
-def seconds(pattern: str, text: str) -> float:
-    compiled = re.compile(pattern, re.MULTILINE)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        compiled.search(text)
-        best = min(best, time.perf_counter() - start)
-    return best
+def search(pattern: str):
+    return re.compile(pattern, re.MULTILINE).search
 
 
+@pytest.mark.growth
 def test_a_glob_with_many_stars_is_matched_in_linear_time():
-    """Growth, not seconds: a line 4x as long costs under 8x (the naive translation: ~64x)."""
-    pattern = glob_match("*gpu*ok*ready*")
+    """Growth, not seconds (tests/growth.py): a line 4x as long costs under 8x (the naive translation: ~64x)."""
     line = lambda n: "gpu ok " * n + "\n"  # noqa: E731 - never "ready": every split is tried
-    small, large = seconds(pattern, line(400)), seconds(pattern, line(1600))
-    assert large < 8 * max(small, 1e-3), f"{small:.4f} s at n, {large:.4f} s at 4n"
+    assert_linear(search(glob_match("*gpu*ok*ready*")), line, 400)
 
 
+@pytest.mark.growth
 def test_a_glob_that_does_not_end_in_a_star_stays_linear_too():
-    pattern = glob_match("*gpu*ok?ready")
     text = lambda n: ("gpu ok " * n + "\n") * 4  # noqa: E731
-    small, large = seconds(pattern, text(400)), seconds(pattern, text(1600))
-    assert large < 8 * max(small, 1e-3), f"{small:.4f} s at n, {large:.4f} s at 4n"
+    assert_linear(search(glob_match("*gpu*ok?ready")), text, 400)
 
 
 def test_two_globs_on_one_check_both_must_match_and_stay_linear():

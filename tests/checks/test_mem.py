@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from pydantic import ValidationError
 
 from nodecheck.checks.mem import MemParams, mem
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Status
+from nodecheck.core.model import CheckResult, Status
 from nodecheck.probes.memory import MEMORY
+from nodecheck.report import Report, table
 from tests.helpers import captures, data
 
-PASS, WARN, FAIL, ERROR = Status.PASS, Status.WARN, Status.FAIL, Status.ERROR
+PASS, WARN, FAIL, ERROR, SKIPPED = Status.PASS, Status.WARN, Status.FAIL, Status.ERROR, Status.SKIPPED
+NOT_CHECKED = "ECC errors not checked (ecc: off where this platform has no EDAC driver)"
 H100 = "meminfo/sichek-2tib-gpu-node-no-hugepages-no-swap.txt"
 ONE_DIMM_LESS = "meminfo/derived-sichek-2tib-gpu-node-one-dimm-missing.txt"
 HEALTHY_EDAC = "sysfs_edac/constructed-dgx-h100-i10nm-32-dimms-healthy.txt"
@@ -147,9 +151,9 @@ def test_a_dimm_edac_lists_without_memory_fails_the_dimm_count():
     assert "CPU_SrcID#0_MC#3_Chan#0_DIMM#1 (mc3/dimm1): 0 MB" in verdicts[0].excerpt
 
 
-def test_no_edac_is_said_and_warns_only_when_required():
+def test_no_edac_is_skipped_not_passed_and_warns_when_required():
     ecc = [v for v in mem(probe_out(data(H100), None), MemParams()) if v.subject == "ECC"]
-    assert rows(ecc) == [(PASS, "ECC", "EDAC not loaded (no /sys/devices/system/edac/mc): ECC errors not checked")]
+    assert rows(ecc) == [(SKIPPED, "ECC", f"EDAC not loaded (no /sys/devices/system/edac/mc): {NOT_CHECKED}")]
     ecc = [v for v in mem(probe_out(data(H100), None), H100_PARAMS) if v.subject == "ECC"]
     assert rows(ecc) == [
         (
@@ -163,7 +167,13 @@ def test_no_edac_is_said_and_warns_only_when_required():
 
 def test_edac_without_controllers_and_unreadable_counters():
     empty = [v for v in mem(probe_out(data(H100), ""), MemParams()) if v.subject == "ECC"]
-    assert empty[0].message.startswith("EDAC loaded but no memory controller registered")
+    assert rows(empty) == [
+        (
+            SKIPPED,
+            "ECC",
+            f"EDAC loaded but no memory controller registered (no EDAC driver for this platform): {NOT_CHECKED}",
+        )
+    ]
     unreadable = "/sys/devices/system/edac/mc/mc0/ue_count\t!unreadable\n"
     ecc = [v for v in mem(probe_out(data(H100), unreadable), MemParams()) if v.subject == "ECC"]
     assert (ecc[0].status, ecc[0].message) == (
@@ -256,3 +266,14 @@ def test_bad_params_are_refused(params):
 
 def test_yaml_words_on_and_off():
     assert (MemParams(swap=False).swap, MemParams(swap=True).swap, MemParams(ecc=False).ecc) == ("off", "on", "off")
+
+
+def test_a_node_whose_ecc_was_not_checked_does_not_read_as_all_passed():
+    verdicts = mem(probe_out(data(H100), None), MemParams())
+    results = tuple(CheckResult("mem", ("n1",), v) for v in verdicts)
+    t0 = datetime(2026, 12, 7, tzinfo=timezone.utc)
+    report = Report("id", "p", "p", "", None, t0, t0, 1.0, True, (("n1", "n1"),), results)
+    text = table.render(report)
+    assert "of 4 pass" not in text and report.node_status("n1") is SKIPPED
+    assert "n1       skipped   mem      EDAC not loaded (no /sys/devices/system/edac/mc): ECC errors not" in text
+    assert "1 node: 1 skipped. Status SKIPPED (exit 3)." in text

@@ -110,3 +110,30 @@ def test_bad_parameters_are_refused():
         TimeSkew(samples=0)
     with pytest.raises(ValidationError):
         TimeSkew(offset_s={"fail_above": 0.1, "warn_above": 1.0})
+
+
+ON_THE_NODE = (
+    "not judged: nodecheck runs on the node itself (--local, the Prolog, health), so there is no other clock "
+    "to compare it with; run time.skew from the operator host over SSH"
+)
+
+
+def test_on_the_node_itself_the_clock_is_not_compared_with_itself():
+    ctx = FakeContext({"here": 0.0})
+    ctx.on_this_host = True
+    assert [(nodes, v.status, v.message) for nodes, v in skew(ctx, TimeSkew())] == [
+        (("here",), Status.SKIPPED, ON_THE_NODE)
+    ]
+    assert ctx.runs == [] and ctx.data is None  # nothing read, no offsets reported
+
+
+def test_run_local_says_time_skew_was_not_judged(tmp_path, capsys):
+    from nodecheck import cli
+
+    playbook = tmp_path / "skew.yml"
+    playbook.write_text("version: 1\ndescription: the clock\ndeadline_s: 60\nchecks:\n  time.skew: {}\n")
+    code = cli.main(["run", "--local", "--playbook", str(playbook), "--output-dir", str(tmp_path / "reports")])
+    out = capsys.readouterr().out
+    assert "ahead of" not in out and "behind" not in out
+    assert "skipped   time.skew  not judged: nodecheck runs on the node itself" in out
+    assert code == 3 and "1 node: 1 skipped. Status SKIPPED (exit 3)." in out

@@ -180,5 +180,6 @@ def test_a_report_that_cannot_be_written_is_not_a_clean_bill_of_health(fake_ibst
     assert main(["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(blocker / "reports")]) == 3
     out = capsys.readouterr()
     assert "could not write the report under" in out.err
-    assert "Status PASS (exit 0)" in out.out  # the verdicts themselves are still shown
+    assert "8 of 8 pass" in out.out  # the verdicts themselves are still shown, and the exit the run gives
+    assert "1 node: 1 pass. Status PASS, but exit 3: could not write the report under" in out.out
     assert "report: NOT WRITTEN (see the error above); exit 3" in out.out

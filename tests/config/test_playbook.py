@@ -388,10 +388,10 @@ def test_an_aliased_pin_gives_a_short_error_quickly(tmp_path):
     assert len(ALIASED_RUNTIME) < 600
     (tmp_path / "pins.yml").write_text(ALIASED_RUNTIME)
     path = write(tmp_path, 'version: 1\ninclude: [pins.yml]\nchecks:\n  container.digest: {image: "r/t:1"}\n')
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine's other processes do not count
     with pytest.raises(ConfigError) as caught:
         load_playbook(str(path))
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     assert len(str(caught.value)) < 1000, len(str(caught.value))
     assert caught.value.line == 4
     assert (

@@ -126,9 +126,9 @@ def test_shown_is_bounded_for_nested_aliases_long_strings_and_huge_numbers():
     from nodecheck.config.yaml_source import SHOWN_MAX_CHARS, shown
 
     value = load_text(BILLION_LAUGHS, "f.yml").data["i"]  # 9^9 strings if expanded
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine's other processes do not count
     text = shown(value)
-    assert time.monotonic() - started < 0.5 and len(text) <= SHOWN_MAX_CHARS + 1
+    assert time.process_time() - started < 0.5 and len(text) <= SHOWN_MAX_CHARS + 1
     assert text.startswith("[[[") and "..." in text
     assert len(shown("x" * 1_000_000)) < 100 and shown("x" * 1_000_000).startswith("'xxxx")
     assert shown(10**5000) == "<an integer of 16610 bits>"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from nodecheck.core.redact import (
@@ -16,6 +14,7 @@ from nodecheck.core.redact import (
     redact_value,
     secret_values,
 )
+from tests.growth import assert_linear
 
 
 @pytest.mark.parametrize(
@@ -99,13 +98,19 @@ def test_secret_values_of_an_environment():
     assert secret_values({"HF_TOKEN": "abc", "NCCL_DEBUG": "INFO", "DB_PASSWORD": ""}) == ["abc"]
 
 
-def test_linear_on_hostile_input():
-    # one 2 MB word and 200k assignments: the patterns are bounded, so this stays linear
-    start = time.monotonic()
-    redact_text("A" * 2_000_000)
-    redact_text("X=1 " * 200_000)
-    redact_text("https://" + "u" * 1_000_000 + " --token" + " " * 100_000)
-    assert time.monotonic() - start < 10
+@pytest.mark.growth
+@pytest.mark.parametrize(
+    "text",
+    [
+        lambda n: "A" * n,  # one long word (2 MB at 4n)
+        lambda n: "X=1 " * (n // 10),  # assignments (200k at 4n)
+        lambda n: "https://" + "u" * (n // 2) + " --token" + " " * (n // 20),  # a URL, an option without value
+    ],
+    ids=["long-word", "assignments", "url-and-option"],
+)
+def test_linear_on_hostile_input(text):
+    # the patterns are bounded: growth, not seconds (tests/growth.py)
+    assert_linear(redact_text, text, 500_000)
 
 
 # --- issue 32, 1.10: the free-text forms that passed unmasked into log tails, watch samples and
@@ -153,26 +158,19 @@ def test_ordinary_fields_stay_readable(text):
     assert redact_text(text) == text
 
 
-def test_masking_grows_linearly_on_hostile_input():
+@pytest.mark.growth
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: '"HF_TOKEN": "' * n,
+        lambda n: "api_key: " * n,
+        lambda n: "a:" * n,
+        lambda n: "--token '" * n,
+        lambda n: "Authorization: Bearer " * n,
+    ],
+    ids=["unclosed-quotes-after-secret-key", "keys-without-values", "colons", "unclosed-option-quotes", "auth"],
+)
+def test_masking_grows_linearly_on_hostile_input(make):
     """Proved by growth, not by seconds (a busy machine has no fixed speed): the time at 4n stays
     under 8x the time at n for each hostile shape (quadratic would be 16x)."""
-
-    def cost(make, n: int) -> float:
-        text = make(n)
-        best = float("inf")
-        for _ in range(5):
-            start = time.perf_counter()
-            redact_text(text)
-            best = min(best, time.perf_counter() - start)
-        return best
-
-    shapes = {
-        "unclosed quotes after a secret key": lambda n: '"HF_TOKEN": "' * n,
-        "keys without values": lambda n: "api_key: " * n,
-        "colons": lambda n: "a:" * n,
-        "quoted option values never closed": lambda n: "--token '" * n,
-        "authorization schemes": lambda n: "Authorization: Bearer " * n,
-    }
-    for name, make in shapes.items():
-        small, large = cost(make, 20_000), cost(make, 80_000)
-        assert large < 8 * max(small, 1e-3), f"{name}: {small:.4f} s at n, {large:.4f} s at 4n"
+    assert_linear(redact_text, make, 20_000)

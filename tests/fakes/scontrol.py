@@ -33,6 +33,20 @@ def install(directory: Path, nodes: dict[str, dict], *, clock: str | None = None
     return script
 
 
+def gate_site(root: Path, playbook: Path, node: str = "nodeX") -> dict[str, str]:
+    """A one-node Slurm site under `root` for the local gate (prolog, health): this fake as `scontrol`
+    (the node IDLE), a gate config naming `playbook`, reports and log under `root`. Returns the
+    environment slurmd gives a Prolog: a bare one, the node's name, a job id and the config."""
+    (root / "slurm").mkdir()
+    scontrol = install(root / "slurm", {node: {"state": "IDLE", "reason": "", "user": ""}})
+    config = root / "nodecheck.yml"
+    config.write_text(
+        f"output_dir: {root / 'reports'}\nlog_file: {root / 'gate.log'}\nscontrol: {scontrol}\nplaybook: {playbook}\n",
+        encoding="utf-8",
+    )
+    return {"SLURMD_NODENAME": node, "SLURM_JOB_ID": "7", "NODECHECK_GATE_CONFIG": str(config)}
+
+
 def calls(directory: Path) -> list[dict]:
     """The argv log of the copy in `directory`: one {"argv", "SLURM_TIME_FORMAT"} per call, in order."""
     log = directory / ARGV_LOG.name

@@ -19,6 +19,8 @@ import yaml
 from faults.support import HEALTHY, assert_no_crash, assert_nothing_left, book, temp_entries
 from harness.scenarios import IBSTAT_PORT_DOWN
 
+from nodecheck.parsers.slurm import reason_body
+
 DATA = HEALTHY.parents[1]
 NODES = ["node1", "node2"]
 
@@ -37,8 +39,10 @@ def slurm(slurm_up):
     return slurm_up
 
 
-def _health(cluster, tmp_path: Path, timeout: float = 90, **options) -> tuple[int, str, str, float]:
-    (tmp_path / "book.yml").write_text(book(timeout_s=2, deadline_s=20))
+def _health(
+    cluster, tmp_path: Path, timeout: float = 90, playbook: str | None = None, **options
+) -> tuple[int, str, str, float]:
+    (tmp_path / "book.yml").write_text(playbook or book(timeout_s=2, deadline_s=20))
     config = tmp_path / "gate.yml"
     config.write_text(
         yaml.safe_dump(
@@ -125,6 +129,35 @@ def test_scontrol_hanging_while_the_gate_drains_is_bounded_and_drains_nothing(sl
     [failed] = [e for e in _events(tmp_path) if e.get("action") == "failed"]
     assert failed["node"] == "node2" and failed["reason"].endswith(": no answer within 10 s; killed")
     assert not _host_processes(b"sleep\x003599\x00")
+    assert_nothing_left(slurm, NODES, before)
+
+
+MOUNTS_BOOK = """version: 1
+deadline_s: 30
+checks:
+  fs.mounts: {mounts: [{path: /mnt/shared, fstype: fuse.hangfs}], stat_timeout_s: 2}
+"""
+
+
+def test_a_hung_mount_is_judged_and_drains_its_node(slurm, tmp_path):
+    """Issue 32, 2.1: node2's /mnt/shared stops answering (a FUSE daemon that stopped reading, as an
+    unreachable NFS server): the check bounded the statfs itself, so it is a judged FAIL naming the
+    mount, and the gate drains node2 even over SSH, where a timeout of the connection would not."""
+    slurm.hang_mount("node2", "pending")
+    before = temp_entries()
+    code, out, err, wall = _health(slurm, tmp_path, playbook=MOUNTS_BOOK)
+    doc = _stored(tmp_path)
+    assert doc["complete"] is True and [n["status"] for n in doc["nodes"]] == ["pass", "fail"]
+    [result] = doc["nodes"][1]["results"]
+    assert result["message"].startswith("/mnt/shared (fuse.hangfs rw from hangfs): statfs did not answer within 2 s"), (
+        result
+    )
+    assert code == 2, out + err
+    node2 = slurm.wait_node("node2", lambda n: "DRAIN" in n["State"])
+    assert reason_body(node2["ReasonText"]).startswith("fs.mounts /mnt/shared (fuse.hangfs rw from hangfs): statfs")
+    assert "DRAIN" not in slurm.node("node1")["State"]
+    [drain] = [e for e in _events(tmp_path) if e.get("action") == "drain"]
+    assert (drain["node"], drain["check"]) == ("node2", "fs.mounts")
     assert_nothing_left(slurm, NODES, before)
 
 

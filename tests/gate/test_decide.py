@@ -171,6 +171,33 @@ def test_a_probe_cut_by_nodecheck_own_deadline_never_drains_even_with_drain_on_t
     assert d.unjudged == (Blame("gpu001", "ib.ports", Status.TIMEOUT, cut),)
 
 
+@pytest.mark.parametrize("how", [Cut.SIGNAL, Cut.CONNECTION_LOST])
+def test_a_probe_nodecheck_itself_stopped_never_drains_even_with_drain_on_timeout(how):
+    """A stop signal (a Prolog's SIGTERM, Ctrl-C) cut the probe: the node did not hang, nodecheck did
+    stop (issue 32, 2.1: a local TIMEOUT drains by default, so this must be told apart)."""
+    rep = report(["gpu001"], [res("ib.ports", "gpu001", Status.TIMEOUT, "still running when stopped", cut=how)])
+    d = decide(rep, DEFAULT, drain_on=["fail", "timeout"])
+    assert d.drain == () and [b.node for b in d.unjudged] == ["gpu001"]
+
+
+def test_what_drains_by_default_depends_on_where_the_checks_ran():
+    """Issue 32, 2.1: on the node itself (node Prolog, local health) a tool that hangs is the node's
+    fault: fail and timeout drain; over SSH an unreachable or timed-out node is incomplete: fail only.
+    The command line, then the playbook's gate.drain_on, come first."""
+    default = GateSettings()
+    assert gate.drain_on_for(None, default, local=True) == ("fail", "timeout")
+    assert gate.drain_on_for(None, default, local=False) == ("fail",)
+    chosen = GateSettings(drain_on=["fail", "unreachable"])
+    assert gate.drain_on_for(None, chosen, local=True) == ("fail", "unreachable")
+    assert gate.drain_on_for(("fail",), chosen, local=True) == ("fail",)
+    # decide() on its own (sweep --drain, the controller) is the remote default
+    rep = report(["gpu001"], [res("ib.ports", "gpu001", Status.TIMEOUT, "ibstat timed out after 5 s")])
+    assert decide(rep, default).drain == ()
+    assert [b.node for b in decide(rep, default, drain_on=gate.drain_on_for(None, default, local=True)).drain] == [
+        "gpu001"
+    ]
+
+
 def test_the_deadline_cut_is_read_from_the_result_not_from_its_words():
     """Whether nodecheck cut a probe is a field of the result: other words do not hide it, and a node's
     own message that happens to quote the words does not pass for it."""
@@ -662,7 +689,7 @@ def test_flaky_checks_and_failing():
 def test_gate_settings_defaults():
     s = GateSettings()
     assert (s.drain_on, s.retries, s.flaky, s.breaker_share, s.breaker_min_nodes, s.settle_s) == (
-        ["fail"],
+        None,  # by where the checks run: gate.drain_on_for
         1,
         None,
         0.10,

@@ -37,7 +37,7 @@ CHECKS = (
 EXPECTED = {
     "node1": [],
     "node2": [
-        ("fs.mounts", "timeout", r"/mnt/shared \(fuse\.hangfs rw from hangfs\): statfs did not answer within 2 s "),
+        ("fs.mounts", "fail", r"/mnt/shared \(fuse\.hangfs rw from hangfs\): statfs did not answer within 2 s "),
         ("proc.health", "fail", r"6 processes in D state \(uninterruptible\) in both samples 1 s apart, .*lvm "),
     ],
     "node3": [("fs.free", "fail", r"/dev/shm free 0 GiB, expected >= 1 GiB; 0% free, 2 GiB tmpfs$")],
@@ -113,7 +113,7 @@ def test_every_node_check_names_exactly_its_fault_in_one_run(cluster, tmp_path):
     assert stat.returncode == 124  # timed out: still no answer, and its SIGTERM ended the stat
 
 
-def test_a_mount_the_kernel_holds_is_a_timeout_leaving_only_the_stat_in_state_d(cluster, tmp_path):
+def test_a_mount_the_kernel_holds_fails_leaving_only_the_stat_in_state_d(cluster, tmp_path):
     # "held": the server took the request and never answers, as a hard-mounted NFS client; a killed stat
     # then waits in State D until the answer comes: the probe must not wait on it, and says it stays
     apply(cluster, {"node2": NODE_CHECKS["node1"]})
@@ -125,7 +125,7 @@ def test_a_mount_the_kernel_holds_is_a_timeout_leaving_only_the_stat_in_state_d(
     )
     code, doc, wall = run(cluster, tmp_path, book, nodes="node2")
     [result] = doc["nodes"][0]["results"]
-    assert (result["status"], code) == ("timeout", 3), result  # 3: could not judge, nothing failed
+    assert (result["status"], code) == ("fail", 2), result  # judged: the mount hangs (issue 32, 2.1)
     assert result["message"].startswith("/mnt/shared (fuse.hangfs rw from hangfs): statfs did not answer within 1 s")
     assert wall < 15, wall
     left = probe_leftovers(cluster, "node2")

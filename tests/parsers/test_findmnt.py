@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.findmnt import Mount, last_mount, parse_findmnt, parse_mountinfo, unoctal
+from nodecheck.parsers.findmnt import Mount, last_mount, mount_of, parse_findmnt, parse_mountinfo, unoctal
 from tests.helpers import data, data_files
 
 # per file: how many mounts, and one mount checked field by field (target -> source, fstype, read-only)
@@ -159,3 +159,18 @@ def test_mountinfo_garbage_is_a_parse_error(text):
 
 def test_unoctal():
     assert unoctal("/mnt/a\\040b\\011c\\134d") == "/mnt/a b\tc\\d"
+
+
+def test_mount_of_is_the_last_mount_on_the_longest_target_above_the_path():
+    root, tmp, tmp_over, tmpx = (
+        Mount("/", "/dev/sda1", "ext4", ("rw",)),
+        Mount("/tmp", "tmpfs", "tmpfs", ("rw",)),
+        Mount("/tmp", "/dev/sdb1", "xfs", ("rw",)),  # mounted over the tmpfs: this one is seen
+        Mount("/tmpx", "/dev/sdc1", "btrfs", ("rw",)),
+    )
+    table = (root, tmp, tmp_over, tmpx)
+    assert mount_of(table, "/tmp") is tmp_over
+    assert mount_of(table, "/tmp/a/b") is tmp_over
+    assert mount_of(table, "/tmpx/y") is tmpx
+    assert mount_of(table, "/var/tmp") is root  # no mount of its own: the root's
+    assert mount_of((tmp,), "/var/tmp") is None

@@ -20,6 +20,7 @@ from nodecheck.parsers.versions import (
     parse_os_release,
     parse_uname_r,
 )
+from tests.growth import assert_linear
 from tests.helpers import data, data_files
 
 TOOL = "nccl-debug-info"
@@ -411,31 +412,30 @@ def test_nccl_env_unreadable(text):
 # --- issue 17: linear time on one long line ----------------------------------------------------------
 
 
+@pytest.mark.growth
 @pytest.mark.parametrize(
     "parse, text",
-    [
-        (parse_nccl_header, "x" + " " * 1_000_000),  # did not finish in 400 s
-        (parse_nccl_header, "#" + " " * 1_000_000 + "x"),
-        (parse_nccl_header, "# define" + " \t" * 500_000 + "x"),
-        (parse_nccl_header, "#define NCCL_MAJOR 2\n" * 100_000 + "x" + " " * 1_000_000),
-        (parse_nccl_debug_plugin, "NCCL INFO Using network " + " " * 1_000_000 + "x"),
-        (parse_nccl_debug_plugin, "NET/Plugin : Loaded net plugin " * 30_000),
-        (parse_nccl_debug_plugin, "NET/Plugin: Loaded net plugin a (v1)" + " " * 1_000_000 + "x"),
-        (parse_nccl_debug_version, "NCCL version " * 100_000),
-        (parse_ofed_info, "MLNX-" * 200_000),
-        (parse_ldconfig_nccl, "libnccl.so.2 (" + " " * 1_000_000),
-        (parse_os_release, "A=" + " " * 1_000_000),
+    [  # each a function of n: at 4n = 1,000,000 the input that took seconds (growth: tests/growth.py)
+        (parse_nccl_header, lambda n: "x" + " " * n),  # did not finish in 400 s
+        (parse_nccl_header, lambda n: "#" + " " * n + "x"),
+        (parse_nccl_header, lambda n: "# define" + " \t" * (n // 2) + "x"),
+        (parse_nccl_header, lambda n: "#define NCCL_MAJOR 2\n" * (n // 10) + "x" + " " * n),
+        (parse_nccl_debug_plugin, lambda n: "NCCL INFO Using network " + " " * n + "x"),
+        (parse_nccl_debug_plugin, lambda n: "NET/Plugin : Loaded net plugin " * (3 * n // 100)),
+        (parse_nccl_debug_plugin, lambda n: "NET/Plugin: Loaded net plugin a (v1)" + " " * n + "x"),
+        (parse_nccl_debug_version, lambda n: "NCCL version " * (n // 10)),
+        (parse_ofed_info, lambda n: "MLNX-" * (n // 5)),
+        (parse_ldconfig_nccl, lambda n: "libnccl.so.2 (" + " " * n),
+        (parse_os_release, lambda n: "A=" + " " * n),
+    ],
+    ids=[
+        *("header-spaces", "header-hash-spaces", "header-define-tabs", "header-defines-then-spaces"),
+        *("plugin-network-spaces", "plugin-loaded-repeated", "plugin-loaded-spaces", "version-repeated"),
+        *("ofed-mlnx", "ldconfig-spaces", "os-release-spaces"),
     ],
 )
 def test_one_long_line_parses_in_linear_time(parse, text):
-    import time
-
-    started = time.monotonic()
-    try:
-        parse(text)
-    except ParseError:
-        pass
-    assert time.monotonic() - started < 2.0
+    assert_linear(parse, text, 250_000, ignore=ParseError)
 
 
 def test_a_define_must_start_its_line():

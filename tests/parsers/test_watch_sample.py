@@ -24,6 +24,7 @@ from nodecheck.parsers.watch_sample import (
 from nodecheck.watch.config import ProgressSource, WatchConfig
 from nodecheck.watch.probe import PROBE_NAME, SCRIPT, sample_argv, sample_probe
 from tests import everyone_tmp
+from tests.growth import assert_linear
 from tests.helpers import data
 
 tmp_path = everyone_tmp.tmp_path  # the log is opened as its owner, root's as nobody: a directory everyone may enter
@@ -250,25 +251,27 @@ def test_probe_with_real_sh_no_pattern_no_paths():
 # -- hostile review (R2) ----------------------------------------------------------------------------
 
 
+@pytest.mark.growth
 def test_a_line_of_numbers_costs_linear_time_and_throughput_is_still_read():
     """A printed tensor ("1,2,3,...") on one 64 KiB line: the default throughput regex was O(n^2) on it
-    (0.6 s at 8 KiB, ~40 s at 64 KiB, per node per tick)."""
+    (0.6 s at 8 KiB, ~40 s at 64 KiB, per node per tick). Growth, not seconds (tests/growth.py)."""
     src = ProgressSource(log="x")
-    tail = "step: 42  loss: 7.1  tps: 5,400\n" + "1," * (TAIL_BYTES // 2 - 20) + "\n"  # after the last tps
-    started = time.perf_counter()
-    r = read_progress(tail, src)
-    assert time.perf_counter() - started < 0.5
+    tail = lambda n: "step: 42  loss: 7.1  tps: 5,400\n" + "1," * n + "\n"  # noqa: E731 - after the last tps
+    assert_linear(lambda text: read_progress(text, src), tail, TAIL_BYTES // 8 - 5)
+    r = read_progress(tail(TAIL_BYTES // 2 - 20), src)
     assert (r.step, r.throughput) == (42, 5400.0)
     assert read_progress("loss 7.12 5400tps\n", src).throughput == 5400.0
     assert read_progress("iter 5 | 12,345.6 tokens/s\n", src).throughput == 12345.6
 
 
+@pytest.mark.growth
 def test_a_users_quadratic_regex_sees_at_most_line_chars_of_a_line():
+    # a line longer than LINE_CHARS is cut there: 4x the line costs no more (x2 bound: growth, not seconds)
     src = ProgressSource(log="x", step_regex=r".*step (?P<step>\d+)")
-    binary = "\x00\ufffd" * (TAIL_BYTES // 2) + "\n" + "[rank0] step 7 done\n"
-    started = time.perf_counter()
-    assert read_progress(binary, src).step == 7
-    assert time.perf_counter() - started < 0.5
+    binary = lambda n: "\x00\ufffd" * n + "\n" + "[rank0] step 7 done\n"  # noqa: E731
+    assert LINE_CHARS < 2 * (TAIL_BYTES // 8)  # both lengths are past the cut
+    assert_linear(lambda text: read_progress(text, src), binary, TAIL_BYTES // 8, ratio=2)
+    assert read_progress(binary(TAIL_BYTES // 2), src).step == 7
     assert read_progress("x" * (LINE_CHARS - 6) + "step 8\n", src).step == 8
     assert read_progress("x" * (LINE_CHARS - 3) + "step 8\n", src).step is None  # past the cut
 

@@ -585,3 +585,22 @@ def test_the_stored_page_is_the_rendered_page_its_scripts_untouched_by_masking(d
     assert len(scripts) >= 2 and all("<redacted>" not in s for s in scripts)
     for script in scripts:
         assert redact_text(script) == script
+
+
+def test_the_top_lists_a_nodes_failures_before_what_could_not_be_judged():
+    report = synthetic_report(4, "gpu0002")
+    unable = "cannot read the tool's output: " + "x" * 90
+    late = [
+        *(CheckResult(c, ("gpu0003",), Verdict(Status.ERROR, f"{unable} ({c})")) for c in ("cpu", "mem", "pcie.acs")),
+        CheckResult("services", ("gpu0003",), Verdict(Status.FAIL, "slurmd inactive (dead), expected active")),
+        CheckResult("time.sync", ("gpu0003",), Verdict(Status.TIMEOUT, "chronyc did not answer within 5 s")),
+    ]
+    report = replace(report, results=(*report.results, *late))
+    group = next(g for g in S.unhealthy_groups(report) if g.folded == "gpu0003")
+    assert group.reason.startswith(
+        "services: slurmd inactive (dead), expected active; time.sync: chronyc did not answer within 5 s; cpu: "
+    )
+    top = _section(_page(report), "summary")
+    assert "services: slurmd inactive (dead), expected active; time.sync: chronyc did not answer" in top
+    rows = next(n for n in S.node_sections(report) if n.name == "gpu0003").rows
+    assert [r.check for r in rows][:2] == ["services", "time.sync"]

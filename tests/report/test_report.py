@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nodecheck.core.model import Capture, CheckResult, Evidence, Outcome, Status, Verdict
-from nodecheck.report import Report, table
+from nodecheck.report import Report, most_severe_first, table
 from nodecheck.report import json as report_json
 from nodecheck.report.store import store
 
@@ -256,3 +256,74 @@ def test_store_syncs_every_file_and_directory_before_it_publishes(tmp_path, monk
     assert len(seen_at_publish["written"]) > 40 + 39  # 39 captures, their node folders, report.json ...
     assert seen_at_publish["written"] <= seen_at_publish["synced"]
     assert (where / "captures/gpu001/ibstat.txt").read_text() == "CA 'mlx5_0'\n"
+
+
+def worst_last_node() -> Report:
+    """The node a real host showed: three long ERRORs first in playbook order, then FAILs of
+    services, time.sync and limits, a WARN among them (healthy: never a reason)."""
+    unable = "cannot read the tool's output: " + "x" * 90  # three of these fill REASON_MAX_CHARS
+    verdicts = [
+        ("kernel.modules", Status.ERROR, f"{unable} (modules)"),
+        ("pcie.acs", Status.ERROR, f"{unable} (lspci)"),
+        ("nvidia.libraries", Status.WARN, "libnvidia-nvvm.so.4 not in the loader's cache"),
+        ("gpu.health", Status.ERROR, f"{unable} (nvidia-smi)"),
+        ("services", Status.FAIL, "slurmd inactive (dead), expected active"),
+        ("time.sync", Status.FAIL, "no time synchronisation found"),
+        ("limits", Status.FAIL, "memlock 64 KiB (slurmd's limits), expected unlimited"),
+    ]
+    results = tuple(CheckResult(check, ("n1",), Verdict(status, message)) for check, status, message in verdicts)
+    return Report("id", "p", "p", "", None, T0, T0, 1.0, True, (("n1", "10.0.0.1"),), results)
+
+
+def test_the_reason_line_names_the_failures_before_what_could_not_be_judged():
+    reason = table.node_reason(worst_last_node().results_for("n1"))
+    assert reason.startswith(
+        "services: slurmd inactive (dead), expected active; time.sync: no time synchronisation found; "
+        "limits: memlock 64 KiB (slurmd's limits), expected unlimited; kernel.modules: cannot read"
+    )
+    assert "nvidia.libraries" not in reason and len(reason) == table.REASON_MAX_CHARS
+    unhealthy = table.render(worst_last_node()).split("unhealthy nodes:\n")[1]
+    assert unhealthy.startswith("n1  fail  services: slurmd inactive (dead), expected active; time.sync: ")
+
+
+def test_severity_orders_reasons_fail_then_no_answer_then_error_then_skipped_playbook_order_within():
+    said = [
+        ("a", Status.SKIPPED),
+        ("b", Status.ERROR),
+        ("c", Status.UNREACHABLE),
+        ("d", Status.WARN),
+        ("e", Status.TIMEOUT),
+        ("f", Status.FAIL),
+        ("g", Status.ERROR),
+        ("h", Status.UNREACHABLE),
+    ]
+    results = [CheckResult(check, ("n1",), Verdict(status, "m")) for check, status in said]
+    # a timeout and an unreachable host alike: neither answered, so the playbook decides between them
+    assert [r.check for r in most_severe_first(results)] == ["f", "c", "e", "h", "b", "g", "a", "d"]
+
+
+def test_every_failing_check_is_named_before_one_check_repeats():
+    # a node without its daemons: services FAILs three times, each message long; time.sync and limits
+    # failed too and must not be cut for services' second and third
+    gone = [f"{d}.service not running: no process named {d} on this node, expected running" for d in ("a", "b", "c")]
+    said = [
+        ("services", Status.FAIL, gone[0]),
+        ("services", Status.FAIL, gone[1]),
+        ("services", Status.FAIL, gone[2]),
+        ("time.sync", Status.ERROR, "chronyc: 506 Cannot talk to daemon"),
+        ("time.sync", Status.FAIL, "no time synchronisation found"),
+        ("limits", Status.FAIL, "memlock 64 KiB (slurmd's limits), expected unlimited"),
+    ]
+    results = [CheckResult(check, ("n1",), Verdict(status, message)) for check, status, message in said]
+    assert table.node_reason(results).startswith(
+        f"services: {gone[0]}; time.sync: no time synchronisation found; "
+        f"limits: memlock 64 KiB (slurmd's limits), expected unlimited; services: {gone[1]}"
+    )
+    # the playbook's order, when known, decides within a severity (the gate's drain reason)
+    first = most_severe_first(results, order=["limits", "time.sync", "services"])
+    assert [(r.check, r.verdict.status) for r in first][:4] == [
+        ("limits", Status.FAIL),
+        ("time.sync", Status.FAIL),
+        ("services", Status.FAIL),
+        ("services", Status.FAIL),
+    ]

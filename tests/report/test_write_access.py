@@ -286,10 +286,37 @@ def test_a_full_report_filesystem_still_prints_the_run_and_leaves_nothing_half_w
         assert json.loads(out.stdout)["status"] == "pass"  # still exactly one document
         assert "report: NOT WRITTEN (see the error above); exit 3" in out.stderr
     else:
-        assert "Status PASS (exit 0)" in out.stdout
+        assert "Status PASS, but exit 3: could not write the report under" in out.stdout  # never "(exit 0)"
         assert out.stdout.endswith("report: NOT WRITTEN (see the error above); exit 3\n")
     assert sorted(os.listdir(full)) == ["filler", "reports"] and os.listdir(full / "reports") == []
     assert "Traceback" not in out.stderr
+
+
+def test_a_report_that_could_not_be_written_says_the_exit_it_gives(fake_ibstat, tmp_path):  # noqa: F811
+    """A file where the reports directory should be (as root, too): the status line says exit 3,
+    the exit the run gives, and why; never "Status PASS (exit 0)" before an exit 3."""
+    fake_ibstat(f"cat '{HEALTHY}'")
+    (tmp_path / "afile").write_text("")
+    where = tmp_path / "afile" / "reports"
+    out = run_cli(["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(where)])
+    assert out.returncode == 3
+    why = f"could not write the report under {where}: Not a directory (ENOTDIR); nothing was left there"
+    assert f"nodecheck: error: {why}\n" in out.stderr
+    assert f"1 node: 1 pass. Status PASS, but exit 3: {why}.\n" in out.stdout
+    assert "(exit 0)" not in out.stdout and out.stdout.endswith("report: NOT WRITTEN (see the error above); exit 3\n")
+
+
+def test_a_metrics_file_that_could_not_be_written_says_the_exit_it_gives(fake_ibstat, tmp_path):  # noqa: F811
+    fake_ibstat(f"cat '{HEALTHY}'")
+    (tmp_path / "n.prom").mkdir()  # a directory where the file should go
+    argv = ["run", "--local", "--playbook", IB_ONLY, "--output-dir", str(tmp_path / "reports")]
+    out = run_cli([*argv, "--metrics", str(tmp_path / "n.prom")])
+    assert out.returncode == 3
+    why = f"could not write the metrics file {tmp_path / 'n.prom'}: Is a directory (EISDIR)"
+    assert f"nodecheck: error: {why}\n" in out.stderr
+    assert f"1 node: 1 pass. Status PASS, but exit 3: {why}.\n" in out.stdout and "(exit 0)" not in out.stdout
+    summary = next((tmp_path / "reports").iterdir()) / "summary.txt"  # the report itself was kept, as it was
+    assert "1 node: 1 pass. Status PASS (exit 0).\n" in summary.read_text()
 
 
 def test_a_read_only_report_filesystem_keeps_a_failing_verdict(fake_ibstat, mount_tmpfs):  # noqa: F811
@@ -338,7 +365,8 @@ def test_a_corrupt_history_is_left_in_place_and_the_sweep_still_reports(tmp_path
         "compared or recorded; the file was left as it is (move it aside: the next sweep starts a new history "
         "there)" in err
     )
-    assert "Status PASS (exit 0)" in out and "report: " + str(tmp_path / "reports" / "20261129T100000Z_sweep") in out
+    assert "Status PASS, but exit 3: cannot use the sweep history: file is not a database" in out
+    assert "(exit 0)" not in out and "report: " + str(tmp_path / "reports" / "20261129T100000Z_sweep") in out
     assert "nodecheck_sweep_problems 1\n" in prom.read_text()
     assert sweep(tmp_path, "--history", str(db)) == 2  # a failure stays a failure
     assert db.read_bytes() == garbage  # never deleted, never rewritten
@@ -379,7 +407,8 @@ def test_a_locked_history_costs_the_sweep_its_record_not_its_report(tmp_path, ca
         holder.wait()
     out, err = capsys.readouterr()
     assert f"nodecheck: error: could not record the sweep in {db}: database is locked\n" in err
-    assert "Status PASS (exit 0)" in out and (tmp_path / "reports" / "20261129T100000Z_sweep" / "report.json").is_file()
+    assert f"Status PASS, but exit 3: could not record the sweep in {db}: database is locked." in out
+    assert (tmp_path / "reports" / "20261129T100000Z_sweep" / "report.json").is_file()
     with History.open(db, readonly=True) as h:
         assert h.sweeps(5) == []  # the holder's insert was never committed; nothing half
 
@@ -391,7 +420,9 @@ def test_a_sweep_onto_a_full_filesystem_reports_and_leaves_no_temporary(tmp_path
     prom = tmp_path / "n.prom"
     code = cli.main(["sweep", "hosts.yml", "--output-dir", str(full), "--metrics", str(prom)])
     out, err = capsys.readouterr()
-    assert code == 3 and "Status PASS (exit 0)" in out and "report: NOT WRITTEN (see the error above)" in out
+    assert code == 3 and "report: NOT WRITTEN (see the error above)" in out
+    status = next(line for line in out.splitlines() if line.startswith("1 node: 1 pass. Status PASS, but exit 3: "))
+    assert f"could not write the report under {full}: No space left on device" in status
     assert f"could not write the report under {full}: No space left on device (ENOSPC); nothing was left there" in err
     assert not [n for n in os.listdir(full) if n.startswith(".") or n.endswith("_sweep")]
     assert "nodecheck_sweep_problems 2\n" in prom.read_text()

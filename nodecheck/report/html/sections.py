@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import CheckResult, Status
-from nodecheck.report import Report, capture_relpath, table
+from nodecheck.report import Report, capture_relpath, most_severe_first, table
 from nodecheck.report.diff import natural
 
 KV_MAX_CHARS = 400  # observed/expected shown compact; report.json has the rest
@@ -177,7 +177,7 @@ def node_sections(report: Report, stderr_paths: Collection[str] = ()) -> list[No
         counts: dict[str, int] = defaultdict(int)
         for r in results:
             counts[r.verdict.status.value] += 1
-        ranked = sorted(results, key=lambda r: -r.verdict.status.rank)  # stable: the run's order within a status
+        ranked = most_severe_first(results)  # the order of the node's reason line at the top
         out.append(
             NodeSection(
                 name=node,
