@@ -1,7 +1,7 @@
 """Linear time, proved by growth, never by seconds: a busy machine has no fixed speed, but a linear
 cost stays linear on it (issue 32, 2.5).
 
-    assert_linear(parse_topo, lambda n: "\\tGPU0" + " " * n + "X\\n", 20_000, ignore=ParseError)
+    assert_linear(parse_uptime, lambda n: " " * n + "12.5 1.0\\n", 20_000, ignore=ParseError)
 
 times `work(make(n))` and `work(make(times x n))` and passes when the larger input costs under `ratio`
 times the smaller one: linear is about `times` (4), quadratic `times` squared (16), so the default

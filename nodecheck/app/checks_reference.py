@@ -176,7 +176,7 @@ def _param(field: str, info: FieldInfo, nested: dict[str, type[BaseModel]]) -> P
         default="" if info.is_required() else default_text(info),
         default_value=None if info.is_required() else _json_value(info),
         constraints=_constraints(info),
-        bounds=_bounds(info.metadata),
+        bounds=_bounds(info.metadata, info.annotation),
         description=info.description or "",
     )
 
@@ -574,9 +574,13 @@ def _said(metadata) -> list[str]:
     return said
 
 
-def _bounds(metadata) -> dict[str, object]:
-    """A parameter's numeric and length bounds as {"ge": 0, "max_length": 64}, for machines."""
+def _bounds(metadata, annotation=None) -> dict[str, object]:
+    """A parameter's numeric and length bounds as {"ge": 0, "max_length": 64}, for machines; a union's
+    members' too (`Annotated[int, Field(ge=0)] | Literal["fleet"]`: ib.ports' expected_ports)."""
     found: dict[str, object] = {}
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found.update(_bounds(getattr(arg, "__metadata__", ())))
     for meta in metadata:
         if isinstance(meta, FieldInfo):
             found.update(_bounds(meta.metadata))

@@ -21,7 +21,7 @@ from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Ceiling, Exact, fmt
 from nodecheck.parsers.cpu_sysfs import TOOL as SYSFS_TOOL
 from nodecheck.parsers.cpu_sysfs import CpuSysfs, parse_cpu_sysfs
-from nodecheck.parsers.lscpu import Lscpu, format_cpu_list, parse_lscpu
+from nodecheck.parsers.lscpu import Lscpu, count_problem, format_cpu_list, parse_lscpu, topology_problem
 from nodecheck.parsers.uptime import parse_uptime
 from nodecheck.probes.cpu import CPU, cpu_sections
 from nodecheck.probes.versions import ok_text
@@ -83,10 +83,17 @@ def cpu(out: Captures, want: CpuParams) -> Iterator[Verdict]:
 
 def _online(lscpu: Lscpu | None, sysfs: CpuSysfs, want: CpuParams) -> Iterator[Verdict]:
     if lscpu is not None:
+        # lscpu prints the On-line list, and the Off-line list whenever a present CPU is not online:
+        # a list lost on the way must not read as "none offline"
+        if lscpu.online is None:
+            yield Verdict(Status.ERROR, "lscpu printed no On-line CPU(s) list: online CPUs not known", "CPUs")
+            return
+        if problem := count_problem(lscpu):
+            yield Verdict(Status.ERROR, problem, "CPUs", excerpt=_lscpu_lines(lscpu, "CPU(s)", "list"))
+            return
         source = "lscpu"
-        offline = lscpu.offline
-        online = lscpu.online if lscpu.online is not None else None
-        count = len(online) if online is not None else lscpu.cpus - len(offline)
+        online, offline = lscpu.online, lscpu.offline
+        count = len(online)
     elif sysfs.online is not None:
         source = "sysfs: no lscpu on the node"
         online, offline = sysfs.online, sysfs.offline or frozenset()
@@ -142,7 +149,16 @@ def _smt(lscpu: Lscpu | None, sysfs: CpuSysfs) -> tuple[bool | None, str]:
     return None, "neither lscpu's threads per core nor /sys/devices/system/cpu/smt"
 
 
+def _lscpu_lines(lscpu: Lscpu, *words: str) -> str:
+    """lscpu's lines whose key holds one of `words`, for an excerpt."""
+    return excerpt("\n".join(f"{k}: {v}" for k, v in lscpu.fields.items() if any(w in k for w in words)))
+
+
 def _topology(lscpu: Lscpu | None, sysfs: CpuSysfs, want: CpuParams) -> Iterator[Verdict]:
+    if lscpu is not None and (problem := topology_problem(lscpu)):
+        # a topology line lost or garbled: neither judged against the playbook nor reported
+        yield Verdict(Status.ERROR, problem, "topology", excerpt=_lscpu_lines(lscpu, "(s)"))
+        return
     asked = (
         ("sockets", "Socket(s)", want.sockets),
         ("cores_per_socket", "Core(s) per socket", want.cores_per_socket),

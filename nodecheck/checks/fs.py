@@ -177,12 +177,35 @@ def _from_spec(m: MountSpec) -> Expected:
     return Expected(m.path, m.fstype, m.options, m.forbidden_options, m.source, "playbook")
 
 
-def _has_option(mount: Mount, option: str) -> bool:
-    if option == "rw":
-        return not mount.read_only
-    if option == "ro":
-        return mount.read_only
-    return option in mount.options
+def _has_option(mount: Mount, option: str) -> bool | None:
+    """Whether the mount has `option` (rw: not read-only); None when the mount table's line does not
+    say (options cut off): unknown is neither rw nor ro (issue 32, 3.1)."""
+    if option in ("rw", "ro"):
+        read_only = mount.read_only
+        return None if read_only is None else read_only == (option == "ro")
+    return option in mount.options if mount.options_known else None
+
+
+def _option_problems(exp: Expected, mount: Mount) -> list[tuple[Status, str]]:
+    """A FAIL per option seen wrong; one ERROR naming the options the line cannot tell."""
+    problems: list[tuple[Status, str]] = []
+    unknown: list[str] = []
+    for option in exp.options:
+        has = _has_option(mount, option)
+        if has is None:
+            unknown.append(option)
+        elif not has:
+            seen = "ro" if option == "rw" else "rw" if option == "ro" else "without " + option
+            problems.append((Status.FAIL, f"mounted {seen}, expected {option}"))
+    for option in exp.forbidden:
+        has = _has_option(mount, option)
+        if has is None:
+            unknown.append("not " + option)
+        elif has:
+            problems.append((Status.FAIL, f"mounted {option}, which is forbidden"))
+    if unknown:
+        problems.append((Status.ERROR, f"cannot judge {', '.join(unknown)}: {mount.why_unknown}"))
+    return problems
 
 
 def _mount_table(sections: Sections) -> tuple[Mount, ...]:
@@ -298,6 +321,13 @@ def _described(exp: Expected) -> str:
     return what + (f" from {exp.source}" if exp.source else "")
 
 
+def _seen(mount: Mount) -> str:
+    """The mount as the table shows it: "lustre rw from 10.0.0.1@o2ib:/lfs01"."""
+    if mount.read_only is None:
+        return f"{mount.fstype or '?'}, options unknown, from {mount.source or '?'}"
+    return f"{mount.fstype or '?'} {'ro' if mount.read_only else 'rw'} from {mount.source or '?'}"
+
+
 def judge_mount(exp: Expected, mount: Mount | None, result: StatfsResult | None, bound_s: float) -> Verdict:
     """One expected mount: present as expected, and answering."""
     path = exp.path
@@ -316,16 +346,20 @@ def judge_mount(exp: Expected, mount: Mount | None, result: StatfsResult | None,
         return Verdict(Status.FAIL, problem, path, {"mounted": False, **observed}, expected)
     problems: list[tuple[Status, str]] = []
     if exp.fstypes and not any(fnmatch.fnmatchcase(mount.fstype, t) for t in exp.fstypes):
-        problems.append((Status.FAIL, f"type {mount.fstype}, expected {' or '.join(exp.fstypes)}"))
-    for option in exp.options:
-        if not _has_option(mount, option):
-            seen = "ro" if option == "rw" else "rw" if option == "ro" else "without " + option
-            problems.append((Status.FAIL, f"mounted {seen}, expected {option}"))
-    for option in exp.forbidden:
-        if _has_option(mount, option):
-            problems.append((Status.FAIL, f"mounted {option}, which is forbidden"))
+        wanted = " or ".join(exp.fstypes)
+        # a type or source the table does not show is not evidence of a wrong one
+        problems.append(
+            (Status.FAIL, f"type {mount.fstype}, expected {wanted}")
+            if mount.fstype
+            else (Status.ERROR, f"no type in the mount table, expected {wanted}")
+        )
+    problems += _option_problems(exp, mount)
     if exp.source and not source_matches(exp.source, mount.source):
-        problems.append((Status.FAIL, f"source {mount.source}, expected {exp.source}"))
+        problems.append(
+            (Status.FAIL, f"source {mount.source}, expected {exp.source}")
+            if mount.source
+            else (Status.ERROR, f"no source in the mount table, expected {exp.source}")
+        )
     if (answer := _statfs_problem(path, result, bound_s)) is not None:
         problems.append(answer)
     observed = {
@@ -335,11 +369,10 @@ def judge_mount(exp: Expected, mount: Mount | None, result: StatfsResult | None,
         "options": ",".join(mount.options),
         **observed,
     }
-    mode = "ro" if mount.read_only else "rw"
     if problems:
         return Verdict(
             worst(s for s, _ in problems),
-            f"{path} ({mount.fstype} {mode} from {mount.source}): " + "; ".join(p for _, p in problems),
+            f"{path} ({_seen(mount)}): " + "; ".join(p for _, p in problems),
             path,
             observed,
             expected,
@@ -347,7 +380,7 @@ def judge_mount(exp: Expected, mount: Mount | None, result: StatfsResult | None,
     took = result.took_s if isinstance(result, Answered) else 0.0
     return Verdict(
         Status.PASS,
-        f"{path}: {mount.fstype} {mode} from {mount.source}, statfs answered in {took:.2f} s",
+        f"{path}: {_seen(mount)}, statfs answered in {took:.2f} s",
         path,
         observed,
         expected,

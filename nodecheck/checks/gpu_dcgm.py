@@ -24,7 +24,14 @@ from nodecheck.checks.disruptive import busy, did_not_complete, not_started, wit
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Capture, Probe, Status, Verdict, excerpt
 from nodecheck.core.registry import check
-from nodecheck.parsers.dcgm_diag import DiagReport, DiagTest, EntityResult, host_engine_error, parse_dcgmi_diag
+from nodecheck.parsers.dcgm_diag import (
+    DiagReport,
+    DiagTest,
+    EntityResult,
+    Message,
+    host_engine_error,
+    parse_dcgmi_diag,
+)
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import split_sections
 from nodecheck.probes.idle import IDLE_GUARD
@@ -279,8 +286,7 @@ def judge_capture(out: Capture, want: DcgmDiag) -> list[Verdict]:
         ]
     stderr = sections.get("stderr")
     err = stderr.text if stderr else ""
-    rc_text = sections.facts.get("diag_rc", "").strip()
-    rc = int(rc_text) if rc_text.isdigit() else None
+    rc = _exit_code(sections.facts.get("diag_rc", ""))
     raw = diag.text
     shown = excerpt(raw + (f"\n[stderr]\n{err}" if err.strip() else ""))
     observed: dict[str, object] = {"dcgmi_exit": rc}
@@ -334,6 +340,12 @@ def judge_capture(out: Capture, want: DcgmDiag) -> list[Verdict]:
     return judge_report(report, want, rc, shown)
 
 
+def _exit_code(text: str) -> int | None:
+    """The script's `echo $?`: 0-255, else None (str.isdigit() alone takes '²', which int() refuses)."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
 def judge_report(report: DiagReport, want: DcgmDiag, rc: int | None, shown: str = "") -> list[Verdict]:
     """A parsed run: FAIL per failing GPU and test, WARN per warning, ERROR when nothing (or not all)
     was read, one PASS naming what passed otherwise."""
@@ -359,6 +371,8 @@ def judge_report(report: DiagReport, want: DcgmDiag, rc: int | None, shown: str 
             not_run.append(f"{test.name} ({'/'.join(sorted(statuses))})")
             if test.plugin not in want.skip_ok:
                 skipped.append(not_run[-1])
+        elif not bad and "Pass" in statuses and test.plugin != "software" and not test.results:
+            verdicts.append(_no_gpu_result(test, observed, shown))
         elif not bad and "Pass" in statuses:
             passed.append(test.name)
     ran_beyond_software = [t for t in report.tests if t.plugin != "software" and t.name in passed]
@@ -451,7 +465,7 @@ def _judge_test(test: DiagTest, observed: dict, shown: str) -> list[Verdict]:
             out.append(Verdict(Status.FAIL, f"{what} Fail: {_said(r, test)}", where, facts, {"status": "Pass"}, shown))
         elif r.status == "Warn":
             out.append(Verdict(Status.WARN, f"{what} Warn: {_said(r, test)}", where, facts, {"status": "Pass"}, shown))
-        elif r.status == "Pass" and test.plugin == "memory" and (alloc := _allocation_failed(r)):
+        elif r.status == "Pass" and test.plugin == "memory" and (alloc := _allocation_failed(r.warnings, r.info)):
             # NVIDIA/DCGM#284 (DCGM 4.5): the memory plugin records DCGM_FR_MEMORY_ALLOC ("Couldn't
             # allocate at least N% of GPU memory") and still returns Pass; the memory it did not
             # allocate was never tested. The run happens on an idle node (the guard), so memory that
@@ -471,6 +485,14 @@ def _judge_test(test: DiagTest, observed: dict, shown: str) -> list[Verdict]:
             )
         elif r.status == "Pass" and r.warnings:
             out.append(Verdict(Status.WARN, f"{what} Pass with warnings: {_said(r, test)}", where, facts, {}, shown))
+    if (
+        not out
+        and test.warnings
+        and test.status not in ("Fail", "Warn")
+        and any(r.status == "Pass" for r in test.results)
+    ):
+        # the test's own warnings (4.x test_summary, the tables' Warning rows) under a Pass: DCGM said something
+        out.append(_passed_with_warnings(test, observed, shown))
     if test.status in ("Fail", "Warn") and not gpu_failed and not any(v.status is Status.WARN for v in out):
         # 4.x: the test's own status fails while every GPU row passes (NVIDIA/DCGM#253: an internal
         # error of the pcie plugin): DCGM's verdict on the test stands
@@ -492,11 +514,48 @@ def _judge_test(test: DiagTest, observed: dict, shown: str) -> list[Verdict]:
     return out
 
 
-def _allocation_failed(r: EntityResult) -> str | None:
-    for m in r.warnings:
+def _no_gpu_result(test: DiagTest, observed: dict, shown: str) -> Verdict:
+    """A GPU test whose own status says Pass with no GPU's result under it (DCGM lists one per GPU):
+    the rows that would say which GPUs passed were lost, so it is not a pass."""
+    return Verdict(
+        Status.ERROR,
+        f"DCGM {test.name} test says {test.status} but lists no GPU's result: not judged as a pass",
+        test.name,
+        {**observed, "test": test.name, "plugin": test.plugin, "status": test.status, "gpus": []},
+        {"gpu_results": "one per GPU"},
+        shown,
+    )
+
+
+def _passed_with_warnings(test: DiagTest, observed: dict, shown: str) -> Verdict:
+    """A test that passed with warnings of its own: WARN with DCGM's words; the memory test's allocation
+    failure (NVIDIA/DCGM#284) FAILs as it does on a GPU's row."""
+    facts = {
+        **observed,
+        "test": test.name,
+        "plugin": test.plugin,
+        "status": test.status or "Pass",
+        "error_ids": [m.error_id for m in test.warnings if m.error_id],
+    }
+    if test.plugin == "memory" and (alloc := _allocation_failed(test.warnings, test.info)):
+        return Verdict(
+            Status.FAIL,
+            f"DCGM memory test says Pass but DCGM could not allocate the memory it tests ({alloc}): "
+            "the memory was not tested as configured (NVIDIA/DCGM#284)",
+            test.name,
+            {**facts, "memory_alloc_error": True},
+            {"status": "Pass", "memory_alloc_error": False},
+            shown,
+        )
+    words = "; ".join(_message(m.text, m.error_id) for m in test.warnings)
+    return Verdict(Status.WARN, f"DCGM {test.name} test Pass with warnings: {words}", test.name, facts, {}, shown)
+
+
+def _allocation_failed(warnings: Sequence[Message], info: Sequence[str]) -> str | None:
+    for m in warnings:
         if m.error_id == MEMORY_ALLOC_ERROR or _ALLOC_FAILED.search(m.text):
             return _message(m.text, m.error_id or MEMORY_ALLOC_ERROR)
-    return next((i for i in r.info if _ALLOC_FAILED.search(i)), None)
+    return next((i for i in info if _ALLOC_FAILED.search(i)), None)
 
 
 def _said(r: EntityResult, test: DiagTest) -> str:

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from nodecheck.core.model import Probe, Status, Verdict
 from nodecheck.core.model import excerpt as bounded
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Floor, fmt
+from nodecheck.judging.drift import describe, group_by_value, strict_majority
 from nodecheck.parsers.ibstat import Gap, IbPort, IbstatFacts, parse_ibstat
 
 IBSTAT = Probe("ibstat", ("ibstat",), timeout_s=10)
 HEALTHY = {"state": "Active", "physical_state": "LinkUp"}
+FLEET = "fleet"  # expected_ports: the count a strict majority of the run's nodes show
+# the count verdict a node gets under expected_ports: fleet, until the relate step judges it
+_FLEET_MARK = "expected_from"
+SET_IT = "set expected_ports: N in the playbook"
+
+
+def _count_or_fleet(value: object) -> object:
+    """expected_ports: a count (an int, not true/false or 8.0) or the word fleet; one plain message
+    instead of one error per member of the union."""
+    if value is None or value == FLEET or (type(value) is int and value >= 0):
+        return value
+    raise PydanticCustomError("count_or_fleet", "Input should be a valid integer >= 0 (a count of ports) or fleet")
 
 
 class IbPorts(BaseModel):
@@ -35,11 +49,14 @@ class IbPorts(BaseModel):
         description="fail a judged port whose rate is below this, in Gb/s (400 = NDR 4x, 200 = HDR 4x); "
         "unset: the rate is reported, not judged",
     )
-    expected_ports: int | None = Field(
+    expected_ports: Annotated[
+        Annotated[int, Field(ge=0, strict=True)] | Literal["fleet"] | None, BeforeValidator(_count_or_fleet)
+    ] = Field(
         None,
-        ge=0,
-        strict=True,
-        description="fail unless exactly this many ports are judged; unset: no count, but zero is an error",
+        description="a count (0 or more): fail unless exactly this many ports are judged; fleet: the count a "
+        "strict majority of the run's nodes show (a node below it fails, above it warns; one node alone, or "
+        "no majority, is not judged: a warning, or an error where the nodes disagree); unset: no count, but "
+        "zero is an error",
     )
     devices: list[str] | None = Field(
         None,
@@ -47,10 +64,89 @@ class IbPorts(BaseModel):
         description="CA names to judge (mlx5_0, ...); each must be present with a port of link_layer; unset: every CA",
     )
 
+    @property
+    def related(self) -> bool:
+        """The count is judged against the run's other nodes: the gate retries them all, not the
+        suspects alone (a node retried alone has no fleet)."""
+        return self.expected_ports == FLEET
 
-@check("ib.ports", probes=[IBSTAT], params=IbPorts)
+    @property
+    def kind(self) -> str:
+        """How a message names the judged ports: "InfiniBand ", "Ethernet ", or "" for any."""
+        return "" if self.link_layer == "any" else f"{self.link_layer} "
+
+
+def fleet_port_count(by_node: Mapping[str, Sequence[Verdict]], want: IbPorts) -> dict[str, list[Verdict]]:
+    """Under expected_ports: fleet, each node's port count against the count a strict majority of
+    the run's nodes show (the runner's relate step: every node's verdicts at once, same count and
+    order back). A node below it FAILs, above it WARNs. Nodes that could not be counted (unreachable,
+    output cut off) take no part in the vote but count in the run: a majority of the readable few
+    is not a majority of the run. Without one the count is not judged, never passed: WARN when too
+    few nodes could say, ERROR when the nodes disagree (drift's rule for a tie)."""
+    out = {node: list(verdicts) for node, verdicts in by_node.items()}
+    if want.expected_ports != FLEET:
+        return out
+    where: dict[str, int] = {}  # node -> the index of its count verdict
+    counts: dict[str, int] = {}
+    for node, verdicts in out.items():
+        for i, v in enumerate(verdicts):
+            if v.observed.get(_FLEET_MARK) == FLEET and isinstance(n := v.observed.get("ports"), int):
+                where[node], counts[node] = i, n
+    total = len(out)
+    if total < 2:
+        return out  # the node's own "not judged" stands
+    groups = group_by_value({node: str(n) for node, n in counts.items()})
+    majority = strict_majority(groups, total)
+    for node, i in where.items():
+        out[node][i] = _fleet_count_verdict(out[node][i], counts[node], majority, groups, total, want)
+    return out
+
+
+def _fleet_count_verdict(
+    own: Verdict, count: int, majority: str | None, groups: Mapping[str, Sequence[str]], total: int, want: IbPorts
+) -> Verdict:
+    seen = _ports(count, want.kind)
+    if majority is None:
+        if len(groups) > 1:
+            return replace(
+                own,
+                status=Status.ERROR,
+                message=f"{seen}; the nodes disagree and no count is on more than half of the run's {total} "
+                f"nodes ({describe(groups)}): {SET_IT}",
+            )
+        counted = sum(len(nodes) for nodes in groups.values())
+        return replace(
+            own,
+            message=f"{seen}, count not judged: expected_ports: fleet needs a count on more than half of the "
+            f"run's {total} nodes, and {counted} could be counted; {SET_IT}",
+        )
+    agree = f"{len(groups[majority])} of {total} nodes"
+    expected = {"ports": int(majority), "from": f"{FLEET}: {agree}"}
+    if count == int(majority):
+        return Verdict(Status.PASS, f"{seen}, as on {agree} (expected_ports: {FLEET})", "", own.observed, expected)
+    if count < int(majority):
+        return Verdict(
+            Status.FAIL,
+            f"{seen}, expected {majority} (the count on {agree}; expected_ports: {FLEET})",
+            "",
+            own.observed,
+            expected,
+        )
+    return Verdict(
+        Status.WARN,
+        f"{seen}, more than the {majority} on {agree} (expected_ports: {FLEET}): another kind of node? "
+        "set expected_ports: N for it",
+        "",
+        own.observed,
+        expected,
+    )
+
+
+@check("ib.ports", probes=[IBSTAT], params=IbPorts, relate=fleet_port_count)
 def ports(out: Captures, want: IbPorts) -> Iterator[Verdict]:
-    """Every judged HCA port is Active/LinkUp at or above the minimum rate, in the expected number."""
+    """Every judged HCA port is Active/LinkUp at or above the minimum rate, in the expected number.
+
+    expected_ports is a count, or `fleet`: the count a strict majority of the run's nodes show."""
     capture = out[IBSTAT.name]
     facts = parse_ibstat(capture.stdout)
     if facts.no_devices:
@@ -87,7 +183,7 @@ def _no_device_verdict(exit_code: int | None, want: IbPorts) -> Verdict:
         )
     if want.expected_ports == 0:
         return Verdict(Status.PASS, f"{said}; expected 0 ports", "", observed, {"ports": 0})
-    if want.expected_ports is not None:
+    if isinstance(want.expected_ports, int):
         return Verdict(
             Status.FAIL,
             f"{said}; expected {_ports(want.expected_ports, kind)}",
@@ -140,16 +236,25 @@ def _device_verdicts(facts: IbstatFacts, listed: list[IbPort], want: IbPorts) ->
 
 
 def _count_verdicts(judged: list[IbPort], listed: list[IbPort], want: IbPorts) -> Iterator[Verdict]:
-    kind = "" if want.link_layer == "any" else f"{want.link_layer} "
+    kind = want.kind
     count, expected = len(judged), want.expected_ports
-    if expected is None:
+    observed: dict[str, object] = {"ports": count, "subjects": [p.where for p in judged]}
+    if not isinstance(expected, int):
         if not judged:  # nothing judged is not a pass
             on = f" on {', '.join(want.devices)}" if want.devices else ""
             yield Verdict(
                 Status.ERROR, f"no {kind}ports{on} in ibstat output (found {_layers(listed)})", observed={"ports": 0}
             )
+        elif expected == FLEET:  # judged once every node is (fleet_port_count); alone, it cannot say
+            yield Verdict(
+                Status.WARN,
+                f"{_ports(count, kind)}, count not judged: expected_ports: fleet needs other nodes in the run to "
+                f"compare with (this run has 1); {SET_IT}",
+                "",
+                {**observed, _FLEET_MARK: FLEET},
+                {"ports": FLEET},
+            )
         return
-    observed = {"ports": count, "subjects": [p.where for p in judged]}
     if count != expected:
         yield Verdict(Status.FAIL, f"{_ports(count, kind)}, expected {expected}", "", observed, {"ports": expected})
     elif count == 0:  # no port verdict follows, so the count speaks for itself

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Annotated, Any, Literal
@@ -14,6 +15,7 @@ from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Ceiling, Exact, Floor, fmt
 from nodecheck.parsers.edac import TOOL as EDAC_TOOL
 from nodecheck.parsers.edac import Controller, Edac, Module, parse_edac
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.meminfo import KIB_PER_GIB, TOOL, MemInfo, parse_meminfo
 from nodecheck.parsers.sections import Sections
 from nodecheck.parsers.uptime import parse_uptime
@@ -21,6 +23,7 @@ from nodecheck.probes.memory import MEMORY, memory_sections
 from nodecheck.probes.versions import ok_text
 
 DAY_S = 86400.0
+_WALKED = re.compile(r"files=(\d{1,9})", re.ASCII)  # the probe's end-of-walk line
 
 
 def yaml_on_off(value: Any) -> Any:
@@ -208,7 +211,11 @@ def _ecc(sections: Sections, want: MemParams) -> Iterator[Verdict]:
     if sections.facts.get("edac") == "absent" or sections.get("edac") is None:
         yield _not_loaded("EDAC not loaded (no /sys/devices/system/edac/mc)", want)
         return
-    edac = parse_edac(ok_text(sections, "edac", EDAC_TOOL))
+    text = ok_text(sections, "edac", EDAC_TOOL)
+    if whole := _not_whole(text, sections.facts.get("edac-walked")):
+        yield Verdict(Status.ERROR, whole, "ECC", excerpt=excerpt(text))
+        return
+    edac = parse_edac(text)
     if not edac.controllers:
         yield _not_loaded("EDAC loaded but no memory controller registered (no EDAC driver for this platform)", want)
         return
@@ -224,6 +231,18 @@ def _ecc(sections: Sections, want: MemParams) -> Iterator[Verdict]:
     yield from _dimm_count(edac, want)
     if not any(v.status is not Status.PASS for v in bad):
         yield _ecc_summary(edac, uptime_s, want)
+
+
+def _not_whole(text: str, walked: str | None) -> str | None:
+    """Why the EDAC listing is not the one the probe's walk printed (its line count), or None."""
+    match = _WALKED.fullmatch(walked or "")
+    if match is None:
+        return "EDAC listing without the probe's end-of-walk line: not known to be whole; ECC errors not judged"
+    arrived = len(split_lines(text))
+    if arrived != int(match.group(1)):
+        listed = match.group(1)
+        return f"EDAC listing incomplete: the probe listed {listed} files, {arrived} arrived: ECC errors not judged"
+    return None
 
 
 def _not_loaded(why: str, want: MemParams) -> Verdict:

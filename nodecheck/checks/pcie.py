@@ -13,7 +13,7 @@ from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Action
 from nodecheck.parsers.aer import AerFile, parse_aer
-from nodecheck.parsers.lspci import PciDevice, ancestors, parse_lspci
+from nodecheck.parsers.lspci import PciDevice, PciTree, parse_lspci
 from nodecheck.parsers.sections import Sections, split_sections
 from nodecheck.probes.pcie import AER_AFTER, AER_BEFORE, LSPCI, lspci_text
 
@@ -62,8 +62,9 @@ def acs(out: Captures, want: PcieAcs) -> Iterator[Verdict]:
     below: dict[str, list[str]] = {}  # bridge address -> what sits below it
     bridges: dict[str, PciDevice] = {}
     direct = []
+    tree = PciTree(devices)
     for kind, device in targets:
-        path = ancestors(device, devices)
+        path = tree.above(device, f"{kind} {device.address}")
         if not path:
             direct.append(f"{kind} {device.address}")
         for bridge in path:
@@ -79,7 +80,9 @@ def acs(out: Captures, want: PcieAcs) -> Iterator[Verdict]:
             excerpt=excerpt(bridges[denied[0]].raw, 1200),
         )
         return
-    bad = [v for b in bridges.values() if (v := _judge_bridge(b, below[b.address], want)) is not None]
+    unread = [_unread(b, below[a]) for a, b in bridges.items() if _ctl_lost(b)]
+    bad = [v for a, b in bridges.items() if not _ctl_lost(b) and (v := _judge_bridge(b, below[a], want)) is not None]
+    yield from unread
     yield from bad
     if want.expect == "enabled" and direct:
         yield Verdict(
@@ -87,7 +90,15 @@ def acs(out: Captures, want: PcieAcs) -> Iterator[Verdict]:
             f"{', '.join(direct)}: no PCIe bridge above (on a root bus): no ACS isolates them",
             observed={"no_bridge_above": direct},
         )
-    if not bad:
+    if not bridges:
+        if want.expect == "disabled":  # nothing between the devices and the root complex: not judged, not a pass
+            yield Verdict(
+                Status.SKIPPED,
+                f"no PCIe bridge above {', '.join(direct)} (on a root bus): ACS not judged",
+                observed={"no_bridge_above": direct},
+            )
+        return
+    if not bad and not unread:
         judged = len(bridges)
         without = sum(1 for b in bridges.values() if b.acs_ctl is None)
         note = f" ({without} without an ACS capability)" if without else ""
@@ -106,17 +117,43 @@ def _is(device: PciDevice, kind: str) -> bool:
     return device.vendor == vendor and device.class_code in classes
 
 
-def _judge_bridge(bridge: PciDevice, below: list[str], want: PcieAcs) -> Verdict | None:
-    """The bridge's verdict when it is not as expected, else None."""
+def _where(bridge: PciDevice, below: list[str]) -> str:
+    """'0000:00:02.0 (Intel ... Root Port 2) above GPU 0000:04:00.0': the bridge, named, and what it serves."""
     shown = bridge.name if len(bridge.name) <= NAME_CHARS else bridge.name[:NAME_CHARS] + "…"
     under = ", ".join(below[:4]) + (f" and {len(below) - 4} more" if len(below) > 4 else "")
-    where = f"{bridge.address} ({shown}) above {under}"
+    return f"{bridge.address} ({shown}) above {under}"
+
+
+def _acs_lines(bridge: PciDevice) -> str:
+    """The bridge's header and its ACS lines, for an excerpt."""
+    lines = bridge.raw.split("\n")
+    return "\n".join(lines[:1] + [ln for ln in lines[1:] if "ACS" in ln or "Access Control" in ln])
+
+
+def _ctl_lost(bridge: PciDevice) -> bool:
+    """The ACS capability is listed but its ACSCtl line is not: -vv prints both, so a line was lost."""
+    return bridge.acs_listed and bridge.acs_ctl is None
+
+
+def _unread(bridge: PciDevice, below: list[str]) -> Verdict:
+    """A bridge that lists the ACS capability without its ACSCtl bits: its state is unknown, not 'no ACS'."""
+    return Verdict(
+        Status.ERROR,
+        f"{_where(bridge, below)}: lists Access Control Services but no ACSCtl line, so its ACS state is "
+        "unknown (`lspci -vv` prints ACSCap and ACSCtl under the capability: a line was lost)",
+        bridge.address,
+        {"bridge": bridge.address, "acs_listed": True, "acsctl": None},
+        excerpt=excerpt(_acs_lines(bridge), 1200),
+    )
+
+
+def _judge_bridge(bridge: PciDevice, below: list[str], want: PcieAcs) -> Verdict | None:
+    """The bridge's verdict when it is not as expected, else None."""
+    where = _where(bridge, below)
     ctl = dict(bridge.acs_ctl or ())
     seen = " ".join(f"{f}{'+' if on else '-'}" for f, on in (bridge.acs_ctl or ()))
     observed = {"bridge": bridge.address, "name": bridge.name, "below": below, "acsctl": seen or None}
-    snippet = "\n".join(
-        ln for ln in bridge.raw.splitlines()[:1] + [ln for ln in bridge.raw.splitlines() if "ACS" in ln]
-    )
+    snippet = _acs_lines(bridge)
     if want.expect == "disabled":
         on = [f for f in want.flags if ctl.get(f)]
         if not on:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -10,13 +11,14 @@ from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status, Verdict, excerpt
 from nodecheck.core.registry import Captures, check
 from nodecheck.core.thresholds import Ceiling, fmt
-from nodecheck.parsers.chrony import ChronyTracking, DaemonDown, parse_chronyc_tracking
+from nodecheck.parsers.chrony import DaemonDown, parse_chronyc_tracking
 from nodecheck.parsers.ntpq import parse_ntpq_peers
 from nodecheck.parsers.sections import Section, split_sections
 from nodecheck.parsers.systemctl import parse_process_list
 from nodecheck.parsers.timedatectl import parse_timedatectl
 from nodecheck.probes.time_sync import TIME_SYNC
 
+T = TypeVar("T")
 NONE_FOUND = "no time synchronisation (chronyd, ntpd, systemd-timesyncd) found"
 
 
@@ -86,8 +88,25 @@ def sync(out: Captures, want: TimeSync) -> Iterator[Verdict]:
     )
 
 
+def _read(section: Section, parse: Callable[[str], T], tool: str) -> T:
+    """What a client said, only from a section that ended (its end marker came) with exit 0: a cut
+    or killed client (`timeout 5`: 124) may have printed half a report. A daemon that did not answer
+    is said whatever the exit status (chronyc's 506 exits 1)."""
+    if section.rc is None:
+        raise ParseError(tool, "output cut off (the section's end marker never came)", section.text)
+    try:
+        parsed = parse(section.text)
+    except ParseError as e:
+        if section.rc != 0:
+            raise ParseError(tool, f"exited {section.rc} and {e.reason}", section.text) from None
+        raise
+    if section.rc != 0 and not isinstance(parsed, DaemonDown):
+        raise ParseError(tool, f"exited {section.rc}: what it printed may not be all of it", section.text)
+    return parsed
+
+
 def _chrony(section: Section, want: TimeSync) -> list[Verdict] | DaemonDown:
-    t = parse_chronyc_tracking(section.text)
+    t = _read(section, parse_chronyc_tracking, "chronyc tracking")
     if isinstance(t, DaemonDown):
         return t
     if not t.synchronised:
@@ -102,9 +121,18 @@ def _chrony(section: Section, want: TimeSync) -> list[Verdict] | DaemonDown:
                 excerpt(section.text),
             )
         ]
-    if t.system_offset_s is None:
-        raise ParseError("chronyc tracking", "no 'System time' line in a synchronised tracking report", section.text)
-    return [_offset(t.system_offset_s, f"chronyd, reference {t.reference}", want), *_distance(t, want)]
+    # a synchronised report is judged on all three: a cut one that lost its root delay or dispersion
+    # would otherwise pass on its offset alone
+    offset = _required(t.system_offset_s, "System time", section)
+    delay = _required(t.root_delay_s, "Root delay", section)
+    dispersion = _required(t.root_dispersion_s, "Root dispersion", section)
+    return [_offset(offset, f"chronyd, reference {t.reference}", want), _distance(delay, dispersion, want)]
+
+
+def _required(value: float | None, line: str, section: Section) -> float:
+    if value is None:
+        raise ParseError("chronyc tracking", f"no '{line}' line in a synchronised tracking report", section.text)
+    return value
 
 
 def _offset(offset_s: float, source: str, want: TimeSync) -> Verdict:
@@ -128,28 +156,25 @@ def _limit(band: Ceiling, status: Status) -> float:
     return band.fail_above
 
 
-def _distance(t: ChronyTracking, want: TimeSync) -> list[Verdict]:
-    distance = t.root_distance_s
-    if distance is None:
-        return []
+def _distance(delay: float, dispersion: float, want: TimeSync) -> Verdict:
+    # chrony's bound on the clock's error through its reference (ChronyTracking.root_distance_s)
+    distance = delay / 2 + dispersion
     band = want.root_distance_s.judge(distance, what="root_distance_s", unit="s")
     limit = _limit(want.root_distance_s, band.status)
     relation = "expected <=" if band.status is not Status.PASS else "<="
-    return [
-        Verdict(
-            band.status,
-            f"root distance {fmt(round(distance, 9))} s (root delay {fmt(t.root_delay_s)} s / 2 + root dispersion "
-            f"{fmt(t.root_dispersion_s)} s; the clock's worst error through its reference), {relation} "
-            f"{fmt(limit)} s",
-            "root distance",
-            {"root_distance_s": distance, "root_delay_s": t.root_delay_s, "root_dispersion_s": t.root_dispersion_s},
-            {"max_root_distance_s": limit},
-        )
-    ]
+    return Verdict(
+        band.status,
+        f"root distance {fmt(round(distance, 9))} s (root delay {fmt(delay)} s / 2 + root dispersion "
+        f"{fmt(dispersion)} s; the clock's worst error through its reference), {relation} "
+        f"{fmt(limit)} s",
+        "root distance",
+        {"root_distance_s": distance, "root_delay_s": delay, "root_dispersion_s": dispersion},
+        {"max_root_distance_s": limit},
+    )
 
 
 def _ntpq(section: Section, want: TimeSync) -> list[Verdict] | DaemonDown:
-    peers = parse_ntpq_peers(section.text)
+    peers = _read(section, parse_ntpq_peers, "ntpq -pn")
     if isinstance(peers, DaemonDown):
         return peers
     peer = peers.system_peer
@@ -170,7 +195,7 @@ def _ntpq(section: Section, want: TimeSync) -> list[Verdict] | DaemonDown:
 
 
 def _timedatectl(section: Section, want: TimeSync) -> list[Verdict] | DaemonDown:
-    status = parse_timedatectl(section.text)
+    status = _read(section, parse_timedatectl, "timedatectl")
     service = f", NTP service {status.ntp_service}" if status.ntp_service else ""
     if not status.synchronized:
         return [

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lines import split_lines
 
 KINDS = {"correctable": "TOTAL_ERR_COR", "nonfatal": "TOTAL_ERR_NONFATAL", "fatal": "TOTAL_ERR_FATAL"}
@@ -31,12 +33,16 @@ def parse_aer(text: str, kind: str) -> AerFile:
         if not line.strip():
             continue
         name, _, value = line.strip().rpartition(" ")
-        if not name or not value.isdigit():
+        if not name:
             raise ParseError(f"aer_dev_{kind}", f"line {number} is not 'NAME COUNT'", line)
+        n = u64(value)  # the kernel prints u64 counters
+        if n is None:
+            why = f"{quote(value)} is not a count ({TOO_BIG})"
+            raise ParseError(f"aer_dev_{kind}", f"line {number} is not 'NAME COUNT': {why}", line)
         if name.startswith("TOTAL_ERR_"):  # prometheus/procfs' fixture has TOTAL_ERR_FATAL in a nonfatal file
-            total = int(value)
+            total = n
         else:
-            counts.append((name, int(value)))
+            counts.append((name, n))
     if total is None:
         raise ParseError(f"aer_dev_{kind}", f"no {KINDS[kind]} line (kernel older than 4.17?)", text)
     return AerFile(total, tuple(counts))

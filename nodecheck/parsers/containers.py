@@ -1,4 +1,4 @@
-"""Parse container image facts (inspect JSON, digest tables, sha256sum, enroot list, pyxis log lines)."""
+"""Parse container image facts (inspect JSON, the RepoDigests template, sha256sum, enroot list)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,6 @@ from nodecheck.parsers.lines import split_lines
 _HEX64 = re.compile(r"[0-9a-f]{64}", re.ASCII)
 _IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
 _REPO_DIGEST = re.compile(r"([^@\s\[\]\"]+)@(sha256:[0-9a-f]{64})", re.ASCII)
-# `docker images --digests` prints the whole "sha256:<64 hex>"; crictl cuts it to 13 hex and drops
-# the algorithm (cri-tools#1366). Anything shorter than docker's 12-hex short ID is not a digest.
-_TRUNCATED_DIGEST = re.compile(r"[0-9a-f]{12,63}", re.ASCII)
-# columns of a table are separated by tabwriter padding (2+ spaces) or tabs; cells such as
-# "3 hours ago" and "5.9 MiB" hold single spaces
-_CELL_SEPARATOR = re.compile(r"\t+| {2,}")
 
 # Missing-image messages, docker then podman (the reference is group 1):
 #   docker 1.x-20.x CLI       "Error: No such image: REF"               (gitlab-ci-local#655)
@@ -35,31 +29,6 @@ _PODMAN_MISSING = re.compile(r"Error: (?:.*: )?([^\s:][^\s]*?): image not known"
 # podman logs through logrus on stderr ("WARN[0000] ..."), which the probe captures with stdout;
 # warnings and info say nothing about the image, while "ERRO[...]" lines are errors like any other
 _LOGRUS_NOTICE = re.compile(r"(?:WARN|INFO|DEBU)\[\d+\] .*", re.ASCII)
-
-# pyxis writes through Slurm's logger: "error: pyxis: <message>". Lines it relays from enroot's
-# log are indented under "pyxis:" (pyxis prints "pyxis:     %s" for each enroot log line).
-_PYXIS_ERROR = re.compile(r"error: pyxis:(?P<body>.*)")
-_SLURMD_PREFIX = re.compile(  # slurmd.log: "[2025-11-06T20:36:19.163] [19.0] "
-    r"\[(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:\[(?P<step>[^\]\s]+)\] )?", re.ASCII
-)
-_SYSLOG_PREFIX = re.compile(  # journal: "Feb 22 17:46:38 host slurmd[13562]: "
-    r"(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ \S+: ", re.ASCII
-)
-_ISO_SYSLOG_PREFIX = re.compile(  # rsyslog RFC 3339: "2024-03-09T17:46:38.1+00:00 host x: "
-    r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) \S+ \S+: ", re.ASCII
-)
-
-# the columns each `images --digests` layout must have, by header name
-_TABLE_COLUMNS = {
-    "docker": ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "SIZE"),  # docker and nerdctl
-    "crictl": ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
-}
-# Rows that arrive without their header (a `| grep` of the table, as in cri-tools#1366) are read
-# by cell count: crictl prints 5 cells, docker and nerdctl 6 (CREATED sits before SIZE).
-_HEADERLESS = {
-    5: ("IMAGE", "TAG", "DIGEST", "IMAGE ID", "SIZE"),
-    6: ("REPOSITORY", "TAG", "DIGEST", "IMAGE ID", "CREATED", "SIZE"),
-}
 
 
 @dataclass(frozen=True)
@@ -78,29 +47,10 @@ class ImageMissing:
 
 
 @dataclass(frozen=True)
-class ImageRow:
-    repository: str | None  # None where the table prints "<none>"
-    tag: str | None  # None where the table prints "<none>"
-    digest: str | None  # "sha256:<64 hex>", crictl's cut form, or None ("<none>")
-    image_id: str  # short form as printed: 12 hex (docker), 13 (crictl)
-    size: str  # as printed: "5.6MB", "5.9 MiB", "20B"
-    digest_truncated: bool  # crictl's 13-hex form: compare by prefix only
-
-
-@dataclass(frozen=True)
 class Sha256Sums:
     sums: dict[str, str]  # path → 64 lowercase hex
     missing: tuple[str, ...]  # "No such file or directory"
     unreadable: dict[str, str]  # path → sha256sum's reason ("Permission denied", ...)
-
-
-@dataclass(frozen=True)
-class PyxisError:
-    time: str | None  # as printed: "2025-11-06T20:36:19.163", "Feb 22 17:46:38"
-    step: str | None  # slurmd.log's step id: "19.0"; None elsewhere
-    message: str  # after "pyxis:", leading indentation removed
-    raw: str  # the whole line
-    from_enroot_log: bool  # a line pyxis relays from enroot's log ("[ERROR] URL ...")
 
 
 def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
@@ -159,46 +109,6 @@ def parse_repo_digests_template(text: str) -> tuple[str, ...]:
         if not _REPO_DIGEST.fullmatch(item):
             raise ParseError(tool, f"not a repo digest: {quote(item)}", text)
     return tuple(items)
-
-
-def parse_images_digests_table(text: str) -> tuple[ImageRow, ...]:
-    """Rows of `docker images --digests`, `nerdctl images --digests` or `crictl images --digests`."""
-    tool = "images --digests"
-    lines = [line for line in split_lines(text) if line.strip()]
-    if not lines:
-        raise ParseError(tool, "empty output", text)
-    header = _cells(lines[0])
-    if header[:1] in (("REPOSITORY",), ("IMAGE",)) and "TAG" in header:
-        names, rows = header, lines[1:]
-        required = _TABLE_COLUMNS["docker" if header[0] == "REPOSITORY" else "crictl"]
-        lacking = [column for column in required if column not in names]
-        if lacking:  # e.g. `docker images` run without --digests
-            raise ParseError(tool, f"header lacks {', '.join(lacking)}", text)
-    else:
-        names, rows = (), lines
-    result = []
-    for line in rows:
-        cells = _cells(line)
-        columns = names or _HEADERLESS.get(len(cells))
-        if columns is None:
-            raise ParseError(tool, f"headerless row of {len(cells)} cells: {quote(line.strip())}", text)
-        if len(cells) != len(columns):
-            raise ParseError(
-                tool, f"row has {len(cells)} cells for {len(columns)} columns: {quote(line.strip())}", text
-            )
-        row = dict(zip(columns, cells))
-        digest, truncated = _table_digest(row["DIGEST"], tool, text)
-        result.append(
-            ImageRow(
-                repository=_none(row.get("REPOSITORY", row.get("IMAGE"))),
-                tag=_none(row["TAG"]),
-                digest=digest,
-                image_id=row["IMAGE ID"],
-                size=row["SIZE"],
-                digest_truncated=truncated,
-            )
-        )
-    return tuple(result)
 
 
 def digest_of(record: ImageRecord, reference: str) -> str | None:
@@ -260,25 +170,6 @@ def parse_enroot_list(text: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def parse_pyxis_log(text: str) -> tuple[PyxisError, ...]:
-    """Every "error: pyxis:" line in slurmd.log, journal or srun/slurmstepd output; () when there are none."""
-    found = []
-    for line in split_lines(text):
-        # searched, not anchored: journal and log prefixes vary, and pasted logs carry markup
-        match = _PYXIS_ERROR.search(line)
-        if not match:
-            continue
-        body = match["body"]
-        time = step = None
-        prefix = _SLURMD_PREFIX.match(line) or _ISO_SYSLOG_PREFIX.match(line) or _SYSLOG_PREFIX.match(line)
-        if prefix:
-            time, step = prefix["time"], prefix.groupdict().get("step")
-        found.append(
-            PyxisError(time=time, step=step, message=body.strip(), raw=line, from_enroot_log=body.startswith("  "))
-        )
-    return tuple(found)
-
-
 def _missing(line: str) -> ImageMissing | None:
     match = _DOCKER_MISSING.fullmatch(line) or _PODMAN_MISSING.fullmatch(line)
     return ImageMissing(match[1].strip('"'), line) if match else None
@@ -311,24 +202,6 @@ def _string_list(item: dict, key: str, text: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ParseError("image inspect", f"{key!r} is not a list of strings", text)
     return tuple(value)
-
-
-def _cells(line: str) -> tuple[str, ...]:
-    return tuple(cell for cell in _CELL_SEPARATOR.split(line.strip()) if cell)
-
-
-def _none(cell: str | None) -> str | None:
-    return None if cell == "<none>" else cell
-
-
-def _table_digest(cell: str, tool: str, text: str) -> tuple[str | None, bool]:
-    if cell == "<none>":
-        return None, False
-    if _IMAGE_ID.fullmatch(cell):
-        return cell, False
-    if _TRUNCATED_DIGEST.fullmatch(cell):
-        return cell, True
-    raise ParseError(tool, f"not a digest: {quote(cell)}", text)
 
 
 def _repository(reference: str) -> str:

@@ -13,12 +13,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lscpu import parse_cpu_list
 from nodecheck.parsers.sysfs import Unreadable, parse_sysfs_dump
 
 TOOL = "/sys/devices/system/cpu"
 ROOT = "/sys/devices/system/cpu/"
-_PER_CPU = re.compile(r"^cpu(\d+)/(cpufreq/scaling_governor|thermal_throttle/(?:core|package)_throttle_count)$")
+# CPU numbers of at most 7 digits (the CPU lists' bound): int() of thousands of digits raises
+_PER_CPU = re.compile(
+    r"^cpu(\d{1,7})/(cpufreq/scaling_governor|thermal_throttle/(?:core|package)_throttle_count)$", re.ASCII
+)
+_CPU_DIR = re.compile(r"^cpu\d+/", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,17 @@ def parse_cpu_sysfs(text: str) -> CpuSysfs:
     for name, value in plain.items():
         match = _PER_CPU.match(name)
         if match is None:
+            if _CPU_DIR.match(name) and name.endswith(("scaling_governor", "_throttle_count")):
+                raise ParseError(TOOL, f"{quote(name)} names no CPU a kernel has", text)
             continue
         cpu, what = int(match.group(1)), match.group(2)
         if what == "cpufreq/scaling_governor":
             governors[cpu] = value
         else:
-            if not value.isdigit() or not value.isascii():
-                raise ParseError(TOOL, f"cpu{cpu}/{what}: {value!r} is not a count", text)
-            counts.setdefault(cpu, {})[what.split("/")[1].split("_")[0]] = int(value)
+            count = u64(value)
+            if count is None:
+                raise ParseError(TOOL, f"cpu{cpu}/{what}: {quote(value)} is not a count ({TOO_BIG})", text)
+            counts.setdefault(cpu, {})[what.split("/")[1].split("_")[0]] = count
     active = plain.get("smt/active")
     if active not in (None, "0", "1"):
         raise ParseError(TOOL, f"smt/active: {active!r} is not 0 or 1", text)

@@ -12,7 +12,10 @@ Layouts (tests/data/dcgmi-diag, /tmp/sources20/A.md):
 - Tables: a box of `| name | result |` rows; "Warning"/"Info" rows hard-wrapped at a fixed width (mid
   word); a Metadata section or none (3.0); a run cut short lacks the closing border: the report says
   complete=False and a judge never passes it.
-A status word this parser does not know is a ParseError, never read as a pass.
+A status word this parser does not know is a ParseError, never read as a pass; so is a row the table
+cannot place: a category header closes the test above it (a Warning or GPU row after it, before a test's
+name, belongs to a test whose row was lost), and a GPU with two results in one test. GPU ids are at
+most MAX_GPU_ID (ASCII digits): a longer digit run is a ParseError, not an int() that raises.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from nodecheck.parsers.jsonsafe import JsonRefused, loads
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "dcgmi diag"
+MAX_GPU_ID = 9999  # DCGM numbers GPUs from 0 (DCGM_MAX_NUM_DEVICES is 32): 4 digits are plenty
 STATUSES = ("Pass", "Fail", "Warn", "Skip", "Not Run")
 _STATUS_WORDS = {
     "pass": "Pass",
@@ -208,14 +212,16 @@ def _json_result(test: str, result: Any, raw: str) -> EntityResult:
     if not isinstance(result, dict):
         raise ParseError(TOOL, f"{test}: a result is not an object", raw)
     gpus: tuple[int, ...] = ()
+    if "entity_group" in result and "entity_id" not in result:  # 4.x names every entity: its id was lost
+        raise ParseError(TOOL, f"{test}: a {str(result['entity_group'])[:20]} result without its entity_id", raw)
     if "entity_id" in result:
         group = result.get("entity_group", "GPU")
         if group != "GPU":  # a CPU or NVSwitch entity: keep it out of the GPU list, but keep its status
             gpus = ()
         elif isinstance(result["entity_id"], int) and not isinstance(result["entity_id"], bool):
-            gpus = (result["entity_id"],)
+            gpus = (_gpu_id(result["entity_id"], f"{test}: entity_id", raw),)
         else:
-            raise ParseError(TOOL, f"{test}: entity_id {result['entity_id']!r} is not a number", raw)
+            raise ParseError(TOOL, f"{test}: entity_id {str(result['entity_id'])[:40]!r} is not a number", raw)
     elif "gpu_ids" in result:
         gpus = _gpu_list(result["gpu_ids"], test, raw)
     return EntityResult(
@@ -225,12 +231,33 @@ def _json_result(test: str, result: Any, raw: str) -> EntityResult:
 
 def _gpu_list(value: Any, test: str, raw: str) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
-        return (value,)
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", value):
-        return tuple(int(v) for v in value.split(","))
+        return (_gpu_id(value, f"{test}: gpu_ids", raw),)
+    if isinstance(value, str) and _ID_LIST.fullmatch(value):
+        return _gpu_ids(value.split(","), f"{test}: gpu_ids", raw)
     if value == "" or value is None:
         return ()
     raise ParseError(TOOL, f"{test}: gpu_ids {str(value)[:40]!r} is not a GPU id list", raw)
+
+
+_ID_LIST = re.compile(r"\s*[0-9]+(?:\s*,\s*[0-9]+)*\s*")
+
+
+def _gpu_ids(words: list[str], what: str, raw: str) -> tuple[int, ...]:
+    """GPU ids from their ASCII digits, each at most MAX_GPU_ID: the length is checked before int()."""
+    ids = []
+    for word in (w.strip() for w in words):
+        if not (word.isascii() and word.isdigit()):
+            raise ParseError(TOOL, f"{what}: {word[:40]!r} is not a GPU id", raw)
+        if len(word) > len(str(MAX_GPU_ID)):
+            raise ParseError(TOOL, f"{what}: GPU id of {len(word)} digits (at most {MAX_GPU_ID})", raw)
+        ids.append(_gpu_id(int(word), what, raw))
+    return tuple(ids)
+
+
+def _gpu_id(value: int, what: str, raw: str) -> int:
+    if not 0 <= value <= MAX_GPU_ID:
+        raise ParseError(TOOL, f"{what} {str(value)[:40]} is not a GPU id (0 to {MAX_GPU_ID})", raw)
+    return value
 
 
 def _messages(value: Any) -> tuple[Message, ...]:
@@ -300,9 +327,10 @@ def _report(
 # --- table ----------------------------------------------------------------------------------------
 
 _BORDER = re.compile(r"^\+-+\+-+\+\s*$")
-_SECTION = re.compile(r"^[|+]-+\s+(\S.*?)\s+-+\+-+[|+]\s*$")
-_GPU_ROW = re.compile(r"^GPU\s?(\d+):\s*(\S.*?)\s*$")
-_STATUS_ROW = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)(?:\s*-\s*(?:(All)|GPUs?:\s*([\d,\s]+)))?$", re.I)
+# on a value already stripped: no lazy group before trailing spaces (that rescans them from every character);
+# any word before the colon, so that 'GPU٣: Fail' or a 5000-digit id is refused, not read as message text
+_GPU_ROW = re.compile(r"^GPU ?([^\s:]+):\s*(\S.*)$")
+_STATUS_ROW = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)(?:\s*-\s*(?:(All)|GPUs?:\s*([0-9,\s]+)))?$", re.I)
 
 
 @dataclass
@@ -325,17 +353,18 @@ def _parse_table(lines: list[str], raw: str) -> DiagReport:
     meta: dict[str, str] = {}
     category = ""
     tests: list[_Test] = []
+    test: _Test | None = None  # the test the next Warning, Info or continuation row belongs to
     complete = False
     rows = [line for line in lines[header + 1 :] if line.strip()]
     for n, line in enumerate(rows):
         if _BORDER.match(line):
             complete = True
             break
-        if section := _SECTION.match(line):
-            category = section.group(1)
+        if (name := _section(line, cut)) is not None:
+            category, test = name, None  # a category header closes the test above it
             continue
         if n == len(rows) - 1 and line.startswith("|") and not line.rstrip().endswith("|"):
-            _cut_row(line, cut, wrap, tests)  # the output ends mid-row: keep what it says, complete stays False
+            _cut_row(line, cut, wrap, test)  # the output ends mid-row: keep what it says, complete stays False
             break
         if not (line.startswith("|") and line.rstrip().endswith("|")) or len(line) <= cut:
             raise ParseError(TOOL, f"unexpected line in the result table: {line[:80]!r}", raw)
@@ -345,28 +374,17 @@ def _parse_table(lines: list[str], raw: str) -> DiagReport:
         value = body.strip()
         if category.lower() == "metadata":
             meta[left] = value
-            continue
-        if left in ("Warning", "Info"):
-            if not tests:
-                raise ParseError(TOOL, f"a {left} row before any test: {line[:80]!r}", raw)
-            tests[-1].messages.append((left, [chunk]))
+        elif left and left not in ("Warning", "Info"):
+            test = _test_row(category, left, value, raw)
+            tests.append(test)
+        elif test is None:
+            kind = f"a {left} row" if left else "a continuation row"
+            where = f" under {category}" if category else ""
+            raise ParseError(TOOL, f"{kind}{where} before any test's name (its test's row lost?): {line[:80]!r}", raw)
         elif left:
-            status, gpus = _table_status(value, left, raw)
-            # 'Pass' is the test's own status (4.x, the 3.x deployment rows); 'Pass - GPUs: 0, 1' is a result
-            tests.append(_Test(category, left, status if gpus is None else None, [], []))
-            if gpus is not None:
-                tests[-1].results.append(EntityResult(gpus, status))
-        elif not tests:
-            raise ParseError(TOOL, f"a continuation row before any test: {line[:80]!r}", raw)
-        elif gpu := _GPU_ROW.match(value):
-            tests[-1].results.append(EntityResult((int(gpu.group(1)),), _status(gpu.group(2), left, raw)))
-        elif (more := _STATUS_ROW.match(value)) and more.group(2) is None and more.group(3):
-            status, gpus = _table_status(value, tests[-1].name, raw)
-            tests[-1].results.append(EntityResult(gpus or (), status))
-        elif tests[-1].messages:
-            tests[-1].messages[-1][1].append(chunk)
+            test.messages.append((left, [chunk]))
         else:
-            raise ParseError(TOOL, f"{tests[-1].name}: a row that is neither a result nor a message: {value!r}", raw)
+            _continuation(test, value, chunk, raw)
     done = tuple(_table_test(t) for t in tests)
     if not done and complete:
         raise ParseError(TOOL, "a result table without a test", raw)
@@ -379,15 +397,64 @@ def _parse_table(lines: list[str], raw: str) -> DiagReport:
     )
 
 
-def _cut_row(line: str, cut: int, wrap: int, tests: list[_Test]) -> None:
+def _section(line: str, cut: int) -> str | None:
+    """A category header's name ('|-----  Hardware  ----------+-----...-----|' -> 'Hardware'), else None.
+    Read by position and str methods: a regex with a lazy name between runs of spaces and dashes is
+    quadratic on a long line of them."""
+    if len(line) <= cut or line[0] not in "|+" or line[cut] != "+":
+        return None
+    left, right = line[1:cut], line[cut + 1 :].rstrip()
+    if not right or right[-1] not in "|+" or right[:-1].strip("-") or not right[:-1]:
+        return None
+    inner = left.strip("-")
+    name = inner.strip()
+    if not (left.startswith("-") and left.endswith("-")) or not name or inner[:1] != " " or inner[-1:] != " ":
+        return None
+    return name
+
+
+def _test_row(category: str, name: str, value: str, raw: str) -> _Test:
+    """A test's name row: 'Pass' is the test's own status (4.x, the 3.x deployment rows); 'Pass - GPUs:
+    0, 1' is a result (3.x)."""
+    status, gpus = _table_status(value, name, raw)
+    test = _Test(category, name, status if gpus is None else None, [], [])
+    if gpus is not None:
+        _add_result(test, EntityResult(gpus, status), raw)
+    return test
+
+
+def _continuation(test: _Test, value: str, chunk: str, raw: str) -> None:
+    """A row without a name: a GPU's result ('GPU0: Pass', 3.x 'Fail - GPU: 2') or the next chunk of a
+    wrapped message."""
+    if gpu := _GPU_ROW.match(value):
+        [gpu_id] = _gpu_ids([gpu.group(1)], test.name, raw)
+        _add_result(test, EntityResult((gpu_id,), _status(gpu.group(2), test.name, raw)), raw)
+    elif (more := _STATUS_ROW.match(value)) and more.group(2) is None and more.group(3):
+        status, gpus = _table_status(value, test.name, raw)
+        _add_result(test, EntityResult(gpus or (), status), raw)
+    elif test.messages:
+        test.messages[-1][1].append(chunk)
+    else:
+        raise ParseError(TOOL, f"{test.name}: a row that is neither a result nor a message: {value[:80]!r}", raw)
+
+
+def _add_result(test: _Test, result: EntityResult, raw: str) -> None:
+    """One result per GPU and test: a second is a row repeated or a lost test row's GPU rows."""
+    seen = {g for r in test.results for g in r.gpus}
+    if twice := sorted(seen & set(result.gpus)):
+        raise ParseError(TOOL, f"{test.name}: GPU {twice[0]} has two results", raw)
+    test.results.append(result)
+
+
+def _cut_row(line: str, cut: int, wrap: int, test: _Test | None) -> None:
     """The last, cut-off row: a wrapped message's next chunk is kept; a test name without its result
     (dcgm-55's '| PCIe') says nothing."""
     body = line[cut + 1 :] if len(line) > cut else ""
-    if line[1:cut].strip() or not tests or not tests[-1].messages or not body.strip():
+    if line[1:cut].strip() or test is None or not test.messages or not body.strip():
         return
     if _GPU_ROW.match(body.strip()) or _STATUS_ROW.match(body.strip()):
         return
-    tests[-1].messages[-1][1].append(body[1 : 1 + wrap] if body.startswith(" ") else body[:wrap])
+    test.messages[-1][1].append(body[1 : 1 + wrap] if body.startswith(" ") else body[:wrap])
 
 
 def _table_status(value: str, test: str, raw: str) -> tuple[str, tuple[int, ...] | None]:
@@ -398,7 +465,8 @@ def _table_status(value: str, test: str, raw: str) -> tuple[str, tuple[int, ...]
         raise ParseError(TOOL, f"{test}: unknown result {value[:40]!r} (not read as a pass)", raw)
     status = _status(match.group(1), test, raw)
     if match.group(3):
-        return status, tuple(int(g) for g in re.split(r"[,\s]+", match.group(3).strip()) if g)
+        words = match.group(3).replace(",", " ").split()
+        return status, _gpu_ids(words, test, raw)
     return status, (() if match.group(2) else None)
 
 
@@ -410,5 +478,9 @@ def _table_test(t: _Test) -> DiagTest:
             warnings.append(Message(text))
         else:
             info.append(text)
-    results = tuple(t.results) or ((EntityResult((), t.status),) if t.status else ())
-    return DiagTest(t.category, t.name, _plugin(t.name, t.category), t.status, results, tuple(warnings), tuple(info))
+    plugin = _plugin(t.name, t.category)
+    # a deployment check's bare 'Pass' row (3.x) speaks for all GPUs; a plugin's bare status without a GPU
+    # row under it (4.x prints one per GPU) names no GPU: its results stay empty, and a judge sees that
+    speaks_for_all = plugin == "software" and t.status
+    results = tuple(t.results) or ((EntityResult((), t.status),) if speaks_for_all else ())  # type: ignore[arg-type]
+    return DiagTest(t.category, t.name, plugin, t.status, results, tuple(warnings), tuple(info))

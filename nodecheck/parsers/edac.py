@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "EDAC sysfs"
@@ -102,13 +104,13 @@ def parse_edac(text: str) -> Edac:
             if name == "mc_name":
                 controller["name"] = value.strip()
             elif name in _CONTROLLER_COUNTS:
-                controller[_CONTROLLER_COUNTS[name]] = _count(value, line, number)
+                controller[_CONTROLLER_COUNTS[name]] = _count(name, value, line, number)
             continue
         module = modules.setdefault((mc, kind, int(index)), {"controller": mc, "kind": kind, "index": int(index)})
         if name == "dimm_label":
             module["label"] = value.strip() or None
         elif name in _MODULE_COUNTS:
-            module[_MODULE_COUNTS[name]] = _count(value, line, number)
+            module[_MODULE_COUNTS[name]] = _count(name, value, line, number)
     built = []
     for mc in sorted(controllers):
         mine = [Module(**m) for (c, _, _), m in sorted(modules.items()) if c == mc]
@@ -128,8 +130,8 @@ def _split(line: str, number: int) -> tuple[str, str]:
     return path.strip(), value.rstrip("\r\n")
 
 
-def _count(value: str, line: str, number: int) -> int:
-    text = value.strip()
-    if not text.isdigit() or not text.isascii():
-        raise ParseError(TOOL, f"line {number}: {text!r} is not a count", line)
-    return int(text)
+def _count(name: str, value: str, line: str, number: int) -> int:
+    count = u64(value.strip())
+    if count is None:
+        raise ParseError(TOOL, f"line {number}: {name} {quote(value.strip())} is not a count ({TOO_BIG})", line)
+    return count

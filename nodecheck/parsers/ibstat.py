@@ -1,4 +1,4 @@
-"""Parse `ibstat`, `ibstatus` and `ibstat -p` output into per-port facts, recording any part cut off."""
+"""Parse `ibstat` output into per-port facts, recording any part cut off."""
 
 from __future__ import annotations
 
@@ -13,38 +13,21 @@ from nodecheck.parsers.lines import split_lines
 # re.ASCII where numbers are read: a str pattern's \d also matches other scripts' digits.
 _CA_HEADER = re.compile(r"(CA|Switch|Router) '([^']+)'")  # node type word, then the name
 _PORT_HEADER = re.compile(r"Port (\d+):", re.ASCII)
-_DEVICE_HEADER = re.compile(r"Infiniband device '([^']+)' port (\d+) status:", re.ASCII)  # ibstatus
 _FIELD = re.compile(r"([A-Za-z][A-Za-z _]*?):\s*(.*)")
 _IBSTAT_RATE = re.compile(r"(\d+(?:\.\d+)?)(?: \(\w+\))?", re.ASCII)  # "400", "2.5" (1x SDR), "40 (FDR10)"
-_IBSTATUS_RATE = re.compile(r"(\d+(?:\.\d+)?) Gb/sec(?: \(.*\))?", re.ASCII)  # "200 Gb/sec (4X HDR)"
-_NUMBERED = re.compile(r"(\d+): (.+)", re.ASCII)  # sysfs "4: ACTIVE", "5: LinkUp"
-_GUID = re.compile(r"0x[0-9a-fA-F]{16}")
 
 # libibumad prints "IB" when sysfs has no link_layer file (kernels before RoCE); the rest is sysfs's word.
 _LINK_LAYERS = {"InfiniBand": "InfiniBand", "Ethernet": "Ethernet", "IB": "InfiniBand"}
-# ibstatus prints the kernel's sysfs words; mapped by number to the words ibstat prints
-# (infiniband-diags ibstat.c port_state_str / port_phy_state_str), so one judge reads both.
-_STATES = {1: "Down", 2: "Initializing", 3: "Armed", 4: "Active"}
-_PHYS_STATES = {
-    1: "Sleep",
-    2: "Polling",
-    3: "Disabled",
-    4: "PortConfigurationTraining",
-    5: "LinkUp",
-    6: "LinkErrorRecovery",
-    7: "PhyTest",
-}
 # ibstat prints these four lines for every port, Link layer last: a block without one of them was
 # cut off, and judging it would mean guessing.
 _IBSTAT_REQUIRED = ("State", "Physical state", "Rate", "Link layer")
-_IBSTATUS_REQUIRED = ("state", "phys state", "rate", "link_layer")
 
 
 @dataclass(frozen=True)
 class IbCa:
     name: str  # "mlx5_0"
-    node_type: str | None  # "CA", "Switch", "Router"; None from ibstatus
-    ca_type: str | None  # "MT4129"; ibstatus does not print it
+    node_type: str | None  # "CA", "Switch", "Router"
+    ca_type: str | None  # "MT4129"
     firmware: str | None  # "28.39.1002"
     hardware_version: str | None
     node_guid: str | None  # "0x946dae0300cde72c"
@@ -64,11 +47,10 @@ class IbPort:
     link_layer: str  # "InfiniBand" or "Ethernet"
     base_lid: int | None
     sm_lid: int | None
-    lmc: int | None  # ibstat only
-    capability_mask: str | None  # ibstat only: "0xa751e848"
-    port_guid: str | None  # ibstat only
-    default_gid: str | None  # ibstatus only; "unknown" is kept as printed
-    raw: str  # the port's lines under its CA/device header
+    lmc: int | None
+    capability_mask: str | None  # "0xa751e848"
+    port_guid: str | None
+    raw: str  # the port's lines under its CA header
 
     @property
     def where(self) -> str:
@@ -135,37 +117,6 @@ def parse_ibstat(text: str) -> IbstatFacts:
         ports += ca_ports
         gaps += ca_gaps
     return IbstatFacts(tuple(cas), tuple(ports), tuple(gaps + _cut_gap(cut)))
-
-
-def parse_ibstatus(text: str) -> IbstatFacts:
-    """Every port block in `ibstatus` output, in the same IbPort shape and state words as ibstat.
-    Nothing at all is no device: ibstatus lists /sys/class/infiniband, and prints nothing where it is empty."""
-    if text == "":
-        return IbstatFacts((), (), ())
-    lines, cut = _lines(text, "ibstatus", (_DEVICE_HEADER, _FIELD))
-    preamble, sections = _split(lines, _DEVICE_HEADER)
-    _expect_headers("ibstatus", text, preamble, sections, "Infiniband device 'name' port N status:", cut)
-    _expect_unique("ibstatus", text, [f"'{s.header[1]}' port {s.header[2]}" for s in sections])
-    ports, gaps = [], []
-    for section in sections:
-        try:
-            ports.append(_ibstatus_port(section))
-        except _Unreadable as why:
-            gaps.append(Gap(f"{section.header[1]}/{section.header[2]}", str(why), section.raw))
-    names = dict.fromkeys(s.header[1] for s in sections)  # ordered, unique
-    cas = tuple(IbCa(n, None, None, None, None, None, None, None) for n in names)
-    return IbstatFacts(cas, tuple(ports), tuple(gaps + _cut_gap(cut)))
-
-
-def parse_ibstat_p(text: str) -> tuple[str, ...]:
-    """The port GUIDs `ibstat -p` lists, one per line: "0x248a070300d2c691"."""
-    guids = tuple(line.strip() for line in split_lines(text) if line.strip())
-    if not guids:
-        raise ParseError("ibstat -p", "empty output", text)
-    for guid in guids:
-        if not _GUID.fullmatch(guid):
-            raise ParseError("ibstat -p", f"not a port GUID: {quote(guid)}", text)
-    return guids
 
 
 def _lines(text: str, tool: str, shapes: Sequence[re.Pattern]) -> tuple[list[str], str | None]:
@@ -286,30 +237,7 @@ def _ibstat_port(ca: IbCa, section: _Section, raw: str) -> IbPort:
         lmc=_optional(fields, "LMC", int),
         capability_mask=fields.get("Capability mask"),
         port_guid=fields.get("Port GUID"),
-        default_gid=None,
         raw=raw,
-    )
-
-
-def _ibstatus_port(section: _Section) -> IbPort:
-    fields = _fields(section.lines[1:], "ibstatus", section.raw)
-    _require(fields, _IBSTATUS_REQUIRED)
-    return IbPort(
-        ca=section.header[1],
-        ca_type=None,
-        firmware=None,
-        number=int(section.header[2]),
-        state=_numbered(fields["state"], _STATES),
-        physical_state=_numbered(fields["phys state"], _PHYS_STATES),
-        rate_gbps=_rate(fields["rate"], _IBSTATUS_RATE),
-        link_layer=_link_layer(fields["link_layer"]),
-        base_lid=_optional(fields, "base lid", _hex),
-        sm_lid=_optional(fields, "sm lid", _hex),
-        lmc=None,
-        capability_mask=None,
-        port_guid=None,
-        default_gid=fields.get("default gid"),
-        raw=section.raw,
     )
 
 
@@ -320,17 +248,13 @@ def _require(fields: Mapping[str, str], keys: Sequence[str]) -> None:
 
 
 def _optional(fields: Mapping[str, str], key: str, convert: Callable[[str], int]) -> int | None:
-    """None when the line is absent (ibstatus prints no LMC); an unreadable value is not absent."""
+    """None when the line is absent; an unreadable value is not absent."""
     if key not in fields:
         return None
     try:
         return convert(fields[key])
     except ValueError:
         raise _Unreadable(f"{key} {quote(fields[key])} is not a number") from None
-
-
-def _hex(value: str) -> int:
-    return int(value, 16)  # ibstatus prints lids as "0x33bf"
 
 
 def _rate(value: str, shape: re.Pattern) -> float:
@@ -344,11 +268,3 @@ def _link_layer(value: str) -> str:
     if value not in _LINK_LAYERS:  # also catches a value cut short: "Infini"
         raise _Unreadable(f"Link layer {quote(value)} is not InfiniBand or Ethernet")
     return _LINK_LAYERS[value]
-
-
-def _numbered(value: str, words: Mapping[int, str]) -> str:
-    """sysfs "4: ACTIVE" → ibstat's "Active"; a number ibstat has no word for keeps sysfs's word."""
-    match = _NUMBERED.fullmatch(value)
-    if not match:
-        raise _Unreadable(f"state {quote(value)} is not '<number>: <name>'")
-    return words.get(int(match[1]), match[2])

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "/proc/meminfo"
@@ -52,7 +54,10 @@ def parse_meminfo(text: str) -> MemInfo:
         match = _LINE.match(line)
         if match is None:
             raise ParseError(TOOL, f"line {number} is not 'Key: value kB'", line)
-        fields.setdefault(match.group(1), int(match.group(2)))
+        value = u64(match.group(2))
+        if value is None:  # the kernel prints unsigned longs: more digits is no meminfo value
+            raise ParseError(TOOL, f"{match.group(1)}: {quote(match.group(2))} is not a count ({TOO_BIG})", line)
+        fields.setdefault(match.group(1), value)
     if "MemTotal" not in fields:
         raise ParseError(TOOL, "no MemTotal line: not /proc/meminfo, or cut off", text)
     if fields["MemTotal"] <= 0:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lines import split_lines
 
 _NAME = re.compile(r"[A-Za-z0-9_]+", re.ASCII)
@@ -72,6 +73,9 @@ def _parse(text: str, form: str, row: re.Pattern[str], header: re.Pattern[str] |
         # "-": no user; "[permanent]": a module that cannot be unloaded, not a user
         users = tuple(u for u in (m.group("users") or "").split(",") if _NAME.fullmatch(u))
         state = m.groupdict().get("state") or "Live"
-        modules[m.group("name")] = Module(m.group("name"), int(m.group("size")), users, state)
+        size = u64(m.group("size"))
+        if size is None:
+            raise ParseError(tool, f"module size is not a count ({TOO_BIG}): {quote(line)}", text)
+        modules[m.group("name")] = Module(m.group("name"), size, users, state)
     holders = frozenset(u for mod in modules.values() for u in mod.users if u not in modules)
     return LoadedModules(modules, holders, form)

@@ -8,6 +8,7 @@ offset (milliseconds) is how far the clock is from it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
@@ -17,6 +18,11 @@ from nodecheck.parsers.lines import split_lines
 TOOL = "ntpq -pn"
 _DOWN = ("Connection refused", "timed out, nothing received", "Request timed out")
 _TALLY = " *+-#xo.^~"  # the first column: * system peer, + candidate, - outlier, x falseticker, ...
+# ntpq prints milliseconds with 3 decimals (an offset of days is 9 digits: jc-31's 5602175), a
+# stratum of 0-16: a longer run of digits is not ntpq's (float() of 400 digits is inf, not an error;
+# float() also reads nan, inf, 1e309 and 1_0, int() other scripts' digits)
+_MS = re.compile(r"[+-]?[0-9]{1,12}(?:\.[0-9]{1,9})?", re.ASCII)
+_STRATUM = re.compile(r"[0-9]{1,2}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ def parse_ntpq_peers(text: str) -> NtpPeers | DaemonDown:
     header = next((i for i, ln in enumerate(lines) if ln.split()[:2] == ["remote", "refid"]), None)
     if header is None or header + 1 >= len(lines) or not lines[header + 1].startswith("="):
         raise ParseError(TOOL, "no 'remote refid st t when poll reach delay offset jitter' header", text)
-    peers = []
+    peers: list[NtpPeer] = []
     pending = ""  # a long remote (an IPv6 address) is printed alone, its columns on the next line
     for line in lines[header + 2 :]:
         if not line.strip():
@@ -63,7 +69,11 @@ def parse_ntpq_peers(text: str) -> NtpPeers | DaemonDown:
             continue
         peers.append(_peer(line, fields, text))
     if pending:
-        raise ParseError(TOOL, f"peer {pending.strip()!r} without its columns (output cut off?)", text)
+        raise ParseError(TOOL, f"peer {pending.strip()[:120]!r} without its columns (output cut off?)", text)
+    if not peers:  # ntpd without associations says "No association ID's returned", not a bare header
+        raise ParseError(TOOL, "a header and no peer line (output cut off?)", text)
+    if sum(p.tally == "*" for p in peers) > 1:  # ntpd selects one system peer: two outputs run together
+        raise ParseError(TOOL, "two system peers ('*') in one listing", text)
     return NtpPeers(tuple(peers))
 
 
@@ -72,7 +82,6 @@ def _peer(line: str, fields: list[str], text: str) -> NtpPeer:
     if tally not in _TALLY or len(fields) != 10:
         raise ParseError(TOOL, f"not a peer line: {line.strip()[:120]!r}", text)
     remote, refid, st, _kind, _when, _poll, reach, delay, offset, jitter = fields
-    try:
-        return NtpPeer(tally.strip(), remote, refid, int(st), reach, float(delay), float(offset), float(jitter))
-    except ValueError:
-        raise ParseError(TOOL, f"not a peer line: {line.strip()[:120]!r}", text) from None
+    if not _STRATUM.fullmatch(st) or not all(_MS.fullmatch(v) for v in (delay, offset, jitter)):
+        raise ParseError(TOOL, f"not a peer line: {line.strip()[:120]!r}", text)
+    return NtpPeer(tally.strip(), remote, refid, int(st), reach, float(delay), float(offset), float(jitter))

@@ -1,5 +1,6 @@
 """The NVIDIA kernel driver's version as the node's kernel reports it (/proc/driver/nvidia/version,
-/sys/module/nvidia/version), and nvidia-smi's words when NVML and the kernel driver disagree."""
+/sys/module/nvidia/version). (A user-space driver of another version is nvidia.libraries' FAIL, read from
+the libraries' file names, not from nvidia-smi's "Driver/library version mismatch" text.)"""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ _NVRM = re.compile(
     re.ASCII,
 )
 _SYS_VERSION = re.compile(rf"{VERSION}", re.ASCII)
-MISMATCH = "Failed to initialize NVML: Driver/library version mismatch"
-_NVML_LIBRARY = re.compile(rf"^NVML library version: (?P<version>{VERSION})\s*$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -53,20 +52,3 @@ def parse_sys_module_version(text: str) -> KernelDriver:
     if not _SYS_VERSION.fullmatch(value):
         raise ParseError("/sys/module/nvidia/version", "not a driver version like 550.90.07", text)
     return KernelDriver(version=value, flavor=None, arch=None, source="/sys/module/nvidia/version")
-
-
-@dataclass(frozen=True)
-class NvmlMismatch:
-    """nvidia-smi's exit-18 text: NVML (libnvidia-ml) is not the loaded kernel module's version."""
-
-    library_version: str | None  # "550.144" (drivers print major.minor only); None before ~R450
-
-
-def parse_nvml_mismatch(text: str) -> NvmlMismatch | None:
-    """nvidia-smi's output when NVML cannot start: the mismatch and the library's version, or None when
-    the text is not the version mismatch (another NVML failure is the caller's to report)."""
-    lines = [ln.strip() for ln in split_lines(text) if ln.strip()]
-    if MISMATCH not in lines:
-        return None
-    found = next((m["version"] for ln in lines if (m := _NVML_LIBRARY.match(ln))), None)
-    return NvmlMismatch(found)

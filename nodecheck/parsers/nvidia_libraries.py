@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.escapes import unescape
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_driver import VERSION, KernelDriver, parse_proc_version, parse_sys_module_version
@@ -112,6 +113,17 @@ def _fields(line: str) -> list[str]:
     return [_unescaped(f) for f in line.split("\t")]
 
 
+def _size(field: str, text: str) -> int | None:
+    """A file's size as stat printed it; None where the probe's stat failed ("?", or nothing for a
+    sibling); anything else is not the probe's output."""
+    if field in ("", "?"):
+        return None
+    size = u64(field)
+    if size is None:
+        raise ParseError(_TOOL, f"file size {field[:40]!r} is not a count ({TOO_BIG})", text)
+    return size
+
+
 def _kind(size: int | None, stat_type: str) -> str:
     if stat_type in ("regular file", "regular empty file"):
         return "empty" if size == 0 else "regular"
@@ -180,13 +192,13 @@ def _records(kernel: KernelDriver | None, rc: int, entries: tuple[LdconfigEntry,
             start = start if start is not None else fields[0]
             close(None, "stopped", None, fields[1])
         elif record == "file" and len(fields) == 3:
-            size = int(fields[1]) if fields[1].isdigit() else None
+            size = _size(fields[1], text)
             close(fields[0], _kind(size, fields[2]), size)
             last_end = fields[0]
         elif record == "gone" and len(fields) == 1:
             close(fields[0], "missing", None)
         elif record == "sibling" and len(fields) == 2 and last_end is not None:
-            entry = (fields[0], int(fields[1]) if fields[1].isdigit() else None)
+            entry = (fields[0], _size(fields[1], text))
             if entry not in siblings.setdefault(last_end, []):
                 siblings[last_end].append(entry)
         else:

@@ -1,7 +1,6 @@
 """GpuFacts from nvidia-smi's outputs together: the `--query-gpu` CSV's GPUs filled in from `-q`, with
 processes from `--query-compute-apps`, links from `nvlink -s` and their error counters from `nvlink -e`.
-Each output form has its own parser:
-nvidia_smi_csv.py, nvidia_smi_q.py, nvidia_smi_table.py, nvidia_smi_topo.py, nvidia_smi_nvlink.py."""
+Each output form has its own parser: nvidia_smi_csv.py, nvidia_smi_q.py, nvidia_smi_nvlink.py."""
 
 from __future__ import annotations
 

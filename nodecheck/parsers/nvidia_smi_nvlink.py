@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.gpu import NVLINK_ERROR_COUNTERS, NvLink
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.nvidia_smi_values import check_failure, normalise_bus_id
@@ -51,7 +52,7 @@ def _nvlink_blocks(text: str, tool: str, line_shape: re.Pattern) -> dict[int, li
             continue
         gpu = _NV_GPU.fullmatch(stripped)
         if gpu:
-            current = int(gpu[1])
+            current = _index(gpu[1], "GPU", tool, text)
             if current in blocks:
                 raise ParseError(tool, f"GPU {current} appears twice", text)
             blocks[current] = []
@@ -68,10 +69,14 @@ def _nvlink_blocks(text: str, tool: str, line_shape: re.Pattern) -> dict[int, li
 
 def parse_nvlink_status(text: str) -> dict[int, tuple[NvLink, ...]]:
     """Links per GPU index from `nvidia-smi nvlink -s`; a GPU listed without links has ()."""
-    blocks = _nvlink_blocks(text, "nvidia-smi nvlink -s", _NV_SPEED)
+    tool = "nvidia-smi nvlink -s"
+    blocks = _nvlink_blocks(text, tool, _NV_SPEED)
     # nvidia-smi prints GB/s (bytes); NvLink.speed_gbps is in gigabits, so the printed number × 8
     return {
-        gpu: tuple(NvLink(int(m[1]), m[3] is None, float(m[2]) * 8 if m[2] else None) for m in links)
+        gpu: tuple(
+            NvLink(_index(m[1], "link", tool, text), m[3] is None, _speed(m[2], tool, text) * 8 if m[2] else None)
+            for m in links
+        )
         for gpu, links in blocks.items()
     }
 
@@ -83,7 +88,10 @@ def parse_nvlink_remote(text: str) -> dict[int, tuple[NvLinkRemote, ...]]:
     result = {}
     for gpu, links in blocks.items():
         try:
-            result[gpu] = tuple(NvLinkRemote(int(m[1]), normalise_bus_id(m[2]), int(m[3])) for m in links)
+            result[gpu] = tuple(
+                NvLinkRemote(_index(m[1], "link", tool, text), normalise_bus_id(m[2]), _index(m[3], "link", tool, text))
+                for m in links
+            )
         except ValueError as why:
             raise ParseError(tool, str(why), text) from None
     return result
@@ -109,14 +117,14 @@ def parse_nvlink_errors(text: str) -> dict[int, dict[int, tuple[tuple[str, int],
             gpu = _NV_ERRORS_GPU.fullmatch(stripped)
             if gpu is None or stripped.startswith("Link "):
                 raise ParseError(tool, f"unexpected line {quote(stripped)}", text)
-            index = int(gpu[1])
+            index = _index(gpu[1], "GPU", tool, text)
             if index in result:
                 raise ParseError(tool, f"GPU {index} appears twice", text)
             current = result[index] = {}
             continue
         if current is None:
             raise ParseError(tool, f"unexpected line {quote(stripped)} before any GPU line", text)
-        link, name, value = int(row[1]), row[2], row[3]
+        link, name, value = _index(row[1], "link", tool, text), row[2], row[3]
         if name in _NV_ERROR_ROWS_NOT_READ:
             continue
         counter = _NV_ERROR_ROWS.get(name)
@@ -126,7 +134,10 @@ def parse_nvlink_errors(text: str) -> dict[int, dict[int, tuple[tuple[str, int],
         if counter in counts:
             raise ParseError(tool, f"link {link} reports {counter} twice", text)
         if value != "N/A":
-            counts[counter] = int(value)
+            counted = u64(value)  # NVML's counters are 64-bit
+            if counted is None:
+                raise ParseError(tool, f"{counter} of link {link}: {quote(value)} is not a count ({TOO_BIG})", text)
+            counts[counter] = counted
     if not result:
         raise ParseError(tool, "empty output", text)
     return {
@@ -136,3 +147,20 @@ def parse_nvlink_errors(text: str) -> dict[int, dict[int, tuple[tuple[str, int],
         }
         for gpu, links in result.items()
     }
+
+
+INDEX_DIGITS = 4  # a GPU's index or a link's number: a node has a few of each
+
+
+def _index(digits: str, what: str, tool: str, text: str) -> int:
+    number = u64(digits) if len(digits) <= INDEX_DIGITS else None
+    if number is None:
+        raise ParseError(tool, f"{what} number {quote(digits)} is not {INDEX_DIGITS} digits or fewer", text)
+    return number
+
+
+def _speed(number: str, tool: str, text: str) -> float:
+    whole = number.split(".")[0]
+    if len(whole) > INDEX_DIGITS:  # GB/s per link: two or three digits; 400 digits would read as inf
+        raise ParseError(tool, f"link speed {quote(number)} GB/s is out of range", text)
+    return float(number)

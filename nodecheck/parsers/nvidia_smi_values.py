@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from nodecheck.core.errors import ParseError
+from nodecheck.parsers.counts import TOO_BIG, U64_DIGITS, u64
 from nodecheck.parsers.gpu import Gpu
 from nodecheck.parsers.lines import split_lines
 
@@ -77,6 +78,9 @@ def read_float(value: str) -> float:
     match = WITH_UNIT.fullmatch(value.strip())
     if not match:
         raise ValueError(value)
+    whole = match[1].lstrip("-").split(".")[0]
+    if len(whole) > U64_DIGITS:  # 400 digits read as inf: a floor would pass it
+        raise ValueError(f"a number of {len(whole)} digits (at most {U64_DIGITS})")
     return float(match[1])
 
 
@@ -84,7 +88,10 @@ def read_count(value: str) -> int:
     match = WITH_UNIT.fullmatch(value.strip())
     if not match or not INTEGER.fullmatch(match[1]):
         raise ValueError(value)
-    return int(match[1])
+    number = u64(match[1])  # a 400-digit count is no count (float() of it overflows in a judge)
+    if number is None:
+        raise ValueError(f"{value[:40]!r} is not a count ({TOO_BIG})")
+    return number
 
 
 def expect_unique_indexes(tool: str, gpus: Sequence[Gpu], text: str) -> None:

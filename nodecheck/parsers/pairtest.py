@@ -8,7 +8,8 @@ import re
 
 # the path of a directory a start step made, as collect gets it back: absolute, one printable line
 MADE_DIR = re.compile(r"^/[^\x00-\x1f\x7f]*$")
-_READY = re.compile(r"^@@nodecheck ready (\S+) (\d+)", re.M)
+# a TCP port is 5 digits at most: a longer run is not the step's line (and int() of 4,300 digits raises)
+_READY = re.compile(r"^@@nodecheck ready (\S+) (\d{1,5})(?!\d)", re.M | re.ASCII)
 _STATE = re.compile(r"^@@nodecheck (ready|exited|notready) (\S+)")
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "ps"
@@ -31,9 +32,9 @@ _FIELDS = {
     "CMD": "command",
     "COMM": "command",
 }
-# [[dd-]hh:]mm:ss, ps's etime; bare digits: etimes (seconds)
-_ELAPSED = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)", re.ASCII)
-_DIGITS = re.compile(r"\d+", re.ASCII)
+# [[dd-]hh:]mm:ss, ps's etime; bare digits: etimes (seconds). Bounded: no process is older than
+# the clock (10 digits of days is 27 million years), and int() of thousands of digits raises
+_ELAPSED = re.compile(r"(?:(?:(\d{1,10})-)?(\d{1,10}):)?(\d{1,10}):(\d{1,10})", re.ASCII)
 # a process state letter, then BSD flags ("Ds+", "Sl", "Z", "I<")
 _STATE = re.compile(r"[DRSTtWXZIPK][<NLsl+]*", re.ASCII)
 
@@ -67,14 +68,16 @@ class ProcessTable:
 
 def parse_elapsed(text: str) -> int:
     """ps ELAPSED: "51-21:05:51", "02:03:04", "05:09" (etime) or "4711" (etimes) -> seconds."""
-    if _DIGITS.fullmatch(text):
-        return int(text)
+    if text.isascii() and text.isdigit():
+        if (seconds := u64(text)) is None:
+            raise ValueError(f"not an elapsed time: {quote(text)} ({TOO_BIG} seconds)")
+        return seconds
     m = _ELAPSED.fullmatch(text)
     if m is None:
-        raise ValueError(f"not an elapsed time: {text!r}")
+        raise ValueError(f"not an elapsed time: {quote(text)}")
     days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
     if minutes > 59 or seconds > 59:
-        raise ValueError(f"not an elapsed time: {text!r}")
+        raise ValueError(f"not an elapsed time: {quote(text)}")
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
@@ -123,6 +126,8 @@ def _process(values: dict[str, str], line: str) -> Process:
 
 
 def _int(text: str, what: str) -> int:
-    if not _DIGITS.fullmatch(text):
-        raise ValueError(f"{what} {quote(text)} is not a number")
-    return int(text)
+    number = u64(text)
+    if number is None:
+        too_big = f" ({TOO_BIG})" if text.isascii() and text.isdigit() else ""
+        raise ValueError(f"{what} {quote(text)} is not a number{too_big}")
+    return number

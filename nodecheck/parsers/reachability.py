@@ -9,8 +9,10 @@ import re
 
 from nodecheck.parsers.pairtest import made_directory
 
-_PORT_LINE = re.compile(r"^@@nodecheck port (\d+) (listening|busy|error) ?(.*)$", re.M)
-_CONN_LINE = re.compile(r"^@@nodecheck conn (\d+) (\S+) ?(.*)$", re.M)
+# a TCP port is 5 digits at most and a target's index a few: a longer run is not the step's line (and
+# int() of 4,300 digits raises)
+_PORT_LINE = re.compile(r"^@@nodecheck port (\d{1,5}) (listening|busy|error) ?(.*)$", re.M | re.ASCII)
+_CONN_LINE = re.compile(r"^@@nodecheck conn (\d{1,6}) (\S+) ?(.*)$", re.M | re.ASCII)
 
 
 def listener_made(start_stdout: str) -> str:

@@ -18,8 +18,9 @@ from nodecheck.parsers.lines import split_lines
 
 MARK = "@@nodecheck"
 _BEGIN = re.compile(r"^@@nodecheck begin (\S+)$")
-# not anchored at the start: output without a final newline (a cut-off log) runs into the marker
-_END = re.compile(r"@@nodecheck end (\S+) rc=(\d+)$", re.ASCII)
+# not anchored at the start: output without a final newline (a cut-off log) runs into the marker.
+# An exit status is 0-255; a longer run of digits is no end marker (int() of 4,300 digits raises).
+_END = re.compile(r"@@nodecheck end (\S+) rc=(\d{1,10})$", re.ASCII)
 _FACT = re.compile(r"^@@nodecheck (?!begin |end )(\S+) ?(.*)$")
 
 

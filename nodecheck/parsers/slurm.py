@@ -218,7 +218,8 @@ _JOB_FREE_TEXT = frozenset(
         "OverSubscribe",
     }
 )
-_GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+# bounded: a count of more digits is none Slurm prints (and int() of 4,300 digits raises)
+_GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d{1,9})(?:,|$)", re.ASCII)
 _NULL = ("", "(null)", "None", "N/A")
 
 
@@ -425,8 +426,8 @@ _JOB_ID_FORM = re.compile(r"\d+(?:_\d+)?(?:\+\d+)?", re.ASCII)
 
 
 def _count(value: str | None) -> int | None:
-    """ "3" -> 3; "1-1" (a pending job's range) -> 1; absent or "N/A" -> None."""
-    m = re.fullmatch(r"(\d+)(?:-\d+)?", value or "")
+    """ "3" -> 3; "1-1" (a pending job's range) -> 1; absent, "N/A" or not a count Slurm prints -> None."""
+    m = re.fullmatch(r"(\d{1,9})(?:-\d{1,9})?", value or "", re.ASCII)
     return int(m[1]) if m else None
 
 

@@ -1,6 +1,7 @@
-"""Filesystem statistics (statfs(2)) as `stat -f` prints them: the one-line `-c` format the fs probes
-ask for (STATFS_FORMAT), `stat -f`'s default text (GNU coreutils, busybox, old coreutils), and the
-fs probes' per-path results (answered, or hung and killed)."""
+"""Filesystem statistics (statfs(2)) as `stat -f -c STATFS_FORMAT` prints them (the one line the fs
+probes ask for: the same in GNU coreutils and busybox), and the fs probes' per-path results
+(answered, or hung and killed). stat -f's default, multi-line text is not read: no probe asks for
+it (a stat that ignored -c printed it, and that is refused)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.escapes import unescape
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import Sections
 
 # What the probes ask `stat -f -c` for: total blocks, free blocks, blocks available to non-root,
 # the block size the counts are in (%S, f_frsize), total inodes, free inodes, the type's magic in
 # hex, then the type's name last (GNU prints "UNKNOWN (0x...)" with a space for one it does not know).
 STATFS_FORMAT = "%b %f %a %S %c %d %t %T"
-_LINE = re.compile(r"^(\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([0-9a-fA-F]+) (.+)$")
+_LINE = re.compile(r"(\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([0-9a-fA-F]+) (.+)", re.ASCII)
+# statfs(2)'s counts are 64-bit: 18446744073709551615 has 20 digits. More is not a count a judge can
+# use (a float of 400 digits overflows, int() refuses 4301).
+COUNT_DIGITS = 20
 GIB = 1024**3
 
 
@@ -52,54 +57,39 @@ class Statfs:
 
 def parse_statfs_line(text: str) -> Statfs:
     """One line of `stat -f -c STATFS_FORMAT PATH`."""
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    m = _LINE.match(lines[0].strip()) if len(lines) == 1 else None
+    lines = [ln.strip() for ln in split_lines(text) if ln.strip()]
+    m = _LINE.fullmatch(lines[0]) if len(lines) == 1 else None
     if not m:
         raise ParseError("stat -f", "not the line the probe asked stat -f -c for", text)
-    blocks, bfree, bavail, bsize, files, ffree = (int(m[i]) for i in range(1, 7))
+    blocks, bfree, bavail, bsize, files, ffree = (_count(m[i], text) for i in range(1, 7))
     if bsize <= 0:
         raise ParseError("stat -f", f"block size {bsize}", text)
+    # more free than there is: not a statfs (an unsigned -1 printed as a count, a mangled line)
+    _at_most(bfree, blocks, "free", "blocks", text)
+    _at_most(bavail, blocks, "available", "blocks", text)
+    if files > 0:  # 0: no fixed inode count (btrfs, many FUSE)
+        _at_most(ffree, files, "free", "inodes", text)
     return Statfs(m[8].strip(), bsize, blocks, bfree, bavail, files, ffree)
 
 
-_FILE = re.compile(r'^\s*File: ["\'`](.*)["\']\s*$', re.MULTILINE)
-_TYPE = re.compile(r"Type:\s*(\S.*?)\s*$", re.MULTILINE)
-_FUNDAMENTAL = re.compile(r"Fundamental block size:\s*(\d+)")
-_BLOCK_SIZE = re.compile(r"(?:^|\n)\s*Block size:\s*(\d+)")
-_OLD_SIZE = re.compile(r"\bSize:\s*(\d+)")  # coreutils before 5.3 printed "Size:" after the counts
-_BLOCKS = re.compile(r"Blocks:\s*Total:\s*(\d+)\s+Free:\s*(\d+)\s+Available:\s*(\d+)")
-_INODES = re.compile(r"Inodes:\s*Total:\s*(\d+)\s+Free:\s*(\d+)")
+def _at_most(part: int, whole: int, name: str, of: str, text: str) -> None:
+    if part > whole:
+        raise ParseError("stat -f", f"{part} {name} of {whole} {of}", text)
 
 
-def parse_stat_f(text: str) -> list[tuple[str, Statfs]]:
-    """`stat -f PATH...` in its default form: (the file as printed, its filesystem's statistics)
-    per file. Old coreutils may wrap a line ("Available:\\n1876998"); busybox has no
-    "Fundamental block size" (its "Block size" is then the one the counts are in)."""
-    starts = list(_FILE.finditer(text))
-    if not starts:
-        raise ParseError("stat -f", 'no "File:" line', text)
-    found: list[tuple[str, Statfs]] = []
-    for i, start in enumerate(starts):
-        part = text[start.end() : starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-        kind, blocks, inodes = _TYPE.search(part), _BLOCKS.search(part), _INODES.search(part)
-        size = _FUNDAMENTAL.search(part) or _BLOCK_SIZE.search(part) or _OLD_SIZE.search(part)
-        if not (kind and blocks and inodes and size):
-            raise ParseError("stat -f", f"{start[1]}: Type, block size, Blocks or Inodes missing", part)
-        found.append(
-            (
-                start[1],
-                Statfs(
-                    kind[1],
-                    int(size[1]),
-                    int(blocks[1]),
-                    int(blocks[2]),
-                    int(blocks[3]),
-                    int(inodes[1]),
-                    int(inodes[2]),
-                ),
-            )
-        )
-    return found
+def _count(digits: str, text: str) -> int:
+    if len(digits) > COUNT_DIGITS:
+        most = f"a statfs count has at most {COUNT_DIGITS}"
+        raise ParseError("stat -f", f"a count of {len(digits)} digits ({most})", text)
+    return int(digits)
+
+
+def _plain_number(text: str, most_digits: int = COUNT_DIGITS) -> int | None:
+    """A number the probe printed (a PID, centiseconds): ASCII digits only (str.isdigit also takes
+    "²", which int() refuses), at most `most_digits` of them; None otherwise."""
+    if not text.isascii() or not text.isdigit() or len(text) > most_digits:
+        return None
+    return int(text)
 
 
 # --- the fs probes' per-path results (probes/fs.py: STATFS_FUNCTION) ------------------------------
@@ -157,19 +147,21 @@ def read_statfs_results(sections: Sections, tool: str = "stat -f") -> dict[str, 
         except ValueError as e:
             raise ParseError(tool, f"path {index}: {e}", value) from None
         if (hung := sections.facts.get(f"hung.{index}")) is not None:
-            parts = hung.split()
-            if (
-                len(parts) not in (3, 4)
-                or not parts[0].isdigit()
-                or not parts[2].isdigit()
-                or parts[3:] not in ([], ["earlier"])
-            ):
-                raise ParseError(tool, f"hung.{index}: {hung!r}", hung)
-            results[path] = Hung(path, int(parts[0]), parts[1], int(parts[2]) / 100, len(parts) == 4)
+            results[path] = _hung(path, hung, f"hung.{index}", tool)
             continue
         section = sections.get(f"statfs.{index}")
-        took = sections.facts.get(f"took.{index}", "")
-        if section is None or section.rc is None or not took.isdigit():
+        took = _plain_number(sections.facts.get(f"took.{index}", ""))
+        if section is None or section.rc is None or took is None:
             raise ParseError(tool, f"{path}: no complete result", sections.preamble)
-        results[path] = Answered(path, section.rc, section.text, int(took) / 100)
+        results[path] = Answered(path, section.rc, section.text, took / 100)
     return results
+
+
+def _hung(path: str, fact: str, key: str, tool: str) -> Hung:
+    """ "PID STATE WAITED_CS" with " earlier" for a stat an earlier run left (probes/fs.py)."""
+    parts = fact.split()
+    pid = _plain_number(parts[0]) if parts else None
+    waited = _plain_number(parts[2]) if len(parts) > 2 else None
+    if len(parts) not in (3, 4) or pid is None or waited is None or parts[3:] not in ([], ["earlier"]):
+        raise ParseError(tool, f"{key}: {fact[:200]!r}", fact)
+    return Hung(path, pid, parts[1], waited / 100, len(parts) == 4)

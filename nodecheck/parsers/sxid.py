@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from nodecheck.core.model import quote
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.kernel_log import Unreadable, _Line, _read_line
 from nodecheck.parsers.lines import split_lines
 
@@ -101,7 +102,9 @@ def _sxid(line: _Line) -> SxidEvent | _Detail | Unreadable:
     if not match:
         return Unreadable(line.raw, f"SXid line without a readable PCI address and code: {quote(text)}", "sxid")
     rest = (match["rest"] or "").strip()
-    pci, code, switch = match["pci"].lower(), int(match["code"]), match["switch"]
+    pci, code, switch = match["pci"].lower(), u64(match["code"]), match["switch"]
+    if code is None:
+        return Unreadable(line.raw, f"SXid code is not a count ({TOO_BIG}): {quote(text)}", "sxid")
     if not rest:
         # the driver always prints something after the code: a line ending there was cut short
         # ("22013" cut to "2201" is another code)
@@ -110,7 +113,10 @@ def _sxid(line: _Line) -> SxidEvent | _Detail | Unreadable:
         return _Detail((pci, code), None, line, switch)
     severity = _SEVERITY.match(rest)
     if severity:
-        return _Detail((pci, code), int(severity["severity"]), line, switch)
+        level = u64(severity["severity"])
+        if level is None:
+            return Unreadable(line.raw, f"SXid severity is not a count ({TOO_BIG}): {quote(text)}", "sxid")
+        return _Detail((pci, code), level, line, switch)
     fatal: bool | None = None
     headline = _HEADLINE.match(rest)
     if headline:
@@ -124,7 +130,9 @@ def _sxid(line: _Line) -> SxidEvent | _Detail | Unreadable:
     link = None
     named = _LINK.match(rest)
     if named:
-        link = int(named["link"])
+        link = u64(named["link"])
+        if link is None:
+            return Unreadable(line.raw, f"SXid link is not a count ({TOO_BIG}): {quote(text)}", "sxid")
         rest = (named["message"] or "").strip()
     return SxidEvent(code, pci, switch, fatal, link, rest, None, line.time, line.raw)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.parsers.counts import u64
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "systemctl show"
@@ -69,8 +70,8 @@ def _unit(block: dict[str, str], text: str) -> UnitState:
         name = block.get("Id") or block.get("Names") or "a unit"
         raise ParseError(TOOL, f"{name}: no {', '.join(missing)} in its block", text)
     restarts = block.get("NRestarts")
-    if restarts is not None and not restarts.isdigit():
-        raise ParseError(TOOL, f"{block['Id']}: NRestarts={restarts!r} is not a count", text)
+    if restarts is not None and u64(restarts) is None:  # systemd prints an unsigned (32-bit) count
+        raise ParseError(TOOL, f"{block['Id']}: NRestarts={restarts[:40]!r} is not a count", text)
     return UnitState(
         id=block["Id"],
         load_state=block["LoadState"],
@@ -102,6 +103,12 @@ def parse_process_list(text: str) -> list[Process]:
         pid, _, rest = line.partition("\t")
         namespace, _, rest = rest.partition("\t")
         uid, _, comm = rest.partition("\t")
-        if pid.isdigit() and namespace in ("same", "other", "unknown") and (uid.isdigit() or uid == "?") and comm:
-            found.append(Process(int(pid), namespace, int(uid) if uid.isdigit() else None, comm))
+        number, user = u64(pid), u64(uid)  # "²" passed str.isdigit() and then raised in int()
+        if (
+            number is not None
+            and namespace in ("same", "other", "unknown")
+            and (user is not None or uid == "?")
+            and comm
+        ):
+            found.append(Process(number, namespace, user, comm))
     return found

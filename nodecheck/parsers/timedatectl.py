@@ -29,10 +29,16 @@ class ClockStatus:
 
 def parse_timedatectl(text: str) -> ClockStatus:
     fields: dict[str, str] = {}
+    said: set[str] = set()  # every value a synchronised label had: one output says one thing
     for line in split_lines(text):
         key, sep, value = line.partition(":") if ": " in line else line.partition("=")
         if sep:
             fields.setdefault(key.strip(), value.strip())
+            if key.strip() in _SYNCED:
+                said.add(value.strip())
+    if len(said) > 1:
+        both = " and ".join(repr(v[:40]) for v in sorted(said))
+        raise ParseError(TOOL, f"the synchronised flag printed twice, as {both}", text)
     synced = next((fields[k] for k in _SYNCED if k in fields), None)
     if synced not in ("yes", "no"):
         first = next((ln.strip() for ln in split_lines(text) if ln.strip()), "no output")

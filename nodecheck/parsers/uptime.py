@@ -8,7 +8,9 @@ import re
 
 from nodecheck.core.errors import ParseError
 
-_UPTIME = re.compile(r"^\s*(\d+(?:\.\d+)?)(?:\s+\d+(?:\.\d+)?)?\s*$", re.ASCII)
+# seconds since boot: 12 digits are 31,000 years; a longer run is no uptime (1e300 s would overflow
+# the datetime arithmetic that places log lines)
+_UPTIME = re.compile(r"^\s*(\d{1,12}(?:\.\d+)?)(?:\s+\d+(?:\.\d+)?)?\s*$", re.ASCII)
 
 
 def parse_uptime(text: str) -> float:
@@ -22,7 +24,8 @@ def parse_uptime(text: str) -> float:
     return seconds
 
 
-_EPOCH = re.compile(r"(\d+)(?:\.(\d+|%N))?", re.ASCII)  # busybox date may print %N as is
+# busybox date may print %N as is; 12 digits of seconds reach the year 33658 (400 would read as inf)
+_EPOCH = re.compile(r"(\d{1,12})(?:\.(\d+|%N))?", re.ASCII)
 _BOOT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII)
 
 

@@ -4,8 +4,9 @@ in its own section, in one round trip. No value from the playbook reaches the sc
 
 Bounds: at most MAX_CPUS cpuN directories are read (the kernel's NR_CPUS maximum is 8192), one
 short file per `read` (a shell builtin: no fork per file), with a `cpu-sysfs-truncated` fact when
-the walk stopped early; lscpu's output is cut at LSCPU_MAX_BYTES. A node without lscpu prints the
-fact `lscpu missing` instead of its section.
+the walk stopped early; lscpu's output is cut at LSCPU_MAX_BYTES, and its section's exit status is
+lscpu's own (a crash after a few lines is not a success). A node without lscpu prints the fact
+`lscpu missing` instead of its section.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ section() { n=$1; shift; echo "@@nodecheck begin $n"; "$@" 2>&1; echo "@@nodeche
 """
     + SHELL_FUNCTION
     + r"""
-lscpu_bounded() { lscpu | head -c LSCPU_MAX_BYTES; }
+# lscpu's own exit status, not head's: `lscpu | head -c` exits 0 after lscpu crashed mid-output.
+# fd 3 carries lscpu's status out of the pipeline; fd 4 is the section's output, where head writes.
+lscpu_bounded() {
+  { rc=$( { { lscpu 2>&1; echo "$?" >&3; } | head -c LSCPU_MAX_BYTES >&4; } 3>&1 ); } 4>&1
+  return "${rc:-1}"
+}
 cpu_sysfs() {
   c=/sys/devices/system/cpu cpus=0 cut=
   sysfs_dump "$c"/online "$c"/offline "$c"/smt/active "$c"/smt/control

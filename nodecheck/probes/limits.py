@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
-from nodecheck.core.model import Probe
+from nodecheck.core.model import Probe, quote
 from nodecheck.core.registry import Captures
 from nodecheck.parsers.proc_limits import Limits, parse_limits
 from nodecheck.parsers.sections import split_sections
@@ -134,8 +134,12 @@ exit 0
 )
 LIMITS = Probe("limits", ("sh", "-c", LIMITS_SCRIPT, "nodecheck-limits"), timeout_s=25)
 
-_SOURCE = re.compile(r"slurmd pid=(\d+) via=(systemd|pidfile|exe)|self|ambiguous pids=(\d+(?:,\d+)+)", re.ASCII)
-_NOT_SLURMD = re.compile(r"count=(\d+) pids=(\d+(?:,\d+)*)", re.ASCII)
+# pids of at most 7 digits (the kernel's pid_max is at most 2^22): no int() of thousands of digits
+_PID = r"\d{1,7}"
+_SOURCE = re.compile(
+    rf"slurmd pid=({_PID}) via=(systemd|pidfile|exe)|self|ambiguous pids=({_PID}(?:,{_PID})+)", re.ASCII
+)
+_NOT_SLURMD = re.compile(rf"count=(\d{{1,9}}) pids=({_PID}(?:,{_PID})*)", re.ASCII)
 FOUND_BY = {"systemd": "systemd's MainPID of slurmd.service", "exe": "its binary"}
 _CONFIG = re.compile(r"(PropagateResourceLimits(?:Except)?)\s*=\s*(.*)", re.IGNORECASE)
 # slurm.conf's names of the limits nodecheck judges
@@ -178,7 +182,7 @@ def _read(text: str) -> LimitsFacts:
         raise ParseError("limits probe", "no source line: the probe did not run to its end", text)
     source = _SOURCE.fullmatch(sections.facts["source"])
     if source is None:
-        raise ParseError("limits probe", f"source line not understood: {sections.facts['source'][:100]!r}", text)
+        raise ParseError("limits probe", f"source line not understood: {quote(sections.facts['source'], 100)}", text)
     if source.group(3):  # several processes pass for slurmd: no value judged on a guess
         pids = ", ".join(source.group(3).split(","))
         pid_file = sections.facts.get("pid_file", "")

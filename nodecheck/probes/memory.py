@@ -6,7 +6,9 @@ Bounds: meminfo and uptime are read with head -c; the EDAC walk reads at most MA
 controllers and MAX_MODULES dimm/rank directories each (a 2-socket server registers 2 to 16
 controllers of 2 to 12 modules), one short sysfs file per read
 (`read`, a shell builtin: no fork per file), and says so with an `edac-truncated` fact when it
-stopped early. No EDAC directory prints the fact `edac absent` instead of a section.
+stopped early. After the section, `edac-walked files=N` says how many files the walk listed (one
+line each): a listing that arrives with fewer lines was cut, and its ECC errors are not judged.
+No EDAC directory prints the fact `edac absent` instead of a section.
 """
 
 from __future__ import annotations
@@ -27,20 +29,26 @@ section() { n=$1; shift; echo "@@nodecheck begin $n"; "$@" 2>&1; echo "@@nodeche
 """
     + SHELL_FUNCTION
     + r"""
+# counted_dump FILE...: sysfs_dump, counting the files it lists (one line each: sysfs_dump skips
+# only files that do not exist), so that the judge can tell a whole listing from a cut one
+counted_dump() {
+  for f in "$@"; do [ -f "$f" ] && files=$((files + 1)); done
+  sysfs_dump "$@"
+}
 edac_dump() {
-  mcs=0 cut=
+  mcs=0 files=0 cut=
   for mc in /sys/devices/system/edac/mc/mc[0-9]*; do
     [ -d "$mc" ] || continue
     mcs=$((mcs + 1))
     if [ "$mcs" -gt MAX_CONTROLLERS ]; then cut="more than MAX_CONTROLLERS controllers"; break; fi
-    sysfs_dump "$mc"/mc_name "$mc"/size_mb "$mc"/ce_count "$mc"/ue_count "$mc"/ce_noinfo_count \
+    counted_dump "$mc"/mc_name "$mc"/size_mb "$mc"/ce_count "$mc"/ue_count "$mc"/ce_noinfo_count \
       "$mc"/ue_noinfo_count "$mc"/seconds_since_reset
     mods=0
     for m in "$mc"/dimm[0-9]* "$mc"/rank[0-9]*; do
       [ -d "$m" ] || continue
       mods=$((mods + 1))
       if [ "$mods" -gt MAX_MODULES ]; then cut="more than MAX_MODULES modules on ${mc##*/}"; break; fi
-      sysfs_dump "$m"/dimm_label "$m"/size "$m"/dimm_ce_count "$m"/dimm_ue_count
+      counted_dump "$m"/dimm_label "$m"/size "$m"/dimm_ce_count "$m"/dimm_ue_count
     done
   done
   return 0
@@ -49,6 +57,7 @@ section meminfo head -c MEMINFO_MAX_BYTES /proc/meminfo
 section uptime head -c 256 /proc/uptime
 if [ -d /sys/devices/system/edac/mc ]; then
   section edac edac_dump
+  echo "@@nodecheck edac-walked files=$files"
   [ -z "$cut" ] || echo "@@nodecheck edac-truncated $cut"
 else
   echo "@@nodecheck edac absent"

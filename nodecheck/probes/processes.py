@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Probe
 from nodecheck.core.registry import Captures
+from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.ps import ProcessTable, parse_ps
 from nodecheck.parsers.sections import Sections, split_sections
 
@@ -31,6 +32,8 @@ PROCESSES_SCRIPT = (
 gap=$1 bound=$2 uid_min=$3
 printf '@@nodecheck cpus %s\n' "$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc --all 2>/dev/null)"
 echo "@@nodecheck begin loadavg"; head -c 256 /proc/loadavg 2>&1; echo "@@nodecheck end loadavg rc=$?"
+# after each sample, `lines:NAME N`: how many lines ps printed, so that a listing that arrives
+# shorter (cut on the way) is told from a whole one
 sample() {
   out=$(timeout -k 2 "$bound" ps -e -o pid,ppid,uid,user:32,stat,etimes,comm 2>&1); rc=$?
   echo "@@nodecheck begin $1"
@@ -40,6 +43,7 @@ sample() {
     printf '%s\n' "$out"
   fi
   echo "@@nodecheck end $1 rc=$rc"
+  printf '@@nodecheck lines:%s %s\n' "$1" $(printf '%s\n' "$out" | wc -l)
 }
 sample ps1
 first=$out
@@ -60,8 +64,11 @@ exit 0
     .replace("CGROUP_MAX_LINES", str(CGROUP_MAX_LINES))
 )
 
-_LOADAVG = re.compile(r"(\d+\.\d+) (\d+\.\d+) (\d+\.\d+) \d+/\d+ \d+\s*", re.ASCII)
-_CGROUP_LINE = re.compile(r"(\d+) (.*)", re.ASCII)
+# bounded digits: a load of 400 digits, or as many CPUs, made the load's float division overflow;
+# a pid has at most 7 digits (pid_max <= 2^22), a CPU count at most 7 (NR_CPUS <= 8192)
+_LOADAVG = re.compile(r"(\d{1,9}\.\d{1,9}) (\d{1,9}\.\d{1,9}) (\d{1,9}\.\d{1,9}) \d+/\d+ \d+\s*", re.ASCII)
+_CGROUP_LINE = re.compile(r"(\d{1,7}) (.*)", re.ASCII)
+_CPUS = re.compile(r"[1-9]\d{0,6}", re.ASCII)
 
 
 def processes_probe(gap_s: int, ps_timeout_s: int, uid_min: int) -> Probe:
@@ -97,7 +104,7 @@ def read_processes(out: Captures, probe: Probe) -> ProcessFacts:
 def _read(text: str, ps_timeout_s: int) -> ProcessFacts:
     sections = split_sections(text, "processes probe")
     cpus_text = sections.facts.get("cpus", "").strip()
-    cpus = int(cpus_text) if cpus_text.isascii() and cpus_text.isdigit() and int(cpus_text) > 0 else None
+    cpus = int(cpus_text) if _CPUS.fullmatch(cpus_text) else None
     load = None
     loadavg = sections.get("loadavg")
     if loadavg is not None and loadavg.ok and (m := _LOADAVG.fullmatch(loadavg.text)):
@@ -128,4 +135,19 @@ def _sample(sections: Sections, name: str, ps_timeout_s: int) -> Sample:
         return Sample(None, f"ps exited {section.rc}: {first[0] if first else 'no output'}")
     if f"cut:{name}" in sections.facts:
         return Sample(None, f"ps printed {sections.facts[f'cut:{name}']} bytes, more than the {PS_MAX_BYTES} read")
-    return Sample(parse_ps(section.text))
+    if why := _not_whole(section.text, sections.facts.get(f"lines:{name}")):
+        return Sample(None, why)
+    table = parse_ps(section.text)
+    if not table.processes:  # ps -e lists itself: a header alone is no listing of the node
+        return Sample(None, "ps listed no process (not even itself)")
+    return Sample(table)
+
+
+def _not_whole(text: str, printed: str | None) -> str:
+    """Why the listing is not what ps printed (the probe's line count), or ""."""
+    if printed is None or not (printed.isascii() and printed.isdigit()) or len(printed) > 9:
+        return "no count of the lines ps printed: the listing is not known to be whole"
+    arrived = len(split_lines(text))
+    if arrived != int(printed):
+        return f"ps printed {printed} lines, {arrived} arrived: the listing is not whole"
+    return ""

@@ -9,7 +9,7 @@ from nodecheck.checks.cpu import CpuParams, cpu
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status
 from nodecheck.probes.cpu import CPU
-from tests.helpers import captures, data
+from tests.helpers import captures, data, data_files
 
 PASS, WARN, FAIL, ERROR = Status.PASS, Status.WARN, Status.FAIL, Status.ERROR
 SPR = "lscpu/hf-blog-sapphire-rapids-8480plus-2s-56c-smt-224cpu.txt"
@@ -165,3 +165,87 @@ def test_a_failing_lscpu_is_a_parse_error():
 def test_bad_params_are_refused(params):
     with pytest.raises(ValidationError):
         CpuParams(**params)
+
+
+# -- issue 32, 3.1: lscpu's own numbers must add up; a hole in them is an ERROR, never a PASS -------
+
+METEOR_LAKE = "lscpu/util-linux-tests-meteor-lake-ultra9-185h-hybrid-2t-16c-22cpu.txt"
+ARM_4_TYPES = "lscpu/util-linux-tests-arm-a510-a710-a715-x3-hybrid-4-types.txt"
+
+
+def test_an_online_list_short_of_cpus_without_an_offline_line_is_an_error():
+    # DERIVED inline: the healthy 224-CPU lscpu whose Off-line line was lost (CPU 223 neither online nor offline)
+    lost = data(SPR).replace("On-line CPU(s) list:   0-223", "On-line CPU(s) list:   0-222")
+    assert rows(cpu(probe_out(lost, data(VM_SYSFS)), CpuParams()))[0] == (
+        ERROR,
+        "CPUs",
+        "lscpu says CPU(s) 224, but lists 223 online and 0 offline (CPU 223 in neither): its output is incomplete",
+    )
+
+
+def test_no_online_list_is_an_error():
+    lost = data(SPR).replace("  On-line CPU(s) list:   0-223\n", "")
+    assert rows(cpu(probe_out(lost, data(VM_SYSFS)), CpuParams(cpus=224)))[0] == (
+        ERROR,
+        "CPUs",
+        "lscpu printed no On-line CPU(s) list: online CPUs not known",
+    )
+
+
+def test_an_lscpu_cut_before_its_topology_is_an_error_not_question_marks():
+    # DERIVED inline: the first six lines of the 224-CPU lscpu, as a crash after them would leave
+    cut = "".join(data(SPR).splitlines(keepends=True)[:6])
+    verdicts = rows(cpu(probe_out(cut, data(VM_SYSFS)), CpuParams()))
+    assert verdicts[1] == (
+        ERROR,
+        "topology",
+        "lscpu printed no Thread(s) per core, Core(s) per socket or Socket(s) line: the topology is not known",
+    )
+    assert not [v for v in verdicts if "?" in v[2]]
+
+
+def test_a_block_missing_its_socket_line_is_an_error():
+    lost = data(SPR).replace("    Socket(s):           2\n", "")
+    assert [v for v in rows(cpu(probe_out(lost, data(VM_SYSFS)), CpuParams())) if v[1] == "topology"] == [
+        (
+            ERROR,
+            "topology",
+            "lscpu's Intel(R) Xeon(R) Platinum 8480+ block has no Socket(s) line: the topology is not known",
+        )
+    ]
+
+
+def test_a_topology_that_cannot_make_the_cpus_is_an_error():
+    garbled = data(SPR).replace("Core(s) per socket:  56", "Core(s) per socket:  5")
+    assert [v for v in rows(cpu(probe_out(garbled, data(VM_SYSFS)), H100_PARAMS)) if v[0] is not PASS] == [
+        (
+            ERROR,
+            "topology",
+            "lscpu's topology, 2 sockets x 5 cores x 2 threads, cannot hold its 224 online CPUs: its output is garbled",
+        )
+    ]
+    too_many = data(SPR).replace("Socket(s):           2", "Socket(s):           8")
+    assert [v.status for v in cpu(probe_out(too_many, data(VM_SYSFS)), CpuParams()) if v.subject == "topology"] == [
+        ERROR
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "shape"),
+    [
+        # an Intel hybrid: 2 threads per core is the P cores'; 16 cores x 2 is more than its 22 CPUs
+        (METEOR_LAKE, "1 sockets x 16 cores x 2 threads (SMT on), Intel(R) Core(TM) Ultra 9 185H (not judged)"),
+        # ARM big.LITTLE: four blocks of 3 + 2 + 2 + 1 cores; the first block alone is 3 of the 8
+        (ARM_4_TYPES, "1 sockets x 3 cores x 1 threads (SMT off), Cortex-A510 (not judged)"),
+    ],
+)
+def test_hybrid_cpus_are_not_refused(path, shape):
+    verdicts = rows(cpu(probe_out(data(path), data(VM_SYSFS)), CpuParams()))
+    assert [v for v in verdicts if v[0] is not PASS] == []
+    assert (PASS, "topology", shape) in verdicts
+
+
+@pytest.mark.parametrize("path", data_files("lscpu"))
+def test_every_recording_adds_up(path):
+    verdicts = list(cpu(probe_out(data(path), data(VM_SYSFS)), CpuParams()))
+    assert [v.message for v in verdicts if v.status is ERROR] == []

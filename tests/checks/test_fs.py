@@ -180,6 +180,73 @@ def test_a_missing_mount_whose_directory_hangs_says_both():
     ]
 
 
+# --- issue 32, 3.1: a mount whose options did not reach nodecheck is not judged rw ---------------------
+
+LUSTRE_RO = 'TARGET="/lustre/scratch" SOURCE="10.10.0.1@o2ib:/lfs01" FSTYPE="lustre" OPTIONS="ro,flock,lazystatfs"\n'
+NVME_LINE = "130 22 259:5 / /mnt/nvme\\040cache rw,relatime shared:90 - ext4 /dev/nvme1n1p1 ro,errors=remount-ro\n"
+
+
+def test_a_read_only_lustre_whose_findmnt_line_lost_its_options_is_an_error_not_a_pass():
+    want = FsMounts(from_fstab=False, mounts=[{"path": "/lustre/scratch", "fstype": "lustre"}])
+    results = {"/lustre/scratch": NFS_LINE}
+    whole = judged_mounts(want, mounts_out(results, LUSTRE_RO, source="findmnt"))
+    assert whole == [
+        (FAIL, "/lustre/scratch", "/lustre/scratch (lustre ro from 10.10.0.1@o2ib:/lfs01): mounted ro, expected rw")
+    ]
+    cut = LUSTRE_RO.split(" OPTIONS=")[0] + "\n"
+    assert judged_mounts(want, mounts_out(results, cut, source="findmnt")) == [
+        (
+            ERROR,
+            "/lustre/scratch",
+            "/lustre/scratch (lustre, options unknown, from 10.10.0.1@o2ib:/lfs01): cannot judge rw: "
+            "findmnt printed no OPTIONS for it",
+        )
+    ]
+
+
+def test_an_ext4_whose_mountinfo_line_lost_its_superblock_options_is_an_error_not_a_pass():
+    want = FsMounts(from_fstab=False, mounts=[{"path": "/mnt/nvme cache", "fstype": "ext4"}])
+    results = {"/mnt/nvme cache": EXT4_ROOT}
+    whole = judged_mounts(want, mounts_out(results, NVME_LINE))
+    assert whole == [
+        (FAIL, "/mnt/nvme cache", "/mnt/nvme cache (ext4 ro from /dev/nvme1n1p1): mounted ro, expected rw")
+    ]
+    cut = NVME_LINE.split(" ro,errors")[0] + "\n"
+    assert judged_mounts(want, mounts_out(results, cut)) == [
+        (
+            ERROR,
+            "/mnt/nvme cache",
+            "/mnt/nvme cache (ext4, options unknown, from /dev/nvme1n1p1): cannot judge rw: its mountinfo line has "
+            "no superblock options (a superblock remounted ro would not show)",
+        )
+    ]
+
+
+def test_unknown_options_are_not_judged_either_way_and_a_missing_type_or_source_is_an_error():
+    table = 'TARGET="/scratch" FSTYPE="" OPTIONS="relatime"\n'
+    want = FsMounts(
+        from_fstab=False,
+        mounts=[
+            {
+                "path": "/scratch",
+                "fstype": "xfs",
+                "options": ["rw", "flock"],
+                "forbidden_options": ["noexec"],
+                "source": "/dev/*",
+            }
+        ],
+    )
+    assert judged_mounts(want, mounts_out({"/scratch": EXT4_ROOT}, table, source="findmnt")) == [
+        (
+            ERROR,
+            "/scratch",
+            "/scratch (?, options unknown, from ?): no type in the mount table, expected xfs; "
+            "cannot judge rw, flock, not noexec: neither rw nor ro among its options; "
+            "no source in the mount table, expected /dev/*",
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "stdout, message",
     [
@@ -336,3 +403,9 @@ def test_free_paths_override_the_defaults_and_a_number_is_a_fail_floor():
     assert want.floors["/dev/shm"].size_gib is None
     assert list(want.floors) == ["/dev/shm", "/tmp", "/local/scratch"]
     assert free_probes(want)[0].argv[4:] == ("200", "/dev/shm", "/tmp", "/local/scratch")
+
+
+def test_a_400_digit_count_is_an_error_naming_the_path_not_an_overflow():
+    line = "1" * 400 + " 5 5 4096 100 50 ef53 ext2/ext3"  # float(blocks * bsize) overflowed: "internal error"
+    got = judged_free(FsFree(shm=None), statfs_out({"/tmp": line}))
+    assert got == [(ERROR, "/tmp: cannot read stat -f output: a count of 400 digits (a statfs count has at most 20)")]

@@ -19,6 +19,7 @@ from nodecheck.checks.gpu_dcgm import (
     DcgmDiag,
     dcgm_diag,
     diag_probe,
+    judge_capture,
     judge_report,
 )
 from nodecheck.core.model import Capture, Node, Outcome, Probe, Status
@@ -464,3 +465,98 @@ def test_every_recording_under_the_check_is_judged_without_crashing(tmp_path):
         fakes = {"n": FakeNode(tmp_path / str(i), data(D + path))}
         statuses = {s for _, s, _, _ in run(FakeContext(fakes), level=2)}
         assert statuses and (Status.PASS not in statuses or statuses == {Status.PASS}), path
+
+
+# --- lost evidence and a test's own warning (issue 32, 3.1) ---------------------------------------------
+
+TABLE_PASS = D + "derived-dcgm-253-comment-v4.4.1-b200-r2-pass.txt"
+TABLE_PCIE_FAIL = D + "dcgm-253-comment-v4.4.1-b200-r2-pcie-fail-slurm.txt"
+
+
+def judged(text: str, rc: int = 0, **params) -> list[tuple[Status, str, str]]:
+    """The verdicts of one node's diag step, as its script would have framed dcgmi's output."""
+    stdout = (
+        "@@nodecheck begin diag\n" + text + ("" if text.endswith("\n") else "\n") + "@@nodecheck end diag rc=0\n"
+        f"@@nodecheck diag_rc {rc}\n@@nodecheck begin stderr\n@@nodecheck end stderr rc=0\n"
+    )
+    out = Capture("node1", "dcgm_diag:x", ("sh",), Outcome.EXITED, 0, stdout, "", 1.0)
+    return [(v.status, v.subject, v.message) for v in judge_capture(out, DcgmDiag(**params))]
+
+
+def test_the_passing_table_passes():
+    assert judged(data(TABLE_PASS), level=2) == [
+        (
+            Status.PASS,
+            "",
+            "DCGM level 2 passed on GPUs 0-7 (DCGM 4.4.1, driver 570.172.08): software, memory, pcie",
+        )
+    ]
+
+
+def test_a_table_that_lost_the_failing_tests_row_is_never_a_pass():
+    # was PASS: the pcie warning and GPU rows were read as memory's
+    text = data(TABLE_PCIE_FAIL).replace(
+        "| pcie                      | Fail                                           |\n", ""
+    )
+    [(status, _, message)] = judged(text, level=2)
+    assert status is Status.ERROR
+    assert message.startswith("cannot read DCGM level 2's output: a Warning row under Integration before any test")
+
+
+def test_a_passing_table_tests_own_warning_warns():
+    warning = "| Warning                   | GPU 2 is running at PCI link width 8X          |\n"
+    text = data(TABLE_PASS)
+    at = text.index("|                           | GPU0: Pass", text.index("| pcie "))
+    assert judged(text[:at] + warning + text[at:], level=2) == [
+        (Status.WARN, "pcie", "DCGM pcie test Pass with warnings: GPU 2 is running at PCI link width 8X")
+    ]
+
+
+def test_a_passing_json_tests_summary_warning_warns():
+    doc = json.loads(data(PASS_2))
+    pcie = doc["DCGM Diagnostic"]["test_categories"][2]["tests"][0]
+    pcie["test_summary"]["warnings"] = [{"error_id": 46, "warning": "GPU 0 is running at PCI link width 8X"}]
+    assert judged(json.dumps(doc), level=2) == [
+        (
+            Status.WARN,
+            "pcie",
+            "DCGM pcie test Pass with warnings: GPU 0 is running at PCI link width 8X (DCGM error 46)",
+        )
+    ]
+
+
+def test_a_memory_tests_own_allocation_warning_fails_as_on_a_gpu_row():
+    # NVIDIA/DCGM#284 in the table layout: the warning sits at the test, not at a GPU row
+    warning = "| Warning                   | Couldn't allocate at least 75.0% of GPU memory |\n"
+    text = data(TABLE_PASS)
+    at = text.index("|                           | GPU0: Pass", text.index("| memory "))
+    [(status, subject, message)] = judged(text[:at] + warning + text[at:], level=2)
+    assert (status, subject) == (Status.FAIL, "memory")
+    assert message.startswith("DCGM memory test says Pass but DCGM could not allocate the memory it tests")
+
+
+@pytest.mark.parametrize("rc", ["\u00b2", "9" * 5000])
+def test_an_exit_code_that_is_not_a_small_number_is_not_read(rc):
+    # str.isdigit() is true for '²', which int() refuses; 5000 digits exceed int()'s limit
+    [(status, _, message)] = judged(data(PASS_2), rc=rc, level=2)
+    assert status is Status.PASS and "passed on GPU 0" in message
+
+
+def test_a_table_whose_gpu_rows_were_all_lost_is_never_a_pass():
+    # found by tests/fuzz (hollowed: every line with a number dropped): 'software/memory/pcie Pass' alone
+    # read as a level-2 pass on no GPU
+    text = "".join(ln for ln in data(TABLE_PASS).splitlines(keepends=True) if "GPU" not in ln or "Detected" in ln)
+    verdicts = judged(text, level=2)
+    assert [(s, subject) for s, subject, _ in verdicts] == [
+        (Status.ERROR, "memory"),
+        (Status.ERROR, "pcie"),
+        (Status.ERROR, ""),
+    ]
+    assert verdicts[0][2] == "DCGM memory test says Pass but lists no GPU's result: not judged as a pass"
+
+
+def test_a_4x_json_result_without_its_entity_id_is_not_a_result_for_all_gpus():
+    doc = json.loads(data(PASS_2))
+    del doc["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][0]["entity_id"]
+    [(status, _, message)] = judged(json.dumps(doc), level=2)
+    assert status is Status.ERROR and "memory: a GPU result without its entity_id" in message

@@ -188,3 +188,18 @@ def test_processes_named_slurmd_that_are_not_are_said_beside_the_probes_own_limi
         "; no slurmd on this node (9 processes named slurmd, pid 1, 2, 3, 4, 5, 6, 7, 8 and more, are not root "
         "running a root-owned slurmd binary: not judged)"
     )
+
+
+def test_a_400_digit_limit_is_a_parse_error_not_an_overflow():
+    # issue 32, 3.2: shown() divided the number as a float: OverflowError, an "internal error"
+    huge = DEVBOX.replace(
+        "Max locked memory         8388608              8388608", "Max locked memory  " + "9" * 400 + "  unlimited"
+    )
+    with pytest.raises(ParseError, match=r"Max locked memory: .* is not a number or unlimited \(at most 2\^64-1\)"):
+        list(limits(probe_out(huge), LimitsParams()))
+
+
+@pytest.mark.parametrize("source", ["slurmd pid=" + "9" * 5000 + " via=exe", "ambiguous pids=1," + "9" * 5000])
+def test_a_pid_no_process_has_is_a_parse_error(source):
+    with pytest.raises(ParseError, match="source line not understood"):
+        read_limits(probe_out(DEVBOX, source=source))

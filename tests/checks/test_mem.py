@@ -26,9 +26,17 @@ def section(name: str, text: str, rc: int = 0) -> str:
     return f"@@nodecheck begin {name}\n{text}@@nodecheck end {name} rc={rc}\n"
 
 
-def probe_out(meminfo: str, edac: str | None, uptime_s: float = 3 * DAY, meminfo_rc: int = 0):
+def walked(edac: str) -> str:
+    """The line the probe prints after its EDAC walk: how many files it listed (one line each)."""
+    return f"@@nodecheck edac-walked files={len(edac.splitlines())}\n"
+
+
+def probe_out(meminfo: str, edac: str | None, uptime_s: float = 3 * DAY, meminfo_rc: int = 0, walk: str | None = None):
     text = section("meminfo", meminfo, meminfo_rc) + section("uptime", f"{uptime_s:.2f} 1.00\n")
-    text += section("edac", edac) if edac is not None else "@@nodecheck edac absent\n"
+    if edac is None:
+        text += "@@nodecheck edac absent\n"
+    else:
+        text += section("edac", edac) + (walked(edac) if walk is None else walk)
     return captures(MEMORY, text)
 
 
@@ -277,3 +285,44 @@ def test_a_node_whose_ecc_was_not_checked_does_not_read_as_all_passed():
     assert "of 4 pass" not in text and report.node_status("n1") is SKIPPED
     assert "n1       skipped   mem      EDAC not loaded (no /sys/devices/system/edac/mc): ECC errors not" in text
     assert "1 node: 1 skipped. Status SKIPPED (exit 3)." in text
+
+
+# -- issue 32, 3.1: an EDAC listing that is not whole is an ERROR, never a PASS ---------------------
+
+
+def test_an_edac_listing_cut_short_is_an_error_not_a_pass():
+    # the healthy 32-DIMM listing cut after mc3: the probe walked 184 files, 95 arrived
+    whole = data(HEALTHY_EDAC)
+    cut = "".join(whole.splitlines(keepends=True)[:95])
+    ecc = [v for v in mem(probe_out(data(H100), cut, walk=walked(whole)), MemParams()) if v.subject == "ECC"]
+    assert rows(ecc) == [
+        (ERROR, "ECC", "EDAC listing incomplete: the probe listed 184 files, 95 arrived: ECC errors not judged")
+    ]
+
+
+def test_an_edac_listing_without_its_end_of_walk_line_is_an_error():
+    ecc = [v for v in mem(probe_out(data(H100), data(HEALTHY_EDAC), walk=""), MemParams()) if v.subject == "ECC"]
+    assert rows(ecc) == [
+        (
+            ERROR,
+            "ECC",
+            "EDAC listing without the probe's end-of-walk line: not known to be whole; ECC errors not judged",
+        )
+    ]
+
+
+# -- issue 32, 3.2: a number no counter holds is a clear ERROR, not an internal error ---------------
+
+
+def test_a_400_digit_meminfo_value_is_a_parse_error_not_an_overflow():
+    huge = data(H100).replace("2113413736", "9" * 400, 1)
+    with pytest.raises(ParseError, match=r"MemTotal: .* is not a count \(at most 2\^64-1\)"):
+        list(mem(probe_out(huge, None), MemParams()))
+
+
+def test_a_400_digit_edac_counter_is_an_error_beside_the_memory_verdicts():
+    huge = data(HEALTHY_EDAC).replace("mc2/dimm1/dimm_ce_count\t0", "mc2/dimm1/dimm_ce_count\t" + "9" * 400)
+    verdicts = list(mem(probe_out(data(H100), huge), MemParams()))
+    assert verdicts[0].subject == "MemTotal"
+    assert (verdicts[-1].status, verdicts[-1].subject) == (ERROR, "ECC")
+    assert "is not a count (at most 2^64-1)" in verdicts[-1].message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodecheck.checks.pcie import PcieAcs, acs
+from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status
 from nodecheck.probes.pcie import LSPCI
 from tests.helpers import captures, data
@@ -88,7 +89,73 @@ def test_an_hca_below_a_switch_with_acs_on_fails_at_each_port():
     "rc, said", [(None, "output cut off"), (1, "lspci exited 1: pcilib: Cannot open /proc/bus/pci")]
 )
 def test_a_cut_or_failed_lspci_is_an_error_by_parse_error(rc, said):
-    from nodecheck.core.errors import ParseError
-
     with pytest.raises(ParseError, match=said):
         judge("pcilib: Cannot open /proc/bus/pci\n", rc)
+
+
+# --- lost evidence is never a pass (issue 32, 3.1) --------------------------------------------------
+
+
+def healthy_without(line: str, count: int = 1) -> str:
+    """The healthy recording with `line` (a whole line, tab included) removed `count` times."""
+    text = data(HEALTHY)
+    assert text.count(line + "\n") >= count, line
+    return text.replace(line + "\n", "", count)
+
+
+def test_a_root_port_that_lost_its_bus_line_is_an_error_not_a_gpu_on_a_root_bus():
+    # without it, GPU 04:00.0 looked as if it sat on a root bus: "1 with no bridge above" -> PASS
+    text = healthy_without("\tBus: primary=00, secondary=04, subordinate=04, sec-latency=0")
+    with pytest.raises(ParseError, match=r"PCI bridge 0000:00:02\.0 has no 'Bus:' line"):
+        judge(text)
+
+
+def test_an_acscap_without_its_acsctl_is_an_error_not_no_acs_capability():
+    acsctl = "\t\tACSCtl:\tSrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-\n"
+    text = data(HEALTHY)
+    at = text.index(acsctl, text.index("\n00:02.0 PCI bridge"))  # the root port above GPU 04:00.0
+    [v] = judge(text[:at] + text[at + len(acsctl) :])
+    assert v.status is Status.ERROR and v.subject == "0000:00:02.0"
+    assert "lists Access Control Services but no ACSCtl line" in v.message
+
+
+def test_an_acs_capability_header_without_its_bits_is_an_error():
+    # `lspci -v` (one v) prints the capability's name only; the probe asks for -vvv
+    text = data(HEALTHY)
+    start = text.index("\n00:02.0 PCI bridge")
+    for bits in ("\t\tACSCap:", "\t\tACSCtl:"):
+        at = text.index(bits, start)
+        text = text[:at] + text[text.index("\n", at) + 1 :]
+    [v] = judge(text)
+    assert v.status is Status.ERROR and "0000:00:02.0" in v.message
+
+
+def test_a_device_listed_twice_is_refused():
+    gpu = "04:00.0 3D controller: NVIDIA Corporation GP100GL [Tesla P100 PCIe 12GB] (rev a1)\n"
+    with pytest.raises(ParseError, match=r"0000:04:00\.0 is listed twice"):
+        judge(data(HEALTHY) + gpu)
+
+
+def test_a_listing_cut_to_one_gpu_line_is_an_error_not_a_vacuous_pass():
+    # was PASS "ACS disabled on the 0 bridge(s) above 1 GPU(s); 1 with no bridge above"
+    with pytest.raises(ParseError, match=r"GPU 0000:04:00.0 .*no bridge above it and bus 04 holds no host bridge"):
+        judge("04:00.0 3D controller: NVIDIA Corporation GP100GL [Tesla P100 PCIe 12GB] (rev a1)\n")
+
+
+def test_a_gpu_on_a_root_bus_next_to_its_host_bridge_is_not_judged_never_passed():
+    # a VM guest's GPU on bus 00 (i440fx/q35): no bridge, so no ACS to judge: SKIPPED, not "ACS disabled on 0"
+    text = (
+        "00:00.0 Host bridge [0600]: Intel Corporation 440FX - 82441FX PMC [Natoma] [8086:1237] (rev 02)\n"
+        "\tSubsystem: Red Hat, Inc. Qemu virtual machine [1af4:1100]\n"
+        "00:05.0 3D controller [0302]: NVIDIA Corporation GA100 [A100 PCIe 40GB] [10de:20f1] (rev a1)\n"
+        "\tSubsystem: NVIDIA Corporation Device [10de:145f]\n"
+    )
+    [v] = judge(text)
+    assert v.status is Status.SKIPPED
+    assert v.message == "no PCIe bridge above GPU 0000:00:05.0 (on a root bus): ACS not judged"
+    # a VM host wants ACS on: nothing isolates the GPU, a WARN, without a vacuous "ACS enabled on 0 bridges"
+    [w] = judge(text, expect="enabled")
+    assert (w.status, w.message) == (
+        Status.WARN,
+        "GPU 0000:00:05.0: no PCIe bridge above (on a root bus): no ACS isolates them",
+    )

@@ -27,12 +27,18 @@ def section(name, body, rc=0):
     return f"@@nodecheck begin {name}\n{body}@@nodecheck end {name} rc={rc}\n"
 
 
-def probe_out(ps1, ps2=None, *, cpus="2", loadavg=LOADAVG, cgroups="", rc1=0, **params):
+def printed(name, listing):
+    """The line the probe prints after a sample: how many lines ps printed."""
+    return f"@@nodecheck lines:{name} {len(listing.split(chr(10))) - 1}\n"
+
+
+def probe_out(ps1, ps2=None, *, cpus="2", loadavg=LOADAVG, cgroups="", rc1=0, lines1=None, **params):
     want = ProcHealth(**params)
     text = f"@@nodecheck cpus {cpus}\n" + section("loadavg", loadavg) + section("ps1", ps1, rc1)
+    text += printed("ps1", ps1) if lines1 is None else lines1
     text += section("cgroups", cgroups)
     if ps2 is not None:
-        text += section("ps2", ps2)
+        text += section("ps2", ps2) + printed("ps2", ps2)
     [probe] = probes(want)
     return captures(probe, text), want
 
@@ -211,3 +217,37 @@ def test_params():
 @pytest.mark.parametrize(("seconds", "text"), [(42, "42 s"), (300, "5m 0s"), (3600, "1h 0m"), (4482351, "51d 21h")])
 def test_age_text(seconds, text):
     assert age_text(seconds) == text
+
+
+# -- issue 32, 3.1: a listing that is not whole is an ERROR, never a PASS --------------------------
+
+
+def test_a_listing_cut_after_its_first_row_is_an_error_not_a_pass():
+    # the D-state fault cut after systemd's row: the probe saw ps print 10 lines, 2 arrived
+    cut = "".join(FAULT.splitlines(keepends=True)[:2])
+    assert judged(cut, cut, lines1=printed("ps1", FAULT))[1:] == [
+        (ERROR, "processes", "ps printed 10 lines, 2 arrived: the listing is not whole")
+    ]
+    assert judged(cut, cut, lines1="")[1:] == [
+        (ERROR, "processes", "no count of the lines ps printed: the listing is not known to be whole")
+    ]
+
+
+def test_a_listing_of_no_process_is_an_error():
+    # ps lists itself: a header alone is no listing of this node's processes
+    assert judged(HEADER, HEADER)[1:] == [(ERROR, "processes", "ps listed no process (not even itself)")]
+
+
+def test_numbers_no_node_has_are_not_carried_into_the_load_verdict():
+    # issue 32, 3.2: 400 digits of CPUs made the load's division an OverflowError ("internal error")
+    ps = HEADER + row(1, 0, 0, "root", "Ss", 100, "systemd")
+    assert judged(ps, ps, cpus="9" * 400)[0] == (
+        ERROR,
+        "load",
+        "cannot read the online CPU count (getconf _NPROCESSORS_ONLN): load not judged",
+    )
+    assert judged(ps, ps, cpus="9" * 5000)[0][0] is ERROR
+    huge_load = "9" * 400 + ".00 8.50 4.00 3/900 123\n"
+    assert judged(ps, ps, loadavg=huge_load)[0] == (ERROR, "load", "cannot read /proc/loadavg: load not judged")
+    # a cgroup line of a pid no process has is not read (int() of 5000 digits raised ValueError)
+    assert judged(ps, ps, cgroups="9" * 5000 + " 0::/\n")[1][0] is PASS

@@ -103,3 +103,77 @@ def test_unreadable_output_is_an_error_not_a_fallback():
 def test_tighter_bounds_from_the_playbook():
     offset, _ = judge(chrony("nelisys-ubuntu2004-normal-2ms-fast.txt"), offset_s={"fail_above": 0.001})
     assert offset.status is Status.FAIL and offset.message.endswith("expected <= 0.001 s")
+
+
+# -- issue 32 section 3: lost evidence is ERROR, never PASS ---------------------------------------
+
+NELISYS = "chronyc-tracking/nelisys-ubuntu2004-normal-2ms-fast.txt"
+
+
+def without(name: str, *labels: str) -> str:
+    """A real recording with the lines starting with `labels` dropped."""
+    return "".join(ln for ln in data(name).splitlines(keepends=True) if not ln.startswith(labels))
+
+
+def test_a_synchronised_report_without_root_delay_or_dispersion_is_an_error_not_a_pass():
+    for cut in (("Root delay",), ("Root dispersion",), ("Root delay", "Root dispersion")):
+        [v] = judge(section("chronyc", without(NELISYS, *cut)))
+        assert v.status is Status.ERROR, (cut, v)
+        assert v.message.startswith(f"cannot read chronyc tracking: no '{cut[0]}' line"), v.message
+
+
+def test_a_negative_root_dispersion_or_delay_is_refused_not_passed():
+    text = data("chronyc-tracking/meta-balena-1852-normal-root-dispersion-3849s.txt")
+    for bad in (text.replace("3849.691650391", "-3849.691650391"), text.replace(": 0.046598878", ": -0.046598878")):
+        [v] = judge(section("chronyc", bad))
+        assert v.status is Status.ERROR and "negative" in v.message, v
+
+
+def test_only_a_known_synchronised_leap_status_counts_as_synchronised():
+    # a cut "Not synchronised", chrony's own "Invalid" and any other word: not read as synchronised
+    for leap in ("Not", "Not synch", "Invalid", "Unknown", "", "normal-ish"):
+        text = data(NELISYS).replace("Leap status     : Normal", f"Leap status     : {leap}")
+        [v] = judge(section("chronyc", text))
+        assert v.status is Status.ERROR and "Leap status" in v.message, (leap, v)
+    for leap in ("Insert second", "Delete second"):  # a leap second announced: synchronised
+        text = data(NELISYS).replace("Leap status     : Normal", f"Leap status     : {leap}")
+        assert [v.status for v in judge(section("chronyc", text))] == [Status.PASS, Status.PASS], leap
+
+
+def test_a_field_printed_twice_is_refused():
+    # two reports run together: the later "Normal" must not hide the earlier "Not synchronised"
+    text = data("chronyc-tracking/cn-notes-not-synchronised-refid-00000000.txt") + data(NELISYS)
+    [v] = judge(section("chronyc", text))
+    assert v.status is Status.ERROR and "twice" in v.message, v
+
+
+def test_a_section_cut_off_or_failed_is_an_error_not_a_pass():
+    body = data(NELISYS)
+    [v] = judge(f"@@nodecheck begin chronyc\n{body}")  # the end marker never came
+    assert v.status is Status.ERROR and "cut off" in v.message, v
+    [v] = judge(section("chronyc", body, rc=124))  # `timeout 5` killed it: what it printed is not all
+    assert v.status is Status.ERROR and "exited 124" in v.message, v
+    ok = data("timedatectl/xen-api-6743-synchronized-ntp-active.txt")
+    [v] = judge(f"@@nodecheck begin timedatectl\n{ok}")
+    assert v.status is Status.ERROR and "cut off" in v.message, v
+    peers = data("ntpq/perfsonar-toolkit-259-zg1-system-peer.txt")
+    [v] = judge(section("ntpq", peers, rc=1))
+    assert v.status is Status.ERROR and "exited 1" in v.message, v
+
+
+def test_ntpq_with_its_header_and_no_peer_line_is_cut_not_unsynchronised():
+    header = "".join(data("ntpq/perfsonar-toolkit-259-zg1-system-peer.txt").splitlines(keepends=True)[:2])
+    [v] = judge(section("ntpq", header))
+    assert v.status is Status.ERROR and "no peer line" in v.message, v
+
+
+def test_ntpq_with_two_system_peers_is_refused():
+    text = data("ntpq/perfsonar-toolkit-259-zg1-system-peer.txt").replace("+zg2", "*zg2")
+    [v] = judge(section("ntpq", text))
+    assert v.status is Status.ERROR and "system peer" in v.message, v
+
+
+def test_timedatectl_saying_yes_and_no_is_refused():
+    text = data("timedatectl/xen-api-6743-synchronized-ntp-active.txt") + "System clock synchronized: no\n"
+    [v] = judge(section("timedatectl", text))
+    assert v.status is Status.ERROR and "twice" in v.message, v

@@ -29,8 +29,6 @@ from nodecheck.parsers import (
     nvidia_smi_csv,
     nvidia_smi_nvlink,
     nvidia_smi_q,
-    nvidia_smi_table,
-    nvidia_smi_topo,
     nvml,
     perfquery,
     perftest,
@@ -228,12 +226,6 @@ TARGETS: tuple[Target, ...] = (
         lambda: ("[docker.io/library/alpine@sha256:" + "e1" * 32 + "]\n", '["a/b@sha256:' + "0" * 64 + '"]\n'),
     ),
     Target(
-        "containers.parse_images_digests_table",
-        containers.parse_images_digests_table,
-        ("container-digests/*digests*", "container-digests/dive*"),
-        "F",
-    ),
-    Target(
         "containers.parse_sha256sum",
         containers.parse_sha256sum,
         (),
@@ -254,7 +246,6 @@ TARGETS: tuple[Target, ...] = (
             __import__("tests.parsers.test_containers", fromlist=["ENROOT_FANCY"]).ENROOT_FANCY,
         ),
     ),
-    Target("containers.parse_pyxis_log", containers.parse_pyxis_log, ("pyxis-enroot/*",), "F"),
     Target("networkmanager.parse_nmcli_devices", networkmanager.parse_nmcli_devices, (), "F", _nmcli_seeds),
     Target(
         "networkmanager.unmanaged_devices",
@@ -302,7 +293,7 @@ TARGETS: tuple[Target, ...] = (
     Target("versions.parse_nccl_debug_version", versions.parse_nccl_debug_version, ("nccl-debug-info/*",), "D1"),
     Target("versions.parse_nccl_debug_plugin", versions.parse_nccl_debug_plugin, ("nccl-debug-info/*",), "D1"),
     Target("rankcounts.parse_rank_counts", _rank_counts, ("job/*",), "D1", _rankcounts_seeds),
-    Target("ncclenv.parse_probe", ncclenv.parse_probe, (), "D1", _ncclenv_seeds),
+    Target("nccl_config.parse_probe", ncclenv.parse_probe, (), "D1", _ncclenv_seeds),
     # slice D2
     Target(
         "nvidia_smi_csv.parse_query_gpu",
@@ -324,8 +315,6 @@ TARGETS: tuple[Target, ...] = (
         _compute_apps_seeds,
     ),
     Target("nvidia_smi_q.parse_q", nvidia_smi_q.parse_q, ("nvidia-smi-q/*",), "D2"),
-    Target("nvidia_smi_table.parse_table", nvidia_smi_table.parse_table, ("nvidia-smi/*",), "D2"),
-    Target("nvidia_smi_topo.parse_topo", nvidia_smi_topo.parse_topo, ("nvidia-smi-topo/*",), "D2"),
     Target(
         "nvidia_smi_nvlink.parse_nvlink_status",
         nvidia_smi_nvlink.parse_nvlink_status,
@@ -343,13 +332,7 @@ TARGETS: tuple[Target, ...] = (
     Target("nvml.parse_nvml_probe", nvml.parse_nvml_probe, (), "D2", _nvml_seeds),
     Target("kernel_log.parse_kernel_log", _kernel_log, ("dmesg-xid/*", "dmesg-oom/*", "scenarios/*dmesg*"), "D2"),
     Target("ibstat.parse_ibstat", ibstat.parse_ibstat, ("ibstat/*",), "D2"),
-    Target("ibstat.parse_ibstatus", ibstat.parse_ibstatus, ("ibstatus/*",), "D2"),
-    Target("ibstat.parse_ibstat_p", ibstat.parse_ibstat_p, ("ibstat-p/*",), "D2"),
     Target("sysfs.parse_sysfs_dump", sysfs.parse_sysfs_dump, ("sysfs_ib_counters/derived*",), "D2", _sysfs_seeds),
-    Target("gids.parse_show_gids", gids.parse_show_gids, ("show_gids/*",), "D2"),
-    Target("gids.parse_ibv_devinfo_gids", gids.parse_ibv_devinfo_gids, ("ibv_devinfo/*",), "D2"),
-    Target("gids.parse_rdma_link", gids.parse_rdma_link, ("rdma_link/*",), "D2"),
-    Target("gids.parse_ibdev2netdev", gids.parse_ibdev2netdev, ("ibdev2netdev/*",), "D2"),
     Target("gids.ports_from_sysfs", _sysfs_gids, (), "D2", _sysfs_seeds),
     Target("sections.split_sections", sections.split_sections, ("watch/*",), "D2", _sections_seeds),
     # slice A
@@ -371,4 +354,22 @@ TARGETS: tuple[Target, ...] = (
     Target("slurm.parse_show_job", slurm.parse_show_job, ("slurm-job/*",), "C"),
 )
 
+
+# The node-level parsers (issue 32, section 3): one module per slice, each listing its own targets
+# and the checks whose hollowed passing output must not pass (tests/fuzz/test_hollow_not_pass.py).
+NODE_SLICES = ("node_fs", "node_cpu_mem", "node_pcie_dcgm", "node_time_ib", "node_misc")
+
+
+def _node_slices() -> list[Any]:
+    # imported here, not at the top: each slice imports Target from this module
+    from importlib import import_module
+
+    return [import_module(f"tests.fuzz.{name}") for name in NODE_SLICES]
+
+
+TARGETS = TARGETS + tuple(t for module in _node_slices() for t in module.TARGETS)
 BY_NAME = {t.name: t for t in TARGETS}
+
+
+def node_hollow_checks() -> dict[str, tuple[Callable[[str], Any], str]]:
+    return {name: judged for module in _node_slices() for name, judged in module.HOLLOW.items()}

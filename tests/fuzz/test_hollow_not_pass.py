@@ -22,6 +22,7 @@ from tests.checks import kernel_log_output as test_kernel
 from tests.checks import test_gpu, test_nccl_allreduce, test_roce
 from tests.checks.test_ib_counters import read
 from tests.fuzz.mutations import FUZZ, decoded
+from tests.fuzz.targets import node_hollow_checks
 from tests.helpers import captures, data
 
 HEALTHY = (Status.PASS, Status.WARN)
@@ -78,6 +79,7 @@ CHECKS = {
     "nccl.allreduce_single": (_nccl_single, data("nccl-tests/autodl-2x2080ti-pcie-all_reduce_perf-single-node.txt")),
     "roce.networkmanager": (_nm, "rnic3:ethernet:unmanaged\n"),
     "gpu.count": (_gpu_count, data("scenarios/constructed-nvidia-smi-query-gpu-h100pcie-2gpu.csv")),
+    **node_hollow_checks(),
 }
 
 

@@ -118,7 +118,9 @@ def test_time_grows_linearly(target: Target, pathology):
         f"{target.name} (owner {target.owner}): over {FIRST_LIMIT_S} s on {N} characters a seed ({pathology.__name__})"
     )
     bound = 8 * first.seconds + SLACK_S
-    second = run_bounded(parse, large, 3 * bound + 1, runs=3, enough_s=bound)
+    # the wall-clock kill is generous (a loaded machine may give the child a fraction of a core):
+    # what is judged is the CPU time the child reports against the bound
+    second = run_bounded(parse, large, 10 * bound + 10, runs=3, enough_s=bound)
     assert second.seconds is not None and second.seconds < bound, (
         f"{target.name} (owner {target.owner}) on {pathology.__name__}: t(n={N}) = "
         f"{first.seconds:.3f} s, t(4n) = {'killed' if second.seconds is None else f'{second.seconds:.3f} s'}, "

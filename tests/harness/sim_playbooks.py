@@ -12,6 +12,9 @@ node would:
 * `proc.health`'s load: the nodes share the host's load average, which the tests themselves drive
   (every node's fake tools and sshd on 2 cores), so it is not judged; D state, zombies and leftover
   processes still are.
+* `ib.ports`' count: the generic playbooks count ports against the fleet (`expected_ports: fleet`),
+  which on the node itself (the Prolog, the local health check) has no other node and only warns
+  until a site sets its count, as their comments ask: the simulated nodes' is 8 (8x H100, NDR);
 * `gpu.perf`, `gpu.sdc`: the nodes' GPU library is the fake CuPy (GpuLibrary), whose math is NumPy's on
   the host's 2 cores and which, like CuPy, has no bf16: fp16 at small sizes; the judging is the same.
 """
@@ -29,6 +32,7 @@ SIM_OVERRIDES: dict[str, dict] = {
     "pcie.aer": {"enabled": False},
     "proc.health": {"load_warn_per_cpu": None, "load_fail_per_cpu": None},
     "fs.mounts": {"mounts": [{"path": "/mnt/shared", "fstype": "fuse.hangfs"}]},
+    "ib.ports": {"expected_ports": 8},
     "gpu.perf": {"dtypes": ["fp16"], "duration_s": 0.2, "gemm_size": 128, "copy_mib": 4, "pcie_mib": 4, "p2p_mib": 2},
     "gpu.sdc": {"size": 96, "steps": 4},
 }

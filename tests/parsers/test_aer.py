@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nodecheck.core.errors import ParseError
@@ -37,3 +39,17 @@ def test_nonzero_names_the_error_types():
 def test_garbage_is_a_parse_error(text, said):
     with pytest.raises(ParseError, match=said):
         parse_aer(text, "correctable")
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("²", "'²' is not a count (at most 2^64-1)"),  # str.isdigit() took it, int() raised ValueError
+        ("9" * 5000, "(5000 characters) is not a count (at most 2^64-1)"),  # int() raised ValueError
+        ("9" * 400, "(400 characters) is not a count (at most 2^64-1)"),  # read as 10**400 errors
+    ],
+    ids=["superscript", "5000 digits", "400 digits"],
+)
+def test_a_count_no_kernel_prints_is_a_parse_error(value, said):
+    with pytest.raises(ParseError, match=re.escape(said)):
+        parse_aer(f"RxErr {value}\nTOTAL_ERR_COR 0\n", "correctable")

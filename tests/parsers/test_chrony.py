@@ -79,3 +79,50 @@ def test_garbage_and_truncated_output_raise(text, reason):
     with pytest.raises(ParseError) as e:
         parse_chronyc_tracking(text)
     assert reason in e.value.reason
+
+
+# -- issue 32 section 3: bounded numbers, one leap word list, linear ------------------------------
+
+NELISYS = data("chronyc-tracking/nelisys-ubuntu2004-normal-2ms-fast.txt")
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("0.001983523 seconds fast", "1" + "0" * 400 + " seconds fast"),  # 400 digits: float() -> inf
+        ("0.006364488 seconds", "0." + "6" * 400 + " seconds"),
+        ("0.001983523 seconds fast", "1.2.3 seconds fast"),  # float() raised ValueError
+        ("0.001983523 seconds fast", "nan seconds fast"),
+        ("+0.003852981 seconds", "inf seconds"),
+        ("Stratum         : 3", "Stratum         : ²"),  # isdigit() but not int(): ValueError
+        ("Stratum         : 3", "Stratum         : " + "9" * 5000),  # int() past 4300 digits: ValueError
+        ("Stratum         : 3", "Stratum         : ٣"),  # Arabic-Indic 3: a digit, not chrony's
+    ],
+)
+def test_a_number_chrony_never_prints_is_a_parse_error(old, new):
+    assert old in NELISYS
+    with pytest.raises(ParseError):
+        parse_chronyc_tracking(NELISYS.replace(old, new))
+
+
+def test_the_leap_word_is_read_from_chronys_own_list():
+    words = (("Normal", True), ("Insert second", True), ("Delete second", True), ("Not synchronised", False))
+    for leap, synced in words:
+        t = parse_chronyc_tracking(NELISYS.replace(": Normal", f": {leap}"))
+        assert isinstance(t, ChronyTracking) and (t.leap, t.synchronised) == (leap, synced)
+    for cut in ("Not", "Not synchr", "Invalid", ""):
+        with pytest.raises(ParseError, match="Leap status"):
+            parse_chronyc_tracking(NELISYS.replace(": Normal", f": {cut}"))
+
+
+def test_root_delay_and_dispersion_are_never_negative():
+    with pytest.raises(ParseError, match=r"Root dispersion .*negative"):
+        parse_chronyc_tracking(NELISYS.replace(": 0.023038883", ": -0.023038883"))
+
+
+@pytest.mark.growth
+def test_a_long_name_of_spaces_is_read_in_linear_time():
+    # `^([A-Za-z][A-Za-z ()]*?)\s*:` tried every split of a run of spaces: 1.4 s at 20 KB, 4 s at 40 KB
+    from tests.growth import assert_linear
+
+    assert_linear(parse_chronyc_tracking, lambda n: "a" + " " * n + "\n", 50_000, ignore=ParseError)

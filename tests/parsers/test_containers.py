@@ -1,4 +1,6 @@
-"""Container parsers on every copied container-digests and pyxis-enroot file, plus each documented form."""
+"""Container parsers on the copied container-digests file they read, plus each documented form. (The
+`images --digests` tables under container-digests/ and the pyxis-enroot/ logs are recordings kept for a
+future reader: their parsers, which nothing called, were removed in issue 32.)"""
 
 from __future__ import annotations
 
@@ -8,149 +10,26 @@ from nodecheck.core.errors import ParseError
 from nodecheck.parsers.containers import (
     ImageMissing,
     ImageRecord,
-    ImageRow,
-    PyxisError,
     Sha256Sums,
     digest_of,
     digests_of,
     parse_enroot_list,
     parse_image_inspect,
-    parse_images_digests_table,
-    parse_pyxis_log,
     parse_repo_digests_template,
     parse_sha256sum,
 )
-from tests.helpers import data, data_files
+from tests.helpers import data
 
-TOOLS = ("container-digests", "pyxis-enroot")
-
-ALPINE = "sha256:e1c082e3d3c45cccac829840a25941e679c25d438cc8412c2fa221cf1a824e6a"
 TEMPLATE = {
     "container-digests/bon-in-a-box-docker-image-inspect-repodigests-comment.txt": (
         "geobon/bon-in-a-box@sha256:34acee6db172b55928aaf1312d5cd4d1aaa4d6cc3e2c030053aed1fe44fb2c8e",
     ),
 }
-TABLES = {
-    "container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt": (
-        ImageRow("busybox", "latest", "6d9ac9237a84a", "3f57d9401f8d4", "4.26MB", digest_truncated=True),
-        ImageRow("busybox", "latest", None, "3f57d9401f8d4", "4.26MB", digest_truncated=False),
-    ),
-    "container-digests/dive-369-docker-image-ls-digests-wide-repo-col.txt": (
-        ImageRow(
-            "frakman1/test_scratch",
-            "0.1",
-            "sha256:d037ef408607a7b40baef9c970d7b6b9d902e3202e9fd9257696bd1b7a38f354",
-            "21183c6b125f",
-            "20B",
-            digest_truncated=False,
-        ),
-    ),
-    "container-digests/nerdctl-pr442-docker-images-digests-alpine.txt": (
-        ImageRow("alpine", "latest", ALPINE, "14119a10abf4", "5.6MB", digest_truncated=False),
-    ),
-    "container-digests/nerdctl-pr442-nerdctl-images-digests-mib-units.txt": (
-        ImageRow("alpine", "latest", ALPINE, "e1c082e3d3c4", "5.9 MiB", digest_truncated=False),
-    ),
-}
-
-SLURMD_TIME = "2025-11-06T20:36:19.163"
-FAILED_IMPORT = ("failed to import docker image", False)
-COULD_NOT_START = ("couldn't start container", False)
-# (time, step, message, from_enroot_log) per "error: pyxis:" line, in file order
-PYXIS = {
-    "pyxis-enroot/awsome-distributed-ai-185-slurmd-pyxis-epilog-mkdir-permission-denied.txt": (
-        (
-            "Feb 22 17:46:38",
-            None,
-            "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
-            False,
-        ),
-    ),
-    # the "pyxis: could not remove squashfs" line is not at error level and is not counted
-    "pyxis-enroot/enroot-256-slurmd-log-format-pyxis-could-not-remove-squashfs.txt": (
-        (SLURMD_TIME, "19.0", "child 70956 failed with error code: 1", False),
-        (SLURMD_TIME, "19.0", *FAILED_IMPORT),
-        (SLURMD_TIME, "19.0", "printing enroot log file:", False),
-        (SLURMD_TIME, "19.0", *COULD_NOT_START),
-    ),
-    "pyxis-enroot/pyxis-127-importing-docker-image-colon-name-sqsh-failure.txt": (
-        (None, None, "child 10028 failed with error code: 1", False),
-        (None, None, *FAILED_IMPORT),
-        (None, None, "printing enroot log file:", False),
-        (None, None, "[INFO] Querying registry for permission grant", True),
-        (None, None, "[INFO] Authenticating with user: <anonymous>", True),
-        (None, None, *COULD_NOT_START),
-    ),
-    # the last line ("error: spank: required plugin task_pyxis.s", cut) is Slurm's, not pyxis's
-    "pyxis-enroot/pyxis-168-401-unauthorized-registry-truncated.txt": (
-        (None, None, "child 1022281 failed with error code: 1", False),
-        (None, None, *FAILED_IMPORT),
-        (None, None, "printing enroot log file:", False),
-        (None, None, "[INFO] Querying registry for permission grant", True),
-        (None, None, "[INFO] Authenticating with user: <anonymous>", True),
-        (None, None, "[INFO] Authentication succeeded", True),
-        (None, None, "[INFO] Fetching image manifest list", True),
-        (None, None, "[INFO] Fetching image manifest", True),
-        (
-            None,
-            None,
-            (
-                "[ERROR] URL https://registry-1.docker.io/v2/evuedsoacr.azurecr.io/"
-                "dc-ecosys-appl-eng/mlperf-nvidia/manifests/stable_diffusion-pyt returned error code: "
-                "401 Unauthorized"
-            ),
-            True,
-        ),
-        (None, None, *COULD_NOT_START),
-    ),
-    # the poster's ** bold markers stay in the text (kept as printed); the last line is cut mid-word
-    "pyxis-enroot/pyxis-53-nvcr-credentials-squashfs-no-space-truncated.txt": (
-        (None, None, "child 52574 failed with error code: 1", False),
-        (None, None, *FAILED_IMPORT),
-        (None, None, "printing contents of log file ...", False),
-        (None, None, "[INFO] Querying registry for permission grant", True),
-        (None, None, "[INFO] Authenticating with user: $oauthtoken", True),
-        (None, None, "[INFO] Using credentials from file: /shared/home/cycleadmin/.config/enroot/.credentials", True),
-        (None, None, "[INFO] Authentication succeeded", True),
-        (None, None, "[INFO] Fetching image manifest list", True),
-        (None, None, "[INFO] Fetching image manifest", True),
-        (None, None, "[INFO] Found all layers in cache", True),
-        (None, None, "[INFO] Extracting image layers...", True),
-        (None, None, "[INFO] Converting whiteouts...", True),
-        (None, None, "[INFO] Creating squashfs filesystem...", True),
-        (None, None, "Write failed because No space left on device**", True),
-        (None, None, "FATAL ERROR:Failed to write to output filesystem**", True),
-        (None, None, "Parallel", True),
-    ),
-}
-
-
-# -- every file has an exact expectation, and every corpus file has a copy here ------------------
-
-
-def test_every_data_file_has_an_expectation():
-    on_disk = {path for tool in TOOLS for path in data_files(tool)}
-    assert on_disk == set(TEMPLATE) | set(TABLES) | set(PYXIS)
-    assert len(on_disk) == 10
 
 
 @pytest.mark.parametrize("path", sorted(TEMPLATE))
 def test_repo_digests_template_corpus(path):
     assert parse_repo_digests_template(data(path)) == TEMPLATE[path]
-
-
-@pytest.mark.parametrize("path", sorted(TABLES))
-def test_images_digests_table_corpus(path):
-    assert parse_images_digests_table(data(path)) == TABLES[path]
-
-
-@pytest.mark.parametrize("path", sorted(PYXIS))
-def test_pyxis_log_corpus(path):
-    errors = parse_pyxis_log(data(path))
-    assert tuple((e.time, e.step, e.message, e.from_enroot_log) for e in errors) == PYXIS[path]
-    lines = data(path).splitlines()
-    for error in errors:  # raw is the whole line, found in the file
-        assert error.raw in lines and "error: pyxis:" in error.raw
 
 
 # -- docker / podman image inspect ----------------------------------------------------------------
@@ -380,62 +259,6 @@ def test_repo_digests_template_unreadable(text, reason):
         parse_repo_digests_template(text)
 
 
-# -- images --digests tables --------------------------------------------------------------------
-
-
-def test_crictl_table_with_its_header():
-    # crictl's header (cri-tools cmd/crictl/image.go: IMAGE, TAG, DIGEST, IMAGE ID, SIZE) over the
-    # row of cri-tools#1366, widths as crictl's tabwriter pads them
-    text = (
-        "IMAGE                                                 TAG                 DIGEST"
-        "              IMAGE ID            SIZE\n"
-        + data("container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt").splitlines()[0]
-        + "\n"
-    )
-    assert (
-        parse_images_digests_table(text)
-        == TABLES["container-digests/cri-tools-1366-crictl-images-digests-truncated-and-none.txt"][:1]
-    )
-
-
-def test_header_only_is_no_images():
-    text = data("container-digests/nerdctl-pr442-docker-images-digests-alpine.txt").splitlines()[0]
-    assert parse_images_digests_table(text) == ()
-
-
-def test_none_repository_and_tag():
-    # a dangling image: docker prints "<none>" for repository, tag and digest
-    text = data("container-digests/nerdctl-pr442-docker-images-digests-alpine.txt").replace(
-        "alpine                              latest    " + ALPINE,
-        "<none>                              <none>    <none>" + " " * 67,
-    )
-    assert parse_images_digests_table(text) == (
-        ImageRow(None, None, None, "14119a10abf4", "5.6MB", digest_truncated=False),
-    )
-
-
-@pytest.mark.parametrize(
-    "text, reason",
-    [
-        ("", "empty output"),
-        (
-            "REPOSITORY   TAG   IMAGE ID   CREATED   SIZE\nalpine   latest   14119a10abf4   7 weeks ago   5.6MB\n",
-            "header lacks DIGEST",
-        ),  # `docker images` without --digests
-        ("REPOSITORY   TAG   DIGEST   CREATED   SIZE\n", "header lacks IMAGE ID"),
-        ("busybox  latest  zz9ac9237a84a  3f57d9401f8d4  4.26MB\n", "not a digest"),
-        ("busybox  latest  6d9ac9237a84a\n", "headerless row of 3 cells"),  # cut
-        (
-            "REPOSITORY   TAG   DIGEST   IMAGE ID   CREATED   SIZE\nalpine   latest   <none>   14119a10abf4\n",
-            "4 cells for 6 columns",
-        ),
-    ],
-)
-def test_images_table_unreadable(text, reason):
-    with pytest.raises(ParseError, match=reason):
-        parse_images_digests_table(text)
-
-
 # -- sha256sum ----------------------------------------------------------------------------------
 
 # GNU coreutils manual, "md5sum invocation" (shared by sha256sum): each line is the checksum, a
@@ -514,37 +337,3 @@ def test_enroot_list_fancy():
 def test_enroot_list_unreadable(text):
     with pytest.raises(ParseError, match="not a container name"):
         parse_enroot_list(text)
-
-
-# -- pyxis log forms ----------------------------------------------------------------------------
-
-
-def test_pyxis_no_errors():
-    assert parse_pyxis_log("") == ()
-    # an info line and a Slurm error that is not pyxis's (pyxis#127)
-    assert (
-        parse_pyxis_log(
-            "pyxis: importing docker image: hello-world.sqsh\nsrun: error: compute-0: task 0: Exited with exit code 1\n"
-        )
-        == ()
-    )
-
-
-def test_pyxis_rfc3339_syslog_and_batch_step():
-    # rsyslog's RFC 3339 timestamp form of the awsome-distributed-ai#185 journal line, and the
-    # slurmd.log prefix of enroot#256 with a batch step
-    line = (
-        "2024-03-09T17:46:38.123456+00:00 ip-10-1-74-228 slurmd[13562]: spank-epilog: error: pyxis: "
-        "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied"
-    )
-    batch = "[2025-11-06T20:36:19.163] [19.batch] error: pyxis: couldn't start container"
-    assert parse_pyxis_log(f"{line}\n{batch}\n") == (
-        PyxisError(
-            "2024-03-09T17:46:38.123456+00:00",
-            None,
-            "mkdir: cannot create directory '/opt/dlami/nvme/tmp/enroot/data': Permission denied",
-            line,
-            False,
-        ),
-        PyxisError(SLURMD_TIME, "19.batch", "couldn't start container", batch, False),
-    )

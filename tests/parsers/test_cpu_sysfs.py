@@ -41,6 +41,11 @@ def test_unreadable_files_are_listed():
         "/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count\tlots\n",
         "/sys/devices/system/cpu/online\t0-\n",
         "no tab\n",
+        # issue 32, 3.2: no counter or CPU number has this many digits
+        "/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count\t" + "9" * 400 + "\n",
+        "/sys/devices/system/cpu/cpu0/thermal_throttle/core_throttle_count\t" + "9" * 5000 + "\n",
+        "/sys/devices/system/cpu/cpu" + "9" * 5000 + "/cpufreq/scaling_governor\tperformance\n",
+        "/sys/devices/system/cpu/online\t" + "9" * 5000 + "\n",
     ],
 )
 def test_garbage_is_a_parse_error(text):

@@ -7,6 +7,7 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.dcgm_diag import DiagReport, host_engine_error, parse_dcgmi_diag
+from tests.growth import assert_linear
 from tests.helpers import data, data_files
 
 D = "dcgmi-diag/"
@@ -218,6 +219,7 @@ EXPECTED = {
     "derived-glimmer-v4.5.2-gb10-r2-memory-alloc-error-pass-dcgm284.txt": ("json", True, "4.5.2", 3),
     "derived-glimmer-v4.5.2-gb10-r2-memory-fail.txt": ("json", True, "4.5.2", 3),
     "derived-glimmer-v4.5.2-gb10-r2-pass.txt": ("json", True, "4.5.2", 3),
+    "derived-dcgm-253-comment-v4.4.1-b200-r2-pass.txt": ("table", True, "4.4.1", 3),
     "gcm-test-v2-blacklist-r1-pass-compact.txt": ("json", True, None, 9),
     "glimmer-burnin-v4.2.3-gb10-r1-software-fail-exit226.txt": ("json", True, "4.2.3", 1),
     "glimmer-burnin-v4.5.2-gb10-r2-plugins-allowed.txt": ("json", True, "4.5.2", 3),
@@ -284,3 +286,92 @@ def test_a_3x_table_with_per_gpu_status_rows():
     assert memory.plugin == "memory" and r.complete
     assert [(e.gpus, e.status) for e in memory.results] == [((0, 1), "Pass"), ((2,), "Fail")]
     assert memory.warnings[0].text == "GPU 2 Found 3 faulty memory elements on GPU 2"
+
+
+# --- what a table lost is never read as someone else's result (issue 32, 3.1) -------------------------
+
+TABLE_PASS = D + "derived-dcgm-253-comment-v4.4.1-b200-r2-pass.txt"
+TABLE_FAIL = D + "dcgm-253-comment-v4.4.1-b200-r2-pcie-fail-slurm.txt"
+PCIE_ROW = "| pcie                      | Fail                                           |\n"
+
+
+def test_a_category_header_closes_the_test_before_it():
+    # without the pcie row, its Warning and GPU rows were read as the memory test's: memory Pass, 8 GPUs twice
+    text = data(TABLE_FAIL)
+    assert PCIE_ROW in text
+    with pytest.raises(ParseError) as e:
+        parse_dcgmi_diag(text.replace(PCIE_ROW, ""))
+    assert e.value.reason.startswith("a Warning row under Integration before any test's name")
+
+
+def test_a_gpu_row_twice_in_one_test_is_refused():
+    row = "|                           | GPU3: Pass                                     |\n"
+    text = data(TABLE_PASS)
+    at = text.index(row, text.index("| memory "))
+    with pytest.raises(ParseError) as e:
+        parse_dcgmi_diag(text[:at] + row + text[at:])
+    assert e.value.reason == "memory: GPU 3 has two results"
+
+
+def test_the_derived_passing_table_reads_as_three_passing_tests():
+    r = parse_dcgmi_diag(data(TABLE_PASS))
+    assert r.complete and r.statuses == {"Pass"} and r.gpus == tuple(range(8))
+    assert [(t.name, t.status, t.warnings) for t in r.tests] == [
+        ("software", "Pass", ()),
+        ("memory", "Pass", ()),
+        ("pcie", "Pass", ()),
+    ]
+
+
+# --- numbers are bounded (issue 32, 3.2) ---------------------------------------------------------------
+
+LONG = "9" * 5000  # int() of more than 4300 digits raises ValueError
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (data(TABLE_PASS).replace("GPU3: Pass", f"GPU{LONG}: Pass", 1), "software: GPU id of 5000 digits"),
+        (data(TABLE_PASS).replace("GPU3: Pass", f"Pass - GPUs: 1, {LONG}", 1), "software: GPU id of 5000 digits"),
+        (
+            '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "X", "tests": [{"name": "pcie", '
+            f'"results": [{{"gpu_ids": "0,{LONG}", "status": "Pass"}}]}}]}}]}}}}',
+            "pcie: gpu_ids",
+        ),
+        (
+            '{"DCGM Diagnostic": {"test_categories": [{"category": "X", "tests": [{"name": "pcie", '
+            '"results": [{"entity_group": "GPU", "entity_id": -1, "status": "Pass"}]}]}]}}',
+            "pcie: entity_id -1 is not a GPU id",
+        ),
+    ],
+)
+def test_a_gpu_id_of_thousands_of_digits_is_a_parse_error(text, reason):
+    with pytest.raises(ParseError) as e:
+        parse_dcgmi_diag(text)
+    assert reason in e.value.reason
+
+
+def test_arabic_indic_digits_are_not_a_gpu_id():
+    text = data(TABLE_PASS).replace("GPU3: Pass", "GPU\u0663: Pass")
+    with pytest.raises(ParseError):
+        parse_dcgmi_diag(text)
+
+
+# --- linear time ------------------------------------------------------------------------------------------
+
+
+def _table(row: str) -> str:
+    head, rule = "+------+------+\n| Diag | Res  |\n", "+======+======+\n"
+    return head + rule + "| pcie | Pass |\n" + row + "\n"
+
+
+@pytest.mark.growth
+@pytest.mark.parametrize(
+    "row",
+    [
+        lambda n: "|- a" + " " * n + "-" * n + "x|",  # a section header's lazy name against its dashes
+        lambda n: "|      | GPU0: x" + " " * n + "y |",  # a GPU row's lazy status against its trailing spaces
+    ],
+)
+def test_a_long_table_row_is_read_in_linear_time(row):
+    assert_linear(lambda n: parse_dcgmi_diag(_table(row(n))), lambda n: n, 2_000, ignore=ParseError)

@@ -104,3 +104,10 @@ def test_unreadable_files_are_no_value():
 def test_garbage_is_a_parse_error(text):
     with pytest.raises(ParseError):
         parse_edac(text)
+
+
+@pytest.mark.parametrize("digits", [21, 400, 5000])
+def test_a_counter_longer_than_64_bits_is_a_parse_error(digits):
+    text = f"/sys/devices/system/edac/mc/mc0/ce_count\t{'7' * digits}\n"
+    with pytest.raises(ParseError, match=r"line 1: ce_count .* is not a count \(at most 2\^64-1\)"):
+        parse_edac(text)

@@ -69,3 +69,17 @@ def test_a_cut_off_last_line_is_a_parse_error():
     text = data("meminfo/sichek-2tib-gpu-node-no-hugepages-no-swap.txt")
     with pytest.raises(ParseError, match="line 51"):
         parse_meminfo(text[:-2])  # "...752 k"
+
+
+# -- issue 32, 3.2: a number no kernel counter holds is refused, not carried into the judge --------
+
+
+@pytest.mark.parametrize("digits", [21, 400, 5000])
+def test_a_number_longer_than_a_64_bit_counter_is_a_parse_error(digits):
+    text = data("meminfo/sichek-2tib-gpu-node-no-hugepages-no-swap.txt").replace("2113413736", "9" * digits, 1)
+    with pytest.raises(ParseError, match=r"MemTotal: .* is not a count \(at most 2\^64-1\)"):
+        parse_meminfo(text)
+
+
+def test_the_largest_64_bit_value_is_read():
+    assert parse_meminfo(f"MemTotal: {2**64 - 1} kB\n").total_kb == 2**64 - 1

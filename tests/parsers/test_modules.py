@@ -123,3 +123,10 @@ def test_not_a_module_list(parse, text, tool, reason):
     with pytest.raises(ParseError) as caught:
         parse(text)
     assert (caught.value.tool, caught.value.reason) == (tool, reason)
+
+
+@pytest.mark.parametrize("size", ["9" * 5000, "9" * 400], ids=["5000 digits", "400 digits"])
+def test_a_module_size_no_kernel_prints_is_a_parse_error(size):
+    # 5000 digits raised ValueError from int()
+    with pytest.raises(ParseError, match="module size is not a count"):
+        parse_lsmod(f"Module                  Size  Used by\nnvidia_peermem {size}  0\n")

@@ -70,3 +70,37 @@ def test_a_daemon_that_does_not_answer_is_said_so():
 def test_garbage_and_truncated_output_raise(text):
     with pytest.raises(ParseError):
         parse_ntpq_peers(text)
+
+
+# -- issue 32 section 3: bounded numbers, no peer line, two system peers ------------------------------
+
+PERFSONAR = data("ntpq/perfsonar-toolkit-259-zg1-system-peer.txt")
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("0.011", "1" + "0" * 400),  # float() -> inf: an offset no clock has
+        ("0.011", "nan"),
+        ("0.011", "inf"),
+        ("0.011", "1_0"),  # float() reads underscores
+        ("0.417", "1e309"),
+        ("  2 u  117", "  ٢ u  117"),  # Arabic-Indic 2: int() reads it, ntpq never prints it
+        ("  2 u  117", " " + "9" * 5000 + " u  117"),
+    ],
+)
+def test_a_number_ntpq_never_prints_is_a_parse_error(old, new):
+    assert old in PERFSONAR
+    with pytest.raises(ParseError):
+        parse_ntpq_peers(PERFSONAR.replace(old, new, 1))
+
+
+def test_a_header_without_a_peer_line_is_cut_off():
+    header = "".join(PERFSONAR.splitlines(keepends=True)[:2])
+    with pytest.raises(ParseError, match="no peer line"):
+        parse_ntpq_peers(header)
+
+
+def test_two_system_peers_are_refused():
+    with pytest.raises(ParseError, match="two system peers"):
+        parse_ntpq_peers(PERFSONAR.replace("+zg2", "*zg2"))

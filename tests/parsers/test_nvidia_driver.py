@@ -1,6 +1,7 @@
 """The kernel driver's version from every /proc/driver/nvidia/version and /sys/module/nvidia/version
-recording (open and proprietary modules, 3xx-5xx, a localised build date), and nvidia-smi's
-version-mismatch text."""
+recording (open and proprietary modules, 3xx-5xx, a localised build date). (nvidia-smi-mismatch/ holds
+recordings of nvidia-smi's version-mismatch text, kept for a future reader: its parser, which nothing
+called, was removed in issue 32.)"""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.nvidia_driver import (
-    NvmlMismatch,
-    parse_nvml_mismatch,
     parse_proc_version,
     parse_sys_module_version,
 )
@@ -59,21 +58,3 @@ def test_garbage_and_truncated_proc_versions_raise(text):
 def test_garbage_sys_versions_raise(text):
     with pytest.raises(ParseError):
         parse_sys_module_version(text)
-
-
-MISMATCH = {
-    "nvidia-smi-mismatch/intel-llvm-17614-nvml-550.144.txt": NvmlMismatch("550.144"),
-    "nvidia-smi-mismatch/shine-cluster-30-no-library-line.txt": NvmlMismatch(None),
-    "nvidia-smi-mismatch/tinygrad-ogkm-47-nvml-570.124.txt": NvmlMismatch("570.124"),
-}
-
-
-@pytest.mark.parametrize("path", data_files("nvidia-smi-mismatch"))
-def test_every_mismatch_recording(path):
-    assert parse_nvml_mismatch(data(path)) == MISMATCH[path]
-
-
-def test_another_nvml_failure_is_not_a_mismatch():
-    assert (
-        parse_nvml_mismatch("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n") is None
-    )

@@ -7,6 +7,7 @@ import pytest
 
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers.proc_limits import Limit, parse_limits
+from tests.growth import assert_linear
 from tests.helpers import data, data_files
 
 MIB8 = 8 << 20
@@ -106,7 +107,7 @@ def test_unlimited_reads_as_none_in_both_forms():
         (
             "Limit                     Soft Limit           Hard Limit           Units\n"
             "Max locked memory         64k                  64k                  bytes\n",
-            "'64k' is not a number or unlimited",
+            "Max locked memory: '64k' is not a number or unlimited (at most 2^64-1)",
         ),
         (
             "Limit                     Soft Limit           Hard Limit           Units\nMax locked memo",
@@ -119,3 +120,55 @@ def test_not_limits(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_limits(text, "/proc/4242/limits")
     assert (caught.value.tool, caught.value.reason) == ("/proc/4242/limits", reason)
+
+
+# -- issue 32, 3.2 and 3.3: bounded numbers; rows read in linear time -------------------------------
+
+HEADER = "Limit                     Soft Limit           Hard Limit           Units     \n"
+
+
+@pytest.mark.parametrize("digits", [21, 400, 5000])
+def test_a_limit_longer_than_64_bits_is_a_parse_error(digits):
+    text = HEADER + f"Max locked memory         {'9' * digits}                unlimited            bytes     \n"
+    with pytest.raises(ParseError, match=r"Max locked memory: .* is not a number or unlimited \(at most 2\^64-1\)"):
+        parse_limits(text, "/proc/4242/limits")
+    bash = f"max locked memory           (kbytes, -l) {'9' * digits}\n"
+    with pytest.raises(ParseError, match=r"is not a number or unlimited \(at most 2\^64-1\)"):
+        parse_limits(bash)
+
+
+def test_a_soft_limit_above_its_hard_limit_is_a_parse_error():
+    # the kernel refuses setrlimit with soft > hard: such a row is garbled (a hard value cut short)
+    text = HEADER + "Max open files            20000                20                   files     \n"
+    with pytest.raises(ParseError, match="Max open files: soft limit 20000 above its hard limit 20"):
+        parse_limits(text)
+    unlimited_soft = HEADER + "Max open files            unlimited            4096                 files     \n"
+    with pytest.raises(ParseError, match="soft limit unlimited above its hard limit 4096"):
+        parse_limits(unlimited_soft)
+
+
+def _one_long_row(make_row):
+    return lambda n: HEADER + make_row(n) + "\n"
+
+
+# the inputs that took quadratic time or worse (per long row): 24.5 s for 40 KB of the first
+PATHOLOGICAL = {
+    "proc name then spaces": _one_long_row(lambda n: "Max a" + " " * n + "x"),
+    "proc words": _one_long_row(lambda n: "Max " + "a " * (n // 2)),
+    "bash spaces before the value": lambda n: "a" + " " * n + "x\n",
+    "dash name then spaces": lambda n: "locked memory" + " " * n + "\n",
+    "bash unit then spaces": lambda n: "max locked memory (kbytes" + " " * n + ", -l) 64\n",
+}
+
+
+QUARTER_MB = (1 << 20) // 4
+
+
+@pytest.mark.growth
+@pytest.mark.parametrize("name", PATHOLOGICAL)
+def test_rows_are_read_in_linear_time_up_to_1_mb(name):
+    # growth from 256 KB to the issue's 1 MB (4n), not seconds: 0.01 s at 1 MB here, where the
+    # regexes did not finish in 100 s
+    make = PATHOLOGICAL[name]
+    assert len(make(4 * QUARTER_MB)) >= 1 << 20
+    assert_linear(parse_limits, make, QUARTER_MB, ignore=ParseError)

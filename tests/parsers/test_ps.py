@@ -109,3 +109,13 @@ def test_not_a_listing(text, reason):
     with pytest.raises(ParseError) as caught:
         parse_ps(text)
     assert (caught.value.tool, caught.value.reason) == ("ps", reason)
+
+
+@pytest.mark.parametrize("column", ["PID", "ELAPSED"])
+def test_a_number_no_process_has_is_a_parse_error(column):
+    # issue 32, 3.2: no PID, uid or age has 400 digits; int() of 5000 raised ValueError
+    for digits in (400, 5000):
+        big = "9" * digits
+        row = f"{big} S 5 init\n" if column == "PID" else f"1 S {big} init\n"
+        with pytest.raises(ParseError, match="line 2: "):
+            parse_ps("    PID S ELAPSED COMMAND\n" + row)

@@ -25,3 +25,10 @@ def test_a_splitlines_break_inside_a_line_stays_in_that_line(breaker):
 def test_crlf_output_reads_as_lines():
     out = split_sections("@@nodecheck begin a\r\nx\r\n@@nodecheck end a rc=0\r\n@@nodecheck k v\r\n")
     assert (out.get("a").text, out.get("a").rc, out.facts) == ("x\n", 0, {"k": "v"})
+
+
+def test_an_exit_status_of_5000_digits_is_no_end_marker():
+    # int() of 5000 digits raised ValueError from every probe's parser; no shell prints such a status,
+    # so the line is the section's text and the section is cut (rc None), not a crash
+    out = split_sections("@@nodecheck begin a\nx\n@@nodecheck end a rc=" + "9" * 5000 + "\n")
+    assert out.sections["a"].rc is None

@@ -323,3 +323,12 @@ def test_squeue_garbage_is_a_parse_error(text, words):
     with pytest.raises(ParseError) as e:
         parse_squeue_job(text, "1")
     assert words in e.value.reason
+
+
+@pytest.mark.parametrize("digits", [5000, 400], ids=["5000 digits", "400 digits"])
+def test_squeue_counts_no_slurm_prints_are_not_counts(digits):
+    # int() of 5000 digits raised ValueError; 400 digits were read as that many nodes and GPUs
+    line = data(Q + "running-multinode.txt").replace("\x1f3\x1f3\x1f", f"\x1f{'9' * digits}\x1f3\x1f", 1)
+    line = line.replace("billing=3", f"billing=3,gres/gpu={'9' * digits}")
+    job = parse_squeue_job(line, "1")
+    assert (job.num_nodes, job.num_tasks, job.gpus) == (None, 3, None)

@@ -133,6 +133,16 @@ def test_fatal_without_a_link():
         ("nvidia-nvswitch3: SXid (PCI:0000:c1:00): 12028, Fatal, Link 1 x", "without a readable PCI address and code"),
         ("[ 5.000000] nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 2202", "ends at its code (cut short?)"),
         ("nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 22013, Fatal,", "ends before its link and message"),
+        # issue 32: int() of 5000 digits raised ValueError; 400 digits were read as a code, link, severity
+        ("nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): " + "9" * 5000 + ", Fatal, x", "SXid code is not a count"),
+        (
+            "nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 22013, Fatal, Link " + "9" * 400 + " x",
+            "SXid link is not a count",
+        ),
+        (
+            "nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 22013, Severity " + "9" * 400 + " Engine",
+            "SXid severity is not a count",
+        ),
     ],
 )
 def test_unreadable_sxid_lines_are_kept_not_dropped(line, reason):

@@ -76,3 +76,18 @@ def test_process_lines_that_do_not_read_are_skipped_not_fatal():
         Process(43, "other", 0, "slurmd"),
         Process(44, "unknown", None, "munged"),
     ]
+
+
+@pytest.mark.parametrize("restarts", ["²", "9" * 5000, "9" * 400, "\u0661\u0662"], ids=["²", "5000", "400", "١٢"])
+def test_a_restart_count_no_systemd_prints_is_a_parse_error(restarts):
+    # "²" and 5000 digits raised ValueError (str.isdigit() then int()); "١٢" read as 12
+    text = f"Id=slurmd.service\nLoadState=loaded\nActiveState=active\nSubState=running\nNRestarts={restarts}\n"
+    with pytest.raises(ParseError, match=r"NRestarts=.* is not a count"):
+        parse_systemctl_show(text)
+
+
+@pytest.mark.parametrize("pid", ["²", "9" * 5000, "9" * 21], ids=["²", "5000", "21 digits"])
+def test_a_process_line_with_a_pid_no_kernel_prints_is_skipped(pid):
+    # "²" and 5000 digits raised ValueError: a process could not plant such a line, but the probe's
+    # output could arrive garbled; either way it is not a process to count
+    assert parse_process_list(f"{pid}\tsame\t0\tslurmd\n42\tsame\t0\tslurmd\n") == [Process(42, "same", 0, "slurmd")]

@@ -43,3 +43,12 @@ def test_timedatectl_show_properties_read_too():
 def test_garbage_and_truncated_output_raise(text):
     with pytest.raises(ParseError):
         parse_timedatectl(text)
+
+
+def test_a_label_printed_twice_with_two_values_is_refused():
+    # two outputs run together: whichever came first must not decide
+    text = data("timedatectl/cb1-188-not-synchronized-ntp-inactive.txt")
+    for extra in ("System clock synchronized: yes\n", "NTPSynchronized=yes\n"):
+        with pytest.raises(ParseError, match="twice"):
+            parse_timedatectl(text + extra)
+    assert parse_timedatectl(text + text) == ClockStatus(False, "inactive")  # the same words twice: one fact

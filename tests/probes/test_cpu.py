@@ -7,7 +7,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from nodecheck.checks.cpu import CpuParams, cpu
+from nodecheck.core.errors import ParseError
 from nodecheck.core.model import Status
 from nodecheck.parsers.cpu_sysfs import parse_cpu_sysfs
 from nodecheck.parsers.lscpu import parse_lscpu
@@ -26,7 +29,7 @@ def run(path: str) -> str:
 
 def test_the_script_is_fixed_text_and_calls_lscpu_through_path():
     assert CPU.argv == ("sh", "-c", CPU_SCRIPT, "nodecheck-cpu")
-    assert "/usr/bin/lscpu" not in CPU_SCRIPT and "lscpu | head -c 262144" in CPU_SCRIPT
+    assert "/usr/bin/lscpu" not in CPU_SCRIPT and "| head -c 262144" in CPU_SCRIPT
     assert "-gt 8192" in CPU_SCRIPT
 
 
@@ -63,3 +66,28 @@ def test_without_lscpu_the_counts_come_from_sysfs(tmp_path):
     assert [(v.status, v.message) for v in verdicts if v.subject == "Socket(s)"] == [
         (Status.ERROR, "Socket(s) not known (no lscpu on the node), expected 2")
     ]
+
+
+def fake_lscpu(tmp_path, body: str) -> str:
+    fake = tmp_path / "lscpu"
+    fake.write_text("#!/bin/sh\n" + body)
+    fake.chmod(0o755)
+    return f"{tmp_path}:{os.environ['PATH']}"
+
+
+def test_an_lscpu_that_crashes_after_two_lines_is_an_error_not_heads_exit(tmp_path):
+    # issue 32, 3.1: `lscpu | head -c` gave head's exit status: two lines then a crash read as PASS
+    path = fake_lscpu(tmp_path, f"head -n 2 '{DATA / REPLAY}'\nkill -SEGV $$\n")
+    sections = cpu_sections(captures(CPU, run(path)))
+    assert sections.require("lscpu", "t").rc == 128 + 11
+    with pytest.raises(ParseError, match="lscpu: exited 139"):
+        list(cpu(captures(CPU, run(path)), CpuParams()))
+
+
+def test_lscpu_s_own_exit_status_is_kept_and_its_whole_output_read(tmp_path):
+    path = fake_lscpu(tmp_path, f"cat '{DATA / REPLAY}'\nexit 3\n")
+    section = cpu_sections(captures(CPU, run(path))).require("lscpu", "t")
+    assert section.rc == 3
+    assert section.text == (DATA / REPLAY).read_text()
+    ok = cpu_sections(captures(CPU, run(fake_lscpu(tmp_path, f"cat '{DATA / REPLAY}'\n")))).require("lscpu", "t")
+    assert (ok.rc, ok.text) == (0, (DATA / REPLAY).read_text())

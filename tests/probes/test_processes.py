@@ -89,3 +89,19 @@ def test_the_real_ps_and_loadavg_are_read():
     assert facts.cpus is not None and facts.cpus >= 1 and facts.load is not None
     load = next(v for v in health(out, want) if v.subject == "load")
     assert load.status is Status.PASS and load.message.startswith("load average ")
+
+
+def test_the_probe_says_how_many_lines_ps_printed(tmp_path):
+    # issue 32, 3.1: the count the judge holds each listing to (a cut listing is then an ERROR)
+    bin_dir = fake(tmp_path, "ps", f"cat '{FAULT}'\n")
+    want = ProcHealth(sample_gap_s=1, load_warn_per_cpu=None)
+    probe = processes_probe(1, want.ps_timeout_s, want.uid_min)
+    out = run(probe, [bin_dir])
+    text = out[probe.name].stdout
+    assert "@@nodecheck lines:ps1 10\n" in text and "@@nodecheck lines:ps2 10\n" in text
+    first = FAULT.read_text()
+    cut = text.replace(first, "".join(first.splitlines(keepends=True)[:2]), 1)
+    verdicts = list(health(captures(probe, cut), want))
+    assert [(v.status, v.message) for v in verdicts] == [
+        (Status.ERROR, "ps printed 10 lines, 2 arrived: the listing is not whole")
+    ]

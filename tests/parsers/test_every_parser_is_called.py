@@ -1,0 +1,68 @@
+"""Every public parse_* function in nodecheck/parsers/ has a caller in nodecheck/ (issue 32, 3.4: "dead
+parsers are untested promises"). A parser nothing calls is wired to the check that needs it or deleted;
+a test of it is no caller. A call from its own module counts (parse_ldconfig is read by
+parse_libraries_probe)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nodecheck
+
+ROOT = Path(nodecheck.__file__).resolve().parent
+
+# Parsers found uncalled after issue 32's list was dealt with, each left for a decision (wire it to
+# a check or delete it); this list only shrinks: a parser wired or deleted must leave it.
+NOT_YET_DECIDED = {
+    "containers.parse_repo_digests_template": "container.digest reads `image inspect` JSON, not the template",
+    "nvidia_smi_nvlink.parse_nvlink_remote": "no check reads `nvidia-smi nvlink -R`",
+    "perfquery.parse_ibqueryerrors": "ib.counters reads perfquery or sysfs, not ibqueryerrors",
+    "perfquery.parse_sysfs_counter_loop": "ib.counters reads its own sysfs dump (counters_from_sysfs)",
+    "perfquery.parse_sysfs_rate": "no check reads the sysfs rate loop",
+    "perftest.parse_perftest_json": "ib.pairs reads perftest's text output",
+    "pyspy.parse_pyspy_json": "forensics reads `py-spy dump` text",
+    "slurm.parse_show_job": "job-check reads squeue (parse_squeue_job)",
+    "versions.parse_nccl_debug_version": "nccl.version reads the library, not NCCL_DEBUG=INFO lines",
+    "versions.parse_nccl_debug_plugin": "no check reads NCCL_DEBUG=INFO lines",
+}
+
+
+def _names(tree: ast.AST) -> set[str]:
+    """Every name a module uses: variables, attributes, imported names."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, ast.alias):
+            found.add(node.name)
+    return found
+
+
+def uncalled_parsers(root: Path) -> set[str]:
+    """ "module.parse_x" of each public parse_* in root/parsers/ that no module of root names, its own
+    module apart from the def (a name inside its own body is recursion, not a caller)."""
+    used = {path: _names(ast.parse(path.read_text())) for path in root.rglob("*.py")}
+    found = set()
+    for path in sorted((root / "parsers").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("parse_")):
+                continue
+            elsewhere = any(node.name in names for other, names in used.items() if other != path)
+            rest = [n for n in tree.body if n is not node]
+            inside = any(node.name in _names(n) for n in rest)
+            if not (elsewhere or inside):
+                found.add(f"{path.stem}.{node.name}")
+    return found
+
+
+def test_every_parser_has_a_caller():
+    dead = sorted(uncalled_parsers(ROOT) - set(NOT_YET_DECIDED))
+    assert not dead, f"parsers nothing in nodecheck/ calls (wire each to its check, or delete it): {dead}"
+
+
+def test_the_undecided_list_only_names_parsers_still_uncalled():
+    assert sorted(set(NOT_YET_DECIDED) - uncalled_parsers(ROOT)) == []
