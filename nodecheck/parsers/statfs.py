@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
+from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.escapes import unescape
 from nodecheck.parsers.lines import split_lines
 from nodecheck.parsers.sections import Sections
@@ -18,9 +19,6 @@ from nodecheck.parsers.sections import Sections
 # hex, then the type's name last (GNU prints "UNKNOWN (0x...)" with a space for one it does not know).
 STATFS_FORMAT = "%b %f %a %S %c %d %t %T"
 _LINE = re.compile(r"(\d+) (\d+) (\d+) (\d+) (\d+) (\d+) ([0-9a-fA-F]+) (.+)", re.ASCII)
-# statfs(2)'s counts are 64-bit: 18446744073709551615 has 20 digits. More is not a count a judge can
-# use (a float of 400 digits overflows, int() refuses 4301).
-COUNT_DIGITS = 20
 GIB = 1024**3
 
 
@@ -78,18 +76,10 @@ def _at_most(part: int, whole: int, name: str, of: str, text: str) -> None:
 
 
 def _count(digits: str, text: str) -> int:
-    if len(digits) > COUNT_DIGITS:
-        most = f"a statfs count has at most {COUNT_DIGITS}"
-        raise ParseError("stat -f", f"a count of {len(digits)} digits ({most})", text)
-    return int(digits)
-
-
-def _plain_number(text: str, most_digits: int = COUNT_DIGITS) -> int | None:
-    """A number the probe printed (a PID, centiseconds): ASCII digits only (str.isdigit also takes
-    "²", which int() refuses), at most `most_digits` of them; None otherwise."""
-    if not text.isascii() or not text.isdigit() or len(text) > most_digits:
-        return None
-    return int(text)
+    value = u64(digits)
+    if value is None:
+        raise ParseError("stat -f", f"a count of {len(digits)} digits (a statfs count is {TOO_BIG})", text)
+    return value
 
 
 # --- the fs probes' per-path results (probes/fs.py: STATFS_FUNCTION) ------------------------------
@@ -150,7 +140,7 @@ def read_statfs_results(sections: Sections, tool: str = "stat -f") -> dict[str, 
             results[path] = _hung(path, hung, f"hung.{index}", tool)
             continue
         section = sections.get(f"statfs.{index}")
-        took = _plain_number(sections.facts.get(f"took.{index}", ""))
+        took = u64(sections.facts.get(f"took.{index}", ""))
         if section is None or section.rc is None or took is None:
             raise ParseError(tool, f"{path}: no complete result", sections.preamble)
         results[path] = Answered(path, section.rc, section.text, took / 100)
@@ -160,8 +150,8 @@ def read_statfs_results(sections: Sections, tool: str = "stat -f") -> dict[str, 
 def _hung(path: str, fact: str, key: str, tool: str) -> Hung:
     """ "PID STATE WAITED_CS" with " earlier" for a stat an earlier run left (probes/fs.py)."""
     parts = fact.split()
-    pid = _plain_number(parts[0]) if parts else None
-    waited = _plain_number(parts[2]) if len(parts) > 2 else None
+    pid = u64(parts[0]) if parts else None
+    waited = u64(parts[2]) if len(parts) > 2 else None
     if len(parts) not in (3, 4) or pid is None or waited is None or parts[3:] not in ([], ["earlier"]):
         raise ParseError(tool, f"{key}: {fact[:200]!r}", fact)
     return Hung(path, pid, parts[1], waited / 100, len(parts) == 4)

@@ -408,4 +408,5 @@ def test_free_paths_override_the_defaults_and_a_number_is_a_fail_floor():
 def test_a_400_digit_count_is_an_error_naming_the_path_not_an_overflow():
     line = "1" * 400 + " 5 5 4096 100 50 ef53 ext2/ext3"  # float(blocks * bsize) overflowed: "internal error"
     got = judged_free(FsFree(shm=None), statfs_out({"/tmp": line}))
-    assert got == [(ERROR, "/tmp: cannot read stat -f output: a count of 400 digits (a statfs count has at most 20)")]
+    said = "a count of 400 digits (a statfs count is at most 2^64-1)"
+    assert got == [(ERROR, f"/tmp: cannot read stat -f output: {said}")]
