@@ -40,6 +40,7 @@ def stop_on_signals() -> Iterator[threading.Event]:
     # a signal someone chose to ignore (nohup: SIGHUP) stays ignored
     caught = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {s: signal.signal(s, handler) for s in caught}
+    children.guard()  # watching before the first probe starts: SIGKILL may come at any moment
     try:
         yield stop
     finally:

@@ -740,13 +740,11 @@ def retries(by_node: Mapping[str, Mapping[str, Capture]], ctx: JobContext) -> It
             ),
         )
     elif ctx.slurm is not None and ctx.slurm.requeue:
-        # (squeue, the source that the job's name cannot forge, has no restart count)
-        so_far = f" (restarts so far: {ctx.slurm.restarts})" if ctx.slurm.restarts is not None else ""
         yield _all(
             nodes,
             Verdict(
                 Status.PASS,
-                f"Slurm job {ctx.slurm.job_id} has Requeue=1{so_far}: Slurm requeues it after a node failure",
+                f"Slurm job {ctx.slurm.job_id} has Requeue=1: Slurm requeues it after a node failure",
                 "retries",
                 {"requeue": True},
             ),

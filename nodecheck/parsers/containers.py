@@ -1,4 +1,4 @@
-"""Parse container image facts (inspect JSON, the RepoDigests template, sha256sum, enroot list)."""
+"""Parse container image facts (inspect JSON, sha256sum, enroot list)."""
 
 from __future__ import annotations
 
@@ -84,31 +84,6 @@ def parse_image_inspect(text: str) -> tuple[ImageRecord, ...] | ImageMissing:
         # that is missing is unknown, so this is not a fact a judge can name
         raise ParseError(tool, "empty array and no 'No such image' line (was stderr captured?)", text)
     return tuple(_image_record(item, text) for item in data)
-
-
-def parse_repo_digests_template(text: str) -> tuple[str, ...]:
-    """`--format '{{.RepoDigests}}'` ("[a@sha256:.. b@sha256:..]") or `{{json .RepoDigests}}`."""
-    tool = "image inspect --format RepoDigests"
-    value = text.strip()
-    if not value:
-        raise ParseError(tool, "empty output", text)
-    if value == "null":  # {{json}} of a nil slice (moby#45556)
-        return ()
-    if value.startswith('["') or value == "[]":
-        try:
-            items = json.loads(value)
-        except ValueError as why:
-            raise ParseError(tool, f"not JSON: {why}", text) from None
-        if not all(isinstance(item, str) for item in items):
-            raise ParseError(tool, "JSON array holds a non-string", text)
-    elif value.startswith("[") and value.endswith("]"):
-        items = value[1:-1].split()  # Go prints a []string as "[a b c]"
-    else:
-        raise ParseError(tool, f"expected '[...]', got {quote(value)}", text)
-    for item in items:
-        if not _REPO_DIGEST.fullmatch(item):
-            raise ParseError(tool, f"not a repo digest: {quote(item)}", text)
-    return tuple(items)
 
 
 def digest_of(record: ImageRecord, reference: str) -> str | None:

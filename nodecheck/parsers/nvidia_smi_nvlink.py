@@ -1,30 +1,20 @@
-"""`nvidia-smi nvlink -s` (each link's state and speed), `nvlink -R` (each link's far end) and `nvlink -e` (each
-link's error counters), per GPU index."""
+"""`nvidia-smi nvlink -s` (each link's state and speed) and `nvlink -e` (each link's error counters), per
+GPU index."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
 from nodecheck.parsers.counts import TOO_BIG, u64
 from nodecheck.parsers.gpu import NVLINK_ERROR_COUNTERS, NvLink
 from nodecheck.parsers.lines import split_lines
-from nodecheck.parsers.nvidia_smi_values import check_failure, normalise_bus_id
-
-
-@dataclass(frozen=True)
-class NvLinkRemote:
-    link: int
-    remote_pci_bus_id: str  # normalised "0000:d5:00.0"
-    remote_link: int
-
+from nodecheck.parsers.nvidia_smi_values import check_failure
 
 # indentation varies (a tab, 9 spaces, markdown adds more): lines are read stripped
 _NV_GPU = re.compile(r"GPU (\d+): (.+) \(UUID: (GPU-[0-9A-Fa-f-]+)\)", re.ASCII)
 _NV_SPEED = re.compile(r"Link (\d+): (?:(\d+(?:\.\d+)?) GB/s|(<inactive>))", re.ASCII)
-_NV_REMOTE = re.compile(r"Link (\d+): Remote Device ([0-9A-Fa-f:.]+): Link (\d+)", re.ASCII)
 # `nvlink -e`: "GPU 0: NVIDIA GB300" (a paste may drop the UUID) and "Link 0: Replay Errors: 0"
 _NV_ERRORS_GPU = re.compile(r"GPU (\d+): (.+?)(?: \(UUID: (GPU-[0-9A-Fa-f-]+)\))?", re.ASCII)
 _NV_ERROR_ROW = re.compile(r"Link (\d+): ([A-Za-z][A-Za-z ]*?): (\d+|N/A)", re.ASCII)
@@ -79,22 +69,6 @@ def parse_nvlink_status(text: str) -> dict[int, tuple[NvLink, ...]]:
         )
         for gpu, links in blocks.items()
     }
-
-
-def parse_nvlink_remote(text: str) -> dict[int, tuple[NvLinkRemote, ...]]:
-    """Per GPU index, each listed link's far end from `nvidia-smi nvlink -R` (inactive links are not listed)."""
-    tool = "nvidia-smi nvlink -R"
-    blocks = _nvlink_blocks(text, tool, _NV_REMOTE)
-    result = {}
-    for gpu, links in blocks.items():
-        try:
-            result[gpu] = tuple(
-                NvLinkRemote(_index(m[1], "link", tool, text), normalise_bus_id(m[2]), _index(m[3], "link", tool, text))
-                for m in links
-            )
-        except ValueError as why:
-            raise ParseError(tool, str(why), text) from None
-    return result
 
 
 def parse_nvlink_errors(text: str) -> dict[int, dict[int, tuple[tuple[str, int], ...]]]:

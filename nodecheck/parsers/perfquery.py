@@ -1,4 +1,4 @@
-"""Parse InfiniBand port counters (perfquery, ibqueryerrors, sysfs `counters/`) into typed facts.
+"""Parse InfiniBand port counters (perfquery, sysfs `counters/`) into typed facts.
 
 Every reader names counters by their perfquery/libibmad names (SymbolErrorCounter, PortXmitData,
 ...) and records the bit width each value was read at, so a delta judge can tell a counter that
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
@@ -92,14 +92,6 @@ _FIELD = re.compile(r"([A-Za-z0-9]+):\.*(.*)")  # libibmad: Name, ':', dots to c
 _WATCH = re.compile(r"Every [\d.]+s: .*", re.ASCII)  # watch(1) header line
 _LID = re.compile(r"Lid (\d+)", re.ASCII)
 _SYSFS_COUNTER = re.compile(r"/sys/class/infiniband/([^/\s]+)/ports/(\d+)/counters/([^/\s]+)", re.ASCII)
-_SYSFS_PORT_DIR = re.compile(r"/sys/class/infiniband/([^/\s]+)/ports/(\d+)/counters\b", re.ASCII)
-_LOOP_MARK = re.compile(r"=== (\S+) ===")
-_RATE = re.compile(r"(\d+(?:\.5)?) Gb/sec \((\d+)X(?: (\w+))?\)", re.ASCII)  # kernel rate_show
-_IBQE_ERRORS = re.compile(r'Errors for (?:(0x[0-9a-fA-F]+) )?"(.*)"')
-_IBQE_DATA = re.compile(r'Data Counters for (0x[0-9a-fA-F]+) "(.*)"')
-_IBQE_PORT = re.compile(r"GUID (0x[0-9a-fA-F]+) port (ALL|\d+):(.*)", re.ASCII)
-# " [Name == 19817 (19.353K)]": the number, then ibqueryerrors' human-readable copy in brackets
-_IBQE_ITEM = re.compile(r" ?\[(\w+) == (\d+)(?: \([^()\[\]]*\))?\]", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -128,37 +120,6 @@ class PortCounters:
     def saturated(self, name: str) -> bool:
         """Whether the counter sits at its all-ones maximum (it stops counting there)."""
         return name in self.counters and self.counters[name] == 2 ** self.widths[name] - 1
-
-
-@dataclass(frozen=True)
-class IbQueryErrorsPort:
-    """One `GUID ... port N:` line of ibqueryerrors: the counters it printed (over threshold)."""
-
-    node_guid: str | None  # switches' "Errors for 0x... "name""; None for CAs
-    node_name: str | None
-    port_guid: str
-    port: int | None  # None: "port ALL" (a switch's AllPortSelect sum)
-    counters: dict[str, int]  # only what was printed: absent is not zero
-    section: str  # "errors" | "data" (--counters)
-    raw: str
-    cut: str | None = None  # partial last item: "[PortMulticastXmitPkts =="
-    link_info: str | None = None  # the "Link info:" line after it (--report-port)
-
-
-@dataclass(frozen=True)
-class IbQueryErrors:
-    ports: tuple[IbQueryErrorsPort, ...]
-    warnings: tuple[str, ...]  # umad/ibwarn lines: parts of the fabric it could not query
-    summary: tuple[str, ...]  # the "## ..." lines
-    truncated: bool  # output ends mid-line
-
-
-@dataclass(frozen=True)
-class SysfsRate:
-    rate_gbps: float  # 200.0
-    width: str  # "2X"
-    speed: str | None  # "NDR"; None: SDR on kernels that printed no word
-    raw: str
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,64 +253,6 @@ def _expect_unique(blocks: Sequence[PortCounters], text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# ibqueryerrors
-
-
-def parse_ibqueryerrors(text: str) -> IbQueryErrors:
-    """Every port line of ibqueryerrors output with the counters it printed; error lines become
-    warnings; a last line cut mid-item keeps its complete items and names the cut one."""
-    truncated = bool(text) and not text.endswith("\n")
-    lines = [line.rstrip() for line in split_lines(text) if line.strip()]
-    node: tuple[str | None, str | None, str] = (None, None, "errors")
-    ports: list[IbQueryErrorsPort] = []
-    warnings: list[str] = []
-    summary: list[str] = []
-    for i, line in enumerate(lines):
-        stripped = line.strip()
-        last_cut = truncated and i == len(lines) - 1
-        if header := _IBQE_ERRORS.fullmatch(stripped):
-            node = (header[1], header[2], "errors")
-        elif header := _IBQE_DATA.fullmatch(stripped):
-            node = (header[1], header[2], "data")
-        elif port := _IBQE_PORT.fullmatch(stripped):
-            ports.append(_ibqe_port(port, node, line, cut_allowed=last_cut))
-        elif stripped.startswith("Link info:") and ports:
-            ports[-1] = replace(ports[-1], link_info=stripped)
-        elif stripped.startswith("##"):
-            summary.append(stripped)
-        else:
-            warnings.append(stripped)
-    if not ports and not summary:
-        first = warnings[0] if warnings else ""
-        raise ParseError("ibqueryerrors", f"no port lines or summary; first line {quote(first)}", text)
-    return IbQueryErrors(tuple(ports), tuple(warnings), tuple(summary), truncated)
-
-
-def _ibqe_port(
-    match: re.Match, node: tuple[str | None, str | None, str], line: str, *, cut_allowed: bool
-) -> IbQueryErrorsPort:
-    rest, position, counters = match[3], 0, {}
-    while item := _IBQE_ITEM.match(rest, position):
-        if item[1] in counters:
-            raise ParseError("ibqueryerrors", f"{item[1]} appears twice on one line", line)
-        counters[item[1]] = int(item[2])
-        position = item.end()
-    leftover = rest[position:].strip()
-    if leftover and not (cut_allowed and leftover.startswith("[")):
-        raise ParseError("ibqueryerrors", f"unexpected text {quote(leftover)} on a port line", line)
-    return IbQueryErrorsPort(
-        node_guid=node[0],
-        node_name=node[1],
-        port_guid=match[1],
-        port=None if match[2] == "ALL" else int(match[2]),
-        counters=counters,
-        section=node[2],
-        raw=line,
-        cut=leftover or None,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # sysfs
 
 
@@ -366,32 +269,6 @@ def counters_from_sysfs(values: Mapping[str, str | Unreadable]) -> list[PortCoun
             shown = f"!{value.reason}" if isinstance(value, Unreadable) else value
             raws.setdefault(key, []).append(f"{path}\t{shown}")
     return [_sysfs_port(ca, port, files, "\n".join(raws[(ca, port)])) for (ca, port), files in ports.items()]
-
-
-def parse_sysfs_counter_loop(text: str) -> PortCounters:
-    """A shell loop's dump of one port's counters/ directory: `=== ./name ===` then the value.
-    CA and port come from the prompt or path shown (`/sys/class/infiniband/mlx5_1/ports/1/counters$`)."""
-    where = _SYSFS_PORT_DIR.search(text)
-    files: dict[str, str | Unreadable] = {}
-    current: str | None = None
-    for line in (line.strip() for line in split_lines(text)):
-        if mark := _LOOP_MARK.fullmatch(line):
-            current = mark[1].rsplit("/", 1)[-1]
-            if current in files:  # two dumps run together: not one port's directory
-                raise ParseError("sysfs counters", f"{current} appears twice", text)
-            files[current] = Unreadable("no value after the file name (output cut?)")
-            where = where or _SYSFS_PORT_DIR.search(mark[1])
-        elif current is not None and line:
-            if not isinstance(files[current], Unreadable):
-                raise ParseError("sysfs counters", f"two values for {current}", text)
-            files[current] = line
-    if not files:
-        raise ParseError("sysfs counters", "no '=== ./name ===' sections in output", text)
-    ends_mid_value = bool(text) and not text.endswith("\n")
-    if ends_mid_value and current is not None and not isinstance(files[current], Unreadable):
-        files[current] = Unreadable("output ends mid-value")
-    ca, port = (where[1], int(where[2])) if where else (None, None)
-    return _sysfs_port(ca, port, files, text)
 
 
 def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, str | Unreadable], raw: str) -> PortCounters:
@@ -428,11 +305,3 @@ def _sysfs_port(ca: str | None, port: int | None, files: Mapping[str, str | Unre
         missing=tuple(missing),
         source="sysfs",
     )
-
-
-def parse_sysfs_rate(text: str) -> SysfsRate:
-    """/sys/class/infiniband/<ca>/ports/<p>/rate: "200 Gb/sec (2X NDR)"."""
-    match = _RATE.fullmatch(text.strip())
-    if not match:
-        raise ParseError("sysfs rate", f"not '<n> Gb/sec (<w>X <speed>)': {quote(text.strip())}", text)
-    return SysfsRate(float(match[1]), f"{match[2]}X", match[3], text)

@@ -9,15 +9,11 @@ all (a shell error, another tool) is a ParseError. Formats: /work/shared/context
 from __future__ import annotations
 
 import ipaddress
-import json
-import math
 import re
-import reprlib
 from dataclasses import dataclass, field
 
 from nodecheck.core.errors import ParseError
 from nodecheck.core.model import quote
-from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.lines import split_lines
 
 TOOL = "ib_write_bw"
@@ -96,12 +92,6 @@ ERROR_KINDS = frozenset(kind for _, kind in _ERRORS)
 _COMPLETION_SIDE = re.compile(r"Completion with error at (client|server)")
 # CPU-frequency notes make latency and message-rate numbers less trustworthy; kept for the report
 _WARNING = re.compile(r"Conflicting CPU frequency values detected|Using sampled CPU speed|WARNING|Warning")
-
-# --output=bandwidth writes `"bw_avg": X,` then "}"; raw QoS writes `sl:` unquoted (formats.md §3)
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_UNQUOTED_SL = re.compile(r"([{,]\s*)sl\s*:")
-# "RDMA_Write_BW_Test", "Send_Bidirectional_BW_Test": the verb keeps its underscore
-_JSON_TEST = re.compile(r"(?P<verb>.+?)_(?P<mods>(?:Bidirectional_|Post_List_)*)(?P<kind>BW|Latency)_Test")
 
 
 @dataclass(frozen=True)
@@ -340,69 +330,6 @@ def parse_perftest(text: str, exit_code: int | None = None, *, tool: str = TOOL)
     )
 
 
-def parse_perftest_json(text: str, *, report_gbits: bool, tool: str = TOOL) -> PerftestRun:
-    """A run from an --out_json file. The file has no unit: the caller says whether --report_gbits
-    was given. Only the last size of an -a sweep survives in the file (it is rewritten per row).
-    Repairs perftest's two known invalid-JSON quirks (a trailing comma, the unquoted `sl:` key);
-    anything else unreadable is a ParseError, and the caller falls back to the text output."""
-    repaired = _UNQUOTED_SL.sub(r'\1"sl":', _TRAILING_COMMA.sub(r"\1", text))
-    try:
-        doc = jsonsafe.loads(repaired, finite_numbers=False)  # each number is checked where it is read, by name
-    except json.JSONDecodeError as why:
-        raise ParseError(tool, f"--out_json file is not JSON: {why}", text) from None
-    except jsonsafe.JsonRefused as why:  # NaN, Infinity, an integer no float holds
-        raise ParseError(tool, f"--out_json file: {why}", text) from None
-    except RecursionError:  # json's C decoder stops at the interpreter's depth limit
-        raise ParseError(tool, "--out_json file nested too deeply", text) from None
-    if (
-        not isinstance(doc, dict)
-        or not isinstance(doc.get("test_info"), dict)
-        or not isinstance(doc.get("results"), dict)
-    ):
-        raise ParseError(tool, "--out_json file has no test_info and results objects", text)
-    test_info, results = doc["test_info"], doc["results"]
-    name = test_info.get("test")
-    match = _JSON_TEST.fullmatch(name) if isinstance(name, str) else None
-    if not match:
-        raise ParseError(tool, f"--out_json test name {reprlib.repr(name)} is not like RDMA_Write_BW_Test", text)
-    test = f"{match['verb']} {match['mods'].replace('_', ' ')}{match['kind']} Test"
-    rows: tuple[BwRow, ...] = ()
-    lat_rows: tuple[LatRow, ...] = ()
-    if match["kind"] == "BW":
-        unit = "Gb/sec" if report_gbits else "MiB/sec"
-        rows = (_json_bw_row(results, unit, tool, text),)
-    else:
-        unit = "usec"
-        lat_rows = (_json_lat_row(results, tool, text),)
-    info = {key: str(value) for key, value in test_info.items()}
-    return PerftestRun(
-        test=test,
-        kind="bw" if rows else "lat",
-        bidirectional="Bidirectional" in test,
-        role=None,
-        device=_json_str(test_info, "Device"),
-        link_type=_json_str(test_info, "Link_type"),
-        transport=_json_str(test_info, "Transport_type"),
-        connection_type=_json_str(test_info, "Connection_type"),
-        gid_index=_json_int(test_info, "GID_index", tool, text),
-        qps=_json_int(test_info, "Number_of_qps", tool, text),
-        mtu=_json_int(test_info, "Mtu", tool, text),
-        rdma_cm=_on_off(test_info.get("rdma_cm_QPs")),
-        unit=unit,
-        rows=rows,
-        lat_rows=lat_rows,
-        addresses=(),
-        error=None,
-        truncated=False,
-        warnings=tuple(str(v) for k, v in test_info.items() if k.startswith("WARNING")),
-        notes=(),
-        cut_line=None,
-        exit_code=None,
-        info=info,
-        raw=text,
-    )
-
-
 def _check_gid_bytes(gid: str, line: str, tool: str, text: str) -> None:
     """perftest prints each GID byte with %02d of a uint8: 953 is garbage, and an address of it
     cannot be built (QpAddress.gid_ip would raise)."""
@@ -488,70 +415,3 @@ def _int_field(info: dict[str, str], key: str, tool: str, text: str, suffix: str
 
 def _on_off(value: object) -> bool | None:
     return {"ON": True, "OFF": False}.get(value) if isinstance(value, str) else None
-
-
-def _json_str(doc: dict, key: str) -> str | None:
-    value = doc.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _json_int(doc: dict, key: str, tool: str, text: str) -> int | None:
-    value = doc.get(key)
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    # formats.md documents ints; a quoted number is read too, since no real file was at hand
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
-    raise ParseError(tool, f"--out_json {key} {reprlib.repr(value)} is not a number", text)
-
-
-def _json_number(results: dict, key: str, tool: str, text: str) -> float:
-    value = results.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ParseError(tool, f"--out_json results have no number {key!r} (got {reprlib.repr(value)})", text)
-    # Python's json reads NaN, Infinity and 1e999; a NaN bandwidth passes every floor
-    if not math.isfinite(value):
-        raise ParseError(tool, f"--out_json {key} is not a finite number ({value}): the run cannot be judged", text)
-    return float(value)
-
-
-def _json_bw_row(results: dict, unit: str, tool: str, text: str) -> BwRow:
-    if "MsgSize" not in results and ("bw_avg" in results or "msgRate_avg" in results):
-        raise ParseError(tool, "--out_json from --output=bandwidth/message_rate has no result row", text)
-    peak, average = (_json_number(results, key, tool, text) for key in ("BW_peak", "BW_average"))
-    factor = _TO_GBPS[unit]
-    cpu = _json_number(results, "CPU_util", tool, text) if "CPU_util" in results else None
-    return BwRow(
-        int(_json_number(results, "MsgSize", tool, text)),
-        int(_json_number(results, "n_iterations", tool, text)),
-        peak,
-        average,
-        _json_number(results, "MsgRate", tool, text),
-        cpu,
-        peak * factor,
-        average * factor,
-    )
-
-
-_JSON_LAT_KEYS = {
-    "t_min": "t_min",
-    "t_max": "t_max",
-    "t_typical": "t_typical",
-    "t_avg": "t_avg",
-    "t_stdev": "t_stdev",
-    "percentile_99": "p99",
-    "percentile_99.9": "p999",
-}
-_JSON_LAT_DURATION_KEYS = {"t_avg": "t_avg", "tps_average": "tps_average"}
-
-
-def _json_lat_row(results: dict, tool: str, text: str) -> LatRow:
-    keys = _JSON_LAT_KEYS if "t_min" in results else _JSON_LAT_DURATION_KEYS
-    values = {ours: _json_number(results, theirs, tool, text) for theirs, ours in keys.items()}
-    return LatRow(
-        int(_json_number(results, "MsgSize", tool, text)),
-        int(_json_number(results, "n_iterations", tool, text)),
-        **values,
-    )

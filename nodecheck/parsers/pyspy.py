@@ -1,4 +1,4 @@
-"""Parse `py-spy dump` output (text or --json) for one process into threads and frames, and name its failures.
+"""Parse `py-spy dump` output for one process into threads and frames, and name its failures.
 
 Formats as py-spy 0.4.3 prints them (recordings in tests/data/py-spy/, see SOURCES.md there):
 
@@ -11,14 +11,12 @@ Formats as py-spy 0.4.3 prints them (recordings in tests/data/py-spy/, see SOURC
                 on_blocked: <function at 0x7f48015d9080>
         clock_nanosleep (libc.so.6)                              (--native: a native frame, no line)
 
-The text format is the one nodecheck runs (`py-spy dump --pid P`): it alone carries the command line
-and the Python version, and it is the capture a person reads. The JSON (`--json`) is parsed into the
-same facts, for callers that want py-spy's own structure.
+The text format is the one nodecheck runs (`py-spy dump --pid P`): unlike `--json` it carries the
+command line and the Python version, and it is the capture a person reads.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
@@ -68,9 +66,11 @@ class PyThread:
 @dataclass(frozen=True)
 class PyStacks:
     pid: int
-    command: str | None  # the command line as py-spy prints it; None from --json (not in it)
-    python: str | None  # "3.11.2"; None from --json
-    threads: tuple[PyThread, ...]  # in the text's order (oldest thread first, see parse_pyspy_json)
+    command: str  # the command line as py-spy prints it
+    python: str  # "3.11.2"
+    # in the text's order: py-spy prints CPython's thread list reversed, so the main thread, the
+    # oldest, comes first
+    threads: tuple[PyThread, ...]
     python_path: str | None = None  # "/usr/bin/python3.11" when printed
 
 
@@ -93,26 +93,6 @@ def parse_pyspy_dump(text: str) -> PyStacks:
     assert version is not None  # version_at is the line it matched
     threads = _threads(lines, version_at + 1, text)
     return PyStacks(pid=int(head[1]), command=command, python=version[1], threads=threads, python_path=version[2])
-
-
-def parse_pyspy_json(text: str, pid: int) -> PyStacks:
-    """`py-spy dump --json` for process `pid`; ParseError on anything but a list of its threads."""
-    if not text.strip():
-        raise ParseError(TOOL, "empty output (--json)", text)
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ParseError(TOOL, f"not JSON: {e}", text) from None
-    if not isinstance(data, list) or not data:
-        raise ParseError(TOOL, "--json: expected a non-empty list of threads", text)
-    threads = []
-    for trace in data:
-        if _field(trace, "pid", int, text) != pid:
-            raise ParseError(TOOL, f"--json: a thread of pid {trace['pid']}, expected {pid} only", text)
-        threads.append(_json_thread(trace, text))
-    # the text prints py-spy's list reversed (newest thread state first in CPython's list), so
-    # reversing gives the same order as the text: the main thread, the oldest, first
-    return PyStacks(pid=pid, command=None, python=None, threads=tuple(reversed(threads)))
 
 
 def pyspy_failure(stdout: str, stderr: str, exit_code: int | None) -> str:
@@ -195,42 +175,6 @@ def _thread(header: re.Match, frames: list[PyFrame]) -> PyThread:
 
 def _frame(function: str, file: str, line: int | None) -> PyFrame:
     return PyFrame(function=function, file=file, line=line, native=not _PYTHON_FILE.fullmatch(file))
-
-
-def _json_thread(trace: object, text: str) -> PyThread:
-    os_id = _field(trace, "os_thread_id", (int, type(None)), text)
-    active = _field(trace, "active", bool, text)
-    gil = _field(trace, "owns_gil", bool, text)
-    frames = []
-    for frame in _field(trace, "frames", list, text):
-        line = _field(frame, "line", int, text)
-        short = _field(frame, "short_filename", (str, type(None)), text)
-        frames.append(
-            PyFrame(
-                function=_field(frame, "name", str, text),
-                file=short if short is not None else _field(frame, "filename", str, text),
-                line=line or None,  # 0: py-spy knows no line (the text omits it)
-                # py-spy names the shared object of native frames in "module"; Python frames have null
-                native=_field(frame, "module", (str, type(None)), text) is not None,
-            )
-        )
-    return PyThread(
-        # as the text shows it: the OS thread id, else Rust's {:#X} of the pthread id
-        thread_id=str(os_id) if os_id is not None else f"0x{_field(trace, 'thread_id', int, text):X}",
-        name=_field(trace, "thread_name", (str, type(None)), text),
-        status="idle" if not active else ("active+gil" if gil else "active"),
-        frames=tuple(frames),
-    )
-
-
-def _field(obj: object, key: str, kind: type | tuple[type, ...], text: str):
-    if not isinstance(obj, dict) or key not in obj:
-        raise ParseError(TOOL, f"--json: missing {key!r}", text)
-    value = obj[key]
-    # bool is an int in Python: a count or id given as true/false is not one
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise ParseError(TOOL, f"--json: {key!r} is {value!r}", text)
-    return value
 
 
 def _error(text: str) -> tuple[str, tuple[str, ...]] | None:

@@ -190,34 +190,13 @@ def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, Node
     return states
 
 
-# ---- scontrol show job ----------------------------------------------------------------------------
+# ---- a job ---------------------------------------------------------------------------------------
 
-JOB_TOOL = "scontrol show job"
 # JobState values after which the job will not run again on its own (Slurm's job_state_string)
 ENDED_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 )
 _INVALID_JOB = "Invalid job id specified"
-_JOB_FIRST = re.compile(r"JobId=(\S+)")
-# Key=value words; the value is one word (free-text keys are skipped by _JOB_FREE_TEXT)
-_JOB_FIELD = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:]*)=(\S*)")
-# Keys whose value is the rest of the line, spaces included: paths and the submitted command
-_JOB_FREE_TEXT = frozenset(
-    {
-        "Command",
-        "WorkDir",
-        "StdErr",
-        "StdIn",
-        "StdOut",
-        "Comment",
-        "AdminComment",
-        "SystemComment",
-        "Extra",
-        "Container",
-        "ContainerID",
-        "OverSubscribe",
-    }
-)
 # bounded: a count of more digits is none Slurm prints (and int() of 4,300 digits raises)
 _GRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d{1,9})(?:,|$)", re.ASCII)
 _NULL = ("", "(null)", "None", "N/A")
@@ -225,21 +204,20 @@ _NULL = ("", "(null)", "None", "N/A")
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One job, from `squeue -O` (parse_squeue_job: what nodecheck acts on) or `scontrol show job ID`
-    (parse_show_job); for an array or a heterogeneous job, its first record."""
+    """One job, from `squeue -O` (parse_squeue_job); for an array or a heterogeneous job, its first
+    record. Not from `scontrol show job`: it prints the job's name, which the job's owner chooses,
+    unquoted, and a name can forge the fields after it (app/slurm.py, Slurm.job)."""
 
     job_id: str
-    name: str  # "" from squeue (the owner's text: not read)
     state: str  # "RUNNING", "PENDING", "COMPLETED", ...; a trailing '+' stripped
     reason: str  # "None", "BeginTime", "NonZeroExitCode", ...
-    node_list: str  # "node[1-3]"; "" while pending ("" or "(null)" in the output)
+    node_list: str  # "node[1-3]"; "" while pending
     nodes: tuple[str, ...]  # node_list expanded
-    num_nodes: int | None  # NumNodes (pending "1-1": the minimum)
+    num_nodes: int | None
     num_tasks: int | None
-    gpus: int | None  # gres/gpu=N of AllocTRES (else TRES); None: no GPU in the TRES
+    gpus: int | None  # gres/gpu=N of the allocated TRES; None: no GPU in it
     requeue: bool | None  # Requeue=1: Slurm requeues the job after a node failure
-    restarts: int | None  # how often it was requeued (None: squeue does not say)
-    user: str  # "root" of "UserId=root(0)"
+    user: str  # "root"
     batch_host: str
     raw: str
 
@@ -252,84 +230,7 @@ class JobRecord:
         return self.state == "RUNNING"
 
 
-def parse_show_job(text: str) -> JobRecord:
-    """`scontrol show job ID` -> JobRecord. ParseError on empty output, scontrol's "Invalid job id
-    specified", text that does not start with JobId=, no JobState, a NodeList that is not a hostlist,
-    or a field printed twice.
-
-    The job's owner chooses its name, and Slurm prints it unquoted as the rest of the first line; a
-    name may hold spaces, '=' and newlines. So the name is the whole rest of that line (nothing after
-    JobName= on it is a field), and a key seen twice (a name that forges whole lines) is refused.
-    Still, lines a name forges are indistinguishable from Slurm's: decisions read the job from
-    `squeue` (parse_squeue_job), which prints no name; this parser serves reading a saved record."""
-    lines = split_lines(text)
-    start = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if start is None:
-        raise ParseError(JOB_TOOL, "empty output", text)
-    first = _JOB_FIRST.match(lines[start].strip())
-    if first is None and _INVALID_JOB in text:  # only in place of a record: a job's Comment may quote it
-        raise ParseError(
-            JOB_TOOL,
-            'no such job ("Invalid job id specified"): it ended long enough ago that '
-            "slurmctld forgot it (MinJobAge), or the id is wrong",
-            text,
-        )
-    if first is None:
-        raise ParseError(
-            JOB_TOOL, f"expected a line like JobId=<id> JobName=..., got {quote(lines[start].strip())}", text
-        )
-    record = []  # this job's lines: up to the first blank line
-    for line in lines[start:]:
-        if not line.strip():
-            break
-        record.append(line)
-    head, has_name, name = record[0].strip().partition(" JobName=")
-    fields: dict[str, str] = {}
-    for line in [head, *record[1:]]:
-        stripped = line.strip()
-        key = stripped.partition("=")[0]
-        if key in _JOB_FREE_TEXT:
-            _put(fields, key, stripped[len(key) + 1 :], first[1], text)
-            continue
-        if not _JOB_FIELD.match(stripped):
-            raise ParseError(JOB_TOOL, f"job {first[1]}: unexpected line {quote(stripped)}", text)
-        for k, v in _JOB_FIELD.findall(stripped):
-            _put(fields, k, v, first[1], text)
-    state = fields.get("JobState")
-    if not state:
-        raise ParseError(JOB_TOOL, f"job {first[1]}: no JobState= field (output cut off?)", text)
-    node_list = "" if fields.get("NodeList", "") in _NULL else fields["NodeList"]
-    tres = fields.get("AllocTRES") or fields.get("TRES") or ""
-    requeue = fields.get("Requeue")
-    return JobRecord(
-        job_id=first[1],
-        name=name if has_name else "",
-        state=state.rstrip("+"),
-        reason=fields.get("Reason", ""),
-        node_list=node_list,
-        nodes=_nodes(node_list, first[1], text),
-        num_nodes=_count(fields.get("NumNodes")),
-        num_tasks=_count(fields.get("NumTasks")),
-        gpus=_gpus(tres),
-        requeue=None if requeue is None else requeue == "1",
-        restarts=_count(fields.get("Restarts")),
-        user=fields.get("UserId", "").partition("(")[0],
-        batch_host="" if fields.get("BatchHost", "") in _NULL else fields["BatchHost"],
-        raw="\n".join(record) + "\n",
-    )
-
-
-def _put(fields: dict[str, str], key: str, value: str, job_id: str, text: str) -> None:
-    if key in fields:
-        raise ParseError(
-            JOB_TOOL,
-            f"job {job_id}: {key}= printed twice (a job name with a newline can forge lines; read the job with squeue)",
-            text,
-        )
-    fields[key] = value
-
-
-def _nodes(node_list: str, job_id: str, text: str, tool: str = JOB_TOOL) -> tuple[str, ...]:
+def _nodes(node_list: str, job_id: str, text: str, tool: str) -> tuple[str, ...]:
     try:
         return tuple(expand(node_list)) if node_list else ()
     except Exception as e:  # ConfigError: not a hostlist
@@ -406,7 +307,6 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
     return JobRecord(
         # an array task keeps its "4_2" form; a pending array's "4_[1-2]" is its job id
         job_id=f["JobArrayID"] if _JOB_ID_FORM.fullmatch(f["JobArrayID"]) else f["JobID"],
-        name="",
         state=f["State"].rstrip("+"),
         reason=f["Reason"],
         node_list=node_list,
@@ -415,7 +315,6 @@ def parse_squeue_job(text: str, job_id: str) -> JobRecord:
         num_tasks=_count(f["NumTasks"]),
         gpus=_gpus(f["tres-alloc"]),
         requeue=_BOOL[f["Requeue"]],
-        restarts=None,
         user=f["UserName"],
         batch_host=batch_host,
         raw=lines[0] + "\n",

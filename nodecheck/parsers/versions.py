@@ -1,4 +1,4 @@
-"""Parse software version facts: kernel, OS, OFED, the NCCL libraries, header, config, env and debug log."""
+"""Parse software version facts: kernel, OS, OFED, the NCCL libraries, header, config and env."""
 
 from __future__ import annotations
 
@@ -29,17 +29,6 @@ _DEFINE = re.compile(
     re.ASCII | re.MULTILINE,
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_DEBUG_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)", re.ASCII)  # "+cuda12.9" follows
-# matched on lines with trailing whitespace removed: a lazy group before `\s*$` was quadratic
-_LOADED_PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (.+) \((v\d+)\)$", re.ASCII)
-_EXTERNAL_PLUGIN = re.compile(r"Successfully loaded external plugin (\S+)")
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (.+)$")
-# NCCL log lines that name a plugin are short; longer lines are not searched (a search from each
-# occurrence of a prefix to the line's end is quadratic in a line that repeats the prefix)
-MAX_LOG_LINE_CHARS = 4096
-_OFI_RELEASE = re.compile(r"NET/OFI Using (aws-ofi-nccl \S+)")
-# NCCL's own transports: "Using network IB" / "Socket" means no external plugin carries traffic
-_INTERNAL_NETWORKS = {"IB", "Socket"}
 
 
 @dataclass(frozen=True)
@@ -63,14 +52,6 @@ class NcclLibs:
     version: str | None  # of the first 64-bit libnccl.so.2 with a versioned target
     net_plugins: tuple[str, ...]  # sonames of libnccl-net*.so entries
     conflicting: tuple[str, ...]  # the distinct versions when the cache resolves to several
-
-
-@dataclass(frozen=True)
-class NetPlugin:
-    name: str  # "AWS Libfabric", as NCCL names it
-    api_version: str | None  # the plugin API NCCL bound: "v6"
-    library: str | None  # "libnccl-net.so"
-    release: str | None  # the plugin's own version line: "aws-ofi-nccl 1.6.0"
 
 
 def parse_uname_r(text: str) -> str:
@@ -205,46 +186,6 @@ def parse_nccl_env(text: str) -> dict[str, str]:
             raise ParseError("env", f"not an NCCL_ variable line: {quote(line)}", text)
         settings[key] = value
     return settings
-
-
-def parse_nccl_debug_version(text: str) -> str | None:
-    """ "2.27.5" from an NCCL_DEBUG=INFO log's "NCCL version 2.27.5+cuda12.9"; None when no line says it."""
-    versions = list(dict.fromkeys(_DEBUG_VERSION.findall(text)))
-    if len(versions) > 1:  # ranks that loaded different libraries: no one answer
-        raise ParseError("NCCL_DEBUG log", f"several NCCL versions: {', '.join(versions)}", text)
-    return versions[0] if versions else None
-
-
-def parse_nccl_debug_plugin(text: str) -> NetPlugin | None:
-    """The external net plugin an NCCL_DEBUG=INFO log says it loaded; None when it names none."""
-    names, apis, libraries, releases = [], [], [], []
-    for line in split_lines(text):
-        if len(line) > MAX_LOG_LINE_CHARS:
-            continue
-        line = line.rstrip()
-        if match := _LOADED_PLUGIN.search(line):
-            names.append(match[1])
-            apis.append(match[2])
-        elif (match := _USING_NETWORK.search(line)) and match[1] not in _INTERNAL_NETWORKS:
-            names.append(match[1])
-        elif match := _EXTERNAL_PLUGIN.search(line):
-            libraries.append(match[1])
-        elif match := _OFI_RELEASE.search(line):
-            releases.append(match[1])
-    names, apis, libraries, releases = (list(dict.fromkeys(v)) for v in (names, apis, libraries, releases))
-    for what, values in (
-        ("plugin", names),
-        ("plugin API", apis),
-        ("plugin library", libraries),
-        ("plugin release", releases),
-    ):
-        if len(values) > 1:  # ranks that loaded different plugins
-            raise ParseError("NCCL_DEBUG log", f"several {what}s: {', '.join(values)}", text)
-    if not names:
-        return None
-    return NetPlugin(
-        names[0], apis[0] if apis else None, libraries[0] if libraries else None, releases[0] if releases else None
-    )
 
 
 def _unquote(value: str, tool: str, text: str) -> str:

@@ -63,9 +63,29 @@ def forget(proc: subprocess.Popen) -> None:
             _tell_guardian(f"- {proc.pid}")
 
 
+def guard() -> None:
+    """Start the guardian now, before the first child: started lazily, it would start between that
+    child's exec and its registration, and a SIGKILL of nodecheck in that window (its start-up, long
+    on a busy machine) would leave the child running unknown to it."""
+    with _lock:
+        _start_guardian()
+
+
 def _tell_guardian(line: str) -> None:
     """Under _lock. Start the guardian on first use; a guardian that is gone is not restarted (the
     in-process paths still end every group), and never a reason for a probe to fail."""
+    _start_guardian()
+    if _guardian["fd"] < 0:
+        return
+    try:
+        os.write(_guardian["fd"], (line + "\n").encode())
+    except OSError:
+        os.close(_guardian["fd"])
+        _guardian["fd"] = -1
+
+
+def _start_guardian() -> None:
+    """Under _lock: the guardian, once per process (fd -1 if it could not be started)."""
     if "fd" not in _guardian:
         _guardian["fd"] = -1
         try:
@@ -83,13 +103,6 @@ def _tell_guardian(line: str) -> None:
             _guardians.append(proc)  # reaped at exit, never a zombie
         except OSError:
             return
-    if _guardian["fd"] < 0:
-        return
-    try:
-        os.write(_guardian["fd"], (line + "\n").encode())
-    except OSError:
-        os.close(_guardian["fd"])
-        _guardian["fd"] = -1
 
 
 _guardians: list[subprocess.Popen] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -17,6 +18,32 @@ from nodecheck.transport import CappedBuffer, children, cut_details
 KILL_WAIT_S = 2.0  # after SIGKILL, how long to collect what was printed
 TERM_GRACE_S = 0.5  # a timed-out tool gets TERM, then KILL this much later (the Prolog's deadline is short)
 CHUNK = 65536
+
+
+SHELL = "/bin/sh"
+# A probe's process exists before nodecheck can tell the SIGKILL guardian of its group
+# (transport.children): killed in between, nodecheck would leave the tool running unknown to
+# anyone. So the process waits for GO_LINE on its stdin, written only after the guardian was told,
+# and exits unrun at EOF (nodecheck gone). `read` takes the line byte by byte from the pipe, so
+# the probe's own stdin follows it intact; a probe without stdin gets /dev/null, as before.
+GO_LINE = b"go\n"
+AFTER_GO = 'IFS= read -r go && [ "$go" = go ] || exit 125; exec "$@"'
+AFTER_GO_NO_STDIN = 'IFS= read -r go && [ "$go" = go ] || exit 125; exec "$@" </dev/null'
+
+
+def _not_runnable(program: str, path: str) -> tuple[int, str] | None:
+    """(exit code, why) as a shell would answer for a program it cannot run (127: not found, 126:
+    not executable), or None: the shell's exec would find it. Told apart here, before the spawn,
+    so the capture says it as plainly as before the go handshake."""
+    if "/" in program:
+        if not os.path.exists(program):
+            return 127, "command not found"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return 126, "Permission denied"
+        return None
+    if shutil.which(program, path=path) is None:
+        return 127, "command not found"
+    return None
 
 
 class LocalTransport:
@@ -84,24 +111,28 @@ class LocalSession:
     def _spawn(self, probe: Probe, timeout_s: float) -> Capture:
         started = time.monotonic()
         env = dict(os.environ, LC_ALL="C")
+        missing = _not_runnable(probe.argv[0], env.get("PATH", os.defpath))
+        if missing is not None:
+            rc, why = missing
+            return self._capture(probe, Outcome.EXITED, rc, "", f"{probe.argv[0]}: {why}", started)
         try:
-            # a new session, so a timeout can kill the tool and everything it started
+            # a new session, so a timeout can kill the tool and everything it started; the tool
+            # itself starts only once the guardian knows its group (AFTER_GO)
             proc = subprocess.Popen(
-                probe.argv,
-                stdin=subprocess.PIPE if probe.stdin else subprocess.DEVNULL,
+                [SHELL, "-c", AFTER_GO if probe.stdin else AFTER_GO_NO_STDIN, "nodecheck-probe", *probe.argv],
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=env,
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            return self._capture(probe, Outcome.EXITED, 127, "", f"{probe.argv[0]}: command not found", started)
-        except PermissionError as e:
-            return self._capture(probe, Outcome.EXITED, 126, "", f"{probe.argv[0]}: {e.strerror}", started)
+        except OSError as e:  # no /bin/sh: nothing local can run
+            return self._capture(probe, Outcome.EXITED, 126, "", f"{SHELL}: {e.strerror}", started)
         children.started(proc)  # ended below on every path; by children.end_all if we are stopped first
         out, err = CappedBuffer(), CappedBuffer()
         try:
-            finished = _pump(proc, (probe.stdin or "").encode(), out, err, started + timeout_s)
+            go = GO_LINE + (probe.stdin or "").encode()
+            finished = _pump(proc, go, out, err, started + timeout_s)
             if not finished:
                 children.end_group(proc, TERM_GRACE_S)
                 # what it printed before the kill; a child that left the group may hold the pipes open

@@ -73,9 +73,16 @@ def marker():
             pass
 
 
+# The stop signals at their default in nodecheck, as a command run from a terminal has them, however
+# this suite was started: a shell starts a background job (`run_all.sh &` in a script) with SIGINT
+# ignored, nodecheck rightly keeps a signal its parent ignored ignored, and the Ctrl-C case then
+# waited out the probe instead of testing the stop.
+AT_DEFAULT = ("env", "--default-signal=INT,TERM,HUP")
+
+
 def _start(argv: list[str], env: dict | None = None, cwd: Path = REPO) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "nodecheck", *argv],
+        [*AT_DEFAULT, sys.executable, "-m", "nodecheck", *argv],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

@@ -219,13 +219,6 @@ TARGETS: tuple[Target, ...] = (
         "F",
     ),
     Target(
-        "containers.parse_repo_digests_template",
-        containers.parse_repo_digests_template,
-        ("container-digests/bon-in-a-box*",),
-        "F",
-        lambda: ("[docker.io/library/alpine@sha256:" + "e1" * 32 + "]\n", '["a/b@sha256:' + "0" * 64 + '"]\n'),
-    ),
-    Target(
         "containers.parse_sha256sum",
         containers.parse_sha256sum,
         (),
@@ -257,10 +250,7 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "perfquery.parse_perfquery", perfquery.parse_perfquery, ("perfquery/*", "scenarios/derived-perfquery*"), "F"
     ),
-    Target("perfquery.parse_ibqueryerrors", perfquery.parse_ibqueryerrors, ("ibqueryerrors/*",), "F"),
     Target("perfquery.counters_from_sysfs", _sysfs_counters, ("sysfs_ib_counters/derived*",), "F"),
-    Target("perfquery.parse_sysfs_counter_loop", perfquery.parse_sysfs_counter_loop, ("sysfs_ib_counters/gpud*",), "F"),
-    Target("perfquery.parse_sysfs_rate", perfquery.parse_sysfs_rate, ("sysfs_ib/*",), "F"),
     Target("watch_sample.parse_sample", watch_sample.parse_sample, ("watch/*",), "F"),
     Target("watch_sample.read_progress", _watch_progress, ("watch/*",), "F"),
     Target("xid_codes.classify", _xid_codes, ("dmesg-xid/*",), "F"),
@@ -270,13 +260,6 @@ TARGETS: tuple[Target, ...] = (
         "nccl_tests_json.parse_nccl_tests_json", nccl_tests_json.parse_nccl_tests_json, ("nccl-tests/*.json",), "D1"
     ),
     Target("perftest.parse_perftest", lambda t: perftest.parse_perftest(t, 0), ("perftest/*",), "D1"),
-    Target(
-        "perftest.parse_perftest_json",
-        lambda t: perftest.parse_perftest_json(t, report_gbits=True),
-        (),
-        "D1",
-        lambda: (__import__("tests.parsers.test_perftest", fromlist=["DGX_JSON"]).DGX_JSON,),
-    ),
     Target("versions.parse_uname_r", versions.parse_uname_r, (), "D1", _versions("uname")),
     Target("versions.parse_os_release", versions.parse_os_release, (), "D1", _versions("os_release")),
     Target("versions.parse_ofed_info", versions.parse_ofed_info, ("scenarios/ofed_info*",), "D1"),
@@ -290,8 +273,6 @@ TARGETS: tuple[Target, ...] = (
     Target("versions.parse_nccl_header", versions.parse_nccl_header, (), "D1", _versions("header")),
     Target("versions.parse_nccl_conf", versions.parse_nccl_conf, (), "D1", _versions("conf")),
     Target("versions.parse_nccl_env", versions.parse_nccl_env, (), "D1", _versions("env")),
-    Target("versions.parse_nccl_debug_version", versions.parse_nccl_debug_version, ("nccl-debug-info/*",), "D1"),
-    Target("versions.parse_nccl_debug_plugin", versions.parse_nccl_debug_plugin, ("nccl-debug-info/*",), "D1"),
     Target("rankcounts.parse_rank_counts", _rank_counts, ("job/*",), "D1", _rankcounts_seeds),
     Target("nccl_config.parse_probe", ncclenv.parse_probe, (), "D1", _ncclenv_seeds),
     # slice D2
@@ -321,12 +302,6 @@ TARGETS: tuple[Target, ...] = (
         ("nvidia-smi-nvlink/*-s-*",),
         "D2",
     ),
-    Target(
-        "nvidia_smi_nvlink.parse_nvlink_remote",
-        nvidia_smi_nvlink.parse_nvlink_remote,
-        ("nvidia-smi-nvlink/*-R-*",),
-        "D2",
-    ),
     Target("nvidia_smi.gpu_facts_from_nvidia_smi(query_gpu)", _facts_from_csv, ("scenarios/*.csv",), "D2"),
     Target("nvidia_smi.gpu_facts_from_nvidia_smi(q)", _facts_from_q, ("nvidia-smi-q/*",), "D2"),
     Target("nvml.parse_nvml_probe", nvml.parse_nvml_probe, (), "D2", _nvml_seeds),
@@ -347,11 +322,9 @@ TARGETS: tuple[Target, ...] = (
     Target("forensics.parse_stacks", forensics.parse_stacks, ("forensics/*stacks*",), "A"),
     Target("forensics.parse_fetch", forensics.parse_fetch, ("forensics/*fetch*",), "A"),
     Target("pyspy.parse_pyspy_dump", pyspy.parse_pyspy_dump, PY_SPY_TEXT, "A"),
-    Target("pyspy.parse_pyspy_json", lambda t: pyspy.parse_pyspy_json(t, 7483), ("py-spy/*.json",), "A"),
     Target("pyspy.pyspy_failure", _pyspy_failure, ("py-spy/*exit1*",), "A"),
     # slice C
     Target("slurm.parse_show_node", slurm.parse_show_node, ("slurm/*",), "C"),
-    Target("slurm.parse_show_job", slurm.parse_show_job, ("slurm-job/*",), "C"),
 )
 
 

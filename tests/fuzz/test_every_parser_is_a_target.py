@@ -51,7 +51,7 @@ NOT_FUZZED = {
     "through them; its ValueError is their ParseError)",
     "findmnt.unoctal": "decodes one field for parse_findmnt, parse_mountinfo and parse_fstab (fuzzed through them)",
     "gids.make_gid": "reads one GID for ports_from_sysfs (fuzzed through it; its ValueError is its ParseError)",
-    "jsonsafe.loads": "the bounded json.loads of gpu_bench, nccl_tests_json and perftest (fuzzed through "
+    "jsonsafe.loads": "the bounded json.loads of dcgm_diag, findmnt, gpu_bench and nccl_tests_json (fuzzed through "
     "them; its JSONDecodeError and JsonRefused are their ParseError)",
     "jsonsafe.kind_of": "names a JSON value's type for a message",
     "lines.split_lines": "splits every parser's text (fuzzed through all of them)",

@@ -61,14 +61,13 @@ def _calls(fake: Path) -> list[str]:
 
 def test_job_reads_the_record_from_squeue(fake):
     job = Slurm(scontrol=str(fake / "scontrol")).job("1")
-    assert (job.job_id, job.state, job.nodes, job.num_nodes, job.requeue, job.user, job.name) == (
+    assert (job.job_id, job.state, job.nodes, job.num_nodes, job.requeue, job.user) == (
         "1",
         "RUNNING",
         ("node1", "node2", "node3"),
         3,
         True,
         "root",
-        "",
     )
     assert _calls(fake) == ["squeue -h -t all -j 1 -O"]
 

@@ -112,6 +112,25 @@ job_pids() {   # job_pids [slurmscriptd]: that too (slurmctld's helper; first st
   } | pids_of_files
 }
 
+# What slurmd ran outside any job (a HealthCheckProgram: SLURMD_NODENAME in its environment, nothing
+# else of ours), found where slurmd runs: in its node's mount namespace ($S/nodes/nodeI/mntns, or any
+# but this script's once the state dir is gone). A process on this machine with SLURMD_NODENAME in
+# its environment is not this cluster's (another test's fake srun task or `nodecheck health`, which
+# a SIGKILL from here failed at random while this cluster went down).
+health_check_pids() {
+  local f p ns mine nodes=" "
+  mine=$(stat -L -c %i /proc/$$/ns/mnt)
+  for f in "$S"/nodes/node*/mntns; do
+    [ -s "$f" ] && nodes+="$(cat "$f") "
+  done
+  grep -lzE '^SLURMD_NODENAME=' /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
+    p=${f#/proc/}; p=${p%%/*}
+    ns=$(stat -L -c %i "/proc/$p/ns/mnt" 2>/dev/null) || continue
+    if [ "$nodes" = " " ]; then [ "$ns" != "$mine" ] && echo "$f"
+    elif [[ $nodes == *" $ns "* ]]; then echo "$f"; fi
+  done | pids_of_files || true
+}
+
 wait_gone() {   # wait_gone TRIES PID...: 0 once none is alive (zombies count as gone)
   local tries=$1 t p left; shift
   for ((t = 0; t < tries; t++)); do
@@ -143,7 +162,7 @@ stop_all() {
   mapfile -t more < <(job_pids slurmscriptd)   # a Prolog or step forked meanwhile
   # and what slurmd ran outside any job: a HealthCheckProgram gets neither SLURM_CONF nor a job id,
   # only SLURMD_NODENAME; left running, its scontrol would drain nodes of the next cluster
-  mapfile -t -O "${#more[@]}" more < <(grep -lzE '^SLURMD_NODENAME=' /proc/[0-9]*/environ 2>/dev/null | pids_of_files || true)
+  mapfile -t -O "${#more[@]}" more < <(health_check_pids)
   if ((${#more[@]})); then kill -KILL "${more[@]}" 2>/dev/null || true; total=$((total + ${#more[@]})); fi
   wait_gone 100 "${jobs[@]}" "${daemons[@]}" "${more[@]}" ||
     die "still running after SIGKILL: $(for p in "${jobs[@]}" "${daemons[@]}" "${more[@]}"; do alive "$p" && echo -n "$p "; done)"

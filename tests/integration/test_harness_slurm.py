@@ -220,6 +220,11 @@ def test_slurm_down_also_ends_a_health_check_still_running(slurm_module, slurm_f
         + ["/bin/sleep", "300"],
         stdin=subprocess.DEVNULL,
     )
+    # the same environment on this machine, outside every node: another test's (a fake srun's task,
+    # a `nodecheck health` under test), not this cluster's; a SIGKILL from here failed those at random
+    bystander = subprocess.Popen(
+        ["/usr/bin/env", "-i", "SLURMD_NODENAME=node1", "/bin/sleep", "300"], stdin=subprocess.DEVNULL
+    )
     try:
         time.sleep(0.3)
         assert check.poll() is None
@@ -227,8 +232,11 @@ def test_slurm_down_also_ends_a_health_check_still_running(slurm_module, slurm_f
         c.slurm_down()
 
         assert check.wait(timeout=10) == -9  # SIGKILL, as slurm_down ends every job process
+        assert bystander.poll() is None
     finally:
         check.kill()
+        bystander.kill()
+        bystander.wait()
 
 
 def _slurm_processes(conf: str) -> list[str]:

@@ -8,11 +8,11 @@ import pytest
 
 from nodecheck.core.errors import ConfigError
 from nodecheck.job import command
-from nodecheck.parsers.slurm import parse_show_job
+from nodecheck.parsers.slurm import parse_squeue_job
 from tests.helpers import data
 
-RUNNING = "slurm-job/recorded-22.05-scontrol-show-job-running-multinode.txt"
-COMPLETED = "slurm-job/recorded-22.05-scontrol-show-job-completed.txt"
+RUNNING = "slurm-job/derived-recorded-22.05-squeue-O-running-multinode.txt"  # job 1 on node[1-3]
+COMPLETED = "slurm-job/derived-recorded-22.05-squeue-O-completed.txt"  # job 3
 
 
 def args(**over) -> Namespace:
@@ -36,7 +36,7 @@ def slurm(monkeypatch):
 
     def fake(job_id: str, implicit: bool = False):
         asked.append(job_id)
-        return parse_show_job(data(COMPLETED if job_id == "9" else RUNNING))
+        return parse_squeue_job(data(COMPLETED), "3") if job_id == "3" else parse_squeue_job(data(RUNNING), "1")
 
     monkeypatch.setattr("nodecheck.app.targets.read_job", fake)
     monkeypatch.setattr("nodecheck.app.transports.ssh_transport", lambda a: "ssh")
@@ -44,18 +44,18 @@ def slurm(monkeypatch):
 
 
 def test_slurm_job_id_comes_from_the_environment(slurm, monkeypatch):
-    monkeypatch.setenv("SLURM_JOB_ID", "4")
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
     nodes, transport, record = command._nodes(args())
     assert ([n.name for n in nodes], transport, record.job_id, slurm) == (
         ["node1", "node2", "node3"],
         "ssh",
-        "4",
-        ["4"],
+        "1",
+        ["1"],
     )
 
 
 def test_inventory_nodes_named_inside_an_allocation_are_used(slurm, monkeypatch, tmp_path):
-    monkeypatch.setenv("SLURM_JOB_ID", "4")
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
     inv = tmp_path / "hosts.yml"
     inv.write_text("nodes:\n  gpu[1-2]:\n")
     nodes, _, record = command._nodes(args(inventory=str(inv), nodes="gpu2"))
@@ -64,9 +64,9 @@ def test_inventory_nodes_named_inside_an_allocation_are_used(slurm, monkeypatch,
 
 def test_an_ended_job_is_refused(slurm):
     with pytest.raises(ConfigError) as e:
-        command._nodes(args(slurm_job="9"))
+        command._nodes(args(slurm_job="3"))
     assert str(e.value).startswith(
-        "--slurm-job: Slurm job 1 has ended (COMPLETED): its nodes may run another job by now, and nodecheck "
+        "--slurm-job: Slurm job 3 has ended (COMPLETED): its nodes may run another job by now, and nodecheck "
         "judges a job's nodes inside its allocation"
     )
 

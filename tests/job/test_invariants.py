@@ -21,8 +21,29 @@ from nodecheck.job.invariants import (
 )
 from nodecheck.job.probe import PROBE_NAME
 from nodecheck.job.spec import JobSpec
-from nodecheck.parsers.slurm import parse_show_job
+from nodecheck.parsers.slurm import JobRecord, parse_squeue_job
 from tests.helpers import data
+
+# `squeue -O` of job 1 on node[1-3] (what job-check reads), and the same job DERIVED inline as job 5
+# on node[2-3] holding 16 GPUs (gres/gpu in its allocated TRES)
+SQUEUE_RUNNING = "slurm-job/derived-recorded-22.05-squeue-O-running-multinode.txt"
+
+
+def running_job() -> JobRecord:
+    return parse_squeue_job(data(SQUEUE_RUNNING), "1")
+
+
+def two_node_job_with_16_gpus() -> JobRecord:
+    text = (
+        data(SQUEUE_RUNNING)
+        .replace("1\x1f1\x1f", "5\x1f5\x1f", 1)
+        .replace("node[1-3]", "node[2-3]")
+        .replace(
+            "\x1f3\x1f3\x1fcpu=3,node=3,billing=3\x1fnode1", "\x1f2\x1f2\x1fcpu=2,node=2,billing=2,gres/gpu=16\x1fnode2"
+        )
+    )
+    return parse_squeue_job(text, "5")
+
 
 INCIDENT = {int(r): c for r, c in json.loads(data("job/constructed-incident-counts.json")).items()}
 NODES = ("node1", "node2")
@@ -139,13 +160,13 @@ def test_world_size_pass():
 
 
 def test_world_size_against_a_three_node_slurm_job_and_a_node_short_of_gpus():
-    job = parse_show_job(data("slurm-job/recorded-22.05-scontrol-show-job-running-multinode.txt"))
+    job = running_job()
     c = ctx(slurm=job, order=job.nodes)
     out = judged(world_size, c, node1=probe_out(), node2=probe_out(gpus=4), node3=probe_out())
     assert out[0] == (
         ("node1", "node2", "node3"),
         Status.FAIL,
-        "world_size 16 but Slurm job 4's 3 nodes x 8 GPUs per node = 24 ranks: the launcher starts 24 "
+        "world_size 16 but Slurm job 1's 3 nodes x 8 GPUs per node = 24 ranks: the launcher starts 24 "
         "ranks, or the job waits forever for the missing ones; allocate 2 nodes or fix world_size",
     )
     assert out[2][:2] == (("node2",), Status.FAIL)
@@ -153,7 +174,7 @@ def test_world_size_against_a_three_node_slurm_job_and_a_node_short_of_gpus():
 
 
 def test_slurm_gres_gpu_must_match():
-    job = parse_show_job(data("slurm-job/derived-recorded-22.05-scontrol-show-job-running-two-nodes-gres-gpu16.txt"))
+    job = two_node_job_with_16_gpus()
     assert [
         s for _, s, _ in judged(world_size, ctx(slurm=job, order=job.nodes), node2=probe_out(), node3=probe_out())
     ] == [Status.PASS]
@@ -342,10 +363,10 @@ def test_no_checkpoint_block_fails():
 
 def test_retries():
     assert judged(retries, ctx(spec(launcher={"kind": "torchrun", "max_restarts": 3})))[0][1] is Status.PASS
-    job = parse_show_job(data("slurm-job/recorded-22.05-scontrol-show-job-running-multinode.txt"))
+    job = running_job()
     assert judged(retries, ctx(slurm=job))[0][1:] == (
         Status.PASS,
-        "Slurm job 4 has Requeue=1 (restarts so far: 0): Slurm requeues it after a node failure",
+        "Slurm job 1 has Requeue=1: Slurm requeues it after a node failure",
     )
     [(_, status, message)] = judged(retries, ctx(spec(launcher={"kind": "torchrun", "max_restarts": 0})))
     assert status is Status.WARN and message.startswith(

@@ -22,17 +22,24 @@ from nodecheck.judging.counter_rules import (
     judge_deltas,
     symbol_error_limit_per_hour,
 )
-from nodecheck.parsers.perfquery import PortCounters, parse_perfquery, parse_sysfs_counter_loop
+from nodecheck.parsers.perfquery import PortCounters, counters_from_sysfs, parse_perfquery
+from nodecheck.parsers.sysfs import parse_sysfs_dump
 from tests.helpers import data
 
 NONZERO = "perfquery/infiniband_exporter-extended-nonzero-linkdowned-relay-xmitdiscards.txt"
 CX4 = "perfquery/cx4-lab-blog-perfquery-C-basic-capmask-0x1600-qp1dropped.txt"
-GPUD_LOOP = "sysfs_ib_counters/gpud-pr943-saturated-counters-linkdowned255-xmitdiscards65535.txt"
+# gpud's saturated port (link_downed 255, xmit_discards 65535), in the sysfs dump ib.counters reads
+GPUD_DUMP = "sysfs_ib_counters/derived-gpud-pr943-mlx5_1-port1-as-nodecheck-sysfs-dump.txt"
 
 
 def _read(path: str) -> PortCounters:
     (block,) = parse_perfquery(data(path), ca="mlx5_0")
     return block
+
+
+def _saturated_port() -> PortCounters:
+    (port,) = counters_from_sysfs(parse_sysfs_dump(data(GPUD_DUMP)))
+    return port
 
 
 def _later(read: PortCounters, **changes: int) -> PortCounters:
@@ -101,7 +108,7 @@ def test_delta_of_two_extended_reads():
 
 
 def test_saturated_values_give_no_increase_and_no_rate():
-    port = parse_sysfs_counter_loop(data(GPUD_LOOP))
+    port = _saturated_port()
     deltas = {d.name: d for d in delta(port, port, 600.0)}
     saturated = sorted(n for n, d in deltas.items() if d.state == "saturated")
     assert saturated == ["ExcessiveBufferOverrunErrors", "LinkDownedCounter", "PortXmitDiscards", "PortXmitWait"]
@@ -123,7 +130,7 @@ def test_a_decrease_is_a_reset_counted_from_zero():
     assert deltas["PortXmitDiscards"].per_hour == pytest.approx(60)
     assert (deltas["LinkDownedCounter"].state, deltas["LinkDownedCounter"].increase) == ("reset", 0)
     # a saturated counter that was cleared and counts again is a reset, not saturated
-    port = parse_sysfs_counter_loop(data(GPUD_LOOP))
+    port = _saturated_port()
     cleared = replace(port, counters={**port.counters, "LinkDownedCounter": 1})
     link_down = {d.name: d for d in delta(port, cleared, 300.0)}["LinkDownedCounter"]
     assert (link_down.state, link_down.increase) == ("reset", 1)
@@ -249,7 +256,7 @@ def test_any_increase_of_a_fail_on_increase_counter_fails():
 
 
 def test_saturated_counters_warn_with_the_fix_and_congestion_is_only_reported():
-    port = parse_sysfs_counter_loop(data(GPUD_LOOP))
+    port = _saturated_port()
     findings = judge_deltas(delta(port, port, 600.0))
     by = _by_counter(findings)
     assert len(findings) == 9

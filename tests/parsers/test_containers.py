@@ -1,6 +1,7 @@
-"""Container parsers on the copied container-digests file they read, plus each documented form. (The
-`images --digests` tables under container-digests/ and the pyxis-enroot/ logs are recordings kept for a
-future reader: their parsers, which nothing called, were removed in issue 32.)"""
+"""Container parsers on each documented form. (The container-digests/ files and the pyxis-enroot/ logs
+are recordings kept for a future reader: the parsers of the `images --digests` tables and of the
+`--format '{{.RepoDigests}}'` template, which nothing called, were removed in issue 32; container.digest
+reads `image inspect` JSON.)"""
 
 from __future__ import annotations
 
@@ -15,22 +16,8 @@ from nodecheck.parsers.containers import (
     digests_of,
     parse_enroot_list,
     parse_image_inspect,
-    parse_repo_digests_template,
     parse_sha256sum,
 )
-from tests.helpers import data
-
-TEMPLATE = {
-    "container-digests/bon-in-a-box-docker-image-inspect-repodigests-comment.txt": (
-        "geobon/bon-in-a-box@sha256:34acee6db172b55928aaf1312d5cd4d1aaa4d6cc3e2c030053aed1fe44fb2c8e",
-    ),
-}
-
-
-@pytest.mark.parametrize("path", sorted(TEMPLATE))
-def test_repo_digests_template_corpus(path):
-    assert parse_repo_digests_template(data(path)) == TEMPLATE[path]
-
 
 # -- docker / podman image inspect ----------------------------------------------------------------
 
@@ -221,42 +208,6 @@ def test_digest_of_containerd_store_form():
     # docker with the containerd image store lists full names: "docker.io/library/ubuntu@sha256:…"
     record = ImageRecord("sha256:" + "1" * 64, ("docker.io/library/ubuntu@sha256:" + "4" * 64,), ())
     assert digest_of(record, "ubuntu:22.04") == "sha256:" + "4" * 64
-
-
-# -- {{.RepoDigests}} / {{json .RepoDigests}} ----------------------------------------------------
-
-# Two digests as OpenTelemetry's container.image.repo_digests example lists them
-# (opentelemetry semantic conventions: "Docker and CRI report those under the RepoDigests field").
-OTEL = (
-    "example@sha256:afcc7f1ac1b49db317a7196c902e61c6c3c4607d63599ee1a82d702d249a0ccb",
-    (
-        "internal.registry.example.com:5000/example@sha256:"
-        "b69959407d21e8a062e0416bf13405bb2b71ed7a84dde4158ebafacfa06f5578"
-    ),
-)
-
-
-def test_repo_digests_template_forms():
-    # Go's text/template prints a []string as "[a b]" and {{json}} as a JSON array
-    assert parse_repo_digests_template(f"[{OTEL[0]} {OTEL[1]}]\n") == OTEL
-    assert parse_repo_digests_template(f'["{OTEL[0]}","{OTEL[1]}"]\n') == OTEL
-    assert parse_repo_digests_template("[]\n") == ()
-    assert parse_repo_digests_template("null\n") == ()  # {{json}} of nil (moby/moby#45556)
-
-
-@pytest.mark.parametrize(
-    "text, reason",
-    [
-        ("", "empty output"),
-        ("<no value>\n", "expected"),  # template on a field the object does not have
-        ("[geobon/bon-in-a-box@sha256:34acee6db172b5592\n", "expected"),  # cut
-        ("[geobon/bon-in-a-box:latest]\n", "not a repo digest"),
-        ('["a@sha256:' + "0" * 64 + '", 3]', "non-string"),
-    ],
-)
-def test_repo_digests_template_unreadable(text, reason):
-    with pytest.raises(ParseError, match=reason):
-        parse_repo_digests_template(text)
 
 
 # -- sha256sum ----------------------------------------------------------------------------------

@@ -9,9 +9,7 @@ import pytest
 from nodecheck.core.errors import ParseError
 from nodecheck.parsers import jsonsafe
 from nodecheck.parsers.nccl_tests_json import parse_nccl_tests_json
-from nodecheck.parsers.perftest import parse_perftest_json
 from tests.helpers import data
-from tests.parsers.test_perftest import DGX_JSON
 
 
 @pytest.mark.parametrize(
@@ -43,7 +41,8 @@ def test_a_size_printed_as_nan_in_the_nccl_tests_report_is_a_parse_error_not_a_c
         parse_nccl_tests_json(json.dumps(doc))
 
 
-def test_a_message_size_of_400_digits_in_perftest_json_is_a_parse_error_not_a_crash():
-    text = DGX_JSON.replace('"MsgSize": ', '"MsgSize": ' + "9" * 400 + ', "x": ', 1)
+def test_a_size_of_400_digits_in_the_nccl_tests_report_is_a_parse_error_not_a_crash():
+    text = data("nccl-tests/constructed-all_reduce_perf-2node-json-v2-complete.json")
+    text = text.replace('"maximum_bytes":134217728', '"maximum_bytes":' + "9" * 400, 1)
     with pytest.raises(ParseError, match="integer of 400 digits"):
-        parse_perftest_json(text, report_gbits=True)
+        parse_nccl_tests_json(text)

@@ -17,9 +17,7 @@ from nodecheck.parsers.nvidia_smi_csv import (
     parse_query_gpu,
 )
 from nodecheck.parsers.nvidia_smi_nvlink import (
-    NvLinkRemote,
     parse_nvlink_errors,
-    parse_nvlink_remote,
     parse_nvlink_status,
 )
 from nodecheck.parsers.nvidia_smi_q import QFacts, parse_q
@@ -104,22 +102,17 @@ Q = {
 # nvlink -s on both GPUs: links 4, 5, 10, 11, 16, 17 inactive, the other 12 at 26.562 GB/s
 H100_INACTIVE = {4, 5, 10, 11, 16, 17}
 H100_LINKS = tuple(NvLink(n, False, None) if n in H100_INACTIVE else NvLink(n, True, 26.562 * 8) for n in range(18))
-# nvlink -R: links 0..11 listed, remote link numbers skip 4, 5, 10, 11 (the remote's inactive ones)
-REMOTE_LINKS = (0, 1, 2, 3, 6, 7, 8, 9, 12, 13, 14, 15)
-NVLINK = {
-    NVLINK_S: {0: H100_LINKS, 1: H100_LINKS},
-    NVLINK_R: {
-        0: tuple(NvLinkRemote(n, "0000:d5:00.0", r) for n, r in enumerate(REMOTE_LINKS)),
-        1: tuple(NvLinkRemote(n, "0000:c2:00.0", r) for n, r in enumerate(REMOTE_LINKS)),
-    },
-}
+NVLINK = {NVLINK_S: {0: H100_LINKS, 1: H100_LINKS}}
+# `nvlink -R` (each link's far end): a mirrored recording no parser reads (its parser, which no check
+# called, was removed in issue 32); here only as text the `nvlink -s` parser must refuse
+UNREAD = {NVLINK_R}
 
 CSV = {CSV_UNITS, CSV_P100}  # exact facts in their own tests below
 
 
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
-    expected = set(Q) | set(NVLINK) | CSV | set(Q_FABRIC) | set(NVLINK_E)
+    expected = set(Q) | set(NVLINK) | UNREAD | CSV | set(Q_FABRIC) | set(NVLINK_E)
     assert on_disk == expected
     assert len(on_disk) == 17
 
@@ -656,10 +649,6 @@ def test_nvlink_status_file_gives_exact_links():
     assert links[0][0].speed_gbps == 212.496  # 26.562 GB/s printed, × 8 bits
 
 
-def test_nvlink_remote_file_gives_exact_far_ends():
-    assert parse_nvlink_remote(data(NVLINK_R)) == NVLINK[NVLINK_R]
-
-
 def test_nvlink_does_not_depend_on_indentation():
     text = data(NVLINK_S)
     flat = "\n".join(line.strip() for line in text.splitlines()) + "\n"
@@ -676,7 +665,7 @@ def test_nvlink_cut_or_foreign_text_raises_parse_error():
     with pytest.raises(ParseError, match="GPU 0 appears twice"):
         parse_nvlink_status(text + text)
     with pytest.raises(ParseError, match="empty output"):
-        parse_nvlink_remote("")
+        parse_nvlink_status("")
     # a GPU without NVLink is listed with no links: known to have none
     assert parse_nvlink_status("GPU 0: NVIDIA RTX A6000 (UUID: GPU-1b2c)\n") == {0: ()}
 

@@ -1,5 +1,5 @@
-"""parse_perftest on every copied perftest corpus file, with exact facts per file; parse_perftest_json
-on constructed --out_json text; ParseError for output that is not perftest's."""
+"""parse_perftest on every copied perftest corpus file, with exact facts per file; ParseError for output
+that is not perftest's. (The --out_json parser, which ib.pairs never called, was removed in issue 32.)"""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from nodecheck.parsers.perftest import (
     LatRow,
     PerftestError,
     parse_perftest,
-    parse_perftest_json,
 )
 from tests.growth import assert_linear
 from tests.helpers import data, data_files
@@ -436,121 +435,6 @@ def test_two_runs_in_one_output_raise():
         parse_perftest(data(DGX) + data(SOFTROCE))
 
 
-# --- --out_json (CONSTRUCTED: formats.md §3 key order, values of the DGX and BIDIR_IB text runs) ---
-
-DGX_JSON = """{
-"test_info": {
-"test": "RDMA_Write_BW_Test",
-"Dual_port": "OFF",
-"Device": "rocep1s0f1",
-"Number_of_qps": 4,
-"Transport_type": "IB",
-"Connection_type": "RC",
-"Using_SRQ": "OFF",
-"PCIe_relax_order": "ON",
-"ibv_wr_API": "ON",
-"TX_depth": 128,
-"CQ_Moderation": 1,
-"Mtu": 1024,
-"Link_type": "IB",
-"Max_inline_data": 0,
-"rdma_cm_QPs": "ON",
-"Use_ROCm_memory": "OFF",
-"Use_MUSA_memory": "OFF",
-"Data_ex_method": "rdma_cm"
-},
-"results": {
-"MsgSize": 65536,
-"n_iterations": 20000,
-"BW_peak": 111.72,
-"BW_average": 111.71,
-"MsgRate": 0.213070
-}
-}
-"""
-
-
-def test_json_run_matches_the_text_run_it_was_built_from():
-    from_json = parse_perftest_json(DGX_JSON, report_gbits=True)
-    from_text = parse_perftest(data(DGX))
-    for name in (
-        "test",
-        "kind",
-        "bidirectional",
-        "device",
-        "link_type",
-        "transport",
-        "connection_type",
-        "gid_index",
-        "qps",
-        "mtu",
-        "rdma_cm",
-        "unit",
-        "rows",
-        "error",
-        "truncated",
-    ):
-        assert getattr(from_json, name) == getattr(from_text, name), name
-    assert from_json.best_average_gbps == 111.71
-    assert from_json.role is None
-    assert from_json.info["Data_ex_method"] == "rdma_cm"
-
-
-def test_json_without_report_gbits_is_mib_and_bidirectional_names_convert():
-    text = DGX_JSON.replace("RDMA_Write_BW_Test", "Send_Bidirectional_BW_Test").replace(
-        '"MsgSize": 65536,\n"n_iterations": 20000,\n"BW_peak": 111.72,\n"BW_average": 111.71,\n"MsgRate": 0.213070',
-        '"MsgSize": 4096,\n"n_iterations": 8758300,\n"BW_peak": 0.00,\n"BW_average": 11403.46,\n"MsgRate": 2.919285',
-    )
-    run = parse_perftest_json(text, report_gbits=False)
-    assert (run.test, run.bidirectional, run.unit) == ("Send Bidirectional BW Test", True, "MiB/sec")
-    assert run.rows == parse_perftest(data(BIDIR_IB)).rows
-    assert round(run.best_average_gbps, 2) == 95.66
-
-
-def test_json_quirks_trailing_comma_and_unquoted_sl_are_repaired():
-    quirky = DGX_JSON.replace('"MsgRate": 0.213070\n}', 'sl: 0,\n"MsgRate": 0.213070,\n}')
-    assert quirky != DGX_JSON
-    run = parse_perftest_json(quirky, report_gbits=True)
-    assert [(r.bytes, r.average) for r in run.rows] == [(65536, 111.71)]
-
-
-def test_json_of_output_bandwidth_has_no_row_and_falls_back():
-    only_bw = DGX_JSON.split('"results"')[0] + '"results": {\n"bw_avg": 111.71,\n}\n}\n'
-    with pytest.raises(ParseError, match="--output=bandwidth"):
-        parse_perftest_json(only_bw, report_gbits=True)
-
-
-def test_json_latency_results():
-    text = (
-        '{"test_info": {"test": "RDMA_Read_Latency_Test", "Device": "mlx4_0", "Number_of_qps": 1,'
-        ' "Mtu": 2048, "Link_type": "IB", "rdma_cm_QPs": "OFF"},'
-        ' "results": {"MsgSize": 4096, "n_iterations": 1000, "t_min": 4.07, "t_max": 8.42,'
-        ' "t_typical": 4.13, "t_avg": 4.21, "t_stdev": 0.25, "percentile_99": 5.02,'
-        ' "percentile_99.9": 8.42}}'
-    )
-    run = parse_perftest_json(text, report_gbits=False)
-    assert (run.test, run.kind, run.unit, run.rows) == ("RDMA_Read Latency Test", "lat", "usec", ())
-    assert run.lat_rows == (LatRow(4096, 1000, 4.07, 8.42, 4.13, 4.21, 0.25, 5.02, 8.42),)
-
-
-@pytest.mark.parametrize(
-    "text, reason",
-    [
-        ("", "not JSON"),
-        ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536', "not JSON"),
-        ("[]", "no test_info and results"),
-        ('{"test_info": {"test": "ping"}, "results": {}}', "test name"),
-        ('{"test_info": {"test": "RDMA_Write_BW_Test"}, "results": {"MsgSize": 65536}}', "'BW_peak'"),
-        (DGX_JSON.replace('"Mtu": 1024', '"Mtu": "big"'), "Mtu"),
-    ],
-)
-def test_unreadable_json_raises_so_the_caller_uses_the_text(text, reason):
-    with pytest.raises(ParseError) as caught:
-        parse_perftest_json(text, report_gbits=True)
-    assert reason in caught.value.reason
-    assert caught.value.tool == "ib_write_bw"
-
-
 def test_the_current_latency_header_with_average_stdev_and_percentiles():
     # DERIVED inline from READ_LAT: its header swapped for RESULT_FMT_LAT of current perftest
     # (perftest_parameters.h) and its last row extended with four made-up values
@@ -588,28 +472,6 @@ def test_a_gid_byte_above_255_is_a_parse_error_not_a_crash():
     with pytest.raises(ParseError) as caught:
         parse_perftest(text)
     assert caught.value.reason.startswith("GID byte 953 is not a byte (0-255): 'GID: 953:147:22:211")
-
-
-@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
-def test_a_non_finite_bandwidth_in_out_json_is_a_parse_error(value):
-    with pytest.raises(ParseError) as caught:
-        parse_perftest_json(DGX_JSON.replace('"BW_average": 111.71', f'"BW_average": {value}'), report_gbits=True)
-    shown = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf", "1e999": "inf"}[value]
-    assert caught.value.reason == f"--out_json BW_average is not a finite number ({shown}): the run cannot be judged"
-
-
-def test_out_json_nested_too_deeply_is_a_parse_error():
-    with pytest.raises(ParseError, match="nested too deeply"):
-        parse_perftest_json("[" * 100_000, report_gbits=True)
-
-
-def test_out_json_values_are_quoted_bounded():
-    with pytest.raises(ParseError) as caught:
-        parse_perftest_json(
-            DGX_JSON.replace('"BW_average": 111.71', '"BW_average": "' + "9" * 100_000 + '"'), report_gbits=True
-        )
-    assert len(caught.value.reason) < 300
-    assert caught.value.reason == "--out_json results have no number 'BW_average' (got '999999999999...9999999999999')"
 
 
 @pytest.mark.growth

@@ -1,9 +1,8 @@
-"""parse_pyspy_dump / parse_pyspy_json / pyspy_failure on every recording in tests/data/py-spy, and the
+"""parse_pyspy_dump / pyspy_failure on every recording in tests/data/py-spy, and the
 real py-spy against real hung ranks (tests/fakes/hung_rank.py), frozen and stopped ones included."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from nodecheck.core.errors import ParseError
-from nodecheck.parsers.pyspy import PyFrame, PyStacks, main_thread, parse_pyspy_dump, parse_pyspy_json, pyspy_failure
+from nodecheck.parsers.pyspy import PyFrame, PyStacks, main_thread, parse_pyspy_dump, pyspy_failure
 from tests.fakes import freeze
 from tests.helpers import data, data_files
 
@@ -164,16 +163,6 @@ TEXT = {
         watchdog=WATCHDOG,
     ),
 }
-JSON = {  # --json of the same processes: the text's facts, less the command and Python version
-    "recorded-hung-rank-all_reduce-via-aggregate-threads.json": (
-        "recorded-hung-rank-all_reduce-via-aggregate-threads.txt"
-    ),
-    "recorded-native-hung-rank-all_reduce-via-aggregate-threads.json": (
-        "recorded-native-hung-rank-all_reduce-via-aggregate-threads.txt"
-    ),
-    "recorded-hung-rank-all_reduce.json": "recorded-hung-rank-all_reduce.txt",
-    "recorded-busy-python-c-multiline-command.json": "recorded-busy-python-c-multiline-command.txt",
-}
 # py-spy's exit status for each: all its failures exit 1 (recorded in tests/data/py-spy/SOURCES.md)
 FAILURES = {
     ("recorded-no-such-pid-exit1.stderr.txt", None): "no such process",
@@ -201,8 +190,7 @@ def spy(name: str) -> str:
 
 
 def test_every_recording_is_covered():
-    named = set(TEXT) | set(JSON) | set(HEADER_ONLY) | {n for pair in FAILURES for n in pair if n}
-    named.add("recorded-frozen-json-timeout-after-5s.stdout.txt")
+    named = set(TEXT) | set(HEADER_ONLY) | {n for pair in FAILURES for n in pair if n}
     assert sorted(f"py-spy/{n}" for n in named) == [f for f in data_files("py-spy") if not f.endswith(".md")]
 
 
@@ -243,15 +231,6 @@ def test_native_frames_are_marked_and_lineless():
     ]
     assert str(main.frames[0]) == "clock_nanosleep (libc.so.6)"
     assert str(main.frames[1]) == "wait (distributed_c10d.py:13)"
-
-
-@pytest.mark.parametrize("name", sorted(JSON))
-def test_json_recording_gives_the_texts_facts(name):
-    text = parse_pyspy_dump(spy(JSON[name]))
-    stacks = parse_pyspy_json(spy(name), text.pid)
-    check(stacks, TEXT[JSON[name]])
-    assert (stacks.command, stacks.python) == (None, None)
-    assert stacks.threads == text.threads
 
 
 @pytest.mark.parametrize("name", HEADER_ONLY)
@@ -309,56 +288,6 @@ def test_text_cut_mid_stack_keeps_its_lines_as_excerpt():
     assert e.value.excerpt.endswith("    all_reduce (distribu")
 
 
-@pytest.mark.parametrize(
-    "text, pid, reason",
-    [
-        ("", 1, "empty output"),
-        ("[", 1, "not JSON"),
-        ("[]", 1, "non-empty list of threads"),
-        ('{"pid": 1}', 1, "non-empty list of threads"),
-        ('[{"pid": 1}]', 1, "missing 'os_thread_id'"),
-        ('[{"pid": 2, "frames": []}]', 1, "a thread of pid 2, expected 1"),
-        (
-            '[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": "no", '
-            '"owns_gil": false, "frames": []}]',
-            1,
-            "'active' is 'no'",
-        ),
-        (
-            '[{"pid": 1, "thread_id": 5, "thread_name": null, "os_thread_id": 5, "active": false, '
-            '"owns_gil": false, "frames": [{"name": "f"}]}]',
-            1,
-            "missing 'line'",
-        ),
-    ],
-)
-def test_json_garbage(text, pid, reason):
-    with pytest.raises(ParseError, match=reason):
-        parse_pyspy_json(text, pid)
-
-
-def test_json_cut_off_is_a_parse_error():
-    whole = spy("recorded-hung-rank-all_reduce.json")
-    with pytest.raises(ParseError, match="not JSON"):
-        parse_pyspy_json(whole[: len(whole) // 2], 7483)
-
-
-def test_json_thread_without_os_id_is_shown_like_the_text():
-    stacks = parse_pyspy_json(
-        '[{"pid": 1, "thread_id": 139758973280320, "thread_name": "MainThread", '
-        '"os_thread_id": null, "active": true, "owns_gil": false, "frames": ['
-        '{"name": "f", "filename": "/a/x.py", "short_filename": null, "line": 3, '
-        '"module": null}]}]',
-        1,
-    )
-    [thread] = stacks.threads
-    assert (thread.thread_id, thread.status, thread.frames) == (
-        "0x7F1C2BF4E040",
-        "active",
-        (PyFrame("f", "/a/x.py", 3),),
-    )
-
-
 @pytest.mark.parametrize("names, reason", sorted(FAILURES.items()))
 def test_failure_reason(names, reason):
     stderr_name, stdout_name = names
@@ -383,7 +312,7 @@ def test_main_thread_is_named_else_first():
     assert main_thread(stacks).name == "MainThread"
     swapped = PyStacks(stacks.pid, stacks.command, stacks.python, stacks.threads[::-1])
     assert main_thread(swapped).name == "MainThread"
-    assert main_thread(PyStacks(1, None, None, ())) is None
+    assert main_thread(PyStacks(1, "python3 x.py", "3.11.2", ())) is None
 
 
 # --- the real py-spy against real hung ranks ---------------------------------------------------------
@@ -543,9 +472,6 @@ def test_real_pyspy_sees_the_collective_the_rank_blocks_in(ranks, collective, vi
         "pt_nccl_watchdog",
         ("watchdog_loop", "distributed_c10d.py", marker_line(PKG / "distributed_c10d.py", "BLOCKED: watchdog_loop")),
     )
-    as_json = rank.dump("--json")
-    assert as_json.returncode == 0, as_json.stderr
-    assert parse_pyspy_json(as_json.stdout, rank.proc.pid).threads == stacks.threads
     assert rank.stop() == 0 and not rank.pid_file.exists()
 
 
@@ -648,9 +574,3 @@ def test_no_such_pid_and_not_python_live():
         finally:
             sleeper.kill()
     assert (done.returncode, pyspy_failure(done.stdout, done.stderr, done.returncode)) == (1, "not a Python process")
-
-
-def test_recorded_json_is_py_spys_list_of_threads():
-    # the shape the JSON parser relies on, straight from the recording
-    [thread] = json.loads(spy("recorded-hung-rank-all_reduce.json"))
-    assert set(thread) >= {"pid", "thread_id", "thread_name", "os_thread_id", "active", "owns_gil", "frames"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from nodecheck.transport import children
@@ -80,3 +81,46 @@ def test_ended_after_a_normal_exit_ends_what_the_tool_left_in_the_background(tmp
         assert time.monotonic() < deadline, f"pid {background} still running"
         time.sleep(0.02)
     assert proc.pid not in children.live()
+
+
+# nodecheck SIGKILLed after a probe's process exists and before the guardian is told of it: the
+# probe must not run. A child process stands in for nodecheck; its registration is where it dies.
+_DIES_BEFORE_REGISTERING = """
+import os, signal, sys
+from nodecheck.core.model import Node, Probe
+from nodecheck.transport import children
+from nodecheck.transport.local import LocalSession
+
+children.started = lambda proc: os.kill(os.getpid(), signal.SIGKILL)
+LocalSession(Node(name="here", address="localhost")).run(Probe(name="p", argv=tuple(sys.argv[1:])), 60)
+"""
+
+
+def _cmdlines_holding(word: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if word.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:  # gone meanwhile
+                pass
+    return found
+
+
+def test_a_probe_whose_nodecheck_died_before_registering_it_never_runs(tmp_path):
+    ran = tmp_path / "ran"
+    tool = tmp_path / "tool-never-run"
+    tool.write_text(f"#!/bin/sh\ntouch {ran}\nsleep 30\n")  # its shell, named by path, lives 30 s
+    tool.chmod(0o755)
+    nodecheck = subprocess.run(
+        [sys.executable, "-c", _DIES_BEFORE_REGISTERING, str(tool)], capture_output=True, timeout=120
+    )
+    assert nodecheck.returncode == -signal.SIGKILL, nodecheck.stderr
+    # what started for the probe ends by itself (the tool would sleep 30 s): wait for that state
+    deadline = time.monotonic() + 60
+    while _cmdlines_holding(str(tool)):
+        assert time.monotonic() < deadline, f"the probe is still running: {_cmdlines_holding(str(tool))}"
+        time.sleep(0.05)
+    assert not ran.exists()
