@@ -2,7 +2,9 @@
 
 Started by SimCluster.roce_port() (tests/harness/sim/fabric.py), one process per port, OUTSIDE the
 node's mount namespace but INSIDE the cluster's network namespace, so it sees the real veth
-interface that is the port's netdev. It polls the netdev (`ip -j addr show dev X`, every 25 ms) and
+interface that is the port's netdev. It polls the netdev (`ip -j addr show dev X`, every 25 ms), takes
+the link's ups and downs from `ip -o monitor link` in the order they happened (a flap shorter than
+a poll, or a driver starved on a busy machine, still goes down and up once, never twice), and
 mirrors the kernel's RoCE GID cache into the node's view of /sys/class/infiniband
 ($S/nodes/nodeI/sys/class/infiniband, bound there inside the node):
 
@@ -41,15 +43,19 @@ whole state dir), or when the view directory disappears.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import ipaddress
 import json
 import os
+import queue
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 GID_TABLE_LEN = 16
@@ -197,7 +203,65 @@ def read_netdev(name: str) -> Netdev:
     flags = set(link.get("flags", ()))
     addrs = [ipaddress.ip_address(a["local"]) for a in link.get("addr_info", ()) if "local" in a]
     addrs.sort(key=lambda a: a.version)
-    return Netdev(True, "UP" in flags, "LOWER_UP" in flags, link.get("address"), tuple(addrs))
+    return Netdev(True, "UP" in flags, has_carrier(flags), link.get("address"), tuple(addrs))
+
+
+def has_carrier(flags: set[str]) -> bool:
+    # a veth whose peer went down passes through <NO-CARRIER,...,UP,LOWER_UP>: no carrier yet
+    return "LOWER_UP" in flags and "NO-CARRIER" not in flags
+
+
+# `ip -o monitor link`: "3: rnic2@if4: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu ..." ("Deleted 3: ..." when gone)
+_LINK_EVENT = re.compile(r"^(Deleted )?\d+: ([^:@\s]+)(?:@\S+)?: <([^>]*)>")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the driver dies, however (a SIGKILLed driver would
+    otherwise leave its `ip monitor` running in the cluster's network namespace)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class LinkEvents:
+    """The netdev's link state changes, in order, from `ip -o monitor link` (None where it cannot run:
+    the polls alone then see the link, as before)."""
+
+    def __init__(self, netdev: str) -> None:
+        self.netdev = netdev
+        self.changes: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        try:
+            self.proc: subprocess.Popen | None = subprocess.Popen(
+                ["ip", "-o", "monitor", "link"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                preexec_fn=_die_with_parent,  # no thread runs yet: safe here
+            )
+        except OSError:
+            self.proc = None
+            return
+        threading.Thread(target=self._read, name="link-events", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            m = _LINK_EVENT.match(line)
+            if m and m[2] == self.netdev and not m[1]:
+                flags = set(m[3].split(","))
+                self.changes.put("UP" in flags and has_carrier(flags))
+
+    def since_last(self) -> list[bool]:
+        """Each link state reported since the last call, oldest first."""
+        got = []
+        while True:
+            try:
+                got.append(self.changes.get_nowait())
+            except queue.Empty:
+                return got
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 class SysfsWriter:
@@ -338,37 +402,70 @@ class Driver:
 
     def run(self) -> int:
         ready = Path(self.a.ready_file)
-        first = True
-        while self.owned():
-            now = time.monotonic()
-            cur = read_netdev(self.a.netdev)
-            self.on_netdev(cur)
-            if cur.link_ok and self.link_up_since is None:
-                # at start-up the port is trained already; later it takes ACTIVE_DELAY_S
-                self.link_up_since = now - ACTIVE_DELAY_S if first else now
-                if not first:
-                    self.log("link up")
-            elif not cur.link_ok and self.link_up_since is not None:
-                self.link_up_since = None
-                self.log("link down")
-            if self.a.behaviour == "networkmanager":
-                self.network_manager(cur, now)
-            active = self.link_up_since is not None and now - self.link_up_since >= ACTIVE_DELAY_S
-            try:
-                self.writer.sync({**self.device_files(cur.mac), **self.port_files(active)})
-                if first:
-                    self.write_counters()
-                    self.writer.write(ready, f"{os.getpid()}\n")
-                    self.log(f"ready: netdev {self.a.netdev}, behaviour {self.a.behaviour}")
-            except FileNotFoundError:
-                if not self.owned():
-                    break
-                raise
-            first = False
-            self.prev = cur
-            time.sleep(POLL_S)
+        events = LinkEvents(self.a.netdev)  # listening before the first poll: no change falls between
+        link_ok: bool | None = None  # the link as the events tell it, in order
+        try:
+            first = True
+            while self.owned():
+                cur = read_netdev(self.a.netdev)
+                if link_ok is None or events.proc is None:
+                    link_ok = cur.link_ok
+                    events.since_last()  # the poll has seen these
+                    steps = [cur]
+                else:
+                    # every change the events saw, each its own step, even those no poll caught
+                    steps = []
+                    for state in events.since_last():
+                        if state != link_ok:
+                            link_ok = state
+                            steps.append(_with_link(cur, state))
+                    steps = steps or [_with_link(cur, link_ok)]
+                for step in steps:
+                    if not self.step(step, time.monotonic(), first, ready):
+                        return self.exit()
+                    first = False
+                time.sleep(POLL_S)
+            return self.exit()
+        finally:
+            events.stop()
+
+    def exit(self) -> int:
         self.log("exiting: pid file or view gone")
         return 0
+
+    def step(self, cur: Netdev, now: float, first: bool, ready: Path) -> bool:
+        """The kernel's (and NetworkManager's) reaction to one state of the netdev; False: the view is gone."""
+        self.on_netdev(cur)
+        if cur.link_ok and self.link_up_since is None:
+            # at start-up the port is trained already; later it takes ACTIVE_DELAY_S
+            self.link_up_since = now - ACTIVE_DELAY_S if first else now
+            if not first:
+                self.log("link up")
+        elif not cur.link_ok and self.link_up_since is not None:
+            self.link_up_since = None
+            self.log("link down")
+        if self.a.behaviour == "networkmanager":
+            self.network_manager(cur, now)
+        active = self.link_up_since is not None and now - self.link_up_since >= ACTIVE_DELAY_S
+        try:
+            self.writer.sync({**self.device_files(cur.mac), **self.port_files(active)})
+            if first:
+                self.write_counters()
+                self.writer.write(ready, f"{os.getpid()}\n")
+                self.log(f"ready: netdev {self.a.netdev}, behaviour {self.a.behaviour}")
+        except FileNotFoundError:
+            if not self.owned():
+                return False
+            raise
+        self.prev = cur
+        return True
+
+
+def _with_link(cur: Netdev, link_ok: bool) -> Netdev:
+    """The polled netdev with the link as the events tell it (a down may be one no poll caught)."""
+    if not cur.exists or cur.link_ok == link_ok:
+        return cur
+    return replace(cur, admin_up=True, carrier=True) if link_ok else replace(cur, carrier=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -231,6 +231,26 @@ def test_networkmanager_flap_moves_the_v2_gid_from_3_to_5(cluster):
     )
 
 
+def test_a_flap_the_driver_slept_through_still_renumbers_the_networkmanager_port(cluster):
+    """A busy machine can starve the driver for longer than a short flap: no poll sees the link down,
+    yet NetworkManager (and so the driver) must, as the kernel's netlink events queue it."""
+    cluster.roce_port("node4", behaviour="networkmanager")
+    driver = int((cluster.node_dir("node4") / "rdma" / "mlx5_0-1.pid").read_text())
+    os.kill(driver, signal.SIGSTOP)  # starved through the whole flap
+    try:
+        assert cluster.run("node4", "ip link set rnic4 down && ip link set rnic4 up") == (0, "", "")
+    finally:
+        os.kill(driver, signal.SIGCONT)
+    rc, out, _ = wait_on_node(
+        cluster,
+        "node4",
+        f'[ "$(cat {PORT_DIR}/gids/5)" != "{ZERO_GID}" ]',
+        f"cd {PORT_DIR} && cat state gids/3 gids/5 gid_attrs/types/5",
+        timeout_s=10,
+    )
+    assert (rc, out.splitlines()) == (0, ["4: ACTIVE", ZERO_GID, roce_gid(4), "RoCE v2"])
+
+
 def test_roce_port_is_idempotent_and_reset_removes_it(cluster):
     cluster.roce_port("node5")
     pid_file = cluster.node_dir("node5") / "rdma" / "mlx5_0-1.pid"

@@ -27,7 +27,7 @@ def test_a_hostile_job_name_does_not_change_the_jobs_facts(slurm):
     # scontrol prints the name as the rest of its first line: these are its first fields
     assert slurm.scontrol("show", "job", str(running)).startswith(f"JobId={running} JobName={HOSTILE}\n")
     job = Slurm().job(str(running))
-    assert (job.job_id, job.state, job.node_list, job.nodes, job.user, job.requeue, job.num_nodes, job.name) == (
+    assert (job.job_id, job.state, job.node_list, job.nodes, job.user, job.requeue, job.num_nodes) == (
         str(running),
         "RUNNING",
         "node[1-2]",
@@ -35,7 +35,6 @@ def test_a_hostile_job_name_does_not_change_the_jobs_facts(slurm):
         "root",
         True,
         2,
-        "",
     )
     # a name with a newline (sbatch accepts it), the squeue separator and '|'
     held = slurm.sbatch(

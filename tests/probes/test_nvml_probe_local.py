@@ -23,7 +23,7 @@ from nodecheck.parsers.gpu import GpuFacts
 from nodecheck.parsers.nvidia_smi_csv import COMPUTE_APPS_FIELDS, QUERY_GPU_FIELDS
 from nodecheck.parsers.sections import split_sections
 from nodecheck.run.runner import judge_node
-from nodecheck.transport.local import LocalSession, LocalTransport
+from nodecheck.transport.local import AFTER_GO, SHELL, LocalSession, LocalTransport
 
 # the constructed 2x H100 PCIe `--query-gpu` CSV (noheader, nounits) and the facts it reads as
 from tests.parsers.test_nvidia_smi import H100_CSV, H100_CSV_GPUS
@@ -246,7 +246,8 @@ def test_in_process_nvml_unavailable_runs_the_command_instead(fake_pynvml, with_
 
     monkeypatch.setattr(subprocess, "Popen", popen)
     capture = run(GPU)
-    assert spawned == [GPU.argv]
+    # the probe's own argv, behind the go handshake (transport.local: it starts once the guardian knows it)
+    assert spawned == [(SHELL, "-c", AFTER_GO, "nodecheck-probe", *GPU.argv)]
     assert (capture.outcome, capture.exit_code, capture.stderr) == (Outcome.EXITED, 0, "")
     assert capture.stdout.startswith(fallback_stdout("nvmlInit failed: Driver Not Loaded"))
     assert_clock_and_counters_sections(capture.stdout)

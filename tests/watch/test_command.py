@@ -145,8 +145,10 @@ def watch(env, *extra, script=None, inventory=True, capsys=None):
     if script is not None:
         ScriptedTracker.SCRIPT = script
     # 0.02 s ticks keep multi-sample tests fast; a single sample gets 1 s (the interval is also the
-    # sample timeout: a busy machine can miss 0.02 s, and a watch that never got a sample exits 3)
-    interval = "1" if extra[:2] == ("--max-samples", "1") else "0.02"
+    # sample timeout: a busy machine can miss 0.02 s, and a watch that never got a sample exits 3,
+    # or --once judges a sample with a node missing)
+    one_sample = extra[:2] == ("--max-samples", "1") or "--once" in extra
+    interval = "1" if one_sample else "0.02"
     argv = [
         "watch",
         *([str(env.inv), "--match", r"train\.py"] if inventory else []),
