@@ -40,6 +40,8 @@ def test_the_wheel_ships_the_playbooks_and_an_install_finds_them(tmp_path):
         "nodecheck/deploy/nodecheck-sweep.timer",
         "nodecheck/deploy/nodecheck-sweep.cron",
         "nodecheck/deploy/nodecheck-gate.logrotate",
+        "nodecheck/config/ladders/default.yml",
+        "nodecheck/remedy/plan.py",
     } <= set(names)
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     for script in (
@@ -66,3 +68,14 @@ def test_the_wheel_ships_the_playbooks_and_an_install_finds_them(tmp_path):
         check=True,
     ).stdout.split()
     assert out == [str(site / "nodecheck/config/playbook.py"), str(site / "nodecheck/playbooks/default.yml")]
+    # the shipped remediation ladders, found in the installed copy
+    probe = "import nodecheck.config.remedy as r; print(r.load_ladders(None, r.known_check_names()).file)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(site)),
+        check=True,
+    ).stdout.split()
+    assert out == [str(site / "nodecheck/config/ladders/default.yml")]

@@ -217,7 +217,7 @@ def _fabric_manager(node: FabricNode, facts: GpuFacts, needed: bool, switches: l
             Status.FAIL,
             f"{words}; NVSwitch GPUs need it ({why}): {_gpu_states(facts)}",
             subject,
-            observed,
+            {**observed, "running": False},  # what a remediation ladder for Fabric Manager matches on
             {"running": True},
         )
 

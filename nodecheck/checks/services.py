@@ -195,7 +195,11 @@ def _required_unit(alts: str, found: list[tuple[str, UnitState]], role: str, wan
         Status.FAIL,
         f"{states}, expected {expected}{why}",
         alts,
-        {_unit_name(u): s.active_state if s.installed else s.load_state for u, s in found},
+        # `down`: the units that are not active, by name (what a remediation ladder matches on)
+        {
+            **{_unit_name(u): s.active_state if s.installed else s.load_state for u, s in found},
+            "down": [_unit_name(u) for u, _ in found],
+        },
         {"active_state": "active"},
     )
 

@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
             from nodecheck.gate import command as gatecmd
 
             return gatecmd.gate_command(args)
+        if args.command == "remediate":
+            from nodecheck.remedy.command import remediate_command
+
+            return remediate_command(args)
         if args.command == "sweep":
             from nodecheck.fleet.sweep import sweep_command
 

@@ -471,6 +471,7 @@ def _gate_parsers(sub) -> None:
     health.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these inventory nodes")
     health.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: health)")
     _gate_args(health)
+    _remediate_parser(sub)
     sweep = sub.add_parser(
         "sweep",
         help="one fleet sweep: run the sweep playbook, keep the report and its "
@@ -557,6 +558,37 @@ def _gate_parsers(sub) -> None:
         help="write the fleet page (status grid per node and sweep, repeat offenders, measurements over "
         "time, what changed) of the latest sweep's playbook to FILE and print its path; '-' for stdout",
     )
+
+
+REMEDIATE_EPILOG = """the plan per node: act (the next step of its failure's ladder), hold (for a person),
+wait (a job on it, the budget full, a reboot under way) or leave (not drained by nodecheck).
+Ladders: --ladders FILE, else the gate config's remedy.ladders, else the shipped profile
+(nodecheck/config/ladders/default.yml). Budgets: the gate config's remedy: section.
+Nothing is changed: every step it would take is logged to the gate log (see docs/remediation.md).
+exit codes: 0 a plan was made, 3 Slurm's node states could not be read, 64 bad input"""
+
+
+def _remediate_parser(sub) -> None:
+    remediate = sub.add_parser(
+        "remediate",
+        help="show what nodecheck would do about each unfit node: the next step of its "
+        "failure's action ladder (reset a GPU, restart a service, reboot through Slurm) or a hold for a person",
+        epilog=REMEDIATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    remediate.add_argument(
+        "inventory", nargs="?", help="hosts.yml: check these nodes over SSH (default: this node, locally)"
+    )
+    remediate.add_argument("--nodes", type=hostlist, metavar="HOSTLIST", help="only these nodes")
+    remediate.add_argument("--playbook", default=None, help="shipped playbook name or a path (default: health)")
+    remediate.add_argument(
+        "--report",
+        metavar="DIR",
+        help="plan from a stored report directory instead of checking the nodes now",
+    )
+    remediate.add_argument("--ladders", metavar="FILE", help="the action ladders (default: the shipped profile)")
+    remediate.add_argument("--json", action="store_true", help="print the plan as one JSON document")
+    _gate_args(remediate)
 
 
 def _submit_args(sweep: argparse.ArgumentParser) -> None:

@@ -318,13 +318,13 @@ def gate_command(args: Namespace) -> int:
                 pass
         # a config problem must never drain: under Slurm the job starts (a Prolog's non-zero exit
         # would drain this node), and the log says so; run by hand it is bad input as usual
-        log.event("config-error", _this_node_name(), message=str(e))
+        log.event("config-error", this_node_name(), message=str(e))
         _say(f"nodecheck {mode}: CONFIG ERROR, nothing judged, nothing drained: {e}")
         return EXIT_PASS if in_slurm and mode != "health" else EXIT_BAD_INPUT
     except Exception as e:  # a nodecheck bug: fail open too, loudly
         import traceback
 
-        log.event("internal-error", _this_node_name(), message=f"{type(e).__name__}: {e}")
+        log.event("internal-error", this_node_name(), message=f"{type(e).__name__}: {e}")
         traceback.print_exc()
         _say(f"nodecheck {mode}: INTERNAL ERROR, nothing judged, nothing drained: {type(e).__name__}: {e}")
         return EXIT_PASS if in_slurm and mode != "health" else EXIT_UNKNOWN
@@ -343,22 +343,22 @@ def _set_environment(path: str | None) -> None:
             os.environ["HOME"] = "/"
 
 
-def _this_node_name() -> str:
+def this_node_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
-def _token(args: Namespace) -> str:
+def site_token(args: Namespace) -> str:
     """The site's drain token (gate config `drain_token`; default none)."""
     return getattr(args, "drain_token", None) or ""
 
 
-def _slurm(args: Namespace, timeout_s: float = 10.0):
+def slurm_for(args: Namespace, timeout_s: float = 10.0):
     from nodecheck.app.slurm import Slurm
 
     return Slurm(scontrol=getattr(args, "scontrol", None) or "scontrol", timeout_s=timeout_s)
 
 
-def _load(args: Namespace, mode: str) -> Playbook:
+def load_playbook_for(args: Namespace, mode: str) -> Playbook:
     from nodecheck.app.job_user import prolog_job_user, with_job_user
     from nodecheck.config.playbook import load_playbook
 
@@ -468,8 +468,8 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     """This node, locally, within the budget; drain itself on a judged failure."""
     from nodecheck.app.transports import local_transport
 
-    node = _this_node_name()
-    playbook = _load(args, "prolog")
+    node = this_node_name()
+    playbook = load_playbook_for(args, "prolog")
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
     drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=True)
     with _stopper() as stop:
@@ -489,7 +489,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
         settings,
         drain_on=drain_on,
         order=[c.spec.name for c in playbook.checks],
-        token=_token(args),
+        token=site_token(args),
         resume=False,
     )
     where = _store(report, args, node, job, log, decision)
@@ -498,7 +498,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     tail = _tail(where, report)
     if not decision.blamed:
         if decision.unjudged:  # fail open, loudly
-            apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
+            apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=site_token(args))
             _say(
                 f"{head}: {_first_line(report, decision)}; not drained: it drains on {', '.join(drain_on)} only; "
                 f"the job may start{tail}"
@@ -509,18 +509,18 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     if decision.tripped:
         # this one-node run tripped the run breaker (gate.breaker_min_nodes: 1): nothing drains, and
         # a non-zero exit would have Slurm drain the node ("Prolog error") in the breaker's stead
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=site_token(args))
         _say(f"{head}: {_first_line(report, decision)}; {decision.breaker}; the job may start{tail}")
         return EXIT_PASS
     if args.observe:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=site_token(args))
         _say(f"{head}: {_first_line(report, decision)}; observe only: not drained{tail}")
         return EXIT_PASS
-    slurm = _slurm(args, timeout_s=PROLOG_SCONTROL_TIMEOUT_S)
-    done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where, token=_token(args))
+    slurm = slurm_for(args, timeout_s=PROLOG_SCONTROL_TIMEOUT_S)
+    done = apply(decision, slurm=slurm, log=log, observe=False, report_dir=where, token=site_token(args))
     if done.drained:
         try:
-            breaker = _undo_if_mass_drain(slurm, node, decision, report, settings, log, where, _token(args))
+            breaker = _undo_if_mass_drain(slurm, node, decision, report, settings, log, where, site_token(args))
             if breaker:
                 _say(f"{head}: {_first_line(report, decision)}; {breaker}; the job may start{tail}")
                 return EXIT_PASS
@@ -607,7 +607,7 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     from nodecheck.app.defaults import DEFAULT_FANOUT
     from nodecheck.app.transports import ensure_open_files
 
-    playbook = _load(args, "controller")
+    playbook = load_playbook_for(args, "controller")
     cross = tuple(c for c in playbook.checks if c.spec.scope in ("fleet", "active"))
     if not cross:
         raise ConfigError(
@@ -636,27 +636,27 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
         playbook.gate,
         drain_on=args.drain_on,
         order=[c.spec.name for c in playbook.checks],
-        token=_token(args),
+        token=site_token(args),
         resume=False,
     )
     where = _store(report, args, "", job, log, decision)
     head = "nodecheck prolog --controller" + (f" job {job}" if job else "") + f" ({len(nodes)} nodes)"
     tail = _tail(where, report)
     if decision.tripped:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args), drain=False)
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=site_token(args), drain=False)
         _say(f"{head}: COULD NOT JUDGE: {decision.breaker}{tail}")
         return EXIT_PASS if args.observe else EXIT_UNKNOWN
     if not decision.blamed:
-        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=_token(args))
+        apply(decision, slurm=None, log=log, observe=True, report_dir=where, token=site_token(args))
         _say(f"{head}: {_first_line(report, decision)}{tail}")
         return EXIT_PASS
     done = apply(
         decision,
-        slurm=None if args.observe else _slurm(args),
+        slurm=None if args.observe else slurm_for(args),
         log=log,
         observe=bool(args.observe),
         report_dir=where,
-        token=_token(args),
+        token=site_token(args),
     )
     if args.observe:
         blamed = ", ".join(f"{b.node} ({b.check})" for b in decision.blamed)
@@ -681,7 +681,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
     from nodecheck.app.transports import local_transport, ssh_transport
     from nodecheck.config.inventory import load_inventory, select
 
-    playbook = _load(args, "health")
+    playbook = load_playbook_for(args, "health")
     if args.inventory:
         nodes = select(load_inventory(args.inventory), args.nodes)
         args.connect_timeout = args.connect_timeout or 10.0
@@ -691,7 +691,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
             raise ConfigError(
                 "--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ..."
             )
-        nodes, transport, fanout = [Node(name=_this_node_name(), address="localhost")], local_transport(), 1
+        nodes, transport, fanout = [Node(name=this_node_name(), address="localhost")], local_transport(), 1
     drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=not args.inventory)
     with _stopper() as stop:
         report = run_gated(
@@ -705,7 +705,7 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
             retries=args.retries,
             drain_on=drain_on,
         )
-    slurm = _slurm(args)
+    slurm = slurm_for(args)
     try:
         states = slurm.nodes([n.name for n in nodes])
     except SlurmError as e:
@@ -717,13 +717,15 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         drain_on=drain_on,
         states=states,
         order=[c.spec.name for c in playbook.checks],
-        token=_token(args),
+        token=site_token(args),
     )
     where = _store(report, args, nodes[0].name if len(nodes) == 1 else "", job, log, decision)
-    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where, token=_token(args))
+    done = apply(decision, slurm=slurm, log=log, observe=bool(args.observe), report_dir=where, token=site_token(args))
     breaker = decision.breaker
     if done.drained and not args.inventory:  # the local health check: one node per run, as the Prolog
-        breaker = _undo_if_mass_drain(slurm, nodes[0].name, decision, report, playbook.gate, log, where, _token(args))
+        breaker = _undo_if_mass_drain(
+            slurm, nodes[0].name, decision, report, playbook.gate, log, where, site_token(args)
+        )
     tail = _tail(where, report)
     parts = [
         f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
@@ -758,7 +760,7 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
     options, _ = gateconfig.load(gateconfig.config_path(getattr(args, "config", None)), "sweep")
     gateconfig.apply(args, options)
     log = GateLog(args.log_file or DEFAULT_LOG_FILE, "sweep")
-    slurm = _slurm(args)
+    slurm = slurm_for(args)
     try:
         states = slurm.nodes(report.node_names) if args.resume else {}
     except SlurmError as e:
@@ -770,7 +772,7 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
         drain_on=getattr(args, "drain_on", None),
         states=states,
         order=[c.spec.name for c in playbook.checks],
-        token=_token(args),
+        token=site_token(args),
         resume=args.resume,
     )
     done = apply(
@@ -779,7 +781,7 @@ def sweep_gate(report: Report, playbook: Playbook, args: Namespace, report_dir: 
         log=log,
         observe=bool(args.observe),
         report_dir=report_dir,
-        token=_token(args),
+        token=site_token(args),
         drain=args.drain,
         resume=args.resume,
     )

@@ -27,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodecheck.config.gate_settings import DrainOn
+from nodecheck.config.remedy import RemedySettings
 from nodecheck.config.yaml_source import load_file, pydantic_error
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -89,6 +90,7 @@ class GateFile(GateOptions):
     controller: GateOptions = GateOptions()
     health: GateOptions = GateOptions()
     sweep: GateOptions = GateOptions()
+    remedy: RemedySettings = RemedySettings()
 
 
 def config_path(explicit: str | None, environ=os.environ) -> Path | None:
@@ -110,23 +112,33 @@ def load(path: Path | None, mode: str) -> tuple[GateOptions, str | None]:
         raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
     if path is None:
         return GateOptions(), None
-    src = load_file(path)
-    data = src.data if src.data is not None else {}
-    if not isinstance(data, dict):
-        raise src.error((), "a gate config is a mapping of options", hint="see README, 'Slurm gate'")
-    # "health:" with every option under it commented out is an empty section, not an error
-    data = {k: ({} if k in MODES and v is None else v) for k, v in data.items()}
-    try:
-        book = GateFile.model_validate(data)
-    except ValidationError as e:
-        raise pydantic_error(src, (), e, model=GateFile) from None
-    merged = {k: v for k, v in book.model_dump(exclude=set(MODES)).items() if v is not None}
+    book = _validated(load_file(path))
+    merged = {k: v for k, v in book.model_dump(exclude={*MODES, "remedy"}).items() if v is not None}
     if mode != "controller":
         # a top-level inventory is for the controller: given to every node's health check it would
         # make each one check the whole fleet over SSH (a health section may still name one)
         merged.pop("inventory", None)
     merged.update({k: v for k, v in getattr(book, mode).model_dump().items() if v is not None})
     return GateOptions(**merged), str(path)
+
+
+def _validated(src) -> GateFile:
+    data = src.data if src.data is not None else {}
+    if not isinstance(data, dict):
+        raise src.error((), "a gate config is a mapping of options", hint="see README, 'Slurm gate'")
+    # "health:" with every option under it commented out is an empty section, not an error
+    data = {k: ({} if k in (*MODES, "remedy") and v is None else v) for k, v in data.items()}
+    try:
+        return GateFile.model_validate(data)
+    except ValidationError as e:
+        raise pydantic_error(src, (), e, model=GateFile) from None
+
+
+def remedy_settings(path: Path | None) -> tuple[RemedySettings, str | None]:
+    """(the `remedy:` section's budgets, the file they came from); no file: the defaults."""
+    if path is None:
+        return RemedySettings(), None
+    return _validated(load_file(path)).remedy, str(path)
 
 
 def apply(args: Namespace, options: GateOptions) -> Namespace:

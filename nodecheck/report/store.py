@@ -146,6 +146,16 @@ def create(
     return fd
 
 
+def append_synced(path: str | Path, text: str, access: Access | None = None) -> None:
+    """Append text to a file (created as `create` does: never through a symlink), then fsync it:
+    an action record's line is on disk before the action it announces is taken."""
+    fd = create(path, access, append=True)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_atomic(path: str | Path, data: str | bytes, access: Access | None = None) -> None:
     """Replace one file whole: a temporary beside it (same filesystem; hidden, ".<name>.<random>.tmp"),
     written, synced, given the access's mode and group, renamed over the file, the directory synced.

@@ -110,9 +110,9 @@ def test_the_node_prolog_reads_the_jobs_files_as_slurm_job_uid(tmp_path, monkeyp
     for k, v in environ.items():
         monkeypatch.setenv(k, v)
     book = _owned(tmp_path / "p.yml", 0, PLAYBOOK)
-    assert _nccl_env(gatecmd._load(Namespace(playbook=book), "prolog")).params.job_user == expected
+    assert _nccl_env(gatecmd.load_playbook_for(Namespace(playbook=book), "prolog")).params.job_user == expected
     # health and the controller run over no job's environment of their own
-    assert _nccl_env(gatecmd._load(Namespace(playbook=book), "health")).params.job_user == ""
+    assert _nccl_env(gatecmd.load_playbook_for(Namespace(playbook=book), "health")).params.job_user == ""
 
 
 @pytest.mark.parametrize(

@@ -1021,14 +1021,14 @@ def _book(tmp_path, block: str):
 @pytest.mark.parametrize("block", ["{level: 2}", "{level: 3}", "{tests: [memory]}"])
 def test_a_disruptive_dcgm_run_is_refused_in_every_gate_mode(tmp_path, mode, block):
     with pytest.raises(ConfigError) as e:
-        gatecmd._load(Namespace(playbook=_book(tmp_path, block)), mode)
+        gatecmd.load_playbook_for(Namespace(playbook=_book(tmp_path, block)), mode)
     assert "not in a " + mode + " playbook" in e.value.message
     assert e.value.file == str(tmp_path / "gate.yml")
     assert "level 1 at most" in (e.value.hint or "")
 
 
 def test_level_1_reads_state_only_and_is_allowed(tmp_path):
-    playbook = gatecmd._load(Namespace(playbook=_book(tmp_path, "{level: 1}")), "health")
+    playbook = gatecmd.load_playbook_for(Namespace(playbook=_book(tmp_path, "{level: 1}")), "health")
     assert [c.spec.name for c in playbook.checks] == ["gpu.dcgm_diag"]
 
 

@@ -1,0 +1,105 @@
+"""Ladder files (nodecheck.config.remedy): the shipped profile, and bad files named by file and line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nodecheck.config.remedy import ACTIONS, Step, known_check_names, load_ladders, shipped_path
+from nodecheck.core.errors import ConfigError
+
+KNOWN = ["gpu.health", "gpu.xid", "services"]
+
+
+def load(tmp_path, text: str, known=KNOWN):
+    path = tmp_path / "ladders.yml"
+    path.write_text(text, encoding="utf-8")
+    return load_ladders(path, known)
+
+
+def test_the_shipped_profile_loads_and_every_ladder_names_a_real_check_and_a_source():
+    ladders = load_ladders(None, known_check_names())
+    assert ladders.file == str(shipped_path())
+    assert len(ladders.ladders) >= 10
+    assert all(lad.source for lad in ladders.ladders)
+    assert ladders.otherwise == (Step(action="hold"),)
+    # every ladder ends with a person: nothing is retried for ever
+    assert all(lad.steps[-1].action == "hold" for lad in ladders.ladders)
+    # every source tag a ladder cites is defined in the file's header
+    text = shipped_path().read_text(encoding="utf-8")
+    defined = set(re.findall(r"^# (\[[A-Z]+\])", text, re.M))
+    cited = {tag for lad in ladders.ladders for tag in re.findall(r"\[[A-Z]+\]", lad.source)}
+    assert cited and cited <= defined
+
+
+@pytest.mark.parametrize(
+    ("check", "observed", "ladder"),
+    [
+        ("gpu.health", {"remap_pending": True, "remap_failure": False}, "gpu-row-remap-pending"),
+        ("gpu.health", {"remap_pending": True, "remap_failure": True}, "gpu-row-remap-failure"),
+        ("gpu.xid", {"xid": 48, "pci": "0000:3b:00"}, "xid-gpu-memory"),
+        ("gpu.xid", {"xid": 79}, "xid-fallen-off-the-bus"),
+        ("gpu.xid", {"xid": 13}, None),
+        (
+            "services",
+            {"nvidia-fabricmanager.service": "failed", "down": ["nvidia-fabricmanager.service"]},
+            "fabric-manager-down",
+        ),
+        ("nvlink.fabric", {"active_state": "inactive", "running": False}, "fabric-manager-not-running"),
+        ("kernel.version", {"kernel": "6.8"}, None),
+    ],
+)
+def test_the_shipped_profile_picks_the_ladder_for_each_cause(check, observed, ladder):
+    found = load_ladders(None, known_check_names()).for_failure(check, observed)
+    assert (found.name if found else None) == ladder
+
+
+def test_a_value_must_match_in_kind_too(tmp_path):
+    ladders = load(tmp_path, "ladders:\n  - {name: a, check: gpu.xid, when: {xid: [48]}, steps: [reset_gpu, hold]}\n")
+    assert ladders.for_failure("gpu.xid", {"xid": 48}) is not None
+    assert ladders.for_failure("gpu.xid", {"xid": "48"}) is None
+    assert ladders.for_failure("gpu.xid", {}) is None  # a key the verdict did not observe never matches
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("ladders:\n  - name: a\n    check: gpu.xidd\n    steps: [hold]\n", 3, "ladder 'a': unknown check 'gpu.xidd'"),
+        (
+            "ladders:\n  - name: a\n    check: gpu.xid\n    steps: [reset_gpu, reebot]\n",
+            4,
+            "Input should be 'reset_gpu', 'restart_service', 'reboot' or 'hold', got 'reebot'",
+        ),
+        (
+            "ladders:\n  - name: a\n    check: gpu.xid\n    steps: [restart_service]\n",
+            4,
+            "restart_service names its unit",
+        ),
+        (
+            "ladders:\n  - name: a\n    check: gpu.xid\n    steps: [{restart_service: '-x;reboot'}]\n",
+            4,
+            "String should match pattern",
+        ),
+        ("ladders:\n  - name: a\n    check: gpu.xid\n    steps: [hold, reboot]\n", 4, "hold ends a ladder"),
+        ("ladders:\n  - name: a\n    check: gpu.xid\n    steps: []\n", 4, "at least 1 item"),
+        (
+            "ladders:\n  - {name: a, check: gpu.xid, steps: [hold]}\n  - {name: a, check: gpu.xid, steps: [hold]}\n",
+            3,
+            "named twice",
+        ),
+        ("ladders:\n  - name: a\n    check: gpu.xid\n    stepz: [hold]\n", 4, "unknown key 'ladders.0.stepz'"),
+        ("ladders:\n  - name: a\n    check: gpu.xid\n    steps: [hold]\n    again_within_h: .nan\n", 5, "finite"),
+        ("- just a list\n", 1, "a ladder file is a mapping"),
+    ],
+)
+def test_a_bad_ladder_file_names_the_file_and_line(tmp_path, text, line, message):
+    with pytest.raises(ConfigError) as e:
+        load(tmp_path, text)
+    assert e.value.file == str(tmp_path / "ladders.yml")
+    assert e.value.line == line
+    assert message in str(e.value)
+
+
+def test_every_action_is_a_step_kind():
+    assert ACTIONS == ("reset_gpu", "restart_service", "reboot", "hold")
