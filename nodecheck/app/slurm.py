@@ -138,6 +138,13 @@ class Slurm:
         """scontrol update NodeName=<node> State=RESUME"""
         self._run([self.scontrol, "update", f"NodeName={_single(node)}", "State=RESUME"])
 
+    def reboot(self, node: str, reason: str) -> None:
+        """scontrol reboot reason=<reason> <node>: no ASAP and no nextstate, so a node that is drained
+        stays drained after it boots (Slurm 22.05-24.05 take nextstate=RESUME or DOWN only) and the
+        re-proof decides whether it returns. Slurm issues the reboot once the node is idle and runs
+        the site's RebootProgram; a node not back within ResumeTimeout is set DOWN."""
+        self._run([self.scontrol, "reboot", f"reason={reason}", _single(node)])
+
     def job(self, jobid: str) -> JobRecord:
         """`squeue -h -t all -j ID -O <fields>` -> JobRecord. SlurmError when squeue fails; an unknown
         job id is a SlurmError whose message contains "Invalid job id" (returncode squeue's 1, or None

@@ -33,10 +33,14 @@ def main(argv: list[str] | None = None) -> int:
 
             print(explain_check(args.check), end="")
             return 0
-        if args.command in ("prolog", "health"):
+        if args.command == "prolog":
             from nodecheck.gate import command as gatecmd
 
             return gatecmd.gate_command(args)
+        if args.command == "health":  # the gate's health run, then the repair pass (remedy.hooks)
+            from nodecheck.remedy.hooks import health_command
+
+            return health_command(args)
         if args.command == "remediate":
             from nodecheck.remedy.command import remediate_command
 

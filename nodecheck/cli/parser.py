@@ -564,8 +564,10 @@ REMEDIATE_EPILOG = """the plan per node: act (the next step of its failure's lad
 wait (a job on it, the budget full, a reboot under way) or leave (not drained by nodecheck).
 Ladders: --ladders FILE, else the gate config's remedy.ladders, else the shipped profile
 (nodecheck/config/ladders/default.yml). Budgets: the gate config's remedy: section.
-Nothing is changed: every step it would take is logged to the gate log (see docs/remediation.md).
-exit codes: 0 a plan was made, 3 Slurm's node states could not be read, 64 bad input"""
+Observe by default: nothing is changed, every step it would take is logged to the gate log;
+--act (or remedy.act: true) carries it out: see docs/remediation.md.
+exit codes: 0 a plan was made (and, acting, carried out), 1 an action failed or a node did not pass
+its re-proof, 3 Slurm's node states could not be read, 64 bad input"""
 
 
 def _remediate_parser(sub) -> None:
@@ -588,6 +590,18 @@ def _remediate_parser(sub) -> None:
     )
     remediate.add_argument("--ladders", metavar="FILE", help="the action ladders (default: the shipped profile)")
     remediate.add_argument("--json", action="store_true", help="print the plan as one JSON document")
+    remediate.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="write a Prometheus textfile: every node's actions by kind and outcome, holds, mean time "
+        "between incidents (from the action records) and the plan's counts, atomically",
+    )
+    remediate.add_argument(
+        "--act",
+        action="store_true",
+        help="carry the plan out (default: observe; the gate config's remedy.act: true acts too); "
+        "--observe wins over both",
+    )
     _gate_args(remediate)
 
 

@@ -204,12 +204,38 @@ class RemedySettings(BaseModel):
         gt=0,
         le=1,
         allow_inf_nan=False,
-        description="and at most this share of the nodes Slurm lists (the smaller bound wins; at least one node)",
+        description="and at most this share of each partition the node is in (of the cluster for a node "
+        "in none; at least one node)",
     )
     max_actions: int = Field(
         2, ge=1, le=100, strict=True, description="actions on one node within window_h; then held for a person"
     )
     window_h: float = Field(168, gt=0, le=24 * 365, allow_inf_nan=False, description="max_actions' window (hours)")
+    act: bool = Field(
+        False,
+        description="carry out the plan (default: observe, print and log it only); --observe on the command line wins",
+    )
+    acceptance: dict[Literal["reset_gpu", "restart_service", "reboot"], str] = Field(
+        default_factory=dict,
+        description="per action, a playbook (name or path) whose checks must pass too before the node "
+        "returns, beside the health playbook: e.g. {reset_gpu: gpu-after-reset.yml} with gpu.dcgm_diag "
+        "level 2 and gpu.perf; run on the drained node with its disruptive checks allowed",
+    )
+    reproof_s: float = Field(
+        180,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="after an action, how long the failing node may take to pass again (a restarted "
+        "service coming up): the checks re-run every 10 s until it passes or this runs out",
+    )
+    bug_report_s: float = Field(
+        300,
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="evidence: nvidia-bug-report.sh's time bound (0: not run) before the first action",
+    )
     state_dir: str = Field(
         "/var/lib/nodecheck/remedy",
         pattern=r"^/[^\x00-\x1f\x7f]*$",

@@ -167,7 +167,7 @@ def sweep_command(args: Namespace) -> int:
 
         skipped = not_tested(args, playbook, [*nodes, *excluded])
         report = with_skipped(report, [c.spec.name for c in playbook.checks], skipped, {})
-        return _keep_and_publish(report, playbook, args, history, k, n)
+        return _keep_and_publish(report, playbook, args, history, k, n, (nodes, transport))
     finally:
         if isinstance(history, History):
             history.close()
@@ -189,7 +189,9 @@ def _open_history(path: Path):
         )
 
 
-def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int) -> int:
+def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int, reach=((), None)) -> int:
+    """Record the sweep, publish its report, then its gate step and repair pass. `reach`: (the nodes,
+    the transport) the sweep ran on, which the repair pass acts through."""
     from nodecheck import __version__
     from nodecheck.fleet.perf_history import with_history_warnings
     from nodecheck.gate import command as gatecmd
@@ -247,6 +249,10 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
         except OSError as e:
             problems.append(f"could not write the metrics file {args.metrics}: {why(e)}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []
+    if args.drain or args.resume:  # then the repair pass, where the gate config has a remedy: section
+        from nodecheck.remedy.hooks import repair_after_sweep
+
+        gate += repair_after_sweep(report, playbook, args, report_dir, *reach)
     # last: the gate acts on this sweep first. A sweep that was not recorded deletes nothing.
     retention, warnings = (
         retire(history, snap.playbook, recorded, args.keep, args.output_dir) if recorded is not None else (None, [])

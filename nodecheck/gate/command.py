@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from argparse import Namespace
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -294,8 +294,28 @@ def _evidence(report_dir: str | None, capture: str) -> str:
 # ---- the commands -------------------------------------------------------------------------------
 
 
-def gate_command(args: Namespace) -> int:
-    """`nodecheck prolog [--controller]` and `nodecheck health`."""
+@dataclass(frozen=True)
+class HealthRun:
+    """What one `nodecheck health` run checked and decided, for what comes after it (the repair
+    pass, nodecheck.remedy.health): the gate decides whether a node is fit, not what to do about it."""
+
+    args: Namespace
+    report: Report
+    nodes: tuple[Node, ...]
+    transport: object  # nodecheck.transport.Transport
+    playbook: Playbook
+    report_dir: str | None
+    log: GateLog
+    slurm: object  # nodecheck.app.slurm.Slurm
+    drain_on: tuple[str, ...]
+
+
+AfterHealth = Callable[[HealthRun], str]  # the phrase it adds to the result line ("" for none)
+
+
+def gate_command(args: Namespace, after_health: AfterHealth | None = None) -> int:
+    """`nodecheck prolog [--controller]` and `nodecheck health` (`after_health`: run after a health
+    run has drained and resumed, with what it checked)."""
     mode = "controller" if getattr(args, "controller", False) else args.command
     in_slurm = bool(os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_SCRIPT_CONTEXT"))
     job = os.environ.get("SLURM_JOB_ID")
@@ -307,7 +327,9 @@ def gate_command(args: Namespace) -> int:
         gateconfig.apply(args, options)
         log.path = args.log_file or DEFAULT_LOG_FILE
         _set_environment(getattr(args, "path", None))
-        return {"prolog": _node_prolog, "controller": _controller, "health": _health}[mode](args, log, job)
+        if mode == "health":
+            return _health(args, log, job, after_health)
+        return {"prolog": _node_prolog, "controller": _controller}[mode](args, log, job)
     except ConfigError as e:
         if not args.log_file:  # the file is invalid: log where it meant us to, if it says
             from nodecheck.gate import config as gateconfig
@@ -674,7 +696,7 @@ def _controller(args: Namespace, log: GateLog, job: str | None) -> int:
     return EXIT_DRAINED
 
 
-def _health(args: Namespace, log: GateLog, job: str | None) -> int:
+def _health(args: Namespace, log: GateLog, job: str | None, after: AfterHealth | None = None) -> int:
     """HealthCheckProgram: drain failing nodes, resume the ones nodecheck drained that now pass."""
     from nodecheck.app.defaults import DEFAULT_FANOUT
     from nodecheck.app.slurm import SlurmError
@@ -731,6 +753,10 @@ def _health(args: Namespace, log: GateLog, job: str | None) -> int:
         f"nodecheck health {nodes[0].name if len(nodes) == 1 else f'{len(nodes)} nodes'}: "
         f"{_first_line(report, decision)}"
     ]
+    if after is not None and not breaker:
+        run = HealthRun(args, report, tuple(nodes), transport, playbook, where, log, slurm, tuple(drain_on))
+        said = after(run)
+        tail = (f"; {said}" if said else "") + tail
     if breaker:
         parts.append(breaker)
         _say("; ".join(parts) + tail)

@@ -90,7 +90,7 @@ class GateFile(GateOptions):
     controller: GateOptions = GateOptions()
     health: GateOptions = GateOptions()
     sweep: GateOptions = GateOptions()
-    remedy: RemedySettings = RemedySettings()
+    remedy: RemedySettings | None = None  # absent: `health` and the sweeps do no repair at all
 
 
 def config_path(explicit: str | None, environ=os.environ) -> Path | None:
@@ -134,10 +134,12 @@ def _validated(src) -> GateFile:
         raise pydantic_error(src, (), e, model=GateFile) from None
 
 
-def remedy_settings(path: Path | None) -> tuple[RemedySettings, str | None]:
-    """(the `remedy:` section's budgets, the file they came from); no file: the defaults."""
+def remedy_settings(path: Path | None) -> tuple[RemedySettings | None, str | None]:
+    """(the `remedy:` section, the file it came from). None when there is no section (or no file):
+    `health` and the sweeps then do no repair pass; `remediate` plans with the defaults. An empty
+    `remedy:` is a section with every default (observe)."""
     if path is None:
-        return RemedySettings(), None
+        return None, None
     return _validated(load_file(path)).remedy, str(path)
 
 

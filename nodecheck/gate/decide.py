@@ -14,7 +14,8 @@ The rules every mode shares (prolog, prolog --controller, health, sweep --drain/
   `breaker_min_nodes` nodes, the check or its thresholds are suspect (aznhc #142): drain nothing;
 * only nodes drained by nodecheck (a reason it marked: "nodecheck[<mark>]: ...", see
   parsers.slurm.reason_owner) are resumed, and only once the check named in the reason ran again
-  and everything on the node is healthy; an unmarked "nodecheck: ..." reason (earlier versions, or
+  and everything on the node is healthy; never one remediation held for a person ("<check> needs a
+  person: ..."); an unmarked "nodecheck: ..." reason (earlier versions, or
   a person) is held, with how to resume it by hand;
 * flaky-prone checks (bandwidth tests) are retried: a failure stands only if every attempt failed.
 """
@@ -29,7 +30,7 @@ from datetime import datetime
 
 from nodecheck.config.gate_settings import GateSettings
 from nodecheck.core.model import Capture, CheckResult, Status, Verdict, excerpt
-from nodecheck.parsers.slurm import NodeState, reason_body
+from nodecheck.parsers.slurm import NodeState, held_for_a_person, reason_body
 from nodecheck.report import Report
 
 DRAIN_STATUS = {"fail": Status.FAIL, "timeout": Status.TIMEOUT, "unreachable": Status.UNREACHABLE}
@@ -233,6 +234,12 @@ OLD_FORMAT_HELD = (
 )
 
 
+HELD_FOR_A_PERSON = (
+    "held for a person by nodecheck's remediation ({body}); once fixed, resume it by hand: "
+    "scontrol update nodename={node} state=resume"
+)
+
+
 def decide(
     report: Report,
     settings: GateSettings,
@@ -259,6 +266,9 @@ def decide(
         if owner == "old" and node not in blamed:
             held.append((node, OLD_FORMAT_HELD.format(reason=excerpt(state.reason, 200), node=node)))
         if owner != "ours":
+            continue
+        if held_for_a_person(state.reason):
+            held.append((node, HELD_FOR_A_PERSON.format(body=excerpt(reason_body(state.reason), 200), node=node)))
             continue
         check = reason_check(state.reason)
         status = report.node_status(node)

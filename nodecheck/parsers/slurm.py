@@ -28,10 +28,27 @@ def reason_mark(body: str, token: str = "") -> str:
     return hashlib.sha256(f"nodecheck-drain\0{token}\0{body}".encode("utf-8", "surrogatepass")).hexdigest()[:MARK_CHARS]
 
 
+# What slurmctld itself appends to a node's reason when it reboots it: " : reboot issued" (kept after
+# the node is back) and " : reboot timed out" (ResumeTimeout passed). Measured on 22.05.8
+# (tests/harness/README.md, "Reboot"). Only these exact words, only at the end, are Slurm's.
+SLURM_REBOOT_SUFFIXES = (" : reboot issued", " : reboot timed out")
+
+
+def _without_slurm_suffixes(reason: str) -> str:
+    changed = True
+    while changed:
+        changed = False
+        for suffix in SLURM_REBOOT_SUFFIXES:
+            if reason.endswith(suffix):
+                reason, changed = reason[: -len(suffix)], True
+    return reason
+
+
 def reason_owner(reason: str, token: str = "") -> Owner:
     """ "ours": a reason nodecheck set with this token (its mark matches its text); "old": the
-    "nodecheck: ..." form of earlier versions, which anyone could have typed; else "foreign"."""
-    m = _MARKED.fullmatch(reason or "")
+    "nodecheck: ..." form of earlier versions, which anyone could have typed; else "foreign". What
+    Slurm appends when it reboots the node (SLURM_REBOOT_SUFFIXES) is not part of the text marked."""
+    m = _MARKED.fullmatch(_without_slurm_suffixes(reason or ""))
     if m and m[1] == reason_mark(m[2], token):
         return "ours"
     return "old" if (reason or "").startswith(OLD_OWNER) else "foreign"
@@ -39,10 +56,22 @@ def reason_owner(reason: str, token: str = "") -> Owner:
 
 def reason_body(reason: str) -> str:
     """ "<check> <message>" of a marked reason (or of an old-format one); "" otherwise."""
-    m = _MARKED.fullmatch(reason or "")
+    m = _MARKED.fullmatch(_without_slurm_suffixes(reason or ""))
     if m:
         return m[2]
     return reason[len(OLD_OWNER) :].lstrip() if (reason or "").startswith(OLD_OWNER) else ""
+
+
+# A nodecheck drain that holds the node for a person: "nodecheck[mark]: <check> needs a person: ...".
+# Set by remediation when its ladder is used up (or says hold); nothing of nodecheck's resumes it.
+HELD_MARK = "needs a person:"
+
+
+def held_for_a_person(reason: str) -> bool:
+    """Is this a nodecheck reason that holds the node for a person? (Whose it is, is reason_owner's.)"""
+    body = reason_body(reason)
+    check, _, rest = body.partition(" ")
+    return bool(check) and rest.startswith(HELD_MARK)
 
 
 TOOL = "scontrol show node"
@@ -63,6 +92,7 @@ _STATE = re.compile(r"[A-Z][A-Z_]*\*?(?:\+[A-Z][A-Z_]*\*?)*")
 _STAMP = re.compile(r"(.*) \[([^\s\[\]]+)@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*", re.ASCII | re.DOTALL)
 # Keys whose value is the rest of the line, spaces and '=' included.
 _FREE_TEXT = frozenset({"OS", "Reason", "Comment", "Extra"})
+_PARTITION = re.compile(r"[A-Za-z0-9_.:+-]{1,128}", re.ASCII)
 # Slurm prints each further line of a multi-line reason after the block's 3-space indent and 7
 # more spaces (node_info.c: line_end + "       ").
 _REASON_MORE = " " * 10
@@ -78,6 +108,7 @@ class NodeState:
     reason_user: str = ""  # "root"
     reason_time: str = ""  # "2026-11-29T14:00:00", as Slurm printed it
     not_responding: bool = False  # '*' in State (20.11 and older) or +NOT_RESPONDING (22.05)
+    partitions: tuple[str, ...] = ()  # Partitions=gpu,debug (a node in none prints no such field)
 
     @property
     def drained(self) -> bool:
@@ -97,6 +128,7 @@ class _Block:
     reason: list[str] | None = None  # the reason's lines, suffix removed
     reason_user: str = ""
     reason_time: str = ""
+    partitions: tuple[str, ...] = ()
 
 
 def parse_show_node(text: str) -> dict[str, NodeState]:
@@ -148,6 +180,13 @@ def _fields(block: _Block, line: str, text: str) -> bool:
             _reason(block, line[len("Reason=") :])
             return True
         return False
+    if key == "Partitions":
+        names = line[len("Partitions=") :].split()
+        if len(names) != 1 or not all(_PARTITION.fullmatch(p) for p in names[0].split(",")):
+            raise ParseError(
+                TOOL, f"node {block.name}: Partitions={' '.join(names)[:80]} is not a partition list", text
+            )
+        block.partitions = tuple(names[0].split(","))
     match = _STATE_FIELD.search(line)
     if match:
         if block.state is not None:
@@ -186,6 +225,7 @@ def _states(blocks: list[_Block], lines: list[str], text: str) -> dict[str, Node
             reason_user=block.reason_user,
             reason_time=block.reason_time,
             not_responding="*" in block.state or "NOT_RESPONDING" in flags,
+            partitions=block.partitions,
         )
     return states
 

@@ -38,6 +38,23 @@ def failures(report: Report, statuses: frozenset[Status]) -> dict[str, tuple[Fai
     return {node: tuple(fs) for node, fs in out.items()}
 
 
+def unjudged(report: Report, statuses: frozenset[Status]) -> dict[str, str]:
+    """Per node with no draining result but some result that is not healthy: why (the worst one).
+    Such a node is neither repaired nor returned: nothing says what is wrong, nor that nothing is."""
+    out: dict[str, str] = {}
+    for node in report.node_names:
+        results = report.results_for(node)
+        if any(draining(r, statuses) for r in results):
+            continue
+        bad = [r for r in results if not r.verdict.status.healthy]
+        if not results:
+            out[node] = "no result: the node was not checked"
+        elif bad:
+            worst = max(bad, key=lambda r: r.verdict.status.rank)
+            out[node] = f"{worst.check} {worst.verdict.status.value}: {worst.verdict.message}"
+    return out
+
+
 def gpu_target(failure: Failure) -> str:
     """The GPU a failure is about, as `nvidia-smi -i` takes it ("3", or a PCI bus id), or "" when it
     names none (a node-wide failure: gpu.count, a missing driver)."""

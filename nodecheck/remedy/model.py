@@ -14,10 +14,13 @@ from nodecheck.config.remedy import Step
 #   hold   - stays drained for a person, with why ("needs a person: ...")
 #   wait   - nothing now, try again on the next run (a job on it, the budget full, a reboot under way)
 #   leave  - not ours to touch (not drained, or drained by someone else)
+#   return - nothing fails any more after an action of its incident: resume it (re-proven)
 #   healthy- nothing failed: the gate's resume rule applies, not remediation
-Verb = Literal["act", "hold", "wait", "leave", "healthy"]
+Verb = Literal["act", "hold", "wait", "leave", "return", "healthy"]
 Event = Literal["action", "returned", "held"]
-Outcome = Literal["done", "failed", "pending", ""]
+# done/failed: the action was carried out (its effect is the re-proof's to judge) or failed; pending:
+# under way (a reboot Slurm has not finished); refused: the node's idle guard refused it, nothing done
+Outcome = Literal["done", "failed", "pending", "refused", ""]
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Entry:
     check: str = ""
     outcome: Outcome = ""
     detail: str = ""
+    evidence: str = ""  # the incident's evidence bundle (a directory beside a report)
 
 
 @dataclass(frozen=True)

@@ -18,22 +18,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from nodecheck.config.remedy import Ladder, Ladders, RemedySettings, Step
-from nodecheck.parsers.slurm import NodeState, reason_body
+from nodecheck.parsers.slurm import HELD_MARK, NodeState, held_for_a_person, reason_body
 from nodecheck.remedy.failures import gpu_target, node_said
-from nodecheck.remedy.model import Entry, Failure, NodePlan, Plan, shown_target
+from nodecheck.remedy.model import Entry, Failure, NodePlan, Outcome, Plan, shown_target
 
 BUSY_FLAGS = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 REBOOT_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
-HELD_MARK = "needs a person:"  # in a drain reason nodecheck set: held, never resumed or acted on by it
-
-
-def held_reason(reason: str) -> bool:
-    """Is a nodecheck drain reason a hold for a person? ('nodecheck[mark]: gpu.health needs a person: ...')"""
-    return HELD_MARK in reason_body(reason)
 
 
 @dataclass(frozen=True)
@@ -59,11 +53,16 @@ def plan(
     now: datetime,
     token: str = "",
     cluster_size: int = 0,
+    unjudged: Mapping[str, str] | None = None,
 ) -> Plan:
-    """`checked`: the nodes the failures are from (a checked node with none is healthy). `records`:
+    """`checked`: the nodes the failures are from (a checked node with none is healthy, unless it is
+    in `unjudged`: node -> why it could not be judged, e.g. unreachable). `records`:
     each node's action record, oldest first (the nodes that have one; other nodes' records count for
     the cluster budget too). `cluster_size`: the nodes Slurm lists (for max_share). `now`: aware."""
-    under_way = sorted(n for n in set(records) | set(states) if _under_way(n, states.get(n), records.get(n, ()), now))
+    records = {n: settled(r, states.get(n), now) for n, r in records.items()}
+    under_way = sorted(
+        n for n in set(records) | set(states) if _under_way(n, states.get(n), records.get(n, ()), now, token)
+    )
     capacity = _capacity(settings, cluster_size)
     planned: list[NodePlan] = []
     wanting: list[NodePlan] = []  # would act, subject to the cluster budget
@@ -77,28 +76,17 @@ def plan(
             settings,
             now,
             token,
+            (unjudged or {}).get(node, ""),
         )
         (wanting if p.verb == "act" else planned).append(p)
-    free = capacity - len([n for n in under_way if n not in {p.node for p in wanting}])
+    busy = list(under_way)
     for p in sorted(wanting, key=lambda p: (_drained_at(states.get(p.node)), p.node)):
-        if free > 0:
+        why = over_budget(p.node, busy, states, settings, cluster_size, under_way)
+        if not why:
             planned.append(p)
-            free -= 1
+            busy.append(p.node)
         else:
-            planned.append(
-                NodePlan(
-                    p.node,
-                    "wait",
-                    f"budget: {capacity} node{'s' if capacity != 1 else ''} in remediation at once"
-                    + (
-                        f" ({', '.join(under_way[:5])}{' ...' if len(under_way) > 5 else ''} under way)"
-                        if under_way
-                        else ""
-                    )
-                    + f"; next: {p.action}",
-                    failures=p.failures,
-                )
-            )
+            planned.append(NodePlan(p.node, "wait", f"{why}; next: {p.action}", failures=p.failures))
     order = {n: i for i, n in enumerate(checked)}
     return Plan(
         tuple(sorted(planned, key=lambda p: order[p.node])),
@@ -109,14 +97,93 @@ def plan(
 
 
 def _capacity(settings: RemedySettings, cluster_size: int) -> int:
+    """Nodes under repair at once in the whole cluster: max_nodes (and max_share of the cluster,
+    for the nodes Slurm lists in no partition)."""
     if settings.max_share is None or cluster_size <= 0:
         return settings.max_nodes
     return min(settings.max_nodes, max(1, math.floor(settings.max_share * cluster_size)))
 
 
-def _under_way(node: str, state: NodeState | None, record: Sequence[Entry], now: datetime) -> bool:
-    """In remediation now: a reboot Slurm has not finished, or an action whose outcome is not in yet."""
-    if state is not None and state.flags & REBOOT_FLAGS:
+def _share(settings: RemedySettings, size: int) -> int:
+    assert settings.max_share is not None
+    return max(1, math.floor(settings.max_share * size))  # never 0: a small partition still heals
+
+
+def over_budget(
+    node: str,
+    busy: Sequence[str],
+    states: Mapping[str, NodeState],
+    settings: RemedySettings,
+    cluster_size: int,
+    under_way: Sequence[str] = (),
+) -> str:
+    """Why `node` may not start a repair while the `busy` nodes are under repair ("" = it may):
+    max_nodes in the whole cluster; max_share of each partition the node is in (of the cluster,
+    for a node in none). `under_way`: the nodes already under way before this plan, named in why."""
+    started = [n for n in under_way if n in busy]
+    shown = f" ({', '.join(started[:5])}{' ...' if len(started) > 5 else ''} under way)" if started else ""
+    if len(busy) >= settings.max_nodes or (
+        settings.max_share is None and len(busy) >= _capacity(settings, cluster_size)
+    ):
+        n = settings.max_nodes
+        return f"budget: {n} node{'s' if n != 1 else ''} in remediation at once{shown}"
+    if settings.max_share is None:
+        return ""
+    state = states.get(node)
+    partitions = state.partitions if state is not None else ()
+    if not partitions:
+        cap = _capacity(settings, cluster_size)
+        if len(busy) >= cap:
+            plural = "s" if cap != 1 else ""
+            return f"budget: {cap} node{plural} ({settings.max_share:.0%} of the cluster) in remediation at once{shown}"
+        return ""
+    for part in partitions:
+        members = {n for n, s in states.items() if part in s.partitions}
+        cap = _share(settings, len(members))
+        inside = [n for n in busy if n in members]
+        if len(inside) >= cap:
+            return (
+                f"budget: {cap} of partition {part}'s {len(members)} nodes ({settings.max_share:.0%}) in remediation "
+                f"at once ({', '.join(inside[:5])})"
+            )
+    return ""
+
+
+# what the executor writes after the check in the drain reason while it acts on a node: any node's
+# nodecheck can count the cluster's nodes under repair from `scontrol show node` alone. (A reboot's
+# reason, "<check> rebooting: ...", stays after the node is back: Slurm's REBOOT_* flags say when
+# it is under way.)
+REPAIRING = ("repairing:",)
+
+
+STALE = timedelta(hours=2)  # a mark or a pending action this old was interrupted: it holds nothing up
+
+
+def repairing(state: NodeState | None, token: str = "", now: datetime | None = None) -> bool:
+    """Is a node under repair by nodecheck right now, as Slurm shows it? A reboot not finished, or a
+    reason of ours saying an action is under way ("<check> repairing: ...")
+    set less than STALE ago (`now` given; a nodecheck killed mid-action must not hold the budget)."""
+    if state is None:
+        return False
+    if state.flags & REBOOT_FLAGS:
+        return True
+    _, _, rest = reason_body(state.reason).partition(" ")
+    if state.owner(token) != "ours" or not rest.startswith(REPAIRING):
+        return False
+    return now is None or not _older(state.reason_time, now - STALE)
+
+
+def _older(reason_time: str, cutoff: datetime) -> bool:
+    """Slurm's reason time (local, naive) is readable and before `cutoff` (aware)."""
+    try:
+        return datetime.fromisoformat(reason_time) < cutoff.astimezone().replace(tzinfo=None)
+    except (TypeError, ValueError):
+        return False
+
+
+def _under_way(node: str, state: NodeState | None, record: Sequence[Entry], now: datetime, token: str = "") -> bool:
+    """In remediation now: under repair as Slurm shows it, or an action whose outcome is not in yet."""
+    if repairing(state, token, now):
         return True
     last = record[-1] if record else None
     return last is not None and last.event == "action" and last.outcome == "pending"
@@ -135,9 +202,14 @@ def _plan_node(
     settings: RemedySettings,
     now: datetime,
     token: str,
+    unjudged: str = "",
 ) -> NodePlan:
+    if state is not None and state.flags & REBOOT_FLAGS:
+        return NodePlan(node, "wait", f"a reboot is under way ({state.state})", failures=fs)
     if not fs:
-        return NodePlan(node, "healthy", "no failure: the gate resumes it when nodecheck drained it")
+        if unjudged:
+            return NodePlan(node, "wait", f"could not be judged ({unjudged}): neither repaired nor returned")
+        return _healthy(node, state, record, token)
     said = node_said(fs)
     if state is None:
         return NodePlan(node, "leave", f"Slurm does not list this node; {said}", failures=fs)
@@ -145,12 +217,10 @@ def _plan_node(
         return NodePlan(node, "leave", f"not drained (the gate drains a failing node first); {said}", failures=fs)
     if state.owner(token) != "ours":
         return NodePlan(node, "leave", f"drained by someone else ({state.reason or state.state}); {said}", failures=fs)
-    if held_reason(state.reason):
+    if held_for_a_person(state.reason):
         return NodePlan(node, "hold", f"already held for a person: {reason_body(state.reason)}", failures=fs)
     if state.flags & BUSY_FLAGS:
         return NodePlan(node, "wait", f"a job is on it ({state.state}); {said}", failures=fs)
-    if state.flags & REBOOT_FLAGS:
-        return NodePlan(node, "wait", f"a reboot is under way ({state.state})", failures=fs)
     if record and record[-1].event == "action" and record[-1].outcome == "pending":
         last = record[-1]
         return NodePlan(
@@ -160,7 +230,7 @@ def _plan_node(
             failures=fs,
         )
     window = timedelta(hours=settings.window_h)
-    recent = [e for e in record if e.event == "action" and now - e.at <= window]
+    recent = [e for e in taken(record) if now - e.at <= window]
     if len(recent) >= settings.max_actions:
         return NodePlan(
             node,
@@ -169,8 +239,8 @@ def _plan_node(
             f"({', '.join(f'{e.action} {_stamp(e.at)}' for e in recent[-3:])}) and failing again: {said}",
             failures=fs,
         )
-    incident = _incident(record)
-    choices = [_choose(f, ladders, incident, record, now) for f in fs]
+    current = incident(record)
+    choices = [_choose(f, ladders, current, record, now) for f in fs]
     holds = [c for c in choices if c.step is None or c.step.action == "hold"]
     if holds:
         return NodePlan(node, "hold", f"{HELD_MARK} " + "; ".join(c.why for c in holds), failures=fs)
@@ -188,20 +258,70 @@ def _plan_node(
     )
 
 
-def _incident(record: Sequence[Entry]) -> list[Entry]:
+def _healthy(node: str, state: NodeState | None, record: Sequence[Entry], token: str) -> NodePlan:
+    """Nothing failed. A node nodecheck drained with an incident under way (an action taken since it
+    was last returned) is returned now: this run was its re-proof. Otherwise it is the gate's."""
+    current = incident(record)
+    # drained by nodecheck (the re-proof resumes it), or already resumed by the gate this run (the
+    # record is closed): either way the incident ends here
+    ours = state is not None and state.drained and state.owner(token) == "ours" and not held_for_a_person(state.reason)
+    back = state is not None and not state.drained
+    if current and (ours or back) and not (state is not None and state.flags & BUSY_FLAGS and ours):
+        last = current[-1]
+        what = f"{last.action} {shown_target(last.target)}".strip()
+        return NodePlan(
+            node,
+            "return",
+            f"re-proven: every check passes after {what} at {_stamp(last.at)}",
+        )
+    return NodePlan(node, "healthy", "no failure: the gate resumes it when nodecheck drained it")
+
+
+def taken(record: Sequence[Entry]) -> list[Entry]:
+    """The actions that count (for the budgets and a ladder's progress): each carried out or failed,
+    and one still under way when it is the last entry. A pending entry followed by its outcome is
+    the same action (one action at a time per node); a refused one did nothing."""
+    out = [e for e in record if e.event == "action" and e.outcome in ("done", "failed")]
+    last = record[-1] if record else None
+    if last is not None and last.event == "action" and last.outcome == "pending":
+        out.append(last)
+    return out
+
+
+def incident(record: Sequence[Entry]) -> list[Entry]:
     """The actions since the node last returned to service (or was held): this incident's rungs."""
     start = max((i + 1 for i, e in enumerate(record) if e.event in ("returned", "held")), default=0)
-    return [e for e in record[start:] if e.event == "action"]
+    return taken(record[start:])
 
 
-def _choose(f: Failure, ladders: Ladders, incident: Sequence[Entry], record: Sequence[Entry], now: datetime) -> _Choice:
+def settled(record: Sequence[Entry], state: NodeState | None, now: datetime) -> tuple[Entry, ...]:
+    """The record with the outcome of its last, pending action added where it is known: a reboot
+    Slurm has finished (failed when Slurm gave up on it: DOWN, "reboot timed out"), or another
+    action pending for longer than STALE (failed: interrupted)."""
+    last = record[-1] if record else None
+    if last is None or last.event != "action" or last.outcome != "pending":
+        return tuple(record)
+    if last.action != "reboot":
+        if now - last.at < STALE:
+            return tuple(record)  # under way (another nodecheck is acting on it)
+        interrupted = "interrupted: no outcome was recorded (nodecheck stopped during the action?)"
+        return (*record, replace(last, at=now, outcome="failed", detail=interrupted))
+    if state is None or state.flags & REBOOT_FLAGS:
+        return tuple(record)
+    timed_out = "DOWN" in state.flags and "reboot timed out" in state.reason
+    outcome: Outcome = "failed" if timed_out else "done"
+    detail = f"Slurm: {state.state}" + (f", {state.reason}" if timed_out else ", the node booted")
+    return (*record, replace(last, at=now, outcome=outcome, detail=detail))
+
+
+def _choose(f: Failure, ladders: Ladders, current: Sequence[Entry], record: Sequence[Entry], now: datetime) -> _Choice:
     ladder = ladders.for_failure(f.check, f.observed)
     steps = tuple(ladder.steps) if ladder else ladders.otherwise
     name = ladder.name if ladder else ""
     target = gpu_target(f)
     named = f"ladder {name}" if name else "no ladder names it"
     if ladder is not None and ladder.again_within_h is not None:
-        earlier = _again(ladder, target, incident, record, now)
+        earlier = _again(ladder, target, current, record, now)
         if earlier is not None:
             return _Choice(
                 f,
@@ -212,7 +332,7 @@ def _choose(f: Failure, ladders: Ladders, incident: Sequence[Entry], record: Seq
                 f"{f.said}: again within {_hours(ladder.again_within_h)} of {earlier.action} "
                 f"{shown_target(earlier.target)} at {_stamp(earlier.at)} ({named})".replace("  ", " "),
             )
-    tried = [e for e in incident if (e.ladder or "") == name]
+    tried = [e for e in current if (e.ladder or "") == name]
     skipped: list[str] = []
     for i in range(len(tried), len(steps)):
         step = steps[i]
@@ -240,12 +360,12 @@ def _step_target(step: Step, gpu: str) -> str:
 
 
 def _again(
-    ladder: Ladder, target: str, incident: Sequence[Entry], record: Sequence[Entry], now: datetime
+    ladder: Ladder, target: str, current: Sequence[Entry], record: Sequence[Entry], now: datetime
 ) -> Entry | None:
     """The last action of this ladder on this target before this incident and within its window."""
     assert ladder.again_within_h is not None
     window = timedelta(hours=ladder.again_within_h)
-    earlier = [e for e in record if e.event == "action" and e not in incident]
+    earlier = [e for e in taken(record) if e not in current]
     return next(
         (
             e

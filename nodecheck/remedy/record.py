@@ -23,7 +23,7 @@ MAX_BYTES = 256 * 1024
 MAX_ENTRIES = 500  # a year of two actions a day; pruned to this on write
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _EVENTS = ("action", "returned", "held")
-_OUTCOMES = ("done", "failed", "pending", "")
+_OUTCOMES = ("done", "failed", "pending", "refused", "")
 
 
 class RecordError(Exception):
@@ -89,6 +89,7 @@ def dumps(e: Entry) -> str:
         "check": e.check,
         "outcome": e.outcome,
         "detail": e.detail[:2000],
+        "evidence": e.evidence[:1000],
     }
     return json.dumps({k: v for k, v in data.items() if v != "" or k in ("at", "event")}, ensure_ascii=False)
 
@@ -102,7 +103,7 @@ def _entry(line: str, path: Path, number: int) -> Entry:
         event, outcome = data["event"], data.get("outcome", "")
         if event not in _EVENTS or outcome not in _OUTCOMES:
             raise ValueError(f"event {shown(event)}, outcome {shown(outcome)}")
-        fields = {k: data.get(k, "") for k in ("action", "target", "ladder", "check", "detail")}
+        fields = {k: data.get(k, "") for k in ("action", "target", "ladder", "check", "detail", "evidence")}
         if not all(isinstance(v, str) for v in fields.values()):
             raise ValueError("a field is not text")
         return Entry(at, event, outcome=outcome, **fields)

@@ -12,9 +12,14 @@ from nodecheck.remedy.model import Plan
 MAX_WHY = 160  # a table cell; the JSON and the gate log keep the whole of it
 
 
-def plan_table(the_plan: Plan) -> str:
+def plan_table(the_plan: Plan, acting: bool = False) -> str:
     rows = [
-        [p.node, p.verb, p.action if p.verb == "act" else "-", _cut(one_line(p.why))]
+        [
+            p.node,
+            p.verb,
+            p.action if p.verb == "act" else "resume" if p.verb == "return" else "-",
+            _cut(one_line(p.why)),
+        ]
         for p in the_plan.nodes
         if p.verb != "healthy"
     ]
@@ -24,15 +29,17 @@ def plan_table(the_plan: Plan) -> str:
         lines.append(tabulate(rows, headers=["NODE", "PLAN", "STEP", "WHY"], tablefmt="plain"))
     if healthy:
         lines.append(f"healthy (nothing to repair): {', '.join(healthy)}")
-    counts = {v: len(the_plan.by_verb(v)) for v in ("act", "hold", "wait", "leave")}
+    counts = {v: len(the_plan.by_verb(v)) for v in ("act", "return", "hold", "wait", "leave")}
     lines.append(
-        f"plan: {counts['act']} to act on, {counts['hold']} held for a person, {counts['wait']} waiting, "
+        f"plan: {counts['act']} to act on, {counts['return']} to return, {counts['hold']} held for a person, "
+        f"{counts['wait']} waiting, "
         f"{counts['leave']} left alone; at most {the_plan.capacity} node"
         f"{'s' if the_plan.capacity != 1 else ''} in remediation at once"
         + (f" ({len(the_plan.in_remediation)} under way)" if the_plan.in_remediation else "")
         + f"; ladders {the_plan.ladders_file}"
     )
-    lines.append("observe: nothing was changed (no Slurm state, GPU or service)")
+    if not acting:
+        lines.append("observe: nothing was changed (no Slurm state, GPU or service)")
     return "\n".join(lines) + "\n"
 
 

@@ -101,7 +101,7 @@ def render(
         if run:
             name = "nodecheck_run_" + name.removeprefix("nodecheck_").removeprefix("sweep_")
             text = text.replace("the last sweep", "the run").replace("last sweep", "run")
-        _write_family(out, name, text, samples)
+        write_family(out, name, text, samples)
 
     checks = snap.checks()
     statuses = snap.node_statuses
@@ -213,7 +213,7 @@ def render(
     return "".join(out)
 
 
-def _write_family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
+def write_family(out: list[str], name: str, text: str, samples: Iterable[tuple[dict, float]]) -> None:
     out.append(f"# HELP {name} {escape_help(text)}\n# TYPE {name} gauge\n")
     for labels, value in samples:
         pairs = ",".join(f'{k}="{escape_label(str(v))}"' for k, v in labels.items())

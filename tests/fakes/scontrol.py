@@ -1,4 +1,4 @@
-"""A fake Slurm 22.05 `scontrol` (show node, update State=DRAIN|RESUME), for tests/gate/test_slurm.py and
+"""A fake Slurm 22.05 `scontrol` (show node, update State=DRAIN|RESUME, reboot), for tests/gate/test_slurm.py and
 tests/gate/test_command.py. `install()` copies this file into a directory as an executable `scontrol`;
 everything the copy keeps lives beside it, found from its own path (a Prolog's environment has no
 room for more variables): see tests/fakes/README.md, "scontrol.py"."""
@@ -126,6 +126,23 @@ def update(nodes: dict[str, dict], args: list[str]) -> int:
     return 0
 
 
+def reboot(nodes: dict[str, dict], args: list[str]) -> int:
+    """`reboot [ASAP] [nextstate=..] [reason=R] NODE`: issued at once on an idle node, as slurmctld
+    does, which appends " : reboot issued" to the reason (the node then reboots: the test moves it on)."""
+    if UPDATE_FAILS.exists():
+        return fail("slurm_reboot error: Unable to contact slurm controller (connect failure)")
+    fields = dict(a.split("=", 1) for a in args if "=" in a)
+    (name,) = [a for a in args if "=" not in a and a != "ASAP"]
+    if name not in nodes:
+        return fail("slurm_reboot error: Invalid node name specified")
+    node = nodes[name]
+    words = [w for w in node["state"].split("+") if w not in ("IDLE", "DOWN")]
+    node["state"] = "+".join(["DOWN", *words, "REBOOT_ISSUED"])
+    node.update(reason=fields.get("reason", "reboot requested") + " : reboot issued", user="root", time=stamp())
+    NODES.write_text(json.dumps(nodes), encoding="utf-8")
+    return 0
+
+
 def main(args: list[str]) -> int:
     with open(ARGV_LOG, "a", encoding="utf-8") as log:
         log.write(json.dumps({"argv": args, "SLURM_TIME_FORMAT": os.environ.get("SLURM_TIME_FORMAT")}) + "\n")
@@ -143,6 +160,8 @@ def main(args: list[str]) -> int:
         return show_node(nodes, args[2:])
     if args[:1] == ["update"]:
         return update(nodes, args[1:])
+    if args[:1] == ["reboot"]:
+        return reboot(nodes, args[1:])
     return fail(f"invalid keyword: {args[0] if args else ''}")
 
 

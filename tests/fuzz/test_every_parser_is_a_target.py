@@ -40,6 +40,7 @@ NOT_FUZZED = {
     "slurm.reason_mark": "writes nodecheck's own drain reason",
     "slurm.reason_owner": "reads a reason parse_show_node already parsed (fuzzed through it)",
     "slurm.reason_body": "reads a reason parse_show_node already parsed (fuzzed through it)",
+    "slurm.held_for_a_person": "reads a reason parse_show_node already parsed (fuzzed through it)",
     "sysctl.path_of": "maps a validated key to its /proc/sys path",
     "sysctl.shown": "normalises a value's blanks (str.split)",
     "versions.is_64bit": "reads ldconfig's flags that parse_ldconfig_nccl already parsed",

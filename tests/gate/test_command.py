@@ -386,7 +386,7 @@ def test_an_internal_error_drains_nothing_and_fails_open_under_slurm(
     cfg = tmp_path / "gate.yml"
     cfg.write_text(f"log_file: {tmp_path}/gate.log\n")
 
-    def boom(args, log, job):
+    def boom(args, log, job, *after):  # (health gets the repair pass to run after it)
         raise KeyError("oops")
 
     for name in ("_node_prolog", "_controller", "_health"):

@@ -434,6 +434,24 @@ def test_an_unnamed_nodecheck_reason_is_held():
     )
 
 
+def test_a_node_remediation_held_for_a_person_is_never_resumed_when_the_check_passes():
+    """Issue 33: a hold ("needs a person: ...") is a person's to lift, even once the check passes."""
+    rep = report(["gpu001"], [res("gpu.health", "gpu001", Status.PASS)])
+    held = M(
+        "gpu.health needs a person: GPU3: row remap pending (ladder gpu-row-remap-pending; tried reset_gpu, reboot)"
+    )
+    d = decide(rep, DEFAULT, states={"gpu001": state("gpu001", "IDLE+DRAIN", held)})
+    assert d.resume == ()
+    assert d.held == (
+        (
+            "gpu001",
+            "held for a person by nodecheck's remediation (gpu.health needs a person: GPU3: row remap "
+            "pending (ladder gpu-row-remap-pending; tried reset_gpu, reboot)); once fixed, resume it by "
+            "hand: scontrol update nodename=gpu001 state=resume",
+        ),
+    )
+
+
 RMA = "nodecheck: gpu.health GPU3 held for RMA #4711 - do not resume"
 
 

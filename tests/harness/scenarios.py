@@ -7,7 +7,7 @@ A layout maps a node name to one action or a list of actions, for example:
     Missing(tool)                                            the tool is not installed (no fake)
     Unreachable()                                            the node's sshd is stopped
     RekeyHost()                                              the node presents a new host key
-and the others below (Nvml, Script, replays by arguments and in sequence, Sysfs, RocePort; under
+and the others below (Nvml, GpuReset, Script, replays by arguments and in sequence, Sysfs, RocePort; under
 the key "*", the cluster-wide Fabric and Nccl). Every action is an Action: it installs itself and
 describes itself (the listing `apply` prints and demo.sh shows). Relative data files are under
 tests/data/. A scenario in SCENARIOS is a layout, or a function from the node list to a layout
@@ -736,6 +736,53 @@ def dcgm(level2: str = DCGM_R2_PASS, *, busy: bool = False) -> list[Action]:
     ]
 
 
+# ---- remediation: a GPU reset, a reboot through Slurm (issue 33) ------------------------------------
+@dataclass(frozen=True)
+class GpuReset(Action):
+    """nvidia-smi as the remedy and its idle guard use it, over the node's fake NVML state (after an Nvml
+    action): `--query-compute-apps=...` lists no GPU process (one where `busy`); `-r -i N` (or
+    `--gpu-reset -i N`) resets GPU N: its pending row remap and page retirement are applied in the
+    node's nvml_state.json, and it prints what the real nvidia-smi prints (tests/fakes/nvidia_smi.py).
+    `busy`: the reset is refused as the real one refuses a GPU in use (exit 255). Not `reset_helps`: the
+    reset prints success but the remap stays pending. `reboot_clears`: a reboot through Slurm
+    (slurm_up(reboot_program=True)) applies every pending remap, as a real reboot does."""
+
+    busy: bool = False
+    reset_helps: bool = True
+    reboot_clears: bool = True
+
+    def describe(self) -> str:
+        what = ["GPU process running" if self.busy else "no GPU process"]
+        what.append("reset applies pending remaps" if self.reset_helps else "reset leaves the remap pending")
+        if self.reboot_clears:
+            what.append("a reboot applies them")
+        return "nvidia-smi: " + ", ".join(what)
+
+    def install(self, cluster: SimCluster, node: str) -> None:
+        apps = _data(COMPUTE_APPS_ONE if self.busy else EMPTY)
+        cluster.fake_nvidia_smi(node, apps, busy=self.busy, reset_helps=self.reset_helps)
+        # the hook runs inside the node: its /usr/local/sbin is the node's fakes
+        cluster.on_reboot(node, "exec /usr/local/sbin/nvidia-smi --reboot" if self.reboot_clears else None)
+
+    def recordings(self) -> tuple[str, ...]:
+        return (COMPUTE_APPS_ONE if self.busy else EMPTY,)
+
+
+def remedy_gpu_node(nvml: str = NVML_REMAP_PENDING, **reset) -> list[Action]:
+    """A GPU node the remedy can work on: gpu_node() with `nvml` (default GPU3's row remap pending), no
+    Slurm job (squeue lists none) and nvidia-smi resetting GPUs (GpuReset(**reset))."""
+    return gpu_node(nvml=nvml) + [Script("squeue", "exit 0", "no job allocated here"), GpuReset(**reset)]
+
+
+# issue 33: GPU3's row remap pending everywhere but node1; what a reset does differs per node
+GPU_REMEDY: dict[str, list[Action]] = {
+    "node1": remedy_gpu_node(NVML_HEALTHY),  # healthy: nothing to do
+    "node2": remedy_gpu_node(),  # a reset of GPU3 clears it
+    "node3": remedy_gpu_node(reset_helps=False),  # the reset does not help; a reboot does
+    "node4": remedy_gpu_node(busy=True),  # a GPU process runs: the guard refuses, a reset would fail
+}
+
+
 def hgx_node(nvml: str = NVML_HEALTHY, *, fabric_manager: bool = True, **gpu) -> list[Action]:
     """An HGX H100 node as the NVLink checks read it: its 4 NVSwitches on the PCI bus and (unless
     not) nv-fabricmanager running."""
@@ -840,6 +887,7 @@ SCENARIOS: dict[str, Layout | Callable[[list[str]], Layout]] = {
     "node-healthy": lambda nodes: {n: node_os() for n in nodes},
     "nvidia-stack": NVIDIA_STACK,  # issue 20: DCGM, NVLink fabric/domain/errors, driver libraries
     "gpu-perf": GPU_PERF,  # issue 21: the GPU benchmark and the SDC screen
+    "gpu-remedy": GPU_REMEDY,  # issue 33: GPU resets that help, do not help, are refused
 }
 
 

@@ -41,6 +41,8 @@
 #                        before any daemon starts (a HealthCheckProgram runs at slurmd start-up)
 #                        (AuthInfo keeps our socket=), e.g. "HealthCheckInterval=5"
 #   SLURM_UP_TIMEOUT     seconds to wait for every node idle (default 30)
+#   REBOOT_PROGRAM=1     RebootProgram=tests/harness/slurm_reboot.sh (`scontrol reboot` "reboots" a node:
+#                        its slurmd restarts with -b) and ResumeTimeout=$RESUME_TIMEOUT (default 90 s)
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # nc_node_addr: the one index -> address mapping
@@ -52,6 +54,7 @@ CONF=$R/slurm.conf
 SOCK=$R/munge/munge.socket
 CTL_PORT=16817
 SLURMD_PORT0=17000   # slurmd of node I: 17000+I. 16800+I would put node17 on SlurmctldPort (RECIPE §3.1)
+REBOOT_SCRIPT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/slurm_reboot.sh
 
 die() { echo "slurm_cluster.sh: $*" >&2; exit 1; }
 
@@ -95,8 +98,8 @@ pids_of_files() {   # /proc/PID/... lines -> live PIDs, once each, never this sc
   done
 }
 
-daemon_pids() {
-  grep -lzxF -e "$CONF" -e "--socket=$SOCK" /proc/[0-9]*/cmdline 2>/dev/null | pids_of_files || true
+daemon_pids() {   # also a RebootProgram's detached half (slurm_reboot.sh --detached NODE $R), or it starts a slurmd after down
+  grep -lzxF -e "$CONF" -e "--socket=$SOCK" -e "$R" /proc/[0-9]*/cmdline 2>/dev/null | pids_of_files || true
 }
 
 job_pids() {   # job_pids [slurmscriptd]: that too (slurmctld's helper; first stopping it stalls slurmctld)
@@ -252,6 +255,8 @@ write_conf() {   # write_conf FILE NODE_INDEX...: slurm.conf for these nodes and
   [ -z "${PROLOG:-}" ] || lines+=("Prolog=$PROLOG")
   [ -z "${PROLOG_SLURMCTLD:-}" ] || lines+=("PrologSlurmctld=$PROLOG_SLURMCTLD")
   [ -z "${HEALTH_CHECK_PROGRAM:-}" ] || lines+=("HealthCheckProgram=$HEALTH_CHECK_PROGRAM")
+  # a short ResumeTimeout: a reboot that never completes marks the node DOWN within a test's patience
+  [ "${REBOOT_PROGRAM:-0}" != 1 ] || lines+=("RebootProgram=$REBOOT_SCRIPT" "ResumeTimeout=${RESUME_TIMEOUT:-90}")
   {
     echo "# written by tests/harness/slurm_cluster.sh up; EXTRA_CONF lines replace the defaults of the same key"
     for line in "${lines[@]}"; do
@@ -418,6 +423,7 @@ up() {
   NETPFX=(nsenter "--net=/proc/$pid1/ns/net")   # the cluster's network namespace, from anywhere
   [ -z "${PROLOG:-}" ] || check_node_program Prolog "$PROLOG" "$pid1"
   [ -z "${HEALTH_CHECK_PROGRAM:-}" ] || check_node_program HealthCheckProgram "$HEALTH_CHECK_PROGRAM" "$pid1"
+  [ "${REBOOT_PROGRAM:-0}" != 1 ] || check_node_program RebootProgram "$REBOOT_SCRIPT" "$pid1"
   if [ -n "${PROLOG_SLURMCTLD:-}" ]; then
     [[ $PROLOG_SLURMCTLD == /* && -x $PROLOG_SLURMCTLD ]] || die "PrologSlurmctld $PROLOG_SLURMCTLD is not an executable file (absolute path)"
   fi

@@ -7,16 +7,18 @@ import json
 import os
 import re
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import yaml
-from harness.scenarios import NVML_REMAP_PENDING, apply, gpu_node, node_os
+from harness.scenarios import NVML_REMAP_PENDING, GpuReset, apply, dcgm, gpu_node, node_os
 from harness.sim_playbooks import shipped_for_sim
 from integration.runs import nodecheck
 
-from nodecheck.parsers.slurm import reason_mark
+from nodecheck.app.slurm import is_ours
+from nodecheck.parsers.slurm import held_for_a_person, reason_body, reason_mark
 from nodecheck.remedy import record
 from nodecheck.remedy.model import Entry
 
@@ -38,10 +40,35 @@ def work(tmp_path):
     return tmp_path
 
 
+RESUME_TIMEOUT = 60  # s: a simulated reboot takes about 1 s (tests/harness/README.md, "Reboot")
+
+
+def remedy_node(**reset) -> list:
+    """GPU3's row remap pending; DCGM answering (the reset's acceptance level 2); nvidia-smi resetting."""
+    return gpu_node(nvml=NVML_REMAP_PENDING) + node_os(real_slurmd=True) + dcgm() + [GpuReset(**reset)]
+
+
+# one layout for the whole file (installing fakes resets the nodes: it must come before Slurm starts)
+LAYOUT = {
+    "node1": gpu_node() + node_os(real_slurmd=True),  # healthy
+    "node2": remedy_node(),  # a reset of GPU3 clears the remap
+    "node3": remedy_node(reset_helps=False),  # the reset does not help; a reboot does
+    "node4": remedy_node(reset_helps=False, reboot_clears=False),  # nothing helps: a person
+    "node5": remedy_node(),
+    "node6": remedy_node(),
+    "node7": remedy_node(busy=True),  # a GPU process: the idle guard refuses a reset
+    "node8": remedy_node(),
+    "node9": remedy_node(),
+    "node10": remedy_node(),
+}
+
+
 @pytest.fixture
 def slurm(cluster, work):
-    apply(cluster, {n: gpu_node() + node_os(real_slurmd=True) for n in ALL})
-    cluster.slurm_up(ALL, prolog=PROLOG)
+    """Slurm on the ten nodes of LAYOUT, with the harness's RebootProgram (the node's slurmd restarts
+    as after a boot; its reboot hook applies pending GPU remaps, as a real reboot does)."""
+    apply(cluster, LAYOUT)
+    cluster.slurm_up(ALL, prolog=PROLOG, reboot_program=True, resume_timeout=RESUME_TIMEOUT)
     cluster.slurm_reset()
     yield cluster
     cluster.slurm_down()
@@ -75,40 +102,234 @@ def row(out: str, node: str) -> list[str]:
 
 
 def test_the_plan_resets_the_gpu_with_a_pending_remap_and_changes_nothing(slurm, work):
-    for node in ("node3", "node4", "node6"):
-        slurm.fake_nvml(node, NVML_REMAP_PENDING)
-    slurm.drain("node3", M(REMAP))  # what the Prolog left
-    slurm.drain("node4", "operator: replacing a fan")
-    slurm.drain("node6", M(REMAP))
+    slurm.drain("node2", M(REMAP))  # what the Prolog left
+    slurm.drain("node3", "operator: replacing a fan")
+    slurm.drain("node4", M(REMAP))
     record.append(
         work / "remedy",
-        "node6",
+        "node4",
         [Entry(datetime.now(timezone.utc), "action", "reset_gpu", "3", "gpu-row-remap-pending", "gpu.health", "done")],
     )
     before = states(slurm, ALL)
-    code, out, err = remediate(slurm, work, "--nodes", "node[3-6]")
+    code, out, err = remediate(slurm, work, "--nodes", "node[1-4]")
     assert code == 0, out + err
-    assert row(out, "node3")[1:3] == ["act", "reset_gpu"]
+    assert row(out, "node2")[1:3] == ["act", "reset_gpu"]
     assert re.search(
-        r"^node3 +act +reset_gpu GPU3 +gpu\.health GPU3: row remap pending "
+        r"^node2 +act +reset_gpu GPU3 +gpu\.health GPU3: row remap pending "
         r".*\(ladder gpu-row-remap-pending, step 1 of 3\)",
         out,
         re.M,
     ), out
-    assert row(out, "node4")[1] == "leave" and "drained by someone else (operator: replacing a fan)" in out
-    # node6 had its GPU reset in this incident and still fails: the ladder's next step
-    assert re.search(r"^node6 +act +reboot +.*\(ladder gpu-row-remap-pending, step 2 of 3\)", out, re.M), out
-    assert "healthy (nothing to repair): node5" in out
+    assert row(out, "node3")[1] == "leave" and "drained by someone else (operator: replacing a fan)" in out
+    # node4 had its GPU reset in this incident and still fails: the ladder's next step
+    assert re.search(r"^node4 +act +reboot +.*\(ladder gpu-row-remap-pending, step 2 of 3\)", out, re.M), out
+    assert "healthy (nothing to repair): node1" in out
     assert "observe: nothing was changed" in out
     assert states(slurm, ALL) == before
-    # the fake GPU still has its pending remap: nothing reset it
-    code, out, err = remediate(slurm, work, "--nodes", "node3", "--json")
+    assert slurm.nvidia_smi_resets("node2") == []  # nothing reset it
+    code, out, err = remediate(slurm, work, "--nodes", "node2", "--json")
     assert code == 0, out + err
-    (node3,) = json.loads(out)["nodes"]
-    assert (node3["plan"], node3["step"], node3["target"]) == ("act", "reset_gpu GPU3", "3")
+    (node2,) = json.loads(out)["nodes"]
+    assert (node2["plan"], node2["step"], node2["target"]) == ("act", "reset_gpu GPU3", "3")
     logged = (work / "gate.log").read_text()
     assert (
-        'nodecheck[remediate] action=would-remedy node=node3 step="reset_gpu GPU3" ladder="gpu-row-remap-pending"'
+        'nodecheck[remediate] action=would-remedy node=node2 step="reset_gpu GPU3" ladder="gpu-row-remap-pending"'
         in logged
     )
-    assert 'action=would-remedy node=node6 step="reboot"' in logged
+    assert 'action=would-remedy node=node4 step="reboot"' in logged
+
+
+# ---- acting: nodecheck health (HealthCheckProgram) and remediate --act ---------------------------------
+
+HEALTH = BIN / "nodecheck-health"
+ACCEPTANCE = "version: 1\ndeadline_s: 600\nchecks:\n  gpu.dcgm_diag: {level: 2, test_timeout_s: 60}\n"
+
+
+def acting_config(slurm, work: Path, **remedy) -> None:
+    """nodecheck.yml beside slurm.conf and in the nodes' /etc/slurm: the health playbook, and remedy
+    acting, its records and reports under `work` (shared by every node, as shared storage would be)."""
+    (work / "accept.yml").write_text(ACCEPTANCE)
+    (work / "accept.yml").chmod(0o644)
+    config = {
+        "output_dir": str(work / "reports"),
+        "log_file": str(work / "gate.log"),
+        "health": {"playbook": str(shipped_for_sim("health", work))},
+        "remedy": {
+            "act": True,
+            "state_dir": str(work / "remedy"),
+            "bug_report_s": 0,
+            "reproof_s": 30,
+            "acceptance": {"reset_gpu": str(work / "accept.yml")},
+            **remedy,
+        },
+    }
+    for folder in (slurm.slurm_conf.parent, slurm.slurm_dir / "etc"):
+        (folder / "nodecheck.yml").write_text(yaml.safe_dump(config))
+
+
+def health_on(slurm, node: str) -> str:
+    """nodecheck-health run on the node as slurmd runs its HealthCheckProgram; its result line."""
+    rc, out, err = slurm.run_on_node(node, [str(HEALTH)], timeout=240)
+    assert rc in (0, 1, 2), out + err
+    return out.strip()
+
+
+def events(work: Path, node: str) -> list[str]:
+    lines = (work / "gate.log").read_text().splitlines()
+    return [re.search(r" action=(\S+)", line).group(1) for line in lines if f" node={node} " in line]
+
+
+def chain(work: Path, node: str) -> list[tuple[str, str, str]]:
+    return [(e.event, e.action, e.outcome) for e in record.load(work / "remedy", node)]
+
+
+def test_health_resets_the_gpu_with_a_pending_remap_reproves_and_resumes_the_node(slurm, work):
+    acting_config(slurm, work)
+    started = time.monotonic()
+    slurm.drain("node2", M(REMAP))  # what the Prolog left
+    line = health_on(slurm, "node2")
+    took = time.monotonic() - started
+    assert "repair: node2 reset_gpu GPU3 returned" in line, line
+    # resumed (the flag NOT_RESPONDING may linger a moment after the nodes' reset: not ours to judge)
+    assert "DRAIN" not in slurm.node("node2")["State"] and slurm.node("node2")["Reason"] == ""
+    assert slurm.nvidia_smi_resets("node2") == ["reset GPU 3: ok"]
+    assert chain(work, "node2") == [
+        ("action", "reset_gpu", "pending"),
+        ("action", "reset_gpu", "done"),
+        ("returned", "", ""),
+    ]
+    entries = record.load(work / "remedy", "node2")
+    bundle = Path(entries[0].evidence)
+    assert (bundle / "dmesg.txt").is_file() and (bundle / "manifest.json").is_file()
+    assert oct(bundle.stat().st_mode & 0o777) == "0o700"
+    proof = Path(entries[-1].detail.removeprefix("re-proven: "))
+    assert proof.name.endswith("_node2_reproof")
+    doc = json.loads((proof / "report.json").read_text())
+    (node2,) = doc["nodes"]
+    statuses = {(r["check"], r["status"]) for r in node2["results"]}
+    assert node2["healthy"] and ("gpu.dcgm_diag", "pass") in statuses  # the acceptance level ran
+    assert {s for c, s in statuses if c == "gpu.health"} == {"pass"}
+    assert events(work, "node2") == ["drain", "evidence", "remedy-done", "resume"]  # the gate drains it anew
+    print(f"\nreset path: drain to resume {took:.1f} s (one health run)")
+
+
+def test_a_reset_that_does_not_help_is_followed_by_a_reboot_through_slurm_then_reproof_and_resume(slurm, work):
+    acting_config(slurm, work)
+    started = time.monotonic()
+    slurm.drain("node3", M(REMAP))
+    line = health_on(slurm, "node3")
+    assert "repair: node3 reset_gpu GPU3 still-failing" in line, line
+    assert _ours_reason(slurm, "node3").startswith("gpu.health GPU3: row remap pending")  # the failure's again
+    booted = len(slurm.reboots("node3"))
+    line = health_on(slurm, "node3")
+    assert "repair: node3 reboot pending" in line, line
+    # Slurm reboots it (the RebootProgram), and it comes back drained: nodecheck's reason, Slurm's suffix
+    node = slurm.wait_node("node3", lambda n: len(slurm.reboots("node3")) > booted and n["State"] == "IDLE+DRAIN", 90)
+    assert node["ReasonText"].endswith(" : reboot issued")
+    assert reason_body(node["ReasonText"]).startswith("gpu.health rebooting: gpu.health GPU3: row remap pending")
+    # slurmd ran the health check as it started; or this one: the gate resumes it, the record closes
+    line = health_on(slurm, "node3")
+    slurm.wait_node("node3", lambda n: n["State"] == "IDLE", 30)
+    took = time.monotonic() - started
+    assert chain(work, "node3") == [
+        ("action", "reset_gpu", "pending"),
+        ("action", "reset_gpu", "done"),
+        ("action", "reboot", "pending"),
+        ("action", "reboot", "done"),
+        ("returned", "", ""),
+    ]
+    assert slurm.nvidia_smi_resets("node3")[0] == "reset GPU 3: no change"
+    print(f"\nreboot path: drain to resume {took:.1f} s (three health runs, one simulated reboot)")
+
+
+def test_a_fault_that_survives_the_ladder_is_held_for_a_person_with_its_evidence(slurm, work):
+    acting_config(slurm, work, max_actions=3)
+    slurm.drain("node4", M(REMAP))
+    assert "reset_gpu GPU3 still-failing" in health_on(slurm, "node4")
+    booted = len(slurm.reboots("node4"))
+    assert "reboot pending" in health_on(slurm, "node4")
+    slurm.wait_node("node4", lambda n: len(slurm.reboots("node4")) > booted and n["State"] == "IDLE+DRAIN", 90)
+    line = health_on(slurm, "node4")
+    assert "repair: node4 hold held" in line, line
+    reason = slurm.node("node4")["ReasonText"]
+    assert held_for_a_person(reason) and is_ours(reason)
+    assert "tried reset_gpu, reboot" in reason_body(reason)
+    held = record.load(work / "remedy", "node4")[-1]
+    assert held.event == "held" and Path(held.evidence, "manifest.json").is_file()
+    hold_line = [line for line in (work / "gate.log").read_text().splitlines() if " action=hold node=node4 " in line]
+    assert hold_line and f'evidence="{held.evidence}"' in hold_line[0]
+    # and it stays held: the next health run neither acts nor resumes
+    resets = len(slurm.nvidia_smi_resets("node4"))
+    health_on(slurm, "node4")
+    assert held_for_a_person(slurm.node("node4")["ReasonText"])
+    assert len(slurm.nvidia_smi_resets("node4")) == resets
+
+
+def test_five_failing_nodes_with_a_budget_of_two_two_are_repaired_three_wait(slurm, work):
+    five = ["node5", "node6", "node8", "node9", "node10"]
+    acting_config(slurm, work, max_nodes=2)
+    for n in five:
+        slurm.drain(n, M(REMAP))
+    config = slurm.slurm_dir / "etc" / "nodecheck.yml"
+    code, out, err, _ = nodecheck(
+        "remediate",
+        str(slurm.inventory_path),
+        "--nodes",
+        "node[5-6,8-10]",
+        "--config",
+        str(config),
+        "--playbook",
+        str(shipped_for_sim("health", work)),
+        env=slurm.slurm_env(),
+        timeout=400,
+    )
+    assert code == 0, out + err
+    repaired = [n for n in five if slurm.nvidia_smi_resets(n)]
+    assert len(repaired) == 2, out
+    assert all(f"{n}: reset_gpu GPU3: returned" in out for n in repaired), out
+    waiting = [n for n in five if n not in repaired]
+    assert all(re.search(rf"^{n} +wait +- +budget: 2 nodes in remediation at once", out, re.M) for n in waiting), out
+    assert [slurm.node(n)["State"] for n in waiting] == ["IDLE+DRAIN"] * 3
+    assert all(record.load(work / "remedy", n) == () for n in waiting)
+
+
+def test_a_node_with_a_gpu_process_is_not_reset(slurm, work):
+    acting_config(slurm, work)
+    slurm.drain("node7", M(REMAP))
+    line = health_on(slurm, "node7")
+    assert "repair: node7 reset_gpu GPU3 refused" in line, line
+    assert slurm.nvidia_smi_resets("node7") == []  # the guard stopped it before nvidia-smi -r
+    assert chain(work, "node7") == [("action", "reset_gpu", "pending"), ("action", "reset_gpu", "refused")]
+    assert _ours_reason(slurm, "node7").startswith("gpu.health GPU3: row remap pending")
+
+
+def _ours_reason(slurm, node: str) -> str:
+    reason = slurm.node(node)["ReasonText"]
+    assert is_ours(reason), reason
+    return reason_body(reason)
+
+
+def test_a_sweep_with_drain_repairs_the_node_it_drained_through_the_same_pass(slurm, work):
+    acting_config(slurm, work)
+    config = slurm.slurm_dir / "etc" / "nodecheck.yml"
+    code, out, err, _ = nodecheck(
+        "sweep",
+        str(slurm.inventory_path),
+        "--playbook",
+        str(shipped_for_sim("health", work)),
+        "--nodes",
+        "node8",
+        "--drain",
+        "--config",
+        str(config),
+        "--output-dir",
+        str(work / "reports"),
+        env=slurm.slurm_env(),
+        timeout=400,
+    )
+    assert code == 2, out + err  # the sweep's own verdict: node8 failed when it ran
+    assert "gate: node8 drained: gpu.health: GPU3: row remap pending" in out
+    assert "repair: node8 reset_gpu GPU3 returned" in out, out
+    assert "DRAIN" not in slurm.node("node8")["State"]
+    assert slurm.nvidia_smi_resets("node8") == ["reset GPU 3: ok"]
+    assert [(e.event, e.outcome) for e in record.load(work / "remedy", "node8")][-1] == ("returned", "")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nodecheck.core.errors import ParseError
@@ -137,12 +139,43 @@ def test_every_slurm_data_file_has_a_source_line():
     assert all(f"- `{path}` - " in sources for path in data_files("slurm"))
 
 
+# each node's Partitions= (the remediation budget's max_share is per partition), as the files print them
+PARTITIONS = {
+    "slurm/cn-blog-scontrol-show-node-20.11-idle-drain-low-realmemory.txt": {"cu201": ("regular",)},
+    CN_DOC: {"server5": ("cpu", "memory")},
+    "slurm/constructed-scontrol-show-node-22.05-down-not-responding.txt": {"gpu003": ("gpu",)},
+    "slurm/constructed-scontrol-show-node-22.05-idle-no-reason.txt": {"gpu001": ("gpu",)},
+    "slurm/constructed-scontrol-show-node-22.05-mixed-drain-nodecheck-reason.txt": {"gpu002": ("gpu",)},
+    "slurm/constructed-scontrol-show-node-22.05-multiline-reason.txt": {"gpu006": ("gpu",)},
+    "slurm/constructed-scontrol-show-node-22.05-two-nodes-foreign-drain-and-allocated.txt": {
+        "gpu004": ("gpu",),
+        "gpu005": ("gpu",),
+    },
+    "slurm/derived-cn-blog-scontrol-show-node-20.11-down-star-drain-low-realmemory.txt": {"cu201": ("regular",)},
+    "slurm/oxygen-scontrol-show-node-17.11-idle-drain-reason-question-mark-trailing-spaces.txt": {
+        "oxygen-04": ("short", "medium", "long", "killable")
+    },
+    "slurm/unige-bamboo-scontrol-show-node-25.11-rtx5090-gpu-drained-health-check-no-indent.txt": {
+        "gpu010": ("private-kalousis-gpu", "shared-gpu")
+    },
+}
+
+
+def test_a_partitions_field_that_is_not_a_list_of_names_is_refused():
+    text = "NodeName=n1 CoresPerSocket=1\n   State=IDLE ThreadsPerCore=1\n   Partitions=gpu,`reboot` \n"
+    with pytest.raises(ParseError, match="is not a partition list"):
+        parse_show_node(text)
+    text = "NodeName=n1 CoresPerSocket=1\n   State=IDLE ThreadsPerCore=1\n   Partitions=gpu,debug \n"
+    assert parse_show_node(text)["n1"].partitions == ("gpu", "debug")
+
+
 @pytest.mark.parametrize("path", sorted(SHOW_NODE))
 def test_show_node_file_gives_exact_states(path):
     states = parse_show_node(_text(path))
     want = SHOW_NODE[path]
     assert list(states) == [node.name for node, _, _ in want]
-    assert list(states.values()) == [node for node, _, _ in want]
+    parts = PARTITIONS[path]
+    assert list(states.values()) == [dataclasses.replace(node, partitions=parts[node.name]) for node, _, _ in want]
     # (o: a nodecheck-style reason; every recorded one is unmarked, old-format: never nodecheck's own)
     assert [(s.drained, s.owner()) for s in states.values()] == [(d, "old" if o else "foreign") for _, d, o in want]
 
@@ -189,6 +222,21 @@ def test_owner_is_the_mark_of_the_reasons_text_and_the_sites_token():
     assert _node("n1", "IDLE+DRAIN", {"IDLE", "DRAIN"}, "Nodecheck: x").owner() == "foreign"
     assert reason_body(ours) == "ib.port mlx5_0 Down" and reason_body("nodecheck: a b") == "a b"
     assert reason_body("admin: nodecheck: a") == ""
+
+
+def test_a_reason_slurm_extended_after_a_reboot_stays_ours():
+    """Issue 33: slurmctld appends " : reboot issued" to a drained node's reason when it reboots it,
+    and keeps it after the node is back (" : reboot timed out" after ResumeTimeout); measured on
+    Slurm 22.05.8, tests/harness/README.md "Reboot". nodecheck's reboot must not make its own drain
+    a stranger's, and a person's text after the mark still does."""
+    body = "gpu.health rebooting: gpu.health GPU3: row remap pending"
+    ours = f"nodecheck[{reason_mark(body)}]: {body}"
+    for suffix in (" : reboot issued", " : reboot issued : reboot timed out"):
+        assert reason_owner(ours + suffix) == "ours"
+        assert reason_body(ours + suffix) == body
+    assert reason_owner(ours + " : reboot issued - RMA, do not resume") == "foreign"
+    assert reason_owner(ours + " : reboot requested") == "foreign"
+    assert reason_owner("reboot requested : reboot issued") == "foreign"
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from nodecheck.app.slurm import is_ours
+from nodecheck.parsers.slurm import held_for_a_person, reason_body
 from nodecheck.remedy import record
 from nodecheck.remedy.model import Entry
 from tests.fakes import scontrol as fake_scontrol
@@ -80,8 +83,12 @@ def row(out: str, node: str) -> list[str]:
 
 def test_a_failure_no_ladder_names_is_planned_as_a_hold_and_nothing_changes(tmp_path):
     site = Site(tmp_path, {"nodeX": drained(OURS), **OTHERS})
-    proc = site.run()
+    proc = site.run("--metrics", str(tmp_path / "remedy.prom"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    prom = (tmp_path / "remedy.prom").read_text()
+    assert (
+        'nodecheck_remedy_plan_nodes{plan="hold"} 1\n' in prom and 'nodecheck_remedy_plan_nodes{plan="act"} 0\n' in prom
+    )
     node, verb, step, why = row(proc.stdout, "nodeX")
     assert (verb, step) == ("hold", "-")
     assert why.startswith(f"needs a person: kernel.version {PIN_MESSAGE[:40]}")
@@ -99,7 +106,8 @@ def test_a_ladder_step_is_planned_and_logged_and_the_record_moves_it_up_the_ladd
     assert row(proc.stdout, "nodeX")[1:3] == ["act", "reboot"]
     assert "(ladder wrong-kernel, step 1 of 2)" in proc.stdout
     assert (
-        "plan: 1 to act on, 0 held for a person, 0 waiting, 0 left alone; at most 2 nodes in remediation" in proc.stdout
+        "plan: 1 to act on, 0 to return, 0 held for a person, 0 waiting, 0 left alone; "
+        "at most 2 nodes in remediation" in proc.stdout
     )
     (line,) = site.log_lines()
     assert 'action=would-remedy node=nodeX step="reboot" ladder="wrong-kernel"' in line
@@ -137,7 +145,7 @@ def test_a_damaged_record_holds_off_the_plan_for_that_node(tmp_path):
     (site.state_dir / "nodeX.jsonl").write_text("garbage\n")
     proc = site.run()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nodecheck remediate: nodeX: its action record cannot be read, so nothing is planned for it" in proc.stdout
+    assert "nodecheck remediate: nodeX: its action record cannot be read, so nothing is planned" in proc.stdout
     assert not any(line.startswith("nodeX ") for line in proc.stdout.splitlines())
 
 
@@ -162,3 +170,109 @@ def test_a_bad_remedy_section_names_the_config_file_and_line(tmp_path, remedy, m
     proc = site.run()
     assert proc.returncode == 64
     assert f"{site.config}:6: {message}" in proc.stderr
+
+
+HOLD_LADDER = """\
+ladders:
+  - name: wrong-kernel
+    check: kernel.version
+    steps: [hold]
+"""
+
+
+def acting_site(tmp_path, ladder: str, nodes: dict | None = None, act: str = "true") -> Site:
+    (tmp_path / "ladders.yml").write_text(ladder)
+    return Site(
+        tmp_path,
+        nodes or {"nodeX": drained(OURS), **OTHERS},
+        config=f"  ladders: {tmp_path / 'ladders.yml'}\n  act: {act}\n  bug_report_s: 0\n"
+        f"output_dir: {tmp_path / 'reports'}\n",
+    )
+
+
+def test_acting_a_hold_sets_an_owned_needs_a_person_reason_with_the_evidence_beside_the_report(tmp_path):
+    site = acting_site(tmp_path, HOLD_LADDER)
+    proc = site.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "observe: nothing was changed" not in proc.stdout
+    assert re.search(r"^nodeX: hold: held \(needs a person: kernel\.version ", proc.stdout, re.M), proc.stdout
+    ((verb, name, state, reason),) = site.updates()
+    assert (verb, name, state) == ("update", "NodeName=nodeX", "State=DRAIN")
+    reason = reason.removeprefix("Reason=")
+    assert is_ours(reason) and held_for_a_person(reason)
+    assert reason_body(reason).startswith(f"kernel.version needs a person: kernel.version {PIN_MESSAGE[:30]}")
+    (entry,) = record.load(site.state_dir, "nodeX")
+    assert entry.event == "held" and entry.evidence.endswith("_remedy/evidence/nodeX")
+    bundle = Path(entry.evidence)
+    assert {p.name for p in bundle.iterdir()} == {"dmesg.txt", "manifest.json"}
+    assert json.loads((bundle / "manifest.json").read_text())["failures"][0]["check"] == "kernel.version"
+    # a held node is held: the next run plans nothing new, and health never resumes it
+    proc = site.run()
+    assert row(proc.stdout, "nodeX")[1] == "hold" and "already held for a person" in proc.stdout
+    assert len(site.updates()) == 1
+
+
+def test_acting_a_reboot_asks_slurm_with_an_owned_reason_and_waits_for_it(tmp_path):
+    site = acting_site(tmp_path, REBOOT_LADDER)
+    proc = site.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nodeX: reboot: pending (Slurm reboots it when idle; re-proven after it boots)" in proc.stdout
+    mark, (verb, reason, name) = site.updates()
+    assert mark[:3] == ["update", "NodeName=nodeX", "State=DRAIN"] and " repairing: reboot " in mark[3]
+    assert (verb, name) == ("reboot", "nodeX")
+    assert is_ours(reason.removeprefix("reason="))
+    assert [(e.action, e.outcome) for e in record.load(site.state_dir, "nodeX")] == [("reboot", "pending")]
+    proc = site.run("--observe")
+    assert row(proc.stdout, "nodeX")[1] == "wait" and "a reboot is under way (DOWN+DRAIN+REBOOT_ISSUED)" in proc.stdout
+    assert "at most 2 nodes in remediation at once (1 under way)" in proc.stdout
+
+
+def test_observe_wins_over_the_configs_act(tmp_path):
+    site = acting_site(tmp_path, HOLD_LADDER)
+    proc = site.run("--observe")
+    assert proc.returncode == 0
+    assert "observe: nothing was changed" in proc.stdout and site.updates() == []
+    assert record.load(site.state_dir, "nodeX") == ()
+
+
+def health(site: Site, *argv: str) -> subprocess.CompletedProcess:
+    """`nodecheck health` as slurmd runs it (HealthCheckProgram): a bare environment."""
+    env = {"SLURMD_NODENAME": "nodeX", "NODECHECK_GATE_CONFIG": str(site.config)}
+    return subprocess.run(
+        [sys.executable, "-m", "nodecheck", "health", *argv],
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_health_drains_then_its_repair_pass_acts_on_the_same_report(tmp_path):
+    site = acting_site(tmp_path, HOLD_LADDER, nodes={"nodeX": {"state": "IDLE", "reason": "", "user": "", "time": ""}})
+    proc = health(site)
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # the health check's own exit: a failure
+    line = proc.stdout.strip()
+    assert line.startswith(
+        f"nodecheck health nodeX: FAIL kernel.version: {PIN_MESSAGE}; drain nodeX; repair: nodeX hold held"
+    )
+    drain, hold = site.updates()
+    assert drain[3] == f"Reason={OURS}"  # the gate's drain first
+    assert held_for_a_person(hold[3].removeprefix("Reason="))
+    assert [e.event for e in record.load(site.state_dir, "nodeX")] == ["held"]
+    events = [line.split(" action=")[1].split(" ")[0] for line in site.log_lines()]
+    assert events == ["drain", "evidence", "hold"]
+
+
+def test_health_observes_by_default_and_does_nothing_without_a_remedy_section(tmp_path):
+    site = acting_site(
+        tmp_path, HOLD_LADDER, nodes={"nodeX": {"state": "IDLE", "reason": "", "user": "", "time": ""}}, act="false"
+    )
+    proc = health(site)
+    assert "; drain nodeX; repair (observe): would hold nodeX (report " in proc.stdout
+    assert len(site.updates()) == 1 and record.load(site.state_dir, "nodeX") == ()
+    assert [line.split(" action=")[1].split(" ")[0] for line in site.log_lines()] == ["drain", "would-hold"]
+    # no remedy: section at all: the gate's health run alone
+    site.config.write_text(site.config.read_text().split("remedy:")[0] + f"output_dir: {tmp_path / 'reports'}\n")
+    proc = health(site)
+    assert "repair" not in proc.stdout and len(site.updates()) == 1

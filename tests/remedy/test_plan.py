@@ -299,3 +299,51 @@ def test_max_share_bounds_the_budget_by_the_cluster_and_never_to_zero(ladders):
     assert len(p.by_verb("act")) == 3 and p.capacity == 3
     p = five(ladders, RemedySettings(max_nodes=10, max_share=0.01), cluster_size=30)
     assert len(p.by_verb("act")) == 1 and p.capacity == 1
+
+
+def test_max_share_is_per_partition_each_node_counted_in_every_partition_it_is_in(ladders):
+    """Issue 33: "at most K nodes (or P % of a partition) in remediation at once"."""
+
+    def in_parts(name: str, parts: tuple[str, ...], at: str) -> NodeState:
+        base = ours(at=at)
+        return NodeState(name, base.state, base.flags, base.reason, "root", at, partitions=parts)
+
+    states = {
+        "a1": in_parts("a1", ("gpu-a",), "2026-12-07T10:00:01"),
+        "a2": in_parts("a2", ("gpu-a",), "2026-12-07T10:00:02"),
+        "a3": in_parts("a3", ("gpu-a",), "2026-12-07T10:00:03"),
+        "a4": in_parts("a4", ("gpu-a",), "2026-12-07T10:00:04"),
+        "b1": in_parts("b1", ("gpu-b", "debug"), "2026-12-07T10:00:05"),
+        "b2": in_parts("b2", ("gpu-b", "debug"), "2026-12-07T10:00:06"),
+        "b3": in_parts("b3", ("gpu-b",), "2026-12-07T10:00:07"),
+        "b4": in_parts("b4", ("gpu-b",), "2026-12-07T10:00:08"),
+    }
+    names = list(states)
+    p = plan(
+        {n: [remap(n)] for n in names},
+        names,
+        states,
+        {},
+        ladders,
+        RemedySettings(max_nodes=10, max_share=0.25),
+        now=NOW,
+        cluster_size=8,
+    )
+    # a quarter of each 4-node partition: one node each, the one drained longest
+    assert [x.node for x in p.by_verb("act")] == ["a1", "b1"]
+    waiting = {x.node: x.why for x in p.by_verb("wait")}
+    assert waiting["a2"].startswith("budget: 1 of partition gpu-a's 4 nodes (25%) in remediation at once (a1)")
+    assert waiting["b2"].startswith("budget: 1 of partition gpu-b's 4 nodes (25%) in remediation at once (b1)")
+    # max_nodes still bounds the whole cluster
+    p = plan(
+        {n: [remap(n)] for n in names},
+        names,
+        states,
+        {},
+        ladders,
+        RemedySettings(max_nodes=1, max_share=0.5),
+        now=NOW,
+        cluster_size=8,
+    )
+    assert [x.node for x in p.by_verb("act")] == ["a1"]
+    assert p.of("b1").why.startswith("budget: 1 node in remediation at once")

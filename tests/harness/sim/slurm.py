@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
-from harness.sim.common import SLURM_SCRIPT, HarnessError, alive, natural, read_pid
+from harness.sim.common import SLURM_SCRIPT, HarnessError, alive, atomic_write, natural, read_pid
 from harness.sim.nodes import Nodes
 
 
@@ -45,6 +45,8 @@ class Slurm(Nodes):
         prolog_flags: str = "Alloc",
         timeout: float = 30,
         etc_files: Mapping[str, str] | None = None,
+        reboot_program: bool = False,
+        resume_timeout: int = 90,
     ) -> Path:
         """Start slurmctld and a slurmd on each node (default: every node; an int n = node1..node<n>)
         and wait until all are idle; returns slurm.conf. Already up with the same configuration:
@@ -53,7 +55,10 @@ class Slurm(Nodes):
         node has its own). extra_conf: slurm.conf lines; KEY=... replaces our default for KEY
         (e.g. "HealthCheckInterval=5", "SchedulerParameters=sched_interval=1"). etc_files: {name: text}
         put beside slurm.conf (and in /etc/slurm on the nodes) before any daemon starts, e.g. the
-        gate's nodecheck.yml, which a HealthCheckProgram reads when slurmd starts."""
+        gate's nodecheck.yml, which a HealthCheckProgram reads when slurmd starts. reboot_program:
+        RebootProgram= the harness's (tests/harness/slurm_reboot.sh) and ResumeTimeout=resume_timeout, so
+        `scontrol reboot` "reboots" a node: its slurmd restarts as after a boot (README, "Reboot");
+        reboots() counts them, on_reboot() says what a reboot of a node clears."""
         if nodes is None:
             names = self.nodes
         elif isinstance(nodes, int):
@@ -67,6 +72,8 @@ class Slurm(Nodes):
             "PROLOG_FLAGS": prolog_flags,
             "EXTRA_CONF": "\n".join(extra_conf),
             "SLURM_UP_TIMEOUT": str(max(1, int(timeout))),
+            "REBOOT_PROGRAM": "1" if reboot_program else "0",
+            "RESUME_TIMEOUT": str(max(1, int(resume_timeout))),
         }
         for key, program, on_node in (
             ("PROLOG", prolog, True),
@@ -92,6 +99,38 @@ class Slurm(Nodes):
             env["SLURM_ETC_FILES"] = str(staged)
         self._slurm_sh("up", *names, env=env, timeout=timeout + 30)
         return self.slurm_conf
+
+    def reboots(self, node: str) -> list[dict[str, str]]:
+        """The reboots the RebootProgram did on the node since slurm_up(reboot_program=True), oldest first:
+        {"time", "State", "Reason"}, the node as slurmctld showed it when the reboot began, e.g. State
+        "DOWN+DRAIN+REBOOT_ISSUED", Reason "R : reboot issued [root@2026-12-07T17:55:06]"."""
+        log = self.slurm_dir / "reboots" / f"node{self._index(node)}.log"
+        try:
+            lines = log.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        found = []
+        for line in lines:
+            m = re.fullmatch(r"(\S+) node\d+ State=(\S*) Reason=(.*)", line)
+            if not m:
+                raise HarnessError(f"{log}: unexpected line {line!r}")
+            found.append(dict(zip(("time", "State", "Reason"), m.groups(), strict=True)))
+        return found
+
+    NODE_STAYS_OFF = 75  # an on_reboot() hook exiting with this: the node does not come back
+
+    def on_reboot(self, node: str, script: str | None) -> Path:
+        """What a reboot of the node clears: this /bin/sh script runs (as root, inside the node, on the
+        harness's files by absolute paths) each time the RebootProgram reboots the node, after its slurmd
+        stopped and before it starts again; exit 75: the node does not come back (its slurmd stays
+        stopped until slurm_revive). None: no hook. It lives with the node's fake tools (clear_tools()
+        removes it)."""
+        hook = self.node_dir(node) / "data" / "on-reboot.sh"
+        if script is None:
+            hook.unlink(missing_ok=True)
+        else:
+            atomic_write(hook, script.encode(), 0o644)
+        return hook
 
     def slurm_down(self, reaped_within_s: float = 30) -> None:
         """Stop slurmctld, every slurmd, their jobs and the harness's munged; remove slurm_dir. Returns
@@ -249,6 +288,7 @@ class Slurm(Nodes):
                     f"jobs left after scancel: {self.slurm_command('squeue').stdout}\n{self.slurm_logs()}"
                 )
             time.sleep(0.1)
+        self._end_reboots()
         stuck = [n for n, st in self.slurm_nodes().items() if re.search(r"DRAIN|DOWN|FAIL|NOT_RESPONDING", st)]
         if stuck:
             self.scontrol("update", f"nodename={','.join(stuck)}", "state=resume")
@@ -259,6 +299,17 @@ class Slurm(Nodes):
             if time.monotonic() > deadline:
                 raise HarnessError(f"nodes not idle after reset: {states}\n{self.slurm_logs()}")
             time.sleep(0.1)
+
+    def _end_reboots(self) -> None:
+        """A reboot a test left behind: requested ones cancelled; an issued one (a node that stays off)
+        ended by marking the node DOWN, which the caller then resumes."""
+        states = self.slurm_nodes()
+        requested = [n for n, st in states.items() if "REBOOT_REQUESTED" in st]
+        issued = [n for n, st in states.items() if "REBOOT_ISSUED" in st]
+        if requested:
+            self.scontrol("cancel_reboot", ",".join(requested))
+        if issued:
+            self.scontrol("update", f"nodename={','.join(issued)}", "state=down", "reason=harness: slurm_reset")
 
     def slurm_logs(self, lines: int = 15) -> str:
         """The last lines of slurmctld's log and of each slurmd's log (for assertion messages)."""

@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from harness.sim.base import ClusterBase
-from harness.sim.common import FAKES, HarnessError, atomic_write
+from harness.sim.common import FAKES, HarnessError, atomic_write, node_python
 
 FAKE_PYNVML = FAKES / "pynvml.py"
+FAKE_NVIDIA_SMI = FAKES / "nvidia_smi.py"
 FAKE_CUPY = (FAKES / "cupy", FAKES / "cupyx")
 
 
@@ -176,6 +177,42 @@ class Tools(ClusterBase):
         atomic_write(site / "pynvml.py", FAKE_PYNVML.read_bytes(), 0o644)
         atomic_write(site / "nvml_state.json", Path(state_file).read_bytes(), 0o644)
         return site
+
+    def fake_nvidia_smi(
+        self, node: str, compute_apps: str | os.PathLike, *, busy: bool = False, reset_helps: bool = True
+    ) -> Path:
+        """nvidia-smi on the node is tests/fakes/nvidia_smi.py over the node's fake NVML state (fake_nvml
+        first): `--query-compute-apps=...` prints compute_apps (a file); `-r -i N` resets GPU N, i.e. its
+        pending row remap and page retirement are applied in nvml_state.json, unless `busy` (refused, exit
+        255) or not `reset_helps` (success printed, the remap stays pending). Every reset asked is a line
+        of nvidia_smi_resets(node). `nvidia-smi --reboot` (not a real option): what a reboot does to the
+        GPUs, for an on_reboot() hook."""
+        state = self.node_dir(node) / "py" / "nvml_state.json"
+        if not state.is_file():
+            raise HarnessError(f"{node}: no fake NVML state to reset (fake_nvml first)")
+        script = self._copy_data(node, "nvidia-smi", "py", FAKE_NVIDIA_SMI.read_bytes())
+        apps = self._copy_data(node, "nvidia-smi", "compute-apps", Path(compute_apps).read_bytes())
+        log = self.node_dir(node) / "data" / "nvidia-smi.resets"
+        log.unlink(missing_ok=True)
+        config = {
+            "state": str(state),
+            "compute_apps": str(apps),
+            "busy": busy,
+            "reset_helps": reset_helps,
+            "log": str(log),
+        }
+        conf = self._copy_data(node, "nvidia-smi", "json", json.dumps(config).encode())
+        args = [node_python(), "-I", "-S", str(script), str(conf)]
+        what = "fake nvidia-smi: compute apps" + (", busy" if busy else "") + ", GPU reset"
+        return self._write_tool(node, "nvidia-smi", what, [f'exec {shlex.join(args)} "$@"'])
+
+    def nvidia_smi_resets(self, node: str) -> list[str]:
+        """The resets fake_nvidia_smi's nvidia-smi was asked for on the node, oldest first:
+        "reset GPU 3: ok" (or ": busy", ": no change", ": no such GPU"); "reboot: ..." for a reboot."""
+        try:
+            return (self.node_dir(node) / "data" / "nvidia-smi.resets").read_text().splitlines()
+        except FileNotFoundError:
+            return []
 
     def fake_gpu_library(self, node: str, state: dict | None = None) -> Path:
         """CuPy is "installed" on the node: the fake cupy package (tests/fakes/cupy, real NumPy math on
