@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from nodecheck.config.yaml_source import Located, load_file, pydantic_error
+from nodecheck.config.yaml_source import Located, load_file, not_roots_word, pydantic_error
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import shown
 
@@ -160,6 +160,13 @@ def load_ladders(path: str | Path | None = None, known_checks: Sequence[str] | N
     """The ladder file at `path` (None: the shipped default profile). `known_checks`: the check names
     a ladder may name (a typo would otherwise match nothing, silently)."""
     src = load_file(shipped_path() if path is None else path)
+    if why := not_roots_word(src.owner_uid, src.mode):
+        # its steps are what root does to a node (reset, restart, reboot): only root's word counts
+        raise src.error(
+            (),
+            f"a ladder file says what root does to nodes, so it must be root's word; this one is {why}",
+            hint=f"chown root {src.file} && chmod go-w {src.file}",
+        )
     if not isinstance(src.data, dict):
         raise src.error((), "a ladder file is a mapping with a 'ladders:' list", hint=f"see {shipped_path()}")
     try:

@@ -414,3 +414,18 @@ def _field_names(model: Any) -> set[str]:
 def _nested_types(annotation: Any) -> list:
     args = typing.get_args(annotation)
     return [annotation] + [t for a in args for t in _nested_types(a)]
+
+
+def not_roots_word(owner_uid: int | None, mode: int | None) -> str:
+    """Why a file is not root's word ("" when it is): another owner than root (or the user running the
+    watcher: a non-root watcher can make nothing act beyond its own rights), or writable by group or
+    others. A file that was not read from disk (no owner) is the caller's own."""
+    if owner_uid is None or mode is None:
+        return ""
+    why = []
+    if owner_uid not in (0, os.geteuid()):
+        why.append(f"owned by uid {owner_uid}")
+    writable = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
+    if writable:
+        why.append("writable by " + " and ".join(writable))
+    return " and ".join(why)

@@ -84,6 +84,11 @@ class Executor:
     def carry_out(self, the_plan: Plan) -> list[Taken]:
         out: list[Taken] = []
         for p in the_plan.nodes:
+            if p.verb in ("act", "hold", "return") and p.node not in self.nodes:
+                why = "how to reach it is not known (not among the inventory's nodes)"
+                if p.verb != "hold" or not p.why.startswith("already held"):
+                    out.append(Taken(p.node, p.action if p.verb == "act" else p.verb, "not-taken", why))
+                continue
             if p.verb == "act":
                 out.append(self._act(p))
             elif p.verb == "hold" and p.step is None and not p.why.startswith("already held"):

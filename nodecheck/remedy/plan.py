@@ -9,9 +9,9 @@ The safety rules, in the order they are applied to a node:
 3. a failure whose ladder is used up, or that came back on the same target within the ladder's
    `again_within_h` of an action for it, is held; so is a node acted on `max_actions` times within
    `window_h` (NVSentinel's analyzer holds a node remediated twice in 7 days);
-4. one step per node per run (its re-proof is the next run); at most `max_nodes` (and
-   `max_share` of the cluster) nodes in remediation at once, the ones drained longest first; the
-   others wait.
+4. one step per node per run; at most `max_nodes` nodes in remediation at once in the cluster
+   (and `max_share` of each partition), the ones drained longest first; the others wait;
+5. a node that passes again after an action of its incident (a reboot, typically) is returned.
 """
 
 from __future__ import annotations

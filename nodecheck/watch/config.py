@@ -37,10 +37,8 @@ Bounds, and how they interact (classify.py applies them):
 from __future__ import annotations
 
 import math
-import os
 import re
 import shlex
-import stat
 import warnings
 from dataclasses import dataclass
 from typing import Literal
@@ -48,7 +46,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from nodecheck.config.yaml_source import Located, load_file, pydantic_error, shown
+from nodecheck.config.yaml_source import Located, load_file, not_roots_word, pydantic_error, shown
 from nodecheck.core.errors import ConfigError
 
 DEFAULT_STEP_REGEX = r"\bstep[:= ]\s*(?P<step>\d+)"
@@ -406,21 +404,6 @@ def _refuse_fast_sampling(src: Located, base: tuple, cfg: WatchConfig) -> None:
             hint=f"an operator sets a shorter interval with --interval or in a root-owned config; "
             f"here, {MIN_JOB_INTERVAL_S:g} or more",
         )
-
-
-def not_roots_word(owner_uid: int | None, mode: int | None) -> str:
-    """Why a file is not root's word ("" when it is): another owner than root (or the user running the
-    watcher: a non-root watcher can make nothing act beyond its own rights), or writable by group or
-    others. A file that was not read from disk (no owner) is the caller's own."""
-    if owner_uid is None or mode is None:
-        return ""
-    why = []
-    if owner_uid not in (0, os.geteuid()):
-        why.append(f"owned by uid {owner_uid}")
-    writable = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
-    if writable:
-        why.append("writable by " + " and ".join(writable))
-    return " and ".join(why)
 
 
 def _refuse_root_fields(src: Located, base: tuple, block: dict) -> None:

@@ -407,3 +407,13 @@ def test_nothing_is_done_when_the_action_cannot_be_put_on_record_first(site):
     assert taken.result == "failed"
     assert taken.detail.startswith("its action record cannot be read or written, so nothing was done")
     assert node.ran == [] and slurm.said() == []
+
+
+def test_a_node_the_executor_cannot_reach_is_not_touched(site):
+    tmp_path, ladders = site
+    slurm = FakeSlurm({"node2": ("IDLE+DRAIN", OURS)})
+    executor = make(tmp_path, slurm, FakeNode({}), Reprove())
+    executor.nodes = {}  # a stored report's node the inventory does not name
+    (taken,) = executor.carry_out(planned(tmp_path, ladders, slurm))
+    assert taken.result == "not-taken" and "not among the inventory's nodes" in taken.detail
+    assert slurm.said() == [] and record.load(tmp_path / "remedy", "node2") == ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -103,3 +104,22 @@ def test_a_bad_ladder_file_names_the_file_and_line(tmp_path, text, line, message
 
 def test_every_action_is_a_step_kind():
     assert ACTIONS == ("reset_gpu", "restart_service", "reboot", "hold")
+
+
+@pytest.mark.parametrize(
+    ("uid", "mode", "why"),
+    [(0, 0o664, "writable by group"), (0, 0o646, "writable by others"), (4242, 0o644, "owned by uid 4242")],
+)
+def test_a_ladder_file_that_is_not_roots_word_is_refused(tmp_path, uid, mode, why):
+    """Its steps are what root does to nodes: a file another user can write must not choose them."""
+    path = tmp_path / "ladders.yml"
+    path.write_text("ladders:\n  - {name: a, check: gpu.xid, steps: [reboot, hold]}\n")
+    os.chown(path, uid, -1)
+    path.chmod(mode)
+    with pytest.raises(ConfigError) as e:
+        load_ladders(path, KNOWN)
+    assert e.value.file == str(path)
+    assert f"a ladder file says what root does to nodes, so it must be root's word; this one is {why}" in str(e.value)
+    path.chmod(0o644)
+    os.chown(path, 0, -1)
+    assert load_ladders(path, KNOWN).ladders[0].name == "a"
