@@ -12,6 +12,7 @@ from __future__ import annotations
 from argparse import Namespace
 from collections.abc import Sequence
 
+from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import Node
 from nodecheck.gate import command as gatecmd
 from nodecheck.gate import config as gateconfig
@@ -50,7 +51,11 @@ def repair_after_health(run: gatecmd.HealthRun) -> str:
     statuses = gate.drain_statuses(run.drain_on)
     if nothing_to_do(run.report, statuses, settings.state_dir):
         return ""  # the every-few-minutes case: a healthy node with no repair under way costs nothing more
-    ladders = load_site_ladders(None, settings)
+    try:  # (after the gate drained and resumed: an error here must not read as "nothing drained")
+        ladders = load_site_ladders(None, settings)
+    except ConfigError as e:
+        run.log.event("config-error", "-", message=f"repair: {e}")
+        return f"repair: CONFIG ERROR, nothing repaired: {e}"
     try:
         planned = make_plan(
             run.report,
@@ -70,21 +75,29 @@ def repair_after_health(run: gatecmd.HealthRun) -> str:
         log_would(planned.plan, run.log)
         return summary(planned.plan, None)
     with stop_on_signals() as stop:
-        done = carry_out(
-            planned.plan,
-            report=run.report,
-            report_dir=run.report_dir or store_report(run.report, run.args, "remedy", run.log),
-            nodes={n.name: n for n in run.nodes},
-            transport=run.transport,  # type: ignore[arg-type]
-            playbook=run.playbook,
-            settings=settings,
-            slurm=run.slurm,
-            log=run.log,
-            token=token,
-            stop=stop,
-            store=lambda report, tag: store_report(report, run.args, tag, run.log),
-        )
+        try:
+            done = _carry_out(run, planned, settings, token, stop)
+        except ConfigError as e:  # an acceptance playbook that does not load: nothing was done
+            run.log.event("config-error", "-", message=f"repair: {e}")
+            return f"repair: CONFIG ERROR, nothing repaired: {e}"
     return summary(planned.plan, done)
+
+
+def _carry_out(run: gatecmd.HealthRun, planned, settings, token: str, stop):
+    return carry_out(
+        planned.plan,
+        report=run.report,
+        report_dir=run.report_dir or store_report(run.report, run.args, "remedy", run.log),
+        nodes={n.name: n for n in run.nodes},
+        transport=run.transport,  # type: ignore[arg-type]
+        playbook=run.playbook,
+        settings=settings,
+        slurm=run.slurm,
+        log=run.log,
+        token=token,
+        stop=stop,
+        store=lambda report, tag: store_report(report, run.args, tag, run.log),
+    )
 
 
 def repair_after_sweep(

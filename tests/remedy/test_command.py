@@ -276,3 +276,16 @@ def test_health_observes_by_default_and_does_nothing_without_a_remedy_section(tm
     site.config.write_text(site.config.read_text().split("remedy:")[0] + f"output_dir: {tmp_path / 'reports'}\n")
     proc = health(site)
     assert "repair" not in proc.stdout and len(site.updates()) == 1
+
+
+def test_a_bad_ladder_file_after_the_health_run_drained_says_so_and_repairs_nothing(tmp_path):
+    site = acting_site(
+        tmp_path,
+        "ladders:\n  - {name: a, check: kernel.versionn, steps: [hold]}\n",
+        nodes={"nodeX": {"state": "IDLE", "reason": "", "user": "", "time": ""}},
+    )
+    proc = health(site)
+    line = proc.stdout.strip()
+    assert "; drain nodeX; repair: CONFIG ERROR, nothing repaired: " in line, line
+    assert "unknown check 'kernel.versionn'" in line
+    assert len(site.updates()) == 1  # the gate's drain stands
