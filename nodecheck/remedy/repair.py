@@ -117,10 +117,9 @@ def summary(the_plan: Plan, done: Sequence[Taken] | None) -> str:
     if done is not None:
         parts = [f"{t.node} {t.what} {t.result}" for t in done]
         return "repair: " + ("; ".join(parts) if parts else "nothing to do")
-    steps = [
-        f"{p.node} {p.action if p.verb == 'act' else p.verb}" for p in the_plan.nodes if p.verb in ("act", "return")
-    ]
+    words = [f"would {p.action} on {p.node}" for p in the_plan.nodes if p.verb == "act"]
+    returned = [p.node for p in the_plan.nodes if p.verb == "return"]
     held = [p.node for p in the_plan.nodes if p.verb == "hold" and not p.why.startswith("already held")]
-    words = [f"would {', '.join(steps)}"] if steps else []
+    words += [f"would resume {', '.join(returned)} (re-proven)"] if returned else []
     words += [f"would hold {', '.join(held)}"] if held else []
     return "repair (observe): " + ("; ".join(words) if words else "nothing to do")

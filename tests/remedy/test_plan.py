@@ -347,3 +347,15 @@ def test_max_share_is_per_partition_each_node_counted_in_every_partition_it_is_i
     )
     assert [x.node for x in p.by_verb("act")] == ["a1"]
     assert p.of("b1").why.startswith("budget: 1 node in remediation at once")
+
+
+def test_the_result_line_phrase_says_what_was_or_would_be_done(ladders):
+    from nodecheck.remedy.act import Taken
+    from nodecheck.remedy.repair import summary
+
+    odd = Failure("n2", "kernel.version", "", "6.8.0-31", {})
+    states = {"n1": state("n1", ours()), "n2": state("n2", ours("kernel.version", "6.8.0-31"))}
+    p = plan({"n1": [remap("n1")], "n2": [odd]}, ["n1", "n2"], states, {}, ladders, RemedySettings(), now=NOW)
+    assert summary(p, None) == "repair (observe): would reset_gpu GPU3 on n1; would hold n2"
+    assert summary(p, [Taken("n1", "reset_gpu GPU3", "returned")]) == "repair: n1 reset_gpu GPU3 returned"
+    assert summary(plan({}, [], {}, {}, ladders, RemedySettings(), now=NOW), None) == "repair (observe): nothing to do"
