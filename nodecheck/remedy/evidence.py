@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nodecheck.core.model import Capture, Outcome
+from nodecheck.core.redact import redact_text
 from nodecheck.parsers.sections import split_sections
 from nodecheck.probes.remedy import evidence_probe
 from nodecheck.remedy.model import Failure
@@ -59,7 +60,8 @@ def write_bundle(
     for name in ("dmesg", "ibstat", "perfquery"):
         section = sections.get(name)
         if section is not None:
-            files[f"{name}.txt"] = section.text.encode("utf-8", "replace")
+            # tool output, as the report's captures: a token a tool echoed is masked
+            files[f"{name}.txt"] = redact_text(section.text).encode("utf-8", "replace")
     report_text = sections.get("nvidia-bug-report")
     if sections.facts.get("nvidia_bug_report") == "missing":
         notes.append("nvidia-bug-report.sh is not installed on the node")

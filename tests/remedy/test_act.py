@@ -417,3 +417,13 @@ def test_a_node_the_executor_cannot_reach_is_not_touched(site):
     (taken,) = executor.carry_out(planned(tmp_path, ladders, slurm))
     assert taken.result == "not-taken" and "not among the inventory's nodes" in taken.detail
     assert slurm.said() == [] and record.load(tmp_path / "remedy", "node2") == ()
+
+
+def test_the_evidence_bundle_masks_a_secret_a_tool_printed(site):
+    tmp_path, ladders = site
+    slurm = FakeSlurm({"node2": ("IDLE+DRAIN", OURS)})
+    leaky = "@@nodecheck begin dmesg\nsvc started --token=s3cr3tvalue\n@@nodecheck end dmesg rc=0\n"
+    node = FakeNode({"remedy-evidence": (leaky, 0), "remedy-reset_gpu": (RESET_OK, 0)})
+    make(tmp_path, slurm, node, Reprove(Status.PASS)).carry_out(planned(tmp_path, ladders, slurm))
+    text = (tmp_path / "report" / "evidence" / "node2" / "dmesg.txt").read_text()
+    assert "s3cr3tvalue" not in text and "svc started --token=" in text
