@@ -524,7 +524,8 @@ def _gate_parsers(sub) -> None:
     _submit_args(sweep)
     history = sub.add_parser(
         "history",
-        help="a node's or a check's results, versions, IB and NVLink error counters or bandwidths over past sweeps",
+        help="a node's or a check's results, versions, IB and NVLink error counters or bandwidths over past sweeps; "
+        "with --show actions what remediation did to each node",
     )
     history.add_argument(
         "--history",
@@ -541,15 +542,26 @@ def _gate_parsers(sub) -> None:
     )
     history.add_argument(
         "--show",
-        choices=["results", "versions", "counters", "measurements"],
+        choices=["results", "versions", "counters", "measurements", "actions"],
         default="results",
         help="what each sweep kept: statuses and messages (default), the versions the drift "
         "checks read (a change from the sweep before is marked), the IB and NVLink error counters "
         "(rises and resets marked as the sweep's diff says them; unchanged zeros one table row), "
-        "or the bandwidths",
+        "or the bandwidths; or, from the remediation action records (not the sweeps), every action "
+        "with its outcome, returns and holds, and each node's incidents and mean time between them",
     )
     history.add_argument(
-        "--last", type=positive_int(100_000), default=10, metavar="N", help="the last N sweeps (default 10)"
+        "--records",
+        metavar="DIR",
+        help="--show actions: the action records (default: the gate config's remedy.state_dir, "
+        "else /var/lib/nodecheck/remedy)",
+    )
+    history.add_argument(
+        "--last",
+        type=positive_int(100_000),
+        default=10,
+        metavar="N",
+        help="the last N sweeps (default 10); with --show actions the newest N entries per node",
     )
     history.add_argument("--format", choices=["table", "json"], default="table")
     history.add_argument(

@@ -17,6 +17,18 @@ steps to try for them:
 
 The first ladder whose check and `when` match a failure gives its steps. A unit to restart is
 named by the ladder, never taken from a tool's output: the output only says which ladder applies.
+
+Memory rules read the node's past over a window; one that matches holds a node the plan would act
+on again, for a person (a node that keeps failing is a hardware case, not a repair case):
+
+    memory:
+      - name: drained-often
+        drains: 3              # nodecheck drained the node 3 times within 7 days (the gate log)
+        within_h: 168
+      - name: ib-link-flapping
+        counter: LinkDownedCounter
+        rises: 3               # it rose on one port in 3 sweeps within a day (the sweep history)
+        within_h: 24
 """
 
 from __future__ import annotations
@@ -28,11 +40,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nodecheck.config.yaml_source import Located, load_file, not_roots_word, pydantic_error
 from nodecheck.core.errors import ConfigError
 from nodecheck.core.model import shown
+from nodecheck.judging import counter_rules, nvlink_rules
 
 ActionKind = Literal["reset_gpu", "restart_service", "reboot", "hold"]
 ACTIONS: tuple[str, ...] = ("reset_gpu", "restart_service", "reboot", "hold")
@@ -123,6 +136,73 @@ def _same(seen: object, wanted: Scalar) -> bool:
     return type(seen) is type(wanted) and seen == wanted
 
 
+# the counters a sweep keeps in its history (nodecheck.report.diff.KEPT_COUNTERS: those a rise of
+# means something) and NVLink's: the ones a memory rule can count the rises of
+MEMORY_COUNTERS: tuple[str, ...] = (
+    *(
+        n
+        for n, info in counter_rules.COUNTERS.items()
+        if info.kind in (counter_rules.FAIL_ON_INCREASE, counter_rules.RATE)
+    ),
+    *nvlink_rules.COUNTERS,
+)
+
+
+class MemoryRule(BaseModel):
+    """A rule over a node's past: when it matches, the node is held for a person instead of being
+    acted on again. It counts one of: nodecheck's drains of the node (`drains`, from the gate log), or
+    the sweeps in which one of its ports' `counter` rose (`rises`, from the sweep history)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+    drains: int | None = Field(
+        None, ge=2, le=1000, strict=True, description="nodecheck drained the node this many times within within_h"
+    )
+    counter: str | None = Field(
+        None, description="an error counter the sweep history keeps (LinkDownedCounter, SymbolErrorCounter, crc_flit)"
+    )
+    rises: int | None = Field(
+        None, ge=2, le=1000, strict=True, description="the counter rose on one port in this many sweeps within within_h"
+    )
+    within_h: float = Field(gt=0, le=24 * 365, allow_inf_nan=False, description="the window (hours)")
+    source: str = Field("", max_length=500, description="why this rule: the document it follows")
+
+    @field_validator("counter")
+    @classmethod
+    def _known_counter(cls, counter: str | None) -> str | None:
+        if counter is not None and counter not in MEMORY_COUNTERS:
+            close = difflib.get_close_matches(counter, MEMORY_COUNTERS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(
+                f"{shown(counter)} is not a counter the sweep history keeps; {hint}one of: {', '.join(MEMORY_COUNTERS)}"
+            )
+        return counter
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> MemoryRule:
+        if (self.drains is None) == (self.counter is None):
+            raise ValueError(
+                "a memory rule counts either drains (drains: 3) "
+                "or a counter's rises (counter: LinkDownedCounter, rises: 3)"
+            )
+        if (self.counter is None) != (self.rises is None):
+            raise ValueError(
+                "a counter rule says in how many sweeps it must rise: counter: LinkDownedCounter, rises: 3"
+            )
+        return self
+
+    @property
+    def said(self) -> str:
+        """The rule as a person reads it: 'drained 3 times within 7 days'."""
+        if self.drains is not None:
+            return f"drained {self.drains} times within {hours_said(self.within_h)}"
+        return f"{self.counter} rose in {self.rises} sweeps within {hours_said(self.within_h)}"
+
+
+def hours_said(h: float) -> str:
+    return f"{h / 24:g} days" if h >= 48 and h % 24 == 0 else f"{h:g} h"
+
+
 class LadderFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     version: Literal[1] = 1
@@ -131,6 +211,10 @@ class LadderFile(BaseModel):
         default_factory=lambda: [Step(action="hold")],
         min_length=1,
         description="the steps for a failure no ladder names (default: hold for a person)",
+    )
+    memory: list[MemoryRule] = Field(
+        default_factory=list,
+        description="rules over the node's past: one that matches holds the node rather than acting again",
     )
 
     @field_validator("otherwise", mode="before")
@@ -147,6 +231,7 @@ class Ladders:
     otherwise: tuple[Step, ...]
     file: str
     sha256: str = ""
+    memory: tuple[MemoryRule, ...] = ()
 
     def for_failure(self, check: str, observed: Mapping[str, object]) -> Ladder | None:
         return next((lad for lad in self.ladders if lad.matches(check, observed)), None)
@@ -176,15 +261,21 @@ def load_ladders(path: str | Path | None = None, known_checks: Sequence[str] | N
     _refuse_duplicates(src, book)
     if known_checks is not None:
         _refuse_unknown_checks(src, book, known_checks)
-    return Ladders(tuple(book.ladders), tuple(book.otherwise), src.file, src.sha256)
+    return Ladders(tuple(book.ladders), tuple(book.otherwise), src.file, src.sha256, tuple(book.memory))
 
 
 def _refuse_duplicates(src: Located, book: LadderFile) -> None:
-    seen: set[str] = set()
-    for i, ladder in enumerate(book.ladders):
-        if ladder.name in seen:
-            raise src.error(("ladders", i, "name"), f"ladder {ladder.name!r} is named twice", hint="rename one")
-        seen.add(ladder.name)
+    sections: tuple[tuple[str, Sequence[Ladder | MemoryRule]], ...] = (
+        ("ladders", book.ladders),
+        ("memory", book.memory),
+    )
+    for section, items in sections:
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if item.name in seen:
+                what = "ladder" if section == "ladders" else "memory rule"
+                raise src.error((section, i, "name"), f"{what} {item.name!r} is named twice", hint="rename one")
+            seen.add(item.name)
 
 
 def _refuse_unknown_checks(src: Located, book: LadderFile, known: Sequence[str]) -> None:

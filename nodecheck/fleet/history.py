@@ -556,6 +556,37 @@ class History:
             ),
         )
 
+    def counters_since(
+        self, nodes: Sequence[str], counters: Sequence[str], since: datetime
+    ) -> list[tuple[datetime, list[CounterRow]]]:
+        """The kept `counters` of `nodes` in each sweep (any playbook) that finished at or after
+        `since`, and in the last one before it (what the first of them rose from), oldest first:
+        (the sweep's finish, its rows). For the remediation memory rules' counter rises."""
+        before = self.conn.execute(
+            "SELECT id FROM sweeps WHERE finished < ? ORDER BY finished DESC, id DESC LIMIT 1", (utc_text(since),)
+        ).fetchone()
+        sweeps = self.conn.execute(
+            "SELECT id, finished FROM sweeps WHERE finished >= ? OR id = ? ORDER BY finished, id",
+            (utc_text(since), before[0] if before else -1),
+        ).fetchall()
+        wanted = set(counters)
+        out: list[tuple[datetime, list[CounterRow]]] = []
+        for sweep_id, finished in sweeps:
+            rows: list[CounterRow] = []
+            for chunk in _chunks(list(dict.fromkeys(nodes)), 500):  # SQLite's bound on a statement's variables
+                marks = ", ".join("?" * len(chunk))
+                rows += [
+                    CounterRow(n, p, c, int(v), b, src)
+                    for n, p, c, v, b, src in self.conn.execute(
+                        "SELECT node, port, counter, value, boot_id, source FROM counters "
+                        f"WHERE sweep_id = ? AND node IN ({marks}) ORDER BY seq",
+                        (sweep_id, *chunk),
+                    )
+                    if c in wanted
+                ]
+            out.append((_parse_ts(finished), rows))
+        return out
+
     def node_sweeps(self, playbook: str, last: int) -> list[NodeSweep]:
         """Each node's status and failing checks in the last `last` sweeps of a playbook, for
         offenders(); NodeSweep.sweep is the sweep's position in time (0 = oldest of them)."""
@@ -687,6 +718,11 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
     # removes it when the last connection closes), so the file alone is the whole database: read
     # it as immutable. A sweep that commits meanwhile is not seen; `history` is a display.
     return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
 
 
 def utc_text(t: datetime) -> str:

@@ -1,6 +1,7 @@
 """`nodecheck history`: a node's or a check's past, per sweep, read from the sweep history
 (fleet/history.py): the results (render_history), or with --show the versions, IB and NVLink error counters or
-measurements the sweeps kept (kept_entries, render_kept)."""
+measurements the sweeps kept (kept_entries, render_kept); with --show actions, what remediation did to
+each node, read from its action records instead (actions_command)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from argparse import Namespace
 from collections.abc import Sequence
 
 from nodecheck.core.errors import ConfigError
-from nodecheck.core.model import SEVERITY, Status
+from nodecheck.core.model import SEVERITY, Status, one_line
 from nodecheck.fleet.history import VIEWS, History, SweepRow, utc_text
 from nodecheck.report.diff import (
     FACT_CHECKS,
@@ -29,6 +30,8 @@ def history_command(args: Namespace) -> int:
         from nodecheck.fleet.fleet_page import html_command
 
         return html_command(args)
+    if args.show == "actions":  # the action records, not the sweeps: no sweep history needed
+        return actions_command(args)
     with History.open(args.history, readonly=True) as h:
         _refuse_unknown(h, "node", args.node, "--node")
         if args.show == "results":
@@ -345,3 +348,199 @@ def _cells(show: str, item: dict) -> list[str]:
         change = template.format(delta=item["value"] - item["was"], was=item["was"]) if template else ""
         return [item["port"], item["counter"], str(item["value"]), change]
     return [item["check"], item["name"], item["subject"], f"{item['value']:g} {item['unit']}"]
+
+
+# ---------------------------------------------------------------- history --show actions
+
+DETAIL_CHARS = 60  # a table cell; the JSON has the whole detail
+_STAMP = "%Y-%m-%dT%H:%M:%SZ"  # the action record's own
+
+
+def actions_command(args: Namespace) -> int:
+    """Per node (natural order): each action with its outcome, each return and hold, oldest first
+    (the newest --last); then its incidents, actions by outcome, mean time between incidents and
+    whether it is held now. A record that cannot be read is that node's error, never left out."""
+    if args.check is not None:
+        raise ConfigError(
+            "the action records are per node: --show actions takes no --check", file="--check", hint="--node N"
+        )
+    where = records_dir(args.records)
+    names = _recorded_nodes(where)
+    if args.node is not None and names:
+        _refuse_unrecorded(where, args.node, names)
+        names = [args.node]
+    from nodecheck.remedy import record
+
+    records, problems = record.load_many(where, names)
+    nodes = [node_actions(n, records.get(n, ()), problems.get(n), args.last) for n in names]
+    if args.format == "json":
+        sys.stdout.write(json.dumps({"records": where, "nodes": nodes}, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_actions(where, nodes, args.node, args.last))
+    return 0
+
+
+def records_dir(given: str | None) -> str:
+    """--records, else the gate config's remedy.state_dir (found as `remediate` finds it), else the
+    shipped default."""
+    if given:
+        return given
+    from nodecheck.config.remedy import RemedySettings
+    from nodecheck.gate import config as gateconfig
+
+    settings, _ = gateconfig.remedy_settings(gateconfig.config_path(None))
+    return (settings or RemedySettings()).state_dir
+
+
+def _recorded_nodes(where: str) -> list[str]:
+    from nodecheck.remedy.command import recorded
+
+    try:
+        return sorted(recorded(where), key=natural)
+    except ConfigError as e:  # a directory root keeps 0700: name the option that pointed at it
+        raise ConfigError(e.message, file="--records", hint="the records are root's: run as root") from None
+
+
+def _refuse_unrecorded(where: str, node: str, names: list[str]) -> None:
+    """A node with no record is a typo (or a node nothing was ever done to): bad input, with the nearest name."""
+    if node in names:
+        return
+    close = difflib.get_close_matches(node, names, n=1)
+    raise ConfigError(
+        f"{node!r} has no action record in {where}",
+        file="--node",
+        hint=f"did you mean {close[0]!r}?" if close else f"{len(names)} nodes have an action record there",
+    )
+
+
+def node_actions(node: str, entries: Sequence, error: str | None, last: int) -> dict:
+    """One node as the view shows it; the counts and the MTBI are over its whole record."""
+    from nodecheck.remedy import metrics
+
+    if error is not None:
+        return {
+            "node": node,
+            "error": error,
+            "entries": [],
+            "not_shown": 0,
+            "incidents": None,
+            "actions": {},
+            "mtbi_s": None,
+            "held": None,
+        }
+    rows = action_rows(entries)
+    said = [e.outcome for e in entries if e.event == "action"]
+    return {
+        "node": node,
+        "error": None,
+        "entries": rows[-last:],
+        "not_shown": max(0, len(rows) - last),
+        "incidents": len(metrics.incidents(entries)),
+        "actions": {o: said.count(o) for o in ("done", "failed", "refused")},
+        "mtbi_s": metrics.mean_time_between_incidents_s(entries),
+        "held": bool(entries) and entries[-1].event == "held",
+    }
+
+
+def action_rows(entries: Sequence) -> list[dict]:
+    """One row per action with its outcome, per return and per hold, oldest first. The executor
+    writes an action pending and then again with its outcome (one action at a time per node): the
+    pair is one row, at the action's start; a pending one with no outcome yet is under way."""
+    rows = []
+    for i, e in enumerate(entries):
+        if i + 1 < len(entries) and _outcome_of(e, entries[i + 1]):
+            continue  # shown with its outcome
+        started = entries[i - 1] if i and _outcome_of(entries[i - 1], e) else e
+        rows.append(_row(started, e))
+    return rows
+
+
+def _outcome_of(pending, later) -> bool:
+    return (
+        pending.event == "action"
+        and pending.outcome == "pending"
+        and later.event == "action"
+        and later.outcome != "pending"
+        and (later.action, later.target) == (pending.action, pending.target)
+    )
+
+
+def _row(started, e) -> dict:
+    finished = e.event == "action" and e.outcome != "pending"
+    return {
+        "at": started.at.strftime(_STAMP),
+        "finished": e.at.strftime(_STAMP) if finished else None,
+        "event": e.event,
+        "action": e.action,
+        "target": e.target,
+        "outcome": e.outcome,
+        "ladder": e.ladder,
+        "check": e.check or started.check,
+        "detail": e.detail or started.detail,
+        "evidence": e.evidence or started.evidence,
+    }
+
+
+def render_actions(where: str, nodes: Sequence[dict], node: str | None, last: int) -> str:
+    """A table per node (its name above it when there are several), then its summary line."""
+    if not nodes:  # not an empty table that reads as "nothing went wrong"
+        return f"no action records in {where}\n"
+    if node is not None:
+        out = [f"action record of node {node} in {where}, newest {last} entries (oldest first):"]
+    else:
+        out = [f"action records in {where}, newest {last} entries per node (oldest first):"]
+    for n in nodes:
+        if n["error"] is not None:
+            out += [
+                *([""] if node is None else []),
+                one_line(f"{n['node']}: its action record cannot be read: {n['error']}"),
+            ]
+            continue
+        if node is None:
+            out += ["", n["node"]]
+        if n["not_shown"]:
+            out.append(f"({n['not_shown']} earlier entries not shown: --last N shows more)")
+        out.append(_actions_table(n["entries"]) if n["entries"] else "(no entries)")
+        out.append(_summary(n))
+    return "\n".join(out) + "\n"
+
+
+def _actions_table(rows: Sequence[dict]) -> str:
+    from tabulate import tabulate
+
+    from nodecheck.remedy.model import shown_target
+
+    cells = [
+        [
+            r["at"].replace("T", " "),
+            r["event"],
+            f"{r['action']} {shown_target(r['target'])}".strip(),
+            r["outcome"],
+            r["ladder"],
+            _bounded(one_line(r["detail"])),
+            r["evidence"],
+        ]
+        for r in rows
+    ]
+    headers = ["time (UTC)", "event", "action", "outcome", "ladder", "detail", "evidence"]
+    return tabulate(cells, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
+
+
+def _summary(n: dict) -> str:
+    count = n["incidents"]
+    by = ", ".join(f"{k} {o}" for o, k in n["actions"].items())
+    mtbi = interval(n["mtbi_s"]) if n["mtbi_s"] is not None else "—"  # fewer than two incidents
+    held = "held now" if n["held"] else "not held now"
+    incidents = f"{count} incident{'s' if count != 1 else ''}"
+    return f"{n['node']}: {incidents}; actions: {by}; mean time between incidents {mtbi}; {held}"
+
+
+def interval(seconds: float) -> str:
+    """A time between incidents: "3.2 days" from two days up, else the watcher's units (5.0 h, 12 min)."""
+    from nodecheck.watch.wording import duration
+
+    return f"{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else duration(seconds)

@@ -250,9 +250,12 @@ def _keep_and_publish(report, playbook, args: Namespace, history, k: int, n: int
             problems.append(f"could not write the metrics file {args.metrics}: {why(e)}")
     gate = gatecmd.sweep_gate(report, playbook, args, report_dir) if args.drain or args.resume else []
     if args.drain or args.resume:  # then the repair pass, where the gate config has a remedy: section
+        from nodecheck.fleet.memory import rises_in
         from nodecheck.remedy.hooks import repair_after_sweep
 
-        gate += repair_after_sweep(report, playbook, args, report_dir, *reach)
+        rises = None if isinstance(history, str) else rises_in(history)  # (an unopened history: no memory of it)
+        nodes, transport = reach
+        gate += repair_after_sweep(report, playbook, args, report_dir, nodes, transport, rises_of=rises)
     # last: the gate acts on this sweep first. A sweep that was not recorded deletes nothing.
     retention, warnings = (
         retire(history, snap.playbook, recorded, args.keep, args.output_dir) if recorded is not None else (None, [])

@@ -77,7 +77,8 @@ def remediate_command(args: Namespace) -> int:
                 ladders=ladders,
                 slurm=slurm,
                 token=token,
-                recorded=_recorded(settings.state_dir),
+                recorded=recorded(settings.state_dir),
+                gate_log=log.path,
             )
         except SlurmError as e:
             print(one_line(f"nodecheck remediate: cannot read Slurm's node states ({e}); nothing planned"))
@@ -86,6 +87,8 @@ def remediate_command(args: Namespace) -> int:
             print(
                 one_line(f"nodecheck remediate: {node}: its action record cannot be read, so nothing is planned: {why}")
             )
+        for why in planned.unremembered:
+            print(one_line(f"nodecheck remediate: warning: {why}; the memory rules that read it matched nothing"))
         if not acting:
             log_would(planned.plan, log)
             print(plan_json(planned.plan) if args.json else plan_table(planned.plan), end="")
@@ -137,7 +140,7 @@ def _metrics(args: Namespace, settings: RemedySettings, the_plan) -> None:
     from nodecheck.remedy import metrics, record
     from nodecheck.report.metrics import write_atomic
 
-    records, _ = record.load_many(settings.state_dir, _recorded(settings.state_dir))
+    records, _ = record.load_many(settings.state_dir, recorded(settings.state_dir))
     try:
         write_atomic(args.metrics, metrics.render(records, the_plan))
     except OSError as e:
@@ -206,7 +209,7 @@ def _targets(args: Namespace):
     return [Node(name=gatecmd.this_node_name(), address="localhost")], local_transport(), 1
 
 
-def _recorded(state_dir: str) -> list[str]:
+def recorded(state_dir: str) -> list[str]:
     """Every node with a record (the cluster budget counts them all)."""
     names: list[str] = []
     try:

@@ -18,6 +18,7 @@ from nodecheck.gate import command as gatecmd
 from nodecheck.gate import config as gateconfig
 from nodecheck.gate import decide as gate
 from nodecheck.remedy.command import load_site_ladders, store_report
+from nodecheck.remedy.past import RisesOf
 from nodecheck.remedy.repair import carry_out, log_would, make_plan, summary
 
 
@@ -38,8 +39,9 @@ def nothing_to_do(report, statuses, state_dir: str) -> bool:
     return not unreadable and not any(incident(entries) for entries in records.values())
 
 
-def repair_after_health(run: gatecmd.HealthRun) -> str:
-    """The repair pass after a health run; the phrase for its result line."""
+def repair_after_health(run: gatecmd.HealthRun, rises_of: RisesOf | None = None) -> str:
+    """The repair pass after a health run; the phrase for its result line. `rises_of`: the sweep
+    history's counter rises (a sweep's pass; a health run on a node has no history)."""
     from nodecheck.app.signals import stop_on_signals
     from nodecheck.app.slurm import SlurmError
 
@@ -65,12 +67,16 @@ def repair_after_health(run: gatecmd.HealthRun) -> str:
             ladders=ladders,
             slurm=run.slurm,
             token=token,
+            gate_log=run.log.path,
+            rises_of=rises_of,
         )
     except SlurmError as e:
         run.log.event("slurm-unreadable", "-", message=f"repair: {e}")
         return "repair: Slurm's node states unreadable, nothing planned"
     for node, why in planned.unreadable.items():
         run.log.event("remedy-not-planned", node, message=f"its action record cannot be read: {why}")
+    for why in planned.unremembered:
+        run.log.event("memory-unread", "-", message=f"{why}; the memory rules that read it matched nothing")
     if not acting:
         log_would(planned.plan, run.log)
         return summary(planned.plan, None)
@@ -101,10 +107,17 @@ def _carry_out(run: gatecmd.HealthRun, planned, settings, token: str, stop):
 
 
 def repair_after_sweep(
-    report, playbook, args: Namespace, report_dir: str | None, nodes: Sequence[Node], transport
+    report,
+    playbook,
+    args: Namespace,
+    report_dir: str | None,
+    nodes: Sequence[Node],
+    transport,
+    rises_of: RisesOf | None = None,
 ) -> list[str]:
     """`sweep --drain/--resume` with a `remedy:` section: the repair pass over the sweep's report,
-    its lines for the sweep's output ("repair: ..."). The re-proof runs the sweep's playbook."""
+    its lines for the sweep's output ("repair: ..."). The re-proof runs the sweep's playbook;
+    `rises_of` reads the sweep history for the memory rules' counter rises."""
     from nodecheck.app.signals import stop_on_signals
 
     settings, _ = gateconfig.remedy_settings(gateconfig.config_path(getattr(args, "config", None)))
@@ -122,5 +135,5 @@ def repair_after_sweep(
         gate.drain_on_for(args.drain_on, playbook.gate, local=bool(getattr(args, "local", False))),
     )
     with stop_on_signals():
-        said = repair_after_health(run)
+        said = repair_after_health(run, rises_of)
     return [said] if said else []

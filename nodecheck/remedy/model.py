@@ -91,3 +91,23 @@ class Plan:
 
     def by_verb(self, verb: Verb) -> list[NodePlan]:
         return [p for p in self.nodes if p.verb == verb]
+
+
+@dataclass(frozen=True)
+class Rise:
+    """A sweep that read one of the node's error counters higher than the sweep before it (one boot)."""
+
+    at: datetime  # the sweep's time, aware
+    port: str  # "mlx5_0/1", "GPU3"
+    counter: str  # "LinkDownedCounter"
+
+
+@dataclass(frozen=True)
+class Past:
+    """What the memory rules read about one node: nodecheck's drains of it (the gate log) and its
+    counters' rises (the sweep history). `read`: the sources that could be read ("gate log", "sweep
+    history"); a rule whose source was not read does not match (it says so in the plan's notes)."""
+
+    drains: tuple[datetime, ...] = ()  # when each drain began (a drain after a resume, or the first seen)
+    rises: tuple[Rise, ...] = ()
+    read: frozenset[str] = frozenset()

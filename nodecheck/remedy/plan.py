@@ -8,7 +8,9 @@ The safety rules, in the order they are applied to a node:
    or whose last action has not finished, waits;
 3. a failure whose ladder is used up, or that came back on the same target within the ladder's
    `again_within_h` of an action for it, is held; so is a node acted on `max_actions` times within
-   `window_h` (NVSentinel's analyzer holds a node remediated twice in 7 days);
+   `window_h` (NVSentinel's analyzer holds a node remediated twice in 7 days), and one whose past
+   matches a memory rule (drained 3 times in 7 days; a port's LinkDowned rose in 3 sweeps of a day:
+   nodecheck.remedy.memory) when it would otherwise be acted on again;
 4. one step per node per run; at most `max_nodes` nodes in remediation at once in the cluster
    (and `max_share` of each partition), the ones drained longest first; the others wait;
 5. a node that passes again after an action of its incident (a reboot, typically) is returned.
@@ -21,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from nodecheck.config.remedy import Ladder, Ladders, RemedySettings, Step
+from nodecheck.config.remedy import Ladder, Ladders, RemedySettings, Step, hours_said
 from nodecheck.parsers.slurm import HELD_MARK, NodeState, held_for_a_person, reason_body
 from nodecheck.remedy.failures import gpu_target, node_said
-from nodecheck.remedy.model import Entry, Failure, NodePlan, Outcome, Plan, shown_target
+from nodecheck.remedy.memory import held_by
+from nodecheck.remedy.model import Entry, Failure, NodePlan, Outcome, Past, Plan, shown_target
 
 BUSY_FLAGS = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 REBOOT_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
@@ -54,11 +57,13 @@ def plan(
     token: str = "",
     cluster_size: int = 0,
     unjudged: Mapping[str, str] | None = None,
+    past: Mapping[str, Past] | None = None,
 ) -> Plan:
     """`checked`: the nodes the failures are from (a checked node with none is healthy, unless it is
     in `unjudged`: node -> why it could not be judged, e.g. unreachable). `records`:
     each node's action record, oldest first (the nodes that have one; other nodes' records count for
-    the cluster budget too). `cluster_size`: the nodes Slurm lists (for max_share). `now`: aware."""
+    the cluster budget too). `cluster_size`: the nodes Slurm lists (for max_share). `past`: what the
+    memory rules read about each node (none: no rule matches). `now`: aware."""
     records = {n: settled(r, states.get(n), now) for n, r in records.items()}
     under_way = sorted(
         n for n in set(records) | set(states) if _under_way(n, states.get(n), records.get(n, ()), now, token)
@@ -77,6 +82,7 @@ def plan(
             now,
             token,
             (unjudged or {}).get(node, ""),
+            (past or {}).get(node, Past()),
         )
         (wanting if p.verb == "act" else planned).append(p)
     busy = list(under_way)
@@ -203,6 +209,7 @@ def _plan_node(
     now: datetime,
     token: str,
     unjudged: str = "",
+    past: Past = Past(),  # noqa: B008 (frozen: one shared empty past is safe)
 ) -> NodePlan:
     if state is not None and state.flags & REBOOT_FLAGS:
         return NodePlan(node, "wait", f"a reboot is under way ({state.state})", failures=fs)
@@ -235,7 +242,7 @@ def _plan_node(
         return NodePlan(
             node,
             "hold",
-            f"{HELD_MARK} remediated {len(recent)} times in {_hours(settings.window_h)} "
+            f"{HELD_MARK} remediated {len(recent)} times in {hours_said(settings.window_h)} "
             f"({', '.join(f'{e.action} {_stamp(e.at)}' for e in recent[-3:])}) and failing again: {said}",
             failures=fs,
         )
@@ -244,6 +251,8 @@ def _plan_node(
     holds = [c for c in choices if c.step is None or c.step.action == "hold"]
     if holds:
         return NodePlan(node, "hold", f"{HELD_MARK} " + "; ".join(c.why for c in holds), failures=fs)
+    if remembered := held_by(past, ladders.memory, now):
+        return NodePlan(node, "hold", f"{HELD_MARK} {remembered} and failing again: {said}", failures=fs)
     first = min(choices, key=lambda c: _ladder_rank(ladders, c.ladder))
     assert first.step is not None
     return NodePlan(
@@ -329,7 +338,7 @@ def _choose(f: Failure, ladders: Ladders, current: Sequence[Entry], record: Sequ
                 None,
                 target,
                 (0, len(steps)),
-                f"{f.said}: again within {_hours(ladder.again_within_h)} of {earlier.action} "
+                f"{f.said}: again within {hours_said(ladder.again_within_h)} of {earlier.action} "
                 f"{shown_target(earlier.target)} at {_stamp(earlier.at)} ({named})".replace("  ", " "),
             )
     tried = [e for e in current if (e.ladder or "") == name]
@@ -378,10 +387,6 @@ def _again(
 
 def _ladder_rank(ladders: Ladders, ladder: Ladder | None) -> int:
     return ladders.ladders.index(ladder) if ladder is not None else len(ladders.ladders)
-
-
-def _hours(h: float) -> str:
-    return f"{h / 24:g} days" if h >= 48 and h % 24 == 0 else f"{h:g} h"
 
 
 def _stamp(t: datetime) -> str:

@@ -17,6 +17,7 @@ from nodecheck.remedy import record
 from nodecheck.remedy.act import Executor, Taken
 from nodecheck.remedy.failures import failures, unjudged
 from nodecheck.remedy.model import Plan
+from nodecheck.remedy.past import RisesOf, read_past
 from nodecheck.remedy.plan import plan
 from nodecheck.remedy.reproof import Reproof
 from nodecheck.report import Report
@@ -27,6 +28,7 @@ from nodecheck.transport import Transport
 class Planned:
     plan: Plan
     unreadable: Mapping[str, str]  # node -> why its record could not be read (nothing planned for it)
+    unremembered: tuple[str, ...] = ()  # a memory source that could not be read: its rules matched nothing
 
 
 def make_plan(
@@ -39,24 +41,32 @@ def make_plan(
     slurm,
     token: str,
     recorded: Sequence[str] = (),
+    gate_log: str | None = None,
+    rises_of: RisesOf | None = None,
 ) -> Planned:
     """The plan for the checked nodes. SlurmError when Slurm's node states cannot be read (nothing
-    can be planned without them). `recorded`: other nodes with a record (the cluster's budget)."""
+    can be planned without them). `recorded`: other nodes with a record (the cluster's budget).
+    The memory rules read `gate_log` (nodecheck's drains) and `rises_of` (the sweep history's counter
+    rises, from a sweep) for the failing nodes."""
     states = slurm.nodes()
     records, unreadable = record.load_many(settings.state_dir, list(dict.fromkeys([*checked, *recorded])))
+    now = datetime.now(timezone.utc)
+    failing = failures(report, statuses)
+    memory = read_past(list(failing), ladders.memory, now, gate_log=gate_log, rises_of=rises_of)
     the_plan = plan(
-        failures(report, statuses),
+        failing,
         [n for n in checked if n not in unreadable],
         states,
         records,
         ladders,
         settings,
-        now=datetime.now(timezone.utc),
+        now=now,
         token=token,
         cluster_size=len(states),
         unjudged=unjudged(report, statuses),
+        past=memory.past,
     )
-    return Planned(the_plan, unreadable)
+    return Planned(the_plan, unreadable, memory.problems)
 
 
 def log_would(the_plan: Plan, log: GateLog) -> None:

@@ -19,6 +19,7 @@ from nodecheck.parsers import (
     aer,
     cmdline,
     fstab,
+    gatelog,
     gpu_bench,
     modules,
     nhc_conf,
@@ -56,6 +57,13 @@ RESERVATION = (
     "ReservationName=maint StartTime=2026-12-06T12:00:00 Nodes=node[1-3,7] NodeCnt=4 Flags=MAINT,IGNORE_JOBS\n",
 )
 SBATCH = ("4242\n", "4242;cluster1\n")
+# the gate log's lines as nodecheck.gate.command.GateLog writes them (tests/remedy/test_memory.py)
+GATE_LOG = (
+    '2026-12-07T21:00:00Z nodecheck[prolog] action=drain node=node2 job=41 check="gpu.xid" '
+    'reason="nodecheck[ab12]: gpu.xid Xid 48 on PCI:0000:3b:00" evidence="reports/x/report.json"\n'
+    '2026-12-07T21:05:00Z nodecheck[health] action=resume node=node2 reason="" message="re-proven"\n'
+    '2026-12-07T21:06:00Z nodecheck[sweep] action=breaker node=- message="5 of 8 nodes failed"\n',
+)
 
 
 def _from(module: str, name: str) -> Callable[[], tuple[str, ...]]:
@@ -140,6 +148,8 @@ TARGETS: tuple[Target, ...] = (
     Target("aer.parse_aer", _aer, ("sysfs_aer/*",), OWNER),
     Target("cmdline.parse_cmdline", cmdline.parse_cmdline, ("proc-cmdline/*",), OWNER),
     Target("fstab.parse_fstab", fstab.parse_fstab, ("fstab/*",), OWNER),
+    Target("gatelog.parse_gate_log", gatelog.parse_gate_log, (), OWNER, _const(*GATE_LOG)),
+    Target("gatelog.parse_gate_log_line", gatelog.parse_gate_log_line, (), OWNER, _const(*GATE_LOG)),
     Target("gpu_bench.parse_gpu_bench", gpu_bench.parse_gpu_bench, ("gpu_bench/*",), OWNER),
     Target("gpu_bench.unavailable_reason", gpu_bench.unavailable_reason, ("gpu_bench/*unavailable*",), OWNER),
     Target("modules.parse_lsmod", modules.parse_lsmod, ("lsmod/*",), OWNER),

@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -126,6 +126,57 @@ def test_a_ladder_step_is_planned_and_logged_and_the_record_moves_it_up_the_ladd
     assert plan["failures"][0]["check"] == "kernel.version"
     assert doc["observe"] is True and doc["capacity"] == 2
     assert site.updates() == []
+
+
+MEMORY = "memory:\n  - {name: drained-often, drains: 3, within_h: 168}\n"
+
+
+def _drained_in_the_log(site: Site, days_ago: list[float]) -> None:
+    """nodecheck's gate log saying it drained nodeX at these times, resumed in between."""
+    now = datetime.now(timezone.utc)
+    lines = []
+    for d in days_ago:
+        at = now - timedelta(days=d)
+        lines.append(f'{at:%Y-%m-%dT%H:%M:%SZ} nodecheck[prolog] action=drain node=nodeX check="kernel.version"')
+        if d > 0.01:
+            lines.append(f"{at + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ} nodecheck[health] action=resume node=nodeX")
+    site.log.write_text("\n".join(lines) + "\n")
+    os.chmod(site.log, 0o640)
+
+
+def test_a_node_drained_three_times_in_a_week_is_held_not_rebooted_again(tmp_path):
+    (tmp_path / "ladders.yml").write_text(
+        REBOOT_LADDER + "memory:\n  - {name: drained-often, drains: 3, within_h: 168}\n"
+    )
+    site = Site(tmp_path, {"nodeX": drained(OURS), **OTHERS}, config=f"  ladders: {tmp_path / 'ladders.yml'}\n")
+    _drained_in_the_log(site, [8, 5, 2])  # the first is older than the week: two drains in it, and this one
+    proc = site.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert row(proc.stdout, "nodeX")[1:3] == ["act", "reboot"]
+    _drained_in_the_log(site, [6, 5, 2, 0])  # now four within 7 days, this one among them
+    proc = site.run("--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (plan,) = json.loads(proc.stdout)["nodes"]
+    assert plan["plan"] == "hold"
+    assert plan["why"].startswith("needs a person: drained 4 times within 7 days (... ")
+    assert "memory rule drained-often: 3 or more) and failing again: kernel.version" in plan["why"]
+    assert site.updates() == []
+
+
+def test_a_gate_log_that_is_not_roots_word_is_said_and_its_drains_are_not_counted(tmp_path):
+    (tmp_path / "ladders.yml").write_text(
+        REBOOT_LADDER + "memory:\n  - {name: drained-often, drains: 3, within_h: 168}\n"
+    )
+    site = Site(tmp_path, {"nodeX": drained(OURS), **OTHERS}, config=f"  ladders: {tmp_path / 'ladders.yml'}\n")
+    _drained_in_the_log(site, [3, 2, 1, 0])
+    os.chmod(site.log, 0o666)
+    proc = site.run()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert row(proc.stdout, "nodeX")[1:3] == ["act", "reboot"]
+    assert (
+        f"nodecheck remediate: warning: the gate log {site.log} is not root's word (writable by group and others)"
+        in (proc.stdout)
+    )
 
 
 def test_a_node_drained_by_a_person_is_left_alone(tmp_path):

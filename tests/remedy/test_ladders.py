@@ -92,6 +92,25 @@ def test_a_value_must_match_in_kind_too(tmp_path):
         ("ladders:\n  - name: a\n    check: gpu.xid\n    stepz: [hold]\n", 4, "unknown key 'ladders.0.stepz'"),
         ("ladders:\n  - name: a\n    check: gpu.xid\n    steps: [hold]\n    again_within_h: .nan\n", 5, "finite"),
         ("- just a list\n", 1, "a ladder file is a mapping"),
+        (
+            "memory:\n  - name: m\n    counter: LinkDowned\n    rises: 3\n    within_h: 24\n",
+            3,
+            "'LinkDowned' is not a counter the sweep history keeps; did you mean 'LinkDownedCounter'?",
+        ),
+        (
+            "memory:\n  - name: m\n    drains: 3\n    counter: LinkDownedCounter\n    within_h: 24\n",
+            2,
+            "a memory rule counts either drains (drains: 3) or a counter's rises",
+        ),
+        ("memory:\n  - name: m\n    within_h: 24\n", 2, "a memory rule counts either drains"),
+        ("memory:\n  - {name: m, counter: crc_flit, within_h: 24}\n", 2, "in how many sweeps it must rise"),
+        ("memory:\n  - {name: m, drains: 1, within_h: 24}\n", 2, "greater than or equal to 2"),
+        ("memory:\n  - {name: m, drains: 3}\n", 2, "within_h"),
+        (
+            "memory:\n  - {name: m, drains: 3, within_h: 1}\n  - {name: m, drains: 4, within_h: 2}\n",
+            3,
+            "memory rule 'm' is named twice",
+        ),
     ],
 )
 def test_a_bad_ladder_file_names_the_file_and_line(tmp_path, text, line, message):
@@ -100,6 +119,19 @@ def test_a_bad_ladder_file_names_the_file_and_line(tmp_path, text, line, message
     assert e.value.file == str(tmp_path / "ladders.yml")
     assert e.value.line == line
     assert message in str(e.value)
+
+
+def test_the_shipped_memory_rules_are_the_issues_each_with_a_defined_source():
+    ladders = load_ladders(None, known_check_names())
+    said = {rule.name: rule.said for rule in ladders.memory}
+    assert said == {
+        "drained-three-times-a-week": "drained 3 times within 7 days",
+        "ib-link-flapping": "LinkDownedCounter rose in 3 sweeps within 24 h",
+    }
+    defined = set(re.findall(r"^# (\[[A-Z]+\])", shipped_path().read_text(encoding="utf-8"), re.M))
+    for rule in ladders.memory:
+        cited = set(re.findall(r"\[[A-Z]+\]", rule.source))
+        assert cited and cited <= defined, rule.name
 
 
 def test_every_action_is_a_step_kind():
