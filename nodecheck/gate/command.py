@@ -390,6 +390,18 @@ def load_playbook_for(args: Namespace, mode: str) -> Playbook:
     return with_job_user(playbook, prolog_job_user()) if mode == "prolog" else playbook
 
 
+def after_repair(playbook: Playbook, args: Namespace, node: str) -> Playbook:
+    """A run on the node itself: its kernel-log windows start after the events a re-proven repair
+    answered (nodecheck.gate.answered), where the gate config has a `remedy:` section."""
+    from nodecheck.gate import answered
+    from nodecheck.gate import config as gateconfig
+
+    settings, _ = gateconfig.remedy_settings(gateconfig.config_path(args.config))
+    if settings is None:
+        return playbook
+    return answered.after_answered(playbook, settings.state_dir, node, datetime.now(timezone.utc))
+
+
 def _log_gpu_fallback(report: Report, log: GateLog, node: str) -> None:
     """The Prolog reads the GPUs in-process through NVML (nvidia-ml-py, the `nvml` extra); where it
     cannot, the GPU probe falls back to one nvidia-smi start per query, seconds slower on every job.
@@ -491,7 +503,7 @@ def _node_prolog(args: Namespace, log: GateLog, job: str | None) -> int:
     from nodecheck.app.transports import local_transport
 
     node = this_node_name()
-    playbook = load_playbook_for(args, "prolog")
+    playbook = after_repair(load_playbook_for(args, "prolog"), args, node)
     deadline = args.deadline or min(playbook.deadline_s, PROLOG_DEADLINE_S)
     drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=True)
     with _stopper() as stop:
@@ -714,6 +726,7 @@ def _health(args: Namespace, log: GateLog, job: str | None, after: AfterHealth |
                 "--nodes needs an inventory", file="arguments", hint="nodecheck health hosts.yml --nodes ..."
             )
         nodes, transport, fanout = [Node(name=this_node_name(), address="localhost")], local_transport(), 1
+        playbook = after_repair(playbook, args, this_node_name())
     drain_on = gate.drain_on_for(args.drain_on, playbook.gate, local=not args.inventory)
     with _stopper() as stop:
         report = run_gated(

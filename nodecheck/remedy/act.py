@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from nodecheck.app.slurm import MAX_REASON_CHARS, Slurm, SlurmError, drain_politely, drain_reason, resume_politely
 from nodecheck.config.remedy import RemedySettings
 from nodecheck.core.model import Capture, Node, Outcome, excerpt, one_line
+from nodecheck.gate.answered import write_answered
 from nodecheck.gate.command import GateLog
 from nodecheck.parsers.sections import split_sections
 from nodecheck.parsers.slurm import NodeState, held_for_a_person
@@ -238,6 +239,9 @@ class Executor:
         if why_not:
             return Taken(p.node, "return", "not-taken", why_not)
         self._settle(p.node, state)
+        if p.since is not None:  # failures an earlier action answered: re-prove since that action
+            report, where = self.reprove(self.nodes[p.node], p.since, "return")
+            return self._after_reproof(p.node, "return", report, where, "")
         return self._after_reproof(p.node, "return", self.report, self.report_dir, "")
 
     def _after_reproof(self, node: str, what: str, report: Report, where: str | None, evidence: str) -> Taken:
@@ -250,6 +254,7 @@ class Executor:
             detail = detail or "no result: the node was not checked"
             self.log.event("still-failing", node, step=what, message=detail, evidence=proof)
             return Taken(node, what, "still-failing", detail, evidence, proof)
+        self._answered(node)  # before the resume: a job's Prolog right after it must not see the old events
         change = resume_politely(self.slurm, node, self.token)
         if change.action != "resume":
             self.log.event("remedy-not-returned", node, message=change.reason, evidence=proof)
@@ -261,6 +266,17 @@ class Executor:
         return Taken(node, what, "returned", "re-proven: every check passes", evidence, proof)
 
     # ---- helpers ------------------------------------------------------------------------------
+
+    def _answered(self, node: str) -> None:
+        """The node's kernel-log events before its last action were answered by it (the re-proof
+        looked back to the action and passed): its own Prolog and health runs judge from there on
+        (nodecheck.gate.answered). Not written: they judge the whole window, the stricter way."""
+        try:
+            actions = taken(record.load(self.state_dir, node))
+            if actions:
+                write_answered(self.state_dir, node, actions[-1].at)
+        except (OSError, record.RecordError) as e:
+            self.log.event("answered-not-written", node, message=str(e))
 
     def _still_ours(self, node: str, busy_ok: bool = False) -> tuple[NodeState | None, str]:
         """The node's state now, and why nothing may be done to it ("" when it may)."""

@@ -64,6 +64,9 @@ class NodePlan:
     ladder: str = ""  # the ladder that chose the step ("" for none: `otherwise`)
     rung: tuple[int, int] = (0, 0)  # (this step's place, the ladder's length), 1-based
     failures: tuple[Failure, ...] = ()
+    # verb "return" for failures an earlier, re-proven action answered (kernel-log events older than
+    # it): re-prove with the log windows reaching back to this action's start, then return
+    since: datetime | None = None
 
     @property
     def action(self) -> str:

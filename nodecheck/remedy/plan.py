@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from nodecheck.config.remedy import Ladder, Ladders, RemedySettings, Step, hours_said
 from nodecheck.parsers.slurm import HELD_MARK, NodeState, held_for_a_person, reason_body
@@ -236,6 +236,18 @@ def _plan_node(
             f"{last.action} {last.target} at {_stamp(last.at)} has not finished".replace("  ", " "),
             failures=fs,
         )
+    answered, by = _answered(fs, record)
+    if answered and len(answered) == len(fs):
+        return NodePlan(
+            node,
+            "return",
+            f"answered: {node_said(fs)}: logged before {by.action} {shown_target(by.target)} at {_stamp(by.at)}, "
+            "which was re-proven and returned; re-proving since then".replace("  ", " "),
+            failures=fs,
+            since=by.at,
+        )
+    fs = tuple(f for f in fs if f not in answered)
+    said = node_said(fs)
     window = timedelta(hours=settings.window_h)
     recent = [e for e in taken(record) if now - e.at <= window]
     if len(recent) >= settings.max_actions:
@@ -284,6 +296,32 @@ def _healthy(node: str, state: NodeState | None, record: Sequence[Entry], token:
             f"re-proven: every check passes after {what} at {_stamp(last.at)}",
         )
     return NodePlan(node, "healthy", "no failure: the gate resumes it when nodecheck drained it")
+
+
+def _answered(fs: Sequence[Failure], record: Sequence[Entry]) -> tuple[list[Failure], Entry]:
+    """The failures whose events the node's last re-proven action answered: kernel-log events
+    (observed "time": gpu.xid, nvlink.sxid, node.oom) logged before that action started. The log
+    keeps them for hours after a reset; the re-proof after the action looked back to the action only
+    and passed, and the node returned. (The action; a placeholder when there is none.)"""
+    returns = [i for i, e in enumerate(record) if e.event == "returned"]
+    if not returns:
+        return [], Entry(datetime.min.replace(tzinfo=timezone.utc), "action")
+    before = [e for e in incident(record[: returns[-1]]) if e.outcome == "done"]
+    if not before:
+        return [], Entry(datetime.min.replace(tzinfo=timezone.utc), "action")
+    last = before[-1]
+    return [f for f in fs if (t := _event_time(f)) is not None and t < last.at], last
+
+
+def _event_time(f: Failure) -> datetime | None:
+    value = f.observed.get("time")
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else None  # a naive time cannot be compared: never answered
 
 
 def taken(record: Sequence[Entry]) -> list[Entry]:

@@ -10,7 +10,6 @@ restarted Fabric Manager takes a while to bring the fabric up."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Mapping
@@ -18,23 +17,15 @@ from datetime import datetime, timezone
 
 from nodecheck.config.playbook import Playbook
 from nodecheck.core.model import Node
-from nodecheck.judging.log_window import Window
+from nodecheck.gate.answered import log_windows_since
 from nodecheck.report import Report
 
 RETRY_S = 10.0
 
 
 def since_the_action(playbook: Playbook, started: datetime, now: datetime) -> Playbook:
-    """The playbook with every kernel-log window reaching back to the action only (whole seconds,
-    rounded up, and one more: the node's clock and ours may differ by a little)."""
-    seconds = max(1, math.ceil((now - started).total_seconds()) + 1)
-    checks = tuple(
-        dataclasses.replace(c, params=c.params.model_copy(update={"since": f"{seconds}s"}))
-        if isinstance(c.params, Window)
-        else c
-        for c in playbook.checks
-    )
-    return dataclasses.replace(playbook, checks=checks)
+    """The playbook with every kernel-log window reaching back to the action only."""
+    return log_windows_since(playbook, started, now)
 
 
 @dataclasses.dataclass

@@ -8,7 +8,9 @@ it answers the GPU process query the idle guard asks, and resets GPUs.
       reset_helps    false: the reset "succeeds" but the pending row remap stays (it needs a reboot)
       log            a file that gets one line per reset asked ("reset GPU 3: ok|busy|no change|...")
 
-`-r`/`--gpu-reset` with `-i N` (or `--id=N`; no -i: every GPU) resets GPU N as the real tool does to
+`-r`/`--gpu-reset` with `-i N` (or `--id=N`, or the GPU's PCI bus id in a form NVML's
+nvmlDeviceGetHandleByPciBusId takes, as a failure read off an Xid line names it: `-i 0000:5d:00`;
+no -i: every GPU) resets GPU N as the real tool does to
 what NVML shows: its pending row remap (remapped_rows[2]) and pending page retirement are applied,
 so they are no longer pending; the remapped-row counts stay. `--reboot` (the node's on-reboot hook,
 not an nvidia-smi option) applies every GPU's pending remap, whatever reset_helps says.
@@ -26,12 +28,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 
 NO_DEVICE_EXIT = 6
 BUSY_EXIT = 255
 USAGE_EXIT = 2
+# NVML's forms (hex): domain:bus:device.function, domain:bus:device, bus:device.function
+# (https://docs.nvidia.com/deploy/nvml-api/, nvmlDeviceGetHandleByPciBusId_v2)
+_PCI_BUS_ID = re.compile(r"(?:([0-9A-Fa-f]{1,8}):)?([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?")
 
 
 def _load(path):
@@ -73,14 +79,30 @@ def _option_value(args, short, long):
     return None
 
 
+def _pci_key(bus_id):
+    """(domain, bus, device) of a PCI bus id in one of NVML's forms, None for anything else."""
+    m = _PCI_BUS_ID.fullmatch(bus_id)
+    if not m or (m.group(1) is None and m.group(4) is None):  # bus:device alone is none of them
+        return None
+    return tuple(int(part or "0", 16) for part in m.group(1, 2, 3))
+
+
+def _index_of(gpus, which):
+    """The GPU `-i` names: its index, or its PCI bus id; None when no GPU is that one."""
+    if which.isdigit():
+        return int(which) if int(which) < len(gpus) else None
+    key = _pci_key(which)
+    return next((i for i, gpu in enumerate(gpus) if key is not None and _pci_key(gpu["pci_bus_id"]) == key), None)
+
+
 def reset(config, args):
     state = _load(config["state"])
     gpus = state["gpus"]
     which = _option_value(args, "-i", "--id")
     if which is None:
         indexes = list(range(len(gpus)))
-    elif which.isdigit() and int(which) < len(gpus):
-        indexes = [int(which)]
+    elif _index_of(gpus, which) is not None:
+        indexes = [_index_of(gpus, which)]
     else:
         _log(config, f"reset GPU {which}: no such GPU")
         print("No devices were found")

@@ -8,19 +8,22 @@ import os
 import re
 import sys
 import time
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import yaml
-from harness.scenarios import NVML_REMAP_PENDING, GpuReset, apply, dcgm, gpu_node, node_os
+from harness.scenarios import DATA, DMESG_CLEAN, NVML_REMAP_PENDING, Action, GpuReset, apply, dcgm, gpu_node, node_os
 from harness.sim_playbooks import shipped_for_sim
 from integration.runs import nodecheck
 
 from nodecheck.app.slurm import is_ours
+from nodecheck.fleet.history import History
 from nodecheck.parsers.slurm import held_for_a_person, reason_body, reason_mark
 from nodecheck.remedy import record
 from nodecheck.remedy.model import Entry
+from nodecheck.report.diff import CounterRow, SweepSnapshot
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +51,44 @@ def remedy_node(**reset) -> list:
     return gpu_node(nvml=NVML_REMAP_PENDING) + node_os(real_slurmd=True) + dcgm() + [GpuReset(**reset)]
 
 
+# A real node's Xid 48 (a DBE in GPU memory; NVIDIA/gpu-operator#1146), moved from that node's GPU at
+# 0000:07:00 to GPU3 of the simulated nodes (00000000:5D:00.0 in tests/fakes/nvml_states)
+XID48_RECORDED = "dmesg-xid/gpu-operator-1146-syslog-xid48-dbe-framebuffer-one-line.txt"
+GPU3_PCI = "0000:5d:00"
+
+
+def xid48_line(at: datetime) -> str:
+    """The recorded Xid 48 as `dmesg --time-format iso` (what the kernel-log probe runs) prints it
+    when the kernel logged it at `at`: the recording's syslog date and uptime stamp give way to that."""
+    recorded = (DATA / XID48_RECORDED).read_text()
+    message = recorded[recorded.index("NVRM: Xid ") :].rstrip("\n").replace("PCI:0000:07:00", f"PCI:{GPU3_PCI}")
+    return f"{at.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S,%f}+00:00 {message}\n"
+
+
+@dataclass(frozen=True)
+class Xid48OnGpu3(Action):
+    """dmesg: the clean node's log, then the recorded Xid 48 on GPU3, logged `ago_s` before the layout
+    is installed, i.e. as each test starts: inside the health playbook's window (gpu.xid since 1h), and
+    before any action the test's health runs take."""
+
+    ago_s: float = 60.0
+
+    def describe(self) -> str:
+        return f"dmesg: Xid 48 on GPU3 {self.ago_s:g} s before the layout"
+
+    def install(self, cluster, node: str) -> None:
+        logged_at = datetime.now(timezone.utc) - timedelta(seconds=self.ago_s)
+        cluster.fake_output(node, "dmesg", (DATA / DMESG_CLEAN).read_text() + xid48_line(logged_at))
+
+    def recordings(self) -> tuple[str, ...]:
+        return (DMESG_CLEAN, XID48_RECORDED)
+
+
+def xid48_node() -> list:
+    """GPU3's memory failed (Xid 48) while NVML shows it healthy; DCGM answering; nvidia-smi resetting."""
+    return gpu_node() + node_os(real_slurmd=True) + dcgm() + [GpuReset(), Xid48OnGpu3()]
+
+
 # one layout for the whole file (installing fakes resets the nodes: it must come before Slurm starts)
 LAYOUT = {
     "node1": gpu_node() + node_os(real_slurmd=True),  # healthy
@@ -59,7 +100,7 @@ LAYOUT = {
     "node7": remedy_node(busy=True),  # a GPU process: the idle guard refuses a reset
     "node8": remedy_node(),
     "node9": remedy_node(),
-    "node10": remedy_node(),
+    "node10": xid48_node(),  # an Xid 48 on GPU3: reset; held when it comes back within 24 h
 }
 
 
@@ -158,7 +199,7 @@ def acting_config(slurm, work: Path, **remedy) -> None:
             "act": True,
             "state_dir": str(work / "remedy"),
             "bug_report_s": 0,
-            "reproof_s": 30,
+            "reproof_s": 12,  # a re-proof that fails gives up after its second try (RETRY_S 10)
             "acceptance": {"reset_gpu": str(work / "accept.yml")},
             **remedy,
         },
@@ -266,7 +307,7 @@ def test_a_fault_that_survives_the_ladder_is_held_for_a_person_with_its_evidence
 
 
 def test_five_failing_nodes_with_a_budget_of_two_two_are_repaired_three_wait(slurm, work):
-    five = ["node5", "node6", "node8", "node9", "node10"]
+    five = ["node5", "node6", "node8", "node9", "node10"]  # GPU3's row remap pending; node10 its Xid 48
     acting_config(slurm, work, max_nodes=2)
     for n in five:
         slurm.drain(n, M(REMAP))
@@ -286,7 +327,7 @@ def test_five_failing_nodes_with_a_budget_of_two_two_are_repaired_three_wait(slu
     assert code == 0, out + err
     repaired = [n for n in five if slurm.nvidia_smi_resets(n)]
     assert len(repaired) == 2, out
-    assert all(f"{n}: reset_gpu GPU3: returned" in out for n in repaired), out
+    assert all(re.search(rf"{n}: reset_gpu (GPU3|{GPU3_PCI}): returned", out) for n in repaired), out
     waiting = [n for n in five if n not in repaired]
     assert all(re.search(rf"^{n} +wait +- +budget: 2 nodes in remediation at once", out, re.M) for n in waiting), out
     assert [slurm.node(n)["State"] for n in waiting] == ["IDLE+DRAIN"] * 3
@@ -333,3 +374,89 @@ def test_a_sweep_with_drain_repairs_the_node_it_drained_through_the_same_pass(sl
     assert "DRAIN" not in slurm.node("node8")["State"]
     assert slurm.nvidia_smi_resets("node8") == ["reset GPU 3: ok"]
     assert [(e.event, e.outcome) for e in record.load(work / "remedy", "node8")][-1] == ("returned", "")
+
+
+def kernel_logs(slurm, node: str, line: str) -> None:
+    """The node's kernel logs `line`: its dmesg prints what it printed before, then the line."""
+    rc, logged, err = slurm.run_on_node(node, ["/usr/local/sbin/dmesg"])
+    assert rc == 0 and logged, err
+    slurm.fake_output(node, "dmesg", logged + line)
+
+
+def test_the_same_gpus_xid_48_again_within_24_h_of_its_reset_is_held_not_reset_again(slurm, work):
+    acting_config(slurm, work)
+    # the health run drains node10 for its Xid 48, resets GPU3, re-proves it (the kernel log since the
+    # reset) and resumes it
+    line = health_on(slurm, "node10")
+    assert f"repair: node10 reset_gpu {GPU3_PCI} returned" in line, line
+    assert "DRAIN" not in slurm.node("node10")["State"]
+    assert slurm.nvidia_smi_resets("node10") == ["reset GPU 3: ok"]  # nvidia-smi -r -i 0000:5d:00
+    assert events(work, "node10") == ["drain", "evidence", "remedy-done", "resume"]
+    # the next health run still finds that Xid in the kernel log, but the reset answered it: the
+    # node's runs judge its log from the reset on (nodecheck.gate.answered), so it stays in service
+    line = health_on(slurm, "node10")
+    assert "drain node10" not in line and "repair:" not in line, line
+    assert "DRAIN" not in slurm.node("node10")["State"]
+    assert events(work, "node10") == ["drain", "evidence", "remedy-done", "resume"]
+    # GPU3's memory fails again: the kernel logs another Xid 48 on it
+    kernel_logs(slurm, "node10", xid48_line(datetime.now(timezone.utc)))
+    line = health_on(slurm, "node10")
+    assert "repair: node10 hold held" in line, line
+    node = slurm.node("node10")
+    assert "DRAIN" in node["State"] and held_for_a_person(node["ReasonText"]) and is_ours(node["ReasonText"])
+    held = record.load(work / "remedy", "node10")[-1]
+    assert re.fullmatch(
+        rf"needs a person: gpu\.xid Xid 48 on PCI:{GPU3_PCI}: .* \(1x, last [^)]*\): again within 24 h of "
+        rf"reset_gpu {GPU3_PCI} at [-\d]+ [:\d]+Z \(ladder xid-gpu-memory\)",
+        held.detail,
+    ), held.detail
+    assert slurm.nvidia_smi_resets("node10") == ["reset GPU 3: ok"]  # not reset again
+    assert chain(work, "node10") == [
+        ("action", "reset_gpu", "pending"),
+        ("action", "reset_gpu", "done"),
+        ("returned", "", ""),
+        ("held", "", ""),
+    ]
+
+
+def test_a_port_whose_link_downed_rose_in_three_sweeps_of_a_day_is_held_not_reset(slurm, work):
+    """The sweep's repair pass reads the sweep history: node9's mlx5_0/1 LinkDownedCounter rose in the
+    three sweeps of the last day before this one (kept as a sweep keeps them). Its pending row remap
+    would be reset, but a flapping link is a person's case (the shipped memory rule ib-link-flapping)."""
+    acting_config(slurm, work)
+    history = work / "history.sqlite"
+    now = datetime.now(timezone.utc)
+    with History.open(history) as h:
+        for i, value in enumerate([0, 1, 2, 5]):
+            started = now - timedelta(hours=8 - 2 * i)
+            counters = (CounterRow("node9", "mlx5_0/1", "LinkDownedCounter", value, "boot-1", "perfquery -x"),)
+            snap = SweepSnapshot(
+                f"past{i}", "health", started, started + timedelta(minutes=1), True, ("node9",), (), (), counters
+            )
+            h.record(snap, None, "0.6.0")
+    code, out, err, _ = nodecheck(
+        "sweep",
+        str(slurm.inventory_path),
+        "--playbook",
+        str(shipped_for_sim("health", work)),
+        "--nodes",
+        "node9",
+        "--drain",
+        "--config",
+        str(slurm.slurm_dir / "etc" / "nodecheck.yml"),
+        "--output-dir",
+        str(work / "reports"),
+        "--history",
+        str(history),
+        env=slurm.slurm_env(),
+        timeout=400,
+    )
+    assert code == 2, out + err
+    assert "gate: node9 drained: gpu.health: GPU3: row remap pending" in out, out
+    assert "repair: node9 hold held" in out, out
+    node = slurm.node("node9")
+    assert "DRAIN" in node["State"] and held_for_a_person(node["ReasonText"]), node
+    assert "port mlx5_0/1: LinkDownedCounter rose in 3 sweeps within 24 h" in node["ReasonText"], node
+    assert slurm.nvidia_smi_resets("node9") == []  # not reset
+    held = record.load(work / "remedy", "node9")[-1]
+    assert held.event == "held" and "memory rule ib-link-flapping: 3 or more" in held.detail, held

@@ -85,6 +85,10 @@ FILES = {
         lines=17,
         timestamps="iso",
     ),
+    # the syslog date has no year: 2024 is the latest Dec 2 not after NOW; its "[  219.470994]" is skipped
+    "dmesg-xid/gpu-operator-1146-syslog-xid48-dbe-framebuffer-one-line.txt": Expect(
+        xids=((48, "0000:07:00", None, None, t("2024-12-02T11:38:47"), False),), lines=1, timestamps="syslog"
+    ),
     "dmesg-xid/nvsentinel-155-fallen-off-bus-multiline-no-xid-570.txt": Expect(
         xids=((79, "0000:b3:00", None, None, BOOT + timedelta(seconds=1843.308145), True),),
         lines=5,
@@ -126,7 +130,7 @@ def parse(text: str, **kwargs) -> KernelLog:
 def test_every_data_file_has_an_expectation():
     on_disk = {path for tool in TOOLS for path in data_files(tool)}
     assert on_disk == set(FILES)
-    assert len(on_disk) == 7
+    assert len(on_disk) == 8
 
 
 def test_every_data_file_has_a_source_line():

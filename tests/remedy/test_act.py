@@ -3,6 +3,7 @@ the re-check just before acting, the idle guard's refusal, the re-proof, holds a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -269,6 +270,36 @@ def test_a_node_that_passes_after_its_reboot_is_returned(site):
     assert taken.result == "returned"
     assert slurm.changes() == [("resume", "node2")]
     assert [e.event for e in record.load(tmp_path / "remedy", "node2")][-2:] == ["action", "returned"]
+
+
+def test_a_failure_an_earlier_reset_answered_is_re_proven_since_that_reset_then_returned(site):
+    """The next run after a return sees the same old kernel-log event: the node is re-proven with the
+    log windows reaching back to the reset (not judged on the report that saw the old event)."""
+    tmp_path, ladders = site
+    slurm = FakeSlurm({"node2": ("IDLE+DRAIN", OURS)})
+    reset_at = NOW - timedelta(minutes=30)
+    record.append(
+        tmp_path / "remedy",
+        "node2",
+        [
+            Entry(reset_at, "action", "reset_gpu", "3", "gpu-row-remap-pending", "gpu.health", "done"),
+            Entry(reset_at + timedelta(minutes=2), "returned"),
+        ],
+    )
+    old = replace(failing(), observed={"remap_pending": True, "time": (reset_at - timedelta(minutes=5)).isoformat()})
+    the_plan = planned(tmp_path, ladders, slurm, fs=[old])
+    assert (the_plan.nodes[0].verb, the_plan.nodes[0].since) == ("return", reset_at)
+    seen = []
+
+    def reprove(node, started, action):
+        seen.append((node.name, started, action))
+        return health_report(Status.PASS), "/reports/x_node2_reproof"
+
+    (taken,) = make(tmp_path, slurm, FakeNode({}), reprove).carry_out(the_plan)
+    assert seen == [("node2", reset_at, "return")]
+    assert taken.result == "returned"
+    assert slurm.changes() == [("resume", "node2")]
+    assert [e.event for e in record.load(tmp_path / "remedy", "node2")][-1] == "returned"
 
 
 def test_a_node_that_got_a_job_between_planning_and_acting_is_not_touched(site):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -195,6 +196,46 @@ def test_the_same_gpus_xid_48_twice_in_24_hours_is_held_not_reset_again(ladders)
     p = one([xid48("n")], ours("gpu.xid", "Xid 48"), earlier, ladders_=ladders)
     assert p.verb == "hold"
     assert "again within 24 h of reset_gpu 0000:3b:00 at 2026-12-06 16:00:00Z" in p.why
+
+
+def logged(f: Failure, hours_ago: float) -> Failure:
+    """The failure's kernel-log event logged `hours_ago` (gpu.xid's observed "time")."""
+    return replace(f, observed={**f.observed, "time": (NOW - timedelta(hours=hours_ago)).isoformat()})
+
+
+def test_an_xid_logged_before_the_reset_that_was_re_proven_is_answered_not_held_or_reset_again(ladders):
+    """The kernel log keeps the Xid for hours after the reset answered it: the next run sees it again.
+    It is that same event, not a second one: re-proven since the reset and returned, never held."""
+    earlier = [action(0.6, "reset_gpu", "0000:3b:00", "xid-reset"), returned(0.5)]
+    p = one([logged(xid48("n"), 0.7)], ours("gpu.xid", "Xid 48"), earlier, ladders_=ladders)
+    assert (p.verb, p.since) == ("return", NOW - timedelta(hours=0.6))
+    assert p.why.startswith("answered: gpu.xid Xid 48 on PCI:0000:3b:00: double-bit ECC error: logged before ")
+    assert p.why.endswith(
+        "reset_gpu 0000:3b:00 at 2026-12-07 11:24:00Z, which was re-proven and returned; re-proving since then"
+    )
+
+
+def test_an_xid_logged_after_the_reset_is_a_second_one_and_held(ladders):
+    earlier = [action(0.6, "reset_gpu", "0000:3b:00", "xid-reset"), returned(0.5)]
+    p = one([logged(xid48("n"), 0.1)], ours("gpu.xid", "Xid 48"), earlier, ladders_=ladders)
+    assert p.verb == "hold"
+    assert "again within 24 h of reset_gpu 0000:3b:00" in p.why
+
+
+def test_an_answered_xid_beside_a_new_failure_leaves_the_new_one_to_its_ladder(ladders):
+    earlier = [action(0.6, "reset_gpu", "0000:3b:00", "xid-reset"), returned(0.5)]
+    p = one([logged(xid48("n"), 0.7), remap("n")], ours(), earlier, ladders_=ladders)
+    assert (p.verb, p.action) == ("act", "reset_gpu GPU3")
+    assert [f.check for f in p.failures] == ["gpu.health"]
+
+
+def test_an_event_time_that_cannot_be_compared_is_never_answered(ladders):
+    earlier = [action(0.6, "reset_gpu", "0000:3b:00", "xid-reset"), returned(0.5)]
+    naive = replace(xid48("n"), observed={"xid": 48, "time": "2026-12-07T11:00:00"})
+    assert one([naive], ours("gpu.xid", "x"), earlier, ladders_=ladders).verb == "hold"
+    # no action re-proven before (the gate resumed it alone): nothing answered it
+    alone = [returned(0.5)]
+    assert one([logged(xid48("n"), 0.7)], ours("gpu.xid", "x"), alone, ladders_=ladders).verb == "act"
 
 
 def test_the_same_xid_on_another_gpu_or_after_the_window_is_reset(ladders):
