@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
-import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -50,14 +48,12 @@ def answered_before(state_dir: str | Path, node: str) -> datetime | None:
     if path is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        found = store.read_newest(path, MAX_BYTES)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or not_roots_word(st.st_uid, st.st_mode):
-            return None
-        text = f.read(MAX_BYTES).decode("utf-8", errors="replace").strip()
+    if found is None or not_roots_word(found[1].st_uid, found[1].st_mode):
+        return None
+    text = found[0].strip()
     try:
         at = datetime.fromisoformat(text)
     except ValueError:

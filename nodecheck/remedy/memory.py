@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from nodecheck.config.remedy import MemoryRule, hours_said
-from nodecheck.remedy.model import Past
+from nodecheck.remedy.model import Past, stamp
 
 GATE_LOG = "gate log"
 SWEEP_HISTORY = "sweep history"
@@ -40,7 +40,7 @@ def _drains(past: Past, rule: MemoryRule, since: datetime) -> str:
     times = sorted(t for t in past.drains if t >= since)
     if len(times) < rule.drains:
         return ""
-    shown = ", ".join(_stamp(t) for t in times[-3:])
+    shown = ", ".join(stamp(t) for t in times[-3:])
     return (
         f"drained {len(times)} times within {hours_said(rule.within_h)} ({'... ' if len(times) > 3 else ''}{shown}; "
         f"memory rule {rule.name}: {rule.drains} or more)"
@@ -59,9 +59,5 @@ def _rises(past: Past, rule: MemoryRule, since: datetime) -> str:
         return ""
     return (
         f"port {port}: {rule.counter} rose in {len(sweeps)} sweeps within {hours_said(rule.within_h)} "
-        f"(the last {_stamp(max(sweeps))}; memory rule {rule.name}: {rule.rises} or more)"
+        f"(the last {stamp(max(sweeps))}; memory rule {rule.name}: {rule.rises} or more)"
     )
-
-
-def _stamp(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%SZ")

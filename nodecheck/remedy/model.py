@@ -77,6 +77,11 @@ class NodePlan:
         return f"{label} {shown_target(self.target)}" if self.target and self.step.action == "reset_gpu" else label
 
 
+def stamp(t: datetime) -> str:
+    """A time in a plan's why or a hold's reason: '2026-12-07 11:24:00Z'."""
+    return t.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def shown_target(target: str) -> str:
     """A GPU as a person reads it: 'GPU3' for an index, a PCI bus id as is."""
     return f"GPU{target}" if target.isdigit() else target

@@ -8,8 +8,6 @@ could hide a drain). What cannot be read is said, and its rules match nothing.""
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -80,21 +78,15 @@ class HistoryUnreadable(Exception):
 def read_gate_log(path: str) -> str:
     """The newest MAX_BYTES of the gate log, whole lines ("" when there is none yet)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return ""
+        found = store.read_newest(path, MAX_BYTES)
     except OSError as e:
         raise GateLogUnreadable(f"the gate log {path} cannot be read: {store.why(e)}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise GateLogUnreadable(f"the gate log {path} is not a regular file")
-        if why := not_roots_word(st.st_uid, st.st_mode):
-            raise GateLogUnreadable(f"the gate log {path} is not root's word ({why}): its drains are not counted")
-        if st.st_size > MAX_BYTES:
-            f.seek(st.st_size - MAX_BYTES)
-            f.readline()  # the first line read may be cut: start at the next whole one
-        return f.read(MAX_BYTES).decode("utf-8", errors="replace")
+    if found is None:
+        return ""
+    text, st = found
+    if why := not_roots_word(st.st_uid, st.st_mode):
+        raise GateLogUnreadable(f"the gate log {path} is not root's word ({why}): its drains are not counted")
+    return text
 
 
 def drain_starts(text: str, nodes: Sequence[str]) -> dict[str, tuple[datetime, ...]]:

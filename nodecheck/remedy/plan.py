@@ -27,7 +27,7 @@ from nodecheck.config.remedy import Ladder, Ladders, RemedySettings, Step, hours
 from nodecheck.parsers.slurm import HELD_MARK, NodeState, held_for_a_person, reason_body
 from nodecheck.remedy.failures import gpu_target, node_said
 from nodecheck.remedy.memory import held_by
-from nodecheck.remedy.model import Entry, Failure, NodePlan, Outcome, Past, Plan, shown_target
+from nodecheck.remedy.model import Entry, Failure, NodePlan, Outcome, Past, Plan, shown_target, stamp
 
 BUSY_FLAGS = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
 REBOOT_FLAGS = frozenset({"REBOOT_REQUESTED", "REBOOT_ISSUED"})
@@ -233,7 +233,7 @@ def _plan_node(
         return NodePlan(
             node,
             "wait",
-            f"{last.action} {last.target} at {_stamp(last.at)} has not finished".replace("  ", " "),
+            f"{last.action} {last.target} at {stamp(last.at)} has not finished".replace("  ", " "),
             failures=fs,
         )
     answered, by = _answered(fs, record)
@@ -241,7 +241,7 @@ def _plan_node(
         return NodePlan(
             node,
             "return",
-            f"answered: {node_said(fs)}: logged before {by.action} {shown_target(by.target)} at {_stamp(by.at)}, "
+            f"answered: {node_said(fs)}: logged before {by.action} {shown_target(by.target)} at {stamp(by.at)}, "
             "which was re-proven and returned; re-proving since then".replace("  ", " "),
             failures=fs,
             since=by.at,
@@ -255,7 +255,7 @@ def _plan_node(
             node,
             "hold",
             f"{HELD_MARK} remediated {len(recent)} times in {hours_said(settings.window_h)} "
-            f"({', '.join(f'{e.action} {_stamp(e.at)}' for e in recent[-3:])}) and failing again: {said}",
+            f"({', '.join(f'{e.action} {stamp(e.at)}' for e in recent[-3:])}) and failing again: {said}",
             failures=fs,
         )
     current = incident(record)
@@ -293,7 +293,7 @@ def _healthy(node: str, state: NodeState | None, record: Sequence[Entry], token:
         return NodePlan(
             node,
             "return",
-            f"re-proven: every check passes after {what} at {_stamp(last.at)}",
+            f"re-proven: every check passes after {what} at {stamp(last.at)}",
         )
     return NodePlan(node, "healthy", "no failure: the gate resumes it when nodecheck drained it")
 
@@ -377,7 +377,7 @@ def _choose(f: Failure, ladders: Ladders, current: Sequence[Entry], record: Sequ
                 target,
                 (0, len(steps)),
                 f"{f.said}: again within {hours_said(ladder.again_within_h)} of {earlier.action} "
-                f"{shown_target(earlier.target)} at {_stamp(earlier.at)} ({named})".replace("  ", " "),
+                f"{shown_target(earlier.target)} at {stamp(earlier.at)} ({named})".replace("  ", " "),
             )
     tried = [e for e in current if (e.ladder or "") == name]
     skipped: list[str] = []
@@ -425,7 +425,3 @@ def _again(
 
 def _ladder_rank(ladders: Ladders, ladder: Ladder | None) -> int:
     return ladders.ladders.index(ladder) if ladder is not None else len(ladders.ladders)
-
-
-def _stamp(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%SZ")

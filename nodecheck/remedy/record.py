@@ -9,7 +9,6 @@ every line, so a bad one means the file was damaged or edited)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
@@ -40,18 +39,12 @@ def load(state_dir: str | Path, node: str) -> tuple[Entry, ...]:
     """The node's entries, oldest first; () when it has no record yet."""
     path = path_of(state_dir, node)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return ()
+        found = store.read_newest(path, MAX_BYTES)
     except OSError as e:
         raise RecordError(f"{path}: {store.why(e)}") from None
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > MAX_BYTES:
-            f.seek(size - MAX_BYTES)
-            f.readline()  # the first line read may be cut: start at the next whole one
-        raw = f.read(MAX_BYTES)
-    lines = raw.decode("utf-8", errors="replace").splitlines()[-MAX_ENTRIES:]
+    if found is None:
+        return ()
+    lines = found[0].splitlines()[-MAX_ENTRIES:]
     return tuple(_entry(line, path, i) for i, line in enumerate(lines, start=1) if line.strip())
 
 

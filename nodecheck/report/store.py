@@ -180,6 +180,25 @@ def write_atomic(path: str | Path, data: str | bytes, access: Access | None = No
     _fsync_dir(path.parent)  # the rename itself survives a power cut
 
 
+def read_newest(path: str | Path, max_bytes: int) -> tuple[str, os.stat_result] | None:
+    """The newest `max_bytes` of one of nodecheck's own state files (a log, a record), from its first
+    whole line, and the file's stat (for the caller's owner and mode checks); None when there is no
+    such file. Never through a symbolic link (ELOOP), never blocking on a FIFO, and never anything but
+    a regular file: OSError, which why() words."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > max_bytes:
+            f.seek(st.st_size - max_bytes)
+            f.readline()  # the first line read may be cut: start at the next whole one
+        return f.read(max_bytes).decode("utf-8", errors="replace"), st
+
+
 def why(e: OSError) -> str:
     """An OSError as an operator reads it: "No space left on device (ENOSPC)"; the temporary's path
     an error names is nodecheck's business, not theirs."""

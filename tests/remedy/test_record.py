@@ -50,6 +50,13 @@ def test_a_symlink_planted_as_a_record_is_not_followed(tmp_path):
     assert (tmp_path / "secret").read_text().count("\n") == 1
 
 
+def test_a_fifo_planted_as_a_record_is_refused_without_waiting_for_a_writer(tmp_path):
+    (tmp_path / "remedy").mkdir()
+    os.mkfifo(tmp_path / "remedy" / "node2.jsonl")
+    with pytest.raises(record.RecordError, match=r"node2\.jsonl: not a regular file \(EINVAL\)"):
+        record.load(tmp_path / "remedy", "node2")
+
+
 @pytest.mark.parametrize("node", ["../etc/passwd", "..", "a/b", "", "-rf", "x" * 200])
 def test_a_node_name_that_is_not_a_plain_name_names_no_file(tmp_path, node):
     with pytest.raises(record.RecordError, match="cannot name a record file"):
