@@ -8,6 +8,7 @@ harness/sim_playbooks.py). Run it through benchmarks/prolog.sh (root, private ne
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -34,11 +35,24 @@ def submit(cluster: SimCluster, nodes: int) -> float:
     return time.monotonic() - started
 
 
-def write_config(cluster: SimCluster, work: Path) -> None:
+def write_config(cluster: SimCluster, work: Path, keep_reports: str = "problems") -> None:
     playbook = str(shipped_for_sim("prolog", work))
-    doc = {"output_dir": str(work / "reports"), "log_file": str(work / "gate.log"), "prolog": {"playbook": playbook}}
+    doc = {
+        "keep_reports": keep_reports,
+        "output_dir": str(work / "reports"),
+        "log_file": str(work / "gate.log"),
+        "prolog": {"playbook": playbook},
+    }
     for folder in (cluster.slurm_conf.parent, cluster.slurm_dir / "etc"):
         (folder / "nodecheck.yml").write_text(yaml.safe_dump(doc))
+
+
+def probe_clocks(reports: Path) -> str:
+    """The newest node1 report's probes by their own clocks, slowest first: where the Prolog's time went."""
+    newest = max(reports.glob("*_prolog_node1_*/report.json"), key=lambda p: p.stat().st_mtime)
+    doc = json.loads(newest.read_text())
+    rows = sorted(((c["probe"], c.get("duration_s") or 0.0) for c in doc.get("captures", [])), key=lambda r: -r[1])
+    return tabulate([[name, f"{s * 1000:.0f} ms"] for name, s in rows], headers=["probe", "its own clock"])
 
 
 def main() -> int:
@@ -46,13 +60,18 @@ def main() -> int:
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--nodes", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--alone",
+        action="store_true",
+        help="only nodecheck-prolog's own wall time on node1 (no jobs timed), with its probes' clocks",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nodecheck-bench-prolog-"))
     os.chmod(work, 0o755)
     rows = []
     with SimCluster(state_dir=args.state_dir).up(args.nodes) as cluster:
         apply(cluster, {n: gpu_node() + node_os(real_slurmd=True) for n in cluster.nodes})
-        for label, prolog in (("no Prolog", None), ("nodecheck-prolog", PROLOG)):
+        for label, prolog in () if args.alone else (("no Prolog", None), ("nodecheck-prolog", PROLOG)):
             cluster.slurm_up(cluster.nodes, prolog=prolog)
             cluster.slurm_reset()
             write_config(cluster, work)
@@ -62,6 +81,9 @@ def main() -> int:
                 rows.append(
                     [label, f"-N{size}", f"{statistics.median(times):.2f} s", f"{min(times):.2f}-{max(times):.2f} s"]
                 )
+        if args.alone:
+            cluster.slurm_up(cluster.nodes, prolog=None)
+            write_config(cluster, work)
         walls = []
         env = {"SLURMD_NODENAME": "node1", "SLURM_JOB_ID": "0", "SLURM_CONF": str(cluster.slurm_conf)}
         for _ in range(args.repeat):
@@ -77,6 +99,14 @@ def main() -> int:
                 f"{min(walls):.2f}-{max(walls):.2f} s",
             ]
         )
+        if args.alone:
+            write_config(cluster, work, keep_reports="always")  # one more run, to read its probes' clocks
+            rc, out, err = cluster.run_on_node("node1", [str(PROLOG)], env=env)
+            assert rc == 0, out + err
+            print(probe_clocks(work / "reports"))
+            cluster.slurm_down()
+            print(tabulate(rows, headers=["case", "job", "wall (median)", "range"], tablefmt="github"))
+            return 0
         cluster.fake_nvml("node3", NVML_REMAP_PENDING)
         started = time.monotonic()
         job = cluster.sbatch("-N4")

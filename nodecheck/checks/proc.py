@@ -33,7 +33,11 @@ class ProcHealth(BaseModel):
     )
     d_state: Action = Field("fail", description="what a stuck D-state process means: fail, warn or off")
     sample_gap_s: int = Field(
-        2, ge=0, le=30, description="seconds between the two ps samples (0: one sample; a short I/O wait then counts)"
+        2,
+        ge=0,
+        le=30,
+        description="seconds between the two ps samples (0: one sample; a short I/O wait then counts); the "
+        "second is taken only when the first has a process in D state (it could not change the verdict otherwise)",
     )
     ps_timeout_s: int = Field(10, ge=1, le=120, description="seconds each ps may take before it is killed")
     zombie_age_s: int = Field(
@@ -80,8 +84,9 @@ def probes(want: ProcHealth):
 @check("proc.health", probes=probes, params=ProcHealth)
 def health(out: Captures, want: ProcHealth) -> Iterator[Verdict]:
     """Processes stuck in D state, zombies piling up, a load far above the CPU count, and leftover
-    processes of users outside any Slurm job (ps twice, a few seconds apart, never reading a
-    process's command line, which can hang on a stuck process).
+    processes of users outside any Slurm job (ps, and again sample_gap_s later when the first
+    listing has a process in D state; never reading a process's command line, which can hang on a
+    stuck process).
 
     D state: a process in uninterruptible sleep in both samples that has run longer than d_state_s (a
     hung NFS/Lustre client or GPU driver: it cannot be killed, and the next job blocks the same way).
@@ -128,6 +133,16 @@ def _load(facts: ProcessFacts, want: ProcHealth) -> Iterator[Verdict]:
 def _d_state(facts: ProcessFacts, want: ProcHealth) -> Verdict:
     first = [p for p in facts.first.table.processes if p.code == "D"] if facts.first.table else []
     how = "in one sample"
+    if facts.second is None and first and want.sample_gap_s > 0:
+        # the probe takes the second sample whenever the first has a process in D state: one missing
+        # was cut on the way or never taken, and one sample must not stand for two (it would drain
+        # a node for a short I/O wait)
+        return Verdict(
+            Status.ERROR,
+            f"the first sample has {_processes(len(first))} in D state but no second sample came back "
+            "(it is taken whenever the first has one): not judged on one sample",
+            "D state",
+        )
     if facts.second is not None:
         if facts.second.table is None:
             return Verdict(
@@ -148,7 +163,7 @@ def _d_state(facts: ProcessFacts, want: ProcHealth) -> Verdict:
     named = ", ".join(_named(p) for p in stuck[:LISTED]) + (
         f" and {len(stuck) - LISTED} more" if len(stuck) > LISTED else ""
     )
-    count = "1 process" if len(stuck) == 1 else f"{len(stuck)} processes"
+    count = _processes(len(stuck))
     return Verdict(
         status,
         f"{count} in D state (uninterruptible) {how}, running longer than {want.d_state_s} s: {named}; "
@@ -261,6 +276,10 @@ def _row(p: Process) -> dict[str, object]:
         "state": p.state,
         "elapsed_s": p.elapsed_s,
     }
+
+
+def _processes(n: int) -> str:
+    return "1 process" if n == 1 else f"{n} processes"
 
 
 def age_text(seconds: int) -> str:

@@ -14,7 +14,7 @@ from typing import Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nodecheck.checks import all_checks
+from nodecheck.checks import checks_named
 from nodecheck.config.gate_settings import GateSettings
 from nodecheck.config.yaml_source import FINITE_HINT, Located, load_file, non_finite, pydantic_error, shown
 from nodecheck.core.errors import ConfigError
@@ -259,7 +259,7 @@ def _plan_check(
 ) -> PlannedCheck | None:
     """`parts`: the check's blocks, included files first, the playbook's last (its keys win).
     `job_env`: the --job-env file's variables, over the block's `env` where the check takes one."""
-    registry = all_checks()
+    registry = checks_named([name])  # its module only: the node Prolog's start-up
     loc = ("checks", name)
     src = parts[-1][0]
     spec, label = _resolve(name, registry, src, loc)

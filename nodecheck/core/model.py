@@ -37,6 +37,9 @@ class Probe:
     # a transport that ends a command's leftovers with it (srun: a step's processes end with the
     # step under proctrack/cgroup) keeps it alive that long, or until its session closes
     hold_s: float = 0.0
+    # a measurement (nccl-tests on the node's GPUs): where a node's probes may overlap (the local
+    # transport), it runs once the others are done, with nothing beside it
+    alone: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:  # there is no "0 = forever"

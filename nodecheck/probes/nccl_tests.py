@@ -178,6 +178,7 @@ def _probe(name: str, tool: str, command: Sequence[str], env: Mapping[str, str],
         ("sh", "-c", _RUN, "sh", "--", str(math.ceil(limit_s)), tool, json, JSON_USAGE_MARK, JSON_OPTION, *command),
         timeout_s=probe_timeout_s(limit_s, json),
         stdin=env_lines(env),
+        alone=True,  # a bandwidth measurement: nothing else on the node beside it
     )
 
 

@@ -1,6 +1,7 @@
-"""The processes probe (proc.health): the online CPU count, /proc/loadavg, and `ps` twice, a few
-seconds apart, each under its own `timeout`; then the cgroups of the processes of users (uid at or
-above a bound), which say whether a process belongs to a Slurm job."""
+"""The processes probe (proc.health): the online CPU count, /proc/loadavg, and `ps` under its own
+`timeout`, again after a gap of a few seconds when the first listing has a process in D state; then
+the cgroups of the processes of users (uid at or above a bound), which say whether a process belongs
+to a Slurm job."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ sample() {
   printf '@@nodecheck lines:%s %s\n' "$1" $(printf '%s\n' "$out" | wc -l)
 }
 sample ps1
-first=$out
+first=$out rc1=$rc
 echo "@@nodecheck begin cgroups"
 printf '%s\n' "$first" | while read -r pid ppid uid rest; do
   case $pid:$uid in *[!0-9:]*|:*|*:) continue ;; esac
@@ -57,7 +58,17 @@ printf '%s\n' "$first" | while read -r pid ppid uid rest; do
   exec 3<&-
 done | head -c CGROUP_MAX_BYTES
 echo "@@nodecheck end cgroups rc=0"
-if [ "$gap" -gt 0 ]; then sleep "$gap"; sample ps2; fi
+# The second sample only confirms what the first saw in D state: with no process in D state there
+# it could not change the verdict, and sleeping the gap would hold every job start for nothing. Any
+# line whose STAT begins with D (in the whole listing, not only what is printed), or a first sample
+# that failed, takes the second as before, after the whole gap.
+if [ "$gap" -gt 0 ]; then
+  if [ "$rc1" -ne 0 ] || printf '%s\n' "$first" | grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9]+ +[^ ]+ +D'; then
+    sleep "$gap"; sample ps2
+  else
+    echo "@@nodecheck second skipped: no process in D state in the first sample"
+  fi
+fi
 exit 0
 """.replace("PS_MAX_BYTES", str(PS_MAX_BYTES))
     .replace("CGROUP_MAX_BYTES", str(CGROUP_MAX_BYTES))

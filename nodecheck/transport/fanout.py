@@ -1,4 +1,5 @@
-"""Bounded fan-out: every node's probes over one session, at most `fanout` nodes at once, one deadline.
+"""Bounded fan-out: every node's probes over one session, at most `fanout` nodes at once, one deadline
+(on this machine a node's probes also run side by side, at most PROBES_AT_ONCE of them).
 
 Workers are daemon threads, not a ThreadPoolExecutor: an SSH library stuck past every timeout must
 not keep the process alive at exit, and the run must report at its deadline (or when it is told to
@@ -66,7 +67,9 @@ def run_probes(
     stop: threading.Event | None = None,
     progress: Progress = NULL_PROGRESS,
 ) -> FanoutResult:
-    """Run each node's probes in order over one session; `deadline` is a time.monotonic() value.
+    """Run each node's probes over one session, in order (side by side where the session says it can:
+    the local one); `deadline` is a time.monotonic() value. The captures come back in the order of
+    `work`, whatever order they arrived in.
     Setting `stop` (e.g. from a SIGTERM handler) ends the run early with what has come back.
     A transport that runs a probe on many nodes at once (srun: one step per round) does it its way.
     `progress` hears each node start and end (the caller names the phase)."""
@@ -108,7 +111,10 @@ def run_probes(
                 if (node.name, probe.name) not in run.captures:
                     run.captures[(node.name, probe.name)] = _unfinished(node, probe, run)
                     run.incomplete = run.incomplete or run.why_cut()
-        return FanoutResult(dict(run.captures), run.incomplete)
+        # in the order of the work, not of arrival: the report is the same document however the
+        # nodes and a node's probes raced
+        ordered = {(n.name, p.name): run.captures[(n.name, p.name)] for n, probes in work.items() for p in probes}
+        return FanoutResult({**ordered, **run.captures}, run.incomplete)
 
 
 def _wait(run: _Run, finished: threading.Semaphore, count: int) -> None:
@@ -131,19 +137,59 @@ def _run_node(transport: Transport, node: Node, run: _Run) -> None:
         return
     session = transport.connect(node, run.left())
     try:
-        for probe in probes:
-            left = run.left()
-            if left <= 0:
-                run.record(_skipped(node, probe, run), cut_short=True)
-                continue
-            budget = min(probe.timeout_s, left)
-            capture = session.run(probe, budget)
-            cut = capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s
-            if cut:
-                capture = cut_at_deadline(capture, budget, probe)
-            run.record(capture, cut_short=cut)
+        width = min(len(probes), getattr(session, "probes_at_once", 1))
+        if width > 1:
+            _run_side_by_side(session, node, probes, run, width)
+        else:
+            for probe in probes:
+                _run_one(session, node, probe, run)
     finally:
         session.close()
+
+
+def _run_one(session, node: Node, probe: Probe, run: _Run) -> None:
+    left = run.left()
+    if left <= 0:
+        run.record(_skipped(node, probe, run), cut_short=True)
+        return
+    budget = min(probe.timeout_s, left)
+    capture = session.run(probe, budget)
+    cut = capture.outcome is Outcome.TIMEOUT and budget < probe.timeout_s
+    if cut:
+        capture = cut_at_deadline(capture, budget, probe)
+    run.record(capture, cut_short=cut)
+
+
+def _run_side_by_side(session, node: Node, probes: Sequence[Probe], run: _Run, width: int) -> None:
+    """A session whose probes are each a process of their own (the local one: the node Prolog) runs
+    them `width` at a time, so the node takes as long as its slowest probe, not their sum. Each keeps
+    its own timeout; a probe that hangs holds one lane, not its siblings. Lanes are daemon threads,
+    waited for until the deadline's grace: what is still out then is reported by the caller. A
+    measurement (Probe.alone) runs after them, one at a time, with nothing beside it."""
+    todo: queue.SimpleQueue[Probe] = queue.SimpleQueue()
+    for probe in probes:
+        if not probe.alone:
+            todo.put(probe)
+
+    def lane() -> None:
+        while True:
+            try:
+                probe = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                _run_one(session, node, probe, run)
+            except Exception as e:  # a bug here must not pass for a deadline or vanish
+                run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
+
+    lanes = [threading.Thread(target=lane, daemon=True, name=f"nodecheck-probe-{i}") for i in range(width)]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join(max(0.0, run.deadline + STRAGGLER_GRACE_S - time.monotonic()))
+    for probe in probes:
+        if probe.alone:
+            _run_one(session, node, probe, run)
 
 
 def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:

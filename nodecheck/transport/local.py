@@ -20,6 +20,11 @@ TERM_GRACE_S = 0.5  # a timed-out tool gets TERM, then KILL this much later (the
 CHUNK = 65536
 
 
+# A node's probes run side by side on this machine (transport.fanout), at most this many at once:
+# the Prolog waits for its slowest probe, not for their sum. Each is one small process; a node with
+# the cores for a GPU job has the cores for eight of them.
+PROBES_AT_ONCE = 8
+
 SHELL = "/bin/sh"
 # A probe's process exists before nodecheck can tell the SIGKILL guardian of its group
 # (transport.children): killed in between, nodecheck would leave the tool running unknown to
@@ -52,6 +57,8 @@ class LocalTransport:
 
 
 class LocalSession:
+    probes_at_once = PROBES_AT_ONCE  # every probe is its own process (or thread): they may overlap
+
     def __init__(self, node: Node) -> None:
         self.node = node
 

@@ -95,6 +95,20 @@ def test_young_d_state_processes_are_named_but_pass():
     )
 
 
+def test_d_state_in_the_first_sample_and_no_second_is_an_error_not_a_pass_or_a_fail():
+    # the probe takes the second sample whenever the first has a process in D state (issue 34, 7):
+    # a capture without it was cut or forged, and one sample must not stand for two
+    got = judged(FAULT, None, sample_gap_s=1)
+    assert got[1] == (
+        ERROR,
+        "D state",
+        "the first sample has 6 processes in D state but no second sample came back (it is taken whenever "
+        "the first has one): not judged on one sample",
+    )
+    calm = FAULT.replace(" D ", " S ").replace(" Dsl ", " Ssl ")
+    assert judged(calm, None, sample_gap_s=1)[1] == (PASS, "D state", "no process stuck in D state")
+
+
 def test_one_sample_and_warn_only():
     got = judged(FAULT, None, sample_gap_s=0, d_state="warn", d_state_s=7200)
     assert got[1] == (

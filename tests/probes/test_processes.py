@@ -105,3 +105,44 @@ def test_the_probe_says_how_many_lines_ps_printed(tmp_path):
     assert [(v.status, v.message) for v in verdicts] == [
         (Status.ERROR, "ps printed 10 lines, 2 arrived: the listing is not whole")
     ]
+
+
+def test_no_process_in_d_state_in_the_first_sample_takes_no_second_and_no_sleep(tmp_path):
+    # issue 34, 7: the second sample can only confirm a process the first saw in D state; with none
+    # there, sleeping the gap could not change the verdict, and every job start would wait for it
+    calm = FAULT.read_text().replace(" D ", " S ").replace(" Dsl ", " Ssl ")
+    listing = tmp_path / "calm.txt"
+    listing.write_text(calm)
+    bin_dir = fake(tmp_path, "ps", f"cat '{listing}'\n")
+    want = ProcHealth(sample_gap_s=20, load_warn_per_cpu=None)
+    probe = processes_probe(20, want.ps_timeout_s, want.uid_min)
+    started = time.monotonic()
+    out = run(probe, [bin_dir])
+    assert time.monotonic() - started < 15  # not the 20 s gap (a busy machine may be slow)
+    text = out[probe.name].stdout
+    assert "@@nodecheck begin ps2" not in text
+    assert "@@nodecheck second skipped: no process in D state in the first sample\n" in text
+    facts = read_processes(out, probe)
+    assert facts.first.table is not None and facts.second is None
+    assert next((v.status, v.subject, v.message) for v in health(out, want)) == (
+        Status.PASS,
+        "D state",
+        "no process stuck in D state",
+    )
+
+
+def test_a_process_in_d_state_in_the_first_sample_still_gets_the_whole_gap(tmp_path):
+    bin_dir = fake(tmp_path, "ps", f"cat '{FAULT}'\n")
+    probe = processes_probe(2, 10, 1000)
+    started = time.monotonic()
+    out = run(probe, [bin_dir])
+    assert time.monotonic() - started >= 2  # the gap is slept in full: the rule is not weakened
+    assert "@@nodecheck begin ps2" in out[probe.name].stdout
+
+
+def test_a_first_sample_that_failed_still_gets_a_second(tmp_path):
+    # ps failing says nothing about D state: the second sample is taken as before
+    bin_dir = fake(tmp_path, "ps", "echo 'ps: fatal' >&2; exit 1\n")
+    probe = processes_probe(1, 10, 1000)
+    out = run(probe, [bin_dir])
+    assert "@@nodecheck begin ps2" in out[probe.name].stdout
