@@ -23,7 +23,18 @@ class ValueCheck:
     params: type[PinOrDrift] = PinOrDrift  # the check's own params (kernel.cmdline's adds `ignore`)
 
 
-VALUE_CHECKS: dict[str, ValueCheck] = {}
+VALUE_CHECKS: dict[str, ValueCheck] = {}  # filled as each check module is imported: read value_checks()
+
+
+def value_checks() -> dict[str, ValueCheck]:
+    """Every value check, in the checks' table order: each registers when its module is imported,
+    and a command loads only the modules its playbook names (nodecheck.checks.checks_named), so
+    `facts` and `baseline` load them all first."""
+    from nodecheck.checks import CONTENTS, all_checks
+
+    all_checks()
+    ordered = {name: VALUE_CHECKS[name] for name in CONTENTS if name in VALUE_CHECKS}
+    return {**ordered, **VALUE_CHECKS}
 
 
 def value_check(name: str, *, what: str, probes, params: type = PinOrDrift, doc: str) -> Callable:

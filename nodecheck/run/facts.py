@@ -12,7 +12,7 @@ from typing import Any
 from nodecheck.checks.container import ContainerDigest
 from nodecheck.checks.gpu import GPU, parse_gpu_probe
 from nodecheck.checks.ib import IBSTAT
-from nodecheck.checks.values import VALUE_CHECKS
+from nodecheck.checks.values import value_checks
 from nodecheck.core.errors import ParseError
 from nodecheck.core.hostlist import fold
 from nodecheck.core.model import Capture, Node, Outcome, Probe
@@ -41,7 +41,7 @@ class Gathered:
 def value_params(name: str, image: ContainerDigest | None) -> PinOrDrift:
     if name != "container.digest":
         # the check's own defaults where it has more than PinOrDrift (kernel.cmdline's `ignore`)
-        own = VALUE_CHECKS[name].params
+        own = value_checks()[name].params
         return ANY if own is PinOrDrift else own()
     assert image is not None, "container.digest is gathered only with an image (gather)"
     return image
@@ -59,10 +59,11 @@ def gather(
 ) -> Gathered:
     """Run every fact probe once per node (the container probe only when an image is given);
     `progress` hears the phase "facts", a node at a time."""
-    names = tuple(n for n in VALUE_CHECKS if n != "container.digest" or image is not None)
+    checks = value_checks()
+    names = tuple(n for n in checks if n != "container.digest" or image is not None)
     probes: dict[str, Probe] = {p.name: p for p in (GPU, IBSTAT, KERNEL_LOG, VERSIONS)}
     for name in names:
-        for p in VALUE_CHECKS[name].probes(value_params(name, image)):
+        for p in checks[name].probes(value_params(name, image)):
             probes[p.name] = p
     progress.phase("facts", len(nodes))
     out = run_probes(
@@ -87,7 +88,7 @@ def _blocked(c: Capture) -> str | None:
 
 def read_value(g: Gathered, node: str, name: str) -> tuple[str | None, str | None]:
     """(value, None) or (None, why not)."""
-    check = VALUE_CHECKS[name]
+    check = value_checks()[name]
     params = value_params(name, g.image)
     mine = {p.name: g.captures[(node, p.name)] for p in check.probes(params)}
     for c in mine.values():

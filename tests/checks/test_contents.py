@@ -65,3 +65,18 @@ def test_an_unknown_check_still_gets_the_nearest_name_of_every_check(tmp_path):
     )
     assert done.returncode == 64, done.stderr
     assert "did you mean 'nccl.allreduce_single'?" in done.stderr
+
+
+def test_facts_in_a_fresh_process_gathers_every_value_check_in_the_tables_order():
+    # red before value_checks(): `nodecheck facts` imported three check modules and gathered only
+    # their values (no nccl.version, ofed.version, hca.firmware: tests/integration/test_gpu_fleet.py)
+    code = (
+        "from nodecheck.run import facts\n"
+        "from nodecheck.checks.values import value_checks\n"
+        "import json\nprint(json.dumps(list(value_checks())))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    names = json.loads(done.stdout.splitlines()[-1])
+    expected = [n for n in CONTENTS if n in {"nccl.version", "ofed.version", "hca.firmware", "container.digest"}]
+    assert [n for n in names if n in expected] == expected
+    assert names == [n for n in CONTENTS if n in names]

@@ -10,7 +10,7 @@ import importlib
 import pytest
 
 from nodecheck.checks import all_checks
-from nodecheck.checks.values import VALUE_CHECKS
+from nodecheck.checks.values import value_checks
 
 PACKAGE = "nodecheck.checks"
 
@@ -70,13 +70,13 @@ def test_the_named_function_is_the_check_itself():
     for name, spec in sorted(all_checks().items()):
         module = importlib.import_module(spec.judge.__module__)
         found = getattr(module, spec.judge.__name__, None)
-        meant = VALUE_CHECKS[name].read if name in VALUE_CHECKS else spec.judge
+        meant = value_checks()[name].read if name in value_checks() else spec.judge
         if found is not meant:
             wrong.append(f"{name}: {spec.judge.__module__}.{spec.judge.__name__} is {found!r}")
     assert wrong == []
 
 
 def test_a_value_checks_judge_is_named_after_its_check_and_reader():
-    for name in VALUE_CHECKS:
+    for name in value_checks():
         judge = all_checks()[name].judge
-        assert (judge.__module__, judge.__qualname__) == (VALUE_CHECKS[name].read.__module__, name.split(".")[1])
+        assert (judge.__module__, judge.__qualname__) == (value_checks()[name].read.__module__, name.split(".")[1])
