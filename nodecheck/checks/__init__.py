@@ -81,9 +81,15 @@ def checks_named(names: Iterable[str]) -> Mapping[str, CheckSpec]:
     `<family>.<label>` loads its family's."""
     modules = []
     for name in names:
-        module = CONTENTS.get(name) or CONTENTS.get(name.partition(".")[0])
+        module = CONTENTS.get(name)
         if module is None:
-            return all_checks()
+            family = name.partition(".")[0]
+            if family not in CONTENTS:
+                return all_checks()
+            _load([CONTENTS[family]])
+            if not CHECKS[family].template:  # `limits.x`: a typo, not a label
+                return all_checks()
+            module = CONTENTS[family]
         modules.append(module)
     _load(modules)
     return CHECKS

@@ -80,3 +80,11 @@ def test_facts_in_a_fresh_process_gathers_every_value_check_in_the_tables_order(
     expected = [n for n in CONTENTS if n in {"nccl.version", "ofed.version", "hca.firmware", "container.digest"}]
     assert [n for n in names if n in expected] == expected
     assert names == [n for n in CONTENTS if n in names]
+
+
+def test_a_typo_under_a_checks_name_still_gets_the_nearest_of_every_check():
+    # `limits.x` is not a template's label: every module is loaded for the "did you mean"
+    loaded = loaded_after("from nodecheck.checks import checks_named\nchecks_named(['limits.x'])")
+    assert "nodecheck.checks.nccl_allreduce" in loaded
+    loaded = loaded_after("from nodecheck.checks import checks_named\nchecks_named(['command.nfs_home'])")
+    assert "nodecheck.checks.command" in loaded and "nodecheck.checks.roce" not in loaded
