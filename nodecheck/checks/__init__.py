@@ -6,6 +6,7 @@ starts before every job, and importing all 36 modules cost it about a tenth of a
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Iterable, Mapping
 
@@ -69,6 +70,7 @@ def _load(modules: Iterable[str]) -> None:
         importlib.import_module(f"nodecheck.checks.{module}")
 
 
+@functools.cache  # once every module is loaded the registry no longer changes (`facts` asks per node)
 def all_checks() -> Mapping[str, CheckSpec]:
     """Every registered check, by name, in the table's order."""
     _load(CONTENTS.values())

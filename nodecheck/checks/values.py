@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -26,6 +27,7 @@ class ValueCheck:
 VALUE_CHECKS: dict[str, ValueCheck] = {}  # filled as each check module is imported: read value_checks()
 
 
+@functools.cache  # all loaded once: `facts` reads a value per node and check
 def value_checks() -> dict[str, ValueCheck]:
     """Every value check, in the checks' table order: each registers when its module is imported,
     and a command loads only the modules its playbook names (nodecheck.checks.checks_named), so

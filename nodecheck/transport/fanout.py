@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from nodecheck.core.model import Capture, Cut, Node, Outcome, Probe
@@ -85,11 +85,7 @@ def run_probes(
     finished = threading.Semaphore(0)
 
     def worker() -> None:
-        while True:
-            try:
-                node = todo.get_nowait()
-            except queue.Empty:
-                return
+        for node in _taken(todo):
             with run.lock:
                 run.started.add(node.name)
             progress.started(node.name)
@@ -97,7 +93,7 @@ def run_probes(
                 _run_node(transport, node, run)
             except Exception as e:  # a bug here must not pass for a deadline or vanish
                 for probe in work[node]:
-                    run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
+                    run.record(_internal_error(node, probe, e))
             finally:
                 finished.release()
                 progress.done(node.name)
@@ -172,15 +168,11 @@ def _run_side_by_side(session, node: Node, probes: Sequence[Probe], run: _Run, w
             todo.put(probe)
 
     def lane() -> None:
-        while True:
-            try:
-                probe = todo.get_nowait()
-            except queue.Empty:
-                return
+        for probe in _taken(todo):
             try:
                 _run_one(session, node, probe, run)
             except Exception as e:  # a bug here must not pass for a deadline or vanish
-                run.record(_capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}"))
+                run.record(_internal_error(node, probe, e))
 
     lanes = [threading.Thread(target=lane, daemon=True, name=f"nodecheck-probe-{i}") for i in range(width)]
     for t in lanes:
@@ -190,6 +182,19 @@ def _run_side_by_side(session, node: Node, probes: Sequence[Probe], run: _Run, w
     for probe in probes:
         if probe.alone:
             _run_one(session, node, probe, run)
+
+
+def _taken(todo: queue.Queue | queue.SimpleQueue) -> Iterator:
+    """What is left in `todo`, taken one at a time by each thread that reads it, until it is empty."""
+    while True:
+        try:
+            yield todo.get_nowait()
+        except queue.Empty:
+            return
+
+
+def _internal_error(node: Node, probe: Probe, e: Exception) -> Capture:
+    return _capture(node, probe, Outcome.FAILED, f"internal error: {type(e).__name__}: {e}")
 
 
 def _unfinished(node: Node, probe: Probe, run: _Run) -> Capture:

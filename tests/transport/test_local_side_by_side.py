@@ -74,7 +74,7 @@ def test_no_more_than_the_cap_run_at_once(tmp_path):
 
 def test_the_run_deadline_cuts_side_by_side_probes_as_the_deadlines_doing(tmp_path):
     probes = [Probe(f"long{i}", ("sleep", "60"), timeout_s=60) for i in range(3)]
-    out = run({NODE: probes}, deadline_s=1.0)
+    out = run({NODE: probes}, deadline_s=3.0)  # the probes are running by then, however busy
     for c in out.captures.values():
         assert c.outcome is Outcome.TIMEOUT and c.cut is Cut.DEADLINE, c
     assert out.incomplete == "the run deadline was reached"
@@ -82,7 +82,7 @@ def test_the_run_deadline_cuts_side_by_side_probes_as_the_deadlines_doing(tmp_pa
 
 def test_probes_queued_behind_the_cap_when_the_deadline_passes_are_skipped(tmp_path):
     probes = [Probe(f"long{i}", ("sleep", "60"), timeout_s=60) for i in range(PROBES_AT_ONCE + 2)]
-    out = run({NODE: probes}, deadline_s=1.0)
+    out = run({NODE: probes}, deadline_s=3.0)  # the probes are running by then, however busy
     outcomes = [c.outcome for c in out.captures.values()]
     assert outcomes.count(Outcome.TIMEOUT) == PROBES_AT_ONCE
     assert outcomes.count(Outcome.SKIPPED) == 2
